@@ -1,0 +1,395 @@
+//! The gateway's configuration: one typed struct, loaded from the commented default file
+//! (`config/gateway.toml`, embedded in the binary), an optional operator file merged over it,
+//! and `AGUI_GATEWAY_*` environment overrides for every scalar setting.
+//!
+//! Loading writes nothing and validates everything, so `check-config` and `serve` fail the same
+//! way on the same mistake.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agents::script::ScriptStep;
+
+/// The documented example configuration, which is also the built-in default.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../config/gateway.toml");
+
+/// Prefix of every environment override: `AGUI_GATEWAY_` + the setting's path joined by `_`,
+/// upper-cased (`database.url` → `AGUI_GATEWAY_DATABASE_URL`).
+pub const ENV_PREFIX: &str = "AGUI_GATEWAY_";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config is not valid TOML: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("environment override {name}: {message}")]
+    Env { name: String, message: String },
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Config {
+    /// Address the HTTP server listens on.
+    pub listen: String,
+    pub database: DatabaseConfig,
+    pub limits: Limits,
+    pub event_log: EventLogConfig,
+    pub tenants: Vec<TenantConfig>,
+    pub agents: Vec<AgentConfig>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database", &self.database)
+            .field("limits", &self.limits)
+            .field("event_log", &self.event_log)
+            .field("tenants", &self.tenants)
+            .field(
+                "agents",
+                &self.agents.iter().map(|a| &a.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct DatabaseConfig {
+    /// `sqlite://path` (created on first start) or `postgres://…`.
+    pub url: String,
+    pub max_connections: u32,
+}
+
+impl std::fmt::Debug for DatabaseConfig {
+    /// The URL may hold a password: show only its scheme and host part.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &redact_url(&self.url))
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{host}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_event_bytes: usize,
+    pub keepalive_secs: u64,
+    pub stream_max_secs: u64,
+    pub max_open_steps: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EventLogConfig {
+    /// Most events committed in one transaction.
+    pub batch_max_events: usize,
+    /// Writer tasks (each with its own connection); turns are spread over them by id.
+    pub writers: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TenantConfig {
+    pub name: String,
+    /// Prefixes the first content of every assistant message (e.g. "[AI] ").
+    #[serde(default)]
+    pub ai_label: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentConfig {
+    pub name: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    /// Client-declared tools this agent admits (§2 `tools`).
+    #[serde(default)]
+    pub frontend_tools: Vec<String>,
+    /// Tenants that may use the agent; empty means every tenant.
+    #[serde(default)]
+    pub tenants: Vec<String>,
+    #[serde(flatten)]
+    pub kind: AgentKindConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum AgentKindConfig {
+    Script(ScriptAgentConfig),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScriptAgentConfig {
+    /// Characters per `TEXT_MESSAGE_CONTENT` when a `say` step streams its text.
+    #[serde(default = "default_chunk_chars")]
+    pub chunk_chars: usize,
+    /// Pause between chunks, so a person watching sees the text stream.
+    #[serde(default)]
+    pub chunk_delay_ms: u64,
+    pub steps: Vec<ScriptStep>,
+}
+
+fn default_chunk_chars() -> usize {
+    16
+}
+
+impl Config {
+    /// The built-in configuration: SQLite, the `default` tenant and the `demo` agent.
+    pub fn builtin() -> Result<Config, ConfigError> {
+        Config::load(None, std::iter::empty())
+    }
+
+    /// Loads the defaults, merges `file` over them and applies the environment `overrides`
+    /// (pairs of name and value; pass `std::env::vars()` in production).
+    pub fn load(
+        file: Option<&Path>,
+        overrides: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let mut tree: toml::Table = DEFAULT_CONFIG_TOML.parse()?;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            let operator: toml::Table = text.parse()?;
+            merge_tables(&mut tree, operator);
+        }
+        for (name, value) in overrides {
+            if let Some(key) = name.strip_prefix(ENV_PREFIX) {
+                apply_env_override(&mut tree, &name, key, &value)?;
+            }
+        }
+        let config: Config = toml::Value::Table(tree).try_into()?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.listen.parse().map_err(|_| {
+            ConfigError::Invalid(format!("listen: '{}' is not an address", self.listen))
+        })
+    }
+
+    pub fn agent(&self, name: &str) -> Option<&AgentConfig> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+
+    pub fn tenant(&self, name: &str) -> Option<&TenantConfig> {
+        self.tenants.iter().find(|t| t.name == name)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.listen_addr()?;
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        if !(self.database.url.starts_with("sqlite:") || self.database.url.starts_with("postgres"))
+        {
+            return invalid("database.url must start with sqlite: or postgres://".into());
+        }
+        if self.event_log.batch_max_events == 0 || self.event_log.writers == 0 {
+            return invalid(
+                "event_log.batch_max_events and event_log.writers must be at least 1".into(),
+            );
+        }
+        if self.limits.keepalive_secs == 0 || self.limits.stream_max_secs == 0 {
+            return invalid(
+                "limits.keepalive_secs and limits.stream_max_secs must be at least 1".into(),
+            );
+        }
+        let mut names = HashSet::new();
+        for tenant in &self.tenants {
+            if !crate::ids::is_valid_name(&tenant.name) || !names.insert(&tenant.name) {
+                return invalid(format!(
+                    "tenant '{}' is duplicated or not a valid name",
+                    tenant.name
+                ));
+            }
+        }
+        let mut names = HashSet::new();
+        for agent in &self.agents {
+            if !crate::ids::is_valid_name(&agent.name) || !names.insert(&agent.name) {
+                return invalid(format!(
+                    "agent '{}' is duplicated or not a valid name",
+                    agent.name
+                ));
+            }
+            for tenant in &agent.tenants {
+                if self.tenant(tenant).is_none() {
+                    return invalid(format!(
+                        "agent '{}' names unknown tenant '{tenant}'",
+                        agent.name
+                    ));
+                }
+            }
+            match &agent.kind {
+                AgentKindConfig::Script(script) => {
+                    if script.chunk_chars == 0 {
+                        return invalid(format!(
+                            "agent '{}': chunk_chars must be at least 1",
+                            agent.name
+                        ));
+                    }
+                    if script.steps.is_empty() {
+                        return invalid(format!("agent '{}' has no steps", agent.name));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Tables merge key by key; any other value (arrays included) replaces the default.
+fn merge_tables(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base_table)), toml::Value::Table(over_table)) => {
+                merge_tables(base_table, over_table)
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Finds the scalar setting whose path, joined by `_` and upper-cased, is `key`, and replaces
+/// it with `raw` parsed as the setting's own type.
+fn apply_env_override(
+    tree: &mut toml::Table,
+    name: &str,
+    key: &str,
+    raw: &str,
+) -> Result<(), ConfigError> {
+    fn find<'a>(table: &'a mut toml::Table, key: &str) -> Option<&'a mut toml::Value> {
+        let mut found = None;
+        for (name, value) in table.iter_mut() {
+            let upper = name.to_ascii_uppercase();
+            if upper == key && !value.is_table() && !value.is_array() {
+                found = Some(value);
+                break;
+            }
+            if let (Some(rest), toml::Value::Table(inner)) = (
+                key.strip_prefix(&upper).and_then(|r| r.strip_prefix('_')),
+                value,
+            ) {
+                if let Some(value) = find(inner, rest) {
+                    found = Some(value);
+                    break;
+                }
+            }
+        }
+        found
+    }
+    let env_error = |message: String| ConfigError::Env {
+        name: name.to_string(),
+        message,
+    };
+    let slot = find(tree, key).ok_or_else(|| env_error("no such setting".into()))?;
+    *slot = match slot {
+        toml::Value::Integer(_) => toml::Value::Integer(
+            raw.parse()
+                .map_err(|_| env_error(format!("'{raw}' is not an integer")))?,
+        ),
+        toml::Value::Float(_) => toml::Value::Float(
+            raw.parse()
+                .map_err(|_| env_error(format!("'{raw}' is not a number")))?,
+        ),
+        toml::Value::Boolean(_) => toml::Value::Boolean(
+            raw.parse()
+                .map_err(|_| env_error(format!("'{raw}' is not true/false")))?,
+        ),
+        _ => toml::Value::String(raw.to_string()),
+    };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_config_serves_the_demo_agent_on_sqlite() {
+        let config = Config::builtin().expect("default config loads");
+        assert_eq!(config.listen, "127.0.0.1:8080");
+        assert_eq!(config.database.url, "sqlite://agui-gateway.db");
+        assert!(config.agent("demo").is_some());
+        assert!(config.tenant("default").is_some());
+        assert_eq!(config.limits.max_body_bytes, 4 * 1024 * 1024);
+    }
+
+    #[test]
+    fn environment_overrides_reach_nested_settings_with_their_types() {
+        let config = Config::load(
+            None,
+            [
+                (
+                    "AGUI_GATEWAY_DATABASE_URL".to_string(),
+                    "postgres://db/x".to_string(),
+                ),
+                (
+                    "AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES".to_string(),
+                    "1024".to_string(),
+                ),
+                ("UNRELATED".to_string(), "1".to_string()),
+            ],
+        )
+        .expect("loads");
+        assert_eq!(config.database.url, "postgres://db/x");
+        assert_eq!(config.limits.max_body_bytes, 1024);
+    }
+
+    #[test]
+    fn a_bad_override_is_refused_with_its_name() {
+        let error = Config::load(
+            None,
+            [("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES".into(), "lots".into())],
+        )
+        .expect_err("refused");
+        assert!(
+            error
+                .to_string()
+                .contains("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES"),
+            "{error}"
+        );
+        let error =
+            Config::load(None, [("AGUI_GATEWAY_NOPE".into(), "1".into())]).expect_err("refused");
+        assert!(error.to_string().contains("no such setting"), "{error}");
+    }
+
+    #[test]
+    fn passwords_never_reach_debug_output() {
+        let config = Config::load(
+            None,
+            [(
+                "AGUI_GATEWAY_DATABASE_URL".into(),
+                "postgres://u:hunter2@h/db".into(),
+            )],
+        )
+        .expect("loads");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}

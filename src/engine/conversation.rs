@@ -1,0 +1,116 @@
+//! The conversation as AG-UI messages, folded from the thread's turns and their logs: what
+//! `GET /v1/threads/{thread}/messages` returns and what a client loads after a reload. Ids are
+//! the gateway's: a user message is `<turn>:in`, an answer `<turn>:m<n>`.
+
+use serde_json::Value;
+
+use crate::ids;
+use crate::protocol::events::{Envelope, ToolResultContent};
+use crate::protocol::input::{
+    AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserContent, UserMessage,
+};
+use crate::protocol::{Event, InputMessage};
+use crate::store::{StoredEvent, TurnRow};
+
+/// Appends one turn's messages: the user's, then what the log says the agent answered.
+pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[StoredEvent]) {
+    messages.push(InputMessage::User(UserMessage {
+        id: ids::user_message_id(&turn.public_id),
+        content: UserContent::Text(turn.user_text.clone()),
+        name: None,
+    }));
+    for stored in events {
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else {
+            continue;
+        };
+        match envelope.event {
+            Event::TextMessageStart { message_id, .. } => {
+                messages.push(InputMessage::Assistant(AssistantMessage {
+                    id: message_id,
+                    content: Some(String::new()),
+                    tool_calls: None,
+                    name: None,
+                }));
+            }
+            Event::TextMessageContent {
+                message_id, delta, ..
+            } => {
+                if let Some(InputMessage::Assistant(message)) = find(messages, &message_id) {
+                    message
+                        .content
+                        .get_or_insert_with(String::new)
+                        .push_str(&delta);
+                }
+            }
+            Event::ToolCallStart {
+                tool_call_id,
+                tool_call_name,
+                parent_message_id,
+                ..
+            } => {
+                let call = ToolCall {
+                    id: tool_call_id.clone(),
+                    kind: "function".into(),
+                    function: FunctionCall {
+                        name: tool_call_name,
+                        arguments: String::new(),
+                    },
+                };
+                let parent = parent_message_id
+                    .as_deref()
+                    .unwrap_or(&tool_call_id)
+                    .to_string();
+                match find(messages, &parent) {
+                    Some(InputMessage::Assistant(message)) => {
+                        message.tool_calls.get_or_insert_with(Vec::new).push(call)
+                    }
+                    _ => messages.push(InputMessage::Assistant(AssistantMessage {
+                        id: parent,
+                        content: None,
+                        tool_calls: Some(vec![call]),
+                        name: None,
+                    })),
+                }
+            }
+            Event::ToolCallArgs {
+                tool_call_id,
+                delta,
+                ..
+            } => {
+                let call = messages.iter_mut().rev().find_map(|m| match m {
+                    InputMessage::Assistant(a) => a
+                        .tool_calls
+                        .as_mut()?
+                        .iter_mut()
+                        .find(|c| c.id == tool_call_id),
+                    _ => None,
+                });
+                if let Some(call) = call {
+                    call.function.arguments.push_str(&delta);
+                }
+            }
+            Event::ToolCallResult {
+                message_id,
+                tool_call_id,
+                content,
+                ..
+            } => {
+                let content = match content {
+                    ToolResultContent::Text(text) => Value::String(text),
+                    ToolResultContent::Parts(parts) => Value::Array(parts),
+                };
+                messages.push(InputMessage::Tool(ToolMessage {
+                    id: message_id,
+                    content,
+                    tool_call_id,
+                    error: None,
+                }));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn find<'a>(messages: &'a mut [InputMessage], id: &str) -> Option<&'a mut InputMessage> {
+    messages.iter_mut().rev().find(|m| m.id() == id)
+}

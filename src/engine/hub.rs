@@ -1,0 +1,209 @@
+//! Stream wake-ups: one [`Feed`] per turn that someone is writing or watching.
+//!
+//! A feed carries the turn's newest committed sequence number (a `watch`, so a stream that
+//! checked the log and then waits can never miss a wake-up) and, for turns this instance runs,
+//! the recently committed events themselves, so live streams read them from memory instead of
+//! the database. Feeds are held by whoever uses them; the hub only keeps weak references.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use tokio::sync::watch;
+
+use crate::store::StoredEvent;
+
+/// Most events a feed keeps in memory; older ones are read from the log.
+const FEED_CAPACITY: usize = 16_384;
+
+#[derive(Default)]
+pub struct Hub {
+    feeds: Mutex<HashMap<i64, Weak<Feed>>>,
+}
+
+pub struct Feed {
+    committed: watch::Sender<i64>,
+    recent: RwLock<VecDeque<StoredEvent>>,
+    /// Set once this instance's writer published into the feed: its memory is then complete
+    /// and streams need not poll the table.
+    local: AtomicBool,
+}
+
+impl Feed {
+    fn new() -> Feed {
+        Feed {
+            committed: watch::channel(0).0,
+            recent: RwLock::new(VecDeque::new()),
+            local: AtomicBool::new(false),
+        }
+    }
+
+    /// A receiver that is woken whenever the turn's log may have grown.
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.committed.subscribe()
+    }
+
+    /// Events after `after_seq` held in memory, when memory holds the very next one. `None`
+    /// means "read the log instead".
+    pub fn recent_after(&self, after_seq: i64, limit: usize) -> Option<Vec<StoredEvent>> {
+        let recent = self
+            .recent
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let first = recent.front()?.seq;
+        if after_seq + 1 < first {
+            return None;
+        }
+        let skip = usize::try_from(after_seq + 1 - first).ok()?;
+        Some(recent.iter().skip(skip).take(limit).cloned().collect())
+    }
+
+    /// Whether this instance writes the turn (so its memory holds every new event).
+    pub fn is_local(&self) -> bool {
+        self.local.load(Ordering::Acquire)
+    }
+
+    /// Events just committed by this instance's writer, in order.
+    fn publish(&self, events: Vec<StoredEvent>) {
+        let Some(last) = events.last().map(|e| e.seq) else {
+            return;
+        };
+        self.local.store(true, Ordering::Release);
+        {
+            let mut recent = self
+                .recent
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for event in events {
+                // Keep the window contiguous: a gap (a takeover mid-turn) starts it afresh.
+                if recent.back().is_some_and(|back| back.seq + 1 != event.seq) {
+                    recent.clear();
+                }
+                recent.push_back(event);
+                if recent.len() > FEED_CAPACITY {
+                    recent.pop_front();
+                }
+            }
+        }
+        self.committed.send_if_modified(|seq| {
+            let grew = last > *seq;
+            *seq = (*seq).max(last);
+            grew
+        });
+    }
+
+    /// Another instance appended up to `seq` (or `None`: something may have been missed).
+    fn wake(&self, seq: Option<i64>) {
+        match seq {
+            Some(seq) => {
+                self.committed.send_if_modified(|current| {
+                    let grew = seq > *current;
+                    *current = (*current).max(seq);
+                    grew
+                });
+            }
+            None => self.committed.send_modify(|_| {}),
+        }
+    }
+}
+
+impl Hub {
+    /// The turn's feed, created on first use.
+    pub fn feed(&self, turn: i64) -> Arc<Feed> {
+        let mut feeds = self
+            .feeds
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(feed) = feeds.get(&turn).and_then(Weak::upgrade) {
+            return feed;
+        }
+        if feeds.len() > 1024 && feeds.len().is_power_of_two() {
+            feeds.retain(|_, feed| feed.strong_count() > 0);
+        }
+        let feed = Arc::new(Feed::new());
+        feeds.insert(turn, Arc::downgrade(&feed));
+        feed
+    }
+
+    fn existing(&self, turn: i64) -> Option<Arc<Feed>> {
+        let feeds = self
+            .feeds
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        feeds.get(&turn).and_then(Weak::upgrade)
+    }
+
+    /// Called by the writer after a commit with the turn's new events.
+    pub fn publish(&self, turn: i64, events: Vec<StoredEvent>) {
+        if let Some(feed) = self.existing(turn) {
+            feed.publish(events);
+        }
+    }
+
+    /// Called when another instance announced appends; an empty list wakes every feed.
+    pub fn wake(&self, appended: &[(i64, i64)]) {
+        if appended.is_empty() {
+            let feeds: Vec<Arc<Feed>> = {
+                let feeds = self
+                    .feeds
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                feeds.values().filter_map(Weak::upgrade).collect()
+            };
+            for feed in feeds {
+                feed.wake(None);
+            }
+            return;
+        }
+        for (turn, seq) in appended {
+            if let Some(feed) = self.existing(*turn) {
+                feed.wake(Some(*seq));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::EventKind;
+    use bytes::Bytes;
+
+    fn event(seq: i64) -> StoredEvent {
+        StoredEvent {
+            seq,
+            kind: EventKind::Plain,
+            body: Bytes::from_static(b"{}"),
+            at_ms: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_publish_wakes_subscribers_and_serves_from_memory() {
+        let hub = Hub::default();
+        let feed = hub.feed(7);
+        let mut woken = feed.subscribe();
+        hub.publish(7, vec![event(1), event(2)]);
+        woken.changed().await.expect("woken");
+        assert_eq!(*woken.borrow(), 2);
+        let after_one = feed.recent_after(1, 10).expect("in memory");
+        assert_eq!(after_one.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(feed.recent_after(2, 10).map(|v| v.len()), Some(0));
+    }
+
+    #[test]
+    fn memory_that_does_not_reach_back_far_enough_sends_readers_to_the_log() {
+        let hub = Hub::default();
+        let feed = hub.feed(1);
+        hub.publish(1, vec![event(5), event(6)]);
+        assert!(feed.recent_after(2, 10).is_none());
+        assert!(feed.recent_after(4, 10).is_some());
+    }
+
+    #[test]
+    fn feeds_live_only_while_someone_holds_them() {
+        let hub = Hub::default();
+        drop(hub.feed(3));
+        assert!(hub.existing(3).is_none());
+    }
+}

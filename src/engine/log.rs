@@ -1,0 +1,235 @@
+//! The event log's group-commit writer.
+//!
+//! Every turn's appends go to one of a few writer tasks (always the same one for a turn, so its
+//! events stay in order). A writer takes everything queued, up to `batch_max_events`, commits it
+//! in one transaction, then wakes the streams (in-process at once, other instances with one
+//! notification per batch). While a batch commits the next one gathers, so the batch size grows
+//! with the load and a lone event is never held back waiting for company.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::hub::Hub;
+use crate::store::{Store, StoreError, StoredEvent, WriteOp};
+
+/// Appends waiting per writer before `append` waits for room (back-pressure on fast agents).
+const QUEUE_DEPTH: usize = 8192;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("the event log writer has stopped")]
+    Stopped,
+    #[error("the batch holding this turn's events could not be committed: {0}")]
+    Commit(Arc<StoreError>),
+}
+
+/// Whether a turn's appends have all succeeded so far; the writer flips it on a failed batch so
+/// the turn stops instead of writing a log with a hole in it.
+#[derive(Default)]
+pub struct AppendHealth {
+    failed: AtomicBool,
+}
+
+impl AppendHealth {
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+}
+
+/// Ops for one turn, committed together in one batch.
+struct Append {
+    turn: i64,
+    ops: Vec<WriteOp>,
+    health: Arc<AppendHealth>,
+    committed: Option<oneshot::Sender<Result<(), LogError>>>,
+}
+
+#[derive(Clone)]
+pub struct EventLog {
+    writers: Arc<Vec<mpsc::Sender<Append>>>,
+}
+
+impl EventLog {
+    /// Starts `writers` writer tasks (and the announcer that wakes other instances).
+    pub fn start(
+        store: Arc<dyn Store>,
+        hub: Arc<Hub>,
+        writers: usize,
+        batch_max_events: usize,
+    ) -> EventLog {
+        let (announce_tx, announce_rx) = mpsc::unbounded_channel();
+        tokio::spawn(announce(store.clone(), announce_rx));
+        let writers = (0..writers.max(1))
+            .map(|_| {
+                let (sender, receiver) = mpsc::channel(QUEUE_DEPTH);
+                tokio::spawn(write_batches(
+                    store.clone(),
+                    hub.clone(),
+                    receiver,
+                    batch_max_events,
+                    announce_tx.clone(),
+                ));
+                sender
+            })
+            .collect();
+        EventLog {
+            writers: Arc::new(writers),
+        }
+    }
+
+    fn writer(&self, turn: i64) -> &mpsc::Sender<Append> {
+        &self.writers[(turn.unsigned_abs() as usize) % self.writers.len()]
+    }
+
+    /// Queues `ops` for the turn; they are committed in order with the turn's other appends.
+    pub async fn append(
+        &self,
+        turn: i64,
+        ops: Vec<WriteOp>,
+        health: &Arc<AppendHealth>,
+    ) -> Result<(), LogError> {
+        let append = Append {
+            turn,
+            ops,
+            health: health.clone(),
+            committed: None,
+        };
+        self.writer(turn)
+            .send(append)
+            .await
+            .map_err(|_| LogError::Stopped)
+    }
+
+    /// Queues `ops` and waits until they (and everything queued before them) are committed.
+    pub async fn append_committed(
+        &self,
+        turn: i64,
+        ops: Vec<WriteOp>,
+        health: &Arc<AppendHealth>,
+    ) -> Result<(), LogError> {
+        let (done_tx, done_rx) = oneshot::channel();
+        let append = Append {
+            turn,
+            ops,
+            health: health.clone(),
+            committed: Some(done_tx),
+        };
+        self.writer(turn)
+            .send(append)
+            .await
+            .map_err(|_| LogError::Stopped)?;
+        done_rx.await.map_err(|_| LogError::Stopped)?
+    }
+}
+
+async fn write_batches(
+    store: Arc<dyn Store>,
+    hub: Arc<Hub>,
+    mut queue: mpsc::Receiver<Append>,
+    batch_max_events: usize,
+    announce: mpsc::UnboundedSender<Vec<(i64, i64)>>,
+) {
+    let mut appends: Vec<Append> = Vec::new();
+    while let Some(first) = queue.recv().await {
+        let mut size = first.ops.len();
+        appends.push(first);
+        while size < batch_max_events {
+            match queue.try_recv() {
+                Ok(next) => {
+                    size += next.ops.len();
+                    appends.push(next);
+                }
+                Err(_) => break,
+            }
+        }
+        let ops: Vec<WriteOp> = appends
+            .iter_mut()
+            .flat_map(|a| std::mem::take(&mut a.ops))
+            .collect();
+        let outcome = commit_with_retry(store.as_ref(), &ops).await;
+        match outcome {
+            Ok(()) => {
+                let appended = publish(&hub, ops);
+                for append in appends.drain(..) {
+                    if let Some(done) = append.committed {
+                        let _ = done.send(Ok(()));
+                    }
+                }
+                if !appended.is_empty() {
+                    let _ = announce.send(appended);
+                }
+            }
+            Err(error) => {
+                tracing::error!(error = %error, events = ops.len(), "an event log batch failed; its turns stop");
+                let error = Arc::new(error);
+                for append in appends.drain(..) {
+                    append.health.failed.store(true, Ordering::Release);
+                    tracing::warn!(turn = append.turn, "turn lost an append");
+                    if let Some(done) = append.committed {
+                        let _ = done.send(Err(LogError::Commit(error.clone())));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Commits a batch; waits out a database that is away (connection errors) with backoff, but
+/// gives up at once on an error the database itself reported (retrying cannot fix it).
+async fn commit_with_retry(store: &dyn Store, ops: &[WriteOp]) -> Result<(), StoreError> {
+    let mut delay = Duration::from_millis(20);
+    loop {
+        match store.commit_batch(ops).await {
+            Ok(()) => return Ok(()),
+            Err(StoreError::Database(sqlx::Error::Database(error))) => {
+                return Err(StoreError::Database(sqlx::Error::Database(error)))
+            }
+            Err(StoreError::Database(error)) => {
+                tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "event log commit failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            Err(other) => return Err(other),
+        }
+    }
+}
+
+/// Hands the committed events to the hub, per turn and in order; returns each turn's newest seq.
+fn publish(hub: &Hub, ops: Vec<WriteOp>) -> Vec<(i64, i64)> {
+    let mut by_turn: BTreeMap<i64, Vec<StoredEvent>> = BTreeMap::new();
+    for op in ops {
+        if let WriteOp::Event { turn, event } = op {
+            by_turn.entry(turn).or_default().push(event);
+        }
+    }
+    by_turn
+        .into_iter()
+        .filter_map(|(turn, events)| {
+            let last = events.last()?.seq;
+            hub.publish(turn, events);
+            Some((turn, last))
+        })
+        .collect()
+}
+
+/// Sends other instances one notification for everything committed since the last one.
+async fn announce(store: Arc<dyn Store>, mut queue: mpsc::UnboundedReceiver<Vec<(i64, i64)>>) {
+    while let Some(first) = queue.recv().await {
+        let mut newest: BTreeMap<i64, i64> = first.into_iter().collect();
+        while let Ok(more) = queue.try_recv() {
+            for (turn, seq) in more {
+                let entry = newest.entry(turn).or_insert(seq);
+                *entry = (*entry).max(seq);
+            }
+        }
+        let pairs: Vec<(i64, i64)> = newest.into_iter().collect();
+        if let Err(error) = store.announce_appends(&pairs).await {
+            // Streams elsewhere also poll the log, so a lost notification only delays them.
+            tracing::warn!(%error, "could not announce appends to other instances");
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! [`TurnContext`]: what an agent holds while it answers a turn. Everything an agent says goes
+//! through it into the event log; it numbers the events, names messages, tool calls and notes
+//! after the turn, and remembers what is open so a cancelled turn is closed properly.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::log::{AppendHealth, EventLog, LogError};
+use crate::protocol::events::{Envelope, PatchOp, TextRole, ToolResultContent};
+use crate::protocol::{iso8601, now_ms, Event, RunOutcome, TokenUsage};
+use crate::store::{EventKind, StoredEvent, TurnStatus, WriteOp};
+
+/// Why an agent stopped before finishing. Each maps to how the run ends.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// An explicit cancel: `RUN_FINISHED` with outcome `cancelled`.
+    #[error("the turn was cancelled")]
+    Cancelled,
+    /// The agent failed: `RUN_ERROR` with code `failed`.
+    #[error("{0}")]
+    Failed(String),
+    /// One event exceeded `limits.max_event_bytes`: `RUN_ERROR` `failed`.
+    #[error("an event of {size} bytes exceeds the {limit}-byte limit")]
+    EventTooLarge { size: usize, limit: usize },
+    /// The log could not be written; nothing more can be said on this turn.
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// What a finished agent reports for `RUN_FINISHED`.
+#[derive(Debug, Default)]
+pub struct AgentOutput {
+    pub result: Option<Value>,
+    pub usage: Option<Vec<TokenUsage>>,
+}
+
+/// Where a turn's agent stood when the turn started (a fresh turn starts at zero).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    /// The next script step to run.
+    pub step: usize,
+}
+
+pub struct TurnContext {
+    log: EventLog,
+    health: Arc<AppendHealth>,
+    turn_pk: i64,
+    thread_pk: i64,
+    turn_id: String,
+    agent: String,
+    user_text: String,
+    ai_label: Option<String>,
+    max_event_bytes: usize,
+    cancel: watch::Receiver<bool>,
+    next_seq: i64,
+    next_note_no: i64,
+    counters: Counters,
+    open_messages: Vec<String>,
+    /// Messages whose first content has not been sent yet (the AI label goes there).
+    unlabelled: Vec<String>,
+    open_tool_calls: Vec<String>,
+    open_steps: Vec<String>,
+    last_message: Option<String>,
+}
+
+#[derive(Default)]
+struct Counters {
+    messages: u32,
+    tool_calls: u32,
+}
+
+/// Everything a new [`TurnContext`] needs; built by the engine.
+pub(crate) struct TurnSetup {
+    pub log: EventLog,
+    pub turn_pk: i64,
+    pub thread_pk: i64,
+    pub turn_id: String,
+    pub agent: String,
+    pub user_text: String,
+    pub ai_label: Option<String>,
+    pub max_event_bytes: usize,
+    pub cancel: watch::Receiver<bool>,
+    pub next_seq: i64,
+    pub next_note_no: i64,
+}
+
+impl TurnContext {
+    pub(crate) fn new(setup: TurnSetup) -> TurnContext {
+        TurnContext {
+            log: setup.log,
+            health: Arc::new(AppendHealth::default()),
+            turn_pk: setup.turn_pk,
+            thread_pk: setup.thread_pk,
+            turn_id: setup.turn_id,
+            agent: setup.agent,
+            user_text: setup.user_text,
+            ai_label: setup.ai_label.filter(|l| !l.is_empty()),
+            max_event_bytes: setup.max_event_bytes,
+            cancel: setup.cancel,
+            next_seq: setup.next_seq,
+            next_note_no: setup.next_note_no,
+            counters: Counters::default(),
+            open_messages: Vec::new(),
+            unlabelled: Vec::new(),
+            open_tool_calls: Vec::new(),
+            open_steps: Vec::new(),
+            last_message: None,
+        }
+    }
+
+    /// The turn's public id (message ids and event ids are named after it).
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// The words of the user message that started the turn.
+    pub fn user_text(&self) -> &str {
+        &self.user_text
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        *self.cancel.borrow()
+    }
+
+    /// Fails with [`AgentError::Cancelled`] once the turn is cancelled.
+    pub fn check_cancelled(&self) -> Result<(), AgentError> {
+        if self.is_cancelled() {
+            Err(AgentError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sleeps, waking early (with [`AgentError::Cancelled`]) if the turn is cancelled.
+    pub async fn sleep(&mut self, duration: Duration) -> Result<(), AgentError> {
+        self.check_cancelled()?;
+        let mut cancel = self.cancel.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(duration) => Ok(()),
+            _ = cancel.wait_for(|cancelled| *cancelled) => Err(AgentError::Cancelled),
+        }
+    }
+
+    /// Appends one event to the turn's log (committed in the writer's next batch).
+    pub async fn emit(&mut self, event: Event) -> Result<(), AgentError> {
+        let op = self.event_op(event)?;
+        self.log
+            .append(self.turn_pk, vec![op], &self.health)
+            .await?;
+        Ok(())
+    }
+
+    fn event_op(&mut self, event: Event) -> Result<WriteOp, AgentError> {
+        if self.health.is_failed() {
+            return Err(AgentError::Failed(
+                "the event log lost an earlier event of this turn".into(),
+            ));
+        }
+        let kind = match &event {
+            Event::RunStarted { .. } => EventKind::RunStarted,
+            Event::RunFinished { .. } => EventKind::RunFinished,
+            Event::RunError { .. } => EventKind::RunError,
+            Event::StateSnapshot { .. } => EventKind::StateSnapshot,
+            _ => EventKind::Plain,
+        };
+        let at_ms = now_ms();
+        let body = serde_json::to_vec(&Envelope::new(event, at_ms)).map_err(|error| {
+            AgentError::Failed(format!("an event could not be encoded: {error}"))
+        })?;
+        if body.len() > self.max_event_bytes {
+            return Err(AgentError::EventTooLarge {
+                size: body.len(),
+                limit: self.max_event_bytes,
+            });
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let event = StoredEvent {
+            seq,
+            kind,
+            body: Bytes::from(body),
+            at_ms,
+        };
+        Ok(WriteOp::Event {
+            turn: self.turn_pk,
+            event,
+        })
+    }
+
+    /// Records where the agent stands, so the turn can continue from here after a restart.
+    pub async fn checkpoint(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
+        let checkpoint = serde_json::to_string(checkpoint).map_err(|error| {
+            AgentError::Failed(format!("checkpoint could not be encoded: {error}"))
+        })?;
+        self.log
+            .append(
+                self.turn_pk,
+                vec![WriteOp::Checkpoint {
+                    turn: self.turn_pk,
+                    checkpoint,
+                }],
+                &self.health,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Opens an assistant text message and returns its id (`<turn>:m<n>`).
+    pub async fn text_start(&mut self) -> Result<String, AgentError> {
+        self.counters.messages += 1;
+        let message_id = format!("{}:m{}", self.turn_id, self.counters.messages);
+        self.emit(Event::TextMessageStart {
+            message_id: message_id.clone(),
+            role: Some(TextRole::Assistant),
+            name: None,
+            subagent_run_id: None,
+        })
+        .await?;
+        self.open_messages.push(message_id.clone());
+        self.unlabelled.push(message_id.clone());
+        self.last_message = Some(message_id.clone());
+        Ok(message_id)
+    }
+
+    /// Streams a piece of an open message; the tenant's AI label leads its first piece.
+    pub async fn text_delta(&mut self, message_id: &str, delta: &str) -> Result<(), AgentError> {
+        let delta = match self.unlabelled.iter().position(|m| m == message_id) {
+            Some(index) => {
+                self.unlabelled.swap_remove(index);
+                match &self.ai_label {
+                    Some(label) => format!("{label}{delta}"),
+                    None => delta.to_string(),
+                }
+            }
+            None => delta.to_string(),
+        };
+        self.emit(Event::TextMessageContent {
+            message_id: message_id.to_string(),
+            delta,
+            subagent_run_id: None,
+        })
+        .await
+    }
+
+    pub async fn text_end(&mut self, message_id: &str) -> Result<(), AgentError> {
+        self.open_messages.retain(|m| m != message_id);
+        self.unlabelled.retain(|m| m != message_id);
+        self.emit(Event::TextMessageEnd {
+            message_id: message_id.to_string(),
+            subagent_run_id: None,
+        })
+        .await
+    }
+
+    /// A whole tool call with its result: `TOOL_CALL_START/ARGS/END` then `TOOL_CALL_RESULT`.
+    /// Returns the call's id (`<turn>:c<n>`).
+    pub async fn tool_call(
+        &mut self,
+        name: &str,
+        arguments: &str,
+        result: &str,
+    ) -> Result<String, AgentError> {
+        self.counters.tool_calls += 1;
+        let call_id = format!("{}:c{}", self.turn_id, self.counters.tool_calls);
+        self.emit(Event::ToolCallStart {
+            tool_call_id: call_id.clone(),
+            tool_call_name: name.to_string(),
+            parent_message_id: self.last_message.clone(),
+            subagent_run_id: None,
+        })
+        .await?;
+        self.open_tool_calls.push(call_id.clone());
+        self.emit(Event::ToolCallArgs {
+            tool_call_id: call_id.clone(),
+            delta: arguments.to_string(),
+            subagent_run_id: None,
+        })
+        .await?;
+        self.open_tool_calls.retain(|c| c != &call_id);
+        self.emit(Event::ToolCallEnd {
+            tool_call_id: call_id.clone(),
+            subagent_run_id: None,
+        })
+        .await?;
+        self.emit(Event::ToolCallResult {
+            message_id: format!("{}:r{}", self.turn_id, self.counters.tool_calls),
+            tool_call_id: call_id.clone(),
+            content: ToolResultContent::Text(result.to_string()),
+            role: Some("tool".into()),
+            subagent_run_id: None,
+        })
+        .await?;
+        // The answer after a tool call is a new message.
+        self.last_message = None;
+        Ok(call_id)
+    }
+
+    /// Pins a note to the thread's board: a `STATE_DELTA` adding it, and the note itself, in
+    /// the same batch.
+    pub async fn pin_note(
+        &mut self,
+        kind: &str,
+        tags: &[String],
+        text: &str,
+    ) -> Result<Value, AgentError> {
+        let note_no = self.next_note_no;
+        self.next_note_no += 1;
+        let note = json!({
+            "id": note_no.to_string(),
+            "kind": kind,
+            "tags": tags,
+            "text": text,
+            "turn": self.turn_id,
+            "agent": self.agent,
+            "createdAt": iso8601(now_ms()),
+            "supersedes": null,
+            // Every turn started through AG-UI is tainted: its text came from an app (§8).
+            "tainted": true,
+            "labels": [],
+        });
+        let delta = self.event_op(Event::StateDelta {
+            delta: vec![PatchOp {
+                op: "add".into(),
+                path: "/board/notes/-".into(),
+                from: None,
+                value: Some(note.clone()),
+            }],
+            subagent_run_id: None,
+        })?;
+        let pin = WriteOp::PinNote {
+            thread: self.thread_pk,
+            note_no,
+            body: note.to_string(),
+        };
+        self.log
+            .append(self.turn_pk, vec![delta, pin], &self.health)
+            .await?;
+        Ok(note)
+    }
+
+    pub async fn step_start(&mut self, name: &str) -> Result<(), AgentError> {
+        self.emit(Event::StepStarted {
+            step_name: name.to_string(),
+            subagent_run_id: None,
+        })
+        .await?;
+        self.open_steps.push(name.to_string());
+        Ok(())
+    }
+
+    pub async fn step_finish(&mut self, name: &str) -> Result<(), AgentError> {
+        self.open_steps.retain(|s| s != name);
+        self.emit(Event::StepFinished {
+            step_name: name.to_string(),
+            subagent_run_id: None,
+        })
+        .await
+    }
+
+    /// Closes whatever is open (newest first), as `RUN_FINISHED` requires.
+    async fn close_open_items(&mut self) -> Result<(), AgentError> {
+        for call in std::mem::take(&mut self.open_tool_calls).into_iter().rev() {
+            self.emit(Event::ToolCallEnd {
+                tool_call_id: call,
+                subagent_run_id: None,
+            })
+            .await?;
+        }
+        for message in std::mem::take(&mut self.open_messages).into_iter().rev() {
+            self.emit(Event::TextMessageEnd {
+                message_id: message,
+                subagent_run_id: None,
+            })
+            .await?;
+        }
+        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
+            self.emit(Event::StepFinished {
+                step_name: step,
+                subagent_run_id: None,
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the turn: closes open items, appends the terminal event and marks the turn, in one
+    /// batch, and waits for the commit.
+    pub(crate) async fn finish(
+        mut self,
+        ending: Result<AgentOutput, AgentError>,
+    ) -> Result<(), LogError> {
+        let (terminal, status) = match ending {
+            Ok(output) => {
+                if let Err(error) = self.close_open_items().await {
+                    return self.fail(&error).await;
+                }
+                let event = Event::RunFinished {
+                    thread_id: String::new(),
+                    run_id: String::new(),
+                    result: output.result,
+                    outcome: Some(RunOutcome::Success {
+                        pending_tool_call_ids: vec![],
+                    }),
+                    usage: output.usage,
+                };
+                (event, TurnStatus::Succeeded)
+            }
+            Err(AgentError::Cancelled) => {
+                if let Err(error) = self.close_open_items().await {
+                    return self.fail(&error).await;
+                }
+                let event = Event::RunFinished {
+                    thread_id: String::new(),
+                    run_id: String::new(),
+                    result: None,
+                    outcome: Some(RunOutcome::Cancelled),
+                    usage: None,
+                };
+                (event, TurnStatus::Cancelled)
+            }
+            Err(error) => return self.fail(&error).await,
+        };
+        self.append_terminal(terminal, status).await
+    }
+
+    async fn fail(self, error: &AgentError) -> Result<(), LogError> {
+        if let AgentError::Log(_) = error {
+            // The log is what failed: there is no writing a RUN_ERROR into it.
+            return Err(LogError::Stopped);
+        }
+        tracing::warn!(turn = %self.turn_id, %error, "turn failed");
+        let event = Event::RunError {
+            message: error.to_string(),
+            code: Some("failed".into()),
+            usage: None,
+        };
+        self.append_terminal(event, TurnStatus::Failed).await
+    }
+
+    async fn append_terminal(mut self, event: Event, status: TurnStatus) -> Result<(), LogError> {
+        // A terminal event never fails on size or a poisoned turn: it must reach the log.
+        self.health = Arc::new(AppendHealth::default());
+        let op = self.event_op(event).map_err(|_| LogError::Stopped)?;
+        let finish = WriteOp::FinishTurn {
+            turn: self.turn_pk,
+            status,
+            at_ms: now_ms(),
+        };
+        self.log
+            .append_committed(self.turn_pk, vec![op, finish], &self.health)
+            .await
+    }
+}

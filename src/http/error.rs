@@ -1,0 +1,109 @@
+//! [`ApiError`]: every error that ends a request before its stream opens, mapped in this one
+//! place to an HTTP status and the body `{"error": {"code", "message"}}` (§2.4).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::auth::AuthError;
+use crate::engine::EngineError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400, with a code: `bad_request` (naming the field), `unsupported_content`,
+    /// `tool_not_admitted`, `bad_last_event_id`.
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    /// 401 `unauthenticated`.
+    #[error(transparent)]
+    Unauthenticated(#[from] AuthError),
+    /// 403 `permission_denied`: says nothing about whether the thing exists.
+    #[error("permission denied")]
+    PermissionDenied,
+    /// 404 `not_found`.
+    #[error("{0}")]
+    NotFound(String),
+    /// 406 `not_acceptable`: the answer is always `text/event-stream`.
+    #[error("this route answers only text/event-stream; the Accept header rules it out")]
+    NotAcceptable,
+    /// 409, with a code (`not_running`).
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    /// 413 `payload_too_large`.
+    #[error("the request body exceeds {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    /// 415 `unsupported_media_type`.
+    #[error("Content-Type must be application/json")]
+    UnsupportedMediaType,
+    /// 503 `unavailable`.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500 `internal`: the cause is logged, the client sees an opaque message.
+    #[error("internal error")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ApiError {
+    pub fn bad_request(field: &str, message: impl std::fmt::Display) -> ApiError {
+        ApiError::BadRequest {
+            code: "bad_request",
+            message: format!("{field}: {message}"),
+        }
+    }
+
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
+            ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
+            ApiError::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
+            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            ApiError::PayloadTooLarge { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+            }
+            ApiError::UnsupportedMediaType => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(error: EngineError) -> ApiError {
+        match error {
+            EngineError::PermissionDenied => ApiError::PermissionDenied,
+            EngineError::BadLastEventId(_) => ApiError::BadRequest {
+                code: "bad_last_event_id",
+                message: error.to_string(),
+            },
+            EngineError::BadRequest { .. } => ApiError::BadRequest {
+                code: "bad_request",
+                message: error.to_string(),
+            },
+            EngineError::NotFound(message) => ApiError::NotFound(message),
+            EngineError::NotRunning(message) => ApiError::Conflict {
+                code: "not_running",
+                message,
+            },
+            EngineError::Store(error) => ApiError::Internal(Box::new(error)),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(error = %cause, "request failed");
+        }
+        (
+            status,
+            Json(json!({ "error": { "code": code, "message": self.to_string() } })),
+        )
+            .into_response()
+    }
+}

@@ -1,0 +1,291 @@
+//! `POST /v1/agui/agents/{agent}`: the AG-UI run route (SPEC §2–§4).
+//!
+//! The order of checks is the contract: the caller (before any body byte is read), the agent,
+//! `Accept` (406) and `Content-Type` (415), the body size while reading it (413), its shape
+//! (400 naming the field), then the engine's decisions, which either open the stream or refuse
+//! the run with a lone `RUN_ERROR` in a 200 stream.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap};
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::{sse, ApiError, AppState, Tenant};
+use crate::auth::Caller;
+use crate::config::AgentConfig;
+use crate::engine::{RunPlan, RunRequest, StreamItem, StreamOptions};
+use crate::ids::{EventId, RunId, ThreadId};
+use crate::protocol::events::Envelope;
+use crate::protocol::{now_ms, Event, InputMessage, RunAgentInput};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agui/agents/{agent}", post(run))
+        // The route measures its own body limit while reading (413), from config.
+        .layer(DefaultBodyLimit::disable())
+}
+
+async fn run(
+    State(state): State<AppState>,
+    caller: Caller,
+    Tenant(tenant): Tenant,
+    Path(agent): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let agent = find_agent(&state, &agent, &tenant.name)?;
+    check_accept(&headers)?;
+    check_content_type(&headers)?;
+    let last_event_id = parse_last_event_id(&headers)?;
+    let bytes = read_limited(body, state.config.limits.max_body_bytes).await?;
+    let input = parse_input(&bytes)?;
+    let thread_id =
+        ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
+    let run_id = RunId::parse(&input.run_id).map_err(|m| ApiError::bad_request("runId", m))?;
+    check_newest_user_message(&input)?;
+    check_tools(&input, agent)?;
+
+    let plan = state
+        .engine
+        .begin_run(RunRequest {
+            tenant: &tenant.name,
+            caller: &caller,
+            agent: &agent.name,
+            thread_id: &thread_id,
+            run_id: &run_id,
+            input: &input,
+            last_event_id: last_event_id.as_ref(),
+        })
+        .await?;
+    let mut shutting_down = state.shutting_down.clone();
+    let stop = async move {
+        let _ = shutting_down.wait_for(|stop| *stop).await;
+    };
+    Ok(match plan {
+        RunPlan::Follow(plan) => {
+            let limits = &state.config.limits;
+            let options = StreamOptions {
+                keepalive: Duration::from_secs(limits.keepalive_secs),
+                max_duration: Duration::from_secs(limits.stream_max_secs),
+            };
+            sse::response(
+                state
+                    .engine
+                    .stream(plan, options)
+                    .take_until(Box::pin(stop)),
+            )
+        }
+        RunPlan::Refused(refusal) => {
+            let event = Event::RunError {
+                message: refusal.message,
+                code: Some(refusal.code.into()),
+                usage: None,
+            };
+            let json = serde_json::to_vec(&Envelope::new(event, now_ms()))
+                .map_err(|error| ApiError::Internal(Box::new(error)))?;
+            // A refused run has no log; its lone event's id names no position to resume from.
+            let item = StreamItem::Event {
+                id: "0".into(),
+                json: Bytes::from(json),
+            };
+            sse::response(futures_util::stream::iter([item]))
+        }
+    })
+}
+
+fn find_agent<'a>(
+    state: &'a AppState,
+    name: &str,
+    tenant: &str,
+) -> Result<&'a AgentConfig, ApiError> {
+    state
+        .config
+        .agent(name)
+        .filter(|agent| agent.tenants.is_empty() || agent.tenants.iter().any(|t| t == tenant))
+        .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))
+}
+
+/// The answer is always SSE: an absent Accept, a wildcard or `text/event-stream` gets it (the
+/// official encoder would pick protobuf for `*/*`; we do not). Anything else is 406.
+fn check_accept(headers: &HeaderMap) -> Result<(), ApiError> {
+    let mut values = headers.get_all(header::ACCEPT).iter().peekable();
+    if values.peek().is_none() {
+        return Ok(());
+    }
+    for value in values {
+        let Ok(value) = value.to_str() else { continue };
+        for range in value.split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let refused = parts.any(|p| {
+                let p = p.trim().replace(' ', "");
+                p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
+            });
+            if !refused && matches!(media.as_str(), "text/event-stream" | "*/*" | "text/*" | "") {
+                return Ok(());
+            }
+        }
+    }
+    Err(ApiError::NotAcceptable)
+}
+
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let media = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        });
+    match media.as_deref() {
+        Some("application/json") => Ok(()),
+        Some(other) if other.starts_with("application/") && other.ends_with("+json") => Ok(()),
+        _ => Err(ApiError::UnsupportedMediaType),
+    }
+}
+
+fn parse_last_event_id(headers: &HeaderMap) -> Result<Option<EventId>, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    let bad = || ApiError::BadRequest {
+        code: "bad_last_event_id",
+        message: "Last-Event-ID is not an event id this gateway sent".into(),
+    };
+    let text = value.to_str().map_err(|_| bad())?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    EventId::parse(text).map(Some).ok_or_else(bad)
+}
+
+/// Reads the body, refusing it as soon as it grows past `limit` (never buffering more).
+async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(ApiError::PayloadTooLarge { limit })
+        }
+        Err(error) => Err(ApiError::bad_request(
+            "body",
+            format!("could not be read: {error}"),
+        )),
+    }
+}
+
+fn parse_input(bytes: &[u8]) -> Result<RunAgentInput, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let input: RunAgentInput =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            let path = error.path().to_string();
+            let inner = error.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                ApiError::bad_request("body", format!("not JSON ({inner})"))
+            } else if path == "." {
+                ApiError::bad_request("body", format!("not a RunAgentInput ({inner})"))
+            } else {
+                ApiError::bad_request(&path, inner)
+            }
+        })?;
+    deserializer
+        .end()
+        .map_err(|error| ApiError::bad_request("body", format!("not JSON ({error})")))?;
+    Ok(input)
+}
+
+/// The newest user message becomes the turn: text only (§2 `messages`).
+fn check_newest_user_message(input: &RunAgentInput) -> Result<(), ApiError> {
+    let newest = input.messages.iter().rev().find_map(|m| match m {
+        InputMessage::User(user) => Some(user),
+        _ => None,
+    });
+    if let Some(user) = newest {
+        if let Err(kind) = user.content.text() {
+            return Err(ApiError::BadRequest {
+                code: "unsupported_content",
+                message: format!(
+                    "messages: user message '{}' has a '{kind}' part; only text is supported",
+                    user.id
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Client-declared tools are admitted only when the agent lists them (§2 `tools`).
+fn check_tools(input: &RunAgentInput, agent: &AgentConfig) -> Result<(), ApiError> {
+    match input
+        .tools()
+        .iter()
+        .find(|tool| !agent.frontend_tools.contains(&tool.name))
+    {
+        Some(tool) => Err(ApiError::BadRequest {
+            code: "tool_not_admitted",
+            message: format!(
+                "tools: agent '{}' does not admit the client tool '{}'",
+                agent.name, tool.name
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn accept(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_str(value).expect("header"),
+        );
+        headers
+    }
+
+    #[test]
+    fn accept_admits_sse_and_wildcards_only() {
+        assert!(check_accept(&HeaderMap::new()).is_ok());
+        for ok in [
+            "text/event-stream",
+            "*/*",
+            "application/json, text/event-stream",
+            "text/*;q=0.5",
+        ] {
+            assert!(check_accept(&accept(ok)).is_ok(), "{ok}");
+        }
+        for refused in [
+            "application/vnd.ag-ui.event+proto",
+            "application/json",
+            "text/event-stream;q=0",
+        ] {
+            assert!(check_accept(&accept(refused)).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_wrong_type_is_named_by_its_path() {
+        let error = parse_input(
+            br#"{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":5}]}"#,
+        )
+        .expect_err("refused");
+        assert!(error.to_string().starts_with("messages[0]"), "{error}");
+        let error =
+            parse_input(br#"{"threadId":7,"runId":"r","messages":[]}"#).expect_err("refused");
+        assert!(error.to_string().starts_with("threadId"), "{error}");
+        let error = parse_input(b"not json").expect_err("refused");
+        assert!(error.to_string().contains("not JSON"), "{error}");
+    }
+}

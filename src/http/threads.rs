@@ -1,0 +1,107 @@
+//! `GET /v1/threads/{thread}`, `GET /v1/threads/{thread}/messages` and
+//! `POST /v1/threads/{thread}/cancel`. A thread that does not exist and one the caller may not
+//! read are answered alike (403), so a caller learns nothing about other people's threads.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::{ApiError, AppState, Tenant};
+use crate::auth::Caller;
+use crate::engine::EngineError;
+use crate::ids::ThreadId;
+use crate::store::{ThreadRow, TurnStatus};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/threads/{thread}", get(show_thread))
+        .route("/v1/threads/{thread}/messages", get(thread_messages))
+        .route("/v1/threads/{thread}/cancel", post(cancel_turn))
+}
+
+async fn readable(
+    state: &AppState,
+    tenant: &str,
+    caller: &Caller,
+    thread: &str,
+) -> Result<ThreadRow, ApiError> {
+    let thread_id = ThreadId::parse(thread).map_err(|m| ApiError::bad_request("thread", m))?;
+    match state
+        .engine
+        .readable_thread(tenant, caller, &thread_id)
+        .await
+    {
+        Ok(thread) => Ok(thread),
+        Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
+        Err(other) => Err(other.into()),
+    }
+}
+
+async fn show_thread(
+    State(state): State<AppState>,
+    caller: Caller,
+    Tenant(tenant): Tenant,
+    Path(thread): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = readable(&state, &tenant.name, &caller, &thread).await?;
+    let store = state.engine.store();
+    let turns = store
+        .thread_turns(thread.pk)
+        .await
+        .map_err(|e| ApiError::Internal(Box::new(e)))?;
+    let notes: Vec<Value> = store
+        .notes(thread.pk)
+        .await
+        .map_err(|e| ApiError::Internal(Box::new(e)))?
+        .iter()
+        .filter_map(|note| serde_json::from_str(note).ok())
+        .collect();
+    let latest = turns.last();
+    let status = match latest.map(|t| t.status) {
+        Some(TurnStatus::Running) => "running",
+        _ => "idle",
+    };
+    Ok(Json(json!({
+        "threadId": thread.thread_id,
+        "tenant": thread.tenant,
+        "status": status,
+        "turnCount": turns.len(),
+        "latestTurn": latest.map(|t| json!({ "id": t.public_id, "agent": t.agent, "status": t.status.as_str() })),
+        "interrupts": [],
+        "board": { "notes": notes },
+    })))
+}
+
+async fn thread_messages(
+    State(state): State<AppState>,
+    caller: Caller,
+    Tenant(tenant): Tenant,
+    Path(thread): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = readable(&state, &tenant.name, &caller, &thread).await?;
+    let messages = state.engine.messages(&thread).await?;
+    Ok(Json(
+        json!({ "threadId": thread.thread_id, "messages": messages }),
+    ))
+}
+
+async fn cancel_turn(
+    State(state): State<AppState>,
+    caller: Caller,
+    Tenant(tenant): Tenant,
+    Path(thread): Path<String>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let thread = readable(&state, &tenant.name, &caller, &thread).await?;
+    let thread_id =
+        ThreadId::parse(&thread.thread_id).map_err(|m| ApiError::bad_request("thread", m))?;
+    let turn = state
+        .engine
+        .cancel(&tenant.name, &caller, &thread_id)
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "turn": turn, "status": "cancelling" })),
+    ))
+}

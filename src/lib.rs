@@ -1,0 +1,16 @@
+//! agui-gateway: an AG-UI 1.0 gateway with durable threads and a persisted, replayable event log.
+//!
+//! Layers, each in its own folder: [`protocol`] (AG-UI wire types), [`store`] (the storage
+//! trait and its PostgreSQL/SQLite implementations), [`engine`] (turns, the group-commit event
+//! log and stream wake-ups), [`agents`] (one file per agent kind), [`auth`] (who is calling),
+//! [`http`] (routes, extractors, SSE rendering). `main.rs` only parses the command line.
+
+pub mod agents;
+pub mod auth;
+pub mod config;
+pub mod engine;
+pub mod http;
+pub mod ids;
+pub mod protocol;
+pub mod server;
+pub mod store;

@@ -1,0 +1,280 @@
+//! `RunAgentInput` and the AG-UI message roles, as clients send them.
+//!
+//! Unknown members are ignored (serde's default), as the protocol asks: a newer client's extra
+//! fields never fail a request. Malformed known fields fail parsing, and the HTTP layer names the
+//! field in its 400.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The body of `POST /v1/agui/agents/{agent}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAgentInput {
+    pub thread_id: String,
+    pub run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<String>,
+    /// Any JSON; absent or null means `{}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+    pub messages: Vec<InputMessage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Tool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Vec<Context>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_props: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Vec<ResumeEntry>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+}
+
+impl RunAgentInput {
+    pub fn tools(&self) -> &[Tool] {
+        self.tools.as_deref().unwrap_or(&[])
+    }
+
+    pub fn resume(&self) -> &[ResumeEntry] {
+        self.resume.as_deref().unwrap_or(&[])
+    }
+
+    /// A client whose `protocolVersion` is absent or of major 0 speaks pre-1.0 AG-UI (§5.4).
+    /// An unparseable version is treated as newer, as the protocol asks.
+    pub fn is_pre_1_0_client(&self) -> bool {
+        match &self.protocol_version {
+            None => true,
+            Some(version) => {
+                let major = version.split('.').next().unwrap_or("");
+                matches!(major.parse::<u64>(), Ok(0))
+            }
+        }
+    }
+}
+
+/// A client-declared (frontend) tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    pub description: String,
+    pub value: String,
+}
+
+/// An answer to an interrupt (§5.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeEntry {
+    pub interrupt_id: String,
+    pub status: ResumeStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResumeStatus {
+    Resolved,
+    Cancelled,
+}
+
+/// A message of the conversation, by role.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum InputMessage {
+    Developer(PlainMessage),
+    System(PlainMessage),
+    User(UserMessage),
+    Assistant(AssistantMessage),
+    Tool(ToolMessage),
+    Activity(ActivityMessage),
+    Reasoning(ReasoningMessage),
+}
+
+impl InputMessage {
+    pub fn id(&self) -> &str {
+        match self {
+            InputMessage::Developer(m) | InputMessage::System(m) => &m.id,
+            InputMessage::User(m) => &m.id,
+            InputMessage::Assistant(m) => &m.id,
+            InputMessage::Tool(m) => &m.id,
+            InputMessage::Activity(m) => &m.id,
+            InputMessage::Reasoning(m) => &m.id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlainMessage {
+    pub id: String,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserMessage {
+    pub id: String,
+    pub content: UserContent,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A user message's content: a string, or content parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+impl UserContent {
+    /// The message's words, when it holds only text; the first non-text part's type otherwise.
+    pub fn text(&self) -> Result<String, &str> {
+        match self {
+            UserContent::Text(text) => Ok(text.clone()),
+            UserContent::Parts(parts) => {
+                let mut text = String::new();
+                for part in parts {
+                    if part.kind != "text" {
+                        return Err(&part.kind);
+                    }
+                    text.push_str(part.text.as_deref().unwrap_or(""));
+                }
+                Ok(text)
+            }
+        }
+    }
+}
+
+/// A content part: `text`, or `image`/`audio`/`video`/`document` with a `source`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_type() -> String {
+    "function".to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolMessage {
+    pub id: String,
+    pub content: Value,
+    pub tool_call_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityMessage {
+    pub id: String,
+    pub activity_type: String,
+    pub content: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningMessage {
+    pub id: String,
+    pub content: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_official_clients_body_parses_and_unknown_members_are_ignored() {
+        let body = json!({
+            "threadId": "t1", "runId": "r1", "protocolVersion": "1.0", "state": {},
+            "messages": [
+                {"id": "u1", "role": "user", "content": "hi", "surprise": true},
+                {"id": "a1", "role": "assistant", "content": "hello",
+                 "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"id": "x1", "role": "reasoning", "content": "hmm"},
+                {"id": "tm", "role": "tool", "content": "ok", "toolCallId": "c1"},
+                {"id": "u2", "role": "user", "content": [{"type": "text", "text": "again"}]}
+            ],
+            "tools": [], "context": [], "forwardedProps": {}, "newField": 1
+        });
+        let input: RunAgentInput = serde_json::from_value(body).expect("parses");
+        assert_eq!(input.messages.len(), 5);
+        assert!(!input.is_pre_1_0_client());
+        let InputMessage::User(last) = &input.messages[4] else {
+            panic!("user message")
+        };
+        assert_eq!(last.content.text(), Ok("again".to_string()));
+    }
+
+    #[test]
+    fn an_image_part_is_reported_by_its_type() {
+        let content: UserContent = serde_json::from_value(
+            json!([{"type": "image", "source": {"type": "url", "value": "x"}}]),
+        )
+        .expect("parses");
+        assert_eq!(content.text(), Err("image"));
+    }
+
+    #[test]
+    fn protocol_versions_are_classified() {
+        let mut input: RunAgentInput =
+            serde_json::from_value(json!({"threadId": "t", "runId": "r", "messages": []}))
+                .expect("parses");
+        assert!(input.is_pre_1_0_client());
+        input.protocol_version = Some("0.9".into());
+        assert!(input.is_pre_1_0_client());
+        input.protocol_version = Some("x".into());
+        assert!(!input.is_pre_1_0_client());
+    }
+}

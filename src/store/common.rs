@@ -1,0 +1,292 @@
+//! The part of the [`Store`](super::Store) implementation both databases share, written once.
+//!
+//! `impl_store!` expands to the whole `impl Store for …` of a backend; the backend supplies
+//! only what differs: its pools (`read_pool`, `write_pool`), its migrations and the four
+//! inherent methods `migrate_impl`, `commit_batch_impl`, `listen_impl` and `announce_impl`.
+
+macro_rules! impl_store {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Store for $store {
+            async fn migrate(&self) -> Result<(), StoreError> {
+                self.migrate_impl().await
+            }
+
+            async fn ping(&self) -> Result<(), StoreError> {
+                sqlx::query("SELECT 1").execute(self.read_pool()).await?;
+                Ok(())
+            }
+
+            async fn find_thread(
+                &self,
+                tenant: &str,
+                thread_id: &str,
+            ) -> Result<Option<ThreadRow>, StoreError> {
+                sqlx::query(sql::FIND_THREAD)
+                    .bind(tenant)
+                    .bind(thread_id)
+                    .fetch_optional(self.read_pool())
+                    .await?
+                    .as_ref()
+                    .map(rows::thread)
+                    .transpose()
+            }
+
+            async fn thread_turns(&self, thread: i64) -> Result<Vec<TurnRow>, StoreError> {
+                sqlx::query(&rows::select_turns("thread = $1 ORDER BY ordinal"))
+                    .bind(thread)
+                    .fetch_all(self.read_pool())
+                    .await?
+                    .iter()
+                    .map(rows::turn)
+                    .collect()
+            }
+
+            async fn find_run(
+                &self,
+                thread: i64,
+                run_id: &str,
+            ) -> Result<Option<TurnRow>, StoreError> {
+                sqlx::query(&rows::select_turns(
+                    "id = (SELECT turn FROM runs WHERE thread = $1 AND run_id = $2)",
+                ))
+                .bind(thread)
+                .bind(run_id)
+                .fetch_optional(self.read_pool())
+                .await?
+                .as_ref()
+                .map(rows::turn)
+                .transpose()
+            }
+
+            async fn find_turn(
+                &self,
+                thread: i64,
+                public_id: &str,
+            ) -> Result<Option<TurnRow>, StoreError> {
+                sqlx::query(&rows::select_turns("thread = $1 AND public_id = $2"))
+                    .bind(thread)
+                    .bind(public_id)
+                    .fetch_optional(self.read_pool())
+                    .await?
+                    .as_ref()
+                    .map(rows::turn)
+                    .transpose()
+            }
+
+            async fn turn(&self, pk: i64) -> Result<Option<TurnRow>, StoreError> {
+                sqlx::query(&rows::select_turns("id = $1"))
+                    .bind(pk)
+                    .fetch_optional(self.read_pool())
+                    .await?
+                    .as_ref()
+                    .map(rows::turn)
+                    .transpose()
+            }
+
+            async fn start_turn(&self, new: &NewTurn) -> Result<StartTurn, StoreError> {
+                let mut tx = self.write_pool().begin().await?;
+                sqlx::query(sql::INSERT_THREAD)
+                    .bind(&new.tenant)
+                    .bind(&new.thread_id)
+                    .bind(new.owner.kind.as_str())
+                    .bind(&new.owner.id)
+                    .bind(new.at_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                let thread_row = sqlx::query(sql::FIND_THREAD)
+                    .bind(&new.tenant)
+                    .bind(&new.thread_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let thread = rows::thread(&thread_row)?;
+                if thread.owner != new.owner {
+                    return Ok(StartTurn::NotOwner);
+                }
+                let existing = sqlx::query(&rows::select_turns(
+                    "id = (SELECT turn FROM runs WHERE thread = $1 AND run_id = $2)",
+                ))
+                .bind(thread.pk)
+                .bind(&new.run_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some(row) = existing {
+                    return Ok(StartTurn::RunExists(rows::turn(&row)?));
+                }
+                let inserted = sqlx::query(&rows::insert_turn_returning())
+                    .bind(&new.public_id)
+                    .bind(thread.pk)
+                    .bind(new.ordinal)
+                    .bind(&new.agent)
+                    .bind(&new.user_message_id)
+                    .bind(&new.user_text)
+                    .bind(&new.started_by)
+                    .bind(new.at_ms)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(turn_row) = inserted else {
+                    return Ok(StartTurn::Conflict);
+                };
+                let turn = rows::turn(&turn_row)?;
+                let run_added = sqlx::query(sql::INSERT_RUN)
+                    .bind(thread.pk)
+                    .bind(&new.run_id)
+                    .bind(turn.pk)
+                    .bind(new.at_ms)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if run_added == 0 {
+                    // The same run id raced us in another transaction: drop ours, follow theirs.
+                    tx.rollback().await?;
+                    return match self.find_run(thread.pk, &new.run_id).await? {
+                        Some(turn) => Ok(StartTurn::RunExists(turn)),
+                        None => Ok(StartTurn::Conflict),
+                    };
+                }
+                tx.commit().await?;
+                Ok(StartTurn::Started { thread, turn })
+            }
+
+            async fn add_run(
+                &self,
+                thread: i64,
+                run_id: &str,
+                turn: i64,
+                at_ms: i64,
+            ) -> Result<i64, StoreError> {
+                sqlx::query(sql::INSERT_RUN)
+                    .bind(thread)
+                    .bind(run_id)
+                    .bind(turn)
+                    .bind(at_ms)
+                    .execute(self.write_pool())
+                    .await?;
+                let row = sqlx::query(sql::RUN_TURN)
+                    .bind(thread)
+                    .bind(run_id)
+                    .fetch_one(self.write_pool())
+                    .await?;
+                Ok(row.try_get("turn")?)
+            }
+
+            async fn commit_batch(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+                self.commit_batch_impl(ops).await
+            }
+
+            async fn events_after(
+                &self,
+                turn: i64,
+                after_seq: i64,
+                limit: i64,
+            ) -> Result<Vec<StoredEvent>, StoreError> {
+                sqlx::query(sql::EVENTS_AFTER)
+                    .bind(turn)
+                    .bind(after_seq)
+                    .bind(limit)
+                    .fetch_all(self.read_pool())
+                    .await?
+                    .iter()
+                    .map(rows::event)
+                    .collect()
+            }
+
+            async fn last_seq(&self, turn: i64) -> Result<i64, StoreError> {
+                let row = sqlx::query(sql::LAST_SEQ)
+                    .bind(turn)
+                    .fetch_one(self.read_pool())
+                    .await?;
+                Ok(row.try_get("last")?)
+            }
+
+            async fn notes(&self, thread: i64) -> Result<Vec<String>, StoreError> {
+                let found = sqlx::query(sql::NOTES)
+                    .bind(thread)
+                    .fetch_all(self.read_pool())
+                    .await?;
+                found
+                    .iter()
+                    .map(|r| r.try_get("body").map_err(StoreError::from))
+                    .collect()
+            }
+
+            async fn request_cancel(&self, turn: i64) -> Result<bool, StoreError> {
+                let done = sqlx::query(
+                    "UPDATE turns SET cancel_requested = TRUE WHERE id = $1 AND status = 'running'",
+                )
+                .bind(turn)
+                .execute(self.write_pool())
+                .await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn running_turns(&self) -> Result<Vec<TurnRow>, StoreError> {
+                sqlx::query(&rows::select_turns("status = 'running' ORDER BY id"))
+                    .fetch_all(self.read_pool())
+                    .await?
+                    .iter()
+                    .map(rows::turn)
+                    .collect()
+            }
+
+            async fn row_counts(&self) -> Result<RowCounts, StoreError> {
+                let row = sqlx::query(sql::ROW_COUNTS)
+                    .fetch_one(self.read_pool())
+                    .await?;
+                rows::counts(&row)
+            }
+
+            async fn listen_for_appends(
+                &self,
+            ) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
+                self.listen_impl().await
+            }
+
+            async fn announce_appends(&self, appended: &[(i64, i64)]) -> Result<(), StoreError> {
+                self.announce_impl(appended).await
+            }
+        }
+    };
+}
+
+/// Runs each non-event op of a batch (notes, checkpoints, finished turns) on `$tx`.
+macro_rules! apply_side_ops {
+    ($tx:expr, $ops:expr) => {
+        for op in $ops {
+            match op {
+                WriteOp::Event { .. } => {}
+                WriteOp::PinNote {
+                    thread,
+                    note_no,
+                    body,
+                } => {
+                    sqlx::query(sql::INSERT_NOTE)
+                        .bind(thread)
+                        .bind(note_no)
+                        .bind(body)
+                        .execute(&mut *$tx)
+                        .await?;
+                }
+                WriteOp::Checkpoint { turn, checkpoint } => {
+                    sqlx::query(sql::SET_CHECKPOINT)
+                        .bind(checkpoint)
+                        .bind(turn)
+                        .execute(&mut *$tx)
+                        .await?;
+                }
+                WriteOp::FinishTurn {
+                    turn,
+                    status,
+                    at_ms,
+                } => {
+                    sqlx::query(sql::FINISH_TURN)
+                        .bind(status.as_str())
+                        .bind(at_ms)
+                        .bind(turn)
+                        .execute(&mut *$tx)
+                        .await?;
+                }
+            }
+        }
+    };
+}

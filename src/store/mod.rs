@@ -1,0 +1,435 @@
+//! Storage: one trait, [`Store`], with a PostgreSQL and a SQLite implementation, chosen once at
+//! start-up from the database URL's scheme. SQL lives only in this folder.
+//!
+//! The event log is written only through [`Store::commit_batch`], which the group-commit writer
+//! calls with many turns' events at once: one transaction per batch, never one per event.
+
+#[macro_use]
+mod common;
+mod postgres;
+mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+/// Errors of the storage layer. Each becomes a 500 (`internal`) or a `failed` RUN_ERROR; the
+/// cause is kept so it is logged whole, never sent to a client.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("unsupported database URL '{0}' (use sqlite://FILE or postgres://…)")]
+    UnsupportedUrl(String),
+    #[error("stored data is inconsistent: {0}")]
+    Corrupt(String),
+}
+
+/// Who owns a thread: a person (private to them) or the tenant (created with an API key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub kind: OwnerKind,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerKind {
+    Person,
+    Tenant,
+}
+
+impl OwnerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnerKind::Person => "person",
+            OwnerKind::Tenant => "tenant",
+        }
+    }
+
+    fn parse(value: &str) -> Result<Self, StoreError> {
+        match value {
+            "person" => Ok(OwnerKind::Person),
+            "tenant" => Ok(OwnerKind::Tenant),
+            other => Err(StoreError::Corrupt(format!("owner kind '{other}'"))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadRow {
+    pub pk: i64,
+    pub tenant: String,
+    pub thread_id: String,
+    pub owner: Owner,
+    pub created_at_ms: i64,
+}
+
+/// Where a turn is in its life. Only `Running` turns have a task appending to their log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl TurnStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnStatus::Running => "running",
+            TurnStatus::Succeeded => "succeeded",
+            TurnStatus::Failed => "failed",
+            TurnStatus::Cancelled => "cancelled",
+        }
+    }
+
+    fn parse(value: &str) -> Result<Self, StoreError> {
+        Ok(match value {
+            "running" => TurnStatus::Running,
+            "succeeded" => TurnStatus::Succeeded,
+            "failed" => TurnStatus::Failed,
+            "cancelled" => TurnStatus::Cancelled,
+            other => return Err(StoreError::Corrupt(format!("turn status '{other}'"))),
+        })
+    }
+
+    pub fn is_finished(self) -> bool {
+        self != TurnStatus::Running
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRow {
+    pub pk: i64,
+    pub public_id: String,
+    pub thread: i64,
+    pub ordinal: i32,
+    pub agent: String,
+    pub status: TurnStatus,
+    /// The id the client gave the user message that started the turn.
+    pub user_message_id: String,
+    pub user_text: String,
+    pub started_by: String,
+    pub created_at_ms: i64,
+    pub checkpoint: Option<String>,
+    pub cancel_requested: bool,
+}
+
+/// What kind of event a log row holds. Run-boundary events are re-rendered per run (they carry
+/// the run's ids); the rest are sent as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    Plain = 0,
+    RunStarted = 1,
+    RunFinished = 2,
+    RunError = 3,
+    StateSnapshot = 4,
+}
+
+impl EventKind {
+    pub fn from_i16(value: i16) -> Result<Self, StoreError> {
+        Ok(match value {
+            0 => EventKind::Plain,
+            1 => EventKind::RunStarted,
+            2 => EventKind::RunFinished,
+            3 => EventKind::RunError,
+            4 => EventKind::StateSnapshot,
+            other => return Err(StoreError::Corrupt(format!("event kind {other}"))),
+        })
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, EventKind::RunFinished | EventKind::RunError)
+    }
+}
+
+/// One row of the event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    pub seq: i64,
+    pub kind: EventKind,
+    /// The event's JSON, as the agent produced it (run ids are added when rendered).
+    pub body: Bytes,
+    pub at_ms: i64,
+}
+
+/// One write of a group-committed batch. A batch commits whole or not at all.
+#[derive(Debug, Clone)]
+pub enum WriteOp {
+    Event {
+        turn: i64,
+        event: StoredEvent,
+    },
+    PinNote {
+        thread: i64,
+        note_no: i64,
+        body: String,
+    },
+    Checkpoint {
+        turn: i64,
+        checkpoint: String,
+    },
+    FinishTurn {
+        turn: i64,
+        status: TurnStatus,
+        at_ms: i64,
+    },
+}
+
+/// A new turn, with the run that starts it and, on a thread's first run, the thread.
+#[derive(Debug, Clone)]
+pub struct NewTurn {
+    pub tenant: String,
+    pub thread_id: String,
+    pub owner: Owner,
+    pub run_id: String,
+    pub public_id: String,
+    pub ordinal: i32,
+    pub agent: String,
+    pub user_message_id: String,
+    pub user_text: String,
+    pub started_by: String,
+    pub at_ms: i64,
+}
+
+/// What [`Store::start_turn`] did.
+#[derive(Debug, Clone)]
+pub enum StartTurn {
+    Started {
+        thread: ThreadRow,
+        turn: TurnRow,
+    },
+    /// The (thread, runId) already names a turn: follow it (a retry never starts a second turn).
+    RunExists(TurnRow),
+    /// Another turn took this ordinal first: one turn at a time.
+    Conflict,
+    /// The thread exists and belongs to someone else.
+    NotOwner,
+}
+
+/// Counts of every table, for tests that check a refused request changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RowCounts {
+    pub threads: i64,
+    pub turns: i64,
+    pub runs: i64,
+    pub events: i64,
+    pub notes: i64,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Applies the migrations of this store's kind.
+    async fn migrate(&self) -> Result<(), StoreError>;
+    /// Checks the database answers (for `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    async fn find_thread(
+        &self,
+        tenant: &str,
+        thread_id: &str,
+    ) -> Result<Option<ThreadRow>, StoreError>;
+    /// The thread's turns, oldest first.
+    async fn thread_turns(&self, thread: i64) -> Result<Vec<TurnRow>, StoreError>;
+    async fn find_run(&self, thread: i64, run_id: &str) -> Result<Option<TurnRow>, StoreError>;
+    async fn find_turn(&self, thread: i64, public_id: &str) -> Result<Option<TurnRow>, StoreError>;
+    async fn turn(&self, pk: i64) -> Result<Option<TurnRow>, StoreError>;
+
+    /// Creates the thread when absent, then the turn and its run, in one transaction.
+    async fn start_turn(&self, new: &NewTurn) -> Result<StartTurn, StoreError>;
+    /// Records another run id following an existing turn; returns the turn that run id follows
+    /// (an earlier one, if the id was already used).
+    async fn add_run(
+        &self,
+        thread: i64,
+        run_id: &str,
+        turn: i64,
+        at_ms: i64,
+    ) -> Result<i64, StoreError>;
+
+    /// Group commit: every op in one transaction.
+    async fn commit_batch(&self, ops: &[WriteOp]) -> Result<(), StoreError>;
+
+    /// Up to `limit` events of a turn after `after_seq`, in order.
+    async fn events_after(
+        &self,
+        turn: i64,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError>;
+    async fn last_seq(&self, turn: i64) -> Result<i64, StoreError>;
+
+    /// The thread's notes, by number.
+    async fn notes(&self, thread: i64) -> Result<Vec<String>, StoreError>;
+
+    /// Marks a turn for cancellation; false when it is not running.
+    async fn request_cancel(&self, turn: i64) -> Result<bool, StoreError>;
+    /// Every turn still marked running (to recover after a restart).
+    async fn running_turns(&self) -> Result<Vec<TurnRow>, StoreError>;
+
+    async fn row_counts(&self) -> Result<RowCounts, StoreError>;
+
+    /// Wake-ups from other instances sharing the database: `(turn, seq)` pairs. `None` where
+    /// the store serves one instance only (SQLite).
+    async fn listen_for_appends(
+        &self,
+    ) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError>;
+    /// Tells other instances that these turns' logs grew (one notification per batch).
+    async fn announce_appends(&self, appended: &[(i64, i64)]) -> Result<(), StoreError>;
+}
+
+/// Opens the store named by `url`'s scheme, with `max_connections` per pool.
+pub async fn connect(url: &str, max_connections: u32) -> Result<Arc<dyn Store>, StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PgStore::connect(url, max_connections).await?))
+    } else if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteStore::connect(url).await?))
+    } else {
+        Err(StoreError::UnsupportedUrl(crate::config::redact_url(url)))
+    }
+}
+
+/// Row mapping shared by both stores: the column names are the same in both schemas.
+mod rows {
+    use super::*;
+    use sqlx::{ColumnIndex, Decode, Row, Type};
+
+    pub(super) const TURN_COLUMNS: &str =
+        "id, public_id, thread, ordinal, agent, status, user_message_id, \
+         user_text, started_by, created_at_ms, checkpoint, cancel_requested";
+
+    /// A row type both stores' rows satisfy.
+    pub(super) trait AnyRow: Row
+    where
+        Self: Sized,
+    {
+        fn field<'r, T: Decode<'r, Self::Database> + Type<Self::Database>>(
+            &'r self,
+            column: &str,
+        ) -> Result<T, StoreError>;
+    }
+
+    impl<R: Row> AnyRow for R
+    where
+        for<'c> &'c str: ColumnIndex<R>,
+    {
+        fn field<'r, T: Decode<'r, Self::Database> + Type<Self::Database>>(
+            &'r self,
+            column: &str,
+        ) -> Result<T, StoreError> {
+            Ok(self.try_get(column)?)
+        }
+    }
+
+    pub(super) fn turn<'r, R: AnyRow>(row: &'r R) -> Result<TurnRow, StoreError>
+    where
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+        i32: Decode<'r, R::Database> + Type<R::Database>,
+        bool: Decode<'r, R::Database> + Type<R::Database>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+        Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(TurnRow {
+            pk: row.field("id")?,
+            public_id: row.field("public_id")?,
+            thread: row.field("thread")?,
+            ordinal: row.field("ordinal")?,
+            agent: row.field("agent")?,
+            status: TurnStatus::parse(&row.field::<String>("status")?)?,
+            user_message_id: row.field("user_message_id")?,
+            user_text: row.field("user_text")?,
+            started_by: row.field("started_by")?,
+            created_at_ms: row.field("created_at_ms")?,
+            checkpoint: row.field("checkpoint")?,
+            cancel_requested: row.field("cancel_requested")?,
+        })
+    }
+
+    pub(super) fn thread<'r, R: AnyRow>(row: &'r R) -> Result<ThreadRow, StoreError>
+    where
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(ThreadRow {
+            pk: row.field("id")?,
+            tenant: row.field("tenant")?,
+            thread_id: row.field("thread_id")?,
+            owner: Owner {
+                kind: OwnerKind::parse(&row.field::<String>("owner_kind")?)?,
+                id: row.field("owner_id")?,
+            },
+            created_at_ms: row.field("created_at_ms")?,
+        })
+    }
+
+    pub(super) fn event<'r, R: AnyRow>(row: &'r R) -> Result<StoredEvent, StoreError>
+    where
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+        i16: Decode<'r, R::Database> + Type<R::Database>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(StoredEvent {
+            seq: row.field("seq")?,
+            kind: EventKind::from_i16(row.field("kind")?)?,
+            body: Bytes::from(row.field::<String>("body")?),
+            at_ms: row.field("at_ms")?,
+        })
+    }
+
+    pub(super) fn counts<'r, R: AnyRow>(row: &'r R) -> Result<RowCounts, StoreError>
+    where
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(RowCounts {
+            threads: row.field("threads")?,
+            turns: row.field("turns")?,
+            runs: row.field("runs")?,
+            events: row.field("events")?,
+            notes: row.field("notes")?,
+        })
+    }
+
+    /// Statements whose text is the same for both databases (`$n` parameters in order).
+    pub(super) mod sql {
+        pub const FIND_THREAD: &str = "SELECT * FROM threads WHERE tenant = $1 AND thread_id = $2";
+        pub const INSERT_THREAD: &str =
+            "INSERT INTO threads (tenant, thread_id, owner_kind, owner_id, created_at_ms) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, thread_id) DO NOTHING";
+        pub const INSERT_RUN: &str =
+            "INSERT INTO runs (thread, run_id, turn, created_at_ms) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (thread, run_id) DO NOTHING";
+        pub const RUN_TURN: &str = "SELECT turn FROM runs WHERE thread = $1 AND run_id = $2";
+        pub const INSERT_NOTE: &str =
+            "INSERT INTO notes (thread, note_no, body) VALUES ($1, $2, $3)";
+        pub const SET_CHECKPOINT: &str = "UPDATE turns SET checkpoint = $1 WHERE id = $2";
+        pub const FINISH_TURN: &str =
+            "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";
+        pub const EVENTS_AFTER: &str =
+            "SELECT seq, kind, body, at_ms FROM events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+        pub const LAST_SEQ: &str =
+            "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE turn = $1";
+        pub const NOTES: &str = "SELECT body FROM notes WHERE thread = $1 ORDER BY note_no";
+        pub const ROW_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM threads) AS threads, \
+             (SELECT COUNT(*) FROM turns) AS turns, (SELECT COUNT(*) FROM runs) AS runs, \
+             (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM notes) AS notes";
+    }
+
+    /// `SELECT <turn columns> FROM turns WHERE <condition>`.
+    pub(super) fn select_turns(condition: &str) -> String {
+        format!("SELECT {TURN_COLUMNS} FROM turns WHERE {condition}")
+    }
+
+    pub(super) fn insert_turn_returning() -> String {
+        format!(
+            "INSERT INTO turns (public_id, thread, ordinal, agent, status, user_message_id, user_text, \
+             started_by, created_at_ms) VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8) \
+             ON CONFLICT (thread, ordinal) DO NOTHING RETURNING {TURN_COLUMNS}"
+        )
+    }
+}
