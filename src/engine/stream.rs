@@ -50,6 +50,17 @@ pub fn follow(
         let mut wake = feed.subscribe();
         let deadline = Instant::now() + options.max_duration;
         let mut cursor = plan.after_seq;
+        if cursor > 0 {
+            // Resuming after the terminal event: the run is over, there is nothing to send.
+            match store.events_after(plan.turn_pk, cursor - 1, 1).await {
+                Ok(events) if events.first().is_some_and(|e| e.kind.is_terminal()) => return,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, turn = %plan.turn_id, "reading the event log failed; closing the stream");
+                    return;
+                }
+            }
+        }
         loop {
             wake.borrow_and_update();
             let batch = match feed.recent_after(cursor, PAGE as usize) {

@@ -57,22 +57,31 @@ fn start_throwaway_cluster() -> String {
     let (initdb, pg_ctl) = (bin.join("initdb"), bin.join("pg_ctl"));
     let as_root = is_root();
 
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     let dir = std::env::temp_dir().join(format!("pgtest-{}-{nanos}", std::process::id()));
     let data = dir.join("data");
     std::fs::create_dir_all(&dir)
         .unwrap_or_else(|e| panic!("cannot create temp dir {}: {e}", dir.display()));
     if as_root {
         // PostgreSQL refuses to run as root, so the `postgres` OS user owns the cluster.
-        run_checked(Command::new("chown").arg("-R").arg("postgres").arg(&dir), "chown");
+        run_checked(
+            Command::new("chown").arg("-R").arg("postgres").arg(&dir),
+            "chown",
+        );
     }
 
     let init = pg_user_argv(
         as_root,
-        vec![initdb.display().to_string(), "-D".into(), data.display().to_string()]
-            .into_iter()
-            .chain(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"].map(String::from))
-            .collect(),
+        vec![
+            initdb.display().to_string(),
+            "-D".into(),
+            data.display().to_string(),
+        ]
+        .into_iter()
+        .chain(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"].map(String::from))
+        .collect(),
     );
     run_checked(&mut command(&init), "initdb");
 
@@ -85,32 +94,59 @@ fn start_throwaway_cluster() -> String {
         "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300",
         dir.display()
     );
-    let start = pg_user_argv(as_root, vec![
-        pg_ctl.display().to_string(), "-D".into(), data.display().to_string(),
-        "-l".into(), log.display().to_string(), "-w".into(), "-o".into(), options, "start".into(),
-    ]);
-    let status = command(&start).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null())
+    let start = pg_user_argv(
+        as_root,
+        vec![
+            pg_ctl.display().to_string(),
+            "-D".into(),
+            data.display().to_string(),
+            "-l".into(),
+            log.display().to_string(),
+            "-w".into(),
+            "-o".into(),
+            options,
+            "start".into(),
+        ],
+    );
+    let status = command(&start)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .status()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", pg_ctl.display()));
     if !status.success() {
         let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-        panic!("`pg_ctl start` failed ({status}); server log {}:\n{log_text}", log.display());
+        panic!(
+            "`pg_ctl start` failed ({status}); server log {}:\n{log_text}",
+            log.display()
+        );
     }
 
     // Watchdog: runs as the current user (so `kill -0` may probe this process), in
     // its own process group so a Ctrl-C aimed at the tests does not kill it.
-    let stop = pg_user_argv(as_root, vec![
-        pg_ctl.display().to_string(), "-D".into(), data.display().to_string(),
-        "-m".into(), "immediate".into(), "stop".into(),
-    ]);
+    let stop = pg_user_argv(
+        as_root,
+        vec![
+            pg_ctl.display().to_string(),
+            "-D".into(),
+            data.display().to_string(),
+            "-m".into(),
+            "immediate".into(),
+            "stop".into(),
+        ],
+    );
     let script = format!(
         "while kill -0 {} 2>/dev/null; do sleep 1; done; {} >/dev/null 2>&1; rm -rf {}",
         std::process::id(),
         shell_join(&stop),
         shell_quote(&dir.display().to_string()),
     );
-    Command::new("sh").arg("-c").arg(script)
-        .stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null())
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .process_group(0)
         .spawn()
         .expect("cannot spawn the watchdog shell for the throwaway PostgreSQL cluster");
@@ -128,21 +164,30 @@ fn find_pg_bin_dir() -> Option<PathBuf> {
         .flatten()
         .map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            (name.split('.').map(|p| p.parse().unwrap_or(0)).collect(), e.path().join("bin"))
+            (
+                name.split('.').map(|p| p.parse().unwrap_or(0)).collect(),
+                e.path().join("bin"),
+            )
         })
         .collect();
     versioned.sort_by(|a, b| b.0.cmp(&a.0));
     candidates.extend(versioned.into_iter().map(|(_, dir)| dir));
     candidates.push(PathBuf::from("/usr/local/pgsql/bin"));
-    candidates.into_iter().find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
+    candidates
+        .into_iter()
+        .find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
 }
 
 fn path_dirs() -> Vec<PathBuf> {
-    std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default()
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default()
 }
 
 fn is_root() -> bool {
-    Command::new("id").arg("-u").output()
+    Command::new("id")
+        .arg("-u")
+        .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
@@ -152,10 +197,23 @@ fn pg_user_argv(as_root: bool, argv: Vec<String>) -> Vec<String> {
         return argv;
     }
     let sbin = [PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")];
-    if path_dirs().iter().chain(&sbin).any(|d| d.join("runuser").is_file()) {
-        ["runuser", "-u", "postgres", "--"].map(String::from).into_iter().chain(argv).collect()
+    if path_dirs()
+        .iter()
+        .chain(&sbin)
+        .any(|d| d.join("runuser").is_file())
+    {
+        ["runuser", "-u", "postgres", "--"]
+            .map(String::from)
+            .into_iter()
+            .chain(argv)
+            .collect()
     } else {
-        vec!["su".into(), "postgres".into(), "-c".into(), shell_join(&argv)]
+        vec![
+            "su".into(),
+            "postgres".into(),
+            "-c".into(),
+            shell_join(&argv),
+        ]
     }
 }
 
@@ -166,7 +224,9 @@ fn command(argv: &[String]) -> Command {
 }
 
 fn run_checked(cmd: &mut Command, what: &str) {
-    let out = cmd.stdin(Stdio::null()).output()
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
         .unwrap_or_else(|e| panic!("cannot run {what} ({cmd:?}): {e}"));
     if !out.status.success() {
         panic!(
@@ -183,5 +243,8 @@ fn shell_quote(s: &str) -> String {
 }
 
 fn shell_join(argv: &[String]) -> String {
-    argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
+    argv.iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -1,0 +1,417 @@
+//! Test harness: each test gets its own database (a fresh SQLite file, or a fresh database on
+//! a real PostgreSQL server) and the real server on a random loopback port, spoken to over
+//! real HTTP and SSE.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agui_gateway::config::Config;
+use agui_gateway::store::{RowCounts, Store};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+#[path = "../support/pg_server.rs"]
+mod pg_server;
+
+/// Agents the tests use, merged over the built-in configuration.
+pub const TEST_CONFIG: &str = r#"
+[limits]
+keepalive_secs = 1
+max_body_bytes = 65536
+
+[[tenants]]
+name = "default"
+
+[[tenants]]
+name = "acme"
+ai_label = "[AI] "
+
+[[agents]]
+name = "demo"
+kind = "script"
+title = "Demo"
+steps = [
+  { say = "Hello! You said: \"{input}\"." },
+  { tool = "lookup", args = { query = "{input}" }, result = "3 matching documents" },
+  { note = "Asked about: {input}", kind = "topic", tags = ["demo"] },
+  { step = "summarise" },
+  { say = "Done." },
+]
+
+[[agents]]
+name = "slow"
+kind = "script"
+chunk_chars = 4
+chunk_delay_ms = 15
+frontend_tools = ["confirm_dialog"]
+steps = [
+  { say = "Streaming slowly so a client can drop mid-message: {input}" },
+  { tool = "search", args = { q = "{input}" }, result = "found" },
+  { wait_ms = 50 },
+  { note = "slow note", tags = ["slow"] },
+  { say = "And a second answer after the tool." },
+]
+
+[[agents]]
+name = "burst"
+kind = "script"
+steps = [ { burst = 400, bytes = 40 }, { say = "burst over" } ]
+
+[[agents]]
+name = "failing"
+kind = "script"
+steps = [ { say = "about to fail" }, { fail = "the script failed on purpose" } ]
+
+[[agents]]
+name = "waiter"
+kind = "script"
+steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]
+"#;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A database for one test, dropped (Postgres) or deleted (SQLite) with it.
+pub struct TestDatabase {
+    pub url: String,
+    postgres_name: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDatabase {
+    pub async fn new(backend: Backend) -> TestDatabase {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let url = format!("sqlite://{}", dir.path().join("gateway.db").display());
+                TestDatabase {
+                    url,
+                    postgres_name: None,
+                    _dir: Some(dir),
+                }
+            }
+            Backend::Postgres => {
+                let server = pg_server::server_url();
+                let name = format!("agui_test_{}", uuid::Uuid::new_v4().simple());
+                let admin_url = format!("{server}/postgres");
+                let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
+                    .await
+                    .unwrap_or_else(|e| panic!("cannot connect to PostgreSQL at {server}: {e}"));
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut admin)
+                    .await
+                    .expect("create test database");
+                TestDatabase {
+                    url: format!("{server}/{name}"),
+                    postgres_name: Some(name),
+                    _dir: None,
+                }
+            }
+        }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let Some(name) = self.postgres_name.take() else {
+            return;
+        };
+        let server = pg_server::server_url();
+        // The test's runtime is going away; drop the database from a runtime of our own.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&format!(
+                    "{server}/postgres"
+                ))
+                .await
+                .ok()?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut admin)
+                    .await
+                    .ok()
+            })
+        })
+        .join();
+    }
+}
+
+/// A running gateway.
+pub struct TestApp {
+    pub address: SocketAddr,
+    pub store: Arc<dyn Store>,
+    pub client: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+pub fn test_config(database_url: &str) -> Config {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, TEST_CONFIG).expect("write config");
+    let mut config = Config::load(Some(&path), std::iter::empty()).expect("test config loads");
+    config.database.url = database_url.to_string();
+    config
+}
+
+impl TestApp {
+    pub async fn start(database_url: &str) -> TestApp {
+        TestApp::start_with(test_config(database_url)).await
+    }
+
+    pub async fn start_with(config: Config) -> TestApp {
+        let (state, stop_streams) = agui_gateway::server::build(config)
+            .await
+            .expect("gateway starts");
+        let store = state.engine.store().clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let _ = agui_gateway::http::serve(listener, state, stop_streams, async {
+                let _ = stopped.await;
+            })
+            .await;
+        });
+        TestApp {
+            address,
+            store,
+            client: reqwest::Client::new(),
+            shutdown: Some(shutdown),
+            server: Some(server),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    pub fn run_url(&self, agent: &str) -> String {
+        self.url(&format!("/v1/agui/agents/{agent}"))
+    }
+
+    /// Posts a run with the official client's headers.
+    pub async fn post_run(&self, agent: &str, body: &Value) -> reqwest::Response {
+        self.post_run_with(agent, body, &[]).await
+    }
+
+    pub async fn post_run_with(
+        &self,
+        agent: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut request = self
+            .client
+            .post(self.run_url(agent))
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.expect("request sent")
+    }
+
+    /// Runs to the end and returns every event.
+    pub async fn run_to_end(&self, agent: &str, body: &Value) -> Vec<SseEvent> {
+        let response = self.post_run(agent, body).await;
+        assert_eq!(response.status(), 200, "run answered {}", response.status());
+        read_events(response, None).await
+    }
+
+    pub async fn counts(&self) -> RowCounts {
+        self.store.row_counts().await.expect("row counts")
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.abort();
+        }
+    }
+}
+
+/// One SSE event as received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub data: Value,
+}
+
+impl SseEvent {
+    pub fn kind(&self) -> &str {
+        self.data["type"].as_str().unwrap_or("")
+    }
+}
+
+/// Reads SSE frames until the stream ends, or until `limit` events arrived (then the
+/// connection is dropped, as a client that lost it would).
+pub async fn read_events(response: reqwest::Response, limit: Option<usize>) -> Vec<SseEvent> {
+    read_frames(response, limit).await.0
+}
+
+/// Like [`read_events`], also returning the raw body and the number of keepalive comments.
+pub async fn read_frames(
+    mut response: reqwest::Response,
+    limit: Option<usize>,
+) -> (Vec<SseEvent>, String, usize) {
+    let mut buffer = String::new();
+    let mut raw = String::new();
+    let mut events = Vec::new();
+    let mut keepalives = 0;
+    while let Some(chunk) = response.chunk().await.expect("stream chunk") {
+        let text = std::str::from_utf8(&chunk).expect("UTF-8 stream");
+        raw.push_str(text);
+        buffer.push_str(text);
+        while let Some(end) = buffer.find("\n\n") {
+            let frame: String = buffer.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = Vec::new();
+            for line in frame.lines() {
+                if let Some(value) = line.strip_prefix("id: ") {
+                    id = Some(value.to_string());
+                } else if let Some(value) = line.strip_prefix("data: ") {
+                    data.push(value.to_string());
+                } else if line.starts_with(':') {
+                    keepalives += 1;
+                }
+            }
+            if !data.is_empty() {
+                let data: Value = serde_json::from_str(&data.join("\n")).expect("event is JSON");
+                events.push(SseEvent { id, data });
+                if limit.is_some_and(|limit| events.len() >= limit) {
+                    return (events, raw, keepalives);
+                }
+            }
+        }
+    }
+    (events, raw, keepalives)
+}
+
+pub fn kinds(events: &[SseEvent]) -> Vec<&str> {
+    events.iter().map(SseEvent::kind).collect()
+}
+
+/// A run input with one user message.
+pub fn first_run(thread: &str, run: &str, text: &str) -> Value {
+    json!({
+        "threadId": thread, "runId": run, "protocolVersion": "1.0", "state": {},
+        "messages": [{ "id": format!("{run}-user"), "role": "user", "content": text }],
+        "tools": [], "context": [], "forwardedProps": {}
+    })
+}
+
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+fn clients_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
+}
+
+fn checker() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/agui-check.mjs")
+}
+
+/// Runs the official client (with verification and schema validation) against `url` with
+/// `input`; returns its report. Fails the test when the packages are not installed.
+pub async fn agui_check(url: &str, input: &Value) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input_path = dir.path().join("input.json");
+    std::fs::write(&input_path, input.to_string()).expect("write input");
+    assert!(
+        clients_dir().join("node_modules/@ag-ui/client").exists(),
+        "the official client is not installed: run `npm ci --prefix tests/clients`"
+    );
+    let output = tokio::process::Command::new("node")
+        .arg(checker())
+        .arg(url)
+        .arg("--input")
+        .arg(&input_path)
+        .arg("--strict")
+        .arg("--timeout")
+        .arg("30")
+        .current_dir(clients_dir())
+        .output()
+        .await
+        .expect("node runs");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), report)
+}
+
+/// Serves `body` as an SSE response to any POST, so a stream joined from pieces can be put
+/// before the official client. Returns the URL.
+pub async fn serve_recorded_stream(body: String) -> (String, tokio::task::JoinHandle<()>) {
+    use axum::routing::post;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let app = axum::Router::new().route(
+        "/recorded",
+        post(move || {
+            let body = body.clone();
+            async move { ([("content-type", "text/event-stream")], body) }
+        }),
+    );
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{address}/recorded"), server)
+}
+
+/// Re-frames received events as an SSE body.
+pub fn sse_body(events: &[SseEvent]) -> String {
+    events
+        .iter()
+        .map(|e| match &e.id {
+            Some(id) => format!("id: {id}\ndata: {}\n\n", e.data),
+            None => format!("data: {}\n\n", e.data),
+        })
+        .collect()
+}
+
+/// Generates one test per store from `async fn(Backend)`.
+#[macro_export]
+macro_rules! on_both_stores {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name($crate::helpers::Backend::Sqlite).await
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                super::$name($crate::helpers::Backend::Postgres).await
+            }
+        }
+    };
+}

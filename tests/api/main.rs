@@ -1,0 +1,11 @@
+//! The gateway over real HTTP: every scenario against a real server on a random port, on
+//! SQLite files and on a real PostgreSQL server.
+
+mod helpers;
+
+mod bad_input;
+mod conformance;
+mod instances;
+mod reconnect;
+mod run_route;
+mod threads;
