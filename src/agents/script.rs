@@ -39,6 +39,13 @@ pub enum ScriptStep {
     Wait { wait_ms: u64 },
     /// The turn fails with this message (`RUN_ERROR` `failed`).
     Fail { fail: String },
+    /// `tick` `CUSTOM` events named `gateway.tick`, one every `every_ms`, each carrying its
+    /// number and the microsecond it was made (`{"n", "madeAtUs"}`), for latency measurements.
+    Tick {
+        tick: u64,
+        #[serde(default = "default_tick_ms")]
+        every_ms: u64,
+    },
     /// One message of `burst` content events of `bytes` characters each, as fast as possible.
     Burst {
         burst: u64,
@@ -49,6 +56,10 @@ pub enum ScriptStep {
 
 fn default_note_kind() -> String {
     "note".to_string()
+}
+
+fn default_tick_ms() -> u64 {
+    100
 }
 
 fn default_burst_bytes() -> usize {
@@ -103,6 +114,24 @@ impl ScriptAgent {
             }
             ScriptStep::Wait { wait_ms } => turn.sleep(Duration::from_millis(*wait_ms)).await,
             ScriptStep::Fail { fail } => Err(AgentError::Failed(fail.replace("{input}", input))),
+            ScriptStep::Tick { tick, every_ms } => {
+                for n in 0..*tick {
+                    if n > 0 {
+                        turn.sleep(Duration::from_millis(*every_ms)).await?;
+                    }
+                    let made_at_us = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_micros() as u64)
+                        .unwrap_or(0);
+                    turn.emit(Event::Custom {
+                        name: "gateway.tick".into(),
+                        value: serde_json::json!({ "n": n, "madeAtUs": made_at_us }),
+                        subagent_run_id: None,
+                    })
+                    .await?;
+                }
+                Ok(())
+            }
             ScriptStep::Burst { burst, bytes } => {
                 let message = turn.text_start().await?;
                 let delta = "x".repeat((*bytes).max(1));
@@ -163,7 +192,8 @@ mod tests {
             {"step": "s"},
             {"wait_ms": 5},
             {"fail": "boom"},
-            {"burst": 10}
+            {"burst": 10},
+            {"tick": 3, "every_ms": 50}
         ]))
         .expect("parses");
         assert_eq!(

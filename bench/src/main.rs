@@ -1,0 +1,2 @@
+//! agui-bench: the gateway's load tool (see BENCHMARKS.md).
+fn main() {}
