@@ -23,10 +23,7 @@ pub const ENV_PREFIX: &str = "AGUI_GATEWAY_";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("config is not valid TOML: {0}")]
     Toml(#[from] toml::de::Error),
     #[error("environment override {name}: {message}")]
@@ -42,6 +39,7 @@ pub struct Config {
     pub database: DatabaseConfig,
     pub limits: Limits,
     pub event_log: EventLogConfig,
+    pub turns: TurnsConfig,
     pub tenants: Vec<TenantConfig>,
     pub agents: Vec<AgentConfig>,
 }
@@ -53,11 +51,9 @@ impl std::fmt::Debug for Config {
             .field("database", &self.database)
             .field("limits", &self.limits)
             .field("event_log", &self.event_log)
+            .field("turns", &self.turns)
             .field("tenants", &self.tenants)
-            .field(
-                "agents",
-                &self.agents.iter().map(|a| &a.name).collect::<Vec<_>>(),
-            )
+            .field("agents", &self.agents.iter().map(|a| &a.name).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -108,6 +104,15 @@ pub struct EventLogConfig {
     pub batch_max_events: usize,
     /// Writer tasks (each with its own connection); turns are spread over them by id.
     pub writers: usize,
+}
+
+/// Turn ownership across instances (§4.6) and shutdown.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnsConfig {
+    pub lease_ms: u64,
+    pub heartbeat_ms: u64,
+    pub sweep_ms: u64,
+    pub shutdown_grace_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -170,10 +175,8 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let mut tree: toml::Table = DEFAULT_CONFIG_TOML.parse()?;
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                path: path.display().to_string(),
-                source,
-            })?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
             let operator: toml::Table = text.parse()?;
             merge_tables(&mut tree, operator);
         }
@@ -188,9 +191,7 @@ impl Config {
     }
 
     pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.listen.parse().map_err(|_| {
-            ConfigError::Invalid(format!("listen: '{}' is not an address", self.listen))
-        })
+        self.listen.parse().map_err(|_| ConfigError::Invalid(format!("listen: '{}' is not an address", self.listen)))
     }
 
     pub fn agent(&self, name: &str) -> Option<&AgentConfig> {
@@ -204,52 +205,41 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         self.listen_addr()?;
         let invalid = |m: String| Err(ConfigError::Invalid(m));
-        if !(self.database.url.starts_with("sqlite:") || self.database.url.starts_with("postgres"))
-        {
+        if !(self.database.url.starts_with("sqlite:") || self.database.url.starts_with("postgres")) {
             return invalid("database.url must start with sqlite: or postgres://".into());
         }
         if self.event_log.batch_max_events == 0 || self.event_log.writers == 0 {
-            return invalid(
-                "event_log.batch_max_events and event_log.writers must be at least 1".into(),
-            );
+            return invalid("event_log.batch_max_events and event_log.writers must be at least 1".into());
         }
         if self.limits.keepalive_secs == 0 || self.limits.stream_max_secs == 0 {
+            return invalid("limits.keepalive_secs and limits.stream_max_secs must be at least 1".into());
+        }
+        let turns = &self.turns;
+        if turns.heartbeat_ms == 0 || turns.sweep_ms == 0 || turns.lease_ms <= turns.heartbeat_ms * 2 {
             return invalid(
-                "limits.keepalive_secs and limits.stream_max_secs must be at least 1".into(),
+                "turns: heartbeat_ms and sweep_ms must be at least 1, lease_ms over twice heartbeat_ms".into(),
             );
         }
         let mut names = HashSet::new();
         for tenant in &self.tenants {
             if !crate::ids::is_valid_name(&tenant.name) || !names.insert(&tenant.name) {
-                return invalid(format!(
-                    "tenant '{}' is duplicated or not a valid name",
-                    tenant.name
-                ));
+                return invalid(format!("tenant '{}' is duplicated or not a valid name", tenant.name));
             }
         }
         let mut names = HashSet::new();
         for agent in &self.agents {
             if !crate::ids::is_valid_name(&agent.name) || !names.insert(&agent.name) {
-                return invalid(format!(
-                    "agent '{}' is duplicated or not a valid name",
-                    agent.name
-                ));
+                return invalid(format!("agent '{}' is duplicated or not a valid name", agent.name));
             }
             for tenant in &agent.tenants {
                 if self.tenant(tenant).is_none() {
-                    return invalid(format!(
-                        "agent '{}' names unknown tenant '{tenant}'",
-                        agent.name
-                    ));
+                    return invalid(format!("agent '{}' names unknown tenant '{tenant}'", agent.name));
                 }
             }
             match &agent.kind {
                 AgentKindConfig::Script(script) => {
                     if script.chunk_chars == 0 {
-                        return invalid(format!(
-                            "agent '{}': chunk_chars must be at least 1",
-                            agent.name
-                        ));
+                        return invalid(format!("agent '{}': chunk_chars must be at least 1", agent.name));
                     }
                     if script.steps.is_empty() {
                         return invalid(format!("agent '{}' has no steps", agent.name));
@@ -277,12 +267,7 @@ fn merge_tables(base: &mut toml::Table, over: toml::Table) {
 
 /// Finds the scalar setting whose path, joined by `_` and upper-cased, is `key`, and replaces
 /// it with `raw` parsed as the setting's own type.
-fn apply_env_override(
-    tree: &mut toml::Table,
-    name: &str,
-    key: &str,
-    raw: &str,
-) -> Result<(), ConfigError> {
+fn apply_env_override(tree: &mut toml::Table, name: &str, key: &str, raw: &str) -> Result<(), ConfigError> {
     fn find<'a>(table: &'a mut toml::Table, key: &str) -> Option<&'a mut toml::Value> {
         let mut found = None;
         for (name, value) in table.iter_mut() {
@@ -291,10 +276,9 @@ fn apply_env_override(
                 found = Some(value);
                 break;
             }
-            if let (Some(rest), toml::Value::Table(inner)) = (
-                key.strip_prefix(&upper).and_then(|r| r.strip_prefix('_')),
-                value,
-            ) {
+            if let (Some(rest), toml::Value::Table(inner)) =
+                (key.strip_prefix(&upper).and_then(|r| r.strip_prefix('_')), value)
+            {
                 if let Some(value) = find(inner, rest) {
                     found = Some(value);
                     break;
@@ -303,24 +287,18 @@ fn apply_env_override(
         }
         found
     }
-    let env_error = |message: String| ConfigError::Env {
-        name: name.to_string(),
-        message,
-    };
+    let env_error = |message: String| ConfigError::Env { name: name.to_string(), message };
     let slot = find(tree, key).ok_or_else(|| env_error("no such setting".into()))?;
     *slot = match slot {
-        toml::Value::Integer(_) => toml::Value::Integer(
-            raw.parse()
-                .map_err(|_| env_error(format!("'{raw}' is not an integer")))?,
-        ),
-        toml::Value::Float(_) => toml::Value::Float(
-            raw.parse()
-                .map_err(|_| env_error(format!("'{raw}' is not a number")))?,
-        ),
-        toml::Value::Boolean(_) => toml::Value::Boolean(
-            raw.parse()
-                .map_err(|_| env_error(format!("'{raw}' is not true/false")))?,
-        ),
+        toml::Value::Integer(_) => {
+            toml::Value::Integer(raw.parse().map_err(|_| env_error(format!("'{raw}' is not an integer")))?)
+        }
+        toml::Value::Float(_) => {
+            toml::Value::Float(raw.parse().map_err(|_| env_error(format!("'{raw}' is not a number")))?)
+        }
+        toml::Value::Boolean(_) => {
+            toml::Value::Boolean(raw.parse().map_err(|_| env_error(format!("'{raw}' is not true/false")))?)
+        }
         _ => toml::Value::String(raw.to_string()),
     };
     Ok(())
@@ -345,14 +323,8 @@ mod tests {
         let config = Config::load(
             None,
             [
-                (
-                    "AGUI_GATEWAY_DATABASE_URL".to_string(),
-                    "postgres://db/x".to_string(),
-                ),
-                (
-                    "AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES".to_string(),
-                    "1024".to_string(),
-                ),
+                ("AGUI_GATEWAY_DATABASE_URL".to_string(), "postgres://db/x".to_string()),
+                ("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES".to_string(), "1024".to_string()),
                 ("UNRELATED".to_string(), "1".to_string()),
             ],
         )
@@ -363,32 +335,17 @@ mod tests {
 
     #[test]
     fn a_bad_override_is_refused_with_its_name() {
-        let error = Config::load(
-            None,
-            [("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES".into(), "lots".into())],
-        )
-        .expect_err("refused");
-        assert!(
-            error
-                .to_string()
-                .contains("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES"),
-            "{error}"
-        );
         let error =
-            Config::load(None, [("AGUI_GATEWAY_NOPE".into(), "1".into())]).expect_err("refused");
+            Config::load(None, [("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES".into(), "lots".into())]).expect_err("refused");
+        assert!(error.to_string().contains("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES"), "{error}");
+        let error = Config::load(None, [("AGUI_GATEWAY_NOPE".into(), "1".into())]).expect_err("refused");
         assert!(error.to_string().contains("no such setting"), "{error}");
     }
 
     #[test]
     fn passwords_never_reach_debug_output() {
-        let config = Config::load(
-            None,
-            [(
-                "AGUI_GATEWAY_DATABASE_URL".into(),
-                "postgres://u:hunter2@h/db".into(),
-            )],
-        )
-        .expect("loads");
+        let config = Config::load(None, [("AGUI_GATEWAY_DATABASE_URL".into(), "postgres://u:hunter2@h/db".into())])
+            .expect("loads");
         let shown = format!("{config:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
     }

@@ -7,18 +7,12 @@ use std::fmt;
 fn is_client_id(value: &str) -> bool {
     !value.is_empty()
         && value.len() <= 200
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'@' | b'-'))
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'@' | b'-'))
 }
 
 /// Names of agents and tenants in config: letters, digits, `_` and `-`, 1–64 characters.
 pub fn is_valid_name(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= 64
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !value.is_empty() && value.len() <= 64 && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 macro_rules! client_id {
@@ -32,10 +26,7 @@ macro_rules! client_id {
                 if is_client_id(value) {
                     Ok($name(value.to_string()))
                 } else {
-                    Err(format!(
-                        "{} must be 1-200 letters, digits or ._:@- characters",
-                        $what
-                    ))
+                    Err(format!("{} must be 1-200 letters, digits or ._:@- characters", $what))
                 }
             }
 
@@ -68,10 +59,7 @@ pub fn user_message_id(turn: &str) -> String {
 
 /// The turn a gateway-named message id belongs to (`<turn>:…`).
 pub fn turn_of_message_id(message_id: &str) -> Option<&str> {
-    message_id
-        .split_once(':')
-        .map(|(turn, _)| turn)
-        .filter(|t| t.starts_with('t'))
+    message_id.split_once(':').map(|(turn, _)| turn).filter(|t| t.starts_with('t'))
 }
 
 /// The SSE `id:` of an event: the turn's public id and the event's position in its log.
@@ -86,13 +74,8 @@ impl EventId {
     pub fn parse(value: &str) -> Option<EventId> {
         let (turn, seq) = value.trim().rsplit_once('.')?;
         let seq: i64 = seq.parse().ok()?;
-        let well_formed = turn.len() == 25
-            && turn.starts_with('t')
-            && turn[1..].bytes().all(|b| b.is_ascii_hexdigit());
-        (well_formed && seq >= 1).then(|| EventId {
-            turn: turn.to_string(),
-            seq,
-        })
+        let well_formed = turn.len() == 25 && turn.starts_with('t') && turn[1..].bytes().all(|b| b.is_ascii_hexdigit());
+        (well_formed && seq >= 1).then(|| EventId { turn: turn.to_string(), seq })
     }
 }
 
@@ -118,10 +101,7 @@ mod tests {
 
     #[test]
     fn event_ids_round_trip_and_reject_garbage() {
-        let id = EventId {
-            turn: new_turn_id(),
-            seq: 42,
-        };
+        let id = EventId { turn: new_turn_id(), seq: 42 };
         assert_eq!(EventId::parse(&id.to_string()), Some(id));
         for bad in [
             "",
@@ -138,10 +118,7 @@ mod tests {
     #[test]
     fn message_ids_name_their_turn() {
         let turn = new_turn_id();
-        assert_eq!(
-            turn_of_message_id(&user_message_id(&turn)),
-            Some(turn.as_str())
-        );
+        assert_eq!(turn_of_message_id(&user_message_id(&turn)), Some(turn.as_str()));
         assert_eq!(turn_of_message_id("client-message"), None);
     }
 }

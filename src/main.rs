@@ -9,11 +9,7 @@ use clap::{Parser, Subcommand};
 use agui_gateway::config::{self, Config};
 
 #[derive(Parser)]
-#[command(
-    name = "agui-gateway",
-    version,
-    about = "An AG-UI 1.0 gateway with a durable, replayable event log"
-)]
+#[command(name = "agui-gateway", version, about = "An AG-UI 1.0 gateway with a durable, replayable event log")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -101,12 +97,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 config.listen,
                 config::redact_url(&config.database.url),
                 config.tenants.len(),
-                config
-                    .agents
-                    .iter()
-                    .map(|a| a.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                config.agents.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
             );
             Ok(())
         }
@@ -114,10 +105,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             let config = common.load()?;
             let store = agui_gateway::store::connect(&config.database.url, 2).await?;
             store.migrate().await?;
-            println!(
-                "migrations applied to {}",
-                config::redact_url(&config.database.url)
-            );
+            println!("migrations applied to {}", config::redact_url(&config.database.url));
             Ok(())
         }
         Command::Serve { common, listen } => {
@@ -127,13 +115,33 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             }
             let address = config.listen_addr()?;
             let (state, stop_streams) = agui_gateway::server::build(config.clone()).await?;
+            let engine = state.engine.clone();
             let listener = tokio::net::TcpListener::bind(address).await?;
             tracing::info!(
                 address = %listener.local_addr()?,
                 database = %config::redact_url(&config.database.url),
+                instance = engine.instance(),
                 "agui-gateway listening"
             );
-            agui_gateway::http::serve(listener, state, stop_streams, shutdown_signal()).await?;
+            let (stopping_tx, mut stopping) = tokio::sync::watch::channel(false);
+            let shutdown = async move {
+                shutdown_signal().await;
+                let _ = stopping_tx.send(true);
+            };
+            let mut server = tokio::spawn(agui_gateway::http::serve(listener, state, stop_streams, shutdown));
+            tokio::select! {
+                served = &mut server => return Ok(served??),
+                _ = stopping.wait_for(|stop| *stop) => {}
+            }
+            // Streams are ending (clients resume elsewhere); hand the turns over meanwhile.
+            let grace = std::time::Duration::from_secs(config.turns.shutdown_grace_secs);
+            let deadline = tokio::time::Instant::now() + grace;
+            engine.hand_over(grace).await;
+            match tokio::time::timeout_at(deadline, server).await {
+                Ok(served) => served??,
+                Err(_) => tracing::warn!("the grace period ended before every connection closed"),
+            }
+            tracing::info!("stopped");
             Ok(())
         }
     }
@@ -157,5 +165,5 @@ async fn shutdown_signal() {
         _ = interrupt => {}
         _ = terminate => {}
     }
-    tracing::info!("shutting down: closing streams (clients resume with Last-Event-ID)");
+    tracing::info!("shutting down: closing streams (clients resume with Last-Event-ID) and handing turns over");
 }

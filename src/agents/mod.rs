@@ -15,18 +15,12 @@ pub enum Agent {
 impl Agent {
     pub fn from_config(config: &AgentConfig) -> Agent {
         match &config.kind {
-            AgentKindConfig::Script(script) => {
-                Agent::Script(script::ScriptAgent::new(script.clone()))
-            }
+            AgentKindConfig::Script(script) => Agent::Script(script::ScriptAgent::new(script.clone())),
         }
     }
 
     /// Answers the turn from `checkpoint` on (the start, for a new turn).
-    pub async fn run(
-        &self,
-        turn: &mut TurnContext,
-        checkpoint: Checkpoint,
-    ) -> Result<AgentOutput, AgentError> {
+    pub async fn run(&self, turn: &mut TurnContext, checkpoint: Checkpoint) -> Result<AgentOutput, AgentError> {
         match self {
             Agent::Script(agent) => agent.run(turn, checkpoint).await,
         }

@@ -76,38 +76,34 @@ impl ScriptAgent {
         ScriptAgent { config }
     }
 
-    pub async fn run(
-        &self,
-        turn: &mut TurnContext,
-        from: Checkpoint,
-    ) -> Result<AgentOutput, AgentError> {
+    pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         let input = turn.user_text().to_string();
         for (index, step) in self.config.steps.iter().enumerate().skip(from.step) {
             turn.check_cancelled()?;
+            // Quick steps commit whole with the checkpoint after them; streaming steps commit
+            // their closing event with it, so a finished step is never run twice.
+            if !matches!(
+                step,
+                ScriptStep::Say { .. } | ScriptStep::Burst { .. } | ScriptStep::Tick { .. } | ScriptStep::Wait { .. }
+            ) {
+                turn.begin_step();
+            }
             self.run_step(turn, step, &input).await?;
-            turn.checkpoint(&Checkpoint { step: index + 1 }).await?;
+            turn.commit_step(&Checkpoint { step: index + 1 }).await?;
         }
         Ok(AgentOutput::default())
     }
 
-    async fn run_step(
-        &self,
-        turn: &mut TurnContext,
-        step: &ScriptStep,
-        input: &str,
-    ) -> Result<(), AgentError> {
+    async fn run_step(&self, turn: &mut TurnContext, step: &ScriptStep, input: &str) -> Result<(), AgentError> {
         match step {
             ScriptStep::Say { say } => self.say(turn, &say.replace("{input}", input)).await,
             ScriptStep::Tool { tool, args, result } => {
                 let args = substitute(args, input);
-                turn.tool_call(tool, &args.to_string(), &result.replace("{input}", input))
-                    .await
-                    .map(|_| ())
+                turn.tool_call(tool, &args.to_string(), &result.replace("{input}", input)).await.map(|_| ())
             }
-            ScriptStep::Note { note, kind, tags } => turn
-                .pin_note(kind, tags, &note.replace("{input}", input))
-                .await
-                .map(|_| ()),
+            ScriptStep::Note { note, kind, tags } => {
+                turn.pin_note(kind, tags, &note.replace("{input}", input)).await.map(|_| ())
+            }
             ScriptStep::Step { step } => {
                 turn.step_start(step).await?;
                 turn.step_finish(step).await
@@ -143,6 +139,7 @@ impl ScriptAgent {
                     })
                     .await?;
                 }
+                turn.begin_step();
                 turn.text_end(&message).await
             }
         }
@@ -154,12 +151,11 @@ impl ScriptAgent {
         let chars: Vec<char> = text.chars().collect();
         for (index, chunk) in chars.chunks(self.config.chunk_chars).enumerate() {
             if index > 0 && self.config.chunk_delay_ms > 0 {
-                turn.sleep(Duration::from_millis(self.config.chunk_delay_ms))
-                    .await?;
+                turn.sleep(Duration::from_millis(self.config.chunk_delay_ms)).await?;
             }
-            turn.text_delta(&message, &chunk.iter().collect::<String>())
-                .await?;
+            turn.text_delta(&message, &chunk.iter().collect::<String>()).await?;
         }
+        turn.begin_step();
         turn.text_end(&message).await
     }
 }
@@ -169,11 +165,7 @@ fn substitute(value: &Value, input: &str) -> Value {
     match value {
         Value::String(text) => Value::String(text.replace("{input}", input)),
         Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, input)).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), substitute(v, input)))
-                .collect(),
-        ),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), substitute(v, input))).collect()),
         other => other.clone(),
     }
 }
@@ -196,35 +188,14 @@ mod tests {
             {"tick": 3, "every_ms": 50}
         ]))
         .expect("parses");
-        assert_eq!(
-            steps[0],
-            ScriptStep::Say {
-                say: "hi {input}".into()
-            }
-        );
-        assert_eq!(
-            steps[2],
-            ScriptStep::Note {
-                note: "n".into(),
-                kind: "note".into(),
-                tags: vec!["a".into()]
-            }
-        );
-        assert_eq!(
-            steps[6],
-            ScriptStep::Burst {
-                burst: 10,
-                bytes: 64
-            }
-        );
+        assert_eq!(steps[0], ScriptStep::Say { say: "hi {input}".into() });
+        assert_eq!(steps[2], ScriptStep::Note { note: "n".into(), kind: "note".into(), tags: vec!["a".into()] });
+        assert_eq!(steps[6], ScriptStep::Burst { burst: 10, bytes: 64 });
     }
 
     #[test]
     fn input_is_substituted_in_nested_arguments() {
         let args = json!({"q": "{input}", "list": ["x {input}", 3]});
-        assert_eq!(
-            substitute(&args, "cats"),
-            json!({"q": "cats", "list": ["x cats", 3]})
-        );
+        assert_eq!(substitute(&args, "cats"), json!({"q": "cats", "list": ["x cats", 3]}));
     }
 }

@@ -27,14 +27,8 @@ impl Caller {
     /// Who owns a thread this caller creates: the person, or the tenant for a key.
     pub fn owner(&self) -> Owner {
         match self {
-            Caller::Person { id } => Owner {
-                kind: OwnerKind::Person,
-                id: id.clone(),
-            },
-            Caller::TenantKey { .. } => Owner {
-                kind: OwnerKind::Tenant,
-                id: String::new(),
-            },
+            Caller::Person { id } => Owner { kind: OwnerKind::Person, id: id.clone() },
+            Caller::TenantKey { .. } => Owner { kind: OwnerKind::Tenant, id: String::new() },
         }
     }
 
@@ -59,9 +53,7 @@ impl Caller {
 /// Why a caller was not accepted (401 `unauthenticated`).
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
-    #[error(
-        "this gateway has no authentication configured and accepts requests only from loopback"
-    )]
+    #[error("this gateway has no authentication configured and accepts requests only from loopback")]
     NotLoopback,
 }
 
@@ -69,14 +61,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = crate::http::ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|info| info.0);
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|info| info.0);
         match peer {
-            Some(address) if address.ip().is_loopback() => Ok(Caller::Person {
-                id: LOCAL_PERSON.to_string(),
-            }),
+            Some(address) if address.ip().is_loopback() => Ok(Caller::Person { id: LOCAL_PERSON.to_string() }),
             _ => Err(AuthError::NotLoopback.into()),
         }
     }

@@ -6,9 +6,7 @@ use serde_json::Value;
 
 use crate::ids;
 use crate::protocol::events::{Envelope, ToolResultContent};
-use crate::protocol::input::{
-    AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserContent, UserMessage,
-};
+use crate::protocol::input::{AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserContent, UserMessage};
 use crate::protocol::{Event, InputMessage};
 use crate::store::{StoredEvent, TurnRow};
 
@@ -32,34 +30,18 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
                     name: None,
                 }));
             }
-            Event::TextMessageContent {
-                message_id, delta, ..
-            } => {
+            Event::TextMessageContent { message_id, delta, .. } => {
                 if let Some(InputMessage::Assistant(message)) = find(messages, &message_id) {
-                    message
-                        .content
-                        .get_or_insert_with(String::new)
-                        .push_str(&delta);
+                    message.content.get_or_insert_with(String::new).push_str(&delta);
                 }
             }
-            Event::ToolCallStart {
-                tool_call_id,
-                tool_call_name,
-                parent_message_id,
-                ..
-            } => {
+            Event::ToolCallStart { tool_call_id, tool_call_name, parent_message_id, .. } => {
                 let call = ToolCall {
                     id: tool_call_id.clone(),
                     kind: "function".into(),
-                    function: FunctionCall {
-                        name: tool_call_name,
-                        arguments: String::new(),
-                    },
+                    function: FunctionCall { name: tool_call_name, arguments: String::new() },
                 };
-                let parent = parent_message_id
-                    .as_deref()
-                    .unwrap_or(&tool_call_id)
-                    .to_string();
+                let parent = parent_message_id.as_deref().unwrap_or(&tool_call_id).to_string();
                 match find(messages, &parent) {
                     Some(InputMessage::Assistant(message)) => {
                         message.tool_calls.get_or_insert_with(Vec::new).push(call)
@@ -72,39 +54,21 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
                     })),
                 }
             }
-            Event::ToolCallArgs {
-                tool_call_id,
-                delta,
-                ..
-            } => {
+            Event::ToolCallArgs { tool_call_id, delta, .. } => {
                 let call = messages.iter_mut().rev().find_map(|m| match m {
-                    InputMessage::Assistant(a) => a
-                        .tool_calls
-                        .as_mut()?
-                        .iter_mut()
-                        .find(|c| c.id == tool_call_id),
+                    InputMessage::Assistant(a) => a.tool_calls.as_mut()?.iter_mut().find(|c| c.id == tool_call_id),
                     _ => None,
                 });
                 if let Some(call) = call {
                     call.function.arguments.push_str(&delta);
                 }
             }
-            Event::ToolCallResult {
-                message_id,
-                tool_call_id,
-                content,
-                ..
-            } => {
+            Event::ToolCallResult { message_id, tool_call_id, content, .. } => {
                 let content = match content {
                     ToolResultContent::Text(text) => Value::String(text),
                     ToolResultContent::Parts(parts) => Value::Array(parts),
                 };
-                messages.push(InputMessage::Tool(ToolMessage {
-                    id: message_id,
-                    content,
-                    tool_call_id,
-                    error: None,
-                }));
+                messages.push(InputMessage::Tool(ToolMessage { id: message_id, content, tool_call_id, error: None }));
             }
             _ => {}
         }

@@ -31,11 +31,7 @@ pub struct Feed {
 
 impl Feed {
     fn new() -> Feed {
-        Feed {
-            committed: watch::channel(0).0,
-            recent: RwLock::new(VecDeque::new()),
-            local: AtomicBool::new(false),
-        }
+        Feed { committed: watch::channel(0).0, recent: RwLock::new(VecDeque::new()), local: AtomicBool::new(false) }
     }
 
     /// A receiver that is woken whenever the turn's log may have grown.
@@ -46,10 +42,7 @@ impl Feed {
     /// Events after `after_seq` held in memory, when memory holds the very next one. `None`
     /// means "read the log instead".
     pub fn recent_after(&self, after_seq: i64, limit: usize) -> Option<Vec<StoredEvent>> {
-        let recent = self
-            .recent
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let recent = self.recent.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let first = recent.front()?.seq;
         if after_seq + 1 < first {
             return None;
@@ -70,10 +63,7 @@ impl Feed {
         };
         self.local.store(true, Ordering::Release);
         {
-            let mut recent = self
-                .recent
-                .write()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut recent = self.recent.write().unwrap_or_else(|poisoned| poisoned.into_inner());
             for event in events {
                 // Keep the window contiguous: a gap (a takeover mid-turn) starts it afresh.
                 if recent.back().is_some_and(|back| back.seq + 1 != event.seq) {
@@ -110,10 +100,7 @@ impl Feed {
 impl Hub {
     /// The turn's feed, created on first use.
     pub fn feed(&self, turn: i64) -> Arc<Feed> {
-        let mut feeds = self
-            .feeds
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut feeds = self.feeds.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(feed) = feeds.get(&turn).and_then(Weak::upgrade) {
             return feed;
         }
@@ -126,10 +113,7 @@ impl Hub {
     }
 
     fn existing(&self, turn: i64) -> Option<Arc<Feed>> {
-        let feeds = self
-            .feeds
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let feeds = self.feeds.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         feeds.get(&turn).and_then(Weak::upgrade)
     }
 
@@ -144,10 +128,7 @@ impl Hub {
     pub fn wake(&self, appended: &[(i64, i64)]) {
         if appended.is_empty() {
             let feeds: Vec<Arc<Feed>> = {
-                let feeds = self
-                    .feeds
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let feeds = self.feeds.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 feeds.values().filter_map(Weak::upgrade).collect()
             };
             for feed in feeds {
@@ -170,12 +151,7 @@ mod tests {
     use bytes::Bytes;
 
     fn event(seq: i64) -> StoredEvent {
-        StoredEvent {
-            seq,
-            kind: EventKind::Plain,
-            body: Bytes::from_static(b"{}"),
-            at_ms: 0,
-        }
+        StoredEvent { seq, kind: EventKind::Plain, body: Bytes::from_static(b"{}"), at_ms: 0 }
     }
 
     #[tokio::test]

@@ -55,12 +55,7 @@ pub struct EventLog {
 
 impl EventLog {
     /// Starts `writers` writer tasks (and the announcer that wakes other instances).
-    pub fn start(
-        store: Arc<dyn Store>,
-        hub: Arc<Hub>,
-        writers: usize,
-        batch_max_events: usize,
-    ) -> EventLog {
+    pub fn start(store: Arc<dyn Store>, hub: Arc<Hub>, writers: usize, batch_max_events: usize) -> EventLog {
         let (announce_tx, announce_rx) = mpsc::unbounded_channel();
         tokio::spawn(announce(store.clone(), announce_rx));
         let writers = (0..writers.max(1))
@@ -76,9 +71,7 @@ impl EventLog {
                 sender
             })
             .collect();
-        EventLog {
-            writers: Arc::new(writers),
-        }
+        EventLog { writers: Arc::new(writers) }
     }
 
     fn writer(&self, turn: i64) -> &mpsc::Sender<Append> {
@@ -86,22 +79,9 @@ impl EventLog {
     }
 
     /// Queues `ops` for the turn; they are committed in order with the turn's other appends.
-    pub async fn append(
-        &self,
-        turn: i64,
-        ops: Vec<WriteOp>,
-        health: &Arc<AppendHealth>,
-    ) -> Result<(), LogError> {
-        let append = Append {
-            turn,
-            ops,
-            health: health.clone(),
-            committed: None,
-        };
-        self.writer(turn)
-            .send(append)
-            .await
-            .map_err(|_| LogError::Stopped)
+    pub async fn append(&self, turn: i64, ops: Vec<WriteOp>, health: &Arc<AppendHealth>) -> Result<(), LogError> {
+        let append = Append { turn, ops, health: health.clone(), committed: None };
+        self.writer(turn).send(append).await.map_err(|_| LogError::Stopped)
     }
 
     /// Queues `ops` and waits until they (and everything queued before them) are committed.
@@ -112,16 +92,8 @@ impl EventLog {
         health: &Arc<AppendHealth>,
     ) -> Result<(), LogError> {
         let (done_tx, done_rx) = oneshot::channel();
-        let append = Append {
-            turn,
-            ops,
-            health: health.clone(),
-            committed: Some(done_tx),
-        };
-        self.writer(turn)
-            .send(append)
-            .await
-            .map_err(|_| LogError::Stopped)?;
+        let append = Append { turn, ops, health: health.clone(), committed: Some(done_tx) };
+        self.writer(turn).send(append).await.map_err(|_| LogError::Stopped)?;
         done_rx.await.map_err(|_| LogError::Stopped)?
     }
 }
@@ -146,35 +118,62 @@ async fn write_batches(
                 Err(_) => break,
             }
         }
-        let ops: Vec<WriteOp> = appends
-            .iter_mut()
-            .flat_map(|a| std::mem::take(&mut a.ops))
-            .collect();
-        let outcome = commit_with_retry(store.as_ref(), &ops).await;
-        match outcome {
+        let mut ranges = Vec::with_capacity(appends.len());
+        let mut ops: Vec<WriteOp> = Vec::with_capacity(size);
+        for append in appends.iter_mut() {
+            let start = ops.len();
+            ops.append(&mut append.ops);
+            ranges.push(start..ops.len());
+        }
+        match commit_with_retry(store.as_ref(), &ops).await {
             Ok(()) => {
-                let appended = publish(&hub, ops);
-                for append in appends.drain(..) {
-                    if let Some(done) = append.committed {
-                        let _ = done.send(Ok(()));
-                    }
-                }
-                if !appended.is_empty() {
-                    let _ = announce.send(appended);
-                }
+                settle(&hub, &announce, ops, appends.drain(..).map(|a| (a, Ok(()))));
             }
             Err(error) => {
-                tracing::error!(error = %error, events = ops.len(), "an event log batch failed; its turns stop");
-                let error = Arc::new(error);
-                for append in appends.drain(..) {
-                    append.health.failed.store(true, Ordering::Release);
-                    tracing::warn!(turn = append.turn, "turn lost an append");
-                    if let Some(done) = append.committed {
-                        let _ = done.send(Err(LogError::Commit(error.clone())));
+                // One turn's bad append (a duplicate id after a lost lease, say) must not sink
+                // the others that shared its batch: commit each append on its own.
+                tracing::warn!(%error, appends = appends.len(), "an event log batch failed; committing its appends one by one");
+                let mut outcomes = Vec::with_capacity(appends.len());
+                for range in &ranges {
+                    outcomes.push(commit_with_retry(store.as_ref(), &ops[range.clone()]).await);
+                }
+                let mut committed = Vec::new();
+                let mut settled = Vec::with_capacity(appends.len());
+                for ((append, range), outcome) in appends.drain(..).zip(ranges.iter()).zip(outcomes) {
+                    match outcome {
+                        Ok(()) => {
+                            committed.extend(ops[range.clone()].iter().cloned());
+                            settled.push((append, Ok(())));
+                        }
+                        Err(error) => {
+                            tracing::error!(turn = append.turn, %error, "a turn's append failed; the turn stops");
+                            append.health.failed.store(true, Ordering::Release);
+                            settled.push((append, Err(LogError::Commit(Arc::new(error)))));
+                        }
                     }
                 }
+                settle(&hub, &announce, committed, settled.into_iter());
             }
         }
+    }
+}
+
+/// After a commit: hands the committed events to the streams, answers the appends that wait,
+/// and queues the announcement to other instances.
+fn settle(
+    hub: &Hub,
+    announce: &mpsc::UnboundedSender<Vec<(i64, i64)>>,
+    committed: Vec<WriteOp>,
+    appends: impl Iterator<Item = (Append, Result<(), LogError>)>,
+) {
+    let appended = publish(hub, committed);
+    for (append, outcome) in appends {
+        if let Some(done) = append.committed {
+            let _ = done.send(outcome);
+        }
+    }
+    if !appended.is_empty() {
+        let _ = announce.send(appended);
     }
 }
 

@@ -13,6 +13,7 @@ pub mod turn;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -22,13 +23,11 @@ use crate::auth::Caller;
 use crate::config::Config;
 use crate::ids::{self, EventId, RunId, ThreadId};
 use crate::protocol::{now_ms, Event, RunAgentInput, PROTOCOL_VERSION};
-use crate::store::{
-    NewTurn, StartTurn, Store, StoreError, ThreadRow, TurnRow, TurnStatus, WriteOp,
-};
+use crate::store::{NewTurn, StartTurn, Store, StoreError, StoredEvent, ThreadRow, TurnRow, TurnStatus};
 use history::HistoryVerdict;
 use hub::Hub;
 use log::EventLog;
-use turn::{AgentError, Checkpoint, TurnContext, TurnSetup};
+use turn::{AgentError, Checkpoint, TurnContext, TurnSetup, TurnSignal};
 
 pub use stream::{StreamItem, StreamOptions};
 
@@ -46,10 +45,7 @@ pub enum EngineError {
     BadLastEventId(String),
     /// 400 `bad_request`, naming the field.
     #[error("{field}: {message}")]
-    BadRequest {
-        field: &'static str,
-        message: String,
-    },
+    BadRequest { field: &'static str, message: String },
     /// 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
@@ -107,31 +103,30 @@ struct Inner {
     log: EventLog,
     hub: Arc<Hub>,
     agents: HashMap<String, Agent>,
-    /// Cancel switches of the turns this instance runs.
-    running: Mutex<HashMap<i64, watch::Sender<bool>>>,
+    /// Names this instance in turn leases.
+    instance: String,
+    /// Signal switches of the turns this instance runs.
+    running: Mutex<HashMap<i64, watch::Sender<TurnSignal>>>,
+}
+
+/// How a turn task begins.
+enum TurnStart {
+    /// A new turn: its log starts with `RUN_STARTED` and the board as it is now.
+    New { thread_id: String, run_id: String, board: Vec<Value> },
+    /// A turn another owner left unfinished: continue after its log, from its checkpoint.
+    Takeover,
 }
 
 impl Engine {
-    /// Starts the log writers and, on a shared database, the wake-ups from other instances;
-    /// then closes turns a previous run of a single-instance gateway left unfinished.
+    /// Starts the log writers; on a shared database the wake-ups from other instances and the
+    /// lease keeper; on SQLite, takes over the turns an earlier start left running.
     pub async fn start(config: Arc<Config>, store: Arc<dyn Store>) -> Result<Engine, StoreError> {
         let hub = Arc::new(Hub::default());
-        let writers = if config.database.url.starts_with("sqlite:") {
-            1
-        } else {
-            config.event_log.writers
-        };
-        let log = EventLog::start(
-            store.clone(),
-            hub.clone(),
-            writers,
-            config.event_log.batch_max_events,
-        );
-        let agents = config
-            .agents
-            .iter()
-            .map(|a| (a.name.clone(), Agent::from_config(a)))
-            .collect();
+        let shared = !config.database.url.starts_with("sqlite:");
+        let writers = if shared { config.event_log.writers } else { 1 };
+        let log = EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events);
+        let agents = config.agents.iter().map(|a| (a.name.clone(), Agent::from_config(a))).collect();
+        let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {
             inner: Arc::new(Inner {
                 config,
@@ -139,14 +134,89 @@ impl Engine {
                 log,
                 hub,
                 agents,
+                instance,
                 running: Mutex::new(HashMap::new()),
             }),
         };
-        match store.listen_for_appends().await? {
-            Some(wakeups) => engine.spawn_wakeup_listener(wakeups),
-            None => engine.close_abandoned_turns().await?,
+        if let Some(wakeups) = store.listen_for_appends().await? {
+            engine.spawn_wakeup_listener(wakeups);
+        }
+        if shared {
+            engine.spawn_lease_keeper();
+        } else {
+            // One instance only: every turn still marked running was left by an earlier start.
+            engine.take_over_lapsed(i64::MAX, usize::MAX).await?;
         }
         Ok(engine)
+    }
+
+    /// This instance's name in turn leases.
+    pub fn instance(&self) -> &str {
+        &self.inner.instance
+    }
+
+    /// Renews the leases of this instance's turns every heartbeat, stops turns whose lease was
+    /// lost, and takes over turns whose owner stopped renewing.
+    fn spawn_lease_keeper(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let turns = self.inner.config.turns.clone();
+        tokio::spawn(async move {
+            let mut heartbeat = tokio::time::interval(Duration::from_millis(turns.heartbeat_ms));
+            heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut sweep = tokio::time::interval(Duration::from_millis(turns.sweep_ms));
+            sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = heartbeat.tick() => {
+                        let Some(inner) = weak.upgrade() else { return };
+                        inner.renew_leases().await;
+                    }
+                    _ = sweep.tick() => {
+                        let Some(inner) = weak.upgrade() else { return };
+                        let engine = Engine { inner };
+                        if let Err(error) = engine.take_over_lapsed(now_ms(), 64).await {
+                            tracing::warn!(%error, "looking for lapsed turns failed");
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Claims up to `limit` running turns whose lease lapsed before `now` and continues them.
+    async fn take_over_lapsed(&self, now: i64, limit: usize) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        for _ in 0..limit {
+            let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
+            let Some(turn) = inner.store.claim_lapsed_turn(&inner.instance, now, lease_until).await? else { break };
+            tracing::info!(turn = %turn.public_id, "taking over a turn whose owner stopped");
+            self.spawn_turn(turn, TurnStart::Takeover, None);
+        }
+        Ok(())
+    }
+
+    /// Stops every turn this instance runs, commits what they said and gives their leases
+    /// back, so other instances take them over at once. Waits at most `grace`.
+    pub async fn hand_over(&self, grace: Duration) {
+        let switches: Vec<watch::Sender<TurnSignal>> =
+            self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for switch in &switches {
+            switch.send_if_modified(|signal| {
+                let running = *signal == TurnSignal::Run;
+                if running {
+                    *signal = TurnSignal::HandOver;
+                }
+                running
+            });
+        }
+        let deadline = tokio::time::Instant::now() + grace;
+        while !self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!("the grace period ended with turns still handing over; their leases will lapse");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -164,9 +234,8 @@ impl Engine {
                 let Some(inner) = inner.upgrade() else { return };
                 // An empty list means notifications may have been lost: wake every stream.
                 let wake_all = pairs.is_empty();
-                let (cancels, appends): (Vec<_>, Vec<_>) = pairs
-                    .into_iter()
-                    .partition(|(_, seq)| *seq == CANCEL_SIGNAL);
+                let (cancels, appends): (Vec<_>, Vec<_>) =
+                    pairs.into_iter().partition(|(_, seq)| *seq == CANCEL_SIGNAL);
                 for (turn, _) in cancels {
                     inner.signal_cancel(turn);
                 }
@@ -177,51 +246,11 @@ impl Engine {
         });
     }
 
-    /// A single-instance gateway that stopped mid-turn left those turns marked running; nobody
-    /// will finish them, so they end with `RUN_ERROR failed` and their streams terminate.
-    async fn close_abandoned_turns(&self) -> Result<(), StoreError> {
-        let store = &self.inner.store;
-        for turn in store.running_turns().await? {
-            let seq = store.last_seq(turn.pk).await? + 1;
-            let at_ms = now_ms();
-            let event = Event::RunError {
-                message: "the gateway stopped while this turn was running".into(),
-                code: Some("failed".into()),
-                usage: None,
-            };
-            let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms))
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let stored = crate::store::StoredEvent {
-                seq,
-                kind: crate::store::EventKind::RunError,
-                body: body.into(),
-                at_ms,
-            };
-            store
-                .commit_batch(&[
-                    WriteOp::Event {
-                        turn: turn.pk,
-                        event: stored,
-                    },
-                    WriteOp::FinishTurn {
-                        turn: turn.pk,
-                        status: TurnStatus::Failed,
-                        at_ms,
-                    },
-                ])
-                .await?;
-            tracing::warn!(turn = %turn.public_id, "closed a turn left running by an earlier start");
-        }
-        Ok(())
-    }
-
     /// Decides what a run streams (§2, §4, §6). Starts a turn when the run brings a new message.
     pub async fn begin_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
         let store = &inner.store;
-        let thread = store
-            .find_thread(request.tenant, request.thread_id.as_str())
-            .await?;
+        let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?;
         if let Some(thread) = &thread {
             if !request.caller.may_read(thread) {
                 return Err(EngineError::PermissionDenied);
@@ -231,56 +260,36 @@ impl Engine {
             }
         }
         if !request.input.resume().is_empty() {
-            return Ok(refuse(
-                "invalid_resume",
-                "no interrupt is open on this thread",
-            ));
+            return Ok(refuse("invalid_resume", "no interrupt is open on this thread"));
         }
         let turns = match &thread {
             Some(thread) => store.thread_turns(thread.pk).await?,
             None => Vec::new(),
         };
         match history::check(&request.input.messages, &turns) {
-            HistoryVerdict::NoUserMessage => Err(EngineError::BadRequest {
-                field: "messages",
-                message: "a run needs a user message".into(),
-            }),
+            HistoryVerdict::NoUserMessage => {
+                Err(EngineError::BadRequest { field: "messages", message: "a run needs a user message".into() })
+            }
             HistoryVerdict::Mismatch(why) => Ok(refuse(
                 "history_mismatch",
                 &format!("the history differs from the thread's ({why}); load the thread again"),
             )),
             HistoryVerdict::FollowLatest => {
                 let (Some(thread), Some(latest)) = (&thread, turns.last()) else {
-                    return Ok(refuse(
-                        "history_mismatch",
-                        "the thread has no turn to follow; load the thread again",
-                    ));
+                    return Ok(refuse("history_mismatch", "the thread has no turn to follow; load the thread again"));
                 };
-                let followed = store
-                    .add_run(thread.pk, request.run_id.as_str(), latest.pk, now_ms())
-                    .await?;
-                let turn = if followed == latest.pk {
-                    latest.clone()
-                } else {
-                    self.turn(followed).await?
-                };
+                let followed = store.add_run(thread.pk, request.run_id.as_str(), latest.pk, now_ms()).await?;
+                let turn = if followed == latest.pk { latest.clone() } else { self.turn(followed).await? };
                 self.follow(&request, &turn).await
             }
             HistoryVerdict::NewTurn { message_id, text } => {
                 if let Some(last_event_id) = request.last_event_id {
                     return Err(EngineError::BadLastEventId(last_event_id.to_string()));
                 }
-                if turns
-                    .last()
-                    .is_some_and(|t| t.status == TurnStatus::Running)
-                {
-                    return Ok(refuse(
-                        "turn_in_progress",
-                        "a turn is running on this thread; wait for it to finish",
-                    ));
+                if turns.last().is_some_and(|t| t.status == TurnStatus::Running) {
+                    return Ok(refuse("turn_in_progress", "a turn is running on this thread; wait for it to finish"));
                 }
-                self.start_turn(&request, thread.as_ref(), turns.len(), message_id, text)
-                    .await
+                self.start_turn(&request, thread.as_ref(), turns.len(), message_id, text).await
             }
         }
     }
@@ -313,6 +322,8 @@ impl Engine {
             run_id: request.run_id.as_str().to_string(),
             public_id: ids::new_turn_id(),
             ordinal: i32::try_from(known_turns + 1).unwrap_or(i32::MAX),
+            owner_instance: inner.instance.clone(),
+            lease_until_ms: now_ms() + inner.config.turns.lease_ms as i64,
             agent: request.agent.to_string(),
             user_message_id: message_id,
             user_text: text,
@@ -321,10 +332,7 @@ impl Engine {
         };
         match inner.store.start_turn(&new).await? {
             StartTurn::Started { thread, turn } => {
-                let board: Vec<Value> = notes
-                    .iter()
-                    .filter_map(|n| serde_json::from_str(n).ok())
-                    .collect();
+                let board: Vec<Value> = notes.iter().filter_map(|n| serde_json::from_str(n).ok()).collect();
                 let plan = FollowPlan {
                     thread_id: thread.thread_id.clone(),
                     run_id: new.run_id.clone(),
@@ -332,24 +340,19 @@ impl Engine {
                     turn_id: turn.public_id.clone(),
                     after_seq: 0,
                 };
-                self.spawn_turn(thread, turn, new.run_id, board, request.tenant);
+                let ai_label = inner.config.tenant(request.tenant).and_then(|t| t.ai_label.clone());
+                let start = TurnStart::New { thread_id: thread.thread_id.clone(), run_id: new.run_id.clone(), board };
+                self.spawn_turn(turn, start, ai_label);
                 Ok(RunPlan::Follow(plan))
             }
             StartTurn::RunExists(turn) => self.follow(request, &turn).await,
-            StartTurn::Conflict => Ok(refuse(
-                "turn_in_progress",
-                "another turn started on this thread first",
-            )),
+            StartTurn::Conflict => Ok(refuse("turn_in_progress", "another turn started on this thread first")),
             StartTurn::NotOwner => Err(EngineError::PermissionDenied),
         }
     }
 
     /// A run that follows `turn`, after the client's `Last-Event-ID` when it sent one.
-    async fn follow(
-        &self,
-        request: &RunRequest<'_>,
-        turn: &TurnRow,
-    ) -> Result<RunPlan, EngineError> {
+    async fn follow(&self, request: &RunRequest<'_>, turn: &TurnRow) -> Result<RunPlan, EngineError> {
         let after_seq = match request.last_event_id {
             None => 0,
             Some(id) => {
@@ -369,69 +372,57 @@ impl Engine {
         }))
     }
 
-    fn spawn_turn(
-        &self,
-        thread: ThreadRow,
-        turn: TurnRow,
-        run_id: String,
-        board: Vec<Value>,
-        tenant: &str,
-    ) {
+    /// Runs a turn on this instance until it ends or must leave. The AI label comes from the
+    /// tenant of a new turn; a taken-over turn's labelled messages are in its log already.
+    fn spawn_turn(&self, turn: TurnRow, start: TurnStart, ai_label: Option<String>) {
         let inner = self.inner.clone();
-        let ai_label = inner.config.tenant(tenant).and_then(|t| t.ai_label.clone());
-        let (cancel_tx, cancel_rx) = watch::channel(false);
-        inner
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(turn.pk, cancel_tx);
+        let (signal_tx, signal_rx) = watch::channel(TurnSignal::Run);
+        {
+            let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
+            if running.contains_key(&turn.pk) {
+                return;
+            }
+            running.insert(turn.pk, signal_tx);
+        }
         tokio::spawn(async move {
             // Holding the feed makes the writer keep this turn's events in memory for streams.
             let _feed = inner.hub.feed(turn.pk);
             let mut context = TurnContext::new(TurnSetup {
                 log: inner.log.clone(),
                 turn_pk: turn.pk,
-                thread_pk: thread.pk,
+                thread_pk: turn.thread,
                 turn_id: turn.public_id.clone(),
                 agent: turn.agent.clone(),
                 user_text: turn.user_text.clone(),
                 ai_label,
                 max_event_bytes: inner.config.limits.max_event_bytes,
-                cancel: cancel_rx,
+                signal: signal_rx.clone(),
                 next_seq: 1,
-                next_note_no: board.len() as i64 + 1,
+                next_note_no: 1,
             });
-            let ending = run_agent(&inner, &mut context, &thread, &turn, &run_id, board).await;
+            let ending = run_turn(&inner, &mut context, &turn, start).await;
             if let Err(error) = context.finish(ending).await {
                 tracing::error!(turn = %turn.public_id, %error, "a turn could not be finished in the log");
             }
-            inner
-                .running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&turn.pk);
+            if *signal_rx.borrow() == TurnSignal::HandOver {
+                if let Err(error) = inner.store.release_turn(turn.pk, &inner.instance).await {
+                    tracing::warn!(turn = %turn.public_id, %error, "could not give a lease back; it will lapse");
+                }
+            }
+            inner.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&turn.pk);
         });
     }
 
     /// Cancels the thread's running turn (§4.1); the turn ends with outcome `cancelled`.
-    pub async fn cancel(
-        &self,
-        tenant: &str,
-        caller: &Caller,
-        thread_id: &ThreadId,
-    ) -> Result<String, EngineError> {
+    pub async fn cancel(&self, tenant: &str, caller: &Caller, thread_id: &ThreadId) -> Result<String, EngineError> {
         let store = &self.inner.store;
         let thread = self.readable_thread(tenant, caller, thread_id).await?;
         let turns = store.thread_turns(thread.pk).await?;
         let Some(turn) = turns.last().filter(|t| t.status == TurnStatus::Running) else {
-            return Err(EngineError::NotRunning(
-                "no turn is running on this thread".into(),
-            ));
+            return Err(EngineError::NotRunning("no turn is running on this thread".into()));
         };
         if !store.request_cancel(turn.pk).await? {
-            return Err(EngineError::NotRunning(
-                "the turn finished before it could be cancelled".into(),
-            ));
+            return Err(EngineError::NotRunning("the turn finished before it could be cancelled".into()));
         }
         if !self.inner.signal_cancel(turn.pk) {
             // Another instance runs it: tell it through the shared wake-up channel.
@@ -448,17 +439,10 @@ impl Engine {
         caller: &Caller,
         thread_id: &ThreadId,
     ) -> Result<ThreadRow, EngineError> {
-        match self
-            .inner
-            .store
-            .find_thread(tenant, thread_id.as_str())
-            .await?
-        {
+        match self.inner.store.find_thread(tenant, thread_id.as_str()).await? {
             Some(thread) if caller.may_read(&thread) => Ok(thread),
             Some(_) => Err(EngineError::PermissionDenied),
-            None => Err(EngineError::NotFound(format!(
-                "thread '{thread_id}' not found"
-            ))),
+            None => Err(EngineError::NotFound(format!("thread '{thread_id}' not found"))),
         }
     }
 
@@ -468,97 +452,116 @@ impl Engine {
         plan: FollowPlan,
         options: StreamOptions,
     ) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
-        stream::follow(
-            self.inner.store.clone(),
-            self.inner.hub.clone(),
-            plan,
-            options,
-        )
+        stream::follow(self.inner.store.clone(), self.inner.hub.clone(), plan, options)
     }
 }
 
 impl Inner {
     /// Flips the cancel switch of a turn this instance runs; false if it runs elsewhere.
     fn signal_cancel(&self, turn: i64) -> bool {
-        match self
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&turn)
-        {
+        match self.running.lock().unwrap_or_else(|p| p.into_inner()).get(&turn) {
             Some(switch) => {
-                switch.send_replace(true);
+                switch.send_if_modified(|signal| {
+                    let running = *signal == TurnSignal::Run;
+                    if running {
+                        *signal = TurnSignal::Cancel;
+                    }
+                    running
+                });
                 true
             }
             None => false,
         }
     }
+
+    /// Extends this instance's leases. A running turn missing from the renewal lost its lease
+    /// to another instance (this one was away too long) and must stop without writing.
+    async fn renew_leases(&self) {
+        let until = now_ms() + self.config.turns.lease_ms as i64;
+        match self.store.renew_leases(&self.instance, until).await {
+            Ok(owned) => {
+                let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+                for (turn, switch) in running.iter() {
+                    if !owned.contains(turn) && *switch.borrow() == TurnSignal::Run {
+                        tracing::warn!(turn, "lost the lease of a running turn; stopping it here");
+                        switch.send_replace(TurnSignal::Lost);
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not renew turn leases"),
+        }
+    }
 }
 
-async fn run_agent(
+/// Runs the agent of a new or taken-over turn.
+async fn run_turn(
     inner: &Inner,
     context: &mut TurnContext,
-    thread: &ThreadRow,
     turn: &TurnRow,
-    run_id: &str,
-    board: Vec<Value>,
+    start: TurnStart,
 ) -> Result<turn::AgentOutput, AgentError> {
-    context
-        .emit(Event::RunStarted {
-            thread_id: thread.thread_id.clone(),
-            run_id: run_id.to_string(),
-            protocol_version: Some(PROTOCOL_VERSION.to_string()),
-            parent_run_id: None,
-            input: None,
-        })
-        .await?;
-    context
-        .emit(Event::StateSnapshot {
-            snapshot: json!({ "board": { "notes": board } }),
-            subagent_run_id: None,
-        })
-        .await?;
-    let Some(agent) = inner.agents.get(&turn.agent) else {
-        return Err(AgentError::Failed(format!(
-            "agent '{}' is no longer configured",
-            turn.agent
-        )));
+    let store = &inner.store;
+    let failed = |error: StoreError| AgentError::Failed(format!("the turn's record could not be read: {error}"));
+    let (thread_id, run_id, board) = match start {
+        TurnStart::New { thread_id, run_id, board } => (thread_id, run_id, Some(board)),
+        TurnStart::Takeover => {
+            let events = read_log(store.as_ref(), turn.pk).await.map_err(failed)?;
+            context.resume_from_log(&events);
+            // Ids in a re-rendered RUN_STARTED are the following run's own.
+            (String::new(), String::new(), None)
+        }
     };
-    let checkpoint = turn
-        .checkpoint
-        .as_deref()
-        .and_then(|c| serde_json::from_str::<Checkpoint>(c).ok())
-        .unwrap_or_default();
+    let notes = store.notes(turn.thread).await.map_err(failed)?;
+    context.set_next_note_no(notes.len() as i64 + 1);
+    if context.is_fresh() {
+        let board = board.unwrap_or_else(|| notes.iter().filter_map(|n| serde_json::from_str(n).ok()).collect());
+        context
+            .emit(Event::RunStarted {
+                thread_id,
+                run_id,
+                protocol_version: Some(PROTOCOL_VERSION.to_string()),
+                parent_run_id: None,
+                input: None,
+            })
+            .await?;
+        context
+            .emit(Event::StateSnapshot { snapshot: json!({ "board": { "notes": board } }), subagent_run_id: None })
+            .await?;
+    } else {
+        context.close_cut_items().await?;
+    }
+    let Some(agent) = inner.agents.get(&turn.agent) else {
+        return Err(AgentError::Failed(format!("agent '{}' is no longer configured", turn.agent)));
+    };
+    let checkpoint =
+        turn.checkpoint.as_deref().and_then(|c| serde_json::from_str::<Checkpoint>(c).ok()).unwrap_or_default();
     agent.run(context, checkpoint).await
 }
 
+/// A turn's whole log, read in pages.
+async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredEvent>, StoreError> {
+    let mut events: Vec<StoredEvent> = Vec::new();
+    loop {
+        let after = events.last().map_or(0, |e| e.seq);
+        let page = store.events_after(turn, after, 1000).await?;
+        if page.is_empty() {
+            return Ok(events);
+        }
+        events.extend(page);
+    }
+}
+
 fn refuse(code: &'static str, message: &str) -> RunPlan {
-    RunPlan::Refused(Refusal {
-        code,
-        message: message.to_string(),
-    })
+    RunPlan::Refused(Refusal { code, message: message.to_string() })
 }
 
 impl Engine {
     /// The thread's conversation as AG-UI messages (see [`conversation`]).
-    pub async fn messages(
-        &self,
-        thread: &ThreadRow,
-    ) -> Result<Vec<crate::protocol::InputMessage>, EngineError> {
+    pub async fn messages(&self, thread: &ThreadRow) -> Result<Vec<crate::protocol::InputMessage>, EngineError> {
         let store = &self.inner.store;
         let mut messages = Vec::new();
         for turn in store.thread_turns(thread.pk).await? {
-            let mut events = Vec::new();
-            loop {
-                let after = events
-                    .last()
-                    .map_or(0, |e: &crate::store::StoredEvent| e.seq);
-                let page = store.events_after(turn.pk, after, 1000).await?;
-                if page.is_empty() {
-                    break;
-                }
-                events.extend(page);
-            }
+            let events = read_log(store.as_ref(), turn.pk).await?;
             conversation::fold_turn(&mut messages, &turn, &events);
         }
         Ok(messages)

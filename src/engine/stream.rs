@@ -113,21 +113,12 @@ pub fn follow(
 
 /// An event as this run sends it: run-boundary events carry the run's own ids.
 fn render(plan: &FollowPlan, event: StoredEvent) -> Result<StreamItem, serde_json::Error> {
-    let id = EventId {
-        turn: plan.turn_id.clone(),
-        seq: event.seq,
-    }
-    .to_string();
+    let id = EventId { turn: plan.turn_id.clone(), seq: event.seq }.to_string();
     let json = match event.kind {
         EventKind::RunStarted | EventKind::RunFinished => {
             let mut envelope: Envelope = serde_json::from_slice(&event.body)?;
             match &mut envelope.event {
-                Event::RunStarted {
-                    thread_id, run_id, ..
-                }
-                | Event::RunFinished {
-                    thread_id, run_id, ..
-                } => {
+                Event::RunStarted { thread_id, run_id, .. } | Event::RunFinished { thread_id, run_id, .. } => {
                     thread_id.clone_from(&plan.thread_id);
                     run_id.clone_from(&plan.run_id);
                 }

@@ -14,12 +14,27 @@ use crate::protocol::events::{Envelope, PatchOp, TextRole, ToolResultContent};
 use crate::protocol::{iso8601, now_ms, Event, RunOutcome, TokenUsage};
 use crate::store::{EventKind, StoredEvent, TurnStatus, WriteOp};
 
+/// What the engine asks of a running turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnSignal {
+    Run,
+    /// An explicit cancel: finish with outcome `cancelled`.
+    Cancel,
+    /// This instance is stopping: stop here, commit what was said, give the lease back.
+    HandOver,
+    /// Another instance took the turn over (our lease lapsed): stop without writing.
+    Lost,
+}
+
 /// Why an agent stopped before finishing. Each maps to how the run ends.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     /// An explicit cancel: `RUN_FINISHED` with outcome `cancelled`.
     #[error("the turn was cancelled")]
     Cancelled,
+    /// The turn leaves this instance unfinished (shutdown, or a lost lease); not an ending.
+    #[error("the turn moves to another instance")]
+    Stopped,
     /// The agent failed: `RUN_ERROR` with code `failed`.
     #[error("{0}")]
     Failed(String),
@@ -55,10 +70,12 @@ pub struct TurnContext {
     user_text: String,
     ai_label: Option<String>,
     max_event_bytes: usize,
-    cancel: watch::Receiver<bool>,
+    signal: watch::Receiver<TurnSignal>,
     next_seq: i64,
     next_note_no: i64,
     counters: Counters,
+    /// Ops held back to be committed together (a step that must not be half-done).
+    atomic: Option<Vec<WriteOp>>,
     open_messages: Vec<String>,
     /// Messages whose first content has not been sent yet (the AI label goes there).
     unlabelled: Vec<String>,
@@ -83,7 +100,7 @@ pub(crate) struct TurnSetup {
     pub user_text: String,
     pub ai_label: Option<String>,
     pub max_event_bytes: usize,
-    pub cancel: watch::Receiver<bool>,
+    pub signal: watch::Receiver<TurnSignal>,
     pub next_seq: i64,
     pub next_note_no: i64,
 }
@@ -100,10 +117,11 @@ impl TurnContext {
             user_text: setup.user_text,
             ai_label: setup.ai_label.filter(|l| !l.is_empty()),
             max_event_bytes: setup.max_event_bytes,
-            cancel: setup.cancel,
+            signal: setup.signal,
             next_seq: setup.next_seq,
             next_note_no: setup.next_note_no,
             counters: Counters::default(),
+            atomic: None,
             open_messages: Vec::new(),
             unlabelled: Vec::new(),
             open_tool_calls: Vec::new(),
@@ -123,42 +141,69 @@ impl TurnContext {
     }
 
     pub fn is_cancelled(&self) -> bool {
-        *self.cancel.borrow()
+        *self.signal.borrow() == TurnSignal::Cancel
     }
 
-    /// Fails with [`AgentError::Cancelled`] once the turn is cancelled.
+    /// Fails once the turn is cancelled or must stop on this instance.
     pub fn check_cancelled(&self) -> Result<(), AgentError> {
-        if self.is_cancelled() {
-            Err(AgentError::Cancelled)
-        } else {
-            Ok(())
+        match *self.signal.borrow() {
+            TurnSignal::Run => Ok(()),
+            TurnSignal::Cancel => Err(AgentError::Cancelled),
+            TurnSignal::HandOver | TurnSignal::Lost => Err(AgentError::Stopped),
         }
     }
 
-    /// Sleeps, waking early (with [`AgentError::Cancelled`]) if the turn is cancelled.
+    /// Sleeps, waking early (with the reason) if the turn is cancelled or must stop.
     pub async fn sleep(&mut self, duration: Duration) -> Result<(), AgentError> {
         self.check_cancelled()?;
-        let mut cancel = self.cancel.clone();
+        let mut signal = self.signal.clone();
         tokio::select! {
             _ = tokio::time::sleep(duration) => Ok(()),
-            _ = cancel.wait_for(|cancelled| *cancelled) => Err(AgentError::Cancelled),
+            _ = signal.wait_for(|s| *s != TurnSignal::Run) => self.check_cancelled(),
         }
+    }
+
+    /// Holds back what the agent says until [`TurnContext::commit_step`], so a step and its
+    /// checkpoint reach the log in one transaction (a takeover never repeats a finished tool
+    /// call, nor finds half of one).
+    pub fn begin_step(&mut self) {
+        self.atomic.get_or_insert_with(Vec::new);
+    }
+
+    /// Commits what the step said together with the checkpoint after it.
+    pub async fn commit_step(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
+        let mut ops = self.atomic.take().unwrap_or_default();
+        ops.push(self.checkpoint_op(checkpoint)?);
+        self.log.append(self.turn_pk, ops, &self.health).await?;
+        Ok(())
+    }
+
+    async fn append(&mut self, ops: Vec<WriteOp>) -> Result<(), AgentError> {
+        match &mut self.atomic {
+            Some(held) => held.extend(ops),
+            None => self.log.append(self.turn_pk, ops, &self.health).await?,
+        }
+        Ok(())
     }
 
     /// Appends one event to the turn's log (committed in the writer's next batch).
     pub async fn emit(&mut self, event: Event) -> Result<(), AgentError> {
+        self.check_stopped()?;
         let op = self.event_op(event)?;
-        self.log
-            .append(self.turn_pk, vec![op], &self.health)
-            .await?;
-        Ok(())
+        self.append(vec![op]).await
+    }
+
+    /// A turn that must leave this instance says nothing more (a cancelled one still closes).
+    fn check_stopped(&self) -> Result<(), AgentError> {
+        match *self.signal.borrow() {
+            TurnSignal::HandOver | TurnSignal::Lost => Err(AgentError::Stopped),
+            _ => Ok(()),
+        }
     }
 
     fn event_op(&mut self, event: Event) -> Result<WriteOp, AgentError> {
         if self.health.is_failed() {
-            return Err(AgentError::Failed(
-                "the event log lost an earlier event of this turn".into(),
-            ));
+            return Err(AgentError::Failed("the event log lost an earlier event of this turn".into()));
         }
         let kind = match &event {
             Event::RunStarted { .. } => EventKind::RunStarted,
@@ -168,45 +213,27 @@ impl TurnContext {
             _ => EventKind::Plain,
         };
         let at_ms = now_ms();
-        let body = serde_json::to_vec(&Envelope::new(event, at_ms)).map_err(|error| {
-            AgentError::Failed(format!("an event could not be encoded: {error}"))
-        })?;
+        let body = serde_json::to_vec(&Envelope::new(event, at_ms))
+            .map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))?;
         if body.len() > self.max_event_bytes {
-            return Err(AgentError::EventTooLarge {
-                size: body.len(),
-                limit: self.max_event_bytes,
-            });
+            return Err(AgentError::EventTooLarge { size: body.len(), limit: self.max_event_bytes });
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let event = StoredEvent {
-            seq,
-            kind,
-            body: Bytes::from(body),
-            at_ms,
-        };
-        Ok(WriteOp::Event {
-            turn: self.turn_pk,
-            event,
-        })
+        let event = StoredEvent { seq, kind, body: Bytes::from(body), at_ms };
+        Ok(WriteOp::Event { turn: self.turn_pk, event })
     }
 
     /// Records where the agent stands, so the turn can continue from here after a restart.
     pub async fn checkpoint(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
-        let checkpoint = serde_json::to_string(checkpoint).map_err(|error| {
-            AgentError::Failed(format!("checkpoint could not be encoded: {error}"))
-        })?;
-        self.log
-            .append(
-                self.turn_pk,
-                vec![WriteOp::Checkpoint {
-                    turn: self.turn_pk,
-                    checkpoint,
-                }],
-                &self.health,
-            )
-            .await?;
-        Ok(())
+        let op = self.checkpoint_op(checkpoint)?;
+        self.append(vec![op]).await
+    }
+
+    fn checkpoint_op(&self, checkpoint: &Checkpoint) -> Result<WriteOp, AgentError> {
+        let checkpoint = serde_json::to_string(checkpoint)
+            .map_err(|error| AgentError::Failed(format!("checkpoint could not be encoded: {error}")))?;
+        Ok(WriteOp::Checkpoint { turn: self.turn_pk, checkpoint })
     }
 
     /// Opens an assistant text message and returns its id (`<turn>:m<n>`).
@@ -238,32 +265,18 @@ impl TurnContext {
             }
             None => delta.to_string(),
         };
-        self.emit(Event::TextMessageContent {
-            message_id: message_id.to_string(),
-            delta,
-            subagent_run_id: None,
-        })
-        .await
+        self.emit(Event::TextMessageContent { message_id: message_id.to_string(), delta, subagent_run_id: None }).await
     }
 
     pub async fn text_end(&mut self, message_id: &str) -> Result<(), AgentError> {
         self.open_messages.retain(|m| m != message_id);
         self.unlabelled.retain(|m| m != message_id);
-        self.emit(Event::TextMessageEnd {
-            message_id: message_id.to_string(),
-            subagent_run_id: None,
-        })
-        .await
+        self.emit(Event::TextMessageEnd { message_id: message_id.to_string(), subagent_run_id: None }).await
     }
 
     /// A whole tool call with its result: `TOOL_CALL_START/ARGS/END` then `TOOL_CALL_RESULT`.
     /// Returns the call's id (`<turn>:c<n>`).
-    pub async fn tool_call(
-        &mut self,
-        name: &str,
-        arguments: &str,
-        result: &str,
-    ) -> Result<String, AgentError> {
+    pub async fn tool_call(&mut self, name: &str, arguments: &str, result: &str) -> Result<String, AgentError> {
         self.counters.tool_calls += 1;
         let call_id = format!("{}:c{}", self.turn_id, self.counters.tool_calls);
         self.emit(Event::ToolCallStart {
@@ -281,11 +294,7 @@ impl TurnContext {
         })
         .await?;
         self.open_tool_calls.retain(|c| c != &call_id);
-        self.emit(Event::ToolCallEnd {
-            tool_call_id: call_id.clone(),
-            subagent_run_id: None,
-        })
-        .await?;
+        self.emit(Event::ToolCallEnd { tool_call_id: call_id.clone(), subagent_run_id: None }).await?;
         self.emit(Event::ToolCallResult {
             message_id: format!("{}:r{}", self.turn_id, self.counters.tool_calls),
             tool_call_id: call_id.clone(),
@@ -301,12 +310,7 @@ impl TurnContext {
 
     /// Pins a note to the thread's board: a `STATE_DELTA` adding it, and the note itself, in
     /// the same batch.
-    pub async fn pin_note(
-        &mut self,
-        kind: &str,
-        tags: &[String],
-        text: &str,
-    ) -> Result<Value, AgentError> {
+    pub async fn pin_note(&mut self, kind: &str, tags: &[String], text: &str) -> Result<Value, AgentError> {
         let note_no = self.next_note_no;
         self.next_note_no += 1;
         let note = json!({
@@ -331,69 +335,105 @@ impl TurnContext {
             }],
             subagent_run_id: None,
         })?;
-        let pin = WriteOp::PinNote {
-            thread: self.thread_pk,
-            note_no,
-            body: note.to_string(),
-        };
-        self.log
-            .append(self.turn_pk, vec![delta, pin], &self.health)
-            .await?;
+        let pin = WriteOp::PinNote { thread: self.thread_pk, note_no, body: note.to_string() };
+        self.append(vec![delta, pin]).await?;
         Ok(note)
     }
 
     pub async fn step_start(&mut self, name: &str) -> Result<(), AgentError> {
-        self.emit(Event::StepStarted {
-            step_name: name.to_string(),
-            subagent_run_id: None,
-        })
-        .await?;
+        self.emit(Event::StepStarted { step_name: name.to_string(), subagent_run_id: None }).await?;
         self.open_steps.push(name.to_string());
         Ok(())
     }
 
     pub async fn step_finish(&mut self, name: &str) -> Result<(), AgentError> {
         self.open_steps.retain(|s| s != name);
-        self.emit(Event::StepFinished {
-            step_name: name.to_string(),
-            subagent_run_id: None,
-        })
-        .await
+        self.emit(Event::StepFinished { step_name: name.to_string(), subagent_run_id: None }).await
     }
 
     /// Closes whatever is open (newest first), as `RUN_FINISHED` requires.
     async fn close_open_items(&mut self) -> Result<(), AgentError> {
         for call in std::mem::take(&mut self.open_tool_calls).into_iter().rev() {
-            self.emit(Event::ToolCallEnd {
-                tool_call_id: call,
-                subagent_run_id: None,
-            })
-            .await?;
+            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
         }
         for message in std::mem::take(&mut self.open_messages).into_iter().rev() {
-            self.emit(Event::TextMessageEnd {
-                message_id: message,
-                subagent_run_id: None,
-            })
-            .await?;
+            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
         }
         for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
-            self.emit(Event::StepFinished {
-                step_name: step,
-                subagent_run_id: None,
-            })
-            .await?;
+            self.emit(Event::StepFinished { step_name: step, subagent_run_id: None }).await?;
         }
         Ok(())
     }
 
+    /// Picks up a turn another instance (or an earlier run of this one) left unfinished: the
+    /// numbering continues after its log, and what it left open is known.
+    pub(crate) fn resume_from_log(&mut self, events: &[StoredEvent]) {
+        let count = |id: &str, marker: &str| -> u32 {
+            id.strip_prefix(self.turn_id.as_str())
+                .and_then(|rest| rest.strip_prefix(marker))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        for stored in events {
+            self.next_seq = self.next_seq.max(stored.seq + 1);
+            let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else { continue };
+            match envelope.event {
+                Event::TextMessageStart { message_id, .. } => {
+                    self.counters.messages = self.counters.messages.max(count(&message_id, ":m"));
+                    self.open_messages.push(message_id.clone());
+                    self.last_message = Some(message_id);
+                }
+                Event::TextMessageEnd { message_id, .. } => self.open_messages.retain(|m| *m != message_id),
+                Event::ToolCallStart { tool_call_id, .. } => {
+                    self.counters.tool_calls = self.counters.tool_calls.max(count(&tool_call_id, ":c"));
+                    self.open_tool_calls.push(tool_call_id);
+                }
+                Event::ToolCallEnd { tool_call_id, .. } => self.open_tool_calls.retain(|c| *c != tool_call_id),
+                Event::ToolCallResult { .. } => self.last_message = None,
+                Event::StepStarted { step_name, .. } => self.open_steps.push(step_name),
+                Event::StepFinished { step_name, .. } => self.open_steps.retain(|s| *s != step_name),
+                _ => {}
+            }
+        }
+    }
+
+    /// Closes the messages and tool calls an interrupted owner left open, where the log stopped
+    /// (§4.6): the step that was saying them runs again and gives its answer whole, as a new
+    /// message. Steps stay open: the work they stand for goes on.
+    pub(crate) async fn close_cut_items(&mut self) -> Result<(), AgentError> {
+        for call in std::mem::take(&mut self.open_tool_calls) {
+            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
+        }
+        for message in std::mem::take(&mut self.open_messages) {
+            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
+        }
+        self.unlabelled.clear();
+        self.last_message = None;
+        Ok(())
+    }
+
+    pub(crate) fn set_next_note_no(&mut self, next: i64) {
+        self.next_note_no = next;
+    }
+
+    /// Whether the log holds nothing yet (a turn lost before its first batch committed).
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.next_seq == 1
+    }
+
     /// Ends the turn: closes open items, appends the terminal event and marks the turn, in one
-    /// batch, and waits for the commit.
-    pub(crate) async fn finish(
-        mut self,
-        ending: Result<AgentOutput, AgentError>,
-    ) -> Result<(), LogError> {
+    /// batch, and waits for the commit. A turn that must leave this instance is not ended: what
+    /// it said is committed (on a hand-over) and it is left for its next owner.
+    pub(crate) async fn finish(mut self, ending: Result<AgentOutput, AgentError>) -> Result<(), LogError> {
+        // A step cut short is dropped whole: its checkpoint never committed, so it runs again.
+        self.atomic = None;
         let (terminal, status) = match ending {
+            Err(AgentError::Stopped) => {
+                if *self.signal.borrow() == TurnSignal::HandOver {
+                    self.log.append_committed(self.turn_pk, Vec::new(), &self.health).await?;
+                }
+                return Ok(());
+            }
             Ok(output) => {
                 if let Err(error) = self.close_open_items().await {
                     return self.fail(&error).await;
@@ -402,9 +442,7 @@ impl TurnContext {
                     thread_id: String::new(),
                     run_id: String::new(),
                     result: output.result,
-                    outcome: Some(RunOutcome::Success {
-                        pending_tool_call_ids: vec![],
-                    }),
+                    outcome: Some(RunOutcome::Success { pending_tool_call_ids: vec![] }),
                     usage: output.usage,
                 };
                 (event, TurnStatus::Succeeded)
@@ -428,16 +466,12 @@ impl TurnContext {
     }
 
     async fn fail(self, error: &AgentError) -> Result<(), LogError> {
-        if let AgentError::Log(_) = error {
+        if matches!(error, AgentError::Log(_) | AgentError::Stopped) {
             // The log is what failed: there is no writing a RUN_ERROR into it.
             return Err(LogError::Stopped);
         }
         tracing::warn!(turn = %self.turn_id, %error, "turn failed");
-        let event = Event::RunError {
-            message: error.to_string(),
-            code: Some("failed".into()),
-            usage: None,
-        };
+        let event = Event::RunError { message: error.to_string(), code: Some("failed".into()), usage: None };
         self.append_terminal(event, TurnStatus::Failed).await
     }
 
@@ -445,13 +479,7 @@ impl TurnContext {
         // A terminal event never fails on size or a poisoned turn: it must reach the log.
         self.health = Arc::new(AppendHealth::default());
         let op = self.event_op(event).map_err(|_| LogError::Stopped)?;
-        let finish = WriteOp::FinishTurn {
-            turn: self.turn_pk,
-            status,
-            at_ms: now_ms(),
-        };
-        self.log
-            .append_committed(self.turn_pk, vec![op, finish], &self.health)
-            .await
+        let finish = WriteOp::FinishTurn { turn: self.turn_pk, status, at_ms: now_ms() };
+        self.log.append_committed(self.turn_pk, vec![op, finish], &self.health).await
     }
 }

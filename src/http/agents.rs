@@ -12,11 +12,7 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/agents", get(list_agents))
 }
 
-async fn list_agents(
-    State(state): State<AppState>,
-    _caller: Caller,
-    Tenant(tenant): Tenant,
-) -> Json<Value> {
+async fn list_agents(State(state): State<AppState>, _caller: Caller, Tenant(tenant): Tenant) -> Json<Value> {
     let agents: Vec<Value> = state
         .config
         .agents

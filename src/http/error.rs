@@ -46,10 +46,7 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn bad_request(field: &str, message: impl std::fmt::Display) -> ApiError {
-        ApiError::BadRequest {
-            code: "bad_request",
-            message: format!("{field}: {message}"),
-        }
+        ApiError::BadRequest { code: "bad_request", message: format!("{field}: {message}") }
     }
 
     fn status_and_code(&self) -> (StatusCode, &'static str) {
@@ -60,12 +57,8 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
-            ApiError::PayloadTooLarge { .. } => {
-                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-            }
-            ApiError::UnsupportedMediaType => {
-                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
-            }
+            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -76,19 +69,12 @@ impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> ApiError {
         match error {
             EngineError::PermissionDenied => ApiError::PermissionDenied,
-            EngineError::BadLastEventId(_) => ApiError::BadRequest {
-                code: "bad_last_event_id",
-                message: error.to_string(),
-            },
-            EngineError::BadRequest { .. } => ApiError::BadRequest {
-                code: "bad_request",
-                message: error.to_string(),
-            },
+            EngineError::BadLastEventId(_) => {
+                ApiError::BadRequest { code: "bad_last_event_id", message: error.to_string() }
+            }
+            EngineError::BadRequest { .. } => ApiError::BadRequest { code: "bad_request", message: error.to_string() },
             EngineError::NotFound(message) => ApiError::NotFound(message),
-            EngineError::NotRunning(message) => ApiError::Conflict {
-                code: "not_running",
-                message,
-            },
+            EngineError::NotRunning(message) => ApiError::Conflict { code: "not_running", message },
             EngineError::Store(error) => ApiError::Internal(Box::new(error)),
         }
     }
@@ -100,10 +86,6 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(cause) = &self {
             tracing::error!(error = %cause, "request failed");
         }
-        (
-            status,
-            Json(json!({ "error": { "code": code, "message": self.to_string() } })),
-        )
-            .into_response()
+        (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response()
     }
 }

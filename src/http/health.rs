@@ -8,9 +8,7 @@ use serde_json::{json, Value};
 use super::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/livez", get(livez))
-        .route("/readyz", get(readyz))
+    Router::new().route("/livez", get(livez)).route("/readyz", get(readyz))
 }
 
 async fn livez() -> Json<Value> {

@@ -38,14 +38,7 @@ impl AppState {
     pub fn new(engine: Engine) -> (AppState, watch::Sender<bool>) {
         let (sender, receiver) = watch::channel(false);
         let config = engine.config().clone();
-        (
-            AppState {
-                engine,
-                config,
-                shutting_down: receiver,
-            },
-            sender,
-        )
+        (AppState { engine, config, shutting_down: receiver }, sender)
     }
 }
 
@@ -55,10 +48,7 @@ pub struct Tenant(pub TenantConfig);
 impl FromRequestParts<AppState> for Tenant {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let Query(query) = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
             .map_err(|error| ApiError::bad_request("query", error.body_text()))?;
         let name = query.get("tenant").map(String::as_str).unwrap_or("default");

@@ -46,8 +46,7 @@ async fn run(
     let last_event_id = parse_last_event_id(&headers)?;
     let bytes = read_limited(body, state.config.limits.max_body_bytes).await?;
     let input = parse_input(&bytes)?;
-    let thread_id =
-        ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
+    let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
     let run_id = RunId::parse(&input.run_id).map_err(|m| ApiError::bad_request("runId", m))?;
     check_newest_user_message(&input)?;
     check_tools(&input, agent)?;
@@ -75,36 +74,20 @@ async fn run(
                 keepalive: Duration::from_secs(limits.keepalive_secs),
                 max_duration: Duration::from_secs(limits.stream_max_secs),
             };
-            sse::response(
-                state
-                    .engine
-                    .stream(plan, options)
-                    .take_until(Box::pin(stop)),
-            )
+            sse::response(state.engine.stream(plan, options).take_until(Box::pin(stop)))
         }
         RunPlan::Refused(refusal) => {
-            let event = Event::RunError {
-                message: refusal.message,
-                code: Some(refusal.code.into()),
-                usage: None,
-            };
+            let event = Event::RunError { message: refusal.message, code: Some(refusal.code.into()), usage: None };
             let json = serde_json::to_vec(&Envelope::new(event, now_ms()))
                 .map_err(|error| ApiError::Internal(Box::new(error)))?;
             // A refused run has no log; its lone event's id names no position to resume from.
-            let item = StreamItem::Event {
-                id: "0".into(),
-                json: Bytes::from(json),
-            };
+            let item = StreamItem::Event { id: "0".into(), json: Bytes::from(json) };
             sse::response(futures_util::stream::iter([item]))
         }
     })
 }
 
-fn find_agent<'a>(
-    state: &'a AppState,
-    name: &str,
-    tenant: &str,
-) -> Result<&'a AgentConfig, ApiError> {
+fn find_agent<'a>(state: &'a AppState, name: &str, tenant: &str) -> Result<&'a AgentConfig, ApiError> {
     state
         .config
         .agent(name)
@@ -140,13 +123,7 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let media = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        });
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
     match media.as_deref() {
         Some("application/json") => Ok(()),
         Some(other) if other.starts_with("application/") && other.ends_with("+json") => Ok(()),
@@ -173,33 +150,25 @@ fn parse_last_event_id(headers: &HeaderMap) -> Result<Option<EventId>, ApiError>
 async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(ApiError::PayloadTooLarge { limit })
-        }
-        Err(error) => Err(ApiError::bad_request(
-            "body",
-            format!("could not be read: {error}"),
-        )),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::PayloadTooLarge { limit }),
+        Err(error) => Err(ApiError::bad_request("body", format!("could not be read: {error}"))),
     }
 }
 
 fn parse_input(bytes: &[u8]) -> Result<RunAgentInput, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let input: RunAgentInput =
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-            let path = error.path().to_string();
-            let inner = error.into_inner();
-            if inner.is_syntax() || inner.is_eof() {
-                ApiError::bad_request("body", format!("not JSON ({inner})"))
-            } else if path == "." {
-                ApiError::bad_request("body", format!("not a RunAgentInput ({inner})"))
-            } else {
-                ApiError::bad_request(&path, inner)
-            }
-        })?;
-    deserializer
-        .end()
-        .map_err(|error| ApiError::bad_request("body", format!("not JSON ({error})")))?;
+    let input: RunAgentInput = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::bad_request("body", format!("not JSON ({inner})"))
+        } else if path == "." {
+            ApiError::bad_request("body", format!("not a RunAgentInput ({inner})"))
+        } else {
+            ApiError::bad_request(&path, inner)
+        }
+    })?;
+    deserializer.end().map_err(|error| ApiError::bad_request("body", format!("not JSON ({error})")))?;
     Ok(input)
 }
 
@@ -213,10 +182,7 @@ fn check_newest_user_message(input: &RunAgentInput) -> Result<(), ApiError> {
         if let Err(kind) = user.content.text() {
             return Err(ApiError::BadRequest {
                 code: "unsupported_content",
-                message: format!(
-                    "messages: user message '{}' has a '{kind}' part; only text is supported",
-                    user.id
-                ),
+                message: format!("messages: user message '{}' has a '{kind}' part; only text is supported", user.id),
             });
         }
     }
@@ -225,17 +191,10 @@ fn check_newest_user_message(input: &RunAgentInput) -> Result<(), ApiError> {
 
 /// Client-declared tools are admitted only when the agent lists them (§2 `tools`).
 fn check_tools(input: &RunAgentInput, agent: &AgentConfig) -> Result<(), ApiError> {
-    match input
-        .tools()
-        .iter()
-        .find(|tool| !agent.frontend_tools.contains(&tool.name))
-    {
+    match input.tools().iter().find(|tool| !agent.frontend_tools.contains(&tool.name)) {
         Some(tool) => Err(ApiError::BadRequest {
             code: "tool_not_admitted",
-            message: format!(
-                "tools: agent '{}' does not admit the client tool '{}'",
-                agent.name, tool.name
-            ),
+            message: format!("tools: agent '{}' does not admit the client tool '{}'", agent.name, tool.name),
         }),
         None => Ok(()),
     }
@@ -248,42 +207,27 @@ mod tests {
 
     fn accept(value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_str(value).expect("header"),
-        );
+        headers.insert(header::ACCEPT, HeaderValue::from_str(value).expect("header"));
         headers
     }
 
     #[test]
     fn accept_admits_sse_and_wildcards_only() {
         assert!(check_accept(&HeaderMap::new()).is_ok());
-        for ok in [
-            "text/event-stream",
-            "*/*",
-            "application/json, text/event-stream",
-            "text/*;q=0.5",
-        ] {
+        for ok in ["text/event-stream", "*/*", "application/json, text/event-stream", "text/*;q=0.5"] {
             assert!(check_accept(&accept(ok)).is_ok(), "{ok}");
         }
-        for refused in [
-            "application/vnd.ag-ui.event+proto",
-            "application/json",
-            "text/event-stream;q=0",
-        ] {
+        for refused in ["application/vnd.ag-ui.event+proto", "application/json", "text/event-stream;q=0"] {
             assert!(check_accept(&accept(refused)).is_err(), "{refused}");
         }
     }
 
     #[test]
     fn a_wrong_type_is_named_by_its_path() {
-        let error = parse_input(
-            br#"{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":5}]}"#,
-        )
-        .expect_err("refused");
+        let error = parse_input(br#"{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":5}]}"#)
+            .expect_err("refused");
         assert!(error.to_string().starts_with("messages[0]"), "{error}");
-        let error =
-            parse_input(br#"{"threadId":7,"runId":"r","messages":[]}"#).expect_err("refused");
+        let error = parse_input(br#"{"threadId":7,"runId":"r","messages":[]}"#).expect_err("refused");
         assert!(error.to_string().starts_with("threadId"), "{error}");
         let error = parse_input(b"not json").expect_err("refused");
         assert!(error.to_string().contains("not JSON"), "{error}");

@@ -39,10 +39,7 @@ pub fn response(items: impl Stream<Item = StreamItem> + Send + 'static) -> Respo
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
@@ -54,10 +51,7 @@ mod tests {
 
     #[test]
     fn frames_are_lf_only_with_an_id() {
-        let item = StreamItem::Event {
-            id: "t1.3".into(),
-            json: Bytes::from_static(br#"{"type":"X"}"#),
-        };
+        let item = StreamItem::Event { id: "t1.3".into(), json: Bytes::from_static(br#"{"type":"X"}"#) };
         assert_eq!(&frame(&item)[..], b"id: t1.3\ndata: {\"type\":\"X\"}\n\n");
         assert_eq!(&frame(&StreamItem::Keepalive)[..], b": keepalive\n\n");
     }

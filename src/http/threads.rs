@@ -21,18 +21,9 @@ pub fn router() -> Router<AppState> {
         .route("/v1/threads/{thread}/cancel", post(cancel_turn))
 }
 
-async fn readable(
-    state: &AppState,
-    tenant: &str,
-    caller: &Caller,
-    thread: &str,
-) -> Result<ThreadRow, ApiError> {
+async fn readable(state: &AppState, tenant: &str, caller: &Caller, thread: &str) -> Result<ThreadRow, ApiError> {
     let thread_id = ThreadId::parse(thread).map_err(|m| ApiError::bad_request("thread", m))?;
-    match state
-        .engine
-        .readable_thread(tenant, caller, &thread_id)
-        .await
-    {
+    match state.engine.readable_thread(tenant, caller, &thread_id).await {
         Ok(thread) => Ok(thread),
         Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
         Err(other) => Err(other.into()),
@@ -47,10 +38,7 @@ async fn show_thread(
 ) -> Result<Json<Value>, ApiError> {
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     let store = state.engine.store();
-    let turns = store
-        .thread_turns(thread.pk)
-        .await
-        .map_err(|e| ApiError::Internal(Box::new(e)))?;
+    let turns = store.thread_turns(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
     let notes: Vec<Value> = store
         .notes(thread.pk)
         .await
@@ -82,9 +70,7 @@ async fn thread_messages(
 ) -> Result<Json<Value>, ApiError> {
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     let messages = state.engine.messages(&thread).await?;
-    Ok(Json(
-        json!({ "threadId": thread.thread_id, "messages": messages }),
-    ))
+    Ok(Json(json!({ "threadId": thread.thread_id, "messages": messages })))
 }
 
 async fn cancel_turn(
@@ -94,14 +80,7 @@ async fn cancel_turn(
     Path(thread): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
-    let thread_id =
-        ThreadId::parse(&thread.thread_id).map_err(|m| ApiError::bad_request("thread", m))?;
-    let turn = state
-        .engine
-        .cancel(&tenant.name, &caller, &thread_id)
-        .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({ "turn": turn, "status": "cancelling" })),
-    ))
+    let thread_id = ThreadId::parse(&thread.thread_id).map_err(|m| ApiError::bad_request("thread", m))?;
+    let turn = state.engine.cancel(&tenant.name, &caller, &thread_id).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "turn": turn, "status": "cancelling" }))))
 }

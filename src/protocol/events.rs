@@ -26,12 +26,7 @@ pub struct Envelope {
 
 impl Envelope {
     pub fn new(event: Event, timestamp: i64) -> Self {
-        Envelope {
-            event,
-            timestamp: Some(timestamp),
-            raw_event: None,
-            metadata: None,
-        }
+        Envelope { event, timestamp: Some(timestamp), raw_event: None, metadata: None }
     }
 }
 
@@ -430,9 +425,7 @@ mod tests {
             thread_id: "t".into(),
             run_id: "r".into(),
             result: None,
-            outcome: Some(RunOutcome::Success {
-                pending_tool_call_ids: vec![],
-            }),
+            outcome: Some(RunOutcome::Success { pending_tool_call_ids: vec![] }),
             usage: None,
         };
         assert_eq!(
@@ -440,10 +433,7 @@ mod tests {
             json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"success"}})
         );
         let cancelled = RunOutcome::Cancelled;
-        assert_eq!(
-            serde_json::to_value(cancelled).expect("serialises"),
-            json!({"type":"cancelled"})
-        );
+        assert_eq!(serde_json::to_value(cancelled).expect("serialises"), json!({"type":"cancelled"}));
     }
 
     #[test]

@@ -251,26 +251,22 @@ mod tests {
         let input: RunAgentInput = serde_json::from_value(body).expect("parses");
         assert_eq!(input.messages.len(), 5);
         assert!(!input.is_pre_1_0_client());
-        let InputMessage::User(last) = &input.messages[4] else {
-            panic!("user message")
-        };
+        let InputMessage::User(last) = &input.messages[4] else { panic!("user message") };
         assert_eq!(last.content.text(), Ok("again".to_string()));
     }
 
     #[test]
     fn an_image_part_is_reported_by_its_type() {
-        let content: UserContent = serde_json::from_value(
-            json!([{"type": "image", "source": {"type": "url", "value": "x"}}]),
-        )
-        .expect("parses");
+        let content: UserContent =
+            serde_json::from_value(json!([{"type": "image", "source": {"type": "url", "value": "x"}}]))
+                .expect("parses");
         assert_eq!(content.text(), Err("image"));
     }
 
     #[test]
     fn protocol_versions_are_classified() {
         let mut input: RunAgentInput =
-            serde_json::from_value(json!({"threadId": "t", "runId": "r", "messages": []}))
-                .expect("parses");
+            serde_json::from_value(json!({"threadId": "t", "runId": "r", "messages": []})).expect("parses");
         assert!(input.is_pre_1_0_client());
         input.protocol_version = Some("0.9".into());
         assert!(input.is_pre_1_0_client());

@@ -15,10 +15,7 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 
 /// Milliseconds since the Unix epoch, the protocol's timestamp unit.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// `ms` since the epoch as ISO 8601 UTC with milliseconds (`2026-11-30T02:43:51.123Z`).
@@ -51,9 +48,6 @@ mod tests {
     fn iso8601_formats_known_instants() {
         assert_eq!(super::iso8601(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(
-            super::iso8601(1_796_006_631_123),
-            "2026-11-30T02:43:51.123Z"
-        );
+        assert_eq!(super::iso8601(1_796_006_631_123), "2026-11-30T02:43:51.123Z");
     }
 }

@@ -17,11 +17,7 @@ macro_rules! impl_store {
                 Ok(())
             }
 
-            async fn find_thread(
-                &self,
-                tenant: &str,
-                thread_id: &str,
-            ) -> Result<Option<ThreadRow>, StoreError> {
+            async fn find_thread(&self, tenant: &str, thread_id: &str) -> Result<Option<ThreadRow>, StoreError> {
                 sqlx::query(sql::FIND_THREAD)
                     .bind(tenant)
                     .bind(thread_id)
@@ -42,28 +38,18 @@ macro_rules! impl_store {
                     .collect()
             }
 
-            async fn find_run(
-                &self,
-                thread: i64,
-                run_id: &str,
-            ) -> Result<Option<TurnRow>, StoreError> {
-                sqlx::query(&rows::select_turns(
-                    "id = (SELECT turn FROM runs WHERE thread = $1 AND run_id = $2)",
-                ))
-                .bind(thread)
-                .bind(run_id)
-                .fetch_optional(self.read_pool())
-                .await?
-                .as_ref()
-                .map(rows::turn)
-                .transpose()
+            async fn find_run(&self, thread: i64, run_id: &str) -> Result<Option<TurnRow>, StoreError> {
+                sqlx::query(&rows::select_turns("id = (SELECT turn FROM runs WHERE thread = $1 AND run_id = $2)"))
+                    .bind(thread)
+                    .bind(run_id)
+                    .fetch_optional(self.read_pool())
+                    .await?
+                    .as_ref()
+                    .map(rows::turn)
+                    .transpose()
             }
 
-            async fn find_turn(
-                &self,
-                thread: i64,
-                public_id: &str,
-            ) -> Result<Option<TurnRow>, StoreError> {
+            async fn find_turn(&self, thread: i64, public_id: &str) -> Result<Option<TurnRow>, StoreError> {
                 sqlx::query(&rows::select_turns("thread = $1 AND public_id = $2"))
                     .bind(thread)
                     .bind(public_id)
@@ -94,22 +80,18 @@ macro_rules! impl_store {
                     .bind(new.at_ms)
                     .execute(&mut *tx)
                     .await?;
-                let thread_row = sqlx::query(sql::FIND_THREAD)
-                    .bind(&new.tenant)
-                    .bind(&new.thread_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
+                let thread_row =
+                    sqlx::query(sql::FIND_THREAD).bind(&new.tenant).bind(&new.thread_id).fetch_one(&mut *tx).await?;
                 let thread = rows::thread(&thread_row)?;
                 if thread.owner != new.owner {
                     return Ok(StartTurn::NotOwner);
                 }
-                let existing = sqlx::query(&rows::select_turns(
-                    "id = (SELECT turn FROM runs WHERE thread = $1 AND run_id = $2)",
-                ))
-                .bind(thread.pk)
-                .bind(&new.run_id)
-                .fetch_optional(&mut *tx)
-                .await?;
+                let existing =
+                    sqlx::query(&rows::select_turns("id = (SELECT turn FROM runs WHERE thread = $1 AND run_id = $2)"))
+                        .bind(thread.pk)
+                        .bind(&new.run_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
                 if let Some(row) = existing {
                     return Ok(StartTurn::RunExists(rows::turn(&row)?));
                 }
@@ -122,6 +104,8 @@ macro_rules! impl_store {
                     .bind(&new.user_text)
                     .bind(&new.started_by)
                     .bind(new.at_ms)
+                    .bind(&new.owner_instance)
+                    .bind(new.lease_until_ms)
                     .fetch_optional(&mut *tx)
                     .await?;
                 let Some(turn_row) = inserted else {
@@ -148,13 +132,7 @@ macro_rules! impl_store {
                 Ok(StartTurn::Started { thread, turn })
             }
 
-            async fn add_run(
-                &self,
-                thread: i64,
-                run_id: &str,
-                turn: i64,
-                at_ms: i64,
-            ) -> Result<i64, StoreError> {
+            async fn add_run(&self, thread: i64, run_id: &str, turn: i64, at_ms: i64) -> Result<i64, StoreError> {
                 sqlx::query(sql::INSERT_RUN)
                     .bind(thread)
                     .bind(run_id)
@@ -162,11 +140,7 @@ macro_rules! impl_store {
                     .bind(at_ms)
                     .execute(self.write_pool())
                     .await?;
-                let row = sqlx::query(sql::RUN_TURN)
-                    .bind(thread)
-                    .bind(run_id)
-                    .fetch_one(self.write_pool())
-                    .await?;
+                let row = sqlx::query(sql::RUN_TURN).bind(thread).bind(run_id).fetch_one(self.write_pool()).await?;
                 Ok(row.try_get("turn")?)
             }
 
@@ -192,47 +166,56 @@ macro_rules! impl_store {
             }
 
             async fn last_seq(&self, turn: i64) -> Result<i64, StoreError> {
-                let row = sqlx::query(sql::LAST_SEQ)
-                    .bind(turn)
-                    .fetch_one(self.read_pool())
-                    .await?;
+                let row = sqlx::query(sql::LAST_SEQ).bind(turn).fetch_one(self.read_pool()).await?;
                 Ok(row.try_get("last")?)
             }
 
             async fn notes(&self, thread: i64) -> Result<Vec<String>, StoreError> {
-                let found = sqlx::query(sql::NOTES)
-                    .bind(thread)
-                    .fetch_all(self.read_pool())
-                    .await?;
-                found
-                    .iter()
-                    .map(|r| r.try_get("body").map_err(StoreError::from))
-                    .collect()
+                let found = sqlx::query(sql::NOTES).bind(thread).fetch_all(self.read_pool()).await?;
+                found.iter().map(|r| r.try_get("body").map_err(StoreError::from)).collect()
             }
 
             async fn request_cancel(&self, turn: i64) -> Result<bool, StoreError> {
-                let done = sqlx::query(
-                    "UPDATE turns SET cancel_requested = TRUE WHERE id = $1 AND status = 'running'",
-                )
-                .bind(turn)
-                .execute(self.write_pool())
-                .await?;
+                let done = sqlx::query("UPDATE turns SET cancel_requested = TRUE WHERE id = $1 AND status = 'running'")
+                    .bind(turn)
+                    .execute(self.write_pool())
+                    .await?;
                 Ok(done.rows_affected() == 1)
             }
 
-            async fn running_turns(&self) -> Result<Vec<TurnRow>, StoreError> {
-                sqlx::query(&rows::select_turns("status = 'running' ORDER BY id"))
-                    .fetch_all(self.read_pool())
+            async fn claim_lapsed_turn(
+                &self,
+                instance: &str,
+                now_ms: i64,
+                lease_until_ms: i64,
+            ) -> Result<Option<TurnRow>, StoreError> {
+                sqlx::query(&rows::claim_lapsed_turn(Self::SKIP_LOCKED))
+                    .bind(instance)
+                    .bind(lease_until_ms)
+                    .bind(now_ms)
+                    .fetch_optional(self.write_pool())
                     .await?
-                    .iter()
+                    .as_ref()
                     .map(rows::turn)
-                    .collect()
+                    .transpose()
+            }
+
+            async fn renew_leases(&self, instance: &str, lease_until_ms: i64) -> Result<Vec<i64>, StoreError> {
+                let renewed = sqlx::query(sql::RENEW_LEASES)
+                    .bind(lease_until_ms)
+                    .bind(instance)
+                    .fetch_all(self.write_pool())
+                    .await?;
+                renewed.iter().map(|r| r.try_get("id").map_err(StoreError::from)).collect()
+            }
+
+            async fn release_turn(&self, turn: i64, instance: &str) -> Result<(), StoreError> {
+                sqlx::query(sql::RELEASE_TURN).bind(turn).bind(instance).execute(self.write_pool()).await?;
+                Ok(())
             }
 
             async fn row_counts(&self) -> Result<RowCounts, StoreError> {
-                let row = sqlx::query(sql::ROW_COUNTS)
-                    .fetch_one(self.read_pool())
-                    .await?;
+                let row = sqlx::query(sql::ROW_COUNTS).fetch_one(self.read_pool()).await?;
                 rows::counts(&row)
             }
 
@@ -255,30 +238,13 @@ macro_rules! apply_side_ops {
         for op in $ops {
             match op {
                 WriteOp::Event { .. } => {}
-                WriteOp::PinNote {
-                    thread,
-                    note_no,
-                    body,
-                } => {
-                    sqlx::query(sql::INSERT_NOTE)
-                        .bind(thread)
-                        .bind(note_no)
-                        .bind(body)
-                        .execute(&mut *$tx)
-                        .await?;
+                WriteOp::PinNote { thread, note_no, body } => {
+                    sqlx::query(sql::INSERT_NOTE).bind(thread).bind(note_no).bind(body).execute(&mut *$tx).await?;
                 }
                 WriteOp::Checkpoint { turn, checkpoint } => {
-                    sqlx::query(sql::SET_CHECKPOINT)
-                        .bind(checkpoint)
-                        .bind(turn)
-                        .execute(&mut *$tx)
-                        .await?;
+                    sqlx::query(sql::SET_CHECKPOINT).bind(checkpoint).bind(turn).execute(&mut *$tx).await?;
                 }
-                WriteOp::FinishTurn {
-                    turn,
-                    status,
-                    at_ms,
-                } => {
+                WriteOp::FinishTurn { turn, status, at_ms } => {
                     sqlx::query(sql::FINISH_TURN)
                         .bind(status.as_str())
                         .bind(at_ms)

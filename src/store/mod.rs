@@ -162,24 +162,10 @@ pub struct StoredEvent {
 /// One write of a group-committed batch. A batch commits whole or not at all.
 #[derive(Debug, Clone)]
 pub enum WriteOp {
-    Event {
-        turn: i64,
-        event: StoredEvent,
-    },
-    PinNote {
-        thread: i64,
-        note_no: i64,
-        body: String,
-    },
-    Checkpoint {
-        turn: i64,
-        checkpoint: String,
-    },
-    FinishTurn {
-        turn: i64,
-        status: TurnStatus,
-        at_ms: i64,
-    },
+    Event { turn: i64, event: StoredEvent },
+    PinNote { thread: i64, note_no: i64, body: String },
+    Checkpoint { turn: i64, checkpoint: String },
+    FinishTurn { turn: i64, status: TurnStatus, at_ms: i64 },
 }
 
 /// A new turn, with the run that starts it and, on a thread's first run, the thread.
@@ -196,6 +182,9 @@ pub struct NewTurn {
     pub user_text: String,
     pub started_by: String,
     pub at_ms: i64,
+    /// The instance that will run the turn, and until when its lease holds.
+    pub owner_instance: String,
+    pub lease_until_ms: i64,
 }
 
 /// What [`Store::start_turn`] did.
@@ -230,11 +219,7 @@ pub trait Store: Send + Sync + 'static {
     /// Checks the database answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
 
-    async fn find_thread(
-        &self,
-        tenant: &str,
-        thread_id: &str,
-    ) -> Result<Option<ThreadRow>, StoreError>;
+    async fn find_thread(&self, tenant: &str, thread_id: &str) -> Result<Option<ThreadRow>, StoreError>;
     /// The thread's turns, oldest first.
     async fn thread_turns(&self, thread: i64) -> Result<Vec<TurnRow>, StoreError>;
     async fn find_run(&self, thread: i64, run_id: &str) -> Result<Option<TurnRow>, StoreError>;
@@ -245,24 +230,13 @@ pub trait Store: Send + Sync + 'static {
     async fn start_turn(&self, new: &NewTurn) -> Result<StartTurn, StoreError>;
     /// Records another run id following an existing turn; returns the turn that run id follows
     /// (an earlier one, if the id was already used).
-    async fn add_run(
-        &self,
-        thread: i64,
-        run_id: &str,
-        turn: i64,
-        at_ms: i64,
-    ) -> Result<i64, StoreError>;
+    async fn add_run(&self, thread: i64, run_id: &str, turn: i64, at_ms: i64) -> Result<i64, StoreError>;
 
     /// Group commit: every op in one transaction.
     async fn commit_batch(&self, ops: &[WriteOp]) -> Result<(), StoreError>;
 
     /// Up to `limit` events of a turn after `after_seq`, in order.
-    async fn events_after(
-        &self,
-        turn: i64,
-        after_seq: i64,
-        limit: i64,
-    ) -> Result<Vec<StoredEvent>, StoreError>;
+    async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError>;
     async fn last_seq(&self, turn: i64) -> Result<i64, StoreError>;
 
     /// The thread's notes, by number.
@@ -270,16 +244,26 @@ pub trait Store: Send + Sync + 'static {
 
     /// Marks a turn for cancellation; false when it is not running.
     async fn request_cancel(&self, turn: i64) -> Result<bool, StoreError>;
-    /// Every turn still marked running (to recover after a restart).
-    async fn running_turns(&self) -> Result<Vec<TurnRow>, StoreError>;
+
+    /// Takes over one running turn whose lease lapsed before `now_ms`, for `instance` until
+    /// `lease_until_ms`. Of instances racing for a turn exactly one gets it.
+    async fn claim_lapsed_turn(
+        &self,
+        instance: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<TurnRow>, StoreError>;
+    /// Extends the leases of the running turns `instance` owns; returns their ids (a turn
+    /// missing from the answer was lost to another instance).
+    async fn renew_leases(&self, instance: &str, lease_until_ms: i64) -> Result<Vec<i64>, StoreError>;
+    /// Gives a turn's lease up at once, so another instance takes it without waiting.
+    async fn release_turn(&self, turn: i64, instance: &str) -> Result<(), StoreError>;
 
     async fn row_counts(&self) -> Result<RowCounts, StoreError>;
 
     /// Wake-ups from other instances sharing the database: `(turn, seq)` pairs. `None` where
     /// the store serves one instance only (SQLite).
-    async fn listen_for_appends(
-        &self,
-    ) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError>;
+    async fn listen_for_appends(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError>;
     /// Tells other instances that these turns' logs grew (one notification per batch).
     async fn announce_appends(&self, appended: &[(i64, i64)]) -> Result<(), StoreError>;
 }
@@ -300,8 +284,7 @@ mod rows {
     use super::*;
     use sqlx::{ColumnIndex, Decode, Row, Type};
 
-    pub(super) const TURN_COLUMNS: &str =
-        "id, public_id, thread, ordinal, agent, status, user_message_id, \
+    pub(super) const TURN_COLUMNS: &str = "id, public_id, thread, ordinal, agent, status, user_message_id, \
          user_text, started_by, created_at_ms, checkpoint, cancel_requested";
 
     /// A row type both stores' rows satisfy.
@@ -360,10 +343,7 @@ mod rows {
             pk: row.field("id")?,
             tenant: row.field("tenant")?,
             thread_id: row.field("thread_id")?,
-            owner: Owner {
-                kind: OwnerKind::parse(&row.field::<String>("owner_kind")?)?,
-                id: row.field("owner_id")?,
-            },
+            owner: Owner { kind: OwnerKind::parse(&row.field::<String>("owner_kind")?)?, id: row.field("owner_id")? },
             created_at_ms: row.field("created_at_ms")?,
         })
     }
@@ -398,23 +378,22 @@ mod rows {
     /// Statements whose text is the same for both databases (`$n` parameters in order).
     pub(super) mod sql {
         pub const FIND_THREAD: &str = "SELECT * FROM threads WHERE tenant = $1 AND thread_id = $2";
-        pub const INSERT_THREAD: &str =
-            "INSERT INTO threads (tenant, thread_id, owner_kind, owner_id, created_at_ms) \
+        pub const INSERT_THREAD: &str = "INSERT INTO threads (tenant, thread_id, owner_kind, owner_id, created_at_ms) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, thread_id) DO NOTHING";
-        pub const INSERT_RUN: &str =
-            "INSERT INTO runs (thread, run_id, turn, created_at_ms) VALUES ($1, $2, $3, $4) \
+        pub const INSERT_RUN: &str = "INSERT INTO runs (thread, run_id, turn, created_at_ms) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (thread, run_id) DO NOTHING";
         pub const RUN_TURN: &str = "SELECT turn FROM runs WHERE thread = $1 AND run_id = $2";
-        pub const INSERT_NOTE: &str =
-            "INSERT INTO notes (thread, note_no, body) VALUES ($1, $2, $3)";
+        pub const INSERT_NOTE: &str = "INSERT INTO notes (thread, note_no, body) VALUES ($1, $2, $3)";
         pub const SET_CHECKPOINT: &str = "UPDATE turns SET checkpoint = $1 WHERE id = $2";
-        pub const FINISH_TURN: &str =
-            "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";
+        pub const FINISH_TURN: &str = "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";
         pub const EVENTS_AFTER: &str =
             "SELECT seq, kind, body, at_ms FROM events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT $3";
-        pub const LAST_SEQ: &str =
-            "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE turn = $1";
+        pub const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE turn = $1";
         pub const NOTES: &str = "SELECT body FROM notes WHERE thread = $1 ORDER BY note_no";
+        pub const RENEW_LEASES: &str = "UPDATE turns SET lease_until_ms = $1 \
+             WHERE owner_instance = $2 AND status = 'running' RETURNING id";
+        pub const RELEASE_TURN: &str =
+            "UPDATE turns SET owner_instance = NULL, lease_until_ms = 0 WHERE id = $1 AND owner_instance = $2";
         pub const ROW_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM threads) AS threads, \
              (SELECT COUNT(*) FROM turns) AS turns, (SELECT COUNT(*) FROM runs) AS runs, \
              (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM notes) AS notes";
@@ -428,8 +407,20 @@ mod rows {
     pub(super) fn insert_turn_returning() -> String {
         format!(
             "INSERT INTO turns (public_id, thread, ordinal, agent, status, user_message_id, user_text, \
-             started_by, created_at_ms) VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8) \
+             started_by, created_at_ms, owner_instance, lease_until_ms) \
+             VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10) \
              ON CONFLICT (thread, ordinal) DO NOTHING RETURNING {TURN_COLUMNS}"
+        )
+    }
+
+    /// One conditional update: the lapsed turn is locked while claimed (`FOR UPDATE SKIP
+    /// LOCKED` where the database has it) and re-checked, so two instances never both win.
+    pub(super) fn claim_lapsed_turn(skip_locked: &str) -> String {
+        format!(
+            "UPDATE turns SET owner_instance = $1, lease_until_ms = $2 \
+             WHERE status = 'running' AND lease_until_ms < $3 AND id = \
+             (SELECT id FROM turns WHERE status = 'running' AND lease_until_ms < $3 ORDER BY id LIMIT 1 {skip_locked}) \
+             RETURNING {TURN_COLUMNS}"
         )
     }
 }

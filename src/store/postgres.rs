@@ -24,6 +24,8 @@ pub struct PgStore {
 }
 
 impl PgStore {
+    const SKIP_LOCKED: &'static str = "FOR UPDATE SKIP LOCKED";
+
     pub async fn connect(url: &str, max_connections: u32) -> Result<PgStore, StoreError> {
         let options = PgConnectOptions::from_str(url)?.application_name("agui-gateway");
         let pool = PgPoolOptions::new()
@@ -31,10 +33,7 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        Ok(PgStore {
-            pool,
-            instance: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
-        })
+        Ok(PgStore { pool, instance: uuid::Uuid::new_v4().simple().to_string()[..12].to_string() })
     }
 
     fn read_pool(&self) -> &PgPool {
@@ -46,9 +45,7 @@ impl PgStore {
     }
 
     async fn migrate_impl(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/postgres")
-            .run(&self.pool)
-            .await?;
+        sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
         Ok(())
     }
 
@@ -89,9 +86,7 @@ impl PgStore {
         Ok(())
     }
 
-    async fn listen_impl(
-        &self,
-    ) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
+    async fn listen_impl(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(APPENDS_CHANNEL).await?;
         let (sender, receiver) = tokio::sync::mpsc::channel(1024);
@@ -177,10 +172,7 @@ mod tests {
     fn announcements_round_trip_and_skip_our_own() {
         let payload = announcement("a", &[(1, 2), (3, 40)]);
         assert_eq!(parse_announcement(&payload, "a"), None);
-        assert_eq!(
-            parse_announcement(&payload, "b"),
-            Some(vec![(1, 2), (3, 40)])
-        );
+        assert_eq!(parse_announcement(&payload, "b"), Some(vec![(1, 2), (3, 40)]));
         assert_eq!(parse_announcement("garbage", "b"), None);
     }
 

@@ -5,9 +5,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::rows::{self, sql};
@@ -22,6 +20,9 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// SQLite has no row locks; its single writer connection already serialises claims.
+    const SKIP_LOCKED: &'static str = "";
+
     pub async fn connect(url: &str) -> Result<SqliteStore, StoreError> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
@@ -29,14 +30,8 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
-        let writes = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options.clone())
-            .await?;
-        let reads = SqlitePoolOptions::new()
-            .max_connections(8)
-            .connect_with(options.read_only(false))
-            .await?;
+        let writes = SqlitePoolOptions::new().max_connections(1).connect_with(options.clone()).await?;
+        let reads = SqlitePoolOptions::new().max_connections(8).connect_with(options.read_only(false)).await?;
         Ok(SqliteStore { reads, writes })
     }
 
@@ -49,9 +44,7 @@ impl SqliteStore {
     }
 
     async fn migrate_impl(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&self.writes)
-            .await?;
+        sqlx::migrate!("./migrations/sqlite").run(&self.writes).await?;
         Ok(())
     }
 
@@ -90,9 +83,7 @@ impl SqliteStore {
     }
 
     /// One instance only: there is nobody else to hear from.
-    async fn listen_impl(
-        &self,
-    ) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
+    async fn listen_impl(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
         Ok(None)
     }
 

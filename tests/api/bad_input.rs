@@ -16,22 +16,8 @@ struct Case {
     names: &'static str,
 }
 
-fn case(
-    name: &'static str,
-    body: Value,
-    status: u16,
-    code: &'static str,
-    names: &'static str,
-) -> Case {
-    Case {
-        name,
-        agent: "demo",
-        body: body.to_string(),
-        headers: vec![],
-        status,
-        code,
-        names,
-    }
+fn case(name: &'static str, body: Value, status: u16, code: &'static str, names: &'static str) -> Case {
+    Case { name, agent: "demo", body: body.to_string(), headers: vec![], status, code, names }
 }
 
 fn cases() -> Vec<Case> {
@@ -71,10 +57,7 @@ fn cases() -> Vec<Case> {
         Case { headers: vec![("last-event-id", "not-an-id".into())], ..case("a malformed Last-Event-ID", valid.clone(), 400, "bad_last_event_id", "Last-Event-ID") },
         Case { agent: "nobody", ..case("an unknown agent", valid.clone(), 404, "not_found", "nobody") },
     ];
-    cases.push(Case {
-        agent: "demo?tenant=initech",
-        ..case("an unknown tenant", valid, 404, "not_found", "initech")
-    });
+    cases.push(Case { agent: "demo?tenant=initech", ..case("an unknown tenant", valid, 404, "not_found", "initech") });
     cases
 }
 
@@ -82,8 +65,7 @@ async fn each_bad_input_gets_its_status_and_code_and_changes_nothing(backend: Ba
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     // A thread with history, so "unchanged" is checked against a store that holds something.
-    app.run_to_end("demo", &first_run("th-bad", "run-good", "hello"))
-        .await;
+    app.run_to_end("demo", &first_run("th-bad", "run-good", "hello")).await;
     let before = app.counts().await;
     for case in cases() {
         let mut headers = reqwest::header::HeaderMap::new();
@@ -92,31 +74,14 @@ async fn each_bad_input_gets_its_status_and_code_and_changes_nothing(backend: Ba
         for (name, value) in &case.headers {
             headers.insert(*name, value.parse().expect("header"));
         }
-        let request = app
-            .client
-            .post(app.run_url(case.agent))
-            .headers(headers)
-            .body(case.body.clone());
+        let request = app.client.post(app.run_url(case.agent)).headers(headers).body(case.body.clone());
         let response = request.send().await.expect("sent");
         assert_eq!(response.status().as_u16(), case.status, "{}", case.name);
-        let body: Value = response
-            .json()
-            .await
-            .unwrap_or_else(|e| panic!("{}: JSON error body: {e}", case.name));
+        let body: Value = response.json().await.unwrap_or_else(|e| panic!("{}: JSON error body: {e}", case.name));
         assert_eq!(body["error"]["code"], case.code, "{}: {body}", case.name);
         let message = body["error"]["message"].as_str().unwrap_or("");
-        assert!(
-            message.contains(case.names),
-            "{}: message '{message}' names '{}'",
-            case.name,
-            case.names
-        );
-        assert_eq!(
-            app.counts().await,
-            before,
-            "{} changed the store",
-            case.name
-        );
+        assert!(message.contains(case.names), "{}: message '{message}' names '{}'", case.name, case.names);
+        assert_eq!(app.counts().await, before, "{} changed the store", case.name);
     }
 }
 on_both_stores!(each_bad_input_gets_its_status_and_code_and_changes_nothing);
@@ -125,21 +90,9 @@ on_both_stores!(each_bad_input_gets_its_status_and_code_and_changes_nothing);
 async fn accept_headers_that_admit_sse_are_served() {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let app = TestApp::start(&db.url).await;
-    for (n, accept) in [
-        "*/*",
-        "text/event-stream",
-        "application/json, text/event-stream;q=0.5",
-    ]
-    .iter()
-    .enumerate()
-    {
-        let response = app
-            .post_run_with(
-                "demo",
-                &first_run(&format!("th-acc-{n}"), "r", "x"),
-                &[("accept", accept)],
-            )
-            .await;
+    for (n, accept) in ["*/*", "text/event-stream", "application/json, text/event-stream;q=0.5"].iter().enumerate() {
+        let response =
+            app.post_run_with("demo", &first_run(&format!("th-acc-{n}"), "r", "x"), &[("accept", accept)]).await;
         assert_eq!(response.status(), 200, "{accept}");
         assert_eq!(response.headers()["content-type"], "text/event-stream");
     }

@@ -34,11 +34,7 @@ async fn the_demo_run_passes_the_official_client_on_sqlite_and_postgres() {
             .expect("json");
         let mut history = messages["messages"].as_array().expect("messages").clone();
         history.push(json!({"id": "u2", "role": "user", "content": "again"}));
-        assert_passes(
-            &app.run_url("slow"),
-            &json!({"threadId": thread, "runId": "run-2", "messages": history}),
-        )
-        .await;
+        assert_passes(&app.run_url("slow"), &json!({"threadId": thread, "runId": "run-2", "messages": history})).await;
     }
 }
 
@@ -46,18 +42,9 @@ async fn the_demo_run_passes_the_official_client_on_sqlite_and_postgres() {
 async fn failed_refused_and_burst_runs_pass_the_official_client() {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let app = TestApp::start(&db.url).await;
-    assert_passes(
-        &app.run_url("failing"),
-        &first_run("th-check-fail", "r", "x"),
-    )
-    .await;
-    assert_passes(
-        &app.run_url("burst"),
-        &first_run("th-check-burst", "r", "x"),
-    )
-    .await;
-    app.run_to_end("demo", &first_run("th-check-refused", "r1", "x"))
-        .await;
+    assert_passes(&app.run_url("failing"), &first_run("th-check-fail", "r", "x")).await;
+    assert_passes(&app.run_url("burst"), &first_run("th-check-burst", "r", "x")).await;
+    app.run_to_end("demo", &first_run("th-check-refused", "r1", "x")).await;
     let mismatch = json!({"threadId": "th-check-refused", "runId": "r2", "messages": [
         {"id": "a", "role": "user", "content": "not what was said"}, {"id": "b", "role": "user", "content": "x"}]});
     assert_passes(&app.run_url("demo"), &mismatch).await;
@@ -71,12 +58,7 @@ async fn a_resumed_stream_joined_to_its_head_passes_the_official_client() {
     let input = first_run("th-check-join", "run-join", "join me");
     let head = read_events(a.post_run("slow", &input).await, Some(11)).await;
     let last_id = head.last().and_then(|e| e.id.clone()).expect("id");
-    let tail = read_events(
-        b.post_run_with("slow", &input, &[("last-event-id", &last_id)])
-            .await,
-        None,
-    )
-    .await;
+    let tail = read_events(b.post_run_with("slow", &input, &[("last-event-id", &last_id)]).await, None).await;
     let mut joined = head;
     joined.extend(tail);
     let (url, server) = serve_recorded_stream(sse_body(&joined)).await;
@@ -92,18 +74,10 @@ async fn a_cancelled_run_passes_the_official_client() {
     let response = app.post_run("waiter", &input).await;
     let reader = tokio::spawn(read_frames(response, None));
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let cancel = app
-        .client
-        .post(app.url("/v1/threads/th-check-cancel/cancel"))
-        .send()
-        .await
-        .expect("cancel");
+    let cancel = app.client.post(app.url("/v1/threads/th-check-cancel/cancel")).send().await.expect("cancel");
     assert_eq!(cancel.status(), 202);
     let (events, raw, _) = reader.await.expect("reader");
-    assert_eq!(
-        events.last().expect("events").data["outcome"]["type"],
-        "cancelled"
-    );
+    assert_eq!(events.last().expect("events").data["outcome"]["type"], "cancelled");
     let (url, server) = serve_recorded_stream(raw).await;
     assert_passes(&url, &input).await;
     server.abort();

@@ -20,6 +20,12 @@ pub const TEST_CONFIG: &str = r#"
 keepalive_secs = 1
 max_body_bytes = 65536
 
+[turns]
+lease_ms = 1500
+heartbeat_ms = 300
+sweep_ms = 200
+shutdown_grace_secs = 5
+
 [[tenants]]
 name = "default"
 
@@ -88,11 +94,7 @@ impl TestDatabase {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let url = format!("sqlite://{}", dir.path().join("gateway.db").display());
-                TestDatabase {
-                    url,
-                    postgres_name: None,
-                    _dir: Some(dir),
-                }
+                TestDatabase { url, postgres_name: None, _dir: Some(dir) }
             }
             Backend::Postgres => {
                 let server = pg_server::server_url();
@@ -105,11 +107,7 @@ impl TestDatabase {
                     .execute(&mut admin)
                     .await
                     .expect("create test database");
-                TestDatabase {
-                    url: format!("{server}/{name}"),
-                    postgres_name: Some(name),
-                    _dir: None,
-                }
+                TestDatabase { url: format!("{server}/{name}"), postgres_name: Some(name), _dir: None }
             }
         }
     }
@@ -123,20 +121,11 @@ impl Drop for TestDatabase {
         let server = pg_server::server_url();
         // The test's runtime is going away; drop the database from a runtime of our own.
         let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
             runtime.block_on(async {
-                let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&format!(
-                    "{server}/postgres"
-                ))
-                .await
-                .ok()?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .execute(&mut admin)
-                    .await
-                    .ok()
+                let mut admin =
+                    <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{server}/postgres")).await.ok()?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await.ok()
             })
         })
         .join();
@@ -147,6 +136,7 @@ impl Drop for TestDatabase {
 pub struct TestApp {
     pub address: SocketAddr,
     pub store: Arc<dyn Store>,
+    pub engine: agui_gateway::engine::Engine,
     pub client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
@@ -167,13 +157,10 @@ impl TestApp {
     }
 
     pub async fn start_with(config: Config) -> TestApp {
-        let (state, stop_streams) = agui_gateway::server::build(config)
-            .await
-            .expect("gateway starts");
+        let (state, stop_streams) = agui_gateway::server::build(config).await.expect("gateway starts");
         let store = state.engine.store().clone();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let engine = state.engine.clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
         let (shutdown, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
@@ -182,13 +169,7 @@ impl TestApp {
             })
             .await;
         });
-        TestApp {
-            address,
-            store,
-            client: reqwest::Client::new(),
-            shutdown: Some(shutdown),
-            server: Some(server),
-        }
+        TestApp { address, store, engine, client: reqwest::Client::new(), shutdown: Some(shutdown), server: Some(server) }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -204,12 +185,7 @@ impl TestApp {
         self.post_run_with(agent, body, &[]).await
     }
 
-    pub async fn post_run_with(
-        &self,
-        agent: &str,
-        body: &Value,
-        headers: &[(&str, &str)],
-    ) -> reqwest::Response {
+    pub async fn post_run_with(&self, agent: &str, body: &Value, headers: &[(&str, &str)]) -> reqwest::Response {
         let mut request = self
             .client
             .post(self.run_url(agent))
@@ -231,6 +207,14 @@ impl TestApp {
 
     pub async fn counts(&self) -> RowCounts {
         self.store.row_counts().await.expect("row counts")
+    }
+
+    /// A graceful stop as on SIGTERM: streams end, turns are handed over, the server drains.
+    pub async fn shut_down(self) {
+        let engine = self.engine.clone();
+        let stopping = self.stop();
+        engine.hand_over(std::time::Duration::from_secs(5)).await;
+        stopping.await;
     }
 
     pub async fn stop(mut self) {
@@ -271,10 +255,7 @@ pub async fn read_events(response: reqwest::Response, limit: Option<usize>) -> V
 }
 
 /// Like [`read_events`], also returning the raw body and the number of keepalive comments.
-pub async fn read_frames(
-    mut response: reqwest::Response,
-    limit: Option<usize>,
-) -> (Vec<SseEvent>, String, usize) {
+pub async fn read_frames(mut response: reqwest::Response, limit: Option<usize>) -> (Vec<SseEvent>, String, usize) {
     let mut buffer = String::new();
     let mut raw = String::new();
     let mut events = Vec::new();
@@ -322,10 +303,7 @@ pub fn first_run(thread: &str, run: &str, text: &str) -> Value {
 }
 
 pub fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    )
+    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
 }
 
 fn clients_dir() -> PathBuf {
@@ -358,11 +336,7 @@ pub async fn agui_check(url: &str, input: &Value) -> (bool, String) {
         .output()
         .await
         .expect("node runs");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let report = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     (output.status.success(), report)
 }
 
@@ -370,9 +344,7 @@ pub async fn agui_check(url: &str, input: &Value) -> (bool, String) {
 /// before the official client. Returns the URL.
 pub async fn serve_recorded_stream(body: String) -> (String, tokio::task::JoinHandle<()>) {
     use axum::routing::post;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
     let app = axum::Router::new().route(
         "/recorded",

@@ -21,16 +21,8 @@ async fn a_stream_on_one_instance_follows_a_turn_running_on_another_live() {
     assert_eq!(kinds(&on_b).last(), Some(&"RUN_FINISHED"));
     let whole = a.run_to_end("slow", &input).await;
     assert_eq!(on_b, whole, "B streamed exactly the log A wrote");
-    let thread = b
-        .store
-        .find_thread("default", "th-live")
-        .await
-        .expect("query")
-        .expect("thread");
-    assert_eq!(
-        b.store.thread_turns(thread.pk).await.expect("turns").len(),
-        1
-    );
+    let thread = b.store.find_thread("default", "th-live").await.expect("query").expect("thread");
+    assert_eq!(b.store.thread_turns(thread.pk).await.expect("turns").len(), 1);
 }
 
 #[tokio::test]
@@ -38,24 +30,11 @@ async fn a_cancel_sent_to_another_instance_reaches_the_turn() {
     let db = TestDatabase::new(Backend::Postgres).await;
     let a = TestApp::start(&db.url).await;
     let b = TestApp::start(&db.url).await;
-    let response = a
-        .post_run("waiter", &first_run("th-x-cancel", "run-1", "x"))
-        .await;
+    let response = a.post_run("waiter", &first_run("th-x-cancel", "run-1", "x")).await;
     let reader = tokio::spawn(read_events(response, None));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let cancel = b
-        .client
-        .post(b.url("/v1/threads/th-x-cancel/cancel"))
-        .send()
-        .await
-        .expect("cancel");
+    let cancel = b.client.post(b.url("/v1/threads/th-x-cancel/cancel")).send().await.expect("cancel");
     assert_eq!(cancel.status(), 202);
-    let events = tokio::time::timeout(Duration::from_secs(10), reader)
-        .await
-        .expect("ends")
-        .expect("reader");
-    assert_eq!(
-        events.last().expect("events").data["outcome"]["type"],
-        "cancelled"
-    );
+    let events = tokio::time::timeout(Duration::from_secs(10), reader).await.expect("ends").expect("reader");
+    assert_eq!(events.last().expect("events").data["outcome"]["type"], "cancelled");
 }

@@ -8,4 +8,5 @@ mod conformance;
 mod instances;
 mod reconnect;
 mod run_route;
+mod takeover;
 mod threads;

@@ -13,13 +13,8 @@ async fn drop_and_resume(first: &TestApp, second: &TestApp, agent: &str, k: usiz
     let input = first_run(&thread, "run-1", "resume me");
     let head = read_events(first.post_run(agent, &input).await, Some(k)).await;
     assert_eq!(head.len(), k);
-    let last_id = head
-        .last()
-        .and_then(|e| e.id.clone())
-        .expect("the k-th event has an id");
-    let resumed = second
-        .post_run_with(agent, &input, &[("last-event-id", &last_id)])
-        .await;
+    let last_id = head.last().and_then(|e| e.id.clone()).expect("the k-th event has an id");
+    let resumed = second.post_run_with(agent, &input, &[("last-event-id", &last_id)]).await;
     assert_eq!(resumed.status(), 200);
     let tail = read_events(resumed, None).await;
     let mut joined = head.clone();
@@ -62,47 +57,23 @@ async fn a_stream_dropped_on_one_instance_resumes_on_another() {
 async fn a_last_event_id_from_elsewhere_is_refused_and_changes_nothing(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let other = app
-        .run_to_end("demo", &first_run("th-other", "run-1", "x"))
-        .await;
+    let other = app.run_to_end("demo", &first_run("th-other", "run-1", "x")).await;
     let foreign_id = other[3].id.clone().expect("id");
     let mine = first_run("th-mine", "run-1", "y");
     let own = app.run_to_end("demo", &mine).await;
-    let own_turn = own[0]
-        .id
-        .as_deref()
-        .and_then(|id| id.split('.').next())
-        .expect("turn")
-        .to_string();
+    let own_turn = own[0].id.as_deref().and_then(|id| id.split('.').next()).expect("turn").to_string();
     let before = app.counts().await;
-    for bad in [
-        foreign_id.as_str(),
-        "garbage",
-        "t00.1",
-        &format!("{own_turn}.99999"),
-    ] {
-        let response = app
-            .post_run_with("demo", &mine, &[("last-event-id", bad)])
-            .await;
+    for bad in [foreign_id.as_str(), "garbage", "t00.1", &format!("{own_turn}.99999")] {
+        let response = app.post_run_with("demo", &mine, &[("last-event-id", bad)]).await;
         assert_eq!(response.status(), 400, "Last-Event-ID {bad}");
         let body: serde_json::Value = response.json().await.expect("error body");
         assert_eq!(body["error"]["code"], "bad_last_event_id", "{bad}");
     }
     // An id on a brand-new run cannot be from it either.
     let fresh = first_run("th-fresh", "run-1", "z");
-    let response = app
-        .post_run_with(
-            "demo",
-            &fresh,
-            &[("last-event-id", &format!("{own_turn}.2"))],
-        )
-        .await;
+    let response = app.post_run_with("demo", &fresh, &[("last-event-id", &format!("{own_turn}.2"))]).await;
     assert_eq!(response.status(), 400);
-    assert_eq!(
-        app.counts().await,
-        before,
-        "refused requests change nothing"
-    );
+    assert_eq!(app.counts().await, before, "refused requests change nothing");
     let _ = json!({});
 }
 on_both_stores!(a_last_event_id_from_elsewhere_is_refused_and_changes_nothing);

@@ -10,9 +10,7 @@ use crate::on_both_stores;
 async fn the_demo_run_streams_a_whole_turn_with_an_id_on_every_event(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let response = app
-        .post_run("demo", &first_run("th-1", "run-1", "hi there"))
-        .await;
+    let response = app.post_run("demo", &first_run("th-1", "run-1", "hi there")).await;
     assert_eq!(response.status(), 200);
     let headers = response.headers().clone();
     assert_eq!(headers["content-type"], "text/event-stream");
@@ -48,45 +46,22 @@ async fn the_demo_run_streams_a_whole_turn_with_an_id_on_every_event(backend: Ba
         .map(|e| e.data["delta"].as_str().unwrap_or("").to_string())
         .collect();
     assert!(greeting.contains("You said: \"hi there\""), "{greeting}");
-    let ids: Vec<&str> = events
-        .iter()
-        .map(|e| e.id.as_deref().expect("every event has an id"))
-        .collect();
-    let seqs: Vec<i64> = ids
-        .iter()
-        .map(|id| {
-            id.rsplit('.')
-                .next()
-                .and_then(|s| s.parse().ok())
-                .expect("seq")
-        })
-        .collect();
-    assert!(
-        seqs.windows(2).all(|w| w[1] > w[0]),
-        "ids increase: {ids:?}"
-    );
+    let ids: Vec<&str> = events.iter().map(|e| e.id.as_deref().expect("every event has an id")).collect();
+    let seqs: Vec<i64> =
+        ids.iter().map(|id| id.rsplit('.').next().and_then(|s| s.parse().ok()).expect("seq")).collect();
+    assert!(seqs.windows(2).all(|w| w[1] > w[0]), "ids increase: {ids:?}");
     for event in &events {
-        assert!(
-            event.data["timestamp"].is_i64(),
-            "integer timestamp on {}",
-            event.kind()
-        );
+        assert!(event.data["timestamp"].is_i64(), "integer timestamp on {}", event.kind());
         assert!(
             !event.data.to_string().contains("null") || event.kind() == "STATE_DELTA",
             "no null optionals: {}",
             event.data
         );
     }
-    let delta = events
-        .iter()
-        .find(|e| e.kind() == "STATE_DELTA")
-        .expect("delta");
+    let delta = events.iter().find(|e| e.kind() == "STATE_DELTA").expect("delta");
     assert_eq!(delta.data["delta"][0]["op"], "add");
     assert_eq!(delta.data["delta"][0]["path"], "/board/notes/-");
-    assert_eq!(
-        delta.data["delta"][0]["value"]["text"],
-        "Asked about: hi there"
-    );
+    assert_eq!(delta.data["delta"][0]["value"]["text"], "Asked about: hi there");
 }
 on_both_stores!(the_demo_run_streams_a_whole_turn_with_an_id_on_every_event);
 
@@ -112,12 +87,7 @@ async fn the_turn_runs_on_after_the_client_disconnects(backend: Backend) {
     // Nobody watches now; the turn must still finish in the log.
     let mut finished = false;
     for _ in 0..100 {
-        let thread = app
-            .store
-            .find_thread("default", "th-drop")
-            .await
-            .expect("query")
-            .expect("thread");
+        let thread = app.store.find_thread("default", "th-drop").await.expect("query").expect("thread");
         let turns = app.store.thread_turns(thread.pk).await.expect("turns");
         if turns[0].status.is_finished() {
             finished = true;
@@ -128,27 +98,16 @@ async fn the_turn_runs_on_after_the_client_disconnects(backend: Backend) {
     assert!(finished, "the turn finished with no client attached");
     let replay = app.run_to_end("slow", &input).await;
     assert_eq!(kinds(&replay).last(), Some(&"RUN_FINISHED"));
-    assert_eq!(
-        &replay[..3],
-        &early[..],
-        "the log begins with what the first client saw"
-    );
+    assert_eq!(&replay[..3], &early[..], "the log begins with what the first client saw");
 }
 on_both_stores!(the_turn_runs_on_after_the_client_disconnects);
 
 async fn a_second_message_needs_the_gateways_own_answer_in_the_history(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let first = app
-        .run_to_end("demo", &first_run("th-2", "run-1", "first"))
-        .await;
-    let answer_id = first
-        .iter()
-        .rev()
-        .find(|e| e.kind() == "TEXT_MESSAGE_START")
-        .expect("answer")
-        .data["messageId"]
-        .clone();
+    let first = app.run_to_end("demo", &first_run("th-2", "run-1", "first")).await;
+    let answer_id =
+        first.iter().rev().find(|e| e.kind() == "TEXT_MESSAGE_START").expect("answer").data["messageId"].clone();
 
     let forged = json!({
         "threadId": "th-2", "runId": "run-2", "protocolVersion": "1.0",
@@ -175,11 +134,7 @@ async fn a_second_message_needs_the_gateways_own_answer_in_the_history(backend: 
     let second = app.run_to_end("demo", &honest).await;
     assert_eq!(kinds(&second).last(), Some(&"RUN_FINISHED"));
     let snapshot = &second[1].data["snapshot"]["board"]["notes"];
-    assert_eq!(
-        snapshot.as_array().map(Vec::len),
-        Some(1),
-        "the board carries turn 1's note: {snapshot}"
-    );
+    assert_eq!(snapshot.as_array().map(Vec::len), Some(1), "the board carries turn 1's note: {snapshot}");
     assert_eq!(app.counts().await.turns, 2);
 }
 on_both_stores!(a_second_message_needs_the_gateways_own_answer_in_the_history);
@@ -187,10 +142,13 @@ on_both_stores!(a_second_message_needs_the_gateways_own_answer_in_the_history);
 async fn a_client_that_lost_a_turn_gets_history_mismatch(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    app.run_to_end("demo", &first_run("th-lost", "run-1", "one"))
-        .await;
-    app.run_to_end("demo", &json!({"threadId": "th-lost", "runId": "run-2", "messages": [
-        {"id": "a", "role": "user", "content": "one"}, {"id": "b", "role": "user", "content": "two"}]})).await;
+    app.run_to_end("demo", &first_run("th-lost", "run-1", "one")).await;
+    app.run_to_end(
+        "demo",
+        &json!({"threadId": "th-lost", "runId": "run-2", "messages": [
+        {"id": "a", "role": "user", "content": "one"}, {"id": "b", "role": "user", "content": "two"}]}),
+    )
+    .await;
     // This client never saw turn 2 and asks a third question.
     let stale = json!({"threadId": "th-lost", "runId": "run-3", "messages": [
         {"id": "a", "role": "user", "content": "one"}, {"id": "c", "role": "user", "content": "three"}]});
@@ -203,28 +161,15 @@ on_both_stores!(a_client_that_lost_a_turn_gets_history_mismatch);
 async fn a_reloaded_page_follows_the_latest_turn_from_its_start(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let original = app
-        .run_to_end("demo", &first_run("th-reload", "run-1", "hello"))
-        .await;
-    let turn = original[0]
-        .id
-        .as_deref()
-        .and_then(|id| id.split('.').next())
-        .expect("turn id")
-        .to_string();
+    let original = app.run_to_end("demo", &first_run("th-reload", "run-1", "hello")).await;
+    let turn = original[0].id.as_deref().and_then(|id| id.split('.').next()).expect("turn id").to_string();
     let reload = json!({"threadId": "th-reload", "runId": "run-after-reload", "messages": [
         {"id": format!("{turn}:in"), "role": "user", "content": "hello"}]});
     let followed = app.run_to_end("demo", &reload).await;
     assert_eq!(followed.len(), original.len());
     assert_eq!(followed[0].data["runId"], "run-after-reload");
-    assert_eq!(
-        followed.last().expect("end").data["runId"],
-        "run-after-reload"
-    );
-    assert_eq!(
-        followed[2..followed.len() - 1],
-        original[2..original.len() - 1]
-    );
+    assert_eq!(followed.last().expect("end").data["runId"], "run-after-reload");
+    assert_eq!(followed[2..followed.len() - 1], original[2..original.len() - 1]);
     assert_eq!(app.counts().await.turns, 1, "following adds no turn");
 }
 on_both_stores!(a_reloaded_page_follows_the_latest_turn_from_its_start);
@@ -232,9 +177,7 @@ on_both_stores!(a_reloaded_page_follows_the_latest_turn_from_its_start);
 async fn a_new_message_while_a_turn_runs_is_turn_in_progress(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let running = app
-        .post_run("waiter", &first_run("th-busy", "run-1", "wait"))
-        .await;
+    let running = app.post_run("waiter", &first_run("th-busy", "run-1", "wait")).await;
     let _started = read_events(running, Some(2)).await;
     let second = json!({"threadId": "th-busy", "runId": "run-2", "messages": [
         {"id": "run-1-user", "role": "user", "content": "wait"}, {"id": "u2", "role": "user", "content": "hurry"}]});
@@ -248,9 +191,7 @@ on_both_stores!(a_new_message_while_a_turn_runs_is_turn_in_progress);
 async fn a_failing_agent_ends_the_run_with_run_error_failed(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let events = app
-        .run_to_end("failing", &first_run("th-fail", "run-1", "x"))
-        .await;
+    let events = app.run_to_end("failing", &first_run("th-fail", "run-1", "x")).await;
     let last = events.last().expect("events");
     assert_eq!(last.kind(), "RUN_ERROR");
     assert_eq!(last.data["code"], "failed");
@@ -262,31 +203,16 @@ on_both_stores!(a_failing_agent_ends_the_run_with_run_error_failed);
 async fn an_explicit_cancel_ends_the_turn_as_cancelled(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let response = app
-        .post_run("waiter", &first_run("th-cancel", "run-1", "x"))
-        .await;
+    let response = app.post_run("waiter", &first_run("th-cancel", "run-1", "x")).await;
     let reader = tokio::spawn(read_events(response, None));
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let cancel = app
-        .client
-        .post(app.url("/v1/threads/th-cancel/cancel"))
-        .send()
-        .await
-        .expect("cancel");
+    let cancel = app.client.post(app.url("/v1/threads/th-cancel/cancel")).send().await.expect("cancel");
     assert_eq!(cancel.status(), 202);
-    let events = tokio::time::timeout(Duration::from_secs(10), reader)
-        .await
-        .expect("stream ends")
-        .expect("reader");
+    let events = tokio::time::timeout(Duration::from_secs(10), reader).await.expect("stream ends").expect("reader");
     let last = events.last().expect("events");
     assert_eq!(last.data["outcome"], json!({"type": "cancelled"}));
     assert!(kinds(&events).contains(&"TEXT_MESSAGE_END"));
-    let again = app
-        .client
-        .post(app.url("/v1/threads/th-cancel/cancel"))
-        .send()
-        .await
-        .expect("cancel");
+    let again = app.client.post(app.url("/v1/threads/th-cancel/cancel")).send().await.expect("cancel");
     assert_eq!(again.status(), 409, "nothing left to cancel");
 }
 on_both_stores!(an_explicit_cancel_ends_the_turn_as_cancelled);
@@ -294,9 +220,7 @@ on_both_stores!(an_explicit_cancel_ends_the_turn_as_cancelled);
 async fn an_idle_stream_gets_keepalive_comments(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let mut response = app
-        .post_run("waiter", &first_run("th-idle", "run-1", "x"))
-        .await;
+    let mut response = app.post_run("waiter", &first_run("th-idle", "run-1", "x")).await;
     let mut raw = String::new();
     let _ = tokio::time::timeout(Duration::from_millis(2500), async {
         while let Ok(Some(chunk)) = response.chunk().await {
@@ -304,33 +228,18 @@ async fn an_idle_stream_gets_keepalive_comments(backend: Backend) {
         }
     })
     .await;
-    assert!(
-        raw.contains("\n\n: keepalive\n\n"),
-        "keepalive comment in {raw}"
-    );
+    assert!(raw.contains("\n\n: keepalive\n\n"), "keepalive comment in {raw}");
 }
 on_both_stores!(an_idle_stream_gets_keepalive_comments);
 
 async fn a_burst_arrives_whole_and_in_order(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let events = app
-        .run_to_end("burst", &first_run("th-burst", "run-1", "x"))
-        .await;
-    let contents = events
-        .iter()
-        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
-        .count();
+    let events = app.run_to_end("burst", &first_run("th-burst", "run-1", "x")).await;
+    let contents = events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").count();
     assert!(contents >= 400, "{contents} content events");
-    let seqs: Vec<i64> = events
-        .iter()
-        .filter_map(|e| e.id.as_deref()?.rsplit('.').next()?.parse().ok())
-        .collect();
-    assert_eq!(
-        seqs,
-        (1..=seqs.len() as i64).collect::<Vec<_>>(),
-        "no gap, no duplicate"
-    );
+    let seqs: Vec<i64> = events.iter().filter_map(|e| e.id.as_deref()?.rsplit('.').next()?.parse().ok()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap, no duplicate");
     assert_eq!(app.counts().await.events, events.len() as i64);
 }
 on_both_stores!(a_burst_arrives_whole_and_in_order);
@@ -356,29 +265,19 @@ async fn a_tenants_ai_label_leads_every_assistant_message() {
         }
     }
     assert_eq!(first_deltas.len(), 2);
-    assert!(
-        first_deltas.iter().all(|d| d.starts_with("[AI] ")),
-        "{first_deltas:?}"
-    );
+    assert!(first_deltas.iter().all(|d| d.starts_with("[AI] ")), "{first_deltas:?}");
 }
 
 async fn shutting_down_ends_open_streams_without_ending_their_runs(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let response = app
-        .post_run("waiter", &first_run("th-stop", "run-1", "x"))
-        .await;
+    let response = app.post_run("waiter", &first_run("th-stop", "run-1", "x")).await;
     let reader = tokio::spawn(read_events(response, None));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    tokio::time::timeout(Duration::from_secs(10), app.stop())
-        .await
-        .expect("the server drains its streams");
+    tokio::time::timeout(Duration::from_secs(10), app.stop()).await.expect("the server drains its streams");
     let events = reader.await.expect("reader");
     assert!(!events.is_empty());
     let last = events.last().expect("events").kind().to_string();
-    assert!(
-        last != "RUN_ERROR" && last != "RUN_FINISHED",
-        "a shutdown is no end of the run (last: {last})"
-    );
+    assert!(last != "RUN_ERROR" && last != "RUN_FINISHED", "a shutdown is no end of the run (last: {last})");
 }
 on_both_stores!(shutting_down_ends_open_streams_without_ending_their_runs);

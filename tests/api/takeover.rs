@@ -1,0 +1,134 @@
+//! Turns outlive the instance that ran them (§4.4–§4.6): a stopped instance hands its turns
+//! over, another (or the same database reopened) continues them from their checkpoint, and a
+//! client that resumes with `Last-Event-ID` sees one valid, complete run.
+
+use std::time::Duration;
+
+use crate::helpers::*;
+
+/// Checks a joined stream: ids strictly increasing without gaps, one terminal at the end,
+/// every message opened is closed, and the whole answer appears as a message after the cut.
+fn assert_valid_continuation(joined: &[SseEvent]) {
+    let seqs: Vec<i64> = joined.iter().filter_map(|e| e.id.as_deref()?.rsplit('.').next()?.parse().ok()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap, no duplicate");
+    assert_eq!(kinds(joined).last(), Some(&"RUN_FINISHED"));
+    let mut open = std::collections::HashSet::new();
+    for event in joined {
+        let id = event.data["messageId"].as_str().unwrap_or("").to_string();
+        match event.kind() {
+            "TEXT_MESSAGE_START" => assert!(open.insert(id), "a message opened twice"),
+            "TEXT_MESSAGE_CONTENT" => assert!(open.contains(&id), "content outside its message"),
+            "TEXT_MESSAGE_END" => assert!(open.remove(&id), "an end without a start"),
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "messages left open: {open:?}");
+}
+
+fn message_texts(events: &[SseEvent]) -> Vec<String> {
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for event in events {
+        let id = event.data["messageId"].as_str().unwrap_or("").to_string();
+        match event.kind() {
+            "TEXT_MESSAGE_START" => texts.push((id, String::new())),
+            "TEXT_MESSAGE_CONTENT" => {
+                if let Some((_, text)) = texts.iter_mut().find(|(m, _)| *m == id) {
+                    text.push_str(event.data["delta"].as_str().unwrap_or(""));
+                }
+            }
+            _ => {}
+        }
+    }
+    texts.into_iter().map(|(_, text)| text).collect()
+}
+
+#[tokio::test]
+async fn a_sqlite_gateway_restarted_mid_turn_finishes_the_turn_and_the_client_resumes() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let first = TestApp::start(&db.url).await;
+    let input = first_run("th-restart", "run-1", "survive a restart");
+    // Stop while the first answer is still streaming.
+    let head = read_events(first.post_run("slow", &input).await, Some(6)).await;
+    first.shut_down().await;
+    let second = TestApp::start(&db.url).await;
+    let last_id = head.last().and_then(|e| e.id.clone()).expect("id");
+    let tail = read_events(second.post_run_with("slow", &input, &[("last-event-id", &last_id)]).await, None).await;
+    let mut joined = head;
+    joined.extend(tail);
+    assert_valid_continuation(&joined);
+    let texts = message_texts(&joined);
+    let whole = "Streaming slowly so a client can drop mid-message: survive a restart";
+    assert!(texts.iter().any(|t| t == whole), "the cut answer is given whole afterwards: {texts:?}");
+    assert!(texts.first().is_some_and(|t| t.len() < whole.len()), "the first message was cut: {texts:?}");
+    let tool_calls = joined.iter().filter(|e| e.kind() == "TOOL_CALL_START").count();
+    assert_eq!(tool_calls, 1, "the tool ran once");
+    assert_eq!(joined, second.run_to_end("slow", &input).await, "the joined stream is the log");
+}
+
+#[tokio::test]
+async fn a_turn_handed_over_on_shutdown_is_taken_over_by_another_instance_at_once() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let a = TestApp::start(&db.url).await;
+    let b = TestApp::start(&db.url).await;
+    let input = first_run("th-handover", "run-1", "move me");
+    let head = read_events(a.post_run("slow", &input).await, Some(25)).await;
+    let stopped_at = std::time::Instant::now();
+    a.shut_down().await;
+    let last_id = head.last().and_then(|e| e.id.clone()).expect("id");
+    let tail = read_events(b.post_run_with("slow", &input, &[("last-event-id", &last_id)]).await, None).await;
+    let took = stopped_at.elapsed();
+    let mut joined = head;
+    joined.extend(tail);
+    assert_valid_continuation(&joined);
+    assert_eq!(joined.iter().filter(|e| e.kind() == "TOOL_CALL_START").count(), 1, "no tool call repeated");
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    assert_eq!(joined, b.run_to_end("slow", &input).await);
+}
+
+#[tokio::test]
+async fn a_turn_left_by_a_stopped_instance_is_taken_over_by_one_started_later() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let a = TestApp::start(&db.url).await;
+    let input = first_run("th-later", "run-1", "later");
+    let head = read_events(a.post_run("slow", &input).await, Some(8)).await;
+    a.shut_down().await;
+    // Nobody runs the turn now; an instance that starts later finds it by its lapsed lease.
+    let thread_turns = |app: &TestApp| {
+        let store = app.store.clone();
+        async move {
+            let thread = store.find_thread("default", "th-later").await.expect("query").expect("thread");
+            store.thread_turns(thread.pk).await.expect("turns")
+        }
+    };
+    let b = TestApp::start(&db.url).await;
+    let last_id = head.last().and_then(|e| e.id.clone()).expect("id");
+    let tail = tokio::time::timeout(
+        Duration::from_secs(20),
+        read_events(b.post_run_with("slow", &input, &[("last-event-id", &last_id)]).await, None),
+    )
+    .await
+    .expect("taken over");
+    let mut joined = head;
+    joined.extend(tail);
+    assert_valid_continuation(&joined);
+    assert!(thread_turns(&b).await[0].status.is_finished());
+}
+
+#[tokio::test]
+async fn a_stream_closes_cleanly_at_its_lifetime_cap_and_resumes() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.limits.stream_max_secs = 1;
+    let app = TestApp::start_with(config).await;
+    let input = first_run("th-cap", "run-1", "x");
+    let started = std::time::Instant::now();
+    let first = read_events(app.post_run("waiter", &input).await, None).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "closed at the cap");
+    assert!(!first.is_empty());
+    assert!(!matches!(kinds(&first).last(), Some(&"RUN_FINISHED") | Some(&"RUN_ERROR")), "the run is not over");
+    let last_id = first.last().and_then(|e| e.id.clone()).expect("id");
+    let cancel = app.client.post(app.url("/v1/threads/th-cap/cancel")).send().await.expect("cancel");
+    assert_eq!(cancel.status(), 202);
+    let rest = read_events(app.post_run_with("waiter", &input, &[("last-event-id", &last_id)]).await, None).await;
+    assert_eq!(rest.last().expect("events").data["outcome"]["type"], "cancelled");
+}
