@@ -36,6 +36,7 @@ pub enum ConfigError {
 pub struct Config {
     /// Address the HTTP server listens on.
     pub listen: String,
+    pub log: LogConfig,
     pub database: DatabaseConfig,
     pub limits: Limits,
     pub event_log: EventLogConfig,
@@ -48,6 +49,7 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("listen", &self.listen)
+            .field("log", &self.log)
             .field("database", &self.database)
             .field("limits", &self.limits)
             .field("event_log", &self.event_log)
@@ -56,6 +58,12 @@ impl std::fmt::Debug for Config {
             .field("agents", &self.agents.iter().map(|a| &a.name).collect::<Vec<_>>())
             .finish()
     }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LogConfig {
+    /// A `tracing` filter directive.
+    pub filter: String,
 }
 
 #[derive(Clone, Serialize, Deserialize)]

@@ -61,13 +61,6 @@ impl Common {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AGUI_GATEWAY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -103,6 +96,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Migrate { common } => {
             let config = common.load()?;
+            init_logging(&config);
             let store = agui_gateway::store::connect(&config.database.url, 2).await?;
             store.migrate().await?;
             println!("migrations applied to {}", config::redact_url(&config.database.url));
@@ -110,6 +104,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Serve { common, listen } => {
             let mut config = common.load()?;
+            init_logging(&config);
             if let Some(listen) = listen {
                 config.listen = listen;
             }
@@ -120,7 +115,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             tracing::info!(
                 address = %listener.local_addr()?,
                 database = %config::redact_url(&config.database.url),
-                instance = engine.instance(),
+                instance = %engine.instance(),
                 "agui-gateway listening"
             );
             let (stopping_tx, mut stopping) = tokio::sync::watch::channel(false);
@@ -145,6 +140,12 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
     }
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log.filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -179,21 +179,45 @@ fn settle(
 
 /// Commits a batch; waits out a database that is away (connection errors) with backoff, but
 /// gives up at once on an error the database itself reported (retrying cannot fix it).
+///
+/// A connection can die after the database committed but before it answered; the retry then
+/// meets its own rows. That case is recognised (the batch's first event is stored, byte for
+/// byte) and counted as committed, so no event is written twice or lost.
 async fn commit_with_retry(store: &dyn Store, ops: &[WriteOp]) -> Result<(), StoreError> {
     let mut delay = Duration::from_millis(20);
+    let mut interrupted = false;
     loop {
         match store.commit_batch(ops).await {
             Ok(()) => return Ok(()),
             Err(StoreError::Database(sqlx::Error::Database(error))) => {
-                return Err(StoreError::Database(sqlx::Error::Database(error)))
+                let error = StoreError::Database(sqlx::Error::Database(error));
+                if interrupted && already_committed(store, ops).await {
+                    return Ok(());
+                }
+                return Err(error);
             }
             Err(StoreError::Database(error)) => {
+                interrupted = true;
                 tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "event log commit failed; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
             Err(other) => return Err(other),
         }
+    }
+}
+
+/// Whether the batch's first event is in the log exactly as the batch holds it.
+async fn already_committed(store: &dyn Store, ops: &[WriteOp]) -> bool {
+    let Some((turn, event)) = ops.iter().find_map(|op| match op {
+        WriteOp::Event { turn, event } => Some((*turn, event)),
+        _ => None,
+    }) else {
+        return false;
+    };
+    match store.events_after(turn, event.seq - 1, 1).await {
+        Ok(found) => found.first().is_some_and(|stored| stored.seq == event.seq && stored.body == event.body),
+        Err(_) => false,
     }
 }
 

@@ -30,9 +30,46 @@ pub fn server_url() -> String {
         if TcpStream::connect_timeout(&default, Duration::from_secs(1)).is_ok() {
             return "postgres://postgres@127.0.0.1:5432".to_string();
         }
-        start_throwaway_cluster()
+        throwaway_cluster().url
     })
     .clone()
+}
+
+/// A private PostgreSQL cluster of this test process.
+#[allow(dead_code)]
+pub struct Cluster {
+    /// Base URL, without a database name.
+    pub url: String,
+    data: PathBuf,
+    pg_ctl: PathBuf,
+    as_root: bool,
+}
+
+#[allow(dead_code)]
+impl Cluster {
+    /// Restarts the server (`pg_ctl restart -m fast`): every connection is cut, as when a
+    /// production database restarts under the gateway.
+    pub fn restart(&self) {
+        let argv = pg_user_argv(
+            self.as_root,
+            vec![
+                self.pg_ctl.display().to_string(),
+                "-D".into(),
+                self.data.display().to_string(),
+                "-m".into(),
+                "fast".into(),
+                "-w".into(),
+                "restart".into(),
+            ],
+        );
+        let status = command(&argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run pg_ctl restart: {e}"));
+        assert!(status.success(), "pg_ctl restart failed ({status})");
+    }
 }
 
 /// `scheme://authority/path?query` -> `scheme://authority`.
@@ -45,8 +82,8 @@ fn strip_path(url: &str) -> String {
 }
 
 /// Starts a private cluster in a temp dir, plus a watchdog that stops it and
-/// deletes the dir once this process has exited. Returns its base URL.
-fn start_throwaway_cluster() -> String {
+/// deletes the dir once this process has exited.
+pub fn throwaway_cluster() -> Cluster {
     let bin = find_pg_bin_dir().unwrap_or_else(|| {
         panic!(
             "no PostgreSQL server for the tests: DATABASE_URL is unset, nothing accepts \
@@ -57,31 +94,21 @@ fn start_throwaway_cluster() -> String {
     let (initdb, pg_ctl) = (bin.join("initdb"), bin.join("pg_ctl"));
     let as_root = is_root();
 
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let dir = std::env::temp_dir().join(format!("pgtest-{}-{nanos}", std::process::id()));
     let data = dir.join("data");
-    std::fs::create_dir_all(&dir)
-        .unwrap_or_else(|e| panic!("cannot create temp dir {}: {e}", dir.display()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create temp dir {}: {e}", dir.display()));
     if as_root {
         // PostgreSQL refuses to run as root, so the `postgres` OS user owns the cluster.
-        run_checked(
-            Command::new("chown").arg("-R").arg("postgres").arg(&dir),
-            "chown",
-        );
+        run_checked(Command::new("chown").arg("-R").arg("postgres").arg(&dir), "chown");
     }
 
     let init = pg_user_argv(
         as_root,
-        vec![
-            initdb.display().to_string(),
-            "-D".into(),
-            data.display().to_string(),
-        ]
-        .into_iter()
-        .chain(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"].map(String::from))
-        .collect(),
+        vec![initdb.display().to_string(), "-D".into(), data.display().to_string()]
+            .into_iter()
+            .chain(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"].map(String::from))
+            .collect(),
     );
     run_checked(&mut command(&init), "initdb");
 
@@ -90,10 +117,8 @@ fn start_throwaway_cluster() -> String {
         .expect("cannot bind 127.0.0.1:0 to pick a free port")
         .port();
     let log = dir.join("log");
-    let options = format!(
-        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300",
-        dir.display()
-    );
+    let options =
+        format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", dir.display());
     let start = pg_user_argv(
         as_root,
         vec![
@@ -116,10 +141,7 @@ fn start_throwaway_cluster() -> String {
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", pg_ctl.display()));
     if !status.success() {
         let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-        panic!(
-            "`pg_ctl start` failed ({status}); server log {}:\n{log_text}",
-            log.display()
-        );
+        panic!("`pg_ctl start` failed ({status}); server log {}:\n{log_text}", log.display());
     }
 
     // Watchdog: runs as the current user (so `kill -0` may probe this process), in
@@ -151,7 +173,7 @@ fn start_throwaway_cluster() -> String {
         .spawn()
         .expect("cannot spawn the watchdog shell for the throwaway PostgreSQL cluster");
 
-    format!("postgres://postgres@127.0.0.1:{port}")
+    Cluster { url: format!("postgres://postgres@127.0.0.1:{port}"), data, pg_ctl, as_root }
 }
 
 /// First directory holding both `initdb` and `pg_ctl`: PATH, then
@@ -164,31 +186,21 @@ fn find_pg_bin_dir() -> Option<PathBuf> {
         .flatten()
         .map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            (
-                name.split('.').map(|p| p.parse().unwrap_or(0)).collect(),
-                e.path().join("bin"),
-            )
+            (name.split('.').map(|p| p.parse().unwrap_or(0)).collect(), e.path().join("bin"))
         })
         .collect();
     versioned.sort_by(|a, b| b.0.cmp(&a.0));
     candidates.extend(versioned.into_iter().map(|(_, dir)| dir));
     candidates.push(PathBuf::from("/usr/local/pgsql/bin"));
-    candidates
-        .into_iter()
-        .find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
+    candidates.into_iter().find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
 }
 
 fn path_dirs() -> Vec<PathBuf> {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default()
+    std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default()
 }
 
 fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 /// Wraps `argv` so it runs as the `postgres` OS user when we are root.
@@ -197,23 +209,10 @@ fn pg_user_argv(as_root: bool, argv: Vec<String>) -> Vec<String> {
         return argv;
     }
     let sbin = [PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")];
-    if path_dirs()
-        .iter()
-        .chain(&sbin)
-        .any(|d| d.join("runuser").is_file())
-    {
-        ["runuser", "-u", "postgres", "--"]
-            .map(String::from)
-            .into_iter()
-            .chain(argv)
-            .collect()
+    if path_dirs().iter().chain(&sbin).any(|d| d.join("runuser").is_file()) {
+        ["runuser", "-u", "postgres", "--"].map(String::from).into_iter().chain(argv).collect()
     } else {
-        vec![
-            "su".into(),
-            "postgres".into(),
-            "-c".into(),
-            shell_join(&argv),
-        ]
+        vec!["su".into(), "postgres".into(), "-c".into(), shell_join(&argv)]
     }
 }
 
@@ -224,10 +223,7 @@ fn command(argv: &[String]) -> Command {
 }
 
 fn run_checked(cmd: &mut Command, what: &str) {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what} ({cmd:?}): {e}"));
+    let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("cannot run {what} ({cmd:?}): {e}"));
     if !out.status.success() {
         panic!(
             "{what} failed ({}): {cmd:?}\nstdout:\n{}\nstderr:\n{}",
@@ -243,8 +239,5 @@ fn shell_quote(s: &str) -> String {
 }
 
 fn shell_join(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ")
+    argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
 }

@@ -1,0 +1,471 @@
+//! Chaos: three gateway processes on one PostgreSQL cluster of the test's own, 200 concurrent
+//! turns of a slow script agent, clients streaming from random instances and reconnecting with
+//! `Last-Event-ID` through every drop — while one instance is killed with SIGKILL, started
+//! again, and PostgreSQL restarts under them all.
+//!
+//! Passes when every turn completes and, for every client, the joined stream equals the log
+//! exactly (0 missing, 0 duplicated) and passes the official client's verification. The report
+//! is printed and written to `target/chaos-report.txt`.
+
+#[path = "support/pg_server.rs"]
+mod pg_server;
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sqlx::Row;
+
+const TURNS: usize = 200;
+/// The scenarios share the machine's two cores; run them one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+const INSTANCES: usize = 3;
+
+const CHAOS_CONFIG: &str = r#"
+[limits]
+keepalive_secs = 2
+
+[database]
+max_connections = 24
+
+[turns]
+lease_ms = 3000
+heartbeat_ms = 500
+sweep_ms = 500
+shutdown_grace_secs = 5
+
+[[agents]]
+name = "chaos"
+kind = "script"
+chunk_chars = 4
+chunk_delay_ms = 50
+steps = [
+  { say = "The first answer, streamed in small pieces: {input}." },
+  { tool = "lookup", args = { q = "{input}" }, result = "a result" },
+  { wait_ms = 1500 },
+  { say = "A second answer, after the tool, also streamed." },
+  { note = "noted {input}", tags = ["chaos"] },
+  { wait_ms = 2500 },
+  { say = "A third answer, while the database may be restarting." },
+  { step = "wrap-up" },
+  { say = "Done." },
+]
+"#;
+
+/// One gateway process.
+struct Instance {
+    child: Child,
+    address: String,
+    id: String,
+}
+
+fn spawn_instance(config: &PathBuf, database: &str, logs: Arc<Mutex<Vec<String>>>) -> Instance {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database", database, "--config"])
+        .arg(config)
+        .env("NO_COLOR", "1")
+        .env("AGUI_GATEWAY_LOG_FILTER", "info,sqlx=warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the gateway binary starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let lines = logs.clone();
+    std::thread::spawn(move || {
+        let mut ready = Some(ready_tx);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let plain = strip_ansi(&line);
+            if plain.contains("agui-gateway listening") {
+                let field = |name: &str| {
+                    plain.split_whitespace().find_map(|w| w.strip_prefix(name)).map(str::to_string).unwrap_or_default()
+                };
+                if let Some(ready) = ready.take() {
+                    let _ = ready.send((field("address="), field("instance=")));
+                }
+            }
+            lines.lock().unwrap_or_else(|p| p.into_inner()).push(plain);
+        }
+    });
+    let (address, id) = ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
+        std::thread::sleep(Duration::from_millis(200));
+        panic!("the gateway did not start: {:?}", logs.lock().unwrap_or_else(|p| p.into_inner()))
+    });
+    Instance { child, address, id }
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// What one client saw of its run, across reconnects.
+struct ClientRecord {
+    thread: String,
+    events: Vec<(String, Value)>,
+    reconnects: usize,
+    finished: bool,
+}
+
+/// A small per-client random sequence (no extra crate for "pick an instance").
+fn pick(state: &mut u64, n: usize) -> usize {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    (*state % n as u64) as usize
+}
+
+async fn client(index: usize, live: Arc<RwLock<Vec<String>>>, deadline: Instant) -> ClientRecord {
+    let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(2)).build().expect("client");
+    let thread = format!("chaos-{index}");
+    let input = json!({"threadId": thread, "runId": "run-1", "protocolVersion": "1.0",
+        "messages": [{"id": "u1", "role": "user", "content": format!("question {index}")}]});
+    let mut random = 0x9E37_79B9_7F4A_7C15_u64 ^ (index as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
+    let mut record = ClientRecord { thread, events: Vec::new(), reconnects: 0, finished: false };
+    let mut buffer = String::new();
+    while Instant::now() < deadline {
+        let address = {
+            let live = live.read().unwrap_or_else(|p| p.into_inner());
+            live[pick(&mut random, live.len())].clone()
+        };
+        let mut request = http
+            .post(format!("http://{address}/v1/agui/agents/chaos"))
+            .header("content-type", "application/json")
+            .body(input.to_string());
+        if let Some((id, _)) = record.events.last() {
+            request = request.header("last-event-id", id.as_str());
+        }
+        let mut response = match request.send().await {
+            Ok(response) if response.status() == 200 => response,
+            _ => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        buffer.clear();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    buffer.push_str(&String::from_utf8_lossy(&chunk));
+                    while let Some(end) = buffer.find("\n\n") {
+                        let frame: String = buffer.drain(..end + 2).collect();
+                        let id = frame.lines().find_map(|l| l.strip_prefix("id: ")).map(str::to_string);
+                        let data = frame.lines().find_map(|l| l.strip_prefix("data: "));
+                        if let (Some(id), Some(data)) = (id, data) {
+                            let value: Value = serde_json::from_str(data).expect("JSON event");
+                            let terminal = matches!(value["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
+                            record.events.push((id, value));
+                            if terminal {
+                                record.finished = true;
+                                return record;
+                            }
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+        record.reconnects += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    record
+}
+
+/// What the log says of the clients' streams.
+struct Judged {
+    completed: usize,
+    log_events: usize,
+    received: usize,
+    missing: usize,
+    duplicated: usize,
+    mismatched: usize,
+    repeated_tools: usize,
+    verdict_ok: bool,
+    verdict_text: String,
+}
+
+/// Compares every client's joined stream with its turn's log, and puts them all before the
+/// official client.
+async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) -> Judged {
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(database).await.expect("pool");
+    let (mut completed, mut log_events, mut received, mut missing, mut duplicated, mut mismatched) = (0, 0, 0, 0, 0, 0);
+    let mut repeated_tools = 0;
+    let mut streams = Vec::new();
+    for record in records {
+        let turn =
+            sqlx::query("SELECT t.id, t.status FROM turns t JOIN threads h ON h.id = t.thread WHERE h.thread_id = $1")
+                .bind(&record.thread)
+                .fetch_one(&pool)
+                .await
+                .expect("turn");
+        let (turn_pk, status): (i64, String) = (turn.get("id"), turn.get("status"));
+        if status == "succeeded" {
+            completed += 1;
+        }
+        let log: Vec<(i64, i16, String)> =
+            sqlx::query("SELECT seq, kind, body FROM events WHERE turn = $1 ORDER BY seq")
+                .bind(turn_pk)
+                .fetch_all(&pool)
+                .await
+                .expect("log")
+                .iter()
+                .map(|r| (r.get("seq"), r.get("kind"), r.get("body")))
+                .collect();
+        log_events += log.len();
+        let tool_calls = log.iter().filter(|(_, _, body)| body.contains("\"type\":\"TOOL_CALL_START\"")).count();
+        repeated_tools += tool_calls.saturating_sub(1);
+        received += record.events.len();
+        let seqs: Vec<i64> = record
+            .events
+            .iter()
+            .map(|(id, _)| id.rsplit('.').next().and_then(|s| s.parse().ok()).unwrap_or(-1))
+            .collect();
+        let unique: HashSet<i64> = seqs.iter().copied().collect();
+        duplicated += seqs.len() - unique.len();
+        missing += log.iter().filter(|(seq, _, _)| !unique.contains(seq)).count();
+        for ((seq, kind, body), (_, data)) in log.iter().zip(&record.events) {
+            let stored: Value = serde_json::from_str(body).expect("stored JSON");
+            // Run-boundary events carry the run's ids; the rest are sent exactly as stored.
+            if *kind != 1 && *kind != 2 && stored != *data {
+                mismatched += 1;
+                eprintln!("turn {turn_pk} seq {seq}: sent {data} but logged {stored}");
+            }
+        }
+        let body: String = record.events.iter().map(|(id, data)| format!("id: {id}\ndata: {data}\n\n")).collect();
+        streams.push(json!({
+            "name": record.thread,
+            "input": {"threadId": record.thread, "runId": "run-1", "messages": [{"id": "u1", "role": "user", "content": "q"}]},
+            "body": body,
+        }));
+    }
+    let streams_path = dir.join("streams.json");
+    std::fs::write(&streams_path, Value::Array(streams).to_string()).expect("streams");
+    let clients_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+    let verdict = Command::new("node")
+        .arg(clients_dir.join("verify-recorded.mjs"))
+        .arg(&streams_path)
+        .current_dir(&clients_dir)
+        .output()
+        .expect("node runs");
+    let verdict_text = String::from_utf8_lossy(&verdict.stdout).to_string();
+    pool.close().await;
+    Judged {
+        completed,
+        log_events,
+        received,
+        missing,
+        duplicated,
+        mismatched,
+        repeated_tools,
+        verdict_ok: verdict.status.success(),
+        verdict_text,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let cluster = pg_server::throwaway_cluster();
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{}/postgres", cluster.url))
+        .await
+        .expect("admin connection");
+    sqlx::query("CREATE DATABASE chaos").execute(&mut admin).await.expect("create database");
+    let database = format!("{}/chaos", cluster.url);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("chaos.toml");
+    std::fs::write(&config, CHAOS_CONFIG).expect("config");
+    // Migrate once up front so the instances do not race to create the schema.
+    let status = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["migrate", "--database", &database])
+        .stdout(Stdio::null())
+        .status()
+        .expect("migrate runs");
+    assert!(status.success());
+
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let mut instances: Vec<Instance> =
+        (0..INSTANCES).map(|_| spawn_instance(&config, &database, logs.clone())).collect();
+    let live = Arc::new(RwLock::new(instances.iter().map(|i| i.address.clone()).collect::<Vec<_>>()));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(120);
+    let clients: Vec<_> = (0..TURNS).map(|index| tokio::spawn(client(index, live.clone(), deadline))).collect();
+
+    // Kill one instance mid-run, the way an orchestrator's SIGKILL does.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(&database).await.expect("pool");
+    let victim = instances.remove(0);
+    let owned_by_victim: i64 =
+        sqlx::query("SELECT COUNT(*) AS n FROM turns WHERE owner_instance = $1 AND status = 'running'")
+            .bind(&victim.id)
+            .fetch_one(&pool)
+            .await
+            .expect("count")
+            .get("n");
+    let mut victim = victim;
+    victim.child.kill().expect("SIGKILL");
+    let _ = victim.child.wait();
+    let killed_at = Instant::now();
+    live.write().unwrap_or_else(|p| p.into_inner()).retain(|a| *a != victim.address);
+
+    // Takeover: every turn the dead instance held is owned by a live one again.
+    let mut takeover = None;
+    while killed_at.elapsed() < Duration::from_secs(20) {
+        let left: i64 = sqlx::query("SELECT COUNT(*) AS n FROM turns WHERE owner_instance = $1 AND status = 'running'")
+            .bind(&victim.id)
+            .fetch_one(&pool)
+            .await
+            .map(|r| r.get("n"))
+            .unwrap_or(1);
+        if left == 0 {
+            takeover = Some(killed_at.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    pool.close().await;
+
+    // Start it again; then restart PostgreSQL under everyone.
+    let restarted = spawn_instance(&config, &database, logs.clone());
+    live.write().unwrap_or_else(|p| p.into_inner()).push(restarted.address.clone());
+    instances.push(restarted);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let restart_started = Instant::now();
+    tokio::task::spawn_blocking(move || cluster.restart()).await.expect("restart");
+    let db_restart = restart_started.elapsed();
+
+    let mut records = Vec::new();
+    for handle in clients {
+        records.push(handle.await.expect("client task"));
+    }
+    let all_done = started.elapsed();
+
+    let judged = judge(&records, &database, dir.path()).await;
+    let reconnects: usize = records.iter().map(|r| r.reconnects).sum();
+    let Judged {
+        completed,
+        log_events,
+        received,
+        missing,
+        duplicated,
+        mismatched,
+        repeated_tools,
+        verdict_ok,
+        verdict_text,
+    } = judged;
+    let mut report = BTreeMap::new();
+    report.insert("01 turns started", TURNS.to_string());
+    report.insert("02 turns completed", completed.to_string());
+    report.insert("03 clients that saw their run end", records.iter().filter(|r| r.finished).count().to_string());
+    report.insert("04 events in the log", log_events.to_string());
+    report.insert("05 events the clients received", received.to_string());
+    report.insert("06 missing", missing.to_string());
+    report.insert("07 duplicated", duplicated.to_string());
+    report.insert("08 sent differently than logged", mismatched.to_string());
+    report.insert("09 reconnects", reconnects.to_string());
+    report.insert("09b tool calls run twice", repeated_tools.to_string());
+    report.insert("10 turns held by the killed instance", owned_by_victim.to_string());
+    report.insert("11 takeover time after SIGKILL", format!("{:?}", takeover));
+    report.insert("12 PostgreSQL restart took", format!("{db_restart:?}"));
+    report.insert("13 all clients done after", format!("{all_done:?}"));
+    report.insert("14 official client", verdict_text.lines().last().unwrap_or("").to_string());
+    let text: String =
+        report.iter().map(|(k, v)| format!("{:<42} {v}\n", k.split_once(' ').map_or(*k, |x| x.1))).collect();
+    println!("chaos report\n{text}");
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
+    let _ = std::fs::write(target.join("chaos-report.txt"), &text);
+
+    for mut instance in instances {
+        let _ = instance.child.kill();
+        let _ = instance.child.wait();
+    }
+    let failures = verdict_text.lines().filter(|l| l.starts_with("FAIL")).take(5).collect::<Vec<_>>().join("\n");
+    assert_eq!(completed, TURNS, "every turn completes\n{text}");
+    assert!(records.iter().all(|r| r.finished), "every client saw its run end\n{text}");
+    assert_eq!((missing, duplicated, mismatched), (0, 0, 0), "the joined streams are the log\n{text}");
+    assert!(owned_by_victim > 0, "the killed instance held turns\n{text}");
+    assert!(takeover.is_some(), "its turns were taken over\n{text}");
+    assert_eq!(repeated_tools, 0, "no tool call ran twice\n{text}");
+    assert!(verdict_ok, "the official client accepts every joined stream\n{failures}\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
+    const STREAMS: usize = 100;
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let server = pg_server::server_url();
+    let name = format!("agui_sigterm_{}", std::process::id());
+    let mut admin =
+        <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{server}/postgres")).await.expect("admin");
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await.expect("drop");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create");
+    let database = format!("{server}/{name}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("chaos.toml");
+    std::fs::write(&config, CHAOS_CONFIG).expect("config");
+    let status = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["migrate", "--database", &database])
+        .stdout(Stdio::null())
+        .status()
+        .expect("migrate runs");
+    assert!(status.success());
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let mut stopping = spawn_instance(&config, &database, logs.clone());
+    let mut staying = spawn_instance(&config, &database, logs.clone());
+
+    // Every client starts on the instance that will stop.
+    let live = Arc::new(RwLock::new(vec![stopping.address.clone()]));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let clients: Vec<_> = (0..STREAMS).map(|i| tokio::spawn(client(1000 + i, live.clone(), deadline))).collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    *live.write().unwrap_or_else(|p| p.into_inner()) = vec![staying.address.clone()];
+    let signalled = Instant::now();
+    let status = Command::new("kill").arg("-TERM").arg(stopping.child.id().to_string()).status().expect("kill");
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || stopping.child.wait()).await.expect("wait").expect("exit status");
+    let stopped_in = signalled.elapsed();
+
+    let mut records = Vec::new();
+    for handle in clients {
+        records.push(handle.await.expect("client task"));
+    }
+    let judged = judge(&records, &database, dir.path()).await;
+    let reconnects: usize = records.iter().map(|r| r.reconnects).sum();
+    let _ = staying.child.kill();
+    let _ = staying.child.wait();
+    let report = format!(
+        "sigterm report\nexit {exit} after {stopped_in:?}\nturns completed {}/{STREAMS}\nreconnects {reconnects}\n\
+         missing {} duplicated {} mismatched {} repeated tools {}\n{}",
+        judged.completed,
+        judged.missing,
+        judged.duplicated,
+        judged.mismatched,
+        judged.repeated_tools,
+        judged.verdict_text.lines().last().unwrap_or("")
+    );
+    println!("{report}");
+    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await;
+    assert!(exit.success(), "a clean exit\n{report}");
+    assert!(stopped_in < Duration::from_secs(5), "exits within its grace period\n{report}");
+    assert!(reconnects >= STREAMS, "every client was moved\n{report}");
+    assert_eq!(judged.completed, STREAMS, "{report}");
+    assert!(records.iter().all(|r| r.finished), "{report}");
+    assert_eq!((judged.missing, judged.duplicated, judged.mismatched, judged.repeated_tools), (0, 0, 0, 0), "{report}");
+    assert!(judged.verdict_ok, "{report}");
+}
