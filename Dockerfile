@@ -1,0 +1,68 @@
+# agui-gateway container image.
+#
+#   docker build -t agui-gateway .
+#   docker run --rm -p 8080:8080 -v agui-data:/var/lib/agui-gateway agui-gateway
+#
+# The image runs `agui-gateway serve --config /etc/agui-gateway/gateway.toml` as an unprivileged
+# user. /etc/agui-gateway/gateway.toml is the commented built-in default; mount your own file
+# there (read-only) to replace it. The environment below beats any file (docs/config.md):
+# AGUI_GATEWAY_DATABASE_URL points the default SQLite database into the data volume, so for
+# Postgres set AGUI_GATEWAY_DATABASE_URL=postgres://... at `docker run` time (it is also the
+# place for the password), not only in the mounted file.
+#
+# Until authentication is configured the gateway serves only loopback callers: through a
+# published port the API answers 401, while /livez and /readyz answer everyone (docs/config.md,
+# "Who may call").
+
+# ---- build ---------------------------------------------------------------------------------
+FROM rust:1-bookworm AS builder
+WORKDIR /src
+
+# Dependencies first, against stub sources, so this layer is rebuilt only when the manifests
+# or the lock file change. `bench` is a workspace member: its manifest must be present.
+COPY Cargo.toml Cargo.lock ./
+COPY bench bench
+RUN mkdir src \
+    && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs \
+    && cargo build --release --locked --bin agui-gateway
+
+# The gateway itself. Migrations and the default config are compiled into the binary.
+COPY config config
+COPY migrations migrations
+COPY src src
+# The copied sources may be older than the stub build: make cargo see them as new.
+RUN touch src/main.rs src/lib.rs \
+    && cargo build --release --locked --bin agui-gateway
+
+# ---- runtime -------------------------------------------------------------------------------
+FROM debian:bookworm-slim
+
+# ca-certificates for TLS to Postgres and to upstream agents; versions follow bookworm's
+# security updates rather than a pin.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --system --gid 10001 agui-gateway \
+    && useradd --system --uid 10001 --gid agui-gateway --no-create-home \
+        --home-dir /var/lib/agui-gateway --shell /usr/sbin/nologin agui-gateway \
+    && mkdir -p /etc/agui-gateway /var/lib/agui-gateway \
+    && chown agui-gateway:agui-gateway /var/lib/agui-gateway
+
+COPY --from=builder /src/target/release/agui-gateway /usr/local/bin/agui-gateway
+COPY config/gateway.toml /etc/agui-gateway/gateway.toml
+
+ENV AGUI_GATEWAY_DATABASE_URL=sqlite:///var/lib/agui-gateway/agui-gateway.db \
+    AGUI_GATEWAY_LISTEN=0.0.0.0:8080
+
+WORKDIR /var/lib/agui-gateway
+VOLUME ["/var/lib/agui-gateway"]
+USER 10001:10001
+EXPOSE 8080
+
+# SIGTERM (docker stop) ends open streams resumably, hands running turns over and exits within
+# turns.shutdown_grace_secs (10 s): give `docker stop --time` / the orchestrator's grace period a
+# few seconds more. Arguments given to `docker run` are appended (e.g. --listen 0.0.0.0:9000);
+# for another subcommand use --entrypoint agui-gateway (e.g. `check-config --config ...`).
+ENTRYPOINT ["agui-gateway", "serve", "--config", "/etc/agui-gateway/gateway.toml"]
