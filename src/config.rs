@@ -33,6 +33,7 @@ pub enum ConfigError {
 }
 
 #[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Config {
     /// Address the HTTP server listens on.
     pub listen: String,
@@ -61,12 +62,14 @@ impl std::fmt::Debug for Config {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// A `tracing` filter directive.
     pub filter: String,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
     /// `sqlite://path` (created on first start) or `postgres://…`.
     pub url: String,
@@ -89,15 +92,16 @@ pub fn redact_url(url: &str) -> String {
         return url.to_string();
     };
     match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}")
-        }
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_string(),
+        },
         None => url.to_string(),
     }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Limits {
     pub max_body_bytes: usize,
     pub max_event_bytes: usize,
@@ -107,6 +111,7 @@ pub struct Limits {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EventLogConfig {
     /// Most events committed in one transaction.
     pub batch_max_events: usize,
@@ -116,6 +121,7 @@ pub struct EventLogConfig {
 
 /// Turn ownership across instances (§4.6) and shutdown.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TurnsConfig {
     pub lease_ms: u64,
     pub heartbeat_ms: u64,
@@ -124,6 +130,7 @@ pub struct TurnsConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     pub name: String,
     /// Prefixes the first content of every assistant message (e.g. "[AI] ").
@@ -348,6 +355,16 @@ mod tests {
         assert!(error.to_string().contains("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES"), "{error}");
         let error = Config::load(None, [("AGUI_GATEWAY_NOPE".into(), "1".into())]).expect_err("refused");
         assert!(error.to_string().contains("no such setting"), "{error}");
+    }
+
+    #[test]
+    fn a_misspelled_setting_is_refused() {
+        let dir = std::env::temp_dir().join(format!("agui-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("typo.toml");
+        std::fs::write(&path, "[limits]\nmax_body_byte = 10\n").expect("write");
+        let error = Config::load(Some(&path), std::iter::empty()).expect_err("refused");
+        assert!(error.to_string().contains("max_body_byte"), "{error}");
     }
 
     #[test]

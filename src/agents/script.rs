@@ -21,7 +21,7 @@ pub enum ScriptStep {
     /// A tool call with its arguments and a canned result.
     Tool {
         tool: String,
-        #[serde(default)]
+        #[serde(default = "empty_object")]
         args: Value,
         result: String,
     },
@@ -52,6 +52,10 @@ pub enum ScriptStep {
         #[serde(default = "default_burst_bytes")]
         bytes: usize,
     },
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
 }
 
 fn default_note_kind() -> String {
@@ -131,7 +135,12 @@ impl ScriptAgent {
             ScriptStep::Burst { burst, bytes } => {
                 let message = turn.text_start().await?;
                 let delta = "x".repeat((*bytes).max(1));
-                for _ in 0..*burst {
+                for n in 0..*burst {
+                    if n == 0 {
+                        // The first piece goes through text_delta, which leads with the AI label.
+                        turn.text_delta(&message, &delta).await?;
+                        continue;
+                    }
                     turn.emit(Event::TextMessageContent {
                         message_id: message.clone(),
                         delta: delta.clone(),

@@ -46,6 +46,19 @@ pub enum AgentError {
     Log(#[from] LogError),
 }
 
+impl AgentError {
+    /// A name for the kind of failure, safe to log (it never holds message text).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentError::Cancelled => "cancelled",
+            AgentError::Stopped => "stopped",
+            AgentError::Failed(_) => "failed",
+            AgentError::EventTooLarge { .. } => "event_too_large",
+            AgentError::Log(_) => "log",
+        }
+    }
+}
+
 /// What a finished agent reports for `RUN_FINISHED`.
 #[derive(Debug, Default)]
 pub struct AgentOutput {
@@ -470,7 +483,9 @@ impl TurnContext {
             // The log is what failed: there is no writing a RUN_ERROR into it.
             return Err(LogError::Stopped);
         }
-        tracing::warn!(turn = %self.turn_id, %error, "turn failed");
+        // The message may quote the user's words: keep it out of info-level logs (§8).
+        tracing::warn!(turn = %self.turn_id, kind = error.kind(), "turn failed");
+        tracing::debug!(turn = %self.turn_id, %error, "turn failure detail");
         let event = Event::RunError { message: error.to_string(), code: Some("failed".into()), usage: None };
         self.append_terminal(event, TurnStatus::Failed).await
     }

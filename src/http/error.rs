@@ -24,6 +24,9 @@ pub enum ApiError {
     /// 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
+    /// 405 `method_not_allowed`.
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// 406 `not_acceptable`: the answer is always `text/event-stream`.
     #[error("this route answers only text/event-stream; the Accept header rules it out")]
     NotAcceptable,
@@ -55,6 +58,7 @@ impl ApiError {
             ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
             ApiError::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),

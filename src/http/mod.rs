@@ -65,7 +65,18 @@ pub fn router(state: AppState) -> Router {
         .merge(threads::router())
         .merge(agents::router())
         .merge(health::router())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// Unknown paths get the same JSON error body as every other error.
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route {}", uri.path()))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
 }
 
 /// Serves until `shutdown` resolves; then open streams end and the server drains.

@@ -169,7 +169,14 @@ impl TestApp {
             })
             .await;
         });
-        TestApp { address, store, engine, client: reqwest::Client::new(), shutdown: Some(shutdown), server: Some(server) }
+        TestApp {
+            address,
+            store,
+            engine,
+            client: reqwest::Client::new(),
+            shutdown: Some(shutdown),
+            server: Some(server),
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
