@@ -5,6 +5,7 @@
 //! every stream its own waiting turn (K users each waiting on their agent: the headline), and
 //! K streams following one waiting turn (the stream's own cost, without a turn's).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::{stream, StreamExt, TryStreamExt};
@@ -12,7 +13,7 @@ use futures_util::{stream, StreamExt, TryStreamExt};
 use super::{count, unique, warm_up, Settings};
 use crate::bail;
 use crate::database::Store;
-use crate::error::{Context, Result};
+use crate::error::Result;
 use crate::gateway::{Gateway, GatewaySettings};
 use crate::procfs::rss_kib;
 use crate::report::{Report, Unit};
@@ -84,6 +85,7 @@ async fn measure(gateway: &Gateway, shape: Shape, settings: &Settings) -> Result
     let streams = settings.sizes.idle_streams;
     let shared_thread = unique("idle-shared");
     let started = Instant::now();
+    let opened = &AtomicU64::new(0);
     let open = |i: u64| {
         let client = client.clone();
         let target: Target = target.clone();
@@ -108,7 +110,15 @@ async fn measure(gateway: &Gateway, shape: Shape, settings: &Settings) -> Result
                 }
                 Ok::<EventStream, crate::error::Error>(stream)
             };
-            tokio::time::timeout(timeout, work).await.context("opening an idle stream timed out")?
+            let opened_so_far = opened;
+            let outcome = tokio::time::timeout(timeout, work).await.map_err(|_| {
+                crate::error::Error::msg(format!(
+                    "idle stream {i} got no RUN_STARTED and STATE_SNAPSHOT within {timeout:?} ({} of {streams} streams were open)",
+                    opened_so_far.load(Ordering::Relaxed)
+                ))
+            })??;
+            opened_so_far.fetch_add(1, Ordering::Relaxed);
+            Ok::<EventStream, crate::error::Error>(outcome)
         }
     };
     let mut open_streams: Vec<EventStream> = Vec::with_capacity(streams as usize);
