@@ -37,6 +37,8 @@ pub enum ConfigError {
 pub struct Config {
     /// Address the HTTP server listens on.
     pub listen: String,
+    /// A public console where people decide interrupts (`gateway/console`); empty: none.
+    pub console_url: String,
     pub log: LogConfig,
     pub database: DatabaseConfig,
     pub limits: Limits,
@@ -50,6 +52,7 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("listen", &self.listen)
+            .field("console_url", &self.console_url)
             .field("log", &self.log)
             .field("database", &self.database)
             .field("limits", &self.limits)

@@ -21,6 +21,12 @@ pub enum ApiError {
     /// 403 `permission_denied`: says nothing about whether the thing exists.
     #[error("permission denied")]
     PermissionDenied,
+    /// 403 `permission_denied` with a reason that reveals nothing (only a person decides).
+    #[error("{0}")]
+    Forbidden(String),
+    /// A decision the checks of §5.3 refused: 403 for `not_a_decider`, else 409, with the code.
+    #[error("{message}")]
+    DecisionRefused { code: &'static str, message: String },
     /// 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
@@ -56,7 +62,9 @@ impl ApiError {
         match self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
-            ApiError::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
+            ApiError::PermissionDenied | ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "permission_denied"),
+            ApiError::DecisionRefused { code: "not_a_decider", .. } => (StatusCode::FORBIDDEN, "not_a_decider"),
+            ApiError::DecisionRefused { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
@@ -79,6 +87,10 @@ impl From<EngineError> for ApiError {
             EngineError::BadRequest { .. } => ApiError::BadRequest { code: "bad_request", message: error.to_string() },
             EngineError::NotFound(message) => ApiError::NotFound(message),
             EngineError::NotRunning(message) => ApiError::Conflict { code: "not_running", message },
+            EngineError::PersonOnly(_) => ApiError::Forbidden(error.to_string()),
+            EngineError::DecisionRefused(refusal) => {
+                ApiError::DecisionRefused { code: refusal.code, message: refusal.message }
+            }
             EngineError::Store(error) => ApiError::Internal(Box::new(error)),
         }
     }

@@ -5,6 +5,7 @@
 mod agents;
 mod error;
 mod health;
+mod interrupts;
 mod runs;
 pub mod sse;
 mod threads;
@@ -65,6 +66,7 @@ pub fn router(state: AppState) -> Router {
         .merge(threads::router())
         .merge(agents::router())
         .merge(health::router())
+        .merge(interrupts::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

@@ -6,6 +6,7 @@ mod helpers;
 mod bad_input;
 mod conformance;
 mod instances;
+mod interrupts;
 mod reconnect;
 mod run_route;
 mod takeover;
