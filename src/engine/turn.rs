@@ -90,6 +90,9 @@ pub struct Checkpoint {
     /// The tool calls awaiting approval, in the order of `awaiting`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<String>,
+    /// An LLM agent's conversation so far and its unfinished tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Value>,
 }
 
 /// An interrupt an agent opens (§5.1).
@@ -361,6 +364,35 @@ impl TurnContext {
         Ok(call_id)
     }
 
+    /// Opens a tool call whose arguments will stream (`TOOL_CALL_START`); returns its id.
+    pub async fn tool_call_open(&mut self, name: &str) -> Result<String, AgentError> {
+        self.counters.tool_calls += 1;
+        let call_id = format!("{}:c{}", self.turn_id, self.counters.tool_calls);
+        self.emit(Event::ToolCallStart {
+            tool_call_id: call_id.clone(),
+            tool_call_name: name.to_string(),
+            parent_message_id: self.last_message.clone(),
+            subagent_run_id: None,
+        })
+        .await?;
+        self.open_tool_calls.push(call_id.clone());
+        Ok(call_id)
+    }
+
+    pub async fn tool_call_args(&mut self, call_id: &str, delta: &str) -> Result<(), AgentError> {
+        self.emit(Event::ToolCallArgs {
+            tool_call_id: call_id.to_string(),
+            delta: delta.to_string(),
+            subagent_run_id: None,
+        })
+        .await
+    }
+
+    pub async fn tool_call_close(&mut self, call_id: &str) -> Result<(), AgentError> {
+        self.open_tool_calls.retain(|c| c != call_id);
+        self.emit(Event::ToolCallEnd { tool_call_id: call_id.to_string(), subagent_run_id: None }).await
+    }
+
     /// A call's result, as a tool message named after the call (`<turn>:r<n>` for `<turn>:c<n>`).
     pub async fn tool_result(&mut self, call_id: &str, result: &str) -> Result<(), AgentError> {
         let message_id = match call_id.rsplit_once(":c") {
@@ -588,6 +620,18 @@ impl TurnContext {
                 (id.clone(), decision)
             })
             .collect())
+    }
+
+    /// The thread's earlier turns as AG-UI messages (the gateway's record, never the client's).
+    pub async fn history(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
+        let mut messages = super::conversation::load(self.store.as_ref(), self.thread_pk)
+            .await
+            .map_err(|e| AgentError::Failed(format!("the thread could not be read: {e}")))?;
+        let own = crate::ids::user_message_id(&self.turn_id);
+        if let Some(start) = messages.iter().position(|m| m.id() == own) {
+            messages.truncate(start);
+        }
+        Ok(messages)
     }
 
     pub(crate) fn set_next_note_no(&mut self, next: i64) {

@@ -1,0 +1,191 @@
+//! The `openai` agent against a scripted OpenAI-compatible server speaking the real
+//! chat-completions streaming wire format, with a real HTTP tool.
+
+use std::sync::{Arc, Mutex};
+
+use axum::routing::post;
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// A scripted model: answers by the conversation it is sent, so a repeated call gets the same
+/// answer. Records every request.
+pub struct ScriptedModel {
+    pub url: String,
+    pub requests: Arc<Mutex<Vec<Value>>>,
+}
+
+fn chunk(delta: Value) -> String {
+    format!(
+        "data: {}\n\n",
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "scripted", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+    )
+}
+
+fn usage(prompt: u64, completion: u64) -> String {
+    format!(
+        "data: {}\n\n",
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "scripted", "choices": [],
+               "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
+    )
+}
+
+/// The answer to a conversation: a tool call for each tool in `plan` not yet answered, then text.
+pub fn scripted_answer(request: &Value, plan: &[(&str, Value)], final_text: &str) -> String {
+    let results = request["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+    let mut body = String::new();
+    match plan.get(results) {
+        Some((name, args)) => {
+            let args = args.to_string();
+            let (head, tail) = args.split_at(args.len() / 2);
+            body.push_str(&chunk(json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_{results}"), "type": "function", "function": {"name": name, "arguments": head}}]})));
+            body.push_str(&chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": tail}}]})));
+        }
+        None => {
+            for piece in final_text.split_inclusive(' ') {
+                body.push_str(&chunk(json!({"content": piece})));
+            }
+        }
+    }
+    body.push_str(&usage(12, 5));
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+pub async fn start_model(
+    plan: Vec<(&'static str, Value)>,
+    final_text: &'static str,
+    delay_second_call_ms: u64,
+) -> ScriptedModel {
+    let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let recorded = requests.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |Json(request): Json<Value>| {
+            let recorded = recorded.clone();
+            let plan = plan.clone();
+            async move {
+                let calls = {
+                    let mut all = recorded.lock().unwrap_or_else(|p| p.into_inner());
+                    all.push(request.clone());
+                    all.len()
+                };
+                if calls == 2 && delay_second_call_ms > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(delay_second_call_ms)).await;
+                }
+                ([("content-type", "text/event-stream")], scripted_answer(&request, &plan, final_text))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    ScriptedModel { url, requests }
+}
+
+/// A tool endpoint that records the arguments it is called with.
+pub async fn start_tool(answer: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
+    let calls: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let recorded = calls.clone();
+    let app = axum::Router::new().route(
+        "/tool",
+        post(move |Json(args): Json<Value>| {
+            let recorded = recorded.clone();
+            async move {
+                recorded.lock().unwrap_or_else(|p| p.into_inner()).push(args);
+                answer
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/tool", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, calls)
+}
+
+pub fn openai_agent(model_url: &str, tool_url: &str, approval: &str) -> agui_gateway::config::AgentConfig {
+    toml::from_str(&format!(
+        r#"
+name = "assistant"
+kind = "openai"
+base_url = "{model_url}"
+model = "scripted"
+system_prompt = "You are terse."
+[[tools]]
+name = "get_weather"
+url = "{tool_url}"
+parameters = {{ type = "object", properties = {{ city = {{ type = "string" }} }}, required = ["city"] }}
+approval = "{approval}"
+"#
+    ))
+    .expect("agent config")
+}
+
+#[tokio::test]
+async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
+    let model = start_model(vec![("get_weather", json!({"city": "Paris"}))], "It is sunny in Paris.", 0).await;
+    let (tool_url, tool_calls) = start_tool("sunny, 21 C").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(openai_agent(&model.url, &tool_url, "never"));
+    let app = TestApp::start_with(config).await;
+    let input = first_run("th-llm", "run-1", "weather in Paris?");
+    let events = app.run_to_end("assistant", &input).await;
+    let kinds = kinds(&events);
+    for expected in ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT", "TEXT_MESSAGE_CONTENT"] {
+        assert!(kinds.contains(&expected), "{expected} in {kinds:?}");
+    }
+    let args: String =
+        events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").filter_map(|e| e.data["delta"].as_str()).collect();
+    assert_eq!(args, r#"{"city":"Paris"}"#);
+    assert_eq!(
+        events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").count(),
+        2,
+        "argument deltas stream as they arrive"
+    );
+    let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("result");
+    assert_eq!(result.data["content"], "sunny, 21 C");
+    let text: String =
+        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    assert_eq!(text, "It is sunny in Paris.");
+    let finished = events.last().expect("end");
+    assert_eq!(finished.data["usage"][0]["inputTokens"], 24);
+    assert_eq!(finished.data["usage"][0]["outputTokens"], 10);
+    assert_eq!(tool_calls.lock().expect("calls").clone(), vec![json!({"city": "Paris"})]);
+    let requests = model.requests.lock().expect("requests").clone();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0]["messages"][0], json!({"role": "system", "content": "You are terse."}));
+    assert_eq!(requests[1]["messages"].as_array().expect("messages").last().expect("tool")["content"], "sunny, 21 C");
+    let (passed, report) = agui_check(&app.run_url("assistant"), &input).await;
+    assert!(passed, "{report}");
+}
+
+#[tokio::test]
+async fn a_tool_under_approval_waits_and_runs_once_approved() {
+    let model = start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Cold in Oslo.", 0).await;
+    let (tool_url, tool_calls) = start_tool("snow").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(openai_agent(&model.url, &tool_url, "always"));
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("assistant", &first_run("th-llm-approve", "run-1", "Oslo?")).await;
+    let last = events.last().expect("end");
+    assert_eq!(last.data["outcome"]["type"], "interrupt");
+    assert!(tool_calls.lock().expect("calls").is_empty(), "nothing ran before the approval");
+    let id = last.data["outcome"]["interrupts"][0]["id"].as_str().expect("id");
+    let resumed = app
+        .run_to_end(
+            "assistant",
+            &json!({"threadId": "th-llm-approve", "runId": "run-2", "messages": [],
+                    "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]}),
+        )
+        .await;
+    assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success");
+    assert_eq!(tool_calls.lock().expect("calls").len(), 1);
+    assert_eq!(model.requests.lock().expect("requests").len(), 2, "the model was not asked again for the call");
+}
