@@ -189,3 +189,96 @@ async fn a_tool_under_approval_waits_and_runs_once_approved() {
     assert_eq!(tool_calls.lock().expect("calls").len(), 1);
     assert_eq!(model.requests.lock().expect("requests").len(), 2, "the model was not asked again for the call");
 }
+
+#[path = "../support/gateway_process.rs"]
+mod gateway_process;
+
+/// SPEC §4.6 with a real agent: the instance running an LLM turn is killed (SIGKILL) between
+/// two tool calls; another instance takes the turn over from its checkpoint and finishes it,
+/// and each tool call reached the tool exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_turn_killed_between_two_tool_calls_is_finished_elsewhere_without_repeating_one() {
+    let model = start_model(
+        vec![("get_weather", json!({"city": "Paris"})), ("get_weather", json!({"city": "Rome"}))],
+        "Paris and Rome are sunny.",
+        // The second model call (after the first tool result) hangs long enough to kill A.
+        30_000,
+    )
+    .await;
+    let (tool_url, tool_calls) = start_tool("sunny").await;
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[turns]
+lease_ms = 2000
+heartbeat_ms = 400
+sweep_ms = 300
+
+[[agents]]
+name = "assistant"
+kind = "openai"
+base_url = "{}"
+model = "scripted"
+request_timeout_secs = 60
+[[agents.tools]]
+name = "get_weather"
+url = "{tool_url}"
+"#,
+            model.url
+        ),
+    )
+    .expect("config");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["migrate", "--database", &db.url])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("migrate");
+    assert!(status.success());
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let mut a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let b = gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let client = reqwest::Client::new();
+    let input = first_run("th-llm-kill", "run-1", "weather in two cities");
+    let post = |address: &str, last_event_id: Option<String>| {
+        let mut request = client
+            .post(format!("http://{address}/v1/agui/agents/assistant"))
+            .header("content-type", "application/json")
+            .body(input.to_string());
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        request.send()
+    };
+    let reader = tokio::spawn(read_events(post(&a.address, None).await.expect("run on A"), None));
+    // Wait until the first call ran and the model is thinking about the second.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while model.requests.lock().expect("requests").len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the turn never reached its second model call");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(tool_calls.lock().expect("calls").len(), 1);
+    a.child.kill().expect("SIGKILL");
+    let _ = a.child.wait();
+    let head = reader.await.expect("reader");
+    let last_id = head.last().and_then(|e| e.id.clone()).expect("A streamed events");
+    let tail = tokio::time::timeout(
+        std::time::Duration::from_secs(40),
+        read_events(post(&b.address, Some(last_id)).await.expect("resume on B"), None),
+    )
+    .await
+    .expect("B finished the turn");
+    let mut joined = head;
+    joined.extend(tail);
+    assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
+    let calls = tool_calls.lock().expect("calls").clone();
+    assert_eq!(calls, vec![json!({"city": "Paris"}), json!({"city": "Rome"})], "each tool call ran once");
+    let seqs: Vec<i64> = joined.iter().filter_map(|e| e.id.as_deref()?.rsplit('.').next()?.parse().ok()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap, no duplicate");
+    let mut b = b;
+    let _ = b.child.kill();
+    let _ = b.child.wait();
+}
