@@ -11,6 +11,7 @@ pub mod config;
 pub mod engine;
 pub mod http;
 pub mod ids;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod store;

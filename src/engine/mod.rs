@@ -23,6 +23,7 @@ use crate::agents::Agent;
 use crate::auth::Caller;
 use crate::config::Config;
 use crate::ids::{self, EventId, RunId, ThreadId};
+use crate::metrics::{AgentLabel, CodeLabel, Metrics, OutcomeLabels};
 use crate::protocol::input::ResumeEntry;
 use crate::protocol::{now_ms, Event, RunAgentInput, PROTOCOL_VERSION};
 use crate::store::{
@@ -126,6 +127,7 @@ struct Inner {
     instance: String,
     /// Signal switches of the turns this instance runs.
     running: Mutex<HashMap<i64, watch::Sender<TurnSignal>>>,
+    metrics: Arc<Metrics>,
 }
 
 /// How a turn task begins.
@@ -143,7 +145,9 @@ impl Engine {
         let hub = Arc::new(Hub::default());
         let shared = !config.database.url.starts_with("sqlite:");
         let writers = if shared { config.event_log.writers } else { 1 };
-        let log = EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events);
+        let metrics = Metrics::new();
+        let log =
+            EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events, metrics.clone());
         let agents = config.agents.iter().map(|a| (a.name.clone(), Agent::from_config(a))).collect();
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {
@@ -155,6 +159,7 @@ impl Engine {
                 agents,
                 instance,
                 running: Mutex::new(HashMap::new()),
+                metrics,
             }),
         };
         if let Some(wakeups) = store.listen_for_appends().await? {
@@ -166,6 +171,10 @@ impl Engine {
             engine.take_over_lapsed(i64::MAX, usize::MAX).await?;
         }
         Ok(engine)
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
     }
 
     /// This instance's name in turn leases.
@@ -272,6 +281,25 @@ impl Engine {
     /// Decides what a run streams (§2, §4, §5, §6). Starts a turn when the run brings a new
     /// message; decides interrupts when it brings a resume.
     pub async fn begin_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
+        let metrics = &self.inner.metrics;
+        let reconnect = request.last_event_id.is_some();
+        let agent = request.agent.to_string();
+        let plan = self.plan_run(request).await?;
+        match &plan {
+            RunPlan::Follow(_) => {
+                metrics.runs_started.get_or_create(&AgentLabel { agent }).inc();
+                if reconnect {
+                    metrics.reconnects.inc();
+                }
+            }
+            RunPlan::Refused(refusal) => {
+                metrics.runs_refused.get_or_create(&CodeLabel { code: refusal.code.to_string() }).inc();
+            }
+        }
+        Ok(plan)
+    }
+
+    async fn plan_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
         let store = &inner.store;
         let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?;
@@ -439,6 +467,8 @@ impl Engine {
             let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
             match inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await? {
                 Decided::Recorded { seq, resumed } => {
+                    let decided = CodeLabel { code: "decided".into() };
+                    inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
                     inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
                     if resumed {
                         if let Some(turn) = inner.store.turn(turn.pk).await? {
@@ -575,6 +605,7 @@ impl Engine {
             inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await?
         {
             tracing::info!(interrupt = %interrupt_id, "an interrupt expired and was denied");
+            inner.metrics.interrupts_decided.get_or_create(&CodeLabel { code: "expired".into() }).inc();
             inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
             if resumed {
                 if let Some(turn) = inner.store.turn(turn.pk).await? {
@@ -688,6 +719,7 @@ impl Engine {
                 return;
             }
             running.insert(turn.pk, signal_tx);
+            inner.metrics.turns_running.set(running.len() as i64);
         }
         tokio::spawn(async move {
             // Holding the feed makes the writer keep this turn's events in memory for streams.
@@ -708,15 +740,24 @@ impl Engine {
                 started_by: turn.started_by.strip_prefix("person:").unwrap_or_default().to_string(),
             });
             let ending = run_turn(&inner, &mut context, &turn, start).await;
-            if let Err(error) = context.finish(ending).await {
-                tracing::error!(turn = %turn.public_id, %error, "a turn could not be finished in the log");
+            match context.finish(ending).await {
+                Ok(Some(status)) => {
+                    let labels = OutcomeLabels { agent: turn.agent.clone(), outcome: status.as_str().to_string() };
+                    inner.metrics.turns_finished.get_or_create(&labels).inc();
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(turn = %turn.public_id, %error, "a turn could not be finished in the log")
+                }
             }
             if *signal_rx.borrow() == TurnSignal::HandOver {
                 if let Err(error) = inner.store.release_turn(turn.pk, &inner.instance).await {
                     tracing::warn!(turn = %turn.public_id, %error, "could not give a lease back; it will lapse");
                 }
             }
-            inner.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&turn.pk);
+            let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
+            running.remove(&turn.pk);
+            inner.metrics.turns_running.set(running.len() as i64);
         });
     }
 
@@ -759,7 +800,7 @@ impl Engine {
         plan: FollowPlan,
         options: StreamOptions,
     ) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
-        stream::follow(self.inner.store.clone(), self.inner.hub.clone(), plan, options)
+        stream::follow(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan, options)
     }
 }
 

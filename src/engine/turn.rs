@@ -646,24 +646,27 @@ impl TurnContext {
     /// Ends the turn: closes open items, appends the terminal event and marks the turn, in one
     /// batch, and waits for the commit. A turn that must leave this instance is not ended: what
     /// it said is committed (on a hand-over) and it is left for its next owner.
-    pub(crate) async fn finish(mut self, ending: Result<AgentOutput, AgentError>) -> Result<(), LogError> {
+    pub(crate) async fn finish(
+        mut self,
+        ending: Result<AgentOutput, AgentError>,
+    ) -> Result<Option<TurnStatus>, LogError> {
         // A step cut short is dropped whole: its checkpoint never committed, so it runs again.
         self.atomic = None;
         let (terminal, status) = match ending {
             Err(AgentError::Waiting) => {
                 // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
                 self.log.append_committed(self.turn_pk, Vec::new(), &self.health).await?;
-                return Ok(());
+                return Ok(None);
             }
             Err(AgentError::Stopped) => {
                 if *self.signal.borrow() == TurnSignal::HandOver {
                     self.log.append_committed(self.turn_pk, Vec::new(), &self.health).await?;
                 }
-                return Ok(());
+                return Ok(None);
             }
             Ok(output) => {
                 if let Err(error) = self.close_open_items().await {
-                    return self.fail(&error).await;
+                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
                 }
                 let event = Event::RunFinished {
                     thread_id: String::new(),
@@ -676,7 +679,7 @@ impl TurnContext {
             }
             Err(AgentError::Cancelled) => {
                 if let Err(error) = self.close_open_items().await {
-                    return self.fail(&error).await;
+                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
                 }
                 let event = Event::RunFinished {
                     thread_id: String::new(),
@@ -687,9 +690,10 @@ impl TurnContext {
                 };
                 (event, TurnStatus::Cancelled)
             }
-            Err(error) => return self.fail(&error).await,
+            Err(error) => return self.fail(&error).await.map(|()| Some(TurnStatus::Failed)),
         };
-        self.append_terminal(terminal, status).await
+        self.append_terminal(terminal, status).await?;
+        Ok(Some(status))
     }
 
     async fn fail(self, error: &AgentError) -> Result<(), LogError> {

@@ -12,6 +12,10 @@ macro_rules! impl_store {
                 self.migrate_impl().await
             }
 
+            fn pool_stats(&self) -> (u32, usize) {
+                (self.read_pool().size(), self.read_pool().num_idle())
+            }
+
             async fn ping(&self) -> Result<(), StoreError> {
                 sqlx::query("SELECT 1").execute(self.read_pool()).await?;
                 Ok(())

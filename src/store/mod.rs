@@ -289,6 +289,8 @@ pub trait Store: Send + Sync + 'static {
     async fn migrate(&self) -> Result<(), StoreError>;
     /// Checks the database answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
+    /// Connections held by the pool, and how many of them are idle.
+    fn pool_stats(&self) -> (u32, usize);
 
     async fn find_thread(&self, tenant: &str, thread_id: &str) -> Result<Option<ThreadRow>, StoreError>;
     async fn thread_by_pk(&self, pk: i64) -> Result<Option<ThreadRow>, StoreError>;
