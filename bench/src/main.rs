@@ -99,6 +99,13 @@ struct Cli {
     /// …but no longer than this many seconds (0: do not wait).
     #[arg(long, default_value_t = 60)]
     quiet_wait_secs: u64,
+    /// A repetition during which other work on the machine used more than this % of one core
+    /// is measured again (the machine is shared)…
+    #[arg(long, default_value_t = 50.0)]
+    noisy_above: f64,
+    /// …at most this many extra times per scenario.
+    #[arg(long, default_value_t = 4)]
+    retries: usize,
     /// Upper bound of one repetition of a scenario.
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
@@ -157,6 +164,8 @@ impl Cli {
             repeats: if smoke { 1 } else { self.repeats.max(1) },
             timeout: Duration::from_secs(self.timeout_secs),
             strict: smoke,
+            noisy_above: if smoke { f64::INFINITY } else { self.noisy_above },
+            retries: self.retries,
         }
     }
 
@@ -281,7 +290,7 @@ async fn run(cli: &Cli) -> Result<()> {
             peer.stop().await;
         }
     }
-    report.judge();
+    report.judge(cli.scenario == Scenario::All);
     println!("## Figures\n\n{}", report.table());
     if !settings.strict {
         println!("## Targets\n\n{}", report.targets_table());
