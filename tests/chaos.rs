@@ -16,7 +16,7 @@ use gateway_process::{spawn_instance, Instance};
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -234,13 +234,7 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("chaos.toml");
     std::fs::write(&config, CHAOS_CONFIG).expect("config");
-    // Migrate once up front so the instances do not race to create the schema.
-    let status = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
-        .args(["migrate", "--database", &database])
-        .stdout(Stdio::null())
-        .status()
-        .expect("migrate runs");
-    assert!(status.success());
+    gateway_process::migrate(&database);
 
     let logs = Arc::new(Mutex::new(Vec::new()));
     let mut instances: Vec<Instance> =
@@ -362,12 +356,7 @@ async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("chaos.toml");
     std::fs::write(&config, CHAOS_CONFIG).expect("config");
-    let status = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
-        .args(["migrate", "--database", &database])
-        .stdout(Stdio::null())
-        .status()
-        .expect("migrate runs");
-    assert!(status.success());
+    gateway_process::migrate(&database);
     let logs = Arc::new(Mutex::new(Vec::new()));
     let mut stopping = spawn_instance(&config, &database, logs.clone());
     let mut staying = spawn_instance(&config, &database, logs.clone());

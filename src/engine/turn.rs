@@ -343,24 +343,9 @@ impl TurnContext {
 
     /// The call itself, `TOOL_CALL_START/ARGS/END`, without its result (yet). Returns its id.
     pub async fn tool_call_start(&mut self, name: &str, arguments: &str) -> Result<String, AgentError> {
-        self.counters.tool_calls += 1;
-        let call_id = format!("{}:c{}", self.turn_id, self.counters.tool_calls);
-        self.emit(Event::ToolCallStart {
-            tool_call_id: call_id.clone(),
-            tool_call_name: name.to_string(),
-            parent_message_id: self.last_message.clone(),
-            subagent_run_id: None,
-        })
-        .await?;
-        self.open_tool_calls.push(call_id.clone());
-        self.emit(Event::ToolCallArgs {
-            tool_call_id: call_id.clone(),
-            delta: arguments.to_string(),
-            subagent_run_id: None,
-        })
-        .await?;
-        self.open_tool_calls.retain(|c| c != &call_id);
-        self.emit(Event::ToolCallEnd { tool_call_id: call_id.clone(), subagent_run_id: None }).await?;
+        let call_id = self.tool_call_open(name).await?;
+        self.tool_call_args(&call_id, arguments).await?;
+        self.tool_call_close(&call_id).await?;
         Ok(call_id)
     }
 

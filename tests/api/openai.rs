@@ -232,12 +232,7 @@ url = "{tool_url}"
         ),
     )
     .expect("config");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
-        .args(["migrate", "--database", &db.url])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("migrate");
-    assert!(status.success());
+    gateway_process::migrate(&db.url);
     let logs = Arc::new(Mutex::new(Vec::new()));
     let mut a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
     let b = gateway_process::spawn_instance(&config, &db.url, logs.clone());

@@ -67,3 +67,15 @@ fn strip_ansi(line: &str) -> String {
     }
     out
 }
+
+/// Applies the migrations with the `migrate` command, so instances started together do not
+/// race to create the schema.
+#[allow(dead_code)]
+pub fn migrate(database: &str) {
+    let status = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["migrate", "--database", database])
+        .stdout(Stdio::null())
+        .status()
+        .expect("migrate runs");
+    assert!(status.success(), "migrate failed on {database}");
+}
