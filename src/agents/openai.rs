@@ -129,6 +129,9 @@ struct PendingCall {
     gateway_id: String,
     name: String,
     arguments: String,
+    /// A client-declared tool: its result comes from the client.
+    #[serde(default)]
+    client: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -251,6 +254,11 @@ impl OpenaiAgent {
         conversation: &mut Conversation,
         decisions: Option<Vec<(String, Value)>>,
     ) -> Result<(), AgentError> {
+        let client_results = if conversation.pending.iter().any(|c| c.client) {
+            turn.client_results().await?
+        } else {
+            Default::default()
+        };
         if decisions.is_none() {
             let needing: Vec<&PendingCall> = conversation
                 .pending
@@ -281,8 +289,23 @@ impl OpenaiAgent {
         }
         let decisions = decisions.unwrap_or_default();
         let mut decided = decisions.into_iter().map(|(_, decision)| decision);
+        let mut owed = Vec::new();
         while !conversation.pending.is_empty() {
             let call = conversation.pending.remove(0);
+            if call.client {
+                match client_results.get(&call.gateway_id) {
+                    Some(result) => {
+                        turn.begin_step();
+                        turn.tool_result(&call.gateway_id, result).await?;
+                        conversation
+                            .messages
+                            .push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": result }));
+                        turn.commit_step(&self.checkpoint(conversation)).await?;
+                    }
+                    None => owed.push(call),
+                }
+                continue;
+            }
             let needs_approval = self.tool(&call.name).is_some_and(|tool| tool.policy.needs_approval());
             let outcome = if needs_approval {
                 let decision = decided.next().unwrap_or_else(|| json!({ "approved": false }));
@@ -299,6 +322,12 @@ impl OpenaiAgent {
             turn.tool_result(&call.gateway_id, &outcome).await?;
             conversation.messages.push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": outcome }));
             turn.commit_step(&self.checkpoint(conversation)).await?;
+        }
+        if !owed.is_empty() {
+            // Only the client can run these: the run ends with them pending (§9.2).
+            let ids = owed.iter().map(|c| c.gateway_id.clone()).collect();
+            conversation.pending = owed;
+            return Err(turn.wait_for_client(ids, self.checkpoint(conversation)).await);
         }
         Ok(())
     }
@@ -371,14 +400,19 @@ impl OpenaiAgent {
             "stream": true,
             "stream_options": { "include_usage": true },
         });
-        if !self.config.tools.is_empty() {
-            body["tools"] = Value::Array(
-                self.config
-                    .tools
-                    .iter()
-                    .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } }))
-                    .collect(),
-            );
+        let client_tools = turn.client_tools().iter().map(|t| {
+            let parameters = t.parameters.clone().unwrap_or_else(any_object);
+            json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": parameters } })
+        });
+        let tools: Vec<Value> = self
+            .config
+            .tools
+            .iter()
+            .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } }))
+            .chain(client_tools)
+            .collect();
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
         }
         if let Some(temperature) = self.config.temperature {
             body["temperature"] = json!(temperature);
@@ -428,6 +462,7 @@ impl OpenaiAgent {
                         gateway_id: String::new(),
                         name: String::new(),
                         arguments: String::new(),
+                        client: false,
                     });
                     if let Some(id) = call["id"].as_str() {
                         entry.model_id = id.to_string();
@@ -459,6 +494,7 @@ impl OpenaiAgent {
                 turn.tool_call_close(&call.gateway_id).await?;
             }
         }
+        let client_names: Vec<&str> = turn.client_tools().iter().map(|t| t.name.as_str()).collect();
         answer.calls = calls
             .into_values()
             .filter(|c| !c.gateway_id.is_empty())
@@ -466,6 +502,7 @@ impl OpenaiAgent {
                 if c.model_id.is_empty() {
                     c.model_id = c.gateway_id.clone();
                 }
+                c.client = client_names.contains(&c.name.as_str()) && self.tool(&c.name).is_none();
                 c
             })
             .collect();

@@ -330,6 +330,16 @@ impl Engine {
                 let (Some(thread), Some(latest)) = (&thread, turns.last()) else {
                     return Ok(refuse("history_mismatch", "the thread has no turn to follow; load the thread again"));
                 };
+                if latest.status == TurnStatus::Waiting {
+                    if let Some(pending) = self.pending_client_calls(latest).await? {
+                        let answers = request.input.messages.iter().any(|m| {
+                            matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id))
+                        });
+                        if answers {
+                            return self.continue_with_client_results(&request, thread, latest, pending).await;
+                        }
+                    }
+                }
                 // A reloaded page follows the turn from its latest decision (or its start).
                 let interrupts = store.turn_interrupts(latest.pk).await?;
                 let start = interrupts.iter().filter_map(|i| i.decided_seq).max().map_or(0, |seq| seq - 1);
@@ -353,12 +363,92 @@ impl Engine {
                                 "a turn is running on this thread; wait for it to finish",
                             ))
                         }
-                        TurnStatus::Waiting => return self.refuse_while_waiting(&request, latest).await,
+                        TurnStatus::Waiting => {
+                            if let Some(pending) = self.pending_client_calls(latest).await? {
+                                return Ok(refuse(
+                                    "interrupts_pending",
+                                    &format!("the turn waits for the results of the tool calls {}", pending.join(", ")),
+                                ));
+                            }
+                            return self.refuse_while_waiting(&request, latest).await;
+                        }
                         _ => {}
                     }
                 }
                 self.start_turn(&request, thread.as_ref(), turns.len(), message_id, text).await
             }
+        }
+    }
+
+    /// The tool calls a waiting turn needs the client's results of, when that is what it waits
+    /// for (its last word is a client wait, with no interrupt open).
+    async fn pending_client_calls(&self, turn: &TurnRow) -> Result<Option<Vec<String>>, EngineError> {
+        let store = &self.inner.store;
+        if store.turn_interrupts(turn.pk).await?.iter().any(|i| i.status == "open") {
+            return Ok(None);
+        }
+        let log = read_log(store.as_ref(), turn.pk).await?;
+        let Some(last) = log.iter().rev().find(|e| matches!(e.kind, EventKind::ClientWait | EventKind::Resumed)) else {
+            return Ok(None);
+        };
+        if last.kind != EventKind::ClientWait {
+            return Ok(None);
+        }
+        let value: Value = serde_json::from_slice(&last.body).unwrap_or_default();
+        let ids = value["value"]["pendingToolCallIds"]
+            .as_array()
+            .map(|ids| ids.iter().filter_map(|id| id.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        Ok(Some(ids))
+    }
+
+    /// The client's `role: "tool"` messages answer the calls the turn waits for: they are
+    /// recorded with the turn, which goes on; the run follows it from there (§9.2).
+    async fn continue_with_client_results(
+        &self,
+        request: &RunRequest<'_>,
+        thread: &ThreadRow,
+        turn: &TurnRow,
+        pending: Vec<String>,
+    ) -> Result<RunPlan, EngineError> {
+        let inner = &self.inner;
+        let mut results = std::collections::BTreeMap::new();
+        for message in &request.input.messages {
+            if let crate::protocol::InputMessage::Tool(tool) = message {
+                if pending.contains(&tool.tool_call_id) {
+                    let content = match &tool.content {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    };
+                    results.insert(tool.tool_call_id.clone(), content);
+                }
+            }
+        }
+        if let Some(missing) = pending.iter().find(|id| !results.contains_key(*id)) {
+            return Ok(refuse(
+                "history_mismatch",
+                &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
+            ));
+        }
+        let marker = resumed_marker(&[], results)?;
+        let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
+        let start_seq = match inner.store.decide_interrupts(turn.pk, &[], &marker, &inner.instance, lease_until).await?
+        {
+            Decided::Recorded { seq, resumed } => {
+                inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
+                if resumed {
+                    if let Some(turn) = inner.store.turn(turn.pk).await? {
+                        self.spawn_turn(turn, TurnStart::Takeover, None);
+                    }
+                }
+                seq - 1
+            }
+            Decided::AlreadyDecided => return Ok(refuse("turn_in_progress", "the results were already given")),
+        };
+        inner.store.add_run(thread.pk, request.run_id.as_str(), turn.pk, start_seq, now_ms()).await?;
+        match inner.store.find_run(thread.pk, request.run_id.as_str()).await? {
+            Some((turn, start_seq)) => self.follow(request, thread, &turn, start_seq, Some(Vec::new())).await,
+            None => Err(StoreError::Corrupt("a run was not recorded".into()).into()),
         }
     }
 
@@ -463,7 +553,7 @@ impl Engine {
                 });
                 return Ok(start.map(|start| (outcomes, start)));
             }
-            let marker = resumed_marker(&outcomes)?;
+            let marker = resumed_marker(&outcomes, Default::default())?;
             let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
             match inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await? {
                 Decided::Recorded { seq, resumed } => {
@@ -599,7 +689,7 @@ impl Engine {
             decided_via: "expiry".into(),
         }];
         let outcomes = [json!({ "interruptId": interrupt_id, "outcome": "expired" })];
-        let marker = resumed_marker(&outcomes)?;
+        let marker = resumed_marker(&outcomes, Default::default())?;
         let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
         if let Decided::Recorded { seq, resumed } =
             inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await?
@@ -638,6 +728,10 @@ impl Engine {
             ordinal: i32::try_from(known_turns + 1).unwrap_or(i32::MAX),
             owner_instance: inner.instance.clone(),
             lease_until_ms: now_ms() + inner.config.turns.lease_ms as i64,
+            client_tools: match request.input.tools() {
+                [] => None,
+                tools => serde_json::to_string(tools).ok(),
+            },
             agent: request.agent.to_string(),
             user_message_id: message_id,
             user_text: text,
@@ -738,6 +832,11 @@ impl Engine {
                 next_note_no: 1,
                 store: inner.store.clone(),
                 started_by: turn.started_by.strip_prefix("person:").unwrap_or_default().to_string(),
+                client_tools: turn
+                    .client_tools
+                    .as_deref()
+                    .and_then(|t| serde_json::from_str(t).ok())
+                    .unwrap_or_default(),
             });
             let ending = run_turn(&inner, &mut context, &turn, start).await;
             match context.finish(ending).await {
@@ -923,11 +1022,14 @@ fn waiting_of(row: &InterruptRow) -> Option<interrupts::Waiting> {
 }
 
 /// The decision event: what was decided, for the resume run that starts there.
-fn resumed_marker(outcomes: &[Value]) -> Result<StoredEvent, StoreError> {
+fn resumed_marker(
+    outcomes: &[Value],
+    tool_results: std::collections::BTreeMap<String, String>,
+) -> Result<StoredEvent, StoreError> {
     let at_ms = now_ms();
     let event = Event::Custom {
         name: RESUMED_EVENT.into(),
-        value: json!(ResumedEvent { decisions: outcomes.to_vec() }),
+        value: json!(ResumedEvent { decisions: outcomes.to_vec(), tool_results }),
         subagent_run_id: None,
     };
     let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms))

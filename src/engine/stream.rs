@@ -146,7 +146,7 @@ impl Drop for OpenStream {
 /// interrupts the caller may decide (every interrupt, for an API key).
 fn ends_run_for(plan: &FollowPlan, event: &StoredEvent) -> bool {
     match event.kind {
-        EventKind::RunFinished | EventKind::RunError => true,
+        EventKind::RunFinished | EventKind::RunError | EventKind::ClientWait => true,
         EventKind::Waiting => waiting_of(event).is_some_and(|w| split_for(&plan.viewer, &w).0.len() > 0),
         _ => false,
     }
@@ -253,6 +253,18 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
                 )?);
             }
             Ok(items)
+        }
+        EventKind::ClientWait => {
+            // The run ends here for everyone: the client owes the results of these calls.
+            let envelope: Envelope = serde_json::from_slice(&event.body)?;
+            let pending: Vec<String> = match envelope.event {
+                Event::Custom { value, .. } => {
+                    serde_json::from_value(value["pendingToolCallIds"].clone()).unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            let outcome = RunOutcome::Success { pending_tool_call_ids: pending };
+            Ok(vec![item(run_finished(Some(outcome)), event.at_ms)?])
         }
         // Someone else's decision, seen by a stream that waited through it: nothing to show.
         EventKind::Resumed => Ok(Vec::new()),

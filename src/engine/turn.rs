@@ -20,6 +20,10 @@ use crate::store::{EventKind, InterruptRow, Store, StoredEvent, TurnStatus, Writ
 /// caller sees it rendered per §5.2).
 pub const WAITING_EVENT: &str = "gateway.waiting-event";
 
+/// The `CUSTOM` name under which a wait for client tool results is logged (rendered as
+/// `RUN_FINISHED` with `pendingToolCallIds`).
+pub const CLIENT_WAIT_EVENT: &str = "gateway.client-wait-event";
+
 /// What the engine asks of a running turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnSignal {
@@ -129,6 +133,7 @@ pub struct TurnContext {
     atomic: Option<Vec<WriteOp>>,
     store: Arc<dyn Store>,
     started_by: String,
+    client_tools: Vec<crate::protocol::input::Tool>,
     open_messages: Vec<String>,
     /// Messages whose first content has not been sent yet (the AI label goes there).
     unlabelled: Vec<String>,
@@ -159,6 +164,8 @@ pub(crate) struct TurnSetup {
     pub store: Arc<dyn Store>,
     /// The person who started the turn (the default decider of its interrupts).
     pub started_by: String,
+    /// Client-declared tools the turn admitted.
+    pub client_tools: Vec<crate::protocol::input::Tool>,
 }
 
 impl TurnContext {
@@ -180,6 +187,7 @@ impl TurnContext {
             atomic: None,
             store: setup.store,
             started_by: setup.started_by,
+            client_tools: setup.client_tools,
             open_messages: Vec::new(),
             unlabelled: Vec::new(),
             open_tool_calls: Vec::new(),
@@ -269,6 +277,7 @@ impl TurnContext {
             Event::RunError { .. } => EventKind::RunError,
             Event::StateSnapshot { .. } => EventKind::StateSnapshot,
             Event::Custom { name, .. } if name == WAITING_EVENT => EventKind::Waiting,
+            Event::Custom { name, .. } if name == CLIENT_WAIT_EVENT => EventKind::ClientWait,
             _ => EventKind::Plain,
         };
         let at_ms = now_ms();
@@ -583,6 +592,51 @@ impl TurnContext {
         ops.push(self.checkpoint_op(checkpoint)?);
         self.log.append(self.turn_pk, ops, &self.health).await?;
         Ok(())
+    }
+
+    /// The client-declared tools this turn may offer its model.
+    pub fn client_tools(&self) -> &[crate::protocol::input::Tool] {
+        &self.client_tools
+    }
+
+    /// Ends the agent's work until the client sends the results of these tool calls (its
+    /// `role: "tool"` messages on a next run): the run ends `success` with `pendingToolCallIds`.
+    pub async fn wait_for_client(&mut self, call_ids: Vec<String>, checkpoint: Checkpoint) -> AgentError {
+        let marker = match self.event_op(Event::Custom {
+            name: CLIENT_WAIT_EVENT.into(),
+            value: json!({ "pendingToolCallIds": call_ids }),
+            subagent_run_id: None,
+        }) {
+            Ok(marker) => marker,
+            Err(error) => return error,
+        };
+        let mut ops = self.atomic.take().unwrap_or_default();
+        ops.push(marker);
+        ops.push(WriteOp::WaitTurn { turn: self.turn_pk });
+        match self.checkpoint_op(&checkpoint) {
+            Ok(op) => ops.push(op),
+            Err(error) => return error,
+        }
+        match self.log.append(self.turn_pk, ops, &self.health).await {
+            Ok(()) => AgentError::Waiting,
+            Err(error) => error.into(),
+        }
+    }
+
+    /// The client's results of the tool calls the turn last waited for, by call id.
+    pub async fn client_results(&self) -> Result<std::collections::BTreeMap<String, String>, AgentError> {
+        let log = super::read_log(self.store.as_ref(), self.turn_pk)
+            .await
+            .map_err(|e| AgentError::Failed(format!("the turn's log could not be read: {e}")))?;
+        let latest = log.iter().rev().find(|e| e.kind == EventKind::Resumed);
+        Ok(latest
+            .and_then(|event| serde_json::from_slice::<Envelope>(&event.body).ok())
+            .and_then(|envelope| match envelope.event {
+                Event::Custom { value, .. } => serde_json::from_value::<super::interrupts::ResumedEvent>(value).ok(),
+                _ => None,
+            })
+            .map(|resumed| resumed.tool_results)
+            .unwrap_or_default())
     }
 
     /// The decisions on interrupts this turn waited for: `(id, decision)` in the order given.

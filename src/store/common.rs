@@ -119,6 +119,7 @@ macro_rules! impl_store {
                     .bind(new.at_ms)
                     .bind(&new.owner_instance)
                     .bind(new.lease_until_ms)
+                    .bind(&new.client_tools)
                     .fetch_optional(&mut *tx)
                     .await?;
                 let Some(turn_row) = inserted else {
@@ -380,6 +381,9 @@ macro_rules! apply_side_ops {
                         .execute(&mut *$tx)
                         .await?;
                     sqlx::query(sql::WAIT_TURN).bind(row.turn).execute(&mut *$tx).await?;
+                }
+                WriteOp::WaitTurn { turn } => {
+                    sqlx::query(sql::WAIT_TURN).bind(turn).execute(&mut *$tx).await?;
                 }
             }
         }

@@ -277,3 +277,55 @@ url = "{tool_url}"
     let _ = b.child.kill();
     let _ = b.child.wait();
 }
+
+#[tokio::test]
+async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_the_turn() {
+    let model =
+        start_model(vec![("confirm_dialog", json!({"question": "Proceed?"}))], "Confirmed, going ahead.", 0).await;
+    let (tool_url, _) = start_tool("unused").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    let mut agent = openai_agent(&model.url, &tool_url, "never");
+    agent.frontend_tools = vec!["confirm_dialog".into()];
+    config.agents.push(agent);
+    let app = TestApp::start_with(config).await;
+    let tools = json!([{"name": "confirm_dialog", "description": "Ask the user", "parameters": {"type": "object"}}]);
+    let mut input = first_run("th-front", "run-1", "do the risky thing");
+    input["tools"] = tools.clone();
+    let events = app.run_to_end("assistant", &input).await;
+    let finished = events.last().expect("end");
+    assert_eq!(finished.data["outcome"]["type"], "success");
+    let pending = finished.data["outcome"]["pendingToolCallIds"].as_array().expect("pending").clone();
+    let call = events.iter().find(|e| e.kind() == "TOOL_CALL_START").expect("the call");
+    assert_eq!(pending, vec![call.data["toolCallId"].clone()]);
+    assert!(!kinds(&events).contains(&"TOOL_CALL_RESULT"), "the gateway does not answer a client's tool");
+    let (passed, report) = agui_check(&app.run_url("assistant"), &input).await;
+    assert!(passed, "{report}");
+
+    // The client answers with a role "tool" message on its next run.
+    let call_id = call.data["toolCallId"].as_str().expect("id").to_string();
+    let next = json!({
+        "threadId": "th-front", "runId": "run-2", "protocolVersion": "1.0", "tools": tools,
+        "messages": [
+            {"id": "run-1-user", "role": "user", "content": "do the risky thing"},
+            {"id": call_id.clone(), "role": "assistant", "toolCalls": [{"id": call_id.clone(), "type": "function",
+                "function": {"name": "confirm_dialog", "arguments": "{\"question\":\"Proceed?\"}"}}]},
+            {"id": "result-1", "role": "tool", "toolCallId": call_id.clone(), "content": "yes"}
+        ]
+    });
+    let continued = app.run_to_end("assistant", &next).await;
+    assert_eq!(kinds(&continued)[0], "RUN_STARTED");
+    assert_eq!(continued.last().expect("end").data["outcome"]["type"], "success");
+    let text: String = continued
+        .iter()
+        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|e| e.data["delta"].as_str())
+        .collect();
+    assert_eq!(text, "Confirmed, going ahead.");
+    let requests = model.requests.lock().expect("requests").clone();
+    let last =
+        requests.last().expect("request")["messages"].as_array().expect("messages").last().cloned().expect("message");
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["content"], "yes", "the model read the client's result");
+    assert_eq!(app.counts().await.turns, 1, "the result continued the same turn");
+}
