@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::script::ToolPolicy;
-use crate::engine::interrupts::{tool_call_schema, Deciders};
+use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
 use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
@@ -44,6 +44,37 @@ pub struct OpenaiAgentConfig {
     pub max_steps: u32,
     #[serde(default)]
     pub tools: Vec<HttpTool>,
+    /// Built-in tools offered to the model: `ask_user` (a question for the person, an
+    /// `input_required` interrupt) and `board_write` (pins a note to the thread's board).
+    #[serde(default = "default_builtins")]
+    pub builtins: Vec<String>,
+}
+
+fn default_builtins() -> Vec<String> {
+    vec![ASK_USER.into(), BOARD_WRITE.into()]
+}
+
+const ASK_USER: &str = "ask_user";
+const BOARD_WRITE: &str = "board_write";
+
+/// The function definitions of the built-in tools.
+fn builtin_definition(name: &str) -> Option<Value> {
+    let parameters = match name {
+        ASK_USER => json!({ "type": "object", "properties": {
+            "question": { "type": "string" },
+            "choices": { "type": "array", "items": { "type": "string" } } }, "required": ["question"] }),
+        BOARD_WRITE => json!({ "type": "object", "properties": {
+            "text": { "type": "string" }, "kind": { "type": "string" },
+            "tags": { "type": "array", "items": { "type": "string" } } }, "required": ["text"] }),
+        _ => return None,
+    };
+    let description = match name {
+        ASK_USER => "Ask the person a question and wait for the answer.",
+        _ => "Pin a note to the board the person sees beside the chat.",
+    };
+    Some(
+        json!({ "type": "function", "function": { "name": name, "description": description, "parameters": parameters } }),
+    )
 }
 
 /// A tool the model may call: an HTTP endpoint taking the arguments as JSON.
@@ -98,6 +129,9 @@ impl OpenaiAgentConfig {
         }
         if self.max_steps == 0 {
             return Err("max_steps must be at least 1".into());
+        }
+        if let Some(unknown) = self.builtins.iter().find(|b| builtin_definition(b).is_none()) {
+            return Err(format!("unknown built-in tool '{unknown}' (ask_user, board_write)"));
         }
         for tool in &self.tools {
             jsonschema::validator_for(&tool.parameters)
@@ -260,15 +294,28 @@ impl OpenaiAgent {
             Default::default()
         };
         if decisions.is_none() {
-            let needing: Vec<&PendingCall> = conversation
-                .pending
-                .iter()
-                .filter(|call| self.tool(&call.name).is_some_and(|tool| tool.policy.needs_approval()))
-                .collect();
+            let needing: Vec<&PendingCall> =
+                conversation.pending.iter().filter(|call| self.waits_for_person(call)).collect();
             if !needing.is_empty() {
                 let specs = needing
                     .iter()
                     .filter_map(|call| {
+                        if call.name == ASK_USER {
+                            let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+                            let choices: Vec<String> =
+                                serde_json::from_value(args["choices"].clone()).unwrap_or_default();
+                            return Some(InterruptSpec {
+                                reason: "input_required",
+                                message: args["question"].as_str().unwrap_or("The agent has a question.").to_string(),
+                                tool_call_id: Some(call.gateway_id.clone()),
+                                response_schema: question_schema(&choices),
+                                ttl_ms: 3_600_000,
+                                deciders: Deciders::default(),
+                                four_eyes: false,
+                                details: None,
+                                choices,
+                            });
+                        }
                         let tool = self.tool(&call.name)?;
                         Some(InterruptSpec {
                             reason: "tool_call",
@@ -306,8 +353,26 @@ impl OpenaiAgent {
                 }
                 continue;
             }
-            let needs_approval = self.tool(&call.name).is_some_and(|tool| tool.policy.needs_approval());
-            let outcome = if needs_approval {
+            // What the call does (a pinned note) commits with its result and the checkpoint.
+            turn.begin_step();
+            let outcome = if call.name == ASK_USER && !call.client && self.tool(ASK_USER).is_none() {
+                let decision = decided.next().unwrap_or_default();
+                match decision["answer"].as_str() {
+                    Some(answer) => answer.to_string(),
+                    None => "the person did not answer".to_string(),
+                }
+            } else if call.name == BOARD_WRITE && self.config.builtins.iter().any(|b| b == BOARD_WRITE) {
+                let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+                let tags: Vec<String> = serde_json::from_value(args["tags"].clone()).unwrap_or_default();
+                let kind = args["kind"].as_str().unwrap_or("note").to_string();
+                match args["text"].as_str() {
+                    Some(text) => {
+                        let note = turn.pin_note(&kind, &tags, text).await?;
+                        format!("pinned note {}", note["id"].as_str().unwrap_or(""))
+                    }
+                    None => "error: board_write needs a text".to_string(),
+                }
+            } else if self.tool(&call.name).is_some_and(|tool| tool.policy.needs_approval()) {
                 let decision = decided.next().unwrap_or_else(|| json!({ "approved": false }));
                 if decision["approved"] == Value::Bool(true) {
                     let arguments = decision.get("editedArgs").filter(|a| a.is_object()).map(Value::to_string);
@@ -318,7 +383,6 @@ impl OpenaiAgent {
             } else {
                 self.run_tool(&call.name, &call.arguments).await
             };
-            turn.begin_step();
             turn.tool_result(&call.gateway_id, &outcome).await?;
             conversation.messages.push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": outcome }));
             turn.commit_step(&self.checkpoint(conversation)).await?;
@@ -330,6 +394,17 @@ impl OpenaiAgent {
             return Err(turn.wait_for_client(ids, self.checkpoint(conversation)).await);
         }
         Ok(())
+    }
+
+    /// Whether a call waits for a person: an approval under its tool's policy, or a question.
+    fn waits_for_person(&self, call: &PendingCall) -> bool {
+        if call.client {
+            return false;
+        }
+        match self.tool(&call.name) {
+            Some(tool) => tool.policy.needs_approval(),
+            None => call.name == ASK_USER && self.config.builtins.iter().any(|b| b == ASK_USER),
+        }
     }
 
     fn tool(&self, name: &str) -> Option<&HttpTool> {
@@ -409,6 +484,7 @@ impl OpenaiAgent {
             .tools
             .iter()
             .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } }))
+            .chain(self.config.builtins.iter().filter_map(|b| builtin_definition(b)))
             .chain(client_tools)
             .collect();
         if !tools.is_empty() {

@@ -58,6 +58,16 @@ pub async fn start_model(
     final_text: &'static str,
     delay_second_call_ms: u64,
 ) -> ScriptedModel {
+    start_model_with(plan, final_text, delay_second_call_ms, false).await
+}
+
+/// Like [`start_model`]; with `busy_first`, the first request is answered 429 (rate limited).
+pub async fn start_model_with(
+    plan: Vec<(&'static str, Value)>,
+    final_text: &'static str,
+    delay_second_call_ms: u64,
+    busy_first: bool,
+) -> ScriptedModel {
     let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
     let recorded = requests.clone();
     let app = axum::Router::new().route(
@@ -74,7 +84,15 @@ pub async fn start_model(
                 if calls == 2 && delay_second_call_ms > 0 {
                     tokio::time::sleep(std::time::Duration::from_millis(delay_second_call_ms)).await;
                 }
-                ([("content-type", "text/event-stream")], scripted_answer(&request, &plan, final_text))
+                if busy_first && calls == 1 {
+                    let busy = json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string();
+                    return (axum::http::StatusCode::TOO_MANY_REQUESTS, [("content-type", "application/json")], busy);
+                }
+                (
+                    axum::http::StatusCode::OK,
+                    [("content-type", "text/event-stream")],
+                    scripted_answer(&request, &plan, final_text),
+                )
             }
         }),
     );
@@ -328,4 +346,78 @@ async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_t
     assert_eq!(last["role"], "tool");
     assert_eq!(last["content"], "yes", "the model read the client's result");
     assert_eq!(app.counts().await.turns, 1, "the result continued the same turn");
+}
+
+#[tokio::test]
+async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
+    let model = start_model(
+        vec![
+            ("board_write", json!({"text": "The user plans a trip", "tags": ["travel"]})),
+            ("ask_user", json!({"question": "Which city?", "choices": ["Paris", "Rome"]})),
+        ],
+        "Rome it is.",
+        0,
+    )
+    .await;
+    let (tool_url, _) = start_tool("unused").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(openai_agent(&model.url, &tool_url, "never"));
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("assistant", &first_run("th-builtins", "run-1", "plan my trip")).await;
+    let delta = events.iter().find(|e| e.kind() == "STATE_DELTA").expect("the note is pinned");
+    assert_eq!(delta.data["delta"][0]["value"]["text"], "The user plans a trip");
+    let last = events.last().expect("end");
+    let question = &last.data["outcome"]["interrupts"][0];
+    assert_eq!(question["reason"], "input_required");
+    assert_eq!(question["responseSchema"]["properties"]["answer"]["enum"], json!(["Paris", "Rome"]));
+    let id = question["id"].as_str().expect("id");
+    let resumed = app
+        .run_to_end(
+            "assistant",
+            &json!({"threadId": "th-builtins", "runId": "run-2", "messages": [],
+                    "resume": [{"interruptId": id, "status": "resolved", "payload": {"answer": "Rome"}}]}),
+        )
+        .await;
+    assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success");
+    let requests = model.requests.lock().expect("requests").clone();
+    let last_message =
+        requests.last().expect("request")["messages"].as_array().expect("messages").last().cloned().expect("message");
+    assert_eq!(last_message["content"], "Rome", "the answer is the question's result");
+    let thread: Value =
+        app.client.get(app.url("/v1/threads/th-builtins")).send().await.expect("get").json().await.expect("json");
+    assert_eq!(thread["board"]["notes"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
+async fn a_rate_limited_model_call_is_retried() {
+    let model = start_model_with(vec![], "Hello after a pause.", 0, true).await;
+    let (tool_url, _) = start_tool("unused").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(openai_agent(&model.url, &tool_url, "never"));
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("assistant", &first_run("th-429", "run-1", "hi")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
+    let text: String =
+        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    assert_eq!(text, "Hello after a pause.");
+    assert_eq!(model.requests.lock().expect("requests").len(), 2, "one 429, one answer");
+}
+
+#[tokio::test]
+async fn an_unreachable_model_fails_the_turn_with_a_helpful_message() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    let mut agent = openai_agent("http://127.0.0.1:9/v1", "http://127.0.0.1:9/tool", "never");
+    if let agui_gateway::config::AgentKindConfig::Openai(openai) = &mut agent.kind {
+        openai.retries = 0;
+    }
+    config.agents.push(agent);
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("assistant", &first_run("th-down", "run-1", "hi")).await;
+    let last = events.last().expect("end");
+    assert_eq!(last.kind(), "RUN_ERROR");
+    assert_eq!(last.data["code"], "failed");
+    assert!(last.data["message"].as_str().is_some_and(|m| m.contains("could not be reached")), "{}", last.data);
 }
