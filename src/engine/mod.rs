@@ -615,12 +615,18 @@ impl Engine {
             return Err(EngineError::PermissionDenied);
         };
         let Some(turn) = store.turn(row.turn).await? else { return Err(EngineError::PermissionDenied) };
-        let readable = self.thread_by_pk(tenant, row.thread).await?.filter(|t| caller.may_read(t));
-        if readable.is_none() {
+        let Some(thread) = self.thread_by_pk(tenant, row.thread).await? else {
+            return Err(EngineError::PermissionDenied);
+        };
+        let roles: Vec<String> = Vec::new();
+        // A decider named by the policy decides without reading the thread (four eyes: the
+        // approver is someone else); anyone else learns nothing about the interrupt.
+        let deciders: interrupts::Deciders = serde_json::from_str(&row.deciders).unwrap_or_default();
+        let decider = interrupts::may_decide(person, &roles, &deciders, row.four_eyes, &row.started_by);
+        if !caller.may_read(&thread) && !decider {
             return Err(EngineError::PermissionDenied);
         }
         let interrupts = store.turn_interrupts(turn.pk).await?;
-        let roles: Vec<String> = Vec::new();
         let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, &roles, now_ms(), false)
             .map_err(|r| EngineError::DecisionRefused(Refusal { code: r.code, message: r.message }))?;
         let (outcomes, _) = self.decide(&turn, &plans, person, via).await?.unwrap_or_default();
