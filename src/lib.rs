@@ -5,6 +5,7 @@
 //! log and stream wake-ups), [`agents`] (one file per agent kind), [`auth`] (who is calling),
 //! [`http`] (routes, extractors, SSE rendering). `main.rs` only parses the command line.
 
+pub mod admin;
 pub mod agents;
 pub mod auth;
 pub mod config;
