@@ -12,6 +12,7 @@
 mod database;
 mod error;
 mod gateway;
+mod http;
 mod peers;
 mod procfs;
 mod report;
@@ -162,7 +163,7 @@ impl Cli {
         Settings {
             sizes,
             repeats: if smoke { 1 } else { self.repeats.max(1) },
-            timeout: Duration::from_secs(self.timeout_secs),
+            timeout: Duration::from_secs(if smoke { self.timeout_secs.min(30) } else { self.timeout_secs }),
             strict: smoke,
             noisy_above: if smoke { f64::INFINITY } else { self.noisy_above },
             retries: self.retries,

@@ -104,7 +104,7 @@ pub fn unique(prefix: &str) -> String {
 
 /// Posts a run and reads it to its terminal event, within `timeout`.
 pub async fn run_to_end(
-    client: &reqwest::Client,
+    client: &crate::http::Client,
     url: &str,
     body: String,
     last_event_id: Option<&str>,
@@ -124,7 +124,7 @@ pub async fn run_to_end(
 
 /// One small burst, so connections, caches and JITs are warm before anything is measured.
 /// Returns the events received.
-pub async fn warm_up(client: &reqwest::Client, target: &Target, settings: &Settings) -> Result<u64> {
+pub async fn warm_up(client: &crate::http::Client, target: &Target, settings: &Settings) -> Result<u64> {
     let body = sse::run_body(&unique("warmup"), "run-1", &WARMUP.peer_props());
     let received = run_to_end(client, &target.warmup_url, body, None, settings.read_options(), settings.timeout)
         .await

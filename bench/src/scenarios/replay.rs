@@ -59,7 +59,12 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
             "  {} replay {repetition}/{}: {} events, first after {first:.2} ms, last after {last:.1} ms ({rate:.0}/s)",
             target.name, settings.repeats, replayed.events
         );
-        if !repetitions.keep(before.until(&CpuSnapshot::take(target.pid)?).other) {
+        let cpu = before.until(&CpuSnapshot::take(target.pid)?);
+        eprintln!(
+            "    ({} socket reads; CPU over the replay: server {:.0} %, postgres {:.0} %, tool {:.0} %, other {:.0} %)",
+            replayed.chunks, cpu.server, cpu.postgres, cpu.tool, cpu.other
+        );
+        if !repetitions.keep(cpu.other) {
             continue;
         }
         firsts.push(first);
