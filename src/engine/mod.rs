@@ -931,11 +931,15 @@ impl Inner {
     /// to another instance (this one was away too long) and must stop without writing.
     async fn renew_leases(&self) {
         let until = now_ms() + self.config.turns.lease_ms as i64;
+        // Only turns running before the renewal can be missing from it for the wrong reason: a
+        // turn that starts meanwhile may commit after the renewal's snapshot.
+        let before: std::collections::HashSet<i64> =
+            self.running.lock().unwrap_or_else(|p| p.into_inner()).keys().copied().collect();
         match self.store.renew_leases(&self.instance, until).await {
             Ok(owned) => {
                 let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
                 for (turn, switch) in running.iter() {
-                    if !owned.contains(turn) && *switch.borrow() == TurnSignal::Run {
+                    if before.contains(turn) && !owned.contains(turn) && *switch.borrow() == TurnSignal::Run {
                         tracing::warn!(turn, "lost the lease of a running turn; stopping it here");
                         switch.send_replace(TurnSignal::Lost);
                     }

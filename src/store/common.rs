@@ -177,15 +177,23 @@ macro_rules! impl_store {
                 after_seq: i64,
                 limit: i64,
             ) -> Result<Vec<StoredEvent>, StoreError> {
-                sqlx::query(sql::EVENTS_AFTER)
+                let in_range = sqlx::query(sql::EVENTS_IN_RANGE)
                     .bind(turn)
                     .bind(after_seq)
                     .bind(limit)
                     .fetch_all(self.read_pool())
-                    .await?
-                    .iter()
-                    .map(rows::event)
-                    .collect()
+                    .await?;
+                let page = if in_range.is_empty() {
+                    sqlx::query(sql::EVENTS_AFTER)
+                        .bind(turn)
+                        .bind(after_seq)
+                        .bind(limit)
+                        .fetch_all(self.read_pool())
+                        .await?
+                } else {
+                    in_range
+                };
+                page.iter().map(rows::event).collect()
             }
 
             async fn last_seq(&self, turn: i64) -> Result<i64, StoreError> {

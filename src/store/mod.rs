@@ -525,6 +525,13 @@ mod rows {
         pub const INSERT_NOTE: &str = "INSERT INTO notes (thread, note_no, body) VALUES ($1, $2, $3)";
         pub const SET_CHECKPOINT: &str = "UPDATE turns SET checkpoint = $1 WHERE id = $2";
         pub const FINISH_TURN: &str = "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";
+        /// Sequence numbers are dense within a turn, so a page is a key range: the planner reads
+        /// at most `$3` rows whatever its statistics say (an open-ended `seq > $2` was planned,
+        /// on a fresh table, as a scan and sort of the turn's whole rest).
+        pub const EVENTS_IN_RANGE: &str = "SELECT seq, kind, body, at_ms FROM events \
+             WHERE turn = $1 AND seq > $2 AND seq <= $2 + $3 ORDER BY seq";
+        /// The fallback when a range comes back empty: a gap (events of a batch that failed)
+        /// must not stall a stream.
         pub const EVENTS_AFTER: &str =
             "SELECT seq, kind, body, at_ms FROM events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT $3";
         pub const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE turn = $1";
