@@ -104,7 +104,9 @@ async fn client(index: usize, live: Arc<RwLock<Vec<String>>>, deadline: Instant)
         };
         buffer.clear();
         loop {
-            match response.chunk().await {
+            // A stream silent for longer than several keepalives is dead: reconnect.
+            let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk()).await;
+            match chunk.unwrap_or(Ok(None)) {
                 Ok(Some(chunk)) => {
                     buffer.push_str(&String::from_utf8_lossy(&chunk));
                     while let Some(end) = buffer.find("\n\n") {

@@ -855,7 +855,9 @@ impl Engine {
                     tracing::error!(turn = %turn.public_id, %error, "a turn could not be finished in the log")
                 }
             }
-            if *signal_rx.borrow() == TurnSignal::HandOver {
+            // A turn handed over, or stopped as lost, is released if its row still names this
+            // instance (a lost lease may have been a false alarm): someone then takes it over.
+            if matches!(*signal_rx.borrow(), TurnSignal::HandOver | TurnSignal::Lost) {
                 if let Err(error) = inner.store.release_turn(turn.pk, &inner.instance).await {
                     tracing::warn!(turn = %turn.public_id, %error, "could not give a lease back; it will lapse");
                 }
