@@ -23,7 +23,7 @@ use crate::auth::Caller;
 use crate::config::Config;
 use crate::ids::{self, EventId, RunId, ThreadId};
 use crate::protocol::{now_ms, Event, RunAgentInput, PROTOCOL_VERSION};
-use crate::store::{NewTurn, StartTurn, Store, StoreError, StoredEvent, ThreadRow, TurnRow, TurnStatus};
+use crate::store::{AuditEntry, NewTurn, StartTurn, Store, StoreError, StoredEvent, ThreadRow, TurnRow, TurnStatus};
 use history::HistoryVerdict;
 use hub::Hub;
 use log::EventLog;
@@ -315,12 +315,30 @@ impl Engine {
             Some(thread) => inner.store.notes(thread.pk).await?,
             None => Vec::new(),
         };
+        let public_id = ids::new_turn_id();
+        // Auth (§8): who started the turn, through which door, is an audit row of its own.
+        let audit = AuditEntry {
+            tenant: request.tenant.to_string(),
+            action: "run.start".into(),
+            actor: request.caller.label(),
+            via: request.caller.via().map(str::to_string),
+            detail: json!({
+                "thread": request.thread_id.as_str(),
+                "turn": public_id,
+                "agent": request.agent,
+                "via": request.caller.via().unwrap_or("direct"),
+                "door": "agui",
+            })
+            .to_string(),
+            at_ms: now_ms(),
+        };
         let new = NewTurn {
+            audit: Some(audit),
             tenant: request.tenant.to_string(),
             thread_id: request.thread_id.as_str().to_string(),
             owner: request.caller.owner(),
             run_id: request.run_id.as_str().to_string(),
-            public_id: ids::new_turn_id(),
+            public_id,
             ordinal: i32::try_from(known_turns + 1).unwrap_or(i32::MAX),
             owner_instance: inner.instance.clone(),
             lease_until_ms: now_ms() + inner.config.turns.lease_ms as i64,

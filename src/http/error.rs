@@ -1,7 +1,8 @@
 //! [`ApiError`]: every error that ends a request before its stream opens, mapped in this one
 //! place to an HTTP status and the body `{"error": {"code", "message"}}` (§2.4).
 
-use axum::http::StatusCode;
+use axum::http::header::WWW_AUTHENTICATE;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -21,6 +22,13 @@ pub enum ApiError {
     /// 403 `permission_denied`: says nothing about whether the thing exists.
     #[error("permission denied")]
     PermissionDenied,
+    /// 403 `permission_denied`: a key's resume (§5.3.1).
+    #[error("only a person resumes: decide the interrupts as a person, in an app or the console")]
+    OnlyAPersonResumes,
+    /// 400 with an RFC 6749 code (`invalid_request`, `unsupported_grant_type`, `invalid_grant`):
+    /// the token exchange's own errors.
+    #[error("{message}")]
+    Grant { code: &'static str, message: String },
     /// 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
@@ -53,7 +61,8 @@ impl ApiError {
         match self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
-            ApiError::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
+            ApiError::PermissionDenied | ApiError::OnlyAPersonResumes => (StatusCode::FORBIDDEN, "permission_denied"),
+            ApiError::Grant { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
@@ -86,6 +95,11 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(cause) = &self {
             tracing::error!(error = %cause, "request failed");
         }
-        (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response()
+        let mut response =
+            (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }
