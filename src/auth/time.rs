@@ -41,15 +41,15 @@ pub fn format_ms(ms: i64) -> String {
 /// (`2025-01-31`, midnight UTC) or an RFC 3339 UTC time (`2025-01-31T12:00:00Z`).
 pub fn parse_since(text: &str, now_ms: i64) -> Option<i64> {
     let text = text.trim();
-    if let Some(unit) = text.chars().last().filter(char::is_ascii_alphabetic) {
+    let unit_ms = match text.chars().last() {
+        Some('s') => Some(1000),
+        Some('m') => Some(60_000),
+        Some('h') => Some(3_600_000),
+        Some('d') => Some(86_400_000),
+        _ => None,
+    };
+    if let Some(unit_ms) = unit_ms {
         let amount: i64 = text[..text.len() - 1].parse().ok()?;
-        let unit_ms = match unit {
-            's' => 1000,
-            'm' => 60_000,
-            'h' => 3_600_000,
-            'd' => 86_400_000,
-            _ => return None,
-        };
         return Some(now_ms - amount.checked_mul(unit_ms)?);
     }
     let (date, time) = match text.split_once(['T', ' ']) {
