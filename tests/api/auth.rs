@@ -403,6 +403,7 @@ async fn an_unauthenticated_request_is_answered_before_its_body_is_read() {
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     assert!(answer.contains("unauthenticated"), "{answer}");
     assert!(sent_then < total / 4, "the answer came after {sent_then} of {total} body bytes ({elapsed:?})");
+    eprintln!("401 after {elapsed:?}, with {sent_then} of {total} body bytes sent");
     sender.abort();
 }
 
