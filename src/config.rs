@@ -33,9 +33,12 @@ pub enum ConfigError {
 }
 
 #[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Config {
     /// Address the HTTP server listens on.
     pub listen: String,
+    /// A public console where people decide interrupts (`gateway/console`); empty: none.
+    pub console_url: String,
     pub log: LogConfig,
     pub database: DatabaseConfig,
     pub limits: Limits,
@@ -50,6 +53,7 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("listen", &self.listen)
+            .field("console_url", &self.console_url)
             .field("log", &self.log)
             .field("database", &self.database)
             .field("limits", &self.limits)
@@ -63,12 +67,14 @@ impl std::fmt::Debug for Config {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// A `tracing` filter directive.
     pub filter: String,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
     /// `sqlite://path` (created on first start) or `postgres://…`.
     pub url: String,
@@ -91,15 +97,16 @@ pub fn redact_url(url: &str) -> String {
         return url.to_string();
     };
     match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}")
-        }
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_string(),
+        },
         None => url.to_string(),
     }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Limits {
     pub max_body_bytes: usize,
     pub max_event_bytes: usize,
@@ -109,6 +116,7 @@ pub struct Limits {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EventLogConfig {
     /// Most events committed in one transaction.
     pub batch_max_events: usize,
@@ -118,6 +126,7 @@ pub struct EventLogConfig {
 
 /// Turn ownership across instances (§4.6) and shutdown.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TurnsConfig {
     pub lease_ms: u64,
     pub heartbeat_ms: u64,
@@ -256,6 +265,7 @@ impl AuthConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     pub name: String,
     /// Prefixes the first content of every assistant message (e.g. "[AI] ").
@@ -423,10 +433,7 @@ impl Config {
             }
             "EdDSA" | "RS256" => {
                 if !app.secret.is_empty() {
-                    return invalid(format!(
-                        "auth.app_tokens.secret is for HS256; {} takes key files",
-                        app.algorithm
-                    ));
+                    return invalid(format!("auth.app_tokens.secret is for HS256; {} takes key files", app.algorithm));
                 }
             }
             other => return invalid(format!("auth.app_tokens.algorithm must be HS256, EdDSA or RS256, not '{other}'")),
@@ -569,6 +576,16 @@ mod tests {
         assert!(error.to_string().contains("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES"), "{error}");
         let error = Config::load(None, [("AGUI_GATEWAY_NOPE".into(), "1".into())]).expect_err("refused");
         assert!(error.to_string().contains("no such setting"), "{error}");
+    }
+
+    #[test]
+    fn a_misspelled_setting_is_refused() {
+        let dir = std::env::temp_dir().join(format!("agui-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("typo.toml");
+        std::fs::write(&path, "[limits]\nmax_body_byte = 10\n").expect("write");
+        let error = Config::load(Some(&path), std::iter::empty()).expect_err("refused");
+        assert!(error.to_string().contains("max_body_byte"), "{error}");
     }
 
     #[test]

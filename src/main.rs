@@ -272,7 +272,10 @@ async fn token_command(command: TokenCommand) -> Result<(), Box<dyn std::error::
             println!("{}", token?);
             Ok(())
         }
-        None => Err("no signing key: set auth.app_tokens.secret (AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET) or private_key_file".into()),
+        None => {
+            Err("no signing key: set auth.app_tokens.secret (AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET) or private_key_file"
+                .into())
+        }
     }
 }
 
@@ -303,7 +306,10 @@ async fn keys_command(command: KeysCommand) -> Result<(), Box<dyn std::error::Er
         KeysCommand::List { common, tenant } => {
             let config = common.load()?;
             let store = open_store(&config).await?;
-            println!("{:<16}  {:<12}  {:<6}  {:<24}  {:<24}  {:<10}  scopes", "id", "tenant", "kind", "name", "created", "status");
+            println!(
+                "{:<16}  {:<12}  {:<6}  {:<24}  {:<24}  {:<10}  scopes",
+                "id", "tenant", "kind", "name", "created", "status"
+            );
             for key in store.list_api_keys(tenant.as_deref()).await? {
                 let status = match key.revoked_at_ms {
                     Some(at) => format!("revoked {}", agui_gateway::auth::time::format_ms(at)),

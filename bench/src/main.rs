@@ -1,2 +1,388 @@
 //! agui-bench: the gateway's load tool (see BENCHMARKS.md).
-fn main() {}
+//!
+//! Drives the real gateway (a child process on a fresh database) over loopback HTTP with
+//! `script` agents, in the six scenarios of issue 3, each bounded in count and time and
+//! repeated for min/median/max; prints each gateway throughput also as a ratio of the raw
+//! database limit measured in the same run, and judges the issue's targets. With `--peers`, the
+//! AG-UI Python stack and CopilotKit's runtime run the burst and ticking scenarios side by side.
+//!
+//! `smoke` runs every gateway scenario tiny, in seconds, checking every event and the stored
+//! rows and nothing about timing: it fails loudly when a scenario breaks.
+
+mod database;
+mod error;
+mod gateway;
+mod peers;
+mod procfs;
+mod report;
+mod scenarios;
+mod sse;
+mod stats;
+mod target;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+
+use database::Store;
+use error::{Context, Error, Result};
+use gateway::{Gateway, GatewaySettings};
+use report::Report;
+use scenarios::{Settings, Sizes};
+use target::Script;
+
+#[derive(Parser, Debug)]
+#[command(name = "agui-bench", about = "Load tool for agui-gateway (see BENCHMARKS.md)")]
+struct Cli {
+    /// What to run: one scenario, `all` of them, or `smoke` (all, tiny, checked, untimed).
+    #[arg(value_enum)]
+    scenario: Scenario,
+    /// Stores to run the gateway on (repeatable).
+    #[arg(long, value_enum, default_values_t = [Store::Postgres, Store::Sqlite])]
+    store: Vec<Store>,
+    /// The gateway binary.
+    #[arg(long, default_value_os_t = default_gateway())]
+    gateway: PathBuf,
+    /// PostgreSQL server (a fresh database is created on it per run and dropped after).
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
+    postgres: String,
+    /// Repetitions of each measurement (min/median/max are reported).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Also run the burst and ticking scenarios on the peers (installed by bench/peers/setup.sh).
+    #[arg(long)]
+    peers: bool,
+    /// TOML appended to the config of every gateway the tool starts (settings other than
+    /// `[[agents]]`, e.g. `[turns]`); the defaults of config/gateway.toml otherwise.
+    #[arg(long)]
+    gateway_config: Option<PathBuf>,
+    /// Where the peers are installed.
+    #[arg(long, default_value_os_t = peers::default_dir())]
+    peers_dir: PathBuf,
+    /// Write the figures and verdicts as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Characters per content delta (200 ≈ 300-byte stored events).
+    #[arg(long, default_value_t = 200)]
+    bytes: usize,
+    #[arg(long, default_value_t = 100_000)]
+    burst_events: u64,
+    #[arg(long, default_value_t = 100)]
+    fan_in_turns: u64,
+    #[arg(long, default_value_t = 2_000)]
+    fan_in_events: u64,
+    #[arg(long, default_value_t = 1_000)]
+    tick_streams: u64,
+    /// Ticks per second per stream.
+    #[arg(long, default_value_t = 10)]
+    tick_rate: u64,
+    /// Length of the ticking measurement window.
+    #[arg(long, default_value_t = 6)]
+    tick_secs: u64,
+    #[arg(long, default_value_t = 10_000)]
+    idle_streams: u64,
+    #[arg(long, default_value_t = 10_000)]
+    replay_events: u64,
+    /// Seconds each raw INSERT measurement lasts.
+    #[arg(long, default_value_t = 2.0)]
+    raw_secs: f64,
+    /// Events in the CopilotKit peer's burst: its runtime re-clones the growing message on
+    /// every event (quadratic), so the full burst size would take hours.
+    #[arg(long, default_value_t = 5_000)]
+    copilotkit_burst_events: u64,
+    /// Before each scenario, wait until other work on the machine uses at most this % of one
+    /// core…
+    #[arg(long, default_value_t = 30.0)]
+    quiet_below: f64,
+    /// …but no longer than this many seconds (0: do not wait).
+    #[arg(long, default_value_t = 60)]
+    quiet_wait_secs: u64,
+    /// Upper bound of one repetition of a scenario.
+    #[arg(long, default_value_t = 120)]
+    timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    Burst,
+    FanIn,
+    Ticking,
+    Idle,
+    Replay,
+    Raw,
+    All,
+    Smoke,
+}
+
+fn default_gateway() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/agui-gateway")
+}
+
+impl Cli {
+    fn settings(&self) -> Settings {
+        let smoke = self.scenario == Scenario::Smoke;
+        let sizes = if smoke {
+            Sizes {
+                bytes: self.bytes,
+                burst_events: 2_000,
+                fan_in_turns: 4,
+                fan_in_events: 300,
+                tick_streams: 20,
+                tick_rate: 20,
+                tick_secs: 1,
+                idle_streams: 50,
+                replay_events: 1_000,
+                raw_secs: 0.2,
+                copilotkit_burst_events: 300,
+            }
+        } else {
+            Sizes {
+                bytes: self.bytes,
+                burst_events: self.burst_events,
+                fan_in_turns: self.fan_in_turns,
+                fan_in_events: self.fan_in_events,
+                tick_streams: self.tick_streams,
+                tick_rate: self.tick_rate.max(1),
+                tick_secs: self.tick_secs.max(1),
+                idle_streams: self.idle_streams,
+                replay_events: self.replay_events,
+                raw_secs: self.raw_secs,
+                copilotkit_burst_events: self.copilotkit_burst_events,
+            }
+        };
+        Settings {
+            sizes,
+            repeats: if smoke { 1 } else { self.repeats.max(1) },
+            timeout: Duration::from_secs(self.timeout_secs),
+            strict: smoke,
+        }
+    }
+
+    fn runs(&self, scenario: Scenario) -> bool {
+        matches!(self.scenario, Scenario::All | Scenario::Smoke) || self.scenario == scenario
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let started = Instant::now();
+    match run(&cli).await {
+        Ok(()) => {
+            eprintln!("agui-bench: done in {:.0} s", started.elapsed().as_secs_f64());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("agui-bench: FAILED: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: &Cli) -> Result<()> {
+    let settings = cli.settings();
+    let open_files = procfs::raise_open_files_limit();
+    if cli.runs(Scenario::Idle) && open_files < settings.sizes.idle_streams + 1024 {
+        return Err(Error::msg(format!(
+            "the open-file limit is {open_files}: too low for {} idle streams (raise `ulimit -Hn`)",
+            settings.sizes.idle_streams
+        )));
+    }
+    if cli.peers {
+        peers::check_installed(&cli.peers_dir)?;
+    }
+    // A private copy: a rebuild of the workspace during the run must not swap the binary.
+    let binary_dir =
+        tempfile::Builder::new().prefix("agui-bench-bin-").tempdir().context("creating a temporary directory")?;
+    let binary = binary_dir.path().join("agui-gateway");
+    std::fs::copy(&cli.gateway, &binary).with_context(|| {
+        format!(
+            "copying the gateway binary {} (build it with `cargo build --release`, or pass --gateway)",
+            cli.gateway.display()
+        )
+    })?;
+    let extra_config = match &cli.gateway_config {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+        None => String::new(),
+    };
+    let gateways = GatewaySettings { binary, postgres: cli.postgres.clone(), extra_config };
+    let quiet = Quiet {
+        below: cli.quiet_below,
+        wait: if settings.strict { Duration::ZERO } else { Duration::from_secs(cli.quiet_wait_secs) },
+    };
+    println!("{}", machine(cli).await);
+    let mut report = Report::default();
+    // A scenario that breaks is recorded and the others still run; the exit code tells.
+    let mut failures: Vec<String> = Vec::new();
+    let mut record = |what: String, outcome: Result<()>| {
+        if let Err(error) = outcome {
+            eprintln!("  FAILED: {what}: {error}");
+            failures.push(format!("{what}: {error}"));
+        }
+    };
+    for &store in &cli.store {
+        eprintln!("== gateway on {store}");
+        if cli.runs(Scenario::Raw) {
+            let outcome = async {
+                quiet.wait().await?;
+                scenarios::raw::run(store, &cli.postgres, &settings, &mut report).await
+            }
+            .await;
+            record(format!("raw on {store}"), outcome);
+        }
+        for scenario in [Scenario::Burst, Scenario::FanIn, Scenario::Ticking, Scenario::Replay] {
+            if cli.runs(scenario) {
+                let outcome = async {
+                    quiet.wait().await?;
+                    on_gateway(&gateways, store, scenario, &settings, &mut report).await
+                }
+                .await;
+                record(format!("{scenario:?} on gateway/{store}"), outcome);
+            }
+        }
+        if cli.runs(Scenario::Idle) {
+            let outcome = scenarios::idle::run(&gateways, store, &settings, &quiet, &mut report).await;
+            record(format!("Idle on gateway/{store}"), outcome);
+        }
+    }
+    if cli.peers && (cli.runs(Scenario::Burst) || cli.runs(Scenario::Ticking)) {
+        for kind in peers::ALL {
+            eprintln!("== peer: {kind}");
+            let peer = match peers::Peer::start(kind, &cli.peers_dir).await {
+                Ok(peer) => peer,
+                Err(error) => {
+                    record(format!("starting the {kind} peer"), Err(error));
+                    continue;
+                }
+            };
+            let target = peer.target();
+            if cli.runs(Scenario::Burst) {
+                let events = match kind {
+                    peers::PeerKind::CopilotKit => settings.sizes.copilotkit_burst_events,
+                    peers::PeerKind::Python => settings.sizes.burst_events,
+                };
+                let outcome = async {
+                    quiet.wait().await?;
+                    scenarios::burst::run(&target, events, &settings, &mut report).await.map(|_| ())
+                }
+                .await;
+                record(format!("Burst on {kind}"), outcome);
+            }
+            if cli.runs(Scenario::Ticking) {
+                let outcome = async {
+                    quiet.wait().await?;
+                    scenarios::ticking::run(&target, &settings, &mut report).await.map(|_| ())
+                }
+                .await;
+                record(format!("Ticking on {kind}"), outcome);
+            }
+            peer.stop().await;
+        }
+    }
+    report.judge();
+    println!("## Figures\n\n{}", report.table());
+    if !settings.strict {
+        println!("## Targets\n\n{}", report.targets_table());
+    }
+    if let Some(path) = &cli.json {
+        let json = serde_json::to_string_pretty(&report).context("encoding the report")?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if !failures.is_empty() {
+        println!("## Failed\n");
+        for failure in &failures {
+            println!("- {}", failure.lines().next().unwrap_or(""));
+        }
+        return Err(Error::msg(format!("{} scenario run(s) failed:\n{}", failures.len(), failures.join("\n"))));
+    }
+    if settings.strict {
+        println!("smoke: every scenario ran and every check passed");
+    }
+    Ok(())
+}
+
+/// Starts a gateway whose `bench` agent runs the scenario's script, runs the scenario on it,
+/// checks in strict mode that the events table holds what was streamed, and stops it.
+async fn on_gateway(
+    gateways: &GatewaySettings,
+    store: Store,
+    scenario: Scenario,
+    settings: &Settings,
+    report: &mut Report,
+) -> Result<()> {
+    let script: Script = match scenario {
+        Scenario::Burst => scenarios::burst::script(settings),
+        Scenario::FanIn => scenarios::fan_in::script(settings),
+        Scenario::Ticking => scenarios::ticking::script(settings),
+        Scenario::Replay => scenarios::replay::script(settings),
+        other => return Err(Error::msg(format!("{other:?} does not run on one gateway"))),
+    };
+    let gateway = Gateway::start(gateways, store, &script).await?;
+    let target = gateway.target();
+    let outcome = async {
+        let streamed = match scenario {
+            Scenario::Burst => {
+                let events = settings.sizes.burst_events;
+                scenarios::burst::run(&target, events, settings, report).await?
+            }
+            Scenario::FanIn => scenarios::fan_in::run(&target, settings, report).await?,
+            Scenario::Ticking => scenarios::ticking::run(&target, settings, report).await?,
+            _ => scenarios::replay::run(&target, settings, report).await?,
+        };
+        if settings.strict {
+            let stored = gateway.database.event_count().await?;
+            if stored != streamed as i64 {
+                return Err(Error::msg(format!(
+                    "{}: the events table holds {stored} events, {streamed} were streamed",
+                    target.name
+                )));
+            }
+        }
+        Ok(())
+    }
+    .await;
+    let log = gateway.log_tail();
+    gateway.stop().await?;
+    outcome.map_err(|error| Error::msg(format!("{error}\n--- gateway log ---\n{log}")))
+}
+
+/// Waiting for a quiet machine before each measurement (see `--quiet-below`).
+pub struct Quiet {
+    below: f64,
+    wait: Duration,
+}
+
+impl Quiet {
+    pub async fn wait(&self) -> Result<()> {
+        if !self.wait.is_zero() {
+            procfs::wait_until_quiet(self.below, self.wait).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The machine and software the figures were measured on.
+async fn machine(cli: &Cli) -> String {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let memory = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:").map(|v| v.trim().to_string()))
+        .unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        .unwrap_or_default();
+    let postgres = if cli.store.contains(&Store::Postgres) {
+        database::postgres_version(&cli.postgres).await.unwrap_or_else(|e| format!("unknown ({e})"))
+    } else {
+        "not used".into()
+    };
+    format!(
+        "## Machine\n\n- cores: {} ({cpu})\n- memory: {memory}\n- kernel: {}\n- PostgreSQL: {postgres}\n- load average at start: {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        read("/proc/sys/kernel/osrelease").trim(),
+        read("/proc/loadavg").trim()
+    )
+}

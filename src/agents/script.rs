@@ -7,7 +7,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::ScriptAgentConfig;
-use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
+use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
+use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
+
+/// Where the script stands while a step runs.
+struct Position<'a> {
+    index: usize,
+    /// The last answer to a question, for `{answer}`.
+    answer: &'a mut Option<String>,
+    /// Set when the step is re-entered after the interrupts it opened were decided.
+    waited: Option<&'a Checkpoint>,
+}
 use crate::protocol::Event;
 
 /// One step of a script. In config each is a table whose first key names the step, e.g.
@@ -18,12 +28,31 @@ use crate::protocol::Event;
 pub enum ScriptStep {
     /// An assistant message, streamed in chunks.
     Say { say: String },
-    /// A tool call with its arguments and a canned result.
+    /// A tool call with its arguments, a canned result and the tool's policy (§5.1).
     Tool {
         tool: String,
-        #[serde(default)]
+        #[serde(default = "empty_object")]
         args: Value,
         result: String,
+        #[serde(flatten)]
+        policy: ToolPolicy,
+    },
+    /// Several tool calls proposed at once, each waiting for its own approval under `policy`.
+    Tools {
+        tools: Vec<CallSpec>,
+        #[serde(flatten)]
+        policy: ToolPolicy,
+    },
+    /// A question for a person (`input_required`), free text or one of `choices`. The answer
+    /// fills `{answer}` in later steps.
+    Ask {
+        ask: String,
+        #[serde(default)]
+        choices: Vec<String>,
+        #[serde(default)]
+        deciders: Vec<String>,
+        #[serde(default = "default_ttl_secs")]
+        ttl_secs: u64,
     },
     /// A note pinned to the board.
     Note {
@@ -54,6 +83,68 @@ pub enum ScriptStep {
     },
 }
 
+/// One call of a `tools` step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallSpec {
+    pub tool: String,
+    #[serde(default = "empty_object")]
+    pub args: Value,
+    pub result: String,
+}
+
+/// When a tool call needs a person's approval, and whose (§5.1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolPolicy {
+    /// `never` (default), `always`, or `when_tainted` (asks only for a tool that exfiltrates,
+    /// in a turn started from app text, which every AG-UI turn is).
+    #[serde(default)]
+    pub approval: Approval,
+    #[serde(default)]
+    pub exfiltrates: bool,
+    /// Person ids and `role:<name>` entries; empty: the person who started the turn.
+    #[serde(default)]
+    pub deciders: Vec<String>,
+    /// The person who started the turn may not approve.
+    #[serde(default)]
+    pub four_eyes: bool,
+    #[serde(default = "default_ttl_secs")]
+    pub ttl_secs: u64,
+    /// The approver may change the arguments (`editedArgs`).
+    #[serde(default)]
+    pub allow_edit: bool,
+    /// A value the approver must type to confirm.
+    #[serde(default)]
+    pub confirm: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    #[default]
+    Never,
+    Always,
+    WhenTainted,
+}
+
+impl ToolPolicy {
+    fn needs_approval(&self) -> bool {
+        match self.approval {
+            Approval::Never => false,
+            Approval::Always => true,
+            // Every turn started through AG-UI is tainted (§8).
+            Approval::WhenTainted => self.exfiltrates,
+        }
+    }
+}
+
+fn default_ttl_secs() -> u64 {
+    3600
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
 fn default_note_kind() -> String {
     "note".to_string()
 }
@@ -77,7 +168,7 @@ impl ScriptAgent {
     }
 
     pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
-        let input = turn.user_text().to_string();
+        let mut answer = from.answer.clone();
         for (index, step) in self.config.steps.iter().enumerate().skip(from.step) {
             turn.check_cancelled()?;
             // Quick steps commit whole with the checkpoint after them; streaming steps commit
@@ -88,28 +179,58 @@ impl ScriptAgent {
             ) {
                 turn.begin_step();
             }
-            self.run_step(turn, step, &input).await?;
-            turn.commit_step(&Checkpoint { step: index + 1 }).await?;
+            // Re-entering the step a turn waited in: its interrupts are decided now.
+            let waited = (index == from.step && !from.awaiting.is_empty()).then_some(&from);
+            let mut position = Position { index, answer: &mut answer, waited };
+            self.run_step(turn, step, &mut position).await?;
+            turn.commit_step(&Checkpoint { step: index + 1, answer: answer.clone(), ..Checkpoint::default() }).await?;
         }
         Ok(AgentOutput::default())
     }
 
-    async fn run_step(&self, turn: &mut TurnContext, step: &ScriptStep, input: &str) -> Result<(), AgentError> {
+    async fn run_step(
+        &self,
+        turn: &mut TurnContext,
+        step: &ScriptStep,
+        at: &mut Position<'_>,
+    ) -> Result<(), AgentError> {
+        let input = turn.user_text().to_string();
+        let fill = |text: &str| text.replace("{input}", &input).replace("{answer}", at.answer.as_deref().unwrap_or(""));
         match step {
-            ScriptStep::Say { say } => self.say(turn, &say.replace("{input}", input)).await,
-            ScriptStep::Tool { tool, args, result } => {
-                let args = substitute(args, input);
-                turn.tool_call(tool, &args.to_string(), &result.replace("{input}", input)).await.map(|_| ())
+            ScriptStep::Say { say } => self.say(turn, &fill(say)).await,
+            ScriptStep::Tool { tool, args, result, policy } => {
+                let call = CallSpec { tool: tool.clone(), args: args.clone(), result: result.clone() };
+                self.calls(turn, std::slice::from_ref(&call), policy, at).await
             }
-            ScriptStep::Note { note, kind, tags } => {
-                turn.pin_note(kind, tags, &note.replace("{input}", input)).await.map(|_| ())
-            }
+            ScriptStep::Tools { tools, policy } => self.calls(turn, tools, policy, at).await,
+            ScriptStep::Ask { ask, choices, deciders, ttl_secs } => match at.waited {
+                None => {
+                    let spec = InterruptSpec {
+                        reason: "input_required",
+                        message: fill(ask),
+                        tool_call_id: None,
+                        response_schema: question_schema(choices),
+                        ttl_ms: *ttl_secs as i64 * 1000,
+                        deciders: Deciders::from_config(deciders),
+                        four_eyes: false,
+                        details: None,
+                        choices: choices.clone(),
+                    };
+                    Err(turn.wait_for(vec![spec], Checkpoint { step: at.index, ..Checkpoint::default() }).await)
+                }
+                Some(waited) => {
+                    let (_, decision) = turn.decisions(&waited.awaiting).await?.into_iter().next().unwrap_or_default();
+                    *at.answer = decision["answer"].as_str().map(str::to_string);
+                    Ok(())
+                }
+            },
+            ScriptStep::Note { note, kind, tags } => turn.pin_note(kind, tags, &fill(note)).await.map(|_| ()),
             ScriptStep::Step { step } => {
                 turn.step_start(step).await?;
                 turn.step_finish(step).await
             }
             ScriptStep::Wait { wait_ms } => turn.sleep(Duration::from_millis(*wait_ms)).await,
-            ScriptStep::Fail { fail } => Err(AgentError::Failed(fail.replace("{input}", input))),
+            ScriptStep::Fail { fail } => Err(AgentError::Failed(fill(fail))),
             ScriptStep::Tick { tick, every_ms } => {
                 for n in 0..*tick {
                     if n > 0 {
@@ -131,7 +252,12 @@ impl ScriptAgent {
             ScriptStep::Burst { burst, bytes } => {
                 let message = turn.text_start().await?;
                 let delta = "x".repeat((*bytes).max(1));
-                for _ in 0..*burst {
+                for n in 0..*burst {
+                    if n == 0 {
+                        // The first piece goes through text_delta, which leads with the AI label.
+                        turn.text_delta(&message, &delta).await?;
+                        continue;
+                    }
                     turn.emit(Event::TextMessageContent {
                         message_id: message.clone(),
                         delta: delta.clone(),
@@ -143,6 +269,65 @@ impl ScriptAgent {
                 turn.text_end(&message).await
             }
         }
+    }
+
+    /// Tool calls under a policy: run at once, or proposed and waited on until a person decides
+    /// each (then run as approved, with edited arguments where allowed, or reported denied).
+    async fn calls(
+        &self,
+        turn: &mut TurnContext,
+        calls: &[CallSpec],
+        policy: &ToolPolicy,
+        at: &mut Position<'_>,
+    ) -> Result<(), AgentError> {
+        let input = turn.user_text().to_string();
+        let fill = |text: &str| text.replace("{input}", &input).replace("{answer}", at.answer.as_deref().unwrap_or(""));
+        if !policy.needs_approval() {
+            for call in calls {
+                turn.tool_call(&call.tool, &substitute(&call.args, &input).to_string(), &fill(&call.result)).await?;
+            }
+            return Ok(());
+        }
+        let Some(waited) = at.waited else {
+            let mut specs = Vec::new();
+            let mut ids = Vec::new();
+            for call in calls {
+                let args = substitute(&call.args, &input);
+                let id = turn.tool_call_start(&call.tool, &args.to_string()).await?;
+                specs.push(InterruptSpec {
+                    reason: "tool_call",
+                    message: format!("Allow the tool '{}' to run?", call.tool),
+                    tool_call_id: Some(id.clone()),
+                    response_schema: tool_call_schema(policy.allow_edit, policy.confirm.as_deref()),
+                    ttl_ms: policy.ttl_secs as i64 * 1000,
+                    deciders: Deciders::from_config(&policy.deciders),
+                    four_eyes: policy.four_eyes,
+                    details: Some(args),
+                    choices: Vec::new(),
+                });
+                ids.push(id);
+            }
+            let checkpoint = Checkpoint { step: at.index, tool_calls: ids, ..Checkpoint::default() };
+            return Err(turn.wait_for(specs, checkpoint).await);
+        };
+        let decisions = turn.decisions(&waited.awaiting).await?;
+        for ((call, id), (_, decision)) in calls.iter().zip(&waited.tool_calls).zip(decisions) {
+            if decision["approved"] != Value::Bool(true) {
+                let why = decision["comment"].as_str().map(|c| format!(": {c}")).unwrap_or_default();
+                let denied = if decision["expired"] == Value::Bool(true) { "expired" } else { "denied" };
+                turn.tool_result(id, &format!("not run: the call was {denied}{why}")).await?;
+                continue;
+            }
+            match decision.get("editedArgs").filter(|edited| edited.is_object()) {
+                Some(edited) => {
+                    // Shown as such: the proposed call is closed, the edited one runs.
+                    turn.tool_result(id, "not run as proposed: a person edited the arguments").await?;
+                    turn.tool_call(&call.tool, &edited.to_string(), &fill(&call.result)).await?;
+                }
+                None => turn.tool_result(id, &fill(&call.result)).await?,
+            }
+        }
+        Ok(())
     }
 
     /// Streams `text` as one assistant message, `chunk_chars` characters per event.

@@ -83,7 +83,9 @@ pub fn verify(token: &str, keys: &[VerifyKey], rules: &Rules<'_>) -> Result<Map<
                     ErrorKind::ExpiredSignature => return Err(AuthError::Expired),
                     ErrorKind::ImmatureSignature => return Err(AuthError::NotYetValid),
                     ErrorKind::InvalidIssuer => AuthError::InvalidToken("the token's issuer is not accepted"),
-                    ErrorKind::InvalidAudience => AuthError::InvalidToken("the token is not meant for this gateway (aud)"),
+                    ErrorKind::InvalidAudience => {
+                        AuthError::InvalidToken("the token is not meant for this gateway (aud)")
+                    }
                     ErrorKind::MissingRequiredClaim(_) => {
                         AuthError::InvalidToken("the token lacks a required claim (exp, iss, aud, sub)")
                     }
@@ -120,9 +122,12 @@ pub fn token_scopes(claims: &Map<String, Value>) -> Vec<String> {
 pub fn decoding_key_from_pem(path: &str, algorithm: Algorithm) -> Result<DecodingKey, KeyError> {
     let pem = std::fs::read(path).map_err(|source| KeyError::Read { path: path.to_string(), source })?;
     let parsed = match algorithm {
-        Algorithm::RS256 | Algorithm::RS384 | Algorithm::RS512 | Algorithm::PS256 | Algorithm::PS384 | Algorithm::PS512 => {
-            DecodingKey::from_rsa_pem(&pem)
-        }
+        Algorithm::RS256
+        | Algorithm::RS384
+        | Algorithm::RS512
+        | Algorithm::PS256
+        | Algorithm::PS384
+        | Algorithm::PS512 => DecodingKey::from_rsa_pem(&pem),
         Algorithm::ES256 | Algorithm::ES384 => DecodingKey::from_ec_pem(&pem),
         Algorithm::EdDSA => DecodingKey::from_ed_pem(&pem),
         _ => return Err(KeyError::Invalid(format!("{path}: {algorithm:?} takes no public key"))),

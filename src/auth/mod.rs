@@ -198,6 +198,22 @@ impl Caller {
         matches!(self, Caller::Person(_))
     }
 
+    /// The person's id; `None` for a key.
+    pub fn person_id(&self) -> Option<&str> {
+        match self {
+            Caller::Person(person) => Some(&person.id),
+            Caller::TenantKey(_) => None,
+        }
+    }
+
+    /// The person's roles (from their token); none for a key.
+    pub fn roles(&self) -> &[String] {
+        match self {
+            Caller::Person(person) => &person.roles,
+            Caller::TenantKey(_) => &[],
+        }
+    }
+
     /// The keys whose revocation withdraws this caller's access: its own, or its app's.
     pub fn revocable_keys(&self) -> Vec<String> {
         match self {
@@ -462,8 +478,14 @@ impl Auth {
         let claims = provider.verify(token, self.inner.config.leeway_secs)?;
         let config = &provider.config;
         let defaults = Scopes::gateway(config.default_scopes.iter().map(String::as_str));
-        let (person, tenant) =
-            person_from(&claims, &config.tenant_claim, &config.roles_claim, &config.clearance_claim, Some(defaults), false)?;
+        let (person, tenant) = person_from(
+            &claims,
+            &config.tenant_claim,
+            &config.roles_claim,
+            &config.clearance_claim,
+            Some(defaults),
+            false,
+        )?;
         let expires_at = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         Ok(IdentityToken { person, tenant, provider: config.name.clone(), expires_at })
     }

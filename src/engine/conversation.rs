@@ -8,7 +8,17 @@ use crate::ids;
 use crate::protocol::events::{Envelope, ToolResultContent};
 use crate::protocol::input::{AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserContent, UserMessage};
 use crate::protocol::{Event, InputMessage};
-use crate::store::{StoredEvent, TurnRow};
+use crate::store::{Store, StoreError, StoredEvent, TurnRow};
+
+/// The thread's whole conversation.
+pub async fn load(store: &dyn Store, thread: i64) -> Result<Vec<InputMessage>, StoreError> {
+    let mut messages = Vec::new();
+    for turn in store.thread_turns(thread).await? {
+        let events = super::read_log(store, turn.pk).await?;
+        fold_turn(&mut messages, &turn, &events);
+    }
+    Ok(messages)
+}
 
 /// Appends one turn's messages: the user's, then what the log says the agent answered.
 pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[StoredEvent]) {

@@ -51,6 +51,8 @@ struct Append {
 #[derive(Clone)]
 pub struct EventLog {
     writers: Arc<Vec<mpsc::Sender<Append>>>,
+    hub: Arc<Hub>,
+    announce: mpsc::UnboundedSender<Vec<(i64, i64)>>,
 }
 
 impl EventLog {
@@ -71,7 +73,7 @@ impl EventLog {
                 sender
             })
             .collect();
-        EventLog { writers: Arc::new(writers) }
+        EventLog { writers: Arc::new(writers), hub, announce: announce_tx }
     }
 
     fn writer(&self, turn: i64) -> &mpsc::Sender<Append> {
@@ -82,6 +84,15 @@ impl EventLog {
     pub async fn append(&self, turn: i64, ops: Vec<WriteOp>, health: &Arc<AppendHealth>) -> Result<(), LogError> {
         let append = Append { turn, ops, health: health.clone(), committed: None };
         self.writer(turn).send(append).await.map_err(|_| LogError::Stopped)
+    }
+
+    /// Events committed outside the writer (a decision, recorded in its own transaction): the
+    /// streams hear of them as of any batch.
+    pub fn published(&self, turn: i64, events: Vec<StoredEvent>) {
+        let appended = publish(&self.hub, events.into_iter().map(|event| WriteOp::Event { turn, event }).collect());
+        if !appended.is_empty() {
+            let _ = self.announce.send(appended);
+        }
     }
 
     /// Queues `ops` and waits until they (and everything queued before them) are committed.

@@ -7,6 +7,7 @@
 pub mod conversation;
 pub mod history;
 pub mod hub;
+pub mod interrupts;
 pub mod log;
 pub mod stream;
 pub mod turn;
@@ -22,10 +23,15 @@ use crate::agents::Agent;
 use crate::auth::Caller;
 use crate::config::Config;
 use crate::ids::{self, EventId, RunId, ThreadId};
+use crate::protocol::input::ResumeEntry;
 use crate::protocol::{now_ms, Event, RunAgentInput, PROTOCOL_VERSION};
-use crate::store::{AuditEntry, NewTurn, StartTurn, Store, StoreError, StoredEvent, ThreadRow, TurnRow, TurnStatus};
+use crate::store::{
+    AuditEntry, Decided, Decision, EventKind, InterruptRow, NewTurn, StartTurn, Store, StoreError, StoredEvent,
+    ThreadRow, TurnRow, TurnStatus,
+};
 use history::HistoryVerdict;
 use hub::Hub;
+use interrupts::{check_resume, EntryPlan, ResumedEvent, Viewer};
 use log::EventLog;
 use turn::{AgentError, Checkpoint, TurnContext, TurnSetup, TurnSignal};
 
@@ -52,6 +58,12 @@ pub enum EngineError {
     /// 409 `not_running`.
     #[error("{0}")]
     NotRunning(String),
+    /// 403 `permission_denied`: only a person decides; the message names where they can.
+    #[error("only a person can answer interrupts{0}")]
+    PersonOnly(String),
+    /// A decision refused by the checks of §5.3 (409 with the code; 403 for `not_a_decider`).
+    #[error("{}", .0.message)]
+    DecisionRefused(Refusal),
     /// 500 `internal`: logged, never shown.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -74,11 +86,18 @@ pub enum RunPlan {
 #[derive(Debug, Clone)]
 pub struct FollowPlan {
     pub thread_id: String,
+    pub thread_pk: i64,
     pub run_id: String,
     pub turn_pk: i64,
     pub turn_id: String,
-    /// Stream the events after this sequence number (0: from the start).
+    /// Where in the turn's log this run begins: 0, or just before the decision it resumed with.
+    pub run_start_seq: i64,
+    /// Stream the events after this sequence number.
     pub after_seq: i64,
+    /// Who the stream is rendered for.
+    pub viewer: Viewer,
+    /// This run's answers to its resume entries (`CUSTOM gateway.resume`), when it resumed.
+    pub resume_outcomes: Option<Vec<Value>>,
 }
 
 /// One run request, after the HTTP layer validated its shape.
@@ -141,9 +160,8 @@ impl Engine {
         if let Some(wakeups) = store.listen_for_appends().await? {
             engine.spawn_wakeup_listener(wakeups);
         }
-        if shared {
-            engine.spawn_lease_keeper();
-        } else {
+        engine.spawn_lease_keeper(shared);
+        if !shared {
             // One instance only: every turn still marked running was left by an earlier start.
             engine.take_over_lapsed(i64::MAX, usize::MAX).await?;
         }
@@ -157,7 +175,7 @@ impl Engine {
 
     /// Renews the leases of this instance's turns every heartbeat, stops turns whose lease was
     /// lost, and takes over turns whose owner stopped renewing.
-    fn spawn_lease_keeper(&self) {
+    fn spawn_lease_keeper(&self, shared: bool) {
         let weak = Arc::downgrade(&self.inner);
         let turns = self.inner.config.turns.clone();
         tokio::spawn(async move {
@@ -167,15 +185,20 @@ impl Engine {
             sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    _ = heartbeat.tick() => {
+                    _ = heartbeat.tick(), if shared => {
                         let Some(inner) = weak.upgrade() else { return };
                         inner.renew_leases().await;
                     }
                     _ = sweep.tick() => {
                         let Some(inner) = weak.upgrade() else { return };
                         let engine = Engine { inner };
-                        if let Err(error) = engine.take_over_lapsed(now_ms(), 64).await {
-                            tracing::warn!(%error, "looking for lapsed turns failed");
+                        if shared {
+                            if let Err(error) = engine.take_over_lapsed(now_ms(), 64).await {
+                                tracing::warn!(%error, "looking for lapsed turns failed");
+                            }
+                        }
+                        if let Err(error) = engine.expire_interrupts().await {
+                            tracing::warn!(%error, "expiring interrupts failed");
                         }
                     }
                 }
@@ -246,7 +269,8 @@ impl Engine {
         });
     }
 
-    /// Decides what a run streams (§2, §4, §6). Starts a turn when the run brings a new message.
+    /// Decides what a run streams (§2, §4, §5, §6). Starts a turn when the run brings a new
+    /// message; decides interrupts when it brings a resume.
     pub async fn begin_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
         let store = &inner.store;
@@ -255,17 +279,17 @@ impl Engine {
             if !request.caller.may_read(thread) {
                 return Err(EngineError::PermissionDenied);
             }
-            if let Some(turn) = store.find_run(thread.pk, request.run_id.as_str()).await? {
-                return self.follow(&request, &turn).await;
+            if let Some((turn, start_seq)) = store.find_run(thread.pk, request.run_id.as_str()).await? {
+                return self.follow(&request, thread, &turn, start_seq, None).await;
             }
-        }
-        if !request.input.resume().is_empty() {
-            return Ok(refuse("invalid_resume", "no interrupt is open on this thread"));
         }
         let turns = match &thread {
             Some(thread) => store.thread_turns(thread.pk).await?,
             None => Vec::new(),
         };
+        if !request.input.resume().is_empty() {
+            return self.resume(&request, thread.as_ref(), &turns).await;
+        }
         match history::check(&request.input.messages, &turns) {
             HistoryVerdict::NoUserMessage => {
                 Err(EngineError::BadRequest { field: "messages", message: "a run needs a user message".into() })
@@ -278,28 +302,285 @@ impl Engine {
                 let (Some(thread), Some(latest)) = (&thread, turns.last()) else {
                     return Ok(refuse("history_mismatch", "the thread has no turn to follow; load the thread again"));
                 };
-                let followed = store.add_run(thread.pk, request.run_id.as_str(), latest.pk, now_ms()).await?;
-                let turn = if followed == latest.pk { latest.clone() } else { self.turn(followed).await? };
-                self.follow(&request, &turn).await
+                // A reloaded page follows the turn from its latest decision (or its start).
+                let interrupts = store.turn_interrupts(latest.pk).await?;
+                let start = interrupts.iter().filter_map(|i| i.decided_seq).max().map_or(0, |seq| seq - 1);
+                let followed = store.add_run(thread.pk, request.run_id.as_str(), latest.pk, start, now_ms()).await?;
+                match store.find_run(thread.pk, request.run_id.as_str()).await? {
+                    Some((turn, start_seq)) if turn.pk == followed => {
+                        self.follow(&request, thread, &turn, start_seq, None).await
+                    }
+                    _ => Err(StoreError::Corrupt(format!("run names missing turn {followed}")).into()),
+                }
             }
             HistoryVerdict::NewTurn { message_id, text } => {
                 if let Some(last_event_id) = request.last_event_id {
                     return Err(EngineError::BadLastEventId(last_event_id.to_string()));
                 }
-                if turns.last().is_some_and(|t| t.status == TurnStatus::Running) {
-                    return Ok(refuse("turn_in_progress", "a turn is running on this thread; wait for it to finish"));
+                if let Some(latest) = turns.last() {
+                    match latest.status {
+                        TurnStatus::Running => {
+                            return Ok(refuse(
+                                "turn_in_progress",
+                                "a turn is running on this thread; wait for it to finish",
+                            ))
+                        }
+                        TurnStatus::Waiting => return self.refuse_while_waiting(&request, latest).await,
+                        _ => {}
+                    }
                 }
                 self.start_turn(&request, thread.as_ref(), turns.len(), message_id, text).await
             }
         }
     }
 
-    async fn turn(&self, pk: i64) -> Result<TurnRow, EngineError> {
-        self.inner
-            .store
-            .turn(pk)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("run names missing turn {pk}")).into())
+    /// A new message on a thread whose turn waits: `interrupts_pending` when the caller may
+    /// decide something, else `turn_waiting` naming who decides (§5.3.6).
+    async fn refuse_while_waiting(&self, request: &RunRequest<'_>, latest: &TurnRow) -> Result<RunPlan, EngineError> {
+        let viewer = viewer_of(request);
+        let open: Vec<InterruptRow> =
+            self.inner.store.turn_interrupts(latest.pk).await?.into_iter().filter(|i| i.status == "open").collect();
+        let waiting: Vec<interrupts::Waiting> = open.iter().filter_map(waiting_of).collect();
+        if waiting.iter().any(|w| w.may_be_decided_by(&viewer)) {
+            let ids: Vec<&str> = waiting.iter().map(|w| w.interrupt.id.as_str()).collect();
+            return Ok(refuse(
+                "interrupts_pending",
+                &format!("the turn waits for your decision on {}; answer with resume first", ids.join(", ")),
+            ));
+        }
+        let who: Vec<String> =
+            waiting.iter().map(|w| interrupts::describe_deciders(&w.deciders, w.four_eyes)).collect();
+        Ok(refuse("turn_waiting", &format!("the turn waits for a decision by {}", who.join("; "))))
+    }
+
+    /// A resume (§5.3): every entry checked before any is decided; the decisions in one
+    /// transaction; the run then follows the turn from the decision on.
+    async fn resume(
+        &self,
+        request: &RunRequest<'_>,
+        thread: Option<&ThreadRow>,
+        turns: &[TurnRow],
+    ) -> Result<RunPlan, EngineError> {
+        let Some(person) = request.caller.person_id() else {
+            return Err(EngineError::PersonOnly(self.console_hint()));
+        };
+        let (Some(thread), Some(latest)) = (thread, turns.last()) else {
+            return Ok(refuse("invalid_resume", "no interrupt is open on this thread"));
+        };
+        if !request.input.messages.is_empty()
+            && history::check(&request.input.messages, turns) != HistoryVerdict::FollowLatest
+        {
+            return Ok(refuse("history_mismatch", "a resume adds no message; load the thread again"));
+        }
+        let interrupts = self.inner.store.turn_interrupts(latest.pk).await?;
+        let viewer = viewer_of(request);
+        let plans = match check_resume(request.input.resume(), &interrupts, person, &viewer.roles, now_ms(), true) {
+            Ok(plans) => plans,
+            Err(refusal) => return Ok(refuse(refusal.code, &refusal.message)),
+        };
+        let via = request.caller.via().unwrap_or("direct");
+        let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await? {
+            Some(result) => result,
+            None => return Ok(refuse("invalid_resume", "nothing to decide")),
+        };
+        let started =
+            self.inner.store.add_run(thread.pk, request.run_id.as_str(), latest.pk, start_seq, now_ms()).await?;
+        let (turn, start_seq) = match self.inner.store.find_run(thread.pk, request.run_id.as_str()).await? {
+            Some(found) if found.0.pk == started => found,
+            _ => return Err(StoreError::Corrupt("a resume run was not recorded".into()).into()),
+        };
+        self.follow(request, thread, &turn, start_seq, Some(outcomes)).await
+    }
+
+    /// Records the decisions of `plans` for `turn` (all or nothing) and sets the turn going
+    /// again when nothing of it stays open. Returns each entry's outcome and where the run that
+    /// made them begins in the log; `None` when the plans decide nothing and name no decision.
+    async fn decide(
+        &self,
+        turn: &TurnRow,
+        plans: &[EntryPlan],
+        person: &str,
+        via: &str,
+    ) -> Result<Option<(Vec<Value>, i64)>, EngineError> {
+        let inner = &self.inner;
+        for _attempt in 0..3 {
+            let decisions: Vec<Decision> = plans
+                .iter()
+                .filter_map(|plan| match plan {
+                    EntryPlan::Decide { interrupt_id, decision, .. } => Some(Decision {
+                        interrupt_id: interrupt_id.clone(),
+                        status: "decided",
+                        decision: decision.to_string(),
+                        decided_by: person.to_string(),
+                        decided_via: via.to_string(),
+                    }),
+                    EntryPlan::AlreadyDecided { .. } => None,
+                })
+                .collect();
+            let mut outcomes: Vec<Value> = plans
+                .iter()
+                .map(|plan| match plan {
+                    EntryPlan::Decide { interrupt_id, approved, .. } => {
+                        json!({ "interruptId": interrupt_id, "outcome": "decided", "approved": approved })
+                    }
+                    EntryPlan::AlreadyDecided { interrupt_id, .. } => {
+                        json!({ "interruptId": interrupt_id, "outcome": "already_decided" })
+                    }
+                })
+                .collect();
+            if decisions.is_empty() {
+                let start = plans.iter().find_map(|plan| match plan {
+                    EntryPlan::AlreadyDecided { decided_seq: Some(seq), .. } => Some(seq - 1),
+                    _ => None,
+                });
+                return Ok(start.map(|start| (outcomes, start)));
+            }
+            let marker = resumed_marker(&outcomes)?;
+            let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
+            match inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await? {
+                Decided::Recorded { seq, resumed } => {
+                    inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
+                    if resumed {
+                        if let Some(turn) = inner.store.turn(turn.pk).await? {
+                            self.spawn_turn(turn, TurnStart::Takeover, None);
+                        }
+                    }
+                    return Ok(Some((outcomes, seq - 1)));
+                }
+                Decided::AlreadyDecided => {
+                    // Someone decided one of these first: recompute from what is stored now.
+                    let stored = inner.store.turn_interrupts(turn.pk).await?;
+                    for outcome in outcomes.iter_mut() {
+                        let id = outcome["interruptId"].as_str().unwrap_or("").to_string();
+                        if stored.iter().any(|i| i.id == id && i.status != "open") {
+                            *outcome = json!({ "interruptId": id, "outcome": "already_decided" });
+                        }
+                    }
+                    let replanned: Vec<EntryPlan> = plans
+                        .iter()
+                        .map(|plan| match plan {
+                            EntryPlan::Decide { interrupt_id, .. } => {
+                                match stored.iter().find(|i| i.id == *interrupt_id && i.status != "open") {
+                                    Some(row) => EntryPlan::AlreadyDecided {
+                                        interrupt_id: interrupt_id.clone(),
+                                        decided_seq: row.decided_seq,
+                                    },
+                                    None => plan.clone(),
+                                }
+                            }
+                            other => other.clone(),
+                        })
+                        .collect();
+                    return Box::pin(self.decide(turn, &replanned, person, via)).await;
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// A person decides one interrupt out of band (`POST /v1/interrupts/{id}/decision`): the
+    /// same checks as a resume, except that other open interrupts may stay open.
+    pub async fn decide_out_of_band(
+        &self,
+        tenant: &str,
+        caller: &Caller,
+        entry: &ResumeEntry,
+        via: &str,
+    ) -> Result<Value, EngineError> {
+        let Some(person) = caller.person_id() else {
+            return Err(EngineError::PersonOnly(self.console_hint()));
+        };
+        let store = &self.inner.store;
+        let Some(row) = store.find_interrupt(&entry.interrupt_id).await? else {
+            return Err(EngineError::PermissionDenied);
+        };
+        let Some(turn) = store.turn(row.turn).await? else { return Err(EngineError::PermissionDenied) };
+        let readable = self.thread_by_pk(tenant, row.thread).await?.filter(|t| caller.may_read(t));
+        if readable.is_none() {
+            return Err(EngineError::PermissionDenied);
+        }
+        let interrupts = store.turn_interrupts(turn.pk).await?;
+        let roles = caller.roles();
+        let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, roles, now_ms(), false)
+            .map_err(|r| EngineError::DecisionRefused(Refusal { code: r.code, message: r.message }))?;
+        let (outcomes, _) = self.decide(&turn, &plans, person, via).await?.unwrap_or_default();
+        Ok(outcomes.into_iter().next().unwrap_or(Value::Null))
+    }
+
+    async fn thread_by_pk(&self, tenant: &str, pk: i64) -> Result<Option<ThreadRow>, EngineError> {
+        Ok(self.inner.store.thread_by_pk(pk).await?.filter(|t| t.tenant == tenant))
+    }
+
+    /// The open interrupts of `turn` this caller may decide (every one, for an API key), as
+    /// AG-UI interrupts.
+    pub async fn open_interrupts_for(&self, caller: &Caller, turn: &TurnRow) -> Result<Vec<Value>, EngineError> {
+        let viewer = Viewer {
+            person: caller.person_id().map(str::to_string),
+            roles: caller.roles().to_vec(),
+            ..Viewer::default()
+        };
+        let rows = self.inner.store.turn_interrupts(turn.pk).await?;
+        Ok(rows
+            .iter()
+            .filter(|row| row.status == "open")
+            .filter_map(waiting_of)
+            .filter(|waiting| viewer.person.is_none() || waiting.may_be_decided_by(&viewer))
+            .filter_map(|waiting| serde_json::to_value(waiting.interrupt).ok())
+            .collect())
+    }
+
+    /// Where a person can decide, for a caller who cannot (`gateway/console`).
+    fn console_hint(&self) -> String {
+        match self.inner.config.console_url.as_str() {
+            "" => String::new(),
+            url => format!(": decide at {url}"),
+        }
+    }
+
+    /// Denies, exactly once across instances, every open interrupt past its expiry, and sets
+    /// their turns going again (§5.1 `expiresAt`).
+    async fn expire_interrupts(&self) -> Result<(), StoreError> {
+        let store = &self.inner.store;
+        for row in store.lapsed_interrupts(now_ms()).await? {
+            let Some(turn) = store.turn(row.turn).await? else { continue };
+            let plan = EntryPlan::Decide {
+                interrupt_id: row.id.clone(),
+                decision: json!({ "approved": false, "expired": true }),
+                approved: false,
+            };
+            let decided = Box::pin(self.decide_expired(&turn, plan)).await;
+            if let Err(error) = decided {
+                tracing::warn!(%error, interrupt = %row.id, "could not expire an interrupt");
+            }
+        }
+        Ok(())
+    }
+
+    async fn decide_expired(&self, turn: &TurnRow, plan: EntryPlan) -> Result<(), EngineError> {
+        let inner = &self.inner;
+        let EntryPlan::Decide { interrupt_id, decision, .. } = &plan else { return Ok(()) };
+        let decisions = [Decision {
+            interrupt_id: interrupt_id.clone(),
+            status: "expired",
+            decision: decision.to_string(),
+            decided_by: "gateway".into(),
+            decided_via: "expiry".into(),
+        }];
+        let outcomes = [json!({ "interruptId": interrupt_id, "outcome": "expired" })];
+        let marker = resumed_marker(&outcomes)?;
+        let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
+        if let Decided::Recorded { seq, resumed } =
+            inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await?
+        {
+            tracing::info!(interrupt = %interrupt_id, "an interrupt expired and was denied");
+            inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
+            if resumed {
+                if let Some(turn) = inner.store.turn(turn.pk).await? {
+                    self.spawn_turn(turn, TurnStart::Takeover, None);
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn start_turn(
@@ -353,29 +634,47 @@ impl Engine {
                 let board: Vec<Value> = notes.iter().filter_map(|n| serde_json::from_str(n).ok()).collect();
                 let plan = FollowPlan {
                     thread_id: thread.thread_id.clone(),
+                    thread_pk: thread.pk,
                     run_id: new.run_id.clone(),
                     turn_pk: turn.pk,
                     turn_id: turn.public_id.clone(),
+                    run_start_seq: 0,
                     after_seq: 0,
+                    viewer: viewer_of(request),
+                    resume_outcomes: None,
                 };
                 let ai_label = inner.config.tenant(request.tenant).and_then(|t| t.ai_label.clone());
                 let start = TurnStart::New { thread_id: thread.thread_id.clone(), run_id: new.run_id.clone(), board };
                 self.spawn_turn(turn, start, ai_label);
                 Ok(RunPlan::Follow(plan))
             }
-            StartTurn::RunExists(turn) => self.follow(request, &turn).await,
+            StartTurn::RunExists(turn, start_seq) => match inner.store.turn(turn.pk).await? {
+                Some(turn) => {
+                    let thread = inner.store.thread_by_pk(turn.thread).await?.ok_or(EngineError::PermissionDenied)?;
+                    self.follow(request, &thread, &turn, start_seq, None).await
+                }
+                None => Err(EngineError::PermissionDenied),
+            },
             StartTurn::Conflict => Ok(refuse("turn_in_progress", "another turn started on this thread first")),
             StartTurn::NotOwner => Err(EngineError::PermissionDenied),
         }
     }
 
-    /// A run that follows `turn`, after the client's `Last-Event-ID` when it sent one.
-    async fn follow(&self, request: &RunRequest<'_>, turn: &TurnRow) -> Result<RunPlan, EngineError> {
+    /// A run that follows `turn` from `start_seq`, after the client's `Last-Event-ID` when it
+    /// sent one (which must be an event of this run: at or after its start).
+    async fn follow(
+        &self,
+        request: &RunRequest<'_>,
+        thread: &ThreadRow,
+        turn: &TurnRow,
+        start_seq: i64,
+        resume_outcomes: Option<Vec<Value>>,
+    ) -> Result<RunPlan, EngineError> {
         let after_seq = match request.last_event_id {
-            None => 0,
+            None => start_seq,
             Some(id) => {
                 let last = self.inner.store.last_seq(turn.pk).await?;
-                if id.turn != turn.public_id || id.seq > last {
+                if id.turn != turn.public_id || id.seq > last || id.seq <= start_seq {
                     return Err(EngineError::BadLastEventId(id.to_string()));
                 }
                 id.seq
@@ -383,10 +682,14 @@ impl Engine {
         };
         Ok(RunPlan::Follow(FollowPlan {
             thread_id: request.thread_id.as_str().to_string(),
+            thread_pk: thread.pk,
             run_id: request.run_id.as_str().to_string(),
             turn_pk: turn.pk,
             turn_id: turn.public_id.clone(),
+            run_start_seq: start_seq,
             after_seq,
+            viewer: viewer_of(request),
+            resume_outcomes,
         }))
     }
 
@@ -417,6 +720,8 @@ impl Engine {
                 signal: signal_rx.clone(),
                 next_seq: 1,
                 next_note_no: 1,
+                store: inner.store.clone(),
+                started_by: turn.started_by.strip_prefix("person:").unwrap_or_default().to_string(),
             });
             let ending = run_turn(&inner, &mut context, &turn, start).await;
             if let Err(error) = context.finish(ending).await {
@@ -557,7 +862,7 @@ async fn run_turn(
 }
 
 /// A turn's whole log, read in pages.
-async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredEvent>, StoreError> {
+pub(crate) async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredEvent>, StoreError> {
     let mut events: Vec<StoredEvent> = Vec::new();
     loop {
         let after = events.last().map_or(0, |e| e.seq);
@@ -569,6 +874,42 @@ async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredEvent>, Stor
     }
 }
 
+/// Who a run's stream is rendered for.
+fn viewer_of(request: &RunRequest<'_>) -> Viewer {
+    Viewer {
+        person: request.caller.person_id().map(str::to_string),
+        roles: request.caller.roles().to_vec(),
+        pre_1_0: request.input.is_pre_1_0_client(),
+    }
+}
+
+/// The waiting view of a stored interrupt.
+fn waiting_of(row: &InterruptRow) -> Option<interrupts::Waiting> {
+    Some(interrupts::Waiting {
+        interrupt: serde_json::from_str(&row.shown).ok()?,
+        deciders: serde_json::from_str(&row.deciders).ok()?,
+        four_eyes: row.four_eyes,
+        started_by: row.started_by.clone(),
+        turn: String::new(),
+    })
+}
+
+/// The decision event: what was decided, for the resume run that starts there.
+fn resumed_marker(outcomes: &[Value]) -> Result<StoredEvent, StoreError> {
+    let at_ms = now_ms();
+    let event = Event::Custom {
+        name: RESUMED_EVENT.into(),
+        value: json!(ResumedEvent { decisions: outcomes.to_vec() }),
+        subagent_run_id: None,
+    };
+    let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms))
+        .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;
+    Ok(StoredEvent { seq: 0, kind: EventKind::Resumed, body: body.into(), at_ms })
+}
+
+/// The `CUSTOM` name under which a decision event is logged (rendered per run, never as is).
+pub const RESUMED_EVENT: &str = "gateway.resumed-event";
+
 fn refuse(code: &'static str, message: &str) -> RunPlan {
     RunPlan::Refused(Refusal { code, message: message.to_string() })
 }
@@ -576,12 +917,6 @@ fn refuse(code: &'static str, message: &str) -> RunPlan {
 impl Engine {
     /// The thread's conversation as AG-UI messages (see [`conversation`]).
     pub async fn messages(&self, thread: &ThreadRow) -> Result<Vec<crate::protocol::InputMessage>, EngineError> {
-        let store = &self.inner.store;
-        let mut messages = Vec::new();
-        for turn in store.thread_turns(thread.pk).await? {
-            let events = read_log(store.as_ref(), turn.pk).await?;
-            conversation::fold_turn(&mut messages, &turn, &events);
-        }
-        Ok(messages)
+        Ok(conversation::load(self.inner.store.as_ref(), thread.pk).await?)
     }
 }

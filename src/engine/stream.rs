@@ -11,11 +11,15 @@ use bytes::Bytes;
 use futures_util::Stream;
 use tokio::time::Instant;
 
+use serde_json::{json, Value};
+
+use super::conversation;
 use super::hub::Hub;
+use super::interrupts::{ResumedEvent, Viewer, Waiting, WaitingEvent};
 use super::FollowPlan;
 use crate::ids::EventId;
 use crate::protocol::events::Envelope;
-use crate::protocol::Event;
+use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
 use crate::store::{EventKind, Store, StoredEvent};
 
 /// Events read from the table per query.
@@ -50,10 +54,10 @@ pub fn follow(
         let mut wake = feed.subscribe();
         let deadline = Instant::now() + options.max_duration;
         let mut cursor = plan.after_seq;
-        if cursor > 0 {
-            // Resuming after the terminal event: the run is over, there is nothing to send.
+        if cursor > plan.run_start_seq {
+            // Resuming after the event that ended this run: there is nothing to send.
             match store.events_after(plan.turn_pk, cursor - 1, 1).await {
-                Ok(events) if events.first().is_some_and(|e| e.kind.is_terminal()) => return,
+                Ok(events) if events.first().is_some_and(|e| ends_run_for(&plan, e)) => return,
                 Ok(_) => {}
                 Err(error) => {
                     tracing::warn!(%error, turn = %plan.turn_id, "reading the event log failed; closing the stream");
@@ -78,15 +82,19 @@ pub fn follow(
             if !batch.is_empty() {
                 for event in batch {
                     cursor = event.seq;
-                    let terminal = event.kind.is_terminal();
-                    match render(&plan, event) {
-                        Ok(item) => yield item,
+                    let ends = ends_run_for(&plan, &event);
+                    match render(&plan, store.as_ref(), event).await {
+                        Ok(items) => {
+                            for item in items {
+                                yield item;
+                            }
+                        }
                         Err(error) => {
                             tracing::error!(%error, turn = %plan.turn_id, seq = cursor, "a logged event cannot be rendered");
                             return;
                         }
                     }
-                    if terminal {
+                    if ends {
                         return;
                     }
                 }
@@ -111,10 +119,45 @@ pub fn follow(
     }
 }
 
-/// An event as this run sends it: run-boundary events carry the run's own ids.
-fn render(plan: &FollowPlan, event: StoredEvent) -> Result<StreamItem, serde_json::Error> {
+/// Whether the run ends at this event for its caller: a terminal event, or a wait on
+/// interrupts the caller may decide (every interrupt, for an API key).
+fn ends_run_for(plan: &FollowPlan, event: &StoredEvent) -> bool {
+    match event.kind {
+        EventKind::RunFinished | EventKind::RunError => true,
+        EventKind::Waiting => waiting_of(event).is_some_and(|w| split_for(&plan.viewer, &w).0.len() > 0),
+        _ => false,
+    }
+}
+
+fn waiting_of(event: &StoredEvent) -> Option<WaitingEvent> {
+    let envelope: Envelope = serde_json::from_slice(&event.body).ok()?;
+    match envelope.event {
+        Event::Custom { value, .. } => serde_json::from_value(value).ok(),
+        _ => None,
+    }
+}
+
+/// The interrupts this viewer may decide (all of them for an API key), and the others.
+fn split_for<'a>(viewer: &Viewer, waiting: &'a WaitingEvent) -> (Vec<&'a Waiting>, Vec<&'a Waiting>) {
+    waiting.interrupts.iter().partition(|w| viewer.person.is_none() || w.may_be_decided_by(viewer))
+}
+
+/// An event as this run sends it (§3, §5.2, §5.4): run-boundary events carry the run's own
+/// ids; a wait becomes the caller's ending (or `gateway.waiting`); a decision opens the run
+/// that made it. Several items rendered from one event share its id.
+async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Result<Vec<StreamItem>, RenderError> {
     let id = EventId { turn: plan.turn_id.clone(), seq: event.seq }.to_string();
-    let json = match event.kind {
+    let item = |event: Event, at_ms: i64| -> Result<StreamItem, RenderError> {
+        Ok(StreamItem::Event { id: id.clone(), json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
+    };
+    let run_finished = |outcome: Option<RunOutcome>| Event::RunFinished {
+        thread_id: plan.thread_id.clone(),
+        run_id: plan.run_id.clone(),
+        result: None,
+        outcome,
+        usage: None,
+    };
+    match event.kind {
         EventKind::RunStarted | EventKind::RunFinished => {
             let mut envelope: Envelope = serde_json::from_slice(&event.body)?;
             match &mut envelope.event {
@@ -124,9 +167,80 @@ fn render(plan: &FollowPlan, event: StoredEvent) -> Result<StreamItem, serde_jso
                 }
                 _ => {}
             }
-            Bytes::from(serde_json::to_vec(&envelope)?)
+            Ok(vec![StreamItem::Event { id: id.clone(), json: Bytes::from(serde_json::to_vec(&envelope)?) }])
         }
-        _ => event.body,
-    };
-    Ok(StreamItem::Event { id, json })
+        EventKind::Waiting => {
+            let Some(waiting) = waiting_of(&event) else { return Ok(Vec::new()) };
+            let (mine, others) = split_for(&plan.viewer, &waiting);
+            let others: Vec<Value> = others.iter().map(|w| w.for_others()).collect();
+            if mine.is_empty() {
+                let value = json!({ "waiting": others });
+                return Ok(vec![item(
+                    Event::Custom { name: "gateway.waiting".into(), value, subagent_run_id: None },
+                    event.at_ms,
+                )?]);
+            }
+            if plan.viewer.pre_1_0 {
+                // §5.4: the conversation, one on_interrupt per interrupt, and a plain ending.
+                let messages = conversation::load(store, plan.thread_pk).await?;
+                let mut items = vec![item(Event::MessagesSnapshot { messages }, event.at_ms)?];
+                for waiting in &mine {
+                    let value = json!({
+                        "id": waiting.interrupt.id,
+                        "message": waiting.interrupt.message,
+                        "metadata": waiting.interrupt.metadata,
+                    });
+                    items.push(item(
+                        Event::Custom { name: "on_interrupt".into(), value, subagent_run_id: None },
+                        event.at_ms,
+                    )?);
+                }
+                items.push(item(run_finished(None), event.at_ms)?);
+                return Ok(items);
+            }
+            let interrupts = mine.iter().map(|w| w.interrupt.clone()).collect();
+            let mut envelope = Envelope::new(run_finished(Some(RunOutcome::Interrupt { interrupts })), event.at_ms);
+            if !others.is_empty() {
+                let mut metadata = serde_json::Map::new();
+                metadata.insert("gateway/waiting-for-others".into(), Value::Array(others));
+                envelope.metadata = Some(metadata);
+            }
+            Ok(vec![StreamItem::Event { id, json: Bytes::from(serde_json::to_vec(&envelope)?) }])
+        }
+        EventKind::Resumed if event.seq == plan.run_start_seq + 1 => {
+            // The decision this run made (or found made): the run starts here.
+            let envelope: Envelope = serde_json::from_slice(&event.body)?;
+            let recorded = match envelope.event {
+                Event::Custom { value, .. } => serde_json::from_value::<ResumedEvent>(value).unwrap_or_default(),
+                _ => ResumedEvent::default(),
+            };
+            let outcomes = plan.resume_outcomes.clone().unwrap_or(recorded.decisions);
+            let started = Event::RunStarted {
+                thread_id: plan.thread_id.clone(),
+                run_id: plan.run_id.clone(),
+                protocol_version: Some(PROTOCOL_VERSION.to_string()),
+                parent_run_id: None,
+                input: None,
+            };
+            let mut items = vec![item(started, event.at_ms)?];
+            for outcome in outcomes {
+                items.push(item(
+                    Event::Custom { name: "gateway.resume".into(), value: outcome, subagent_run_id: None },
+                    event.at_ms,
+                )?);
+            }
+            Ok(items)
+        }
+        // Someone else's decision, seen by a stream that waited through it: nothing to show.
+        EventKind::Resumed => Ok(Vec::new()),
+        _ => Ok(vec![StreamItem::Event { id, json: event.body }]),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum RenderError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }

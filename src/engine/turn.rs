@@ -9,10 +9,16 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::interrupts::{describe_deciders, Deciders, Waiting, WaitingEvent};
 use super::log::{AppendHealth, EventLog, LogError};
 use crate::protocol::events::{Envelope, PatchOp, TextRole, ToolResultContent};
+use crate::protocol::Interrupt;
 use crate::protocol::{iso8601, now_ms, Event, RunOutcome, TokenUsage};
-use crate::store::{EventKind, StoredEvent, TurnStatus, WriteOp};
+use crate::store::{EventKind, InterruptRow, Store, StoredEvent, TurnStatus, WriteOp};
+
+/// The `CUSTOM` name under which a waiting event is logged; it is never sent as such (each
+/// caller sees it rendered per §5.2).
+pub const WAITING_EVENT: &str = "gateway.waiting-event";
 
 /// What the engine asks of a running turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +41,9 @@ pub enum AgentError {
     /// The turn leaves this instance unfinished (shutdown, or a lost lease); not an ending.
     #[error("the turn moves to another instance")]
     Stopped,
+    /// The turn waits for interrupts to be decided; not an ending either.
+    #[error("the turn waits for a decision")]
+    Waiting,
     /// The agent failed: `RUN_ERROR` with code `failed`.
     #[error("{0}")]
     Failed(String),
@@ -44,6 +53,20 @@ pub enum AgentError {
     /// The log could not be written; nothing more can be said on this turn.
     #[error(transparent)]
     Log(#[from] LogError),
+}
+
+impl AgentError {
+    /// A name for the kind of failure, safe to log (it never holds message text).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentError::Cancelled => "cancelled",
+            AgentError::Stopped => "stopped",
+            AgentError::Waiting => "waiting",
+            AgentError::Failed(_) => "failed",
+            AgentError::EventTooLarge { .. } => "event_too_large",
+            AgentError::Log(_) => "log",
+        }
+    }
 }
 
 /// What a finished agent reports for `RUN_FINISHED`.
@@ -58,6 +81,31 @@ pub struct AgentOutput {
 pub struct Checkpoint {
     /// The next script step to run.
     pub step: usize,
+    /// Interrupts the step waits on; their decisions are read when the turn goes on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub awaiting: Vec<String>,
+    /// The last answer a person gave to a question (`{answer}` in later script steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// The tool calls awaiting approval, in the order of `awaiting`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<String>,
+}
+
+/// An interrupt an agent opens (§5.1).
+#[derive(Debug, Clone)]
+pub struct InterruptSpec {
+    /// `tool_call`, `input_required` or `confirmation`.
+    pub reason: &'static str,
+    pub message: String,
+    pub tool_call_id: Option<String>,
+    pub response_schema: Value,
+    pub ttl_ms: i64,
+    pub deciders: Deciders,
+    pub four_eyes: bool,
+    /// Arguments of the call, for callers with the content permission.
+    pub details: Option<Value>,
+    pub choices: Vec<String>,
 }
 
 pub struct TurnContext {
@@ -76,6 +124,8 @@ pub struct TurnContext {
     counters: Counters,
     /// Ops held back to be committed together (a step that must not be half-done).
     atomic: Option<Vec<WriteOp>>,
+    store: Arc<dyn Store>,
+    started_by: String,
     open_messages: Vec<String>,
     /// Messages whose first content has not been sent yet (the AI label goes there).
     unlabelled: Vec<String>,
@@ -103,6 +153,9 @@ pub(crate) struct TurnSetup {
     pub signal: watch::Receiver<TurnSignal>,
     pub next_seq: i64,
     pub next_note_no: i64,
+    pub store: Arc<dyn Store>,
+    /// The person who started the turn (the default decider of its interrupts).
+    pub started_by: String,
 }
 
 impl TurnContext {
@@ -122,6 +175,8 @@ impl TurnContext {
             next_note_no: setup.next_note_no,
             counters: Counters::default(),
             atomic: None,
+            store: setup.store,
+            started_by: setup.started_by,
             open_messages: Vec::new(),
             unlabelled: Vec::new(),
             open_tool_calls: Vec::new(),
@@ -210,6 +265,7 @@ impl TurnContext {
             Event::RunFinished { .. } => EventKind::RunFinished,
             Event::RunError { .. } => EventKind::RunError,
             Event::StateSnapshot { .. } => EventKind::StateSnapshot,
+            Event::Custom { name, .. } if name == WAITING_EVENT => EventKind::Waiting,
             _ => EventKind::Plain,
         };
         let at_ms = now_ms();
@@ -277,6 +333,13 @@ impl TurnContext {
     /// A whole tool call with its result: `TOOL_CALL_START/ARGS/END` then `TOOL_CALL_RESULT`.
     /// Returns the call's id (`<turn>:c<n>`).
     pub async fn tool_call(&mut self, name: &str, arguments: &str, result: &str) -> Result<String, AgentError> {
+        let call_id = self.tool_call_start(name, arguments).await?;
+        self.tool_result(&call_id, result).await?;
+        Ok(call_id)
+    }
+
+    /// The call itself, `TOOL_CALL_START/ARGS/END`, without its result (yet). Returns its id.
+    pub async fn tool_call_start(&mut self, name: &str, arguments: &str) -> Result<String, AgentError> {
         self.counters.tool_calls += 1;
         let call_id = format!("{}:c{}", self.turn_id, self.counters.tool_calls);
         self.emit(Event::ToolCallStart {
@@ -295,9 +358,18 @@ impl TurnContext {
         .await?;
         self.open_tool_calls.retain(|c| c != &call_id);
         self.emit(Event::ToolCallEnd { tool_call_id: call_id.clone(), subagent_run_id: None }).await?;
+        Ok(call_id)
+    }
+
+    /// A call's result, as a tool message named after the call (`<turn>:r<n>` for `<turn>:c<n>`).
+    pub async fn tool_result(&mut self, call_id: &str, result: &str) -> Result<(), AgentError> {
+        let message_id = match call_id.rsplit_once(":c") {
+            Some((turn, n)) => format!("{turn}:r{n}"),
+            None => format!("{call_id}:r"),
+        };
         self.emit(Event::ToolCallResult {
-            message_id: format!("{}:r{}", self.turn_id, self.counters.tool_calls),
-            tool_call_id: call_id.clone(),
+            message_id,
+            tool_call_id: call_id.to_string(),
             content: ToolResultContent::Text(result.to_string()),
             role: Some("tool".into()),
             subagent_run_id: None,
@@ -305,7 +377,7 @@ impl TurnContext {
         .await?;
         // The answer after a tool call is a new message.
         self.last_message = None;
-        Ok(call_id)
+        Ok(())
     }
 
     /// Pins a note to the thread's board: a `STATE_DELTA` adding it, and the note itself, in
@@ -412,6 +484,112 @@ impl TurnContext {
         Ok(())
     }
 
+    /// Opens interrupts and ends the agent's work for now: the interrupts, the waiting event and
+    /// the checkpoint (which names them) commit together, and the turn is marked waiting. The
+    /// agent runs again from `checkpoint` once every interrupt is decided or expired.
+    pub async fn wait_for(&mut self, specs: Vec<InterruptSpec>, mut checkpoint: Checkpoint) -> AgentError {
+        match self.open_interrupts(specs, &mut checkpoint).await {
+            Ok(()) => AgentError::Waiting,
+            Err(error) => error,
+        }
+    }
+
+    async fn open_interrupts(
+        &mut self,
+        specs: Vec<InterruptSpec>,
+        checkpoint: &mut Checkpoint,
+    ) -> Result<(), AgentError> {
+        self.check_stopped()?;
+        let now = now_ms();
+        let mut rows = Vec::new();
+        let mut waiting = Vec::new();
+        for spec in specs {
+            let id = format!("int_{}", uuid::Uuid::new_v4().simple());
+            let mut metadata = serde_json::Map::new();
+            metadata.insert("gateway/kind".into(), json!(spec.reason));
+            metadata.insert("gateway/turn".into(), json!(self.turn_id));
+            if let Some(details) = spec.details {
+                metadata.insert("gateway/details".into(), details);
+            }
+            if !spec.choices.is_empty() {
+                metadata.insert("gateway/choices".into(), json!(spec.choices));
+            }
+            metadata.insert("gateway/deciders".into(), json!(describe_deciders(&spec.deciders, spec.four_eyes)));
+            let message = match (&self.ai_label, spec.reason) {
+                (Some(label), "input_required") => format!("{label}{}", spec.message),
+                _ => spec.message,
+            };
+            let interrupt = Interrupt {
+                id: id.clone(),
+                reason: spec.reason.to_string(),
+                message: Some(message),
+                tool_call_id: spec.tool_call_id,
+                response_schema: Some(spec.response_schema),
+                expires_at: Some(iso8601(now + spec.ttl_ms)),
+                metadata: Some(metadata),
+                subagent_run_id: None,
+            };
+            let shown = serde_json::to_string(&interrupt)
+                .map_err(|e| AgentError::Failed(format!("an interrupt could not be encoded: {e}")))?;
+            rows.push(InterruptRow {
+                id: id.clone(),
+                thread: self.thread_pk,
+                turn: self.turn_pk,
+                shown,
+                deciders: json!(spec.deciders).to_string(),
+                four_eyes: spec.four_eyes,
+                started_by: self.started_by.clone(),
+                expires_at_ms: now + spec.ttl_ms,
+                status: "open".into(),
+                decision: None,
+                decided_by: None,
+                decided_seq: None,
+                created_at_ms: now,
+            });
+            waiting.push(Waiting {
+                interrupt,
+                deciders: spec.deciders,
+                four_eyes: spec.four_eyes,
+                started_by: self.started_by.clone(),
+                turn: self.turn_id.clone(),
+            });
+            checkpoint.awaiting.push(id);
+        }
+        let marker = self.event_op(Event::Custom {
+            name: WAITING_EVENT.into(),
+            value: json!(WaitingEvent { interrupts: waiting }),
+            subagent_run_id: None,
+        })?;
+        let mut ops = self.atomic.take().unwrap_or_default();
+        ops.extend(rows.into_iter().map(WriteOp::OpenInterrupt));
+        ops.push(marker);
+        ops.push(self.checkpoint_op(checkpoint)?);
+        self.log.append(self.turn_pk, ops, &self.health).await?;
+        Ok(())
+    }
+
+    /// The decisions on interrupts this turn waited for: `(id, decision)` in the order given.
+    /// An expired interrupt reads as denied.
+    pub async fn decisions(&self, ids: &[String]) -> Result<Vec<(String, Value)>, AgentError> {
+        let rows = self
+            .store
+            .turn_interrupts(self.turn_pk)
+            .await
+            .map_err(|e| AgentError::Failed(format!("the turn's interrupts could not be read: {e}")))?;
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let decision = rows
+                    .iter()
+                    .find(|row| row.id == *id)
+                    .and_then(|row| row.decision.as_deref())
+                    .and_then(|d| serde_json::from_str(d).ok())
+                    .unwrap_or_else(|| json!({ "approved": false }));
+                (id.clone(), decision)
+            })
+            .collect())
+    }
+
     pub(crate) fn set_next_note_no(&mut self, next: i64) {
         self.next_note_no = next;
     }
@@ -428,6 +606,11 @@ impl TurnContext {
         // A step cut short is dropped whole: its checkpoint never committed, so it runs again.
         self.atomic = None;
         let (terminal, status) = match ending {
+            Err(AgentError::Waiting) => {
+                // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
+                self.log.append_committed(self.turn_pk, Vec::new(), &self.health).await?;
+                return Ok(());
+            }
             Err(AgentError::Stopped) => {
                 if *self.signal.borrow() == TurnSignal::HandOver {
                     self.log.append_committed(self.turn_pk, Vec::new(), &self.health).await?;
@@ -470,7 +653,9 @@ impl TurnContext {
             // The log is what failed: there is no writing a RUN_ERROR into it.
             return Err(LogError::Stopped);
         }
-        tracing::warn!(turn = %self.turn_id, %error, "turn failed");
+        // The message may quote the user's words: keep it out of info-level logs (§8).
+        tracing::warn!(turn = %self.turn_id, kind = error.kind(), "turn failed");
+        tracing::debug!(turn = %self.turn_id, %error, "turn failure detail");
         let event = Event::RunError { message: error.to_string(), code: Some("failed".into()), usage: None };
         self.append_terminal(event, TurnStatus::Failed).await
     }

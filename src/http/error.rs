@@ -22,9 +22,12 @@ pub enum ApiError {
     /// 403 `permission_denied`: says nothing about whether the thing exists.
     #[error("permission denied")]
     PermissionDenied,
-    /// 403 `permission_denied`: a key's resume (§5.3.1).
-    #[error("only a person resumes: decide the interrupts as a person, in an app or the console")]
-    OnlyAPersonResumes,
+    /// 403 `permission_denied` with a reason that reveals nothing (only a person decides).
+    #[error("{0}")]
+    Forbidden(String),
+    /// A decision the checks of §5.3 refused: 403 for `not_a_decider`, else 409, with the code.
+    #[error("{message}")]
+    DecisionRefused { code: &'static str, message: String },
     /// 400 with an RFC 6749 code (`invalid_request`, `unsupported_grant_type`, `invalid_grant`):
     /// the token exchange's own errors.
     #[error("{message}")]
@@ -32,6 +35,9 @@ pub enum ApiError {
     /// 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
+    /// 405 `method_not_allowed`.
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// 406 `not_acceptable`: the answer is always `text/event-stream`.
     #[error("this route answers only text/event-stream; the Accept header rules it out")]
     NotAcceptable,
@@ -61,9 +67,12 @@ impl ApiError {
         match self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
-            ApiError::PermissionDenied | ApiError::OnlyAPersonResumes => (StatusCode::FORBIDDEN, "permission_denied"),
+            ApiError::PermissionDenied | ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "permission_denied"),
+            ApiError::DecisionRefused { code: "not_a_decider", .. } => (StatusCode::FORBIDDEN, "not_a_decider"),
+            ApiError::DecisionRefused { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::Grant { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
@@ -84,6 +93,10 @@ impl From<EngineError> for ApiError {
             EngineError::BadRequest { .. } => ApiError::BadRequest { code: "bad_request", message: error.to_string() },
             EngineError::NotFound(message) => ApiError::NotFound(message),
             EngineError::NotRunning(message) => ApiError::Conflict { code: "not_running", message },
+            EngineError::PersonOnly(_) => ApiError::Forbidden(error.to_string()),
+            EngineError::DecisionRefused(refusal) => {
+                ApiError::DecisionRefused { code: refusal.code, message: refusal.message }
+            }
             EngineError::Store(error) => ApiError::Internal(Box::new(error)),
         }
     }

@@ -5,6 +5,7 @@
 mod agents;
 mod error;
 mod health;
+mod interrupts;
 pub mod permissions;
 mod runs;
 pub mod sse;
@@ -56,8 +57,20 @@ pub fn router(state: AppState) -> Router {
         .merge(agents::router())
         .merge(token::router())
         .merge(health::router())
+        .merge(interrupts::router())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(cors)
         .with_state(state)
+}
+
+/// Unknown paths get the same JSON error body as every other error.
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route {}", uri.path()))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
 }
 
 /// CORS per tenant (§8): a browser origin may call a tenant's routes only when the tenant's
@@ -68,7 +81,9 @@ fn cors(config: Arc<Config>) -> CorsLayer {
     CorsLayer::new()
         .allow_origin(AllowOrigin::predicate(move |origin: &HeaderValue, parts: &Parts| {
             let Ok(name) = permissions::tenant_name(parts) else { return false };
-            config.tenant(&name).is_some_and(|tenant| tenant.cors_origins.iter().any(|o| o.as_bytes() == origin.as_bytes()))
+            config
+                .tenant(&name)
+                .is_some_and(|tenant| tenant.cors_origins.iter().any(|o| o.as_bytes() == origin.as_bytes()))
         }))
         .allow_methods([Method::GET, Method::POST])
         .allow_headers([AUTHORIZATION, CONTENT_TYPE, HeaderName::from_static("last-event-id")])

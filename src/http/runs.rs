@@ -3,8 +3,8 @@
 //! The order of checks is the contract: the caller (401, before any body byte is read), its
 //! tenant (403/404), the agent (404) and the caller's permission to start it (403) — all in the
 //! [`CanStart`] extractor —, `Accept` (406) and `Content-Type` (415), the body size while
-//! reading it (413), its shape (400 naming the field), a resume by a key (403), then the
-//! engine's decisions, which either open the stream or refuse the run with a lone `RUN_ERROR`
+//! reading it (413), its shape (400 naming the field), then the engine's decisions (a key's
+//! resume: 403), which either open the stream or refuse the run with a lone `RUN_ERROR`
 //! in a 200 stream. An open stream whose key is revoked ends with `RUN_ERROR revoked`.
 
 use std::time::Duration;
@@ -21,7 +21,6 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::permissions::CanStart;
 use super::{sse, ApiError, AppState};
-use crate::auth::Caller;
 use crate::config::AgentConfig;
 use crate::engine::{RunPlan, RunRequest, StreamItem, StreamOptions};
 use crate::ids::{EventId, RunId, ThreadId};
@@ -51,7 +50,6 @@ async fn run(
     let run_id = RunId::parse(&input.run_id).map_err(|m| ApiError::bad_request("runId", m))?;
     check_newest_user_message(&input)?;
     check_tools(&input, agent)?;
-    check_resumer(&input, &caller)?;
 
     let plan = state
         .engine
@@ -130,14 +128,6 @@ fn end_when_revoked(
             }
         }
     }
-}
-
-/// Only a person resumes (§5.3.1): a key's resume decides nothing.
-fn check_resumer(input: &RunAgentInput, caller: &Caller) -> Result<(), ApiError> {
-    if !caller.is_person() && !input.resume().is_empty() {
-        return Err(ApiError::OnlyAPersonResumes);
-    }
-    Ok(())
 }
 
 /// The answer is always SSE: an absent Accept, a wildcard or `text/event-stream` gets it (the

@@ -54,7 +54,12 @@ async fn show_thread(
     let latest = turns.last();
     let status = match latest.map(|t| t.status) {
         Some(TurnStatus::Running) => "running",
+        Some(TurnStatus::Waiting) => "waiting",
         _ => "idle",
+    };
+    let interrupts = match latest {
+        Some(turn) => state.engine.open_interrupts_for(&caller, turn).await?,
+        None => Vec::new(),
     };
     Ok(Json(json!({
         "threadId": thread.thread_id,
@@ -62,7 +67,7 @@ async fn show_thread(
         "status": status,
         "turnCount": turns.len(),
         "latestTurn": latest.map(|t| json!({ "id": t.public_id, "agent": t.agent, "status": t.status.as_str() })),
-        "interrupts": [],
+        "interrupts": interrupts,
         "board": { "notes": notes },
     })))
 }

@@ -28,6 +28,16 @@ macro_rules! impl_store {
                     .transpose()
             }
 
+            async fn thread_by_pk(&self, pk: i64) -> Result<Option<ThreadRow>, StoreError> {
+                sqlx::query(sql::THREAD_BY_PK)
+                    .bind(pk)
+                    .fetch_optional(self.read_pool())
+                    .await?
+                    .as_ref()
+                    .map(rows::thread)
+                    .transpose()
+            }
+
             async fn thread_turns(&self, thread: i64) -> Result<Vec<TurnRow>, StoreError> {
                 sqlx::query(&rows::select_turns("thread = $1 ORDER BY ordinal"))
                     .bind(thread)
@@ -38,15 +48,14 @@ macro_rules! impl_store {
                     .collect()
             }
 
-            async fn find_run(&self, thread: i64, run_id: &str) -> Result<Option<TurnRow>, StoreError> {
-                sqlx::query(&rows::select_turns("id = (SELECT turn FROM runs WHERE thread = $1 AND run_id = $2)"))
-                    .bind(thread)
-                    .bind(run_id)
-                    .fetch_optional(self.read_pool())
-                    .await?
-                    .as_ref()
-                    .map(rows::turn)
-                    .transpose()
+            async fn find_run(&self, thread: i64, run_id: &str) -> Result<Option<(TurnRow, i64)>, StoreError> {
+                let Some(run) =
+                    sqlx::query(sql::RUN_TURN).bind(thread).bind(run_id).fetch_optional(self.read_pool()).await?
+                else {
+                    return Ok(None);
+                };
+                let (turn, start_seq): (i64, i64) = (run.try_get("turn")?, run.try_get("start_seq")?);
+                Ok(self.turn(turn).await?.map(|turn| (turn, start_seq)))
             }
 
             async fn find_turn(&self, thread: i64, public_id: &str) -> Result<Option<TurnRow>, StoreError> {
@@ -87,13 +96,13 @@ macro_rules! impl_store {
                     return Ok(StartTurn::NotOwner);
                 }
                 let existing =
-                    sqlx::query(&rows::select_turns("id = (SELECT turn FROM runs WHERE thread = $1 AND run_id = $2)"))
-                        .bind(thread.pk)
-                        .bind(&new.run_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                if let Some(row) = existing {
-                    return Ok(StartTurn::RunExists(rows::turn(&row)?));
+                    sqlx::query(sql::RUN_TURN).bind(thread.pk).bind(&new.run_id).fetch_optional(&mut *tx).await?;
+                if existing.is_some() {
+                    tx.rollback().await?;
+                    return match self.find_run(thread.pk, &new.run_id).await? {
+                        Some((turn, start_seq)) => Ok(StartTurn::RunExists(turn, start_seq)),
+                        None => Ok(StartTurn::Conflict),
+                    };
                 }
                 let inserted = sqlx::query(&rows::insert_turn_returning())
                     .bind(&new.public_id)
@@ -119,6 +128,7 @@ macro_rules! impl_store {
                     .bind(thread.pk)
                     .bind(&new.run_id)
                     .bind(turn.pk)
+                    .bind(0_i64)
                     .bind(new.at_ms)
                     .execute(&mut *tx)
                     .await?
@@ -127,7 +137,7 @@ macro_rules! impl_store {
                     // The same run id raced us in another transaction: drop ours, follow theirs.
                     tx.rollback().await?;
                     return match self.find_run(thread.pk, &new.run_id).await? {
-                        Some(turn) => Ok(StartTurn::RunExists(turn)),
+                        Some((turn, start_seq)) => Ok(StartTurn::RunExists(turn, start_seq)),
                         None => Ok(StartTurn::Conflict),
                     };
                 }
@@ -135,11 +145,19 @@ macro_rules! impl_store {
                 Ok(StartTurn::Started { thread, turn })
             }
 
-            async fn add_run(&self, thread: i64, run_id: &str, turn: i64, at_ms: i64) -> Result<i64, StoreError> {
+            async fn add_run(
+                &self,
+                thread: i64,
+                run_id: &str,
+                turn: i64,
+                start_seq: i64,
+                at_ms: i64,
+            ) -> Result<i64, StoreError> {
                 sqlx::query(sql::INSERT_RUN)
                     .bind(thread)
                     .bind(run_id)
                     .bind(turn)
+                    .bind(start_seq)
                     .bind(at_ms)
                     .execute(self.write_pool())
                     .await?;
@@ -215,6 +233,98 @@ macro_rules! impl_store {
             async fn release_turn(&self, turn: i64, instance: &str) -> Result<(), StoreError> {
                 sqlx::query(sql::RELEASE_TURN).bind(turn).bind(instance).execute(self.write_pool()).await?;
                 Ok(())
+            }
+
+            async fn turn_interrupts(&self, turn: i64) -> Result<Vec<InterruptRow>, StoreError> {
+                sqlx::query(sql::TURN_INTERRUPTS)
+                    .bind(turn)
+                    .fetch_all(self.read_pool())
+                    .await?
+                    .iter()
+                    .map(rows::interrupt)
+                    .collect()
+            }
+
+            async fn find_interrupt(&self, id: &str) -> Result<Option<InterruptRow>, StoreError> {
+                sqlx::query(sql::FIND_INTERRUPT)
+                    .bind(id)
+                    .fetch_optional(self.read_pool())
+                    .await?
+                    .as_ref()
+                    .map(rows::interrupt)
+                    .transpose()
+            }
+
+            async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError> {
+                sqlx::query(sql::LAPSED_INTERRUPTS)
+                    .bind(now_ms)
+                    .fetch_all(self.read_pool())
+                    .await?
+                    .iter()
+                    .map(rows::interrupt)
+                    .collect()
+            }
+
+            async fn decide_interrupts(
+                &self,
+                turn: i64,
+                decisions: &[Decision],
+                marker: &StoredEvent,
+                instance: &str,
+                lease_until_ms: i64,
+            ) -> Result<Decided, StoreError> {
+                let mut tx = self.write_pool().begin().await?;
+                // Deciders of one turn queue up here, so the decision event's seq is theirs alone.
+                sqlx::query(&format!("SELECT id FROM turns WHERE id = $1 {}", Self::LOCK_ROW))
+                    .bind(turn)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let at_ms = marker.at_ms;
+                for decision in decisions {
+                    let changed = sqlx::query(sql::DECIDE_INTERRUPT)
+                        .bind(decision.status)
+                        .bind(&decision.decision)
+                        .bind(&decision.decided_by)
+                        .bind(&decision.decided_via)
+                        .bind(at_ms)
+                        .bind(&decision.interrupt_id)
+                        .bind(turn)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    if changed == 0 {
+                        tx.rollback().await?;
+                        return Ok(Decided::AlreadyDecided);
+                    }
+                }
+                let last: i64 = sqlx::query(sql::LAST_SEQ).bind(turn).fetch_one(&mut *tx).await?.try_get("last")?;
+                let seq = last + 1;
+                let body = std::str::from_utf8(&marker.body)
+                    .map_err(|_| StoreError::Corrupt("event body is not UTF-8".into()))?;
+                sqlx::query(sql::INSERT_EVENT)
+                    .bind(turn)
+                    .bind(seq)
+                    .bind(marker.kind as i16)
+                    .bind(body)
+                    .bind(at_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                for decision in decisions {
+                    sqlx::query(sql::MARK_DECIDED_SEQ).bind(seq).bind(&decision.interrupt_id).execute(&mut *tx).await?;
+                }
+                let open: i64 =
+                    sqlx::query(sql::OPEN_INTERRUPTS_LEFT).bind(turn).fetch_one(&mut *tx).await?.try_get("open")?;
+                let resumed = open == 0
+                    && sqlx::query(sql::RESUME_TURN)
+                        .bind(instance)
+                        .bind(lease_until_ms)
+                        .bind(turn)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                        == 1;
+                tx.commit().await?;
+                Ok(Decided::Recorded { seq, resumed })
             }
 
             async fn row_counts(&self) -> Result<RowCounts, StoreError> {
@@ -354,6 +464,21 @@ macro_rules! apply_side_ops {
                         .bind(turn)
                         .execute(&mut *$tx)
                         .await?;
+                }
+                WriteOp::OpenInterrupt(row) => {
+                    sqlx::query(sql::INSERT_INTERRUPT)
+                        .bind(&row.id)
+                        .bind(row.thread)
+                        .bind(row.turn)
+                        .bind(&row.shown)
+                        .bind(&row.deciders)
+                        .bind(row.four_eyes)
+                        .bind(&row.started_by)
+                        .bind(row.expires_at_ms)
+                        .bind(row.created_at_ms)
+                        .execute(&mut *$tx)
+                        .await?;
+                    sqlx::query(sql::WAIT_TURN).bind(row.turn).execute(&mut *$tx).await?;
                 }
             }
         }

@@ -74,6 +74,8 @@ pub struct ThreadRow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnStatus {
     Running,
+    /// Waiting for interrupts to be decided; no task runs it.
+    Waiting,
     Succeeded,
     Failed,
     Cancelled,
@@ -83,6 +85,7 @@ impl TurnStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             TurnStatus::Running => "running",
+            TurnStatus::Waiting => "waiting",
             TurnStatus::Succeeded => "succeeded",
             TurnStatus::Failed => "failed",
             TurnStatus::Cancelled => "cancelled",
@@ -92,6 +95,7 @@ impl TurnStatus {
     fn parse(value: &str) -> Result<Self, StoreError> {
         Ok(match value {
             "running" => TurnStatus::Running,
+            "waiting" => TurnStatus::Waiting,
             "succeeded" => TurnStatus::Succeeded,
             "failed" => TurnStatus::Failed,
             "cancelled" => TurnStatus::Cancelled,
@@ -100,7 +104,7 @@ impl TurnStatus {
     }
 
     pub fn is_finished(self) -> bool {
-        self != TurnStatus::Running
+        !matches!(self, TurnStatus::Running | TurnStatus::Waiting)
     }
 }
 
@@ -130,6 +134,11 @@ pub enum EventKind {
     RunFinished = 2,
     RunError = 3,
     StateSnapshot = 4,
+    /// The turn waits for interrupts: rendered per caller (§5.2). Ends the run that reaches it
+    /// for a caller who may decide something.
+    Waiting = 5,
+    /// Interrupts were decided and the turn goes on: a resume run starts here.
+    Resumed = 6,
 }
 
 impl EventKind {
@@ -140,6 +149,8 @@ impl EventKind {
             2 => EventKind::RunFinished,
             3 => EventKind::RunError,
             4 => EventKind::StateSnapshot,
+            5 => EventKind::Waiting,
+            6 => EventKind::Resumed,
             other => return Err(StoreError::Corrupt(format!("event kind {other}"))),
         })
     }
@@ -162,10 +173,69 @@ pub struct StoredEvent {
 /// One write of a group-committed batch. A batch commits whole or not at all.
 #[derive(Debug, Clone)]
 pub enum WriteOp {
-    Event { turn: i64, event: StoredEvent },
-    PinNote { thread: i64, note_no: i64, body: String },
-    Checkpoint { turn: i64, checkpoint: String },
-    FinishTurn { turn: i64, status: TurnStatus, at_ms: i64 },
+    Event {
+        turn: i64,
+        event: StoredEvent,
+    },
+    PinNote {
+        thread: i64,
+        note_no: i64,
+        body: String,
+    },
+    Checkpoint {
+        turn: i64,
+        checkpoint: String,
+    },
+    FinishTurn {
+        turn: i64,
+        status: TurnStatus,
+        at_ms: i64,
+    },
+    /// An interrupt opens; its turn is marked waiting in the same batch.
+    OpenInterrupt(InterruptRow),
+}
+
+/// An interrupt as stored (§5.1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InterruptRow {
+    pub id: String,
+    pub thread: i64,
+    pub turn: i64,
+    /// The AG-UI `Interrupt` shown to clients, as JSON.
+    pub shown: String,
+    /// `{"persons": [...], "roles": [...]}`; both empty: the person who started the turn.
+    pub deciders: String,
+    pub four_eyes: bool,
+    pub started_by: String,
+    pub expires_at_ms: i64,
+    /// `open`, `decided`, `expired` or `superseded`.
+    pub status: String,
+    pub decision: Option<String>,
+    pub decided_by: Option<String>,
+    pub decided_seq: Option<i64>,
+    pub created_at_ms: i64,
+}
+
+/// One decision of a resume, the decision route or the expiry sweeper.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub interrupt_id: String,
+    /// `decided` or `expired`.
+    pub status: &'static str,
+    /// What was decided, as JSON (`{"approved", "comment", "editedArgs", "answer"}`).
+    pub decision: String,
+    pub decided_by: String,
+    pub decided_via: String,
+}
+
+/// What [`Store::decide_interrupts`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decided {
+    /// All decisions recorded; the decision event is at `seq`; `resumed` when nothing of the
+    /// turn is open any more and it was handed to the deciding instance to run on.
+    Recorded { seq: i64, resumed: bool },
+    /// One of them was decided by someone else first: nothing was recorded.
+    AlreadyDecided,
 }
 
 /// A new turn, with the run that starts it and, on a thread's first run, the thread.
@@ -196,8 +266,9 @@ pub enum StartTurn {
         thread: ThreadRow,
         turn: TurnRow,
     },
-    /// The (thread, runId) already names a turn: follow it (a retry never starts a second turn).
-    RunExists(TurnRow),
+    /// The (thread, runId) already names a turn: follow it from where that run began (a retry
+    /// never starts a second turn).
+    RunExists(TurnRow, i64),
     /// Another turn took this ordinal first: one turn at a time.
     Conflict,
     /// The thread exists and belongs to someone else.
@@ -286,9 +357,11 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), StoreError>;
 
     async fn find_thread(&self, tenant: &str, thread_id: &str) -> Result<Option<ThreadRow>, StoreError>;
+    async fn thread_by_pk(&self, pk: i64) -> Result<Option<ThreadRow>, StoreError>;
     /// The thread's turns, oldest first.
     async fn thread_turns(&self, thread: i64) -> Result<Vec<TurnRow>, StoreError>;
-    async fn find_run(&self, thread: i64, run_id: &str) -> Result<Option<TurnRow>, StoreError>;
+    /// The turn a run id follows and where in its log the run begins.
+    async fn find_run(&self, thread: i64, run_id: &str) -> Result<Option<(TurnRow, i64)>, StoreError>;
     async fn find_turn(&self, thread: i64, public_id: &str) -> Result<Option<TurnRow>, StoreError>;
     async fn turn(&self, pk: i64) -> Result<Option<TurnRow>, StoreError>;
 
@@ -296,7 +369,14 @@ pub trait Store: Send + Sync + 'static {
     async fn start_turn(&self, new: &NewTurn) -> Result<StartTurn, StoreError>;
     /// Records another run id following an existing turn; returns the turn that run id follows
     /// (an earlier one, if the id was already used).
-    async fn add_run(&self, thread: i64, run_id: &str, turn: i64, at_ms: i64) -> Result<i64, StoreError>;
+    async fn add_run(
+        &self,
+        thread: i64,
+        run_id: &str,
+        turn: i64,
+        start_seq: i64,
+        at_ms: i64,
+    ) -> Result<i64, StoreError>;
 
     /// Group commit: every op in one transaction.
     async fn commit_batch(&self, ops: &[WriteOp]) -> Result<(), StoreError>;
@@ -324,6 +404,23 @@ pub trait Store: Send + Sync + 'static {
     async fn renew_leases(&self, instance: &str, lease_until_ms: i64) -> Result<Vec<i64>, StoreError>;
     /// Gives a turn's lease up at once, so another instance takes it without waiting.
     async fn release_turn(&self, turn: i64, instance: &str) -> Result<(), StoreError>;
+
+    /// The turn's interrupts, oldest first.
+    async fn turn_interrupts(&self, turn: i64) -> Result<Vec<InterruptRow>, StoreError>;
+    async fn find_interrupt(&self, id: &str) -> Result<Option<InterruptRow>, StoreError>;
+    /// Open interrupts past their expiry at `now_ms`.
+    async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError>;
+    /// Records `decisions` of one turn in one transaction, all or nothing, with the decision
+    /// event `marker` (its seq is assigned here). When no interrupt of the turn stays open the
+    /// turn runs again, leased to `instance` until `lease_until_ms`.
+    async fn decide_interrupts(
+        &self,
+        turn: i64,
+        decisions: &[Decision],
+        marker: &StoredEvent,
+        instance: &str,
+        lease_until_ms: i64,
+    ) -> Result<Decided, StoreError>;
 
     async fn row_counts(&self) -> Result<RowCounts, StoreError>;
 
@@ -445,6 +542,31 @@ mod rows {
         })
     }
 
+    pub(super) fn interrupt<'r, R: AnyRow>(row: &'r R) -> Result<InterruptRow, StoreError>
+    where
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+        bool: Decode<'r, R::Database> + Type<R::Database>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+        Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+        Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(InterruptRow {
+            id: row.field("id")?,
+            thread: row.field("thread")?,
+            turn: row.field("turn")?,
+            shown: row.field("shown")?,
+            deciders: row.field("deciders")?,
+            four_eyes: row.field("four_eyes")?,
+            started_by: row.field("started_by")?,
+            expires_at_ms: row.field("expires_at_ms")?,
+            status: row.field("status")?,
+            decision: row.field("decision")?,
+            decided_by: row.field("decided_by")?,
+            decided_seq: row.field("decided_seq")?,
+            created_at_ms: row.field("created_at_ms")?,
+        })
+    }
+
     pub(super) fn counts<'r, R: AnyRow>(row: &'r R) -> Result<RowCounts, StoreError>
     where
         i64: Decode<'r, R::Database> + Type<R::Database>,
@@ -500,11 +622,12 @@ mod rows {
     /// Statements whose text is the same for both databases (`$n` parameters in order).
     pub(super) mod sql {
         pub const FIND_THREAD: &str = "SELECT * FROM threads WHERE tenant = $1 AND thread_id = $2";
+        pub const THREAD_BY_PK: &str = "SELECT * FROM threads WHERE id = $1";
         pub const INSERT_THREAD: &str = "INSERT INTO threads (tenant, thread_id, owner_kind, owner_id, created_at_ms) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, thread_id) DO NOTHING";
-        pub const INSERT_RUN: &str = "INSERT INTO runs (thread, run_id, turn, created_at_ms) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (thread, run_id) DO NOTHING";
-        pub const RUN_TURN: &str = "SELECT turn FROM runs WHERE thread = $1 AND run_id = $2";
+        pub const INSERT_RUN: &str = "INSERT INTO runs (thread, run_id, turn, start_seq, created_at_ms) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread, run_id) DO NOTHING";
+        pub const RUN_TURN: &str = "SELECT turn, start_seq FROM runs WHERE thread = $1 AND run_id = $2";
         pub const INSERT_NOTE: &str = "INSERT INTO notes (thread, note_no, body) VALUES ($1, $2, $3)";
         pub const SET_CHECKPOINT: &str = "UPDATE turns SET checkpoint = $1 WHERE id = $2";
         pub const FINISH_TURN: &str = "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";
@@ -512,6 +635,22 @@ mod rows {
             "SELECT seq, kind, body, at_ms FROM events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT $3";
         pub const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE turn = $1";
         pub const NOTES: &str = "SELECT body FROM notes WHERE thread = $1 ORDER BY note_no";
+        pub const INSERT_INTERRUPT: &str = "INSERT INTO interrupts (id, thread, turn, shown, deciders, four_eyes, \
+             started_by, expires_at_ms, status, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9)";
+        pub const WAIT_TURN: &str = "UPDATE turns SET status = 'waiting', owner_instance = NULL, lease_until_ms = 0 \
+             WHERE id = $1";
+        pub const TURN_INTERRUPTS: &str = "SELECT * FROM interrupts WHERE turn = $1 ORDER BY created_at_ms, id";
+        pub const FIND_INTERRUPT: &str = "SELECT * FROM interrupts WHERE id = $1";
+        pub const LAPSED_INTERRUPTS: &str =
+            "SELECT * FROM interrupts WHERE status = 'open' AND expires_at_ms < $1 ORDER BY expires_at_ms LIMIT 100";
+        pub const DECIDE_INTERRUPT: &str = "UPDATE interrupts SET status = $1, decision = $2, decided_by = $3, \
+             decided_via = $4, decided_at_ms = $5 WHERE id = $6 AND turn = $7 AND status = 'open'";
+        pub const MARK_DECIDED_SEQ: &str = "UPDATE interrupts SET decided_seq = $1 WHERE id = $2";
+        pub const OPEN_INTERRUPTS_LEFT: &str =
+            "SELECT COUNT(*) AS open FROM interrupts WHERE turn = $1 AND status = 'open'";
+        pub const RESUME_TURN: &str = "UPDATE turns SET status = 'running', owner_instance = $1, lease_until_ms = $2 \
+             WHERE id = $3 AND status = 'waiting'";
+        pub const INSERT_EVENT: &str = "INSERT INTO events (turn, seq, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5)";
         pub const RENEW_LEASES: &str = "UPDATE turns SET lease_until_ms = $1 \
              WHERE owner_instance = $2 AND status = 'running' RETURNING id";
         pub const RELEASE_TURN: &str =

@@ -25,6 +25,7 @@ pub struct PgStore {
 
 impl PgStore {
     const SKIP_LOCKED: &'static str = "FOR UPDATE SKIP LOCKED";
+    const LOCK_ROW: &'static str = "FOR UPDATE";
 
     pub async fn connect(url: &str, max_connections: u32) -> Result<PgStore, StoreError> {
         let options = PgConnectOptions::from_str(url)?.application_name("agui-gateway");

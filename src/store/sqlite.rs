@@ -22,6 +22,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// SQLite has no row locks; its single writer connection already serialises claims.
     const SKIP_LOCKED: &'static str = "";
+    const LOCK_ROW: &'static str = "";
 
     pub async fn connect(url: &str) -> Result<SqliteStore, StoreError> {
         let options = SqliteConnectOptions::from_str(url)?

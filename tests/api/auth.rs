@@ -272,7 +272,15 @@ async fn every_refused_caller_gets_its_status_and_code_and_writes_nothing(backen
             "permission_denied",
         ),
         case("API key trying to resume", "demo", "acme", Some(bearer(&demo_key)), resume, 403, "permission_denied"),
-        case("app key as a bearer token", "demo", "acme", Some(bearer(&app_key)), fresh("th-14"), 401, "unauthenticated"),
+        case(
+            "app key as a bearer token",
+            "demo",
+            "acme",
+            Some(bearer(&app_key)),
+            fresh("th-14"),
+            401,
+            "unauthenticated",
+        ),
     ];
 
     let before = app.counts().await;
@@ -307,12 +315,14 @@ async fn every_kind_of_credential_starts_a_run_and_the_audit_trail_names_it(back
     let carol = idp_token(&idp_claims("acme", "carol"));
     let (key, key_id) = new_key(&app, "acme", &["demo"], KeyKind::Tenant).await;
     for (thread, credential) in [("th-app", &alice), ("th-idp", &carol), ("th-key", &key)] {
-        let response = post(&app, "demo", "acme", &first_run(thread, "r-1", "hi"), Some(&bearer(credential)), &[]).await;
+        let response =
+            post(&app, "demo", "acme", &first_run(thread, "r-1", "hi"), Some(&bearer(credential)), &[]).await;
         assert_eq!(response.status(), 200, "{thread}");
         let events = read_events(response, None).await;
         assert_eq!(events.last().map(SseEvent::kind), Some("RUN_FINISHED"), "{thread}");
     }
-    let starts: Vec<AuditRow> = audit(&app, "acme").await.into_iter().filter(|r| r.entry.action == "run.start").collect();
+    let starts: Vec<AuditRow> =
+        audit(&app, "acme").await.into_iter().filter(|r| r.entry.action == "run.start").collect();
     let actors: Vec<&str> = starts.iter().map(|r| r.entry.actor.as_str()).collect();
     assert_eq!(actors, ["person:alice", "person:carol", &format!("key:{key_id}")]);
     let first = detail(&starts[0]);
@@ -347,7 +357,8 @@ async fn every_kind_of_credential_starts_a_run_and_the_audit_trail_names_it(back
         .json()
         .await
         .expect("JSON");
-    let names: Vec<&str> = listed["agents"].as_array().expect("agents").iter().filter_map(|a| a["name"].as_str()).collect();
+    let names: Vec<&str> =
+        listed["agents"].as_array().expect("agents").iter().filter_map(|a| a["name"].as_str()).collect();
     assert_eq!(names, ["demo"]);
 }
 on_both_stores!(every_kind_of_credential_starts_a_run_and_the_audit_trail_names_it);
@@ -357,7 +368,8 @@ async fn the_same_thread_id_in_two_tenants_names_two_threads(backend: Backend) {
     let acme = app_token(&claims("acme", "alice"));
     let default = app_token(&claims("default", "alice"));
     for (tenant, token) in [("acme", &acme), ("default", &default)] {
-        let response = post(&app, "demo", tenant, &first_run("shared-id", "r-1", "hi"), Some(&bearer(token)), &[]).await;
+        let response =
+            post(&app, "demo", tenant, &first_run("shared-id", "r-1", "hi"), Some(&bearer(token)), &[]).await;
         assert_eq!(response.status(), 200, "{tenant}");
         read_events(response, None).await;
     }
@@ -574,8 +586,11 @@ async fn an_app_exchanges_a_persons_token_and_acts_for_them_until_its_key_is_rev
         (
             "an expired subject",
             app_key.clone(),
-            vec![("subject_token", idp_token(&json!({ "iss": IDP_ISSUER, "aud": "agui-gateway", "sub": "erin",
-                                                       "tenant": "acme", "exp": now() - 3600 })))],
+            vec![(
+                "subject_token",
+                idp_token(&json!({ "iss": IDP_ISSUER, "aud": "agui-gateway", "sub": "erin",
+                                                       "tenant": "acme", "exp": now() - 3600 })),
+            )],
             400,
             "invalid_grant",
         ),
@@ -594,7 +609,8 @@ async fn an_app_exchanges_a_persons_token_and_acts_for_them_until_its_key_is_rev
     assert_eq!(status_and_code(bad_grant).await, (400, "unsupported_grant_type".to_string()));
 
     // Revoking the app key withdraws the tokens it exchanged, open streams included.
-    let waiting = post(&app, "waiter", "acme", &first_run("th-erin-w", "r-1", "wait"), Some(&bearer(&token)), &[]).await;
+    let waiting =
+        post(&app, "waiter", "acme", &first_run("th-erin-w", "r-1", "wait"), Some(&bearer(&token)), &[]).await;
     assert_eq!(waiting.status(), 200);
     let reader = tokio::spawn(read_events(waiting, None));
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -630,7 +646,9 @@ async fn a_browser_preflight_passes_only_from_a_listed_origin() {
     assert!(headers["access-control-allow-methods"].to_str().expect("ASCII").contains("POST"));
     assert!(headers.get("access-control-allow-credentials").is_none());
 
-    for (origin, tenant) in [("https://evil.test", "acme"), (ACME_ORIGIN, "default"), ("https://app.acme.test.evil", "acme")] {
+    for (origin, tenant) in
+        [("https://evil.test", "acme"), (ACME_ORIGIN, "default"), ("https://app.acme.test.evil", "acme")]
+    {
         let refused = preflight(origin, tenant).await.expect("sent");
         assert!(
             refused.headers().get("access-control-allow-origin").is_none(),
@@ -761,12 +779,9 @@ async fn the_cli_creates_lists_and_revokes_keys_mints_tokens_and_prints_the_audi
     let token = token.trim();
     let mut validation = jsonwebtoken::Validation::new(Algorithm::HS256);
     validation.set_audience(&["agui-gateway"]);
-    let decoded = jsonwebtoken::decode::<Value>(
-        token,
-        &jsonwebtoken::DecodingKey::from_secret(SECRET.as_bytes()),
-        &validation,
-    )
-    .expect("the minted token verifies");
+    let decoded =
+        jsonwebtoken::decode::<Value>(token, &jsonwebtoken::DecodingKey::from_secret(SECRET.as_bytes()), &validation)
+            .expect("the minted token verifies");
     assert_eq!(decoded.claims["sub"], "gina");
     assert_eq!(decoded.claims["tenant"], "default");
     assert_eq!(decoded.claims["roles"], json!(["admin", "reviewer"]));
@@ -782,6 +797,7 @@ async fn without_authentication_only_loopback_callers_are_served_and_a_key_still
     assert_eq!(response.status(), 200);
     read_events(response, None).await;
     // A credential, when sent, is checked even here.
-    let refused = post(&app, "demo", "default", &first_run("th-x", "r-1", "hi"), Some("Bearer agk_nonsense"), &[]).await;
+    let refused =
+        post(&app, "demo", "default", &first_run("th-x", "r-1", "hi"), Some("Bearer agk_nonsense"), &[]).await;
     assert_eq!(status_and_code(refused).await, (401, "unauthenticated".to_string()));
 }

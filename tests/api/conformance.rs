@@ -82,3 +82,29 @@ async fn a_cancelled_run_passes_the_official_client() {
     assert_passes(&url, &input).await;
     server.abort();
 }
+
+#[tokio::test]
+async fn the_official_client_answers_an_interrupt_and_its_continued_run_passes() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let db = TestDatabase::new(backend).await;
+        let app = TestApp::start(&db.url).await;
+        let clients = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+        let output = tokio::process::Command::new("node")
+            .arg(clients.join("interrupt-flow.mjs"))
+            .arg(app.run_url("approver"))
+            .current_dir(&clients)
+            .output()
+            .await
+            .expect("node runs");
+        let report = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{report}{}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+#[tokio::test]
+async fn an_interrupted_run_passes_the_official_client() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    assert_passes(&app.run_url("approver"), &first_run("th-check-interrupt", "r", "x")).await;
+    assert_passes(&app.run_url("pair"), &first_run("th-check-pair", "r", "x")).await;
+}

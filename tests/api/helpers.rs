@@ -70,6 +70,43 @@ kind = "script"
 steps = [ { say = "about to fail" }, { fail = "the script failed on purpose" } ]
 
 [[agents]]
+name = "approver"
+kind = "script"
+steps = [
+  { say = "Let me send that." },
+  { tool = "send_email", args = { to = "team@example.com", body = "{input}" }, result = "sent", approval = "always", allow_edit = true },
+  { say = "All done." },
+]
+
+[[agents]]
+name = "pair"
+kind = "script"
+steps = [
+  { tools = [ { tool = "first", result = "ran first" }, { tool = "second", result = "ran second" } ], approval = "always" },
+  { say = "Both handled." },
+]
+
+[[agents]]
+name = "asker"
+kind = "script"
+steps = [ { ask = "Which colour?", choices = ["red", "blue"] }, { say = "You chose {answer}." } ]
+
+[[agents]]
+name = "confirmer"
+kind = "script"
+steps = [ { tool = "delete_all", result = "deleted", approval = "always", confirm = "DELETE" }, { say = "Gone." } ]
+
+[[agents]]
+name = "hasty"
+kind = "script"
+steps = [ { tool = "slow_tool", result = "ran", approval = "always", ttl_secs = 1 }, { say = "Moving on." } ]
+
+[[agents]]
+name = "foureyes"
+kind = "script"
+steps = [ { tool = "wire_money", result = "wired", approval = "always", four_eyes = true, deciders = ["role:finance"] }, { say = "Wired." } ]
+
+[[agents]]
 name = "waiter"
 kind = "script"
 steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]
@@ -171,7 +208,15 @@ impl TestApp {
             })
             .await;
         });
-        TestApp { address, store, engine, auth, client: reqwest::Client::new(), shutdown: Some(shutdown), server: Some(server) }
+        TestApp {
+            address,
+            store,
+            engine,
+            auth,
+            client: reqwest::Client::new(),
+            shutdown: Some(shutdown),
+            server: Some(server),
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -293,6 +338,17 @@ pub async fn read_frames(mut response: reqwest::Response, limit: Option<usize>) 
 
 pub fn kinds(events: &[SseEvent]) -> Vec<&str> {
     events.iter().map(SseEvent::kind).collect()
+}
+
+/// Runs a statement on the test database directly (to set up states no request can reach).
+pub async fn execute_sql(database_url: &str, statement: &str) {
+    if database_url.starts_with("sqlite:") {
+        let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url).await.expect("sqlite");
+        sqlx::query(statement).execute(&mut connection).await.expect("statement");
+    } else {
+        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(database_url).await.expect("postgres");
+        sqlx::query(statement).execute(&mut connection).await.expect("statement");
+    }
 }
 
 /// A run input with one user message.

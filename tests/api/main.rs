@@ -7,6 +7,7 @@ mod auth;
 mod bad_input;
 mod conformance;
 mod instances;
+mod interrupts;
 mod reconnect;
 mod run_route;
 mod takeover;

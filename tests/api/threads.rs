@@ -78,3 +78,17 @@ async fn health_routes_answer(backend: Backend) {
     assert_eq!(ready["status"], "ready");
 }
 on_both_stores!(health_routes_answer);
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_with_the_json_error_body() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let missing = app.client.get(app.url("/v1/nothing-here")).send().await.expect("get");
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "not_found");
+    let wrong = app.client.get(app.run_url("demo")).send().await.expect("get");
+    assert_eq!(wrong.status(), 405);
+    let body: Value = wrong.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "method_not_allowed");
+}

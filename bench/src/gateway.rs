@@ -1,0 +1,152 @@
+//! The gateway as a child process: a config with the scenario's `script` agent, a fresh
+//! database, `agui-gateway serve` started through `sh` with the open-file limit raised to its
+//! hard limit, ready when `/readyz` answers, stopped with SIGTERM (then SIGKILL).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use crate::bail;
+use crate::database::{Database, Store};
+use crate::error::{Context, Result};
+use crate::target::{Script, Target, WARMUP};
+
+/// How to start gateways.
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    pub binary: PathBuf,
+    pub postgres: String,
+    /// TOML appended to every generated config (e.g. a `[turns]` table); empty by default.
+    pub extra_config: String,
+}
+
+pub struct Gateway {
+    child: Child,
+    pub pid: u32,
+    pub address: String,
+    pub database: Database,
+    dir: tempfile::TempDir,
+}
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr().context("local address")?.port())
+}
+
+/// `name`'s steps as a `[[agents]]` entry.
+fn agent_toml(name: &str, script: &Script) -> String {
+    format!("[[agents]]\nname = \"{name}\"\nkind = \"script\"\ntitle = \"{name}\"\nsteps = {}\n\n", script.toml_steps())
+}
+
+impl Gateway {
+    /// Starts a gateway on a fresh database of `store`, with a `bench` agent running `script`
+    /// and a `warmup` agent.
+    pub async fn start(settings: &GatewaySettings, store: Store, script: &Script) -> Result<Gateway> {
+        if !settings.binary.exists() {
+            bail!(
+                "no gateway binary at {} (build it with `cargo build --release`, or pass --gateway)",
+                settings.binary.display()
+            );
+        }
+        let database = Database::create(store, &settings.postgres).await?;
+        let dir =
+            tempfile::Builder::new().prefix("agui-bench-gw-").tempdir().context("creating a temporary directory")?;
+        let config_path = dir.path().join("bench.toml");
+        let config =
+            format!("{}{}{}\n", agent_toml("bench", script), agent_toml("warmup", &WARMUP), settings.extra_config);
+        std::fs::write(&config_path, config).context("writing the gateway config")?;
+        let log_path = dir.path().join("gateway.log");
+        let log = std::fs::File::create(&log_path).context("creating the gateway log")?;
+        let port = free_port()?;
+        let address = format!("127.0.0.1:{port}");
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(r#"ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$0" "$@""#)
+            .arg(&settings.binary)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--database")
+            .arg(&database.url)
+            .arg("--listen")
+            .arg(&address)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", settings.binary.display()))?;
+        let pid = child.id().context("the gateway exited at once")?;
+        let mut gateway = Gateway { child, pid, address, database, dir };
+        if let Err(error) = gateway.wait_ready().await {
+            let log = gateway.log_tail();
+            let _ = gateway.stop().await;
+            bail!("{error}\n--- gateway log ---\n{log}");
+        }
+        Ok(gateway)
+    }
+
+    async fn wait_ready(&mut self) -> Result<()> {
+        let client = reqwest::Client::builder().no_proxy().build().context("HTTP client")?;
+        let url = format!("http://{}/readyz", self.address);
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            if let Some(status) = self.child.try_wait().context("checking the gateway")? {
+                bail!("the gateway exited during start-up ({status})");
+            }
+            if let Ok(response) = client.get(&url).send().await {
+                if response.status().is_success() {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("the gateway was not ready within 30 s")
+    }
+
+    /// This gateway as a [`Target`] (`name` like "gateway/postgres").
+    pub fn target(&self) -> Target {
+        Target {
+            name: format!("gateway/{}", self.database.store),
+            run_url: format!("http://{}/v1/agui/agents/bench", self.address),
+            warmup_url: format!("http://{}/v1/agui/agents/warmup", self.address),
+            pid: self.pid,
+            is_gateway: true,
+        }
+    }
+
+    /// The last lines of the gateway's log (for error reports).
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.dir.path().join("gateway.log"))
+    }
+
+    /// Stops the gateway and drops its database.
+    pub async fn stop(mut self) -> Result<()> {
+        terminate(&mut self.child, self.pid).await;
+        self.database.drop_database().await
+    }
+}
+
+/// SIGTERM, up to 10 s for a graceful exit, then SIGKILL.
+pub async fn terminate(child: &mut Child, pid: u32) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    // SAFETY: kill only sends a signal to our own child's pid.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+    }
+    if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+}
+
+pub fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}

@@ -1,0 +1,263 @@
+//! The figures of a run (one sample per repetition, summarised as min/median/max), each
+//! throughput also as a ratio of the raw database limit measured in the same run, and the
+//! issue's targets judged on the medians. Printed as Markdown tables; optionally saved as JSON.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::stats::Summary;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Unit {
+    /// events or rows per second
+    PerSec,
+    Ms,
+    /// % of one core
+    Core,
+    KiB,
+}
+
+impl Unit {
+    fn label(self) -> &'static str {
+        match self {
+            Unit::PerSec => "/s",
+            Unit::Ms => "ms",
+            Unit::Core => "% core",
+            Unit::KiB => "KiB",
+        }
+    }
+
+    fn format(self, value: f64) -> String {
+        match self {
+            Unit::PerSec => group_thousands(value.round() as u64),
+            Unit::Ms if value < 10.0 => format!("{value:.2}"),
+            Unit::Ms => format!("{value:.1}"),
+            Unit::Core => format!("{value:.0}"),
+            Unit::KiB => format!("{value:.1}"),
+        }
+    }
+}
+
+fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    pub key: String,
+    pub label: String,
+    pub unit: Unit,
+    pub samples: Vec<f64>,
+    pub summary: Option<Summary>,
+    /// Key of the raw-limit figure this one is printed as a ratio of.
+    pub reference: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub figures: Vec<Figure>,
+    pub targets: Vec<Verdict>,
+}
+
+/// A target of the issue and how this run fared.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub target: String,
+    pub measured: String,
+    pub met: Option<bool>,
+}
+
+enum Check {
+    /// figure ≥ k × reference
+    AtLeastTimes { figure: String, reference: String, k: f64 },
+    /// figure ≤ limit
+    AtMost { figure: String, limit: f64 },
+}
+
+impl Report {
+    pub fn add(
+        &mut self,
+        key: impl Into<String>,
+        label: impl Into<String>,
+        unit: Unit,
+        samples: Vec<f64>,
+        reference: Option<String>,
+    ) {
+        let summary = Summary::of(&samples);
+        self.figures.push(Figure { key: key.into(), label: label.into(), unit, samples, summary, reference });
+    }
+
+    fn median(&self, key: &str) -> Option<f64> {
+        self.figures.iter().find(|f| f.key == key).and_then(|f| f.summary).map(|s| s.median)
+    }
+
+    fn figure(&self, key: &str) -> Option<&Figure> {
+        self.figures.iter().find(|f| f.key == key)
+    }
+
+    /// The figures as a Markdown table.
+    pub fn table(&self) -> String {
+        let mut out = String::from(
+            "| figure | unit | min | median | max | runs | ratio (median) |\n|---|---|---:|---:|---:|---:|---|\n",
+        );
+        for figure in &self.figures {
+            let Some(s) = figure.summary else { continue };
+            let ratio = figure
+                .reference
+                .as_deref()
+                .and_then(|r| Some((self.median(r)?, self.figure(r)?)))
+                .map(|(reference, f)| format!("{:.2} × {}", s.median / reference, f.label))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                figure.label,
+                figure.unit.label(),
+                figure.unit.format(s.min),
+                figure.unit.format(s.median),
+                figure.unit.format(s.max),
+                figure.samples.len(),
+                ratio
+            );
+        }
+        out
+    }
+
+    /// Judges the issue's targets on the medians (those whose figures this run measured).
+    pub fn judge(&mut self) {
+        let pg = "gateway/postgres";
+        let lite = "gateway/sqlite";
+        let mut checks: Vec<(String, Check)> = vec![
+            (
+                "burst, Postgres: ≥ 50 % of raw 1-connection batch-100".into(),
+                Check::AtLeastTimes { figure: format!("{pg}/burst"), reference: "postgres/raw/b100/c1".into(), k: 0.5 },
+            ),
+            (
+                "fan-in of 100 turns, Postgres: ≥ 40 % of raw 8-connection batch-1000".into(),
+                Check::AtLeastTimes {
+                    figure: format!("{pg}/fan-in"),
+                    reference: "postgres/raw/b1000/c8".into(),
+                    k: 0.4,
+                },
+            ),
+            (
+                "burst, SQLite: ≥ 50 % of raw 100-rows-per-transaction".into(),
+                Check::AtLeastTimes { figure: format!("{lite}/burst"), reference: "sqlite/raw/b100/c1".into(), k: 0.5 },
+            ),
+        ];
+        for gw in [pg, lite] {
+            let store = if gw == pg { "Postgres" } else { "SQLite" };
+            checks.extend([
+                (
+                    format!("ticking 1,000 × 10/s, {store}: p99 append→receive ≤ 5 ms"),
+                    Check::AtMost { figure: format!("{gw}/ticking/p99"), limit: 5.0 },
+                ),
+                (
+                    format!("ticking 1,000 × 10/s, {store}: gateway CPU ≤ 40 % of a core"),
+                    Check::AtMost { figure: format!("{gw}/ticking/cpu/server"), limit: 40.0 },
+                ),
+                (
+                    format!("idle 10,000 streams, {store}: ≤ 32 KiB RSS each"),
+                    Check::AtMost { figure: format!("{gw}/idle"), limit: 32.0 },
+                ),
+                (
+                    format!("replay of 10,000 events, {store}: first event ≤ 10 ms"),
+                    Check::AtMost { figure: format!("{gw}/replay/first"), limit: 10.0 },
+                ),
+                (
+                    format!("replay of 10,000 events, {store}: last event ≤ 100 ms"),
+                    Check::AtMost { figure: format!("{gw}/replay/last"), limit: 100.0 },
+                ),
+            ]);
+        }
+        for gw in [pg, lite] {
+            let store = if gw == pg { "Postgres" } else { "SQLite" };
+            checks.push((
+                format!("burst, {store} (durable): ≥ 5 × the Python stack"),
+                Check::AtLeastTimes { figure: format!("{gw}/burst"), reference: "python/burst".into(), k: 5.0 },
+            ));
+            checks.push((
+                format!("burst, {store} (durable): ≥ 2 × CopilotKit"),
+                Check::AtLeastTimes { figure: format!("{gw}/burst"), reference: "copilotkit/burst".into(), k: 2.0 },
+            ));
+        }
+        self.targets = checks.into_iter().filter_map(|(target, check)| self.verdict(target, &check)).collect();
+    }
+
+    fn verdict(&self, target: String, check: &Check) -> Option<Verdict> {
+        match check {
+            Check::AtLeastTimes { figure, reference, k } => {
+                let value = self.median(figure)?;
+                let reference_value = self.median(reference)?;
+                let unit = self.figure(figure)?.unit;
+                let ratio = value / reference_value;
+                Some(Verdict {
+                    target,
+                    measured: format!(
+                        "{} {} vs {} {} = {:.2} × (needs {k})",
+                        unit.format(value),
+                        unit.label(),
+                        unit.format(reference_value),
+                        unit.label(),
+                        ratio
+                    ),
+                    met: Some(ratio >= *k),
+                })
+            }
+            Check::AtMost { figure, limit } => {
+                let value = self.median(figure)?;
+                let unit = self.figure(figure)?.unit;
+                Some(Verdict {
+                    target,
+                    measured: format!("{} {}", unit.format(value), unit.label()),
+                    met: Some(value <= *limit),
+                })
+            }
+        }
+    }
+
+    pub fn targets_table(&self) -> String {
+        let mut out = String::from("| target | measured (median) | |\n|---|---|---|\n");
+        for verdict in &self.targets {
+            let met = match verdict.met {
+                Some(true) => "met",
+                Some(false) => "**missed**",
+                None => "n/a",
+            };
+            let _ = writeln!(out, "| {} | {} | {met} |", verdict.target, verdict.measured);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_and_targets_use_medians() {
+        let mut report = Report::default();
+        report.add("postgres/raw/b100/c1", "raw", Unit::PerSec, vec![100.0, 120.0, 110.0], None);
+        report.add(
+            "gateway/postgres/burst",
+            "burst",
+            Unit::PerSec,
+            vec![50.0, 60.0, 70.0],
+            Some("postgres/raw/b100/c1".into()),
+        );
+        report.judge();
+        assert!(report.table().contains("0.55 × raw"));
+        assert_eq!(report.targets.len(), 1);
+        assert_eq!(report.targets[0].met, Some(true));
+        assert_eq!(group_thousands(1234567), "1,234,567");
+    }
+}

@@ -1,0 +1,130 @@
+//! The scenarios of issue 3, one module each, and what they share: sizes, repetition and time
+//! bounds, the warm-up run, and reading a run to its end.
+//!
+//! Every scenario is bounded: a fixed number of runs of a fixed size, each under
+//! [`Settings::timeout`], against loopback only.
+
+pub mod burst;
+pub mod fan_in;
+pub mod idle;
+pub mod raw;
+pub mod replay;
+pub mod ticking;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::error::{Context, Error, Result};
+use crate::procfs::CpuUse;
+use crate::report::{Report, Unit};
+use crate::sse::{self, ReadOptions, Received};
+use crate::target::{Target, WARMUP};
+
+/// How big each scenario is.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// Characters in each content delta (≈ 300-byte stored events at 200).
+    pub bytes: usize,
+    pub burst_events: u64,
+    pub fan_in_turns: u64,
+    pub fan_in_events: u64,
+    pub tick_streams: u64,
+    pub tick_rate: u64,
+    pub tick_secs: u64,
+    pub idle_streams: u64,
+    pub replay_events: u64,
+    pub raw_secs: f64,
+    pub copilotkit_burst_events: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub sizes: Sizes,
+    pub repeats: usize,
+    /// Upper bound of one repetition.
+    pub timeout: Duration,
+    /// Smoke mode: parse and check every event, check what was stored.
+    pub strict: bool,
+}
+
+impl Settings {
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions { strict: self.strict, ..ReadOptions::default() }
+    }
+}
+
+/// A thread id no earlier run used.
+pub fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{}-{n}", std::process::id())
+}
+
+/// Posts a run and reads it to its terminal event, within `timeout`.
+pub async fn run_to_end(
+    client: &reqwest::Client,
+    url: &str,
+    body: String,
+    last_event_id: Option<&str>,
+    options: ReadOptions,
+    timeout: Duration,
+) -> Result<Received> {
+    let work = async {
+        let response = sse::open(client, url, body, last_event_id).await?;
+        let mut received = Received::default();
+        sse::read(response, &mut received, options).await?;
+        Ok::<_, Error>(received)
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| Error::msg(format!("a run at {url} took longer than {timeout:?}")))?
+}
+
+/// One small burst, so connections, caches and JITs are warm before anything is measured.
+/// Returns the events received.
+pub async fn warm_up(client: &reqwest::Client, target: &Target, settings: &Settings) -> Result<u64> {
+    let body = sse::run_body(&unique("warmup"), "run-1", &WARMUP.peer_props());
+    let received = run_to_end(client, &target.warmup_url, body, None, settings.read_options(), settings.timeout)
+        .await
+        .with_context(|| format!("warm-up run on {}", target.name))?;
+    received.expect_finished(&format!("warm-up run on {}", target.name))?;
+    Ok(received.events)
+}
+
+/// Adds the CPU split of a scenario's runs (server, PostgreSQL, this tool, other work).
+pub fn add_cpu(report: &mut Report, key: &str, label: &str, uses: &[CpuUse]) {
+    let parts: [(&str, &str, fn(&CpuUse) -> f64); 4] = [
+        ("server", "server CPU", |u| u.server),
+        ("postgres", "PostgreSQL CPU", |u| u.postgres),
+        ("tool", "load tool CPU", |u| u.tool),
+        ("other", "other CPU on the machine", |u| u.other),
+    ];
+    for (part, name, value) in parts {
+        report.add(
+            format!("{key}/cpu/{part}"),
+            format!("{label}: {name}"),
+            Unit::Core,
+            uses.iter().map(value).collect(),
+            None,
+        );
+    }
+}
+
+/// The raw-limit figure a gateway throughput is compared with, by target name.
+pub fn raw_reference(target: &Target, figure: &str) -> Option<String> {
+    let store = target.name.strip_prefix("gateway/")?;
+    Some(format!("{store}/raw/{figure}"))
+}
+
+/// Formats a count with thousands separators for labels.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

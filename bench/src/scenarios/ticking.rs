@@ -1,0 +1,209 @@
+//! Scenario 3, *ticking*: S streams, each its own turn emitting R `gateway.tick` events per
+//! second (the `tick` step). Each tick carries the microsecond it was made, before it was
+//! appended, so its arrival time gives append→receive latency (p50/p99/p999), durable commit
+//! included. Streams start spread over one second; the measurement window opens one second
+//! after every stream has received its first tick and lasts `tick_secs`; the server's CPU is
+//! read from `/proc/<pid>/stat` over the same window.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{add_cpu, count, unique, warm_up, Settings};
+use crate::bail;
+use crate::error::{Context, Error, Result};
+use crate::procfs::{CpuSnapshot, CpuUse};
+use crate::report::{Report, Unit};
+use crate::sse::{self, Received};
+use crate::stats::percentile;
+use crate::target::{Script, Target};
+
+const STAGE_SENT: u8 = 1;
+const STAGE_OPEN: u8 = 2;
+const STAGE_TICKING: u8 = 3;
+
+/// Seconds of ticks beyond the window: the spread start, the warm second, and slack.
+const EXTRA_SECS: u64 = 4;
+
+pub fn script(settings: &Settings) -> Script {
+    let sizes = &settings.sizes;
+    Script::Tick { ticks: sizes.tick_rate * (sizes.tick_secs + EXTRA_SECS), every_ms: 1000 / sizes.tick_rate.max(1) }
+}
+
+fn wall_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+struct Window {
+    from_us: u64,
+    to_us: u64,
+    cpu: CpuUse,
+}
+
+/// Runs the scenario; returns the events the target should have stored.
+pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> Result<u64> {
+    let client = sse::client()?;
+    let mut stored = warm_up(&client, target, settings).await?;
+    let sizes = &settings.sizes;
+    let streams = sizes.tick_streams;
+    let Script::Tick { ticks, .. } = script(settings) else {
+        bail!("ticking: not a tick script");
+    };
+    let props = Arc::new(script(settings).peer_props());
+    let mut figures: [Vec<f64>; 5] = Default::default();
+    let mut cpu = Vec::new();
+    for repetition in 1..=settings.repeats {
+        let first_ticks = Arc::new(AtomicU64::new(0));
+        // Where each stream stands, for the report when some never start.
+        let stages: Arc<Vec<AtomicU8>> = Arc::new((0..streams).map(|_| AtomicU8::new(0)).collect());
+        let stagger = Duration::from_secs(1) / streams.max(1) as u32;
+        let mut tasks = Vec::new();
+        for i in 0..streams {
+            let client = client.clone();
+            let url = target.run_url.clone();
+            let body = sse::run_body(&unique("tick"), "run-1", &props);
+            let mut options = settings.read_options();
+            options.ticks = true;
+            let timeout = settings.timeout;
+            let first_ticks = first_ticks.clone();
+            let stages = stages.clone();
+            tasks.push(tokio::spawn(async move {
+                tokio::time::sleep(stagger * i as u32).await;
+                // Counted once the first tick arrived, or once the stream failed (so the window
+                // does not wait for it and the failure surfaces when the task is joined).
+                let mut counted = false;
+                let work = async {
+                    stages[i as usize].store(STAGE_SENT, Ordering::Relaxed);
+                    let response = sse::open(&client, &url, body, None).await?;
+                    stages[i as usize].store(STAGE_OPEN, Ordering::Relaxed);
+                    let mut received = Received::default();
+                    // Read up to the first tick, count it, then read on to the end.
+                    let start_options = sse::ReadOptions { stop_after_ticks: Some(1), ..options };
+                    let mut stream = sse::read(response, &mut received, start_options).await?;
+                    first_ticks.fetch_add(1, Ordering::Relaxed);
+                    counted = true;
+                    stages[i as usize].store(STAGE_TICKING, Ordering::Relaxed);
+                    if received.terminal.is_none() {
+                        stream.read(&mut received, options).await?;
+                    }
+                    Ok::<_, Error>(received)
+                };
+                let outcome = tokio::time::timeout(timeout, work)
+                    .await
+                    .map_err(|_| Error::msg(format!("a ticking stream took over {timeout:?}")))
+                    .and_then(|r| r);
+                if outcome.is_err() && !counted {
+                    first_ticks.fetch_add(1, Ordering::Relaxed);
+                }
+                outcome
+            }));
+        }
+        let window = match measure_window(target.pid, &first_ticks, streams, sizes.tick_secs, settings).await {
+            Ok(window) => window,
+            Err(error) => {
+                let mut counts = [0usize; 4];
+                for stage in stages.iter() {
+                    counts[stage.load(Ordering::Relaxed) as usize] += 1;
+                }
+                bail!(
+                    "{error} (streams not yet sent: {}, awaiting response headers: {}, open without a tick: {}, ticking: {})",
+                    counts[0], counts[1], counts[2], counts[3]
+                );
+            }
+        };
+        let mut latencies = Vec::new();
+        let mut all_ticks = 0;
+        for task in tasks {
+            let received = task.await.context("a ticking client task failed")??;
+            received.expect_finished(&format!("ticking on {}", target.name))?;
+            let got = received.ticks.len() as u64;
+            if got != ticks {
+                bail!("ticking on {}: a stream got {got} ticks of {ticks}", target.name);
+            }
+            all_ticks += got;
+            stored += received.events;
+            latencies.extend(
+                received
+                    .ticks
+                    .iter()
+                    .filter(|t| t.received_us >= window.from_us && t.received_us < window.to_us)
+                    .map(|t| t.latency_us),
+            );
+        }
+        if latencies.is_empty() {
+            bail!("ticking on {}: no tick arrived inside the measurement window", target.name);
+        }
+        latencies.sort_unstable();
+        let ms = |q: f64| percentile(&latencies, q).map_or(0.0, |us| us as f64 / 1000.0);
+        let window_secs = (window.to_us - window.from_us) as f64 / 1e6;
+        let rate = latencies.len() as f64 / window_secs;
+        eprintln!(
+            "  {} ticking {repetition}/{}: {} ticks ({} in window, {rate:.0}/s): p50 {:.2} ms, p99 {:.2} ms, p999 {:.2} ms, max {:.2} ms; CPU: server {:.0} %, postgres {:.0} %, tool {:.0} %, other {:.0} %",
+            target.name,
+            settings.repeats,
+            all_ticks,
+            latencies.len(),
+            ms(0.5),
+            ms(0.99),
+            ms(0.999),
+            ms(1.0),
+            window.cpu.server,
+            window.cpu.postgres,
+            window.cpu.tool,
+            window.cpu.other
+        );
+        for (figure, value) in figures.iter_mut().zip([ms(0.5), ms(0.99), ms(0.999), ms(1.0), rate]) {
+            figure.push(value);
+        }
+        cpu.push(window.cpu);
+    }
+    let key = format!("{}/ticking", target.name);
+    let label = format!("ticking {} streams × {}/s, {}", count(streams), sizes.tick_rate, target.name);
+    let [p50, p99, p999, max, rate] = figures;
+    for (suffix, name, values) in [
+        ("p50", "latency p50", p50),
+        ("p99", "latency p99", p99),
+        ("p999", "latency p999", p999),
+        ("max", "latency max", max),
+    ] {
+        report.add(format!("{key}/{suffix}"), format!("{label}: {name}"), Unit::Ms, values, None);
+    }
+    report.add(
+        format!("{key}/rate"),
+        format!("{label}: events delivered"),
+        Unit::PerSec,
+        rate,
+        super::raw_reference(target, "b100/c1"),
+    );
+    add_cpu(report, &key, &label, &cpu);
+    Ok(stored)
+}
+
+/// Waits until every stream has its first tick, then one more second, then measures CPU over
+/// `secs` seconds.
+async fn measure_window(
+    pid: u32,
+    first_ticks: &AtomicU64,
+    streams: u64,
+    secs: u64,
+    settings: &Settings,
+) -> Result<Window> {
+    let deadline = tokio::time::Instant::now() + settings.timeout;
+    while first_ticks.load(Ordering::Relaxed) < streams {
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "ticking: only {} of {streams} streams started within {:?}",
+                first_ticks.load(Ordering::Relaxed),
+                settings.timeout
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = CpuSnapshot::take(pid)?;
+    let from_us = wall_us();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let after = CpuSnapshot::take(pid)?;
+    let to_us = wall_us();
+    Ok(Window { from_us, to_us, cpu: before.until(&after) })
+}

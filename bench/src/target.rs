@@ -1,0 +1,55 @@
+//! A server under test, seen the same way by every scenario: the gateway (whose `bench` script
+//! agent is configured for the scenario) or a peer (told what to stream in the request).
+
+use serde_json::{json, Value};
+
+/// What a run streams, besides RUN_STARTED and the terminal event.
+#[derive(Debug, Clone, Copy)]
+pub enum Script {
+    /// One message of `events` TEXT_MESSAGE_CONTENT events of `bytes` characters each.
+    Burst { events: u64, bytes: usize },
+    /// `ticks` CUSTOM `gateway.tick` events, one every `every_ms`.
+    Tick { ticks: u64, every_ms: u64 },
+    /// Nothing for `ms` milliseconds (an open stream waiting).
+    Wait { ms: u64 },
+}
+
+impl Script {
+    /// The gateway's script steps for it (TOML inline array).
+    pub fn toml_steps(&self) -> String {
+        match self {
+            Script::Burst { events, bytes } => format!("[{{ burst = {events}, bytes = {bytes} }}]"),
+            Script::Tick { ticks, every_ms } => {
+                format!("[{{ tick = {ticks}, every_ms = {every_ms} }}]")
+            }
+            Script::Wait { ms } => format!("[{{ wait_ms = {ms} }}]"),
+        }
+    }
+
+    /// How a peer is told: `forwardedProps.bench`.
+    pub fn peer_props(&self) -> Value {
+        match self {
+            Script::Burst { events, bytes } => json!({ "burst": events, "bytes": bytes }),
+            Script::Tick { ticks, every_ms } => json!({ "tick": ticks, "everyMs": every_ms }),
+            Script::Wait { ms } => json!({ "waitMs": ms }),
+        }
+    }
+}
+
+/// Where runs go and whose CPU and memory to read.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// "gateway/postgres", "python", "copilotkit".
+    pub name: String,
+    /// The run URL for the scenario's script.
+    pub run_url: String,
+    /// The run URL of a small warm-up burst.
+    pub warmup_url: String,
+    /// The server process.
+    pub pid: u32,
+    /// Whether it is the gateway (durable, `id:` lines, STATE_SNAPSHOT) or a peer.
+    pub is_gateway: bool,
+}
+
+/// The warm-up run each scenario makes first (connections, caches, JIT in the Node peer).
+pub const WARMUP: Script = Script::Burst { events: 2000, bytes: 64 };

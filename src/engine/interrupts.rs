@@ -1,0 +1,271 @@
+//! Interrupts (SPEC §5): what a waiting turn waits for, who may decide it, how a run that
+//! reaches a waiting turn ends for each caller, and the all-or-nothing checks of a resume.
+//!
+//! The waiting event in the log carries everything rendering needs ([`Waiting`]), so a stream
+//! on any instance shows each caller exactly the interrupts that caller may decide.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::protocol::input::{ResumeEntry, ResumeStatus};
+use crate::protocol::Interrupt;
+use crate::store::InterruptRow;
+
+/// Who a stream is rendered for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Viewer {
+    /// The person, or `None` for a tenant API key.
+    pub person: Option<String>,
+    pub roles: Vec<String>,
+    /// A client whose `protocolVersion` is absent or 0.x gets the §5.4 shape.
+    pub pre_1_0: bool,
+}
+
+/// Who may decide: persons by id and holders of roles. Both empty: the person who started the
+/// turn.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deciders {
+    #[serde(default)]
+    pub persons: Vec<String>,
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
+impl Deciders {
+    /// From config entries: `role:<name>` or a person id.
+    pub fn from_config(entries: &[String]) -> Deciders {
+        let mut deciders = Deciders::default();
+        for entry in entries {
+            match entry.strip_prefix("role:") {
+                Some(role) => deciders.roles.push(role.to_string()),
+                None => deciders.persons.push(entry.clone()),
+            }
+        }
+        deciders
+    }
+}
+
+/// One interrupt as the waiting event records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiting {
+    pub interrupt: Interrupt,
+    pub deciders: Deciders,
+    pub four_eyes: bool,
+    pub started_by: String,
+    pub turn: String,
+}
+
+/// The body of a waiting event.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WaitingEvent {
+    pub interrupts: Vec<Waiting>,
+}
+
+/// The body of a decision event: what this decision recorded, per interrupt.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ResumedEvent {
+    pub decisions: Vec<Value>,
+}
+
+/// Whether `person` (with `roles`) may decide an interrupt (§5.1 policy, four eyes included).
+pub fn may_decide(person: &str, roles: &[String], deciders: &Deciders, four_eyes: bool, started_by: &str) -> bool {
+    if four_eyes && person == started_by {
+        return false;
+    }
+    if deciders.persons.is_empty() && deciders.roles.is_empty() {
+        return person == started_by;
+    }
+    deciders.persons.iter().any(|p| p == person) || deciders.roles.iter().any(|r| roles.contains(r))
+}
+
+/// Who decides, in words (`gateway/deciders`).
+pub fn describe_deciders(deciders: &Deciders, four_eyes: bool) -> String {
+    let mut parts = Vec::new();
+    if deciders.persons.is_empty() && deciders.roles.is_empty() {
+        parts.push("the person who started the turn".to_string());
+    }
+    if !deciders.persons.is_empty() {
+        parts.push(deciders.persons.join(", "));
+    }
+    if !deciders.roles.is_empty() {
+        parts.push(format!("anyone with the role {}", deciders.roles.join(" or ")));
+    }
+    let mut words = parts.join(", or ");
+    if four_eyes {
+        words.push_str(" (not the person who started the turn)");
+    }
+    words
+}
+
+impl Waiting {
+    pub fn may_be_decided_by(&self, viewer: &Viewer) -> bool {
+        match &viewer.person {
+            Some(person) => may_decide(person, &viewer.roles, &self.deciders, self.four_eyes, &self.started_by),
+            None => false,
+        }
+    }
+
+    /// An entry of `gateway/waiting-for-others` and `gateway.waiting`.
+    pub fn for_others(&self) -> Value {
+        json!({
+            "turn": self.turn,
+            "interruptId": self.interrupt.id,
+            "what": self.interrupt.message.clone().unwrap_or_else(|| self.interrupt.reason.clone()),
+            "deciders": describe_deciders(&self.deciders, self.four_eyes),
+        })
+    }
+}
+
+/// Why a resume was refused: a `RUN_ERROR` code and a message naming the entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeRefusal {
+    pub code: &'static str,
+    pub message: String,
+}
+
+fn refusal(code: &'static str, message: String) -> ResumeRefusal {
+    ResumeRefusal { code, message }
+}
+
+/// What one resume entry will do once every entry passed.
+#[derive(Debug, Clone)]
+pub enum EntryPlan {
+    Decide { interrupt_id: String, decision: Value, approved: bool },
+    AlreadyDecided { interrupt_id: String, decided_seq: Option<i64> },
+}
+
+/// Checks every entry of a resume before any is decided (§5.3): unknown or not of this turn
+/// (`invalid_resume`), changed (`interrupt_changed`), expired (`interrupt_expired`), not the
+/// caller's to decide (`not_a_decider`), a payload its schema rejects (`invalid_resume`), and
+/// every open interrupt the caller may decide answered (`interrupts_open`).
+pub fn check_resume(
+    entries: &[ResumeEntry],
+    interrupts: &[InterruptRow],
+    person: &str,
+    roles: &[String],
+    now_ms: i64,
+    require_all: bool,
+) -> Result<Vec<EntryPlan>, ResumeRefusal> {
+    let mut plans = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        let name = format!("resume[{index}] ({})", entry.interrupt_id);
+        let Some(row) = interrupts.iter().find(|i| i.id == entry.interrupt_id) else {
+            return Err(refusal("invalid_resume", format!("{name}: no such interrupt on this thread's turn")));
+        };
+        let shown: Interrupt = serde_json::from_str(&row.shown)
+            .map_err(|_| refusal("invalid_resume", format!("{name}: the interrupt's record is unreadable")))?;
+        let deciders: Deciders = serde_json::from_str(&row.deciders).unwrap_or_default();
+        match row.status.as_str() {
+            "superseded" => {
+                return Err(refusal("interrupt_changed", format!("{name}: the call changed since it was shown")))
+            }
+            "expired" => return Err(refusal("interrupt_expired", format!("{name}: expired, and was denied"))),
+            "decided" => {
+                plans.push(EntryPlan::AlreadyDecided { interrupt_id: row.id.clone(), decided_seq: row.decided_seq });
+                continue;
+            }
+            _ => {}
+        }
+        if row.expires_at_ms <= now_ms {
+            return Err(refusal("interrupt_expired", format!("{name}: expired")));
+        }
+        if !may_decide(person, roles, &deciders, row.four_eyes, &row.started_by) {
+            return Err(refusal(
+                "not_a_decider",
+                format!("{name}: decided by {}", describe_deciders(&deciders, row.four_eyes)),
+            ));
+        }
+        let (decision, approved) = match entry.status {
+            ResumeStatus::Cancelled => (json!({ "approved": false, "cancelled": true }), false),
+            ResumeStatus::Resolved => {
+                let payload = entry.payload.clone().unwrap_or(Value::Null);
+                if let Some(schema) = &shown.response_schema {
+                    validate(schema, &payload).map_err(|why| refusal("invalid_resume", format!("{name}: {why}")))?;
+                }
+                let approved =
+                    payload.get("approved").and_then(Value::as_bool).unwrap_or(shown.reason == "input_required");
+                let mut decision = match payload {
+                    Value::Object(map) => map,
+                    _ => Map::new(),
+                };
+                decision.insert("approved".into(), Value::Bool(approved));
+                (Value::Object(decision), approved)
+            }
+        };
+        plans.push(EntryPlan::Decide { interrupt_id: row.id.clone(), decision, approved });
+    }
+    if require_all {
+        for row in interrupts.iter().filter(|i| i.status == "open") {
+            let deciders: Deciders = serde_json::from_str(&row.deciders).unwrap_or_default();
+            let mine = may_decide(person, roles, &deciders, row.four_eyes, &row.started_by);
+            if mine && !entries.iter().any(|e| e.interrupt_id == row.id) {
+                return Err(refusal(
+                    "interrupts_open",
+                    format!("interrupt {} is open and yours to decide: answer every open interrupt at once", row.id),
+                ));
+            }
+        }
+    }
+    Ok(plans)
+}
+
+/// Validates a payload with the interrupt's JSON Schema.
+fn validate(schema: &Value, payload: &Value) -> Result<(), String> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| format!("the interrupt's schema is invalid: {e}"))?;
+    let errors: Vec<String> =
+        validator.iter_errors(payload).map(|e| format!("{} at '{}'", e, e.instance_path())).collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the payload does not match the response schema: {}", errors.join("; ")))
+    }
+}
+
+/// The response schema of a tool approval (§5.1).
+pub fn tool_call_schema(allow_edit: bool, confirm: Option<&str>) -> Value {
+    let mut properties = json!({ "approved": { "type": "boolean" }, "comment": { "type": "string" } });
+    let mut required = vec!["approved"];
+    if allow_edit {
+        properties["editedArgs"] = json!({ "type": "object" });
+    }
+    if let Some(value) = confirm {
+        properties["confirm"] = json!({ "const": value });
+        required.push("confirm");
+    }
+    json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
+}
+
+/// The response schema of a question: free text, or one of its choices.
+pub fn question_schema(choices: &[String]) -> Value {
+    let answer =
+        if choices.is_empty() { json!({ "type": "string" }) } else { json!({ "type": "string", "enum": choices }) };
+    json!({ "type": "object", "properties": { "answer": answer }, "required": ["answer"], "additionalProperties": false })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deciders_follow_persons_roles_and_four_eyes() {
+        let anyone_admin = Deciders { persons: vec![], roles: vec!["admin".into()] };
+        assert!(may_decide("bob", &["admin".into()], &anyone_admin, false, "alice"));
+        assert!(!may_decide("bob", &[], &anyone_admin, false, "alice"));
+        assert!(!may_decide("alice", &["admin".into()], &anyone_admin, true, "alice"), "four eyes");
+        assert!(may_decide("alice", &[], &Deciders::default(), false, "alice"), "the starter by default");
+        assert!(!may_decide("bob", &[], &Deciders::default(), false, "alice"));
+    }
+
+    #[test]
+    fn payloads_are_checked_against_the_schema() {
+        let schema = tool_call_schema(false, Some("DELETE"));
+        assert!(validate(&schema, &json!({"approved": true, "confirm": "DELETE"})).is_ok());
+        assert!(validate(&schema, &json!({"approved": true})).is_err());
+        assert!(validate(&schema, &json!({"approved": "yes", "confirm": "DELETE"})).is_err());
+        assert!(validate(&schema, &json!({"approved": true, "confirm": "DELETE", "editedArgs": {}})).is_err());
+        let question = question_schema(&["red".into(), "blue".into()]);
+        assert!(validate(&question, &json!({"answer": "red"})).is_ok());
+        assert!(validate(&question, &json!({"answer": "green"})).is_err());
+    }
+}

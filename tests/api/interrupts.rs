@@ -1,0 +1,426 @@
+//! Interrupts and resume (§5): approvals and questions, checked all or nothing.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::on_both_stores;
+
+/// Runs `agent` on a new thread until its run ends with interrupts; returns the events and the
+/// interrupts of the outcome.
+async fn run_until_interrupt(app: &TestApp, agent: &str, thread: &str) -> (Vec<SseEvent>, Vec<Value>) {
+    let events = app.run_to_end(agent, &first_run(thread, "run-1", "please do it")).await;
+    let last = events.last().expect("events").clone();
+    assert_eq!(last.kind(), "RUN_FINISHED", "{:?}", kinds(&events));
+    assert_eq!(last.data["outcome"]["type"], "interrupt", "{}", last.data);
+    let interrupts = last.data["outcome"]["interrupts"].as_array().expect("interrupts").clone();
+    (events, interrupts)
+}
+
+fn resume(thread: &str, run: &str, entries: Value) -> Value {
+    json!({"threadId": thread, "runId": run, "protocolVersion": "1.0", "messages": [], "resume": entries})
+}
+
+/// `(id, status, decision)` of the thread's latest turn's interrupts, from the store.
+async fn stored_interrupts(app: &TestApp, thread: &str) -> Vec<(String, String, Option<String>)> {
+    let thread = app.store.find_thread("default", thread).await.expect("query").expect("thread");
+    let turn = app.store.thread_turns(thread.pk).await.expect("turns").pop().expect("turn");
+    app.store
+        .turn_interrupts(turn.pk)
+        .await
+        .expect("interrupts")
+        .into_iter()
+        .map(|i| (i.id, i.status, i.decision))
+        .collect()
+}
+
+async fn approving_a_tool_call_continues_the_same_turn(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let (events, interrupts) = run_until_interrupt(&app, "approver", "th-approve").await;
+    assert_eq!(interrupts.len(), 1);
+    let interrupt = &interrupts[0];
+    let call = events.iter().find(|e| e.kind() == "TOOL_CALL_START").expect("the call is shown");
+    assert_eq!(interrupt["reason"], "tool_call");
+    assert_eq!(interrupt["toolCallId"], call.data["toolCallId"]);
+    assert_eq!(interrupt["responseSchema"]["properties"]["approved"]["type"], "boolean");
+    assert!(interrupt["responseSchema"]["properties"]["editedArgs"].is_object(), "editing is allowed");
+    assert!(interrupt["expiresAt"].as_str().is_some_and(|t| t.ends_with('Z')));
+    assert_eq!(interrupt["metadata"]["gateway/kind"], "tool_call");
+    assert_eq!(interrupt["metadata"]["gateway/details"]["to"], "team@example.com");
+    assert!(interrupt["id"].as_str().is_some_and(|id| id.len() > 30), "unguessable id");
+    assert!(!kinds(&events).contains(&"TOOL_CALL_RESULT"), "nothing ran before the decision");
+    let id = interrupt["id"].as_str().expect("id");
+    assert_eq!(stored_interrupts(&app, "th-approve").await[0].1, "open");
+
+    let resumed = app
+        .run_to_end(
+            "approver",
+            &resume(
+                "th-approve",
+                "run-2",
+                json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]),
+            ),
+        )
+        .await;
+    let kinds = kinds(&resumed);
+    assert_eq!(kinds[0], "RUN_STARTED");
+    assert_eq!(resumed[0].data["runId"], "run-2");
+    assert_eq!(resumed[1].data["name"], "gateway.resume");
+    assert_eq!(resumed[1].data["value"], json!({"interruptId": id, "outcome": "decided", "approved": true}));
+    let result = resumed.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the call ran");
+    assert_eq!(result.data["toolCallId"], call.data["toolCallId"]);
+    assert_eq!(result.data["content"], "sent");
+    assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success");
+    let first_ids: Vec<&Value> =
+        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_START").map(|e| &e.data["messageId"]).collect();
+    let resumed_start = resumed.iter().find(|e| e.kind() == "TEXT_MESSAGE_START").expect("an answer after the call");
+    assert!(!first_ids.contains(&&resumed_start.data["messageId"]), "new message ids");
+    let stored = stored_interrupts(&app, "th-approve").await;
+    assert_eq!(stored[0].1, "decided");
+    assert_eq!(app.counts().await.turns, 1, "a resume adds no turn");
+}
+on_both_stores!(approving_a_tool_call_continues_the_same_turn);
+
+async fn the_same_resume_twice_decides_once(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&app, "approver", "th-twice").await;
+    let id = interrupts[0]["id"].as_str().expect("id").to_string();
+    let entries = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    app.run_to_end("approver", &resume("th-twice", "run-2", entries.clone())).await;
+    let decided = stored_interrupts(&app, "th-twice").await;
+    let again = app.run_to_end("approver", &resume("th-twice", "run-3", entries)).await;
+    assert_eq!(again[1].data["value"], json!({"interruptId": id, "outcome": "already_decided"}));
+    assert_eq!(stored_interrupts(&app, "th-twice").await, decided, "decided once");
+    assert_eq!(kinds(&again).last(), Some(&"RUN_FINISHED"));
+}
+on_both_stores!(the_same_resume_twice_decides_once);
+
+#[tokio::test]
+async fn a_denied_call_says_so_and_an_edited_call_runs_as_edited() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&app, "approver", "th-deny").await;
+    let id = interrupts[0]["id"].as_str().expect("id");
+    let denied = app
+        .run_to_end("approver", &resume("th-deny", "run-2", json!([{"interruptId": id, "status": "cancelled"}])))
+        .await;
+    assert_eq!(denied[1].data["value"]["approved"], false);
+    let result = denied.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("a result");
+    assert!(result.data["content"].as_str().is_some_and(|c| c.contains("denied")), "{}", result.data);
+    assert_eq!(denied.last().expect("end").data["outcome"]["type"], "success", "the agent goes on");
+
+    let (_, interrupts) = run_until_interrupt(&app, "approver", "th-edit").await;
+    let id = interrupts[0]["id"].as_str().expect("id");
+    let edited = json!({"to": "boss@example.com", "body": "edited"});
+    let payload = json!({"approved": true, "editedArgs": edited});
+    let ran = app
+        .run_to_end(
+            "approver",
+            &resume("th-edit", "run-2", json!([{"interruptId": id, "status": "resolved", "payload": payload}])),
+        )
+        .await;
+    let args: Vec<&Value> = ran.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").map(|e| &e.data["delta"]).collect();
+    assert_eq!(args, vec![&Value::String(edited.to_string())], "the edited call is shown and runs");
+}
+
+async fn each_refusal_code_decides_nothing(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let (_, pair) = run_until_interrupt(&app, "pair", "th-pair").await;
+    assert_eq!(pair.len(), 2, "both calls wait");
+    let (a, b) = (pair[0]["id"].as_str().expect("id"), pair[1]["id"].as_str().expect("id"));
+    let yes = json!({"approved": true});
+    let before = stored_interrupts(&app, "th-pair").await;
+    let cases = [
+        ("interrupts_open", json!([{"interruptId": a, "status": "resolved", "payload": yes}])),
+        (
+            "invalid_resume",
+            json!([
+            {"interruptId": a, "status": "resolved", "payload": yes},
+            {"interruptId": b, "status": "resolved", "payload": yes},
+            {"interruptId": "int_made_up", "status": "resolved", "payload": yes}]),
+        ),
+        (
+            "invalid_resume",
+            json!([
+            {"interruptId": a, "status": "resolved", "payload": {"approved": "yes"}},
+            {"interruptId": b, "status": "resolved", "payload": yes}]),
+        ),
+    ];
+    for (n, (code, entries)) in cases.iter().enumerate() {
+        let events = app.run_to_end("pair", &resume("th-pair", &format!("bad-{n}"), entries.clone())).await;
+        assert_eq!(kinds(&events), ["RUN_ERROR"], "{code}");
+        assert_eq!(events[0].data["code"], *code, "{}", events[0].data);
+        assert_eq!(stored_interrupts(&app, "th-pair").await, before, "{code}: nothing decided");
+    }
+
+    // A new message while the turn waits for this caller.
+    let pending = json!({"threadId": "th-pair", "runId": "new-msg", "messages": [
+        {"id": "run-1-user", "role": "user", "content": "please do it"}, {"id": "u2", "role": "user", "content": "and?"}]});
+    let events = app.run_to_end("pair", &pending).await;
+    assert_eq!(events[0].data["code"], "interrupts_pending");
+    assert_eq!(stored_interrupts(&app, "th-pair").await, before);
+
+    // Four eyes: the person who started the turn may not decide, nor start another.
+    let (_, held) = run_until_interrupt_for_others(&app, "foureyes", "th-4eyes").await;
+    let id = held["interruptId"].as_str().expect("id");
+    let before = stored_interrupts(&app, "th-4eyes").await;
+    let events = app
+        .run_to_end(
+            "foureyes",
+            &resume("th-4eyes", "r2", json!([{"interruptId": id, "status": "resolved", "payload": yes}])),
+        )
+        .await;
+    assert_eq!(events[0].data["code"], "not_a_decider");
+    let waiting = json!({"threadId": "th-4eyes", "runId": "r3", "messages": [
+        {"id": "run-1-user", "role": "user", "content": "please do it"}, {"id": "u2", "role": "user", "content": "hurry"}]});
+    let events = app.run_to_end("foureyes", &waiting).await;
+    assert_eq!(events[0].data["code"], "turn_waiting");
+    assert!(events[0].data["message"].as_str().is_some_and(|m| m.contains("finance")), "names who decides");
+    assert_eq!(stored_interrupts(&app, "th-4eyes").await, before);
+
+    // A changed call.
+    let (_, interrupts) = run_until_interrupt(&app, "approver", "th-changed").await;
+    let id = interrupts[0]["id"].as_str().expect("id");
+    execute_sql(&db.url, &format!("UPDATE interrupts SET status = 'superseded' WHERE id = '{id}'")).await;
+    let before = stored_interrupts(&app, "th-changed").await;
+    let events = app
+        .run_to_end(
+            "approver",
+            &resume("th-changed", "r2", json!([{"interruptId": id, "status": "resolved", "payload": yes}])),
+        )
+        .await;
+    assert_eq!(events[0].data["code"], "interrupt_changed");
+    assert_eq!(stored_interrupts(&app, "th-changed").await, before);
+
+    // An expired one: denied by the sweeper, then too late to answer.
+    let (_, interrupts) = run_until_interrupt(&app, "hasty", "th-late").await;
+    let id = interrupts[0]["id"].as_str().expect("id");
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let before = stored_interrupts(&app, "th-late").await;
+    assert_eq!(before[0].1, "expired");
+    let events = app
+        .run_to_end(
+            "hasty",
+            &resume("th-late", "r2", json!([{"interruptId": id, "status": "resolved", "payload": yes}])),
+        )
+        .await;
+    assert_eq!(events[0].data["code"], "interrupt_expired");
+    assert_eq!(stored_interrupts(&app, "th-late").await, before);
+}
+on_both_stores!(each_refusal_code_decides_nothing);
+
+/// Starts `agent` and reads until the caller is told the turn waits for others; returns the
+/// events and the first entry of `gateway.waiting`. The stream stays open: it is dropped here.
+async fn run_until_interrupt_for_others(app: &TestApp, agent: &str, thread: &str) -> (Vec<SseEvent>, Value) {
+    let mut response = app.post_run(agent, &first_run(thread, "run-1", "please do it")).await;
+    let mut events = Vec::new();
+    let mut buffer = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline {
+        let Ok(Ok(Some(chunk))) = tokio::time::timeout(Duration::from_secs(5), response.chunk()).await else { break };
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let frame: String = buffer.drain(..end + 2).collect();
+            if let Some(data) = frame.lines().find_map(|l| l.strip_prefix("data: ")) {
+                let data: Value = serde_json::from_str(data).expect("json");
+                let waiting = data["name"] == "gateway.waiting";
+                events.push(SseEvent { id: None, data: data.clone() });
+                if waiting {
+                    // The stream stays open after it: nothing ends the run for this caller.
+                    let more = tokio::time::timeout(Duration::from_millis(700), response.chunk()).await;
+                    assert!(
+                        more.is_err() || matches!(more, Ok(Ok(Some(ref c))) if c.starts_with(b": keepalive")),
+                        "the run goes on"
+                    );
+                    return (events, data["value"]["waiting"][0].clone());
+                }
+            }
+        }
+    }
+    panic!("no gateway.waiting in {:?}", kinds(&events));
+}
+
+#[tokio::test]
+async fn an_expired_interrupt_is_denied_once_with_two_instances_running() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let a = TestApp::start(&db.url).await;
+    let _b = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&a, "hasty", "th-expire").await;
+    let id = interrupts[0]["id"].as_str().expect("id").to_string();
+    // Follow the turn as a reloaded page would, until it goes on and ends.
+    let turn = a.store.find_thread("default", "th-expire").await.expect("q").expect("thread");
+    let turn = a.store.thread_turns(turn.pk).await.expect("turns").pop().expect("turn");
+    let mut finished = false;
+    for _ in 0..100 {
+        if a.store.turn(turn.pk).await.expect("q").expect("turn").status.is_finished() {
+            finished = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(finished, "the turn went on after the expiry");
+    let stored = a.store.turn_interrupts(turn.pk).await.expect("interrupts");
+    assert_eq!(stored[0].id, id);
+    assert_eq!(stored[0].status, "expired");
+    let decisions = a.store.events_after(turn.pk, 0, 10_000).await.expect("log");
+    let markers = decisions.iter().filter(|e| e.kind == agui_gateway::store::EventKind::Resumed).count();
+    assert_eq!(markers, 1, "denied exactly once");
+    let results: Vec<String> = decisions
+        .iter()
+        .filter_map(|e| serde_json::from_slice::<Value>(&e.body).ok())
+        .filter(|v| v["type"] == "TOOL_CALL_RESULT")
+        .map(|v| v["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(results, vec!["not run: the call was expired".to_string()]);
+}
+
+#[tokio::test]
+async fn concurrent_resumes_on_two_instances_decide_once() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let a = TestApp::start(&db.url).await;
+    let b = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&a, "approver", "th-race").await;
+    let id = interrupts[0]["id"].as_str().expect("id");
+    let entries = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let (on_a, on_b) = (resume("th-race", "on-a", entries.clone()), resume("th-race", "on-b", entries));
+    let (one, two) = tokio::join!(a.run_to_end("approver", &on_a), b.run_to_end("approver", &on_b));
+    let outcomes: Vec<&Value> = [&one, &two].iter().map(|events| &events[1].data["value"]["outcome"]).collect();
+    let decided = outcomes.iter().filter(|o| **o == "decided").count();
+    let already = outcomes.iter().filter(|o| **o == "already_decided").count();
+    assert_eq!((decided, already), (1, 1), "{outcomes:?}");
+    for events in [&one, &two] {
+        assert_eq!(kinds(events).last(), Some(&"RUN_FINISHED"), "both runs follow the turn to its end");
+    }
+    let thread = a.store.find_thread("default", "th-race").await.expect("q").expect("thread");
+    let turn = a.store.thread_turns(thread.pk).await.expect("turns").pop().expect("turn");
+    let log = a.store.events_after(turn.pk, 0, 10_000).await.expect("log");
+    assert_eq!(log.iter().filter(|e| e.kind == agui_gateway::store::EventKind::Resumed).count(), 1);
+}
+
+#[tokio::test]
+async fn a_question_is_answered_from_its_choices() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&app, "asker", "th-ask").await;
+    let question = &interrupts[0];
+    assert_eq!(question["reason"], "input_required");
+    assert_eq!(question["responseSchema"]["properties"]["answer"]["enum"], json!(["red", "blue"]));
+    let id = question["id"].as_str().expect("id");
+    let wrong = app
+        .run_to_end(
+            "asker",
+            &resume("th-ask", "r2", json!([{"interruptId": id, "status": "resolved", "payload": {"answer": "green"}}])),
+        )
+        .await;
+    assert_eq!(wrong[0].data["code"], "invalid_resume");
+    let answered = app
+        .run_to_end(
+            "asker",
+            &resume("th-ask", "r3", json!([{"interruptId": id, "status": "resolved", "payload": {"answer": "blue"}}])),
+        )
+        .await;
+    let text: String = answered
+        .iter()
+        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|e| e.data["delta"].as_str())
+        .collect();
+    assert_eq!(text, "You chose blue.");
+}
+
+#[tokio::test]
+async fn a_typed_confirmation_must_match() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&app, "confirmer", "th-confirm").await;
+    let id = interrupts[0]["id"].as_str().expect("id");
+    assert_eq!(interrupts[0]["responseSchema"]["required"], json!(["approved", "confirm"]));
+    let sloppy = app
+        .run_to_end(
+            "confirmer",
+            &resume(
+                "th-confirm",
+                "r2",
+                json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true, "confirm": "delete"}}]),
+            ),
+        )
+        .await;
+    assert_eq!(sloppy[0].data["code"], "invalid_resume");
+    let exact = app
+        .run_to_end(
+            "confirmer",
+            &resume(
+                "th-confirm",
+                "r3",
+                json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true, "confirm": "DELETE"}}]),
+            ),
+        )
+        .await;
+    assert_eq!(exact.last().expect("end").data["outcome"]["type"], "success");
+}
+
+#[tokio::test]
+async fn a_pre_1_0_client_gets_messages_snapshot_and_on_interrupt() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let mut input = first_run("th-old", "run-1", "please do it");
+    input.as_object_mut().expect("object").remove("protocolVersion");
+    let events = app.run_to_end("approver", &input).await;
+    let tail: Vec<&str> = kinds(&events).into_iter().rev().take(3).collect();
+    assert_eq!(tail, ["RUN_FINISHED", "CUSTOM", "MESSAGES_SNAPSHOT"]);
+    let finished = events.last().expect("end");
+    assert!(finished.data.get("outcome").is_none(), "no outcome for a pre-1.0 client");
+    let on_interrupt = &events[events.len() - 2];
+    assert_eq!(on_interrupt.data["name"], "on_interrupt");
+    assert!(on_interrupt.data["value"]["id"].as_str().is_some_and(|id| id.starts_with("int_")));
+    let snapshot = &events[events.len() - 3].data["messages"];
+    assert_eq!(snapshot[0]["role"], "user");
+    assert_eq!(snapshot[1]["toolCalls"][0]["function"]["name"], "send_email");
+}
+
+#[tokio::test]
+async fn the_decision_route_unblocks_a_waiting_turn() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&app, "approver", "th-route").await;
+    let id = interrupts[0]["id"].as_str().expect("id");
+    let thread: Value =
+        app.client.get(app.url("/v1/threads/th-route")).send().await.expect("get").json().await.expect("json");
+    assert_eq!(thread["status"], "waiting");
+    assert_eq!(thread["interrupts"][0]["id"], id);
+    let url = app.url(&format!("/v1/interrupts/{id}/decision"));
+    let bad = app
+        .client
+        .post(&url)
+        .json(&json!({"status": "resolved", "payload": {"approved": 1}}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(bad.status(), 409);
+    assert_eq!(bad.json::<Value>().await.expect("json")["error"]["code"], "invalid_resume");
+    let decided = app
+        .client
+        .post(&url)
+        .json(&json!({"status": "resolved", "payload": {"approved": true}}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(decided.status(), 200);
+    assert_eq!(decided.json::<Value>().await.expect("json")["outcome"], "decided");
+    let missing = app
+        .client
+        .post(app.url("/v1/interrupts/int_nope/decision"))
+        .json(&json!({"status": "cancelled"}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(missing.status(), 403);
+    // A reloaded page follows the turn from the decision to its end.
+    let reload = json!({"threadId": "th-route", "runId": "after-reload", "messages": [{"id": "run-1-user", "role": "user", "content": "please do it"}]});
+    let followed = app.run_to_end("approver", &reload).await;
+    assert_eq!(kinds(&followed)[0], "RUN_STARTED");
+    assert_eq!(followed.last().expect("end").data["outcome"]["type"], "success");
+}
