@@ -297,6 +297,7 @@ pub struct AgentConfig {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum AgentKindConfig {
     Script(ScriptAgentConfig),
+    Openai(crate::agents::openai::OpenaiAgentConfig),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -406,6 +407,11 @@ impl Config {
                     }
                     if script.steps.is_empty() {
                         return invalid(format!("agent '{}' has no steps", agent.name));
+                    }
+                }
+                AgentKindConfig::Openai(openai) => {
+                    if let Err(why) = openai.validate() {
+                        return invalid(format!("agent '{}': {why}", agent.name));
                     }
                 }
             }

@@ -5,12 +5,14 @@
 //! log and stream wake-ups), [`agents`] (one file per agent kind), [`auth`] (who is calling),
 //! [`http`] (routes, extractors, SSE rendering). `main.rs` only parses the command line.
 
+pub mod admin;
 pub mod agents;
 pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod http;
 pub mod ids;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod store;

@@ -7,13 +7,16 @@
 //! exactly (0 missing, 0 duplicated) and passes the official client's verification. The report
 //! is printed and written to `target/chaos-report.txt`.
 
+#[path = "support/gateway_process.rs"]
+mod gateway_process;
 #[path = "support/pg_server.rs"]
 mod pg_server;
 
+use gateway_process::{spawn_instance, Instance};
+
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -55,66 +58,6 @@ steps = [
   { say = "Done." },
 ]
 "#;
-
-/// One gateway process.
-struct Instance {
-    child: Child,
-    address: String,
-    id: String,
-}
-
-fn spawn_instance(config: &PathBuf, database: &str, logs: Arc<Mutex<Vec<String>>>) -> Instance {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--database", database, "--config"])
-        .arg(config)
-        .env("NO_COLOR", "1")
-        .env("AGUI_GATEWAY_LOG_FILTER", "info,sqlx=warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the gateway binary starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let lines = logs.clone();
-    std::thread::spawn(move || {
-        let mut ready = Some(ready_tx);
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let plain = strip_ansi(&line);
-            if plain.contains("agui-gateway listening") {
-                let field = |name: &str| {
-                    plain.split_whitespace().find_map(|w| w.strip_prefix(name)).map(str::to_string).unwrap_or_default()
-                };
-                if let Some(ready) = ready.take() {
-                    let _ = ready.send((field("address="), field("instance=")));
-                }
-            }
-            lines.lock().unwrap_or_else(|p| p.into_inner()).push(plain);
-        }
-    });
-    let (address, id) = ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
-        std::thread::sleep(Duration::from_millis(200));
-        panic!("the gateway did not start: {:?}", logs.lock().unwrap_or_else(|p| p.into_inner()))
-    });
-    Instance { child, address, id }
-}
-
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
 
 /// What one client saw of its run, across reconnects.
 struct ClientRecord {
@@ -291,13 +234,7 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("chaos.toml");
     std::fs::write(&config, CHAOS_CONFIG).expect("config");
-    // Migrate once up front so the instances do not race to create the schema.
-    let status = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
-        .args(["migrate", "--database", &database])
-        .stdout(Stdio::null())
-        .status()
-        .expect("migrate runs");
-    assert!(status.success());
+    gateway_process::migrate(&database);
 
     let logs = Arc::new(Mutex::new(Vec::new()));
     let mut instances: Vec<Instance> =
@@ -419,12 +356,7 @@ async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("chaos.toml");
     std::fs::write(&config, CHAOS_CONFIG).expect("config");
-    let status = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
-        .args(["migrate", "--database", &database])
-        .stdout(Stdio::null())
-        .status()
-        .expect("migrate runs");
-    assert!(status.success());
+    gateway_process::migrate(&database);
     let logs = Arc::new(Mutex::new(Vec::new()));
     let mut stopping = spawn_instance(&config, &database, logs.clone());
     let mut staying = spawn_instance(&config, &database, logs.clone());

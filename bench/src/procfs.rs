@@ -88,12 +88,18 @@ pub struct CpuUse {
 }
 
 impl CpuSnapshot {
+    /// A snapshot with no server process (the raw scenario: PostgreSQL and this tool only).
+    pub fn without_server() -> Result<CpuSnapshot> {
+        CpuSnapshot::take(0)
+    }
+
+    /// A snapshot with `server_pid` as the server under test (0: none).
     pub fn take(server_pid: u32) -> Result<CpuSnapshot> {
         let postgres = postgres_pids().into_iter().filter_map(|pid| cpu_ticks(pid).ok()).sum();
         let (machine_busy, machine_total) = machine_ticks()?;
         Ok(CpuSnapshot {
             at: Instant::now(),
-            server: cpu_ticks(server_pid)?,
+            server: if server_pid == 0 { 0 } else { cpu_ticks(server_pid)? },
             postgres,
             tool: cpu_ticks(std::process::id())?,
             machine_busy,

@@ -133,7 +133,9 @@ impl Report {
     }
 
     /// Judges the targets on the medians (those whose figures this run measured).
-    pub fn judge(&mut self) {
+    /// `include_unmeasured`: list targets whose figures this run lacks (a full run whose
+    /// scenario failed) as not measured.
+    pub fn judge(&mut self, include_unmeasured: bool) {
         let pg = "gateway/postgres";
         let lite = "gateway/sqlite";
         let mut checks: Vec<(String, Check)> = vec![
@@ -190,7 +192,16 @@ impl Report {
                 Check::AtLeastTimes { figure: format!("{gw}/burst"), reference: "copilotkit/burst".into(), k: 2.0 },
             ));
         }
-        self.targets = checks.into_iter().filter_map(|(target, check)| self.verdict(target, &check)).collect();
+        self.targets = checks
+            .into_iter()
+            .filter_map(|(target, check)| match self.verdict(target.clone(), &check) {
+                Some(verdict) => Some(verdict),
+                None if include_unmeasured => {
+                    Some(Verdict { target, measured: "not measured (see the failures)".into(), met: None })
+                }
+                None => None,
+            })
+            .collect();
     }
 
     fn verdict(&self, target: String, check: &Check) -> Option<Verdict> {
@@ -254,7 +265,7 @@ mod tests {
             vec![50.0, 60.0, 70.0],
             Some("postgres/raw/b100/c1".into()),
         );
-        report.judge();
+        report.judge(false);
         assert!(report.table().contains("0.55 × raw"));
         assert_eq!(report.targets.len(), 1);
         assert_eq!(report.targets[0].met, Some(true));

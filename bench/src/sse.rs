@@ -9,17 +9,11 @@ use serde_json::{json, Value};
 
 use crate::bail;
 use crate::error::{Context, Error, Result};
+use crate::http::{Body, Client, Response};
 
-/// One HTTP client for a scenario: HTTP/1.1 over loopback, no proxy, no overall timeout (the
-/// scenario bounds its own time).
-pub fn client() -> Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(30))
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .context("building the HTTP client")
+/// The client for a scenario's runs (see [`crate::http`]); the scenario bounds its own time.
+pub fn client() -> Result<Client> {
+    Ok(Client)
 }
 
 /// A RunAgentInput with one user message. `bench` goes into `forwardedProps.bench`: the peers
@@ -39,24 +33,22 @@ pub fn run_body(thread_id: &str, run_id: &str, bench: &Value) -> String {
 }
 
 /// POSTs a run (optionally resuming after `last_event_id`) and checks that an SSE stream opens.
-pub async fn open(
-    client: &reqwest::Client,
-    url: &str,
-    body: String,
-    last_event_id: Option<&str>,
-) -> Result<reqwest::Response> {
-    let mut request =
-        client.post(url).header("content-type", "application/json").header("accept", "text/event-stream").body(body);
+pub async fn open(client: &Client, url: &str, body: String, last_event_id: Option<&str>) -> Result<Response> {
+    let mut headers = vec![("Accept", "text/event-stream")];
     if let Some(id) = last_event_id {
-        request = request.header("last-event-id", id);
+        headers.push(("Last-Event-ID", id));
     }
-    let response = request.send().await.with_context(|| format!("POST {url}"))?;
-    let status = response.status();
-    if status != reqwest::StatusCode::OK {
-        let text = response.text().await.unwrap_or_default();
-        bail!("POST {url} answered {status}: {}", text.chars().take(300).collect::<String>());
+    let mut response = client.post(url, &body, &headers).await?;
+    if response.status != 200 {
+        let mut text = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(2), response.body.read_into(&mut text)).await;
+        bail!(
+            "POST {url} answered {}: {}",
+            response.status,
+            String::from_utf8_lossy(&text).chars().take(300).collect::<String>()
+        );
     }
-    let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let content_type = response.header("content-type").unwrap_or("");
     if !content_type.starts_with("text/event-stream") {
         bail!("POST {url} answered {content_type:?}, not text/event-stream");
     }
@@ -91,6 +83,8 @@ pub struct Received {
     pub events: u64,
     pub content_events: u64,
     pub data_bytes: u64,
+    /// Socket reads that brought body bytes.
+    pub chunks: u64,
     pub first_at: Option<Instant>,
     pub last_at: Option<Instant>,
     pub first_id: Option<String>,
@@ -120,7 +114,7 @@ fn wall_us() -> u64 {
 
 /// An open event stream and the bytes received but not yet handled.
 pub struct EventStream {
-    response: reqwest::Response,
+    body: Body,
     pending: Vec<u8>,
     /// Bytes of `pending` already handled (dropped once per chunk, not per frame).
     consumed: usize,
@@ -129,8 +123,8 @@ pub struct EventStream {
 }
 
 impl EventStream {
-    pub fn new(response: reqwest::Response) -> EventStream {
-        EventStream { response, pending: Vec::with_capacity(64 * 1024), consumed: 0, scanned: 0 }
+    pub fn new(response: Response) -> EventStream {
+        EventStream { body: response.body, pending: Vec::with_capacity(16 * 1024), consumed: 0, scanned: 0 }
     }
 
     /// Reads until the terminal event, the end of the stream, or a `stop_after*` bound of
@@ -153,17 +147,18 @@ impl EventStream {
             self.consumed = 0;
             // A frame without its end yet: search on from its last byte next time.
             self.scanned = self.pending.len().saturating_sub(1);
-            let chunk = self.response.chunk().await.context("reading the event stream")?;
-            let Some(chunk) = chunk else { return Ok(()) };
+            if !self.body.read_into(&mut self.pending).await.context("reading the event stream")? {
+                return Ok(());
+            }
+            received.chunks += 1;
             now = Instant::now();
             now_us = if options.ticks { wall_us() } else { 0 };
-            self.pending.extend_from_slice(&chunk);
         }
     }
 }
 
 /// Reads a whole stream (see [`EventStream::read`]).
-pub async fn read(response: reqwest::Response, received: &mut Received, options: ReadOptions) -> Result<EventStream> {
+pub async fn read(response: Response, received: &mut Received, options: ReadOptions) -> Result<EventStream> {
     let mut stream = EventStream::new(response);
     stream.read(received, options).await?;
     Ok(stream)

@@ -1,6 +1,7 @@
 //! Agents: the configured ways to answer a turn, one file per kind. An agent writes only
 //! through its [`TurnContext`]; it never sees HTTP, callers or the database.
 
+pub mod openai;
 pub mod script;
 
 use crate::config::{AgentConfig, AgentKindConfig};
@@ -10,12 +11,14 @@ use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
 #[derive(Debug, Clone)]
 pub enum Agent {
     Script(script::ScriptAgent),
+    Openai(openai::OpenaiAgent),
 }
 
 impl Agent {
     pub fn from_config(config: &AgentConfig) -> Agent {
         match &config.kind {
             AgentKindConfig::Script(script) => Agent::Script(script::ScriptAgent::new(script.clone())),
+            AgentKindConfig::Openai(openai) => Agent::Openai(openai::OpenaiAgent::new(openai.clone())),
         }
     }
 
@@ -23,6 +26,7 @@ impl Agent {
     pub async fn run(&self, turn: &mut TurnContext, checkpoint: Checkpoint) -> Result<AgentOutput, AgentError> {
         match self {
             Agent::Script(agent) => agent.run(turn, checkpoint).await,
+            Agent::Openai(agent) => agent.run(turn, checkpoint).await,
         }
     }
 }

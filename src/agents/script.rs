@@ -127,7 +127,7 @@ pub enum Approval {
 }
 
 impl ToolPolicy {
-    fn needs_approval(&self) -> bool {
+    pub fn needs_approval(&self) -> bool {
         match self.approval {
             Approval::Never => false,
             Approval::Always => true,

@@ -101,6 +101,7 @@ mod tests {
             created_at_ms: 0,
             checkpoint: None,
             cancel_requested: false,
+            client_tools: None,
         }
     }
 

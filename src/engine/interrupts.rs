@@ -66,6 +66,9 @@ pub struct WaitingEvent {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ResumedEvent {
     pub decisions: Vec<Value>,
+    /// Results of client-declared tools, by tool call id, when those are what the turn waited for.
+    #[serde(default, rename = "toolResults", skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tool_results: std::collections::BTreeMap<String, String>,
 }
 
 /// Whether `person` (with `roles`) may decide an interrupt (§5.1 policy, four eyes included).

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::hub::Hub;
+use crate::metrics::Metrics;
 use crate::store::{Store, StoreError, StoredEvent, WriteOp};
 
 /// Appends waiting per writer before `append` waits for room (back-pressure on fast agents).
@@ -57,7 +58,13 @@ pub struct EventLog {
 
 impl EventLog {
     /// Starts `writers` writer tasks (and the announcer that wakes other instances).
-    pub fn start(store: Arc<dyn Store>, hub: Arc<Hub>, writers: usize, batch_max_events: usize) -> EventLog {
+    pub fn start(
+        store: Arc<dyn Store>,
+        hub: Arc<Hub>,
+        writers: usize,
+        batch_max_events: usize,
+        metrics: Arc<Metrics>,
+    ) -> EventLog {
         let (announce_tx, announce_rx) = mpsc::unbounded_channel();
         tokio::spawn(announce(store.clone(), announce_rx));
         let writers = (0..writers.max(1))
@@ -69,6 +76,7 @@ impl EventLog {
                     receiver,
                     batch_max_events,
                     announce_tx.clone(),
+                    metrics.clone(),
                 ));
                 sender
             })
@@ -115,6 +123,7 @@ async fn write_batches(
     mut queue: mpsc::Receiver<Append>,
     batch_max_events: usize,
     announce: mpsc::UnboundedSender<Vec<(i64, i64)>>,
+    metrics: Arc<Metrics>,
 ) {
     let mut appends: Vec<Append> = Vec::new();
     while let Some(first) = queue.recv().await {
@@ -136,8 +145,16 @@ async fn write_batches(
             ops.append(&mut append.ops);
             ranges.push(start..ops.len());
         }
-        match commit_with_retry(store.as_ref(), &ops).await {
+        let started = std::time::Instant::now();
+        let outcome = commit_with_retry(store.as_ref(), &ops).await;
+        metrics.append_commit_seconds.observe(started.elapsed().as_secs_f64());
+        let events = ops.iter().filter(|op| matches!(op, WriteOp::Event { .. })).count();
+        metrics.append_batch_events.observe(events as f64);
+        match outcome {
             Ok(()) => {
+                metrics.events_appended.inc_by(events as u64);
+                let opened = ops.iter().filter(|op| matches!(op, WriteOp::OpenInterrupt(_))).count();
+                metrics.interrupts_opened.inc_by(opened as u64);
                 settle(&hub, &announce, ops, appends.drain(..).map(|a| (a, Ok(()))));
             }
             Err(error) => {

@@ -23,6 +23,7 @@ use crate::agents::Agent;
 use crate::auth::Caller;
 use crate::config::Config;
 use crate::ids::{self, EventId, RunId, ThreadId};
+use crate::metrics::{AgentLabel, CodeLabel, Metrics, OutcomeLabels};
 use crate::protocol::input::ResumeEntry;
 use crate::protocol::{now_ms, Event, RunAgentInput, PROTOCOL_VERSION};
 use crate::store::{
@@ -126,6 +127,7 @@ struct Inner {
     instance: String,
     /// Signal switches of the turns this instance runs.
     running: Mutex<HashMap<i64, watch::Sender<TurnSignal>>>,
+    metrics: Arc<Metrics>,
 }
 
 /// How a turn task begins.
@@ -143,7 +145,9 @@ impl Engine {
         let hub = Arc::new(Hub::default());
         let shared = !config.database.url.starts_with("sqlite:");
         let writers = if shared { config.event_log.writers } else { 1 };
-        let log = EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events);
+        let metrics = Metrics::new();
+        let log =
+            EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events, metrics.clone());
         let agents = config.agents.iter().map(|a| (a.name.clone(), Agent::from_config(a))).collect();
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {
@@ -155,6 +159,7 @@ impl Engine {
                 agents,
                 instance,
                 running: Mutex::new(HashMap::new()),
+                metrics,
             }),
         };
         if let Some(wakeups) = store.listen_for_appends().await? {
@@ -166,6 +171,10 @@ impl Engine {
             engine.take_over_lapsed(i64::MAX, usize::MAX).await?;
         }
         Ok(engine)
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
     }
 
     /// This instance's name in turn leases.
@@ -272,6 +281,25 @@ impl Engine {
     /// Decides what a run streams (§2, §4, §5, §6). Starts a turn when the run brings a new
     /// message; decides interrupts when it brings a resume.
     pub async fn begin_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
+        let metrics = &self.inner.metrics;
+        let reconnect = request.last_event_id.is_some();
+        let agent = request.agent.to_string();
+        let plan = self.plan_run(request).await?;
+        match &plan {
+            RunPlan::Follow(_) => {
+                metrics.runs_started.get_or_create(&AgentLabel { agent }).inc();
+                if reconnect {
+                    metrics.reconnects.inc();
+                }
+            }
+            RunPlan::Refused(refusal) => {
+                metrics.runs_refused.get_or_create(&CodeLabel { code: refusal.code.to_string() }).inc();
+            }
+        }
+        Ok(plan)
+    }
+
+    async fn plan_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
         let store = &inner.store;
         let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?;
@@ -302,6 +330,16 @@ impl Engine {
                 let (Some(thread), Some(latest)) = (&thread, turns.last()) else {
                     return Ok(refuse("history_mismatch", "the thread has no turn to follow; load the thread again"));
                 };
+                if latest.status == TurnStatus::Waiting {
+                    if let Some(pending) = self.pending_client_calls(latest).await? {
+                        let answers = request.input.messages.iter().any(|m| {
+                            matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id))
+                        });
+                        if answers {
+                            return self.continue_with_client_results(&request, thread, latest, pending).await;
+                        }
+                    }
+                }
                 // A reloaded page follows the turn from its latest decision (or its start).
                 let interrupts = store.turn_interrupts(latest.pk).await?;
                 let start = interrupts.iter().filter_map(|i| i.decided_seq).max().map_or(0, |seq| seq - 1);
@@ -325,12 +363,92 @@ impl Engine {
                                 "a turn is running on this thread; wait for it to finish",
                             ))
                         }
-                        TurnStatus::Waiting => return self.refuse_while_waiting(&request, latest).await,
+                        TurnStatus::Waiting => {
+                            if let Some(pending) = self.pending_client_calls(latest).await? {
+                                return Ok(refuse(
+                                    "interrupts_pending",
+                                    &format!("the turn waits for the results of the tool calls {}", pending.join(", ")),
+                                ));
+                            }
+                            return self.refuse_while_waiting(&request, latest).await;
+                        }
                         _ => {}
                     }
                 }
                 self.start_turn(&request, thread.as_ref(), turns.len(), message_id, text).await
             }
+        }
+    }
+
+    /// The tool calls a waiting turn needs the client's results of, when that is what it waits
+    /// for (its last word is a client wait, with no interrupt open).
+    async fn pending_client_calls(&self, turn: &TurnRow) -> Result<Option<Vec<String>>, EngineError> {
+        let store = &self.inner.store;
+        if store.turn_interrupts(turn.pk).await?.iter().any(|i| i.status == "open") {
+            return Ok(None);
+        }
+        let log = read_log(store.as_ref(), turn.pk).await?;
+        let Some(last) = log.iter().rev().find(|e| matches!(e.kind, EventKind::ClientWait | EventKind::Resumed)) else {
+            return Ok(None);
+        };
+        if last.kind != EventKind::ClientWait {
+            return Ok(None);
+        }
+        let value: Value = serde_json::from_slice(&last.body).unwrap_or_default();
+        let ids = value["value"]["pendingToolCallIds"]
+            .as_array()
+            .map(|ids| ids.iter().filter_map(|id| id.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        Ok(Some(ids))
+    }
+
+    /// The client's `role: "tool"` messages answer the calls the turn waits for: they are
+    /// recorded with the turn, which goes on; the run follows it from there (§9.2).
+    async fn continue_with_client_results(
+        &self,
+        request: &RunRequest<'_>,
+        thread: &ThreadRow,
+        turn: &TurnRow,
+        pending: Vec<String>,
+    ) -> Result<RunPlan, EngineError> {
+        let inner = &self.inner;
+        let mut results = std::collections::BTreeMap::new();
+        for message in &request.input.messages {
+            if let crate::protocol::InputMessage::Tool(tool) = message {
+                if pending.contains(&tool.tool_call_id) {
+                    let content = match &tool.content {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    };
+                    results.insert(tool.tool_call_id.clone(), content);
+                }
+            }
+        }
+        if let Some(missing) = pending.iter().find(|id| !results.contains_key(*id)) {
+            return Ok(refuse(
+                "history_mismatch",
+                &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
+            ));
+        }
+        let marker = resumed_marker(&[], results)?;
+        let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
+        let start_seq = match inner.store.decide_interrupts(turn.pk, &[], &marker, &inner.instance, lease_until).await?
+        {
+            Decided::Recorded { seq, resumed } => {
+                inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
+                if resumed {
+                    if let Some(turn) = inner.store.turn(turn.pk).await? {
+                        self.spawn_turn(turn, TurnStart::Takeover, None);
+                    }
+                }
+                seq - 1
+            }
+            Decided::AlreadyDecided => return Ok(refuse("turn_in_progress", "the results were already given")),
+        };
+        inner.store.add_run(thread.pk, request.run_id.as_str(), turn.pk, start_seq, now_ms()).await?;
+        match inner.store.find_run(thread.pk, request.run_id.as_str()).await? {
+            Some((turn, start_seq)) => self.follow(request, thread, &turn, start_seq, Some(Vec::new())).await,
+            None => Err(StoreError::Corrupt("a run was not recorded".into()).into()),
         }
     }
 
@@ -435,10 +553,12 @@ impl Engine {
                 });
                 return Ok(start.map(|start| (outcomes, start)));
             }
-            let marker = resumed_marker(&outcomes)?;
+            let marker = resumed_marker(&outcomes, Default::default())?;
             let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
             match inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await? {
                 Decided::Recorded { seq, resumed } => {
+                    let decided = CodeLabel { code: "decided".into() };
+                    inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
                     inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
                     if resumed {
                         if let Some(turn) = inner.store.turn(turn.pk).await? {
@@ -495,13 +615,19 @@ impl Engine {
             return Err(EngineError::PermissionDenied);
         };
         let Some(turn) = store.turn(row.turn).await? else { return Err(EngineError::PermissionDenied) };
-        let readable = self.thread_by_pk(tenant, row.thread).await?.filter(|t| caller.may_read(t));
-        if readable.is_none() {
+        let Some(thread) = self.thread_by_pk(tenant, row.thread).await? else {
+            return Err(EngineError::PermissionDenied);
+        };
+        let roles = caller.roles().to_vec();
+        // A decider named by the policy decides without reading the thread (four eyes: the
+        // approver is someone else); anyone else learns nothing about the interrupt.
+        let deciders: interrupts::Deciders = serde_json::from_str(&row.deciders).unwrap_or_default();
+        let decider = interrupts::may_decide(person, &roles, &deciders, row.four_eyes, &row.started_by);
+        if !caller.may_read(&thread) && !decider {
             return Err(EngineError::PermissionDenied);
         }
         let interrupts = store.turn_interrupts(turn.pk).await?;
-        let roles = caller.roles();
-        let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, roles, now_ms(), false)
+        let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, &roles, now_ms(), false)
             .map_err(|r| EngineError::DecisionRefused(Refusal { code: r.code, message: r.message }))?;
         let (outcomes, _) = self.decide(&turn, &plans, person, via).await?.unwrap_or_default();
         Ok(outcomes.into_iter().next().unwrap_or(Value::Null))
@@ -567,12 +693,13 @@ impl Engine {
             decided_via: "expiry".into(),
         }];
         let outcomes = [json!({ "interruptId": interrupt_id, "outcome": "expired" })];
-        let marker = resumed_marker(&outcomes)?;
+        let marker = resumed_marker(&outcomes, Default::default())?;
         let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
         if let Decided::Recorded { seq, resumed } =
             inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await?
         {
             tracing::info!(interrupt = %interrupt_id, "an interrupt expired and was denied");
+            inner.metrics.interrupts_decided.get_or_create(&CodeLabel { code: "expired".into() }).inc();
             inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
             if resumed {
                 if let Some(turn) = inner.store.turn(turn.pk).await? {
@@ -623,6 +750,10 @@ impl Engine {
             ordinal: i32::try_from(known_turns + 1).unwrap_or(i32::MAX),
             owner_instance: inner.instance.clone(),
             lease_until_ms: now_ms() + inner.config.turns.lease_ms as i64,
+            client_tools: match request.input.tools() {
+                [] => None,
+                tools => serde_json::to_string(tools).ok(),
+            },
             agent: request.agent.to_string(),
             user_message_id: message_id,
             user_text: text,
@@ -704,6 +835,7 @@ impl Engine {
                 return;
             }
             running.insert(turn.pk, signal_tx);
+            inner.metrics.turns_running.set(running.len() as i64);
         }
         tokio::spawn(async move {
             // Holding the feed makes the writer keep this turn's events in memory for streams.
@@ -722,17 +854,31 @@ impl Engine {
                 next_note_no: 1,
                 store: inner.store.clone(),
                 started_by: turn.started_by.strip_prefix("person:").unwrap_or_default().to_string(),
+                client_tools: turn
+                    .client_tools
+                    .as_deref()
+                    .and_then(|t| serde_json::from_str(t).ok())
+                    .unwrap_or_default(),
             });
             let ending = run_turn(&inner, &mut context, &turn, start).await;
-            if let Err(error) = context.finish(ending).await {
-                tracing::error!(turn = %turn.public_id, %error, "a turn could not be finished in the log");
+            match context.finish(ending).await {
+                Ok(Some(status)) => {
+                    let labels = OutcomeLabels { agent: turn.agent.clone(), outcome: status.as_str().to_string() };
+                    inner.metrics.turns_finished.get_or_create(&labels).inc();
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(turn = %turn.public_id, %error, "a turn could not be finished in the log")
+                }
             }
             if *signal_rx.borrow() == TurnSignal::HandOver {
                 if let Err(error) = inner.store.release_turn(turn.pk, &inner.instance).await {
                     tracing::warn!(turn = %turn.public_id, %error, "could not give a lease back; it will lapse");
                 }
             }
-            inner.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&turn.pk);
+            let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
+            running.remove(&turn.pk);
+            inner.metrics.turns_running.set(running.len() as i64);
         });
     }
 
@@ -775,7 +921,7 @@ impl Engine {
         plan: FollowPlan,
         options: StreamOptions,
     ) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
-        stream::follow(self.inner.store.clone(), self.inner.hub.clone(), plan, options)
+        stream::follow(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan, options)
     }
 }
 
@@ -801,11 +947,15 @@ impl Inner {
     /// to another instance (this one was away too long) and must stop without writing.
     async fn renew_leases(&self) {
         let until = now_ms() + self.config.turns.lease_ms as i64;
+        // Only turns running before the renewal can be missing from it for the wrong reason: a
+        // turn that starts meanwhile may commit after the renewal's snapshot.
+        let before: std::collections::HashSet<i64> =
+            self.running.lock().unwrap_or_else(|p| p.into_inner()).keys().copied().collect();
         match self.store.renew_leases(&self.instance, until).await {
             Ok(owned) => {
                 let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
                 for (turn, switch) in running.iter() {
-                    if !owned.contains(turn) && *switch.borrow() == TurnSignal::Run {
+                    if before.contains(turn) && !owned.contains(turn) && *switch.borrow() == TurnSignal::Run {
                         tracing::warn!(turn, "lost the lease of a running turn; stopping it here");
                         switch.send_replace(TurnSignal::Lost);
                     }
@@ -895,11 +1045,14 @@ fn waiting_of(row: &InterruptRow) -> Option<interrupts::Waiting> {
 }
 
 /// The decision event: what was decided, for the resume run that starts there.
-fn resumed_marker(outcomes: &[Value]) -> Result<StoredEvent, StoreError> {
+fn resumed_marker(
+    outcomes: &[Value],
+    tool_results: std::collections::BTreeMap<String, String>,
+) -> Result<StoredEvent, StoreError> {
     let at_ms = now_ms();
     let event = Event::Custom {
         name: RESUMED_EVENT.into(),
-        value: json!(ResumedEvent { decisions: outcomes.to_vec() }),
+        value: json!(ResumedEvent { decisions: outcomes.to_vec(), tool_results }),
         subagent_run_id: None,
     };
     let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms))

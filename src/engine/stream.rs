@@ -18,6 +18,7 @@ use super::hub::Hub;
 use super::interrupts::{ResumedEvent, Viewer, Waiting, WaitingEvent};
 use super::FollowPlan;
 use crate::ids::EventId;
+use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
 use crate::store::{EventKind, Store, StoredEvent};
@@ -46,10 +47,12 @@ pub enum StreamItem {
 pub fn follow(
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
     plan: FollowPlan,
     options: StreamOptions,
 ) -> impl Stream<Item = StreamItem> + Send + 'static {
     async_stream::stream! {
+        let _open = OpenStream::new(metrics.clone());
         let feed = hub.feed(plan.turn_pk);
         let mut wake = feed.subscribe();
         let deadline = Instant::now() + options.max_duration;
@@ -83,8 +86,12 @@ pub fn follow(
                 for event in batch {
                     cursor = event.seq;
                     let ends = ends_run_for(&plan, &event);
+                    let appended_at = event.at_ms;
                     match render(&plan, store.as_ref(), event).await {
                         Ok(items) => {
+                            metrics.events_streamed.inc_by(items.len() as u64);
+                            let lag_ms = (crate::protocol::now_ms() - appended_at).max(0);
+                            metrics.stream_lag_seconds.observe(lag_ms as f64 / 1000.0);
                             for item in items {
                                 yield item;
                             }
@@ -119,11 +126,27 @@ pub fn follow(
     }
 }
 
+/// Counts a stream as open for as long as it lives.
+struct OpenStream(Arc<Metrics>);
+
+impl OpenStream {
+    fn new(metrics: Arc<Metrics>) -> OpenStream {
+        metrics.streams_open.inc();
+        OpenStream(metrics)
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.streams_open.dec();
+    }
+}
+
 /// Whether the run ends at this event for its caller: a terminal event, or a wait on
 /// interrupts the caller may decide (every interrupt, for an API key).
 fn ends_run_for(plan: &FollowPlan, event: &StoredEvent) -> bool {
     match event.kind {
-        EventKind::RunFinished | EventKind::RunError => true,
+        EventKind::RunFinished | EventKind::RunError | EventKind::ClientWait => true,
         EventKind::Waiting => waiting_of(event).is_some_and(|w| split_for(&plan.viewer, &w).0.len() > 0),
         _ => false,
     }
@@ -230,6 +253,18 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
                 )?);
             }
             Ok(items)
+        }
+        EventKind::ClientWait => {
+            // The run ends here for everyone: the client owes the results of these calls.
+            let envelope: Envelope = serde_json::from_slice(&event.body)?;
+            let pending: Vec<String> = match envelope.event {
+                Event::Custom { value, .. } => {
+                    serde_json::from_value(value["pendingToolCallIds"].clone()).unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            let outcome = RunOutcome::Success { pending_tool_call_ids: pending };
+            Ok(vec![item(run_finished(Some(outcome)), event.at_ms)?])
         }
         // Someone else's decision, seen by a stream that waited through it: nothing to show.
         EventKind::Resumed => Ok(Vec::new()),

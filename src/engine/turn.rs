@@ -20,6 +20,10 @@ use crate::store::{EventKind, InterruptRow, Store, StoredEvent, TurnStatus, Writ
 /// caller sees it rendered per §5.2).
 pub const WAITING_EVENT: &str = "gateway.waiting-event";
 
+/// The `CUSTOM` name under which a wait for client tool results is logged (rendered as
+/// `RUN_FINISHED` with `pendingToolCallIds`).
+pub const CLIENT_WAIT_EVENT: &str = "gateway.client-wait-event";
+
 /// What the engine asks of a running turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnSignal {
@@ -90,6 +94,9 @@ pub struct Checkpoint {
     /// The tool calls awaiting approval, in the order of `awaiting`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<String>,
+    /// An LLM agent's conversation so far and its unfinished tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Value>,
 }
 
 /// An interrupt an agent opens (§5.1).
@@ -126,6 +133,7 @@ pub struct TurnContext {
     atomic: Option<Vec<WriteOp>>,
     store: Arc<dyn Store>,
     started_by: String,
+    client_tools: Vec<crate::protocol::input::Tool>,
     open_messages: Vec<String>,
     /// Messages whose first content has not been sent yet (the AI label goes there).
     unlabelled: Vec<String>,
@@ -156,6 +164,8 @@ pub(crate) struct TurnSetup {
     pub store: Arc<dyn Store>,
     /// The person who started the turn (the default decider of its interrupts).
     pub started_by: String,
+    /// Client-declared tools the turn admitted.
+    pub client_tools: Vec<crate::protocol::input::Tool>,
 }
 
 impl TurnContext {
@@ -177,6 +187,7 @@ impl TurnContext {
             atomic: None,
             store: setup.store,
             started_by: setup.started_by,
+            client_tools: setup.client_tools,
             open_messages: Vec::new(),
             unlabelled: Vec::new(),
             open_tool_calls: Vec::new(),
@@ -266,6 +277,7 @@ impl TurnContext {
             Event::RunError { .. } => EventKind::RunError,
             Event::StateSnapshot { .. } => EventKind::StateSnapshot,
             Event::Custom { name, .. } if name == WAITING_EVENT => EventKind::Waiting,
+            Event::Custom { name, .. } if name == CLIENT_WAIT_EVENT => EventKind::ClientWait,
             _ => EventKind::Plain,
         };
         let at_ms = now_ms();
@@ -340,6 +352,14 @@ impl TurnContext {
 
     /// The call itself, `TOOL_CALL_START/ARGS/END`, without its result (yet). Returns its id.
     pub async fn tool_call_start(&mut self, name: &str, arguments: &str) -> Result<String, AgentError> {
+        let call_id = self.tool_call_open(name).await?;
+        self.tool_call_args(&call_id, arguments).await?;
+        self.tool_call_close(&call_id).await?;
+        Ok(call_id)
+    }
+
+    /// Opens a tool call whose arguments will stream (`TOOL_CALL_START`); returns its id.
+    pub async fn tool_call_open(&mut self, name: &str) -> Result<String, AgentError> {
         self.counters.tool_calls += 1;
         let call_id = format!("{}:c{}", self.turn_id, self.counters.tool_calls);
         self.emit(Event::ToolCallStart {
@@ -350,15 +370,21 @@ impl TurnContext {
         })
         .await?;
         self.open_tool_calls.push(call_id.clone());
+        Ok(call_id)
+    }
+
+    pub async fn tool_call_args(&mut self, call_id: &str, delta: &str) -> Result<(), AgentError> {
         self.emit(Event::ToolCallArgs {
-            tool_call_id: call_id.clone(),
-            delta: arguments.to_string(),
+            tool_call_id: call_id.to_string(),
+            delta: delta.to_string(),
             subagent_run_id: None,
         })
-        .await?;
-        self.open_tool_calls.retain(|c| c != &call_id);
-        self.emit(Event::ToolCallEnd { tool_call_id: call_id.clone(), subagent_run_id: None }).await?;
-        Ok(call_id)
+        .await
+    }
+
+    pub async fn tool_call_close(&mut self, call_id: &str) -> Result<(), AgentError> {
+        self.open_tool_calls.retain(|c| c != call_id);
+        self.emit(Event::ToolCallEnd { tool_call_id: call_id.to_string(), subagent_run_id: None }).await
     }
 
     /// A call's result, as a tool message named after the call (`<turn>:r<n>` for `<turn>:c<n>`).
@@ -568,6 +594,51 @@ impl TurnContext {
         Ok(())
     }
 
+    /// The client-declared tools this turn may offer its model.
+    pub fn client_tools(&self) -> &[crate::protocol::input::Tool] {
+        &self.client_tools
+    }
+
+    /// Ends the agent's work until the client sends the results of these tool calls (its
+    /// `role: "tool"` messages on a next run): the run ends `success` with `pendingToolCallIds`.
+    pub async fn wait_for_client(&mut self, call_ids: Vec<String>, checkpoint: Checkpoint) -> AgentError {
+        let marker = match self.event_op(Event::Custom {
+            name: CLIENT_WAIT_EVENT.into(),
+            value: json!({ "pendingToolCallIds": call_ids }),
+            subagent_run_id: None,
+        }) {
+            Ok(marker) => marker,
+            Err(error) => return error,
+        };
+        let mut ops = self.atomic.take().unwrap_or_default();
+        ops.push(marker);
+        ops.push(WriteOp::WaitTurn { turn: self.turn_pk });
+        match self.checkpoint_op(&checkpoint) {
+            Ok(op) => ops.push(op),
+            Err(error) => return error,
+        }
+        match self.log.append(self.turn_pk, ops, &self.health).await {
+            Ok(()) => AgentError::Waiting,
+            Err(error) => error.into(),
+        }
+    }
+
+    /// The client's results of the tool calls the turn last waited for, by call id.
+    pub async fn client_results(&self) -> Result<std::collections::BTreeMap<String, String>, AgentError> {
+        let log = super::read_log(self.store.as_ref(), self.turn_pk)
+            .await
+            .map_err(|e| AgentError::Failed(format!("the turn's log could not be read: {e}")))?;
+        let latest = log.iter().rev().find(|e| e.kind == EventKind::Resumed);
+        Ok(latest
+            .and_then(|event| serde_json::from_slice::<Envelope>(&event.body).ok())
+            .and_then(|envelope| match envelope.event {
+                Event::Custom { value, .. } => serde_json::from_value::<super::interrupts::ResumedEvent>(value).ok(),
+                _ => None,
+            })
+            .map(|resumed| resumed.tool_results)
+            .unwrap_or_default())
+    }
+
     /// The decisions on interrupts this turn waited for: `(id, decision)` in the order given.
     /// An expired interrupt reads as denied.
     pub async fn decisions(&self, ids: &[String]) -> Result<Vec<(String, Value)>, AgentError> {
@@ -590,6 +661,18 @@ impl TurnContext {
             .collect())
     }
 
+    /// The thread's earlier turns as AG-UI messages (the gateway's record, never the client's).
+    pub async fn history(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
+        let mut messages = super::conversation::load(self.store.as_ref(), self.thread_pk)
+            .await
+            .map_err(|e| AgentError::Failed(format!("the thread could not be read: {e}")))?;
+        let own = crate::ids::user_message_id(&self.turn_id);
+        if let Some(start) = messages.iter().position(|m| m.id() == own) {
+            messages.truncate(start);
+        }
+        Ok(messages)
+    }
+
     pub(crate) fn set_next_note_no(&mut self, next: i64) {
         self.next_note_no = next;
     }
@@ -602,24 +685,27 @@ impl TurnContext {
     /// Ends the turn: closes open items, appends the terminal event and marks the turn, in one
     /// batch, and waits for the commit. A turn that must leave this instance is not ended: what
     /// it said is committed (on a hand-over) and it is left for its next owner.
-    pub(crate) async fn finish(mut self, ending: Result<AgentOutput, AgentError>) -> Result<(), LogError> {
+    pub(crate) async fn finish(
+        mut self,
+        ending: Result<AgentOutput, AgentError>,
+    ) -> Result<Option<TurnStatus>, LogError> {
         // A step cut short is dropped whole: its checkpoint never committed, so it runs again.
         self.atomic = None;
         let (terminal, status) = match ending {
             Err(AgentError::Waiting) => {
                 // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
                 self.log.append_committed(self.turn_pk, Vec::new(), &self.health).await?;
-                return Ok(());
+                return Ok(None);
             }
             Err(AgentError::Stopped) => {
                 if *self.signal.borrow() == TurnSignal::HandOver {
                     self.log.append_committed(self.turn_pk, Vec::new(), &self.health).await?;
                 }
-                return Ok(());
+                return Ok(None);
             }
             Ok(output) => {
                 if let Err(error) = self.close_open_items().await {
-                    return self.fail(&error).await;
+                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
                 }
                 let event = Event::RunFinished {
                     thread_id: String::new(),
@@ -632,7 +718,7 @@ impl TurnContext {
             }
             Err(AgentError::Cancelled) => {
                 if let Err(error) = self.close_open_items().await {
-                    return self.fail(&error).await;
+                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
                 }
                 let event = Event::RunFinished {
                     thread_id: String::new(),
@@ -643,9 +729,10 @@ impl TurnContext {
                 };
                 (event, TurnStatus::Cancelled)
             }
-            Err(error) => return self.fail(&error).await,
+            Err(error) => return self.fail(&error).await.map(|()| Some(TurnStatus::Failed)),
         };
-        self.append_terminal(terminal, status).await
+        self.append_terminal(terminal, status).await?;
+        Ok(Some(status))
     }
 
     async fn fail(self, error: &AgentError) -> Result<(), LogError> {

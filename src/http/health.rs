@@ -1,4 +1,5 @@
-//! `GET /livez` (the process answers) and `GET /readyz` (the database answers too).
+//! `GET /livez` (the process answers), `GET /readyz` (the database answers too) and
+//! `GET /metrics` (Prometheus).
 
 use axum::extract::State;
 use axum::routing::get;
@@ -8,7 +9,16 @@ use serde_json::{json, Value};
 use super::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/livez", get(livez)).route("/readyz", get(readyz))
+    Router::new().route("/livez", get(livez)).route("/readyz", get(readyz)).route("/metrics", get(metrics))
+}
+
+/// Prometheus text format (§2 `GET /metrics`).
+async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    let metrics = state.engine.metrics();
+    let (connections, idle) = state.engine.store().pool_stats();
+    metrics.db_connections.set(i64::from(connections));
+    metrics.db_connections_idle.set(idle as i64);
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], metrics.render())
 }
 
 async fn livez() -> Json<Value> {

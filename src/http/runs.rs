@@ -257,6 +257,51 @@ mod tests {
         }
     }
 
+    /// Mutated bodies (flipped bytes, cuts, spliced values) never panic the parser or the
+    /// checks that follow it: each is a RunAgentInput or a 400 naming what is wrong.
+    #[test]
+    fn mutated_bodies_never_panic_the_request_parser() {
+        let seeds = [
+            r#"{"threadId":"t","runId":"r","protocolVersion":"1.0","state":{},"messages":[{"id":"u","role":"user","content":"hi"}],"tools":[],"context":[],"forwardedProps":{}}"#,
+            r#"{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{"type":"url","value":"x"}}]},{"id":"a","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"id":"t","role":"tool","content":"ok","toolCallId":"c"}],"resume":[{"interruptId":"i","status":"resolved","payload":{"approved":true}}]}"#,
+        ];
+        let splices: [&[u8]; 8] =
+            [b"null", b"[]", b"{}", br#""\u0000""#, b"1e999", b"-0", "\"💩\"".as_bytes(), b"[[[[[[[[[[[[]]]]]]]]]]]]"];
+        let agent = crate::config::Config::builtin().expect("config").agents.remove(0);
+        let mut state = 0x2545_F491_4F6C_DD1D_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..20_000 {
+            let mut body = seeds[round % seeds.len()].as_bytes().to_vec();
+            for _ in 0..(next() % 4 + 1) {
+                let at = (next() as usize) % (body.len() + 1);
+                match next() % 4 {
+                    0 if at < body.len() => body[at] ^= 1 << (next() % 8),
+                    1 => body.truncate(at),
+                    2 => {
+                        let splice = splices[(next() as usize) % splices.len()];
+                        body.splice(at..at, splice.iter().copied());
+                    }
+                    _ if at < body.len() => {
+                        body.remove(at);
+                    }
+                    _ => {}
+                }
+            }
+            if let Ok(input) = parse_input(&body) {
+                let _ = ThreadId::parse(&input.thread_id);
+                let _ = RunId::parse(&input.run_id);
+                let _ = check_newest_user_message(&input);
+                let _ = check_tools(&input, &agent);
+                let _ = crate::engine::history::check(&input.messages, &[]);
+            }
+        }
+    }
+
     #[test]
     fn a_wrong_type_is_named_by_its_path() {
         let error = parse_input(br#"{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":5}]}"#)

@@ -12,6 +12,10 @@ macro_rules! impl_store {
                 self.migrate_impl().await
             }
 
+            fn pool_stats(&self) -> (u32, usize) {
+                (self.read_pool().size(), self.read_pool().num_idle())
+            }
+
             async fn ping(&self) -> Result<(), StoreError> {
                 sqlx::query("SELECT 1").execute(self.read_pool()).await?;
                 Ok(())
@@ -115,6 +119,7 @@ macro_rules! impl_store {
                     .bind(new.at_ms)
                     .bind(&new.owner_instance)
                     .bind(new.lease_until_ms)
+                    .bind(&new.client_tools)
                     .fetch_optional(&mut *tx)
                     .await?;
                 let Some(turn_row) = inserted else {
@@ -175,15 +180,23 @@ macro_rules! impl_store {
                 after_seq: i64,
                 limit: i64,
             ) -> Result<Vec<StoredEvent>, StoreError> {
-                sqlx::query(sql::EVENTS_AFTER)
+                let in_range = sqlx::query(sql::EVENTS_IN_RANGE)
                     .bind(turn)
                     .bind(after_seq)
                     .bind(limit)
                     .fetch_all(self.read_pool())
-                    .await?
-                    .iter()
-                    .map(rows::event)
-                    .collect()
+                    .await?;
+                let page = if in_range.is_empty() {
+                    sqlx::query(sql::EVENTS_AFTER)
+                        .bind(turn)
+                        .bind(after_seq)
+                        .bind(limit)
+                        .fetch_all(self.read_pool())
+                        .await?
+                } else {
+                    in_range
+                };
+                page.iter().map(rows::event).collect()
             }
 
             async fn last_seq(&self, turn: i64) -> Result<i64, StoreError> {
@@ -479,6 +492,9 @@ macro_rules! apply_side_ops {
                         .execute(&mut *$tx)
                         .await?;
                     sqlx::query(sql::WAIT_TURN).bind(row.turn).execute(&mut *$tx).await?;
+                }
+                WriteOp::WaitTurn { turn } => {
+                    sqlx::query(sql::WAIT_TURN).bind(turn).execute(&mut *$tx).await?;
                 }
             }
         }

@@ -123,6 +123,8 @@ pub struct TurnRow {
     pub created_at_ms: i64,
     pub checkpoint: Option<String>,
     pub cancel_requested: bool,
+    /// The client-declared tools admitted when the turn started, as JSON (AG-UI `Tool`s).
+    pub client_tools: Option<String>,
 }
 
 /// What kind of event a log row holds. Run-boundary events are re-rendered per run (they carry
@@ -137,8 +139,12 @@ pub enum EventKind {
     /// The turn waits for interrupts: rendered per caller (§5.2). Ends the run that reaches it
     /// for a caller who may decide something.
     Waiting = 5,
-    /// Interrupts were decided and the turn goes on: a resume run starts here.
+    /// Interrupts were decided (or client tool results arrived) and the turn goes on: the run
+    /// that brought them starts here.
     Resumed = 6,
+    /// The turn waits for the results of client-declared tools: the run ends `success` with
+    /// `pendingToolCallIds` (§9.2).
+    ClientWait = 7,
 }
 
 impl EventKind {
@@ -151,6 +157,7 @@ impl EventKind {
             4 => EventKind::StateSnapshot,
             5 => EventKind::Waiting,
             6 => EventKind::Resumed,
+            7 => EventKind::ClientWait,
             other => return Err(StoreError::Corrupt(format!("event kind {other}"))),
         })
     }
@@ -193,6 +200,10 @@ pub enum WriteOp {
     },
     /// An interrupt opens; its turn is marked waiting in the same batch.
     OpenInterrupt(InterruptRow),
+    /// The turn waits for something other than an interrupt (client tool results).
+    WaitTurn {
+        turn: i64,
+    },
 }
 
 /// An interrupt as stored (§5.1).
@@ -252,6 +263,8 @@ pub struct NewTurn {
     pub user_text: String,
     pub started_by: String,
     pub at_ms: i64,
+    /// Admitted client-declared tools, as JSON; `None` when the client declared none.
+    pub client_tools: Option<String>,
     /// The instance that will run the turn, and until when its lease holds.
     pub owner_instance: String,
     pub lease_until_ms: i64,
@@ -355,6 +368,8 @@ pub trait Store: Send + Sync + 'static {
     async fn migrate(&self) -> Result<(), StoreError>;
     /// Checks the database answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
+    /// Connections held by the pool, and how many of them are idle.
+    fn pool_stats(&self) -> (u32, usize);
 
     async fn find_thread(&self, tenant: &str, thread_id: &str) -> Result<Option<ThreadRow>, StoreError>;
     async fn thread_by_pk(&self, pk: i64) -> Result<Option<ThreadRow>, StoreError>;
@@ -465,7 +480,7 @@ mod rows {
     use sqlx::{ColumnIndex, Decode, Row, Type};
 
     pub(super) const TURN_COLUMNS: &str = "id, public_id, thread, ordinal, agent, status, user_message_id, \
-         user_text, started_by, created_at_ms, checkpoint, cancel_requested";
+         user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools";
 
     /// A row type both stores' rows satisfy.
     pub(super) trait AnyRow: Row
@@ -511,6 +526,7 @@ mod rows {
             created_at_ms: row.field("created_at_ms")?,
             checkpoint: row.field("checkpoint")?,
             cancel_requested: row.field("cancel_requested")?,
+            client_tools: row.field("client_tools")?,
         })
     }
 
@@ -631,6 +647,13 @@ mod rows {
         pub const INSERT_NOTE: &str = "INSERT INTO notes (thread, note_no, body) VALUES ($1, $2, $3)";
         pub const SET_CHECKPOINT: &str = "UPDATE turns SET checkpoint = $1 WHERE id = $2";
         pub const FINISH_TURN: &str = "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";
+        /// Sequence numbers are dense within a turn, so a page is a key range: the planner reads
+        /// at most `$3` rows whatever its statistics say (an open-ended `seq > $2` was planned,
+        /// on a fresh table, as a scan and sort of the turn's whole rest).
+        pub const EVENTS_IN_RANGE: &str = "SELECT seq, kind, body, at_ms FROM events \
+             WHERE turn = $1 AND seq > $2 AND seq <= $2 + $3 ORDER BY seq";
+        /// The fallback when a range comes back empty: a gap (events of a batch that failed)
+        /// must not stall a stream.
         pub const EVENTS_AFTER: &str =
             "SELECT seq, kind, body, at_ms FROM events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT $3";
         pub const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE turn = $1";
@@ -682,8 +705,8 @@ mod rows {
     pub(super) fn insert_turn_returning() -> String {
         format!(
             "INSERT INTO turns (public_id, thread, ordinal, agent, status, user_message_id, user_text, \
-             started_by, created_at_ms, owner_instance, lease_until_ms) \
-             VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10) \
+             started_by, created_at_ms, owner_instance, lease_until_ms, client_tools) \
+             VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11) \
              ON CONFLICT (thread, ordinal) DO NOTHING RETURNING {TURN_COLUMNS}"
         )
     }

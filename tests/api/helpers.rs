@@ -307,7 +307,8 @@ pub async fn read_frames(mut response: reqwest::Response, limit: Option<usize>) 
     let mut raw = String::new();
     let mut events = Vec::new();
     let mut keepalives = 0;
-    while let Some(chunk) = response.chunk().await.expect("stream chunk") {
+    // A connection that breaks (an instance killed mid-stream) ends the reading like an EOF.
+    while let Ok(Some(chunk)) = response.chunk().await {
         let text = std::str::from_utf8(&chunk).expect("UTF-8 stream");
         raw.push_str(text);
         buffer.push_str(text);

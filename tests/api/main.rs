@@ -8,6 +8,8 @@ mod bad_input;
 mod conformance;
 mod instances;
 mod interrupts;
+mod metrics;
+mod openai;
 mod reconnect;
 mod run_route;
 mod takeover;

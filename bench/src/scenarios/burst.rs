@@ -2,9 +2,9 @@
 //! is events received per second, from sending the request to receiving `RUN_FINISHED`; on the
 //! gateway every one of them was durably committed before it was sent.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::{add_cpu, count, raw_reference, run_to_end, unique, warm_up, Settings};
+use super::{add_cpu, count, raw_reference, run_to_end, unique, warm_up, Repetitions, Settings};
 use crate::bail;
 use crate::error::Result;
 use crate::procfs::CpuSnapshot;
@@ -25,7 +25,8 @@ pub async fn run(target: &Target, events: u64, settings: &Settings, report: &mut
     let mut rates = Vec::new();
     let mut cpu = Vec::new();
     let mut sizes = Vec::new();
-    for repetition in 1..=settings.repeats {
+    let mut repetitions = Repetitions::new(settings);
+    while let Some(repetition) = repetitions.next() {
         let body = sse::run_body(&unique("burst"), "run-1", &props);
         let before = CpuSnapshot::take(target.pid)?;
         let started = Instant::now();
@@ -51,10 +52,14 @@ pub async fn run(target: &Target, events: u64, settings: &Settings, report: &mut
             use_.tool,
             use_.other
         );
+        stored += received.events;
+        if !repetitions.keep(use_.other) {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
         sizes.push(received.data_bytes as f64 / received.events.max(1) as f64);
         rates.push(rate);
         cpu.push(use_);
-        stored += received.events;
     }
     let key = format!("{}/burst", target.name);
     let label = format!("burst 1 × {} events, {}", count(events), target.name);

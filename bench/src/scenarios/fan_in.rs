@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{add_cpu, count, raw_reference, run_to_end, unique, warm_up, Settings};
+use super::{add_cpu, count, raw_reference, run_to_end, unique, warm_up, Repetitions, Settings};
 use crate::bail;
 use crate::error::{Context, Result};
 use crate::procfs::CpuSnapshot;
@@ -25,7 +25,8 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
     let props = Arc::new(script(settings).peer_props());
     let mut rates = Vec::new();
     let mut cpu = Vec::new();
-    for repetition in 1..=settings.repeats {
+    let mut repetitions = Repetitions::new(settings);
+    while let Some(repetition) = repetitions.next() {
         let before = CpuSnapshot::take(target.pid)?;
         let started = Instant::now();
         let mut tasks = Vec::new();
@@ -68,9 +69,13 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
             use_.tool,
             use_.other
         );
+        stored += events;
+        if !repetitions.keep(use_.other) {
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            continue;
+        }
         rates.push(rate);
         cpu.push(use_);
-        stored += events;
     }
     let key = format!("{}/fan-in", target.name);
     let label = format!("fan-in {} turns × {} events, {}", count(turns), count(per_turn), target.name);

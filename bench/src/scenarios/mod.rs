@@ -45,11 +45,53 @@ pub struct Settings {
     pub timeout: Duration,
     /// Smoke mode: parse and check every event, check what was stored.
     pub strict: bool,
+    /// A repetition during which other work on the machine used more than this % of one core
+    /// is measured again…
+    pub noisy_above: f64,
+    /// …at most this many times per scenario.
+    pub retries: usize,
 }
 
 impl Settings {
     pub fn read_options(&self) -> ReadOptions {
         ReadOptions { strict: self.strict, ..ReadOptions::default() }
+    }
+}
+
+/// Counts a scenario's repetitions, measuring one again when other work on the (shared)
+/// machine disturbed it, within the retry budget.
+pub struct Repetitions {
+    done: usize,
+    wanted: usize,
+    retries_left: usize,
+    noisy_above: f64,
+}
+
+impl Repetitions {
+    pub fn new(settings: &Settings) -> Repetitions {
+        Repetitions {
+            done: 0,
+            wanted: settings.repeats,
+            retries_left: settings.retries,
+            noisy_above: settings.noisy_above,
+        }
+    }
+
+    /// The number of the next repetition, while more are wanted.
+    pub fn next(&self) -> Option<usize> {
+        (self.done < self.wanted).then_some(self.done + 1)
+    }
+
+    /// Whether to keep the repetition just measured, given the CPU other work used meanwhile
+    /// (% of one core). A disturbed one is dropped (and measured again) while retries last.
+    pub fn keep(&mut self, other_cpu: f64) -> bool {
+        if other_cpu > self.noisy_above && self.retries_left > 0 {
+            self.retries_left -= 1;
+            eprintln!("    (other work used {other_cpu:.0} % of a core meanwhile: measured again)");
+            return false;
+        }
+        self.done += 1;
+        true
     }
 }
 
@@ -62,7 +104,7 @@ pub fn unique(prefix: &str) -> String {
 
 /// Posts a run and reads it to its terminal event, within `timeout`.
 pub async fn run_to_end(
-    client: &reqwest::Client,
+    client: &crate::http::Client,
     url: &str,
     body: String,
     last_event_id: Option<&str>,
@@ -82,7 +124,7 @@ pub async fn run_to_end(
 
 /// One small burst, so connections, caches and JITs are warm before anything is measured.
 /// Returns the events received.
-pub async fn warm_up(client: &reqwest::Client, target: &Target, settings: &Settings) -> Result<u64> {
+pub async fn warm_up(client: &crate::http::Client, target: &Target, settings: &Settings) -> Result<u64> {
     let body = sse::run_body(&unique("warmup"), "run-1", &WARMUP.peer_props());
     let received = run_to_end(client, &target.warmup_url, body, None, settings.read_options(), settings.timeout)
         .await

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use sqlx::{Connection, QueryBuilder};
 
-use super::{count, Settings};
+use super::{count, Repetitions, Settings};
 use crate::database::{Database, Store};
 use crate::error::{Context, Error, Result};
+use crate::procfs::CpuSnapshot;
 use crate::report::{Report, Unit};
 
 const TABLE: &str = "CREATE TABLE IF NOT EXISTS raw_events (
@@ -48,15 +49,21 @@ async fn measure_all(database: &Database, settings: &Settings, report: &mut Repo
     setup(database).await?;
     for (batch, connections) in SHAPES {
         let mut rates = Vec::new();
-        for repetition in 1..=settings.repeats {
+        let mut repetitions = Repetitions::new(settings);
+        while let Some(repetition) = repetitions.next() {
             truncate(database).await?;
+            let before = CpuSnapshot::without_server()?;
             let rate = measure(database, &body, batch, connections, duration).await?;
+            let other = before.until(&CpuSnapshot::without_server()?).other;
             eprintln!(
                 "  {} raw batch {batch} × {connections} connection(s) {repetition}/{}: {rate:.0} rows/s ({}-byte rows)",
                 database.store,
                 settings.repeats,
                 body.len()
             );
+            if !repetitions.keep(other) {
+                continue;
+            }
             rates.push(rate);
         }
         report.add(

@@ -6,9 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{count, run_to_end, unique, warm_up, Settings};
+use super::{count, run_to_end, unique, warm_up, Repetitions, Settings};
 use crate::bail;
 use crate::error::{Context, Result};
+use crate::procfs::CpuSnapshot;
 use crate::report::{Report, Unit};
 use crate::sse;
 use crate::target::{Script, Target};
@@ -32,7 +33,8 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
     let mut firsts = Vec::new();
     let mut lasts = Vec::new();
     let mut rates = Vec::new();
-    for repetition in 1..=settings.repeats {
+    let mut repetitions = Repetitions::new(settings);
+    while let Some(repetition) = repetitions.next() {
         let body = sse::run_body(&unique("replay"), "run-1", &props);
         let original =
             run_to_end(&client, &target.run_url, body.clone(), None, settings.read_options(), settings.timeout).await?;
@@ -41,6 +43,7 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
         let first_id = original.first_id.clone().context("replay: the original run's events carry no id")?;
         // Let the finished turn's in-memory feed go, so the replay reads the table.
         tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = CpuSnapshot::take(target.pid)?;
         let started = Instant::now();
         let replayed =
             run_to_end(&client, &target.run_url, body, Some(&first_id), settings.read_options(), settings.timeout)
@@ -56,6 +59,14 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
             "  {} replay {repetition}/{}: {} events, first after {first:.2} ms, last after {last:.1} ms ({rate:.0}/s)",
             target.name, settings.repeats, replayed.events
         );
+        let cpu = before.until(&CpuSnapshot::take(target.pid)?);
+        eprintln!(
+            "    ({} socket reads; CPU over the replay: server {:.0} %, postgres {:.0} %, tool {:.0} %, other {:.0} %)",
+            replayed.chunks, cpu.server, cpu.postgres, cpu.tool, cpu.other
+        );
+        if !repetitions.keep(cpu.other) {
+            continue;
+        }
         firsts.push(first);
         lasts.push(last);
         rates.push(rate);

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{add_cpu, count, unique, warm_up, Settings};
+use super::{add_cpu, count, unique, warm_up, Repetitions, Settings};
 use crate::bail;
 use crate::error::{Context, Error, Result};
 use crate::procfs::{CpuSnapshot, CpuUse};
@@ -23,7 +23,7 @@ const STAGE_OPEN: u8 = 2;
 const STAGE_TICKING: u8 = 3;
 
 /// Seconds of ticks beyond the window: the spread start, the warm second, and slack.
-const EXTRA_SECS: u64 = 4;
+const EXTRA_SECS: u64 = 6;
 
 pub fn script(settings: &Settings) -> Script {
     let sizes = &settings.sizes;
@@ -52,7 +52,8 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
     let props = Arc::new(script(settings).peer_props());
     let mut figures: [Vec<f64>; 5] = Default::default();
     let mut cpu = Vec::new();
-    for repetition in 1..=settings.repeats {
+    let mut repetitions = Repetitions::new(settings);
+    while let Some(repetition) = repetitions.next() {
         let first_ticks = Arc::new(AtomicU64::new(0));
         // Where each stream stands, for the report when some never start.
         let stages: Arc<Vec<AtomicU8>> = Arc::new((0..streams).map(|_| AtomicU8::new(0)).collect());
@@ -152,6 +153,9 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
             window.cpu.tool,
             window.cpu.other
         );
+        if !repetitions.keep(window.cpu.other) {
+            continue;
+        }
         for (figure, value) in figures.iter_mut().zip([ms(0.5), ms(0.99), ms(0.999), ms(1.0), rate]) {
             figure.push(value);
         }

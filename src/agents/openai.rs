@@ -1,0 +1,625 @@
+//! The `openai` agent (SPEC §9.2): any OpenAI-compatible chat-completions endpoint (OpenAI,
+//! vLLM, Ollama, llama.cpp server, LiteLLM), streamed.
+//!
+//! Text and tool-call argument deltas reach the log as they arrive. Tools are HTTP endpoints
+//! from config, their arguments validated with the tool's JSON Schema before the call, under
+//! the same approval policy as script tools. The conversation is checkpointed after each model
+//! answer and each tool result, committed together with the events that close them, so a turn
+//! taken over by another instance continues without redoing a finished tool call.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::script::ToolPolicy;
+use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
+use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
+use crate::protocol::input::InputMessage;
+use crate::protocol::TokenUsage;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpenaiAgentConfig {
+    /// E.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// The environment variable holding the API key; none sent when empty or unset.
+    #[serde(default)]
+    pub api_key_env: String,
+    #[serde(default)]
+    pub system_prompt: String,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default = "default_timeout_secs")]
+    pub request_timeout_secs: u64,
+    /// Retries of a model call answered 429 or 5xx (or not answered), with backoff.
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    /// Model calls per turn at most (a tool loop ends there).
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+    #[serde(default)]
+    pub tools: Vec<HttpTool>,
+    /// Built-in tools offered to the model: `ask_user` (a question for the person, an
+    /// `input_required` interrupt) and `board_write` (pins a note to the thread's board).
+    #[serde(default = "default_builtins")]
+    pub builtins: Vec<String>,
+}
+
+fn default_builtins() -> Vec<String> {
+    vec![ASK_USER.into(), BOARD_WRITE.into()]
+}
+
+const ASK_USER: &str = "ask_user";
+const BOARD_WRITE: &str = "board_write";
+
+/// The function definitions of the built-in tools.
+fn builtin_definition(name: &str) -> Option<Value> {
+    let parameters = match name {
+        ASK_USER => json!({ "type": "object", "properties": {
+            "question": { "type": "string" },
+            "choices": { "type": "array", "items": { "type": "string" } } }, "required": ["question"] }),
+        BOARD_WRITE => json!({ "type": "object", "properties": {
+            "text": { "type": "string" }, "kind": { "type": "string" },
+            "tags": { "type": "array", "items": { "type": "string" } } }, "required": ["text"] }),
+        _ => return None,
+    };
+    let description = match name {
+        ASK_USER => "Ask the person a question and wait for the answer.",
+        _ => "Pin a note to the board the person sees beside the chat.",
+    };
+    Some(
+        json!({ "type": "function", "function": { "name": name, "description": description, "parameters": parameters } }),
+    )
+}
+
+/// A tool the model may call: an HTTP endpoint taking the arguments as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HttpTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub url: String,
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// JSON Schema of the arguments; validated before the call.
+    #[serde(default = "any_object")]
+    pub parameters: Value,
+    #[serde(default = "default_tool_timeout_secs")]
+    pub timeout_secs: u64,
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// Header name → environment variable holding its value (secrets never reach the stream).
+    #[serde(default)]
+    pub secret_headers: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub policy: ToolPolicy,
+}
+
+fn default_timeout_secs() -> u64 {
+    60
+}
+fn default_retries() -> u32 {
+    2
+}
+fn default_max_steps() -> u32 {
+    8
+}
+fn default_method() -> String {
+    "POST".into()
+}
+fn any_object() -> Value {
+    json!({ "type": "object" })
+}
+fn default_tool_timeout_secs() -> u64 {
+    10
+}
+fn default_max_response_bytes() -> usize {
+    64 * 1024
+}
+
+impl OpenaiAgentConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+            return Err("base_url must be an http(s) URL".into());
+        }
+        if self.max_steps == 0 {
+            return Err("max_steps must be at least 1".into());
+        }
+        if let Some(unknown) = self.builtins.iter().find(|b| builtin_definition(b).is_none()) {
+            return Err(format!("unknown built-in tool '{unknown}' (ask_user, board_write)"));
+        }
+        for tool in &self.tools {
+            jsonschema::validator_for(&tool.parameters)
+                .map_err(|e| format!("tool '{}': its parameters are not a valid JSON Schema: {e}", tool.name))?;
+            if !matches!(tool.method.as_str(), "GET" | "POST" | "PUT") {
+                return Err(format!("tool '{}': method must be GET, POST or PUT", tool.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the checkpoint keeps of an LLM turn.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Conversation {
+    /// Messages in the chat-completions format, as sent to the model.
+    messages: Vec<Value>,
+    /// Model calls made so far.
+    steps: u32,
+    /// Tool calls of the last answer not yet given a result: (model's id, gateway's id, name,
+    /// arguments).
+    pending: Vec<PendingCall>,
+    usage: Usage,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PendingCall {
+    model_id: String,
+    gateway_id: String,
+    name: String,
+    arguments: String,
+    /// A client-declared tool: its result comes from the client.
+    #[serde(default)]
+    client: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+struct Usage {
+    input: u64,
+    output: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct OpenaiAgent {
+    config: OpenaiAgentConfig,
+    http: reqwest::Client,
+}
+
+impl OpenaiAgent {
+    pub fn new(config: OpenaiAgentConfig) -> OpenaiAgent {
+        OpenaiAgent { config, http: reqwest::Client::new() }
+    }
+
+    pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
+        let mut conversation: Conversation = match &from.conversation {
+            Some(saved) => serde_json::from_value(saved.clone()).unwrap_or_default(),
+            None => self.opening(turn).await?,
+        };
+        if !from.awaiting.is_empty() {
+            // The calls waited for approval; the decisions are in now.
+            let decisions = turn.decisions(&from.awaiting).await?;
+            self.settle_pending(turn, &mut conversation, Some(decisions)).await?;
+        } else if !conversation.pending.is_empty() {
+            // Taken over between tool calls: run the ones without a result (none twice).
+            self.settle_pending(turn, &mut conversation, None).await?;
+        }
+        loop {
+            if conversation.steps >= self.config.max_steps {
+                return Err(AgentError::Failed(format!(
+                    "the agent made {} model calls without an answer",
+                    conversation.steps
+                )));
+            }
+            turn.check_cancelled()?;
+            let answer = self.call_model(turn, &conversation.messages).await?;
+            conversation.steps += 1;
+            conversation.usage.input += answer.usage.input;
+            conversation.usage.output += answer.usage.output;
+            let mut assistant = json!({ "role": "assistant", "content": answer.text });
+            if !answer.calls.is_empty() {
+                assistant["tool_calls"] = Value::Array(
+                    answer
+                        .calls
+                        .iter()
+                        .map(|c| json!({ "id": c.model_id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
+                        .collect(),
+                );
+            }
+            conversation.messages.push(assistant);
+            conversation.pending = answer.calls;
+            // The events closing this answer were held back; they commit with this checkpoint.
+            turn.commit_step(&self.checkpoint(&conversation)).await?;
+            if conversation.pending.is_empty() {
+                let usage = TokenUsage {
+                    provider: Some("openai".into()),
+                    model: Some(self.config.model.clone()),
+                    input_tokens: Some(conversation.usage.input),
+                    output_tokens: Some(conversation.usage.output),
+                    total_tokens: Some(conversation.usage.input + conversation.usage.output),
+                    ..TokenUsage::default()
+                };
+                return Ok(AgentOutput { result: None, usage: Some(vec![usage]) });
+            }
+            self.settle_pending(turn, &mut conversation, None).await?;
+        }
+    }
+
+    fn checkpoint(&self, conversation: &Conversation) -> Checkpoint {
+        Checkpoint { conversation: serde_json::to_value(conversation).ok(), ..Checkpoint::default() }
+    }
+
+    /// The system prompt, the thread's earlier turns (the gateway's record) and the new message.
+    async fn opening(&self, turn: &TurnContext) -> Result<Conversation, AgentError> {
+        let mut messages = Vec::new();
+        if !self.config.system_prompt.is_empty() {
+            messages.push(json!({ "role": "system", "content": self.config.system_prompt }));
+        }
+        for message in turn.history().await? {
+            match message {
+                InputMessage::User(user) => {
+                    messages.push(json!({ "role": "user", "content": user.content.text().unwrap_or_default() }))
+                }
+                InputMessage::Assistant(assistant) => {
+                    let mut entry = json!({ "role": "assistant", "content": assistant.content.unwrap_or_default() });
+                    if let Some(calls) = assistant.tool_calls {
+                        entry["tool_calls"] = Value::Array(
+                            calls
+                                .iter()
+                                .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.function.name, "arguments": c.function.arguments } }))
+                                .collect(),
+                        );
+                    }
+                    messages.push(entry);
+                }
+                InputMessage::Tool(tool) => {
+                    let content = match tool.content {
+                        Value::String(text) => text,
+                        other => other.to_string(),
+                    };
+                    messages.push(json!({ "role": "tool", "tool_call_id": tool.tool_call_id, "content": content }));
+                }
+                _ => {}
+            }
+        }
+        messages.push(json!({ "role": "user", "content": turn.user_text() }));
+        Ok(Conversation { messages, ..Conversation::default() })
+    }
+
+    /// Gives every pending call a result: runs it (when approved, or when its policy needs no
+    /// approval), reports it denied, or, when approvals are still needed, waits for them.
+    async fn settle_pending(
+        &self,
+        turn: &mut TurnContext,
+        conversation: &mut Conversation,
+        decisions: Option<Vec<(String, Value)>>,
+    ) -> Result<(), AgentError> {
+        let client_results = if conversation.pending.iter().any(|c| c.client) {
+            turn.client_results().await?
+        } else {
+            Default::default()
+        };
+        if decisions.is_none() {
+            let needing: Vec<&PendingCall> =
+                conversation.pending.iter().filter(|call| self.waits_for_person(call)).collect();
+            if !needing.is_empty() {
+                let specs = needing
+                    .iter()
+                    .filter_map(|call| {
+                        if call.name == ASK_USER {
+                            let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+                            let choices: Vec<String> =
+                                serde_json::from_value(args["choices"].clone()).unwrap_or_default();
+                            return Some(InterruptSpec {
+                                reason: "input_required",
+                                message: args["question"].as_str().unwrap_or("The agent has a question.").to_string(),
+                                tool_call_id: Some(call.gateway_id.clone()),
+                                response_schema: question_schema(&choices),
+                                ttl_ms: 3_600_000,
+                                deciders: Deciders::default(),
+                                four_eyes: false,
+                                details: None,
+                                choices,
+                            });
+                        }
+                        let tool = self.tool(&call.name)?;
+                        Some(InterruptSpec {
+                            reason: "tool_call",
+                            message: format!("Allow the tool '{}' to run?", call.name),
+                            tool_call_id: Some(call.gateway_id.clone()),
+                            response_schema: tool_call_schema(tool.policy.allow_edit, tool.policy.confirm.as_deref()),
+                            ttl_ms: tool.policy.ttl_secs as i64 * 1000,
+                            deciders: Deciders::from_config(&tool.policy.deciders),
+                            four_eyes: tool.policy.four_eyes,
+                            details: serde_json::from_str(&call.arguments).ok(),
+                            choices: Vec::new(),
+                        })
+                    })
+                    .collect();
+                let checkpoint = self.checkpoint(conversation);
+                return Err(turn.wait_for(specs, checkpoint).await);
+            }
+        }
+        let decisions = decisions.unwrap_or_default();
+        let mut decided = decisions.into_iter().map(|(_, decision)| decision);
+        let mut owed = Vec::new();
+        while !conversation.pending.is_empty() {
+            let call = conversation.pending.remove(0);
+            if call.client {
+                match client_results.get(&call.gateway_id) {
+                    Some(result) => {
+                        turn.begin_step();
+                        turn.tool_result(&call.gateway_id, result).await?;
+                        conversation
+                            .messages
+                            .push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": result }));
+                        turn.commit_step(&self.checkpoint(conversation)).await?;
+                    }
+                    None => owed.push(call),
+                }
+                continue;
+            }
+            // What the call does (a pinned note) commits with its result and the checkpoint.
+            turn.begin_step();
+            let outcome = if call.name == ASK_USER && !call.client && self.tool(ASK_USER).is_none() {
+                let decision = decided.next().unwrap_or_default();
+                match decision["answer"].as_str() {
+                    Some(answer) => answer.to_string(),
+                    None => "the person did not answer".to_string(),
+                }
+            } else if call.name == BOARD_WRITE && self.config.builtins.iter().any(|b| b == BOARD_WRITE) {
+                let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+                let tags: Vec<String> = serde_json::from_value(args["tags"].clone()).unwrap_or_default();
+                let kind = args["kind"].as_str().unwrap_or("note").to_string();
+                match args["text"].as_str() {
+                    Some(text) => {
+                        let note = turn.pin_note(&kind, &tags, text).await?;
+                        format!("pinned note {}", note["id"].as_str().unwrap_or(""))
+                    }
+                    None => "error: board_write needs a text".to_string(),
+                }
+            } else if self.tool(&call.name).is_some_and(|tool| tool.policy.needs_approval()) {
+                let decision = decided.next().unwrap_or_else(|| json!({ "approved": false }));
+                if decision["approved"] == Value::Bool(true) {
+                    let arguments = decision.get("editedArgs").filter(|a| a.is_object()).map(Value::to_string);
+                    self.run_tool(&call.name, arguments.as_deref().unwrap_or(&call.arguments)).await
+                } else {
+                    "not run: the call was denied".to_string()
+                }
+            } else {
+                self.run_tool(&call.name, &call.arguments).await
+            };
+            turn.tool_result(&call.gateway_id, &outcome).await?;
+            conversation.messages.push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": outcome }));
+            turn.commit_step(&self.checkpoint(conversation)).await?;
+        }
+        if !owed.is_empty() {
+            // Only the client can run these: the run ends with them pending (§9.2).
+            let ids = owed.iter().map(|c| c.gateway_id.clone()).collect();
+            conversation.pending = owed;
+            return Err(turn.wait_for_client(ids, self.checkpoint(conversation)).await);
+        }
+        Ok(())
+    }
+
+    /// Whether a call waits for a person: an approval under its tool's policy, or a question.
+    fn waits_for_person(&self, call: &PendingCall) -> bool {
+        if call.client {
+            return false;
+        }
+        match self.tool(&call.name) {
+            Some(tool) => tool.policy.needs_approval(),
+            None => call.name == ASK_USER && self.config.builtins.iter().any(|b| b == ASK_USER),
+        }
+    }
+
+    fn tool(&self, name: &str) -> Option<&HttpTool> {
+        self.config.tools.iter().find(|tool| tool.name == name)
+    }
+
+    /// Calls an HTTP tool; any failure becomes the result the model reads.
+    async fn run_tool(&self, name: &str, arguments: &str) -> String {
+        let Some(tool) = self.tool(name) else { return format!("error: there is no tool '{name}'") };
+        let args: Value = match serde_json::from_str(arguments) {
+            Ok(args) => args,
+            Err(e) => return format!("error: the arguments are not JSON ({e})"),
+        };
+        if let Ok(validator) = jsonschema::validator_for(&tool.parameters) {
+            let errors: Vec<String> = validator.iter_errors(&args).map(|e| e.to_string()).collect();
+            if !errors.is_empty() {
+                return format!("error: the arguments do not match the tool's schema: {}", errors.join("; "));
+            }
+        }
+        let method = reqwest::Method::from_bytes(tool.method.as_bytes()).unwrap_or(reqwest::Method::POST);
+        let mut request = self.http.request(method.clone(), &tool.url).timeout(Duration::from_secs(tool.timeout_secs));
+        request = if method == reqwest::Method::GET {
+            let query: Vec<(String, String)> = args
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            request.query(&query)
+        } else {
+            request.json(&args)
+        };
+        for (header, variable) in &tool.secret_headers {
+            if let Ok(value) = std::env::var(variable) {
+                request = request.header(header.as_str(), value);
+            }
+        }
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => return format!("error: the tool could not be reached ({})", e.without_url()),
+        };
+        let status = response.status();
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(chunk) if body.len() + chunk.len() <= tool.max_response_bytes => body.extend_from_slice(&chunk),
+                Ok(_) => return format!("error: the tool's answer exceeds {} bytes", tool.max_response_bytes),
+                Err(e) => return format!("error: the tool's answer broke off ({})", e.without_url()),
+            }
+        }
+        let text = String::from_utf8_lossy(&body).to_string();
+        if status.is_success() {
+            text
+        } else {
+            format!("error: the tool answered {status}: {text}")
+        }
+    }
+
+    /// One streamed model call: text deltas and tool-call argument deltas go to the log as
+    /// they arrive. The events that close the answer are held back for the checkpoint.
+    async fn call_model(&self, turn: &mut TurnContext, messages: &[Value]) -> Result<ModelAnswer, AgentError> {
+        let mut body = json!({
+            "model": self.config.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        });
+        let client_tools = turn.client_tools().iter().map(|t| {
+            let parameters = t.parameters.clone().unwrap_or_else(any_object);
+            json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": parameters } })
+        });
+        let tools: Vec<Value> = self
+            .config
+            .tools
+            .iter()
+            .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } }))
+            .chain(self.config.builtins.iter().filter_map(|b| builtin_definition(b)))
+            .chain(client_tools)
+            .collect();
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
+        }
+        if let Some(temperature) = self.config.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(max_tokens) = self.config.max_tokens {
+            body["max_tokens"] = json!(max_tokens);
+        }
+        let response = self.send_with_retries(&body).await?;
+        let mut answer = ModelAnswer::default();
+        let mut message: Option<String> = None;
+        let mut calls: BTreeMap<u64, PendingCall> = BTreeMap::new();
+        let mut started: Vec<u64> = Vec::new();
+        let mut buffer = String::new();
+        let mut stream = response.bytes_stream();
+        'read: while let Some(chunk) = stream.next().await {
+            let chunk =
+                chunk.map_err(|e| AgentError::Failed(format!("the model's stream broke off ({})", e.without_url())))?;
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find('\n') {
+                let line: String = buffer.drain(..=end).collect();
+                let Some(data) = line.trim_end().strip_prefix("data:").map(str::trim) else { continue };
+                if data == "[DONE]" {
+                    break 'read;
+                }
+                let Ok(event) = serde_json::from_str::<Value>(data) else { continue };
+                if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
+                    answer.usage.input += usage["prompt_tokens"].as_u64().unwrap_or(0);
+                    answer.usage.output += usage["completion_tokens"].as_u64().unwrap_or(0);
+                }
+                let Some(delta) = event["choices"].get(0).map(|c| &c["delta"]) else { continue };
+                if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                    let id = match &message {
+                        Some(id) => id.clone(),
+                        None => {
+                            let id = turn.text_start().await?;
+                            message = Some(id.clone());
+                            id
+                        }
+                    };
+                    turn.text_delta(&id, text).await?;
+                    answer.text.push_str(text);
+                }
+                for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                    let index = call["index"].as_u64().unwrap_or(0);
+                    let entry = calls.entry(index).or_insert_with(|| PendingCall {
+                        model_id: String::new(),
+                        gateway_id: String::new(),
+                        name: String::new(),
+                        arguments: String::new(),
+                        client: false,
+                    });
+                    if let Some(id) = call["id"].as_str() {
+                        entry.model_id = id.to_string();
+                    }
+                    if let Some(name) = call["function"]["name"].as_str() {
+                        entry.name.push_str(name);
+                    }
+                    let arguments = call["function"]["arguments"].as_str().unwrap_or("");
+                    if !started.contains(&index) && !entry.name.is_empty() {
+                        entry.gateway_id = turn.tool_call_open(&entry.name).await?;
+                        started.push(index);
+                    }
+                    if !arguments.is_empty() {
+                        entry.arguments.push_str(arguments);
+                        if started.contains(&index) {
+                            turn.tool_call_args(&entry.gateway_id, arguments).await?;
+                        }
+                    }
+                }
+            }
+        }
+        // Close what this answer opened, held back to commit with the checkpoint.
+        turn.begin_step();
+        if let Some(id) = message {
+            turn.text_end(&id).await?;
+        }
+        for call in calls.values() {
+            if !call.gateway_id.is_empty() {
+                turn.tool_call_close(&call.gateway_id).await?;
+            }
+        }
+        let client_names: Vec<&str> = turn.client_tools().iter().map(|t| t.name.as_str()).collect();
+        answer.calls = calls
+            .into_values()
+            .filter(|c| !c.gateway_id.is_empty())
+            .map(|mut c| {
+                if c.model_id.is_empty() {
+                    c.model_id = c.gateway_id.clone();
+                }
+                c.client = client_names.contains(&c.name.as_str()) && self.tool(&c.name).is_none();
+                c
+            })
+            .collect();
+        Ok(answer)
+    }
+
+    async fn send_with_retries(&self, body: &Value) -> Result<reqwest::Response, AgentError> {
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+        let key = std::env::var(&self.config.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty() && !self.config.api_key_env.is_empty());
+        let mut delay = Duration::from_millis(250);
+        let mut last_problem = String::new();
+        for attempt in 0..=self.config.retries {
+            if attempt > 0 {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            let mut request =
+                self.http.post(&url).json(body).timeout(Duration::from_secs(self.config.request_timeout_secs));
+            if let Some(key) = &key {
+                request = request.bearer_auth(key);
+            }
+            match request.send().await {
+                Ok(response) if response.status().is_success() => return Ok(response),
+                Ok(response) if response.status().as_u16() == 429 || response.status().is_server_error() => {
+                    last_problem = format!("the model answered {}", response.status());
+                }
+                Ok(response) => {
+                    return Err(AgentError::Failed(format!("the model refused the request ({})", response.status())))
+                }
+                Err(e) => last_problem = format!("the model could not be reached ({})", e.without_url()),
+            }
+        }
+        Err(AgentError::Failed(last_problem))
+    }
+}
+
+#[derive(Debug, Default)]
+struct ModelAnswer {
+    text: String,
+    calls: Vec<PendingCall>,
+    usage: Usage,
+}

@@ -1,0 +1,121 @@
+//! Prometheus metrics, rendered at `GET /metrics` in the text format. The engine owns one
+//! [`Metrics`]; each layer counts what it does where it does it. Labels are bounded by config
+//! (agent names, outcome and error codes), never by callers or threads.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AgentLabel {
+    pub agent: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub agent: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    pub code: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub runs_started: Family<AgentLabel, Counter>,
+    pub runs_refused: Family<CodeLabel, Counter>,
+    pub reconnects: Counter,
+    pub turns_finished: Family<OutcomeLabels, Counter>,
+    pub turns_running: Gauge,
+    pub streams_open: Gauge,
+    pub events_appended: Counter,
+    pub events_streamed: Counter,
+    pub append_batch_events: Histogram,
+    pub append_commit_seconds: Histogram,
+    pub stream_lag_seconds: Histogram,
+    pub interrupts_opened: Counter,
+    pub interrupts_decided: Family<CodeLabel, Counter>,
+    pub db_connections: Gauge,
+    pub db_connections_idle: Gauge,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Metrics> {
+        let mut registry = Registry::with_prefix("agui");
+        let metrics = Metrics {
+            runs_started: Family::default(),
+            runs_refused: Family::default(),
+            reconnects: Counter::default(),
+            turns_finished: Family::default(),
+            turns_running: Gauge::default(),
+            streams_open: Gauge::default(),
+            events_appended: Counter::default(),
+            events_streamed: Counter::default(),
+            append_batch_events: Histogram::new(exponential_buckets(1.0, 4.0, 7)),
+            append_commit_seconds: Histogram::new(exponential_buckets(0.0001, 3.0, 10)),
+            stream_lag_seconds: Histogram::new(exponential_buckets(0.0005, 3.0, 10)),
+            interrupts_opened: Counter::default(),
+            interrupts_decided: Family::default(),
+            db_connections: Gauge::default(),
+            db_connections_idle: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register("runs_started", "Runs that opened a stream, by agent", metrics.runs_started.clone());
+        registry.register("runs_refused", "Runs refused with a lone RUN_ERROR, by code", metrics.runs_refused.clone());
+        registry.register("reconnects", "Runs that continued a stream with Last-Event-ID", metrics.reconnects.clone());
+        registry.register("turns_finished", "Turns that ended, by agent and outcome", metrics.turns_finished.clone());
+        registry.register("turns_running", "Turns this instance runs now", metrics.turns_running.clone());
+        registry.register("streams_open", "Streams open on this instance", metrics.streams_open.clone());
+        registry.register(
+            "events_appended",
+            "Events committed to the log by this instance",
+            metrics.events_appended.clone(),
+        );
+        registry.register("events_streamed", "Events sent to clients", metrics.events_streamed.clone());
+        registry.register(
+            "append_batch_events",
+            "Events per group-committed batch",
+            metrics.append_batch_events.clone(),
+        );
+        registry.register(
+            "append_commit_seconds",
+            "Time to commit one batch of the event log",
+            metrics.append_commit_seconds.clone(),
+        );
+        registry.register(
+            "stream_lag_seconds",
+            "From an event's append to its sending on a live stream",
+            metrics.stream_lag_seconds.clone(),
+        );
+        registry.register("interrupts_opened", "Interrupts opened", metrics.interrupts_opened.clone());
+        registry.register(
+            "interrupts_decided",
+            "Interrupts decided, by outcome (decided or expired)",
+            metrics.interrupts_decided.clone(),
+        );
+        registry.register(
+            "db_connections",
+            "Database connections held by this instance",
+            metrics.db_connections.clone(),
+        );
+        registry.register("db_connections_idle", "Of those, idle", metrics.db_connections_idle.clone());
+        Arc::new(Metrics { registry, ..metrics })
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        text
+    }
+}

@@ -1,0 +1,423 @@
+//! The `openai` agent against a scripted OpenAI-compatible server speaking the real
+//! chat-completions streaming wire format, with a real HTTP tool.
+
+use std::sync::{Arc, Mutex};
+
+use axum::routing::post;
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// A scripted model: answers by the conversation it is sent, so a repeated call gets the same
+/// answer. Records every request.
+pub struct ScriptedModel {
+    pub url: String,
+    pub requests: Arc<Mutex<Vec<Value>>>,
+}
+
+fn chunk(delta: Value) -> String {
+    format!(
+        "data: {}\n\n",
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "scripted", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+    )
+}
+
+fn usage(prompt: u64, completion: u64) -> String {
+    format!(
+        "data: {}\n\n",
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "scripted", "choices": [],
+               "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
+    )
+}
+
+/// The answer to a conversation: a tool call for each tool in `plan` not yet answered, then text.
+pub fn scripted_answer(request: &Value, plan: &[(&str, Value)], final_text: &str) -> String {
+    let results = request["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+    let mut body = String::new();
+    match plan.get(results) {
+        Some((name, args)) => {
+            let args = args.to_string();
+            let (head, tail) = args.split_at(args.len() / 2);
+            body.push_str(&chunk(json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_{results}"), "type": "function", "function": {"name": name, "arguments": head}}]})));
+            body.push_str(&chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": tail}}]})));
+        }
+        None => {
+            for piece in final_text.split_inclusive(' ') {
+                body.push_str(&chunk(json!({"content": piece})));
+            }
+        }
+    }
+    body.push_str(&usage(12, 5));
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+pub async fn start_model(
+    plan: Vec<(&'static str, Value)>,
+    final_text: &'static str,
+    delay_second_call_ms: u64,
+) -> ScriptedModel {
+    start_model_with(plan, final_text, delay_second_call_ms, false).await
+}
+
+/// Like [`start_model`]; with `busy_first`, the first request is answered 429 (rate limited).
+pub async fn start_model_with(
+    plan: Vec<(&'static str, Value)>,
+    final_text: &'static str,
+    delay_second_call_ms: u64,
+    busy_first: bool,
+) -> ScriptedModel {
+    let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let recorded = requests.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |Json(request): Json<Value>| {
+            let recorded = recorded.clone();
+            let plan = plan.clone();
+            async move {
+                let calls = {
+                    let mut all = recorded.lock().unwrap_or_else(|p| p.into_inner());
+                    all.push(request.clone());
+                    all.len()
+                };
+                if calls == 2 && delay_second_call_ms > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(delay_second_call_ms)).await;
+                }
+                if busy_first && calls == 1 {
+                    let busy = json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string();
+                    return (axum::http::StatusCode::TOO_MANY_REQUESTS, [("content-type", "application/json")], busy);
+                }
+                (
+                    axum::http::StatusCode::OK,
+                    [("content-type", "text/event-stream")],
+                    scripted_answer(&request, &plan, final_text),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    ScriptedModel { url, requests }
+}
+
+/// A tool endpoint that records the arguments it is called with.
+pub async fn start_tool(answer: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
+    let calls: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let recorded = calls.clone();
+    let app = axum::Router::new().route(
+        "/tool",
+        post(move |Json(args): Json<Value>| {
+            let recorded = recorded.clone();
+            async move {
+                recorded.lock().unwrap_or_else(|p| p.into_inner()).push(args);
+                answer
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/tool", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, calls)
+}
+
+pub fn openai_agent(model_url: &str, tool_url: &str, approval: &str) -> agui_gateway::config::AgentConfig {
+    toml::from_str(&format!(
+        r#"
+name = "assistant"
+kind = "openai"
+base_url = "{model_url}"
+model = "scripted"
+system_prompt = "You are terse."
+[[tools]]
+name = "get_weather"
+url = "{tool_url}"
+parameters = {{ type = "object", properties = {{ city = {{ type = "string" }} }}, required = ["city"] }}
+approval = "{approval}"
+"#
+    ))
+    .expect("agent config")
+}
+
+#[tokio::test]
+async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
+    let model = start_model(vec![("get_weather", json!({"city": "Paris"}))], "It is sunny in Paris.", 0).await;
+    let (tool_url, tool_calls) = start_tool("sunny, 21 C").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(openai_agent(&model.url, &tool_url, "never"));
+    let app = TestApp::start_with(config).await;
+    let input = first_run("th-llm", "run-1", "weather in Paris?");
+    let events = app.run_to_end("assistant", &input).await;
+    let kinds = kinds(&events);
+    for expected in ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT", "TEXT_MESSAGE_CONTENT"] {
+        assert!(kinds.contains(&expected), "{expected} in {kinds:?}");
+    }
+    let args: String =
+        events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").filter_map(|e| e.data["delta"].as_str()).collect();
+    assert_eq!(args, r#"{"city":"Paris"}"#);
+    assert_eq!(
+        events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").count(),
+        2,
+        "argument deltas stream as they arrive"
+    );
+    let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("result");
+    assert_eq!(result.data["content"], "sunny, 21 C");
+    let text: String =
+        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    assert_eq!(text, "It is sunny in Paris.");
+    let finished = events.last().expect("end");
+    assert_eq!(finished.data["usage"][0]["inputTokens"], 24);
+    assert_eq!(finished.data["usage"][0]["outputTokens"], 10);
+    assert_eq!(tool_calls.lock().expect("calls").clone(), vec![json!({"city": "Paris"})]);
+    let requests = model.requests.lock().expect("requests").clone();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0]["messages"][0], json!({"role": "system", "content": "You are terse."}));
+    assert_eq!(requests[1]["messages"].as_array().expect("messages").last().expect("tool")["content"], "sunny, 21 C");
+    let (passed, report) = agui_check(&app.run_url("assistant"), &input).await;
+    assert!(passed, "{report}");
+}
+
+#[tokio::test]
+async fn a_tool_under_approval_waits_and_runs_once_approved() {
+    let model = start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Cold in Oslo.", 0).await;
+    let (tool_url, tool_calls) = start_tool("snow").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(openai_agent(&model.url, &tool_url, "always"));
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("assistant", &first_run("th-llm-approve", "run-1", "Oslo?")).await;
+    let last = events.last().expect("end");
+    assert_eq!(last.data["outcome"]["type"], "interrupt");
+    assert!(tool_calls.lock().expect("calls").is_empty(), "nothing ran before the approval");
+    let id = last.data["outcome"]["interrupts"][0]["id"].as_str().expect("id");
+    let resumed = app
+        .run_to_end(
+            "assistant",
+            &json!({"threadId": "th-llm-approve", "runId": "run-2", "messages": [],
+                    "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]}),
+        )
+        .await;
+    assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success");
+    assert_eq!(tool_calls.lock().expect("calls").len(), 1);
+    assert_eq!(model.requests.lock().expect("requests").len(), 2, "the model was not asked again for the call");
+}
+
+#[path = "../support/gateway_process.rs"]
+mod gateway_process;
+
+/// SPEC §4.6 with a real agent: the instance running an LLM turn is killed (SIGKILL) between
+/// two tool calls; another instance takes the turn over from its checkpoint and finishes it,
+/// and each tool call reached the tool exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_turn_killed_between_two_tool_calls_is_finished_elsewhere_without_repeating_one() {
+    let model = start_model(
+        vec![("get_weather", json!({"city": "Paris"})), ("get_weather", json!({"city": "Rome"}))],
+        "Paris and Rome are sunny.",
+        // The second model call (after the first tool result) hangs long enough to kill A.
+        30_000,
+    )
+    .await;
+    let (tool_url, tool_calls) = start_tool("sunny").await;
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[turns]
+lease_ms = 2000
+heartbeat_ms = 400
+sweep_ms = 300
+
+[[agents]]
+name = "assistant"
+kind = "openai"
+base_url = "{}"
+model = "scripted"
+request_timeout_secs = 60
+[[agents.tools]]
+name = "get_weather"
+url = "{tool_url}"
+"#,
+            model.url
+        ),
+    )
+    .expect("config");
+    gateway_process::migrate(&db.url);
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let mut a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let b = gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let client = reqwest::Client::new();
+    let input = first_run("th-llm-kill", "run-1", "weather in two cities");
+    let post = |address: &str, last_event_id: Option<String>| {
+        let mut request = client
+            .post(format!("http://{address}/v1/agui/agents/assistant"))
+            .header("content-type", "application/json")
+            .body(input.to_string());
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        request.send()
+    };
+    let reader = tokio::spawn(read_events(post(&a.address, None).await.expect("run on A"), None));
+    // Wait until the first call ran and the model is thinking about the second.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while model.requests.lock().expect("requests").len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the turn never reached its second model call");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(tool_calls.lock().expect("calls").len(), 1);
+    a.child.kill().expect("SIGKILL");
+    let _ = a.child.wait();
+    let head = reader.await.expect("reader");
+    let last_id = head.last().and_then(|e| e.id.clone()).expect("A streamed events");
+    let tail = tokio::time::timeout(
+        std::time::Duration::from_secs(40),
+        read_events(post(&b.address, Some(last_id)).await.expect("resume on B"), None),
+    )
+    .await
+    .expect("B finished the turn");
+    let mut joined = head;
+    joined.extend(tail);
+    assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
+    let calls = tool_calls.lock().expect("calls").clone();
+    assert_eq!(calls, vec![json!({"city": "Paris"}), json!({"city": "Rome"})], "each tool call ran once");
+    let seqs: Vec<i64> = joined.iter().filter_map(|e| e.id.as_deref()?.rsplit('.').next()?.parse().ok()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap, no duplicate");
+    let mut b = b;
+    let _ = b.child.kill();
+    let _ = b.child.wait();
+}
+
+#[tokio::test]
+async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_the_turn() {
+    let model =
+        start_model(vec![("confirm_dialog", json!({"question": "Proceed?"}))], "Confirmed, going ahead.", 0).await;
+    let (tool_url, _) = start_tool("unused").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    let mut agent = openai_agent(&model.url, &tool_url, "never");
+    agent.frontend_tools = vec!["confirm_dialog".into()];
+    config.agents.push(agent);
+    let app = TestApp::start_with(config).await;
+    let tools = json!([{"name": "confirm_dialog", "description": "Ask the user", "parameters": {"type": "object"}}]);
+    let mut input = first_run("th-front", "run-1", "do the risky thing");
+    input["tools"] = tools.clone();
+    let events = app.run_to_end("assistant", &input).await;
+    let finished = events.last().expect("end");
+    assert_eq!(finished.data["outcome"]["type"], "success");
+    let pending = finished.data["outcome"]["pendingToolCallIds"].as_array().expect("pending").clone();
+    let call = events.iter().find(|e| e.kind() == "TOOL_CALL_START").expect("the call");
+    assert_eq!(pending, vec![call.data["toolCallId"].clone()]);
+    assert!(!kinds(&events).contains(&"TOOL_CALL_RESULT"), "the gateway does not answer a client's tool");
+    let (passed, report) = agui_check(&app.run_url("assistant"), &input).await;
+    assert!(passed, "{report}");
+
+    // The client answers with a role "tool" message on its next run.
+    let call_id = call.data["toolCallId"].as_str().expect("id").to_string();
+    let next = json!({
+        "threadId": "th-front", "runId": "run-2", "protocolVersion": "1.0", "tools": tools,
+        "messages": [
+            {"id": "run-1-user", "role": "user", "content": "do the risky thing"},
+            {"id": call_id.clone(), "role": "assistant", "toolCalls": [{"id": call_id.clone(), "type": "function",
+                "function": {"name": "confirm_dialog", "arguments": "{\"question\":\"Proceed?\"}"}}]},
+            {"id": "result-1", "role": "tool", "toolCallId": call_id.clone(), "content": "yes"}
+        ]
+    });
+    let continued = app.run_to_end("assistant", &next).await;
+    assert_eq!(kinds(&continued)[0], "RUN_STARTED");
+    assert_eq!(continued.last().expect("end").data["outcome"]["type"], "success");
+    let text: String = continued
+        .iter()
+        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|e| e.data["delta"].as_str())
+        .collect();
+    assert_eq!(text, "Confirmed, going ahead.");
+    let requests = model.requests.lock().expect("requests").clone();
+    let last =
+        requests.last().expect("request")["messages"].as_array().expect("messages").last().cloned().expect("message");
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["content"], "yes", "the model read the client's result");
+    assert_eq!(app.counts().await.turns, 1, "the result continued the same turn");
+}
+
+#[tokio::test]
+async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
+    let model = start_model(
+        vec![
+            ("board_write", json!({"text": "The user plans a trip", "tags": ["travel"]})),
+            ("ask_user", json!({"question": "Which city?", "choices": ["Paris", "Rome"]})),
+        ],
+        "Rome it is.",
+        0,
+    )
+    .await;
+    let (tool_url, _) = start_tool("unused").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(openai_agent(&model.url, &tool_url, "never"));
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("assistant", &first_run("th-builtins", "run-1", "plan my trip")).await;
+    let delta = events.iter().find(|e| e.kind() == "STATE_DELTA").expect("the note is pinned");
+    assert_eq!(delta.data["delta"][0]["value"]["text"], "The user plans a trip");
+    let last = events.last().expect("end");
+    let question = &last.data["outcome"]["interrupts"][0];
+    assert_eq!(question["reason"], "input_required");
+    assert_eq!(question["responseSchema"]["properties"]["answer"]["enum"], json!(["Paris", "Rome"]));
+    let id = question["id"].as_str().expect("id");
+    let resumed = app
+        .run_to_end(
+            "assistant",
+            &json!({"threadId": "th-builtins", "runId": "run-2", "messages": [],
+                    "resume": [{"interruptId": id, "status": "resolved", "payload": {"answer": "Rome"}}]}),
+        )
+        .await;
+    assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success");
+    let requests = model.requests.lock().expect("requests").clone();
+    let last_message =
+        requests.last().expect("request")["messages"].as_array().expect("messages").last().cloned().expect("message");
+    assert_eq!(last_message["content"], "Rome", "the answer is the question's result");
+    let thread: Value =
+        app.client.get(app.url("/v1/threads/th-builtins")).send().await.expect("get").json().await.expect("json");
+    assert_eq!(thread["board"]["notes"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
+async fn a_rate_limited_model_call_is_retried() {
+    let model = start_model_with(vec![], "Hello after a pause.", 0, true).await;
+    let (tool_url, _) = start_tool("unused").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(openai_agent(&model.url, &tool_url, "never"));
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("assistant", &first_run("th-429", "run-1", "hi")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
+    let text: String =
+        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    assert_eq!(text, "Hello after a pause.");
+    assert_eq!(model.requests.lock().expect("requests").len(), 2, "one 429, one answer");
+}
+
+#[tokio::test]
+async fn an_unreachable_model_fails_the_turn_with_a_helpful_message() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    let mut agent = openai_agent("http://127.0.0.1:9/v1", "http://127.0.0.1:9/tool", "never");
+    if let agui_gateway::config::AgentKindConfig::Openai(openai) = &mut agent.kind {
+        openai.retries = 0;
+    }
+    config.agents.push(agent);
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("assistant", &first_run("th-down", "run-1", "hi")).await;
+    let last = events.last().expect("end");
+    assert_eq!(last.kind(), "RUN_ERROR");
+    assert_eq!(last.data["code"], "failed");
+    assert!(last.data["message"].as_str().is_some_and(|m| m.contains("could not be reached")), "{}", last.data);
+}

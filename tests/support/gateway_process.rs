@@ -1,0 +1,81 @@
+//! Test support: the gateway as a separate process (so a test can kill it with SIGKILL), its
+//! address and instance id read from its start-up log line.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One gateway process.
+#[allow(dead_code)]
+pub struct Instance {
+    pub child: Child,
+    pub address: String,
+    pub id: String,
+}
+
+pub fn spawn_instance(config: &Path, database: &str, logs: Arc<Mutex<Vec<String>>>) -> Instance {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database", database, "--config"])
+        .arg(config)
+        .env("NO_COLOR", "1")
+        .env("AGUI_GATEWAY_LOG_FILTER", "info,sqlx=warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the gateway binary starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let lines = logs.clone();
+    std::thread::spawn(move || {
+        let mut ready = Some(ready_tx);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let plain = strip_ansi(&line);
+            if plain.contains("agui-gateway listening") {
+                let field = |name: &str| {
+                    plain.split_whitespace().find_map(|w| w.strip_prefix(name)).map(str::to_string).unwrap_or_default()
+                };
+                if let Some(ready) = ready.take() {
+                    let _ = ready.send((field("address="), field("instance=")));
+                }
+            }
+            lines.lock().unwrap_or_else(|p| p.into_inner()).push(plain);
+        }
+    });
+    let (address, id) = ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
+        std::thread::sleep(Duration::from_millis(200));
+        panic!("the gateway did not start: {:?}", logs.lock().unwrap_or_else(|p| p.into_inner()))
+    });
+    Instance { child, address, id }
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Applies the migrations with the `migrate` command, so instances started together do not
+/// race to create the schema.
+#[allow(dead_code)]
+pub fn migrate(database: &str) {
+    let status = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["migrate", "--database", database])
+        .stdout(Stdio::null())
+        .status()
+        .expect("migrate runs");
+    assert!(status.success(), "migrate failed on {database}");
+}
