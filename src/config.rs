@@ -44,6 +44,7 @@ pub struct Config {
     pub limits: Limits,
     pub event_log: EventLogConfig,
     pub turns: TurnsConfig,
+    pub auth: AuthConfig,
     pub tenants: Vec<TenantConfig>,
     pub agents: Vec<AgentConfig>,
 }
@@ -58,6 +59,7 @@ impl std::fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("event_log", &self.event_log)
             .field("turns", &self.turns)
+            .field("auth", &self.auth)
             .field("tenants", &self.tenants)
             .field("agents", &self.agents.iter().map(|a| &a.name).collect::<Vec<_>>())
             .finish()
@@ -132,6 +134,136 @@ pub struct TurnsConfig {
     pub shutdown_grace_secs: u64,
 }
 
+/// Who may call (§2.1): gateway-signed app tokens, identity providers' tokens, and the
+/// loopback mode for local development. Tenant API keys live in the database.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AuthConfig {
+    /// `auto` (anonymous loopback callers act as the local person only while no token
+    /// verifier is configured), `on` or `off`.
+    pub local_dev: String,
+    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
+    pub leeway_secs: u64,
+    /// How often revoked keys are looked up, so open streams of a revoked key end (§2.1).
+    pub revocation_check_ms: u64,
+    /// How often the counts of refused credentials are written to the audit trail, per tenant.
+    pub failure_report_secs: u64,
+    pub app_tokens: AppTokensConfig,
+    /// Identity providers whose tokens are accepted as persons.
+    #[serde(default)]
+    pub identity_providers: Vec<IdentityProviderConfig>,
+}
+
+/// Gateway-signed app tokens: minted by `token mint` and by the token exchange.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct AppTokensConfig {
+    /// `HS256` (with `secret`), `EdDSA` or `RS256` (with key files).
+    pub algorithm: String,
+    /// The HS256 secret, at least 32 bytes; empty: none. Give it through the environment.
+    pub secret: String,
+    /// PEM private key (EdDSA/RS256) used to sign; empty: this instance verifies only.
+    pub private_key_file: String,
+    /// PEM public key (EdDSA/RS256) used to verify.
+    pub public_key_file: String,
+    pub issuer: String,
+    pub audience: String,
+    /// Lifetime of a token issued by the token exchange (capped by the subject token's).
+    pub exchange_ttl_secs: u64,
+    /// Default lifetime of a token from `token mint`.
+    pub mint_ttl_secs: u64,
+}
+
+impl std::fmt::Debug for AppTokensConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppTokensConfig")
+            .field("algorithm", &self.algorithm)
+            .field("secret", &if self.secret.is_empty() { "" } else { "***" })
+            .field("private_key_file", &self.private_key_file)
+            .field("public_key_file", &self.public_key_file)
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppTokensConfig {
+    /// True when app tokens can be verified (a secret or a public key is configured).
+    pub fn is_configured(&self) -> bool {
+        match self.algorithm.as_str() {
+            "HS256" => !self.secret.is_empty(),
+            _ => !self.public_key_file.is_empty(),
+        }
+    }
+}
+
+/// An identity provider: its tokens are verified against its public keys (a PEM file, a JWKS
+/// file, or a JWKS URL fetched at start and refreshed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdentityProviderConfig {
+    pub name: String,
+    /// The `iss` its tokens carry; tokens are routed to a provider by it.
+    pub issuer: String,
+    /// The `aud` its tokens must carry (one of them).
+    pub audience: Vec<String>,
+    #[serde(default)]
+    pub jwks_url: String,
+    #[serde(default)]
+    pub jwks_file: String,
+    /// A PEM public key, with `algorithms` naming exactly its algorithm.
+    #[serde(default)]
+    pub public_key_file: String,
+    /// Algorithms accepted (each key is pinned to one); empty: RS256, ES256 and EdDSA.
+    #[serde(default)]
+    pub algorithms: Vec<String>,
+    #[serde(default = "default_refresh_secs")]
+    pub refresh_secs: u64,
+    /// The claim naming the person's tenant; it must equal `?tenant=`.
+    #[serde(default = "default_tenant_claim")]
+    pub tenant_claim: String,
+    #[serde(default = "default_roles_claim")]
+    pub roles_claim: String,
+    #[serde(default = "default_clearance_claim")]
+    pub clearance_claim: String,
+    /// Gateway scopes of a person whose token names none (see docs/config.md).
+    #[serde(default = "default_person_scopes")]
+    pub default_scopes: Vec<String>,
+}
+
+fn default_refresh_secs() -> u64 {
+    300
+}
+
+fn default_tenant_claim() -> String {
+    "tenant".into()
+}
+
+fn default_roles_claim() -> String {
+    "roles".into()
+}
+
+fn default_clearance_claim() -> String {
+    "clearance".into()
+}
+
+pub fn default_person_scopes() -> Vec<String> {
+    vec!["threads:read".into(), "threads:content".into(), "agent:*".into()]
+}
+
+impl AuthConfig {
+    /// True when any token verifier is configured.
+    pub fn verifies_tokens(&self) -> bool {
+        self.app_tokens.is_configured() || !self.identity_providers.is_empty()
+    }
+
+    /// Whether anonymous loopback callers act as the local person (development only).
+    pub fn local_dev_enabled(&self) -> bool {
+        match self.local_dev.as_str() {
+            "on" => true,
+            "off" => false,
+            _ => !self.verifies_tokens(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
@@ -139,6 +271,9 @@ pub struct TenantConfig {
     /// Prefixes the first content of every assistant message (e.g. "[AI] ").
     #[serde(default)]
     pub ai_label: Option<String>,
+    /// Browser origins allowed to call the tenant's routes (CORS, §8), e.g. `https://app.example`.
+    #[serde(default)]
+    pub cors_origins: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -239,10 +374,20 @@ impl Config {
                 "turns: heartbeat_ms and sweep_ms must be at least 1, lease_ms over twice heartbeat_ms".into(),
             );
         }
+        self.validate_auth()?;
         let mut names = HashSet::new();
         for tenant in &self.tenants {
             if !crate::ids::is_valid_name(&tenant.name) || !names.insert(&tenant.name) {
                 return invalid(format!("tenant '{}' is duplicated or not a valid name", tenant.name));
+            }
+            for origin in &tenant.cors_origins {
+                let scheme_ok = origin.starts_with("https://") || origin.starts_with("http://");
+                if !scheme_ok || origin.ends_with('/') || origin.contains('*') {
+                    return invalid(format!(
+                        "tenant '{}': cors_origins entry '{origin}' must be an exact origin such as https://app.example",
+                        tenant.name
+                    ));
+                }
             }
         }
         let mut names = HashSet::new();
@@ -269,6 +414,79 @@ impl Config {
                         return invalid(format!("agent '{}': {why}", agent.name));
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    fn validate_auth(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        let auth = &self.auth;
+        if !matches!(auth.local_dev.as_str(), "auto" | "on" | "off") {
+            return invalid(format!("auth.local_dev must be auto, on or off, not '{}'", auth.local_dev));
+        }
+        if auth.revocation_check_ms == 0 || auth.failure_report_secs == 0 {
+            return invalid("auth.revocation_check_ms and auth.failure_report_secs must be at least 1".into());
+        }
+        let app = &auth.app_tokens;
+        match app.algorithm.as_str() {
+            "HS256" => {
+                if !app.secret.is_empty() && app.secret.len() < 32 {
+                    return invalid("auth.app_tokens.secret must be at least 32 bytes".into());
+                }
+            }
+            "EdDSA" | "RS256" => {
+                if !app.secret.is_empty() {
+                    return invalid(format!("auth.app_tokens.secret is for HS256; {} takes key files", app.algorithm));
+                }
+            }
+            other => return invalid(format!("auth.app_tokens.algorithm must be HS256, EdDSA or RS256, not '{other}'")),
+        }
+        if app.issuer.is_empty() || app.audience.is_empty() || app.exchange_ttl_secs == 0 || app.mint_ttl_secs == 0 {
+            return invalid("auth.app_tokens: issuer, audience and the ttls must be set".into());
+        }
+        let mut names = HashSet::new();
+        let mut issuers = HashSet::from([app.issuer.as_str()]);
+        for provider in &auth.identity_providers {
+            let name = &provider.name;
+            if !crate::ids::is_valid_name(name) || !names.insert(name) {
+                return invalid(format!("identity provider '{name}' is duplicated or not a valid name"));
+            }
+            if provider.issuer.is_empty() || !issuers.insert(provider.issuer.as_str()) {
+                return invalid(format!(
+                    "identity provider '{name}': issuer must be set and differ from every other issuer (app tokens' too)"
+                ));
+            }
+            if provider.audience.is_empty() {
+                return invalid(format!("identity provider '{name}': audience must name at least one audience"));
+            }
+            let sources = [&provider.jwks_url, &provider.jwks_file, &provider.public_key_file];
+            if sources.iter().filter(|s| !s.is_empty()).count() != 1 {
+                return invalid(format!(
+                    "identity provider '{name}': give exactly one of jwks_url, jwks_file, public_key_file"
+                ));
+            }
+            if !provider.jwks_url.is_empty() && !provider.jwks_url.starts_with("http://") {
+                return invalid(format!(
+                    "identity provider '{name}': jwks_url must be an http:// URL (see docs/config.md)"
+                ));
+            }
+            for algorithm in &provider.algorithms {
+                if !matches!(algorithm.as_str(), "RS256" | "RS384" | "RS512" | "PS256" | "ES256" | "ES384" | "EdDSA") {
+                    return invalid(format!(
+                        "identity provider '{name}': algorithm '{algorithm}' is not accepted (asymmetric ones only)"
+                    ));
+                }
+            }
+            if !provider.public_key_file.is_empty() && provider.algorithms.len() != 1 {
+                return invalid(format!(
+                    "identity provider '{name}': a public_key_file needs algorithms = [its one algorithm]"
+                ));
+            }
+            if provider.refresh_secs == 0 {
+                return invalid(format!("identity provider '{name}': refresh_secs must be at least 1"));
             }
         }
         Ok(())

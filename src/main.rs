@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use agui_gateway::auth::{keys, Scopes};
 use agui_gateway::config::{self, Config};
+use agui_gateway::store::{KeyKind, Store};
 
 #[derive(Parser)]
 #[command(name = "agui-gateway", version, about = "An AG-UI 1.0 gateway with a durable, replayable event log")]
@@ -37,6 +39,90 @@ enum Command {
     },
     /// Print the commented default configuration.
     PrintDefaultConfig,
+    /// Gateway app tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Tenant API keys and app keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Print the audit trail, oldest first.
+    Audit {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        tenant: Option<String>,
+        /// From when: an RFC 3339 time (2025-01-31T12:00:00Z), a date (2025-01-31), or an age
+        /// (30m, 12h, 7d).
+        #[arg(long)]
+        since: Option<String>,
+        #[arg(long, default_value_t = 1000)]
+        limit: i64,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Print an app token acting as a person (for development; needs auth.app_tokens' key).
+    Mint {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        tenant: String,
+        /// The person (the token's sub).
+        #[arg(long)]
+        sub: String,
+        #[arg(long, value_delimiter = ',')]
+        roles: Vec<String>,
+        /// Gateway scopes (threads:read, threads:content, agent:NAME, agent:*); default: all.
+        #[arg(long, value_delimiter = ',')]
+        scopes: Vec<String>,
+        /// Board labels the person may read.
+        #[arg(long, value_delimiter = ',')]
+        clearance: Vec<String>,
+        /// Lifetime in seconds (default: auth.app_tokens.mint_ttl_secs).
+        #[arg(long)]
+        ttl: Option<u64>,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create a key and print it (it is shown only this once).
+    Create {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        tenant: String,
+        /// A name for people: what the key is for.
+        #[arg(long)]
+        name: String,
+        /// Agents the key may start (`*` for all of the tenant's).
+        #[arg(long, value_delimiter = ',', required = true)]
+        agents: Vec<String>,
+        /// An app key: accepted only by the token exchange, for apps acting for persons.
+        #[arg(long)]
+        app: bool,
+    },
+    /// List keys (never their secrets).
+    List {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Revoke a key; its open streams end within seconds.
+    Revoke {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        tenant: String,
+        /// The key's id (the part after agk_, before the next _).
+        id: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -94,6 +180,9 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             );
             Ok(())
         }
+        Command::Token { command } => token_command(command).await,
+        Command::Keys { command } => keys_command(command).await,
+        Command::Audit { common, tenant, since, limit } => audit_command(common, tenant, since, limit).await,
         Command::Migrate { common } => {
             let config = common.load()?;
             init_logging(&config);
@@ -111,6 +200,12 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             let address = config.listen_addr()?;
             let (state, stop_streams) = agui_gateway::server::build(config.clone()).await?;
             let engine = state.engine.clone();
+            if state.auth.local_dev() {
+                tracing::warn!(
+                    "no authentication is configured: anonymous callers from loopback act as the local person \
+                     'local' (development only; configure [auth] before exposing the gateway)"
+                );
+            }
             let listener = tokio::net::TcpListener::bind(address).await?;
             tracing::info!(
                 address = %listener.local_addr()?,
@@ -140,6 +235,138 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
     }
+}
+
+async fn open_store(config: &Config) -> Result<std::sync::Arc<dyn Store>, Box<dyn std::error::Error>> {
+    let store = agui_gateway::store::connect(&config.database.url, 2).await?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+fn known_tenant(config: &Config, tenant: &str) -> Result<(), Box<dyn std::error::Error>> {
+    match config.tenant(tenant) {
+        Some(_) => Ok(()),
+        None => Err(format!("tenant '{tenant}' is not configured").into()),
+    }
+}
+
+async fn token_command(command: TokenCommand) -> Result<(), Box<dyn std::error::Error>> {
+    let TokenCommand::Mint { common, tenant, sub, roles, scopes, clearance, ttl } = command;
+    let config = common.load()?;
+    known_tenant(&config, &tenant)?;
+    let app = agui_gateway::auth::jwt::AppTokens::from_config(&config.auth.app_tokens)?;
+    let scopes = if scopes.is_empty() { Scopes::all() } else { Scopes::gateway(scopes.iter().map(String::as_str)) };
+    let now = jsonwebtoken_now();
+    let claims = agui_gateway::auth::jwt::AppClaims {
+        tenant: &tenant,
+        sub: &sub,
+        roles: &roles,
+        scopes: &scopes,
+        clearance: &clearance,
+        via: None,
+        app_key: None,
+        expires_at: now + ttl.unwrap_or(config.auth.app_tokens.mint_ttl_secs),
+    };
+    match app.sign(&claims, now) {
+        Some(token) => {
+            println!("{}", token?);
+            Ok(())
+        }
+        None => {
+            Err("no signing key: set auth.app_tokens.secret (AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET) or private_key_file"
+                .into())
+        }
+    }
+}
+
+fn jsonwebtoken_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+async fn keys_command(command: KeysCommand) -> Result<(), Box<dyn std::error::Error>> {
+    match command {
+        KeysCommand::Create { common, tenant, name, agents, app } => {
+            let config = common.load()?;
+            known_tenant(&config, &tenant)?;
+            let store = open_store(&config).await?;
+            let kind = if app { KeyKind::App } else { KeyKind::Tenant };
+            let request = keys::KeyRequest { tenant: &tenant, name: &name, kind, agents: &agents, actor: "cli" };
+            let made = keys::create(store.as_ref(), request).await?;
+            eprintln!(
+                "created {} key {} ({}) for tenant {}, scopes: {}. It is shown only now:",
+                kind.as_str(),
+                made.row.id,
+                made.row.name,
+                made.row.tenant,
+                made.row.scopes
+            );
+            println!("{}", made.key);
+            Ok(())
+        }
+        KeysCommand::List { common, tenant } => {
+            let config = common.load()?;
+            let store = open_store(&config).await?;
+            println!(
+                "{:<16}  {:<12}  {:<6}  {:<24}  {:<24}  {:<10}  scopes",
+                "id", "tenant", "kind", "name", "created", "status"
+            );
+            for key in store.list_api_keys(tenant.as_deref()).await? {
+                let status = match key.revoked_at_ms {
+                    Some(at) => format!("revoked {}", agui_gateway::auth::time::format_ms(at)),
+                    None => "active".to_string(),
+                };
+                println!(
+                    "{:<16}  {:<12}  {:<6}  {:<24}  {:<24}  {:<10}  {}",
+                    key.id,
+                    key.tenant,
+                    key.kind.as_str(),
+                    key.name,
+                    agui_gateway::auth::time::format_ms(key.created_at_ms),
+                    status,
+                    key.scopes
+                );
+            }
+            Ok(())
+        }
+        KeysCommand::Revoke { common, tenant, id } => {
+            let config = common.load()?;
+            let store = open_store(&config).await?;
+            if keys::revoke(store.as_ref(), &tenant, &id, "cli").await? {
+                println!("revoked key {id} of tenant {tenant}");
+                Ok(())
+            } else {
+                Err(format!("tenant {tenant} has no active key {id}").into())
+            }
+        }
+    }
+}
+
+async fn audit_command(
+    common: Common,
+    tenant: Option<String>,
+    since: Option<String>,
+    limit: i64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let config = common.load()?;
+    let since_ms = match since.as_deref() {
+        Some(text) => agui_gateway::auth::time::parse_since(text, agui_gateway::protocol::now_ms())
+            .ok_or_else(|| format!("--since '{text}': give an RFC 3339 time, a date, or an age like 30m, 12h, 7d"))?,
+        None => 0,
+    };
+    let store = open_store(&config).await?;
+    for row in store.audit_rows(tenant.as_deref(), since_ms, limit).await? {
+        let entry = row.entry;
+        println!(
+            "{}  {}  {}  {}  {}  {}",
+            agui_gateway::auth::time::format_ms(entry.at_ms),
+            entry.tenant,
+            entry.action,
+            entry.actor,
+            entry.via.as_deref().unwrap_or("-"),
+            entry.detail
+        );
+    }
+    Ok(())
 }
 
 fn init_logging(config: &Config) {

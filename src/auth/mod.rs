@@ -1,42 +1,172 @@
-//! Who is calling. A request's [`Caller`] is established from its parts before the body is
-//! read (§2.1), and every thread access is decided by [`Caller::may_read`].
+//! Who is calling (SPEC §2.1, §8). A request's [`Caller`] is established from its
+//! `Authorization` header before the body is read: a gateway-signed app token or an identity
+//! provider's token (a person), or a tenant API key (no person). [`Auth`] holds the verifiers,
+//! counts refused credentials per tenant for the audit trail, and watches for revoked keys so
+//! open streams of a revoked key end.
 //!
-//! Until tokens and API keys are configured, the gateway accepts callers only from loopback,
-//! each as the local person `local`: safe on a developer's machine, useless on the internet.
+//! While no token verifier is configured, anonymous loopback callers act as the local person
+//! `local` ([`AuthConfig::local_dev_enabled`]): safe on a developer's machine, never on the
+//! internet.
+//!
+//! The HTTP extractors that turn this into permissions live in `http::permissions`.
 
+pub mod jwt;
+pub mod keys;
+pub mod providers;
+pub mod time;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
-use axum::extract::{ConnectInfo, FromRequestParts};
-use axum::http::request::Parts;
+use serde_json::{json, Map, Value};
+use tokio::sync::watch;
 
-use crate::store::{Owner, OwnerKind, ThreadRow};
+use crate::config::{default_person_scopes, AuthConfig, Config};
+use crate::protocol::now_ms;
+use crate::store::{AuditEntry, KeyKind, Owner, OwnerKind, Store, StoreError, ThreadRow};
+use jwt::{AppClaims, AppTokens, KeyError};
+use providers::Provider;
 
-/// The person every loopback request acts as while no authentication is configured.
+/// The person every anonymous loopback request acts as in local development.
 pub const LOCAL_PERSON: &str = "local";
+
+/// What a caller may do (§2.2): read threads, see their content, start agents.
+/// Scopes are `threads:read`, `threads:content`, `agent:<name>` and `agent:*`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Scopes(Vec<String>);
+
+impl Scopes {
+    pub const READ: &'static str = "threads:read";
+    pub const CONTENT: &'static str = "threads:content";
+
+    /// Keeps the gateway's scopes among `items` (an identity provider's token carries others).
+    pub fn gateway<'a>(items: impl IntoIterator<Item = &'a str>) -> Scopes {
+        let mut scopes: Vec<String> = Vec::new();
+        for item in items {
+            let ours = item == Self::READ
+                || item == Self::CONTENT
+                || item.strip_prefix("agent:").is_some_and(|a| a == "*" || crate::ids::is_valid_name(a));
+            if ours && !scopes.iter().any(|s| s == item) {
+                scopes.push(item.to_string());
+            }
+        }
+        Scopes(scopes)
+    }
+
+    /// Everything: the local person and a minted token without `--scopes`.
+    pub fn all() -> Scopes {
+        Scopes::gateway(default_person_scopes().iter().map(String::as_str))
+    }
+
+    /// A key's scopes: read and content on the tenant's threads, and the named agents.
+    pub fn for_key(agents: &[String]) -> Scopes {
+        let agent_scopes: Vec<String> = agents.iter().map(|a| format!("agent:{a}")).collect();
+        Scopes::gateway([Self::READ, Self::CONTENT].into_iter().chain(agent_scopes.iter().map(String::as_str)))
+    }
+
+    pub fn parse(text: &str) -> Scopes {
+        Scopes::gateway(text.split_whitespace())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn may_read_threads(&self) -> bool {
+        self.0.iter().any(|s| s == Self::READ)
+    }
+
+    pub fn may_read_content(&self) -> bool {
+        self.0.iter().any(|s| s == Self::CONTENT)
+    }
+
+    pub fn may_start(&self, agent: &str) -> bool {
+        self.0.iter().any(|s| s.strip_prefix("agent:").is_some_and(|a| a == "*" || a == agent))
+    }
+
+    /// These scopes, with agents narrowed to those `app` may start too: a token exchanged by
+    /// an app never reaches further than the person or the app.
+    pub fn within(&self, app: &Scopes) -> Scopes {
+        let kept = self.0.iter().filter(|s| match s.strip_prefix("agent:") {
+            Some("*") => false,
+            Some(agent) => app.may_start(agent),
+            None => true,
+        });
+        let mut scopes: Vec<String> = kept.cloned().collect();
+        if self.may_start_all() {
+            scopes.extend(app.0.iter().filter(|s| s.starts_with("agent:")).cloned());
+        }
+        Scopes::gateway(scopes.iter().map(String::as_str))
+    }
+
+    fn may_start_all(&self) -> bool {
+        self.0.iter().any(|s| s == "agent:*")
+    }
+}
+
+impl std::fmt::Display for Scopes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join(" "))
+    }
+}
+
+/// A person: the subject of an app token or of an identity provider's token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    pub id: String,
+    pub roles: Vec<String>,
+    pub scopes: Scopes,
+    /// Labels of board notes this person may read (§7).
+    pub clearance: Vec<String>,
+    /// `app:<id>` when an app acts for the person (a token from the exchange).
+    pub via: Option<String>,
+    /// The app key that exchanged the token: revoking it withdraws the token.
+    pub app_key: Option<String>,
+}
+
+/// A tenant API key: no person behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyCaller {
+    pub id: String,
+    pub name: String,
+    pub scopes: Scopes,
+}
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
-    /// A person (an app token acting for them, or their own token).
-    Person { id: String },
-    /// A tenant API key: no person behind it.
-    TenantKey { id: String },
+    Person(Person),
+    TenantKey(KeyCaller),
 }
 
 impl Caller {
+    /// The local person of development mode, who may do everything.
+    pub fn local() -> Caller {
+        Caller::Person(Person {
+            id: LOCAL_PERSON.to_string(),
+            roles: Vec::new(),
+            scopes: Scopes::all(),
+            clearance: Vec::new(),
+            via: None,
+            app_key: None,
+        })
+    }
+
     /// Who owns a thread this caller creates: the person, or the tenant for a key.
     pub fn owner(&self) -> Owner {
         match self {
-            Caller::Person { id } => Owner { kind: OwnerKind::Person, id: id.clone() },
-            Caller::TenantKey { .. } => Owner { kind: OwnerKind::Tenant, id: String::new() },
+            Caller::Person(person) => Owner { kind: OwnerKind::Person, id: person.id.clone() },
+            Caller::TenantKey(_) => Owner { kind: OwnerKind::Tenant, id: String::new() },
         }
     }
 
     /// A person's thread is private to that person; a tenant's thread is the tenant's callers'.
     pub fn may_read(&self, thread: &ThreadRow) -> bool {
         match (&thread.owner.kind, self) {
-            (OwnerKind::Person, Caller::Person { id }) => thread.owner.id == *id,
-            (OwnerKind::Person, Caller::TenantKey { .. }) => false,
+            (OwnerKind::Person, Caller::Person(person)) => thread.owner.id == person.id,
+            (OwnerKind::Person, Caller::TenantKey(_)) => false,
             (OwnerKind::Tenant, _) => true,
         }
     }
@@ -44,27 +174,542 @@ impl Caller {
     /// How the caller is named in records (`person:<id>` or `key:<id>`).
     pub fn label(&self) -> String {
         match self {
-            Caller::Person { id } => format!("person:{id}"),
-            Caller::TenantKey { id } => format!("key:{id}"),
+            Caller::Person(person) => format!("person:{}", person.id),
+            Caller::TenantKey(key) => format!("key:{}", key.id),
+        }
+    }
+
+    /// `app:<id>` when an app acts for the person.
+    pub fn via(&self) -> Option<&str> {
+        match self {
+            Caller::Person(person) => person.via.as_deref(),
+            Caller::TenantKey(_) => None,
+        }
+    }
+
+    pub fn scopes(&self) -> &Scopes {
+        match self {
+            Caller::Person(person) => &person.scopes,
+            Caller::TenantKey(key) => &key.scopes,
+        }
+    }
+
+    pub fn is_person(&self) -> bool {
+        matches!(self, Caller::Person(_))
+    }
+
+    /// The person's id; `None` for a key.
+    pub fn person_id(&self) -> Option<&str> {
+        match self {
+            Caller::Person(person) => Some(&person.id),
+            Caller::TenantKey(_) => None,
+        }
+    }
+
+    /// The person's roles (from their token); none for a key.
+    pub fn roles(&self) -> &[String] {
+        match self {
+            Caller::Person(person) => &person.roles,
+            Caller::TenantKey(_) => &[],
+        }
+    }
+
+    /// The keys whose revocation withdraws this caller's access: its own, or its app's.
+    pub fn revocable_keys(&self) -> Vec<String> {
+        match self {
+            Caller::Person(person) => person.app_key.iter().cloned().collect(),
+            Caller::TenantKey(key) => vec![key.id.clone()],
         }
     }
 }
 
-/// Why a caller was not accepted (401 `unauthenticated`).
+/// A caller and the tenant its credential belongs to (`None`: the local person, any tenant).
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    pub caller: Caller,
+    pub tenant: Option<String>,
+}
+
+/// A registered app's key, presented to the token exchange.
+#[derive(Debug, Clone)]
+pub struct AppKey {
+    pub id: String,
+    pub name: String,
+    pub tenant: String,
+    pub scopes: Scopes,
+}
+
+/// A person verified from an identity provider's token (for the token exchange).
+#[derive(Debug, Clone)]
+pub struct IdentityToken {
+    pub person: Person,
+    pub tenant: String,
+    pub provider: String,
+    pub expires_at: u64,
+}
+
+/// Why a caller was not accepted: 401 `unauthenticated`. The message never repeats the
+/// credential; [`AuthError::reason`] names the failure in the audit trail's counts.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     #[error("this gateway has no authentication configured and accepts requests only from loopback")]
     NotLoopback,
+    #[error("an Authorization header with a bearer credential is required")]
+    Missing,
+    #[error("the Authorization header must be `Bearer <credential>`")]
+    Malformed,
+    #[error("{0}")]
+    InvalidToken(&'static str),
+    #[error("the token has expired")]
+    Expired,
+    #[error("the token is not valid yet (nbf)")]
+    NotYetValid,
+    #[error("the API key is not valid")]
+    UnknownKey,
+    #[error("the API key has been revoked")]
+    Revoked,
+    #[error("an app key is accepted only by POST /v1/auth/token")]
+    AppKeyAsBearer,
+    #[error("the key is not an app key")]
+    NotAnAppKey,
+    #[error("the credential could not be checked")]
+    Store(#[source] StoreError),
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = crate::http::ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|info| info.0);
-        match peer {
-            Some(address) if address.ip().is_loopback() => Ok(Caller::Person { id: LOCAL_PERSON.to_string() }),
-            _ => Err(AuthError::NotLoopback.into()),
+impl AuthError {
+    /// A short name for counting.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::NotLoopback => "not_loopback",
+            AuthError::Missing => "missing",
+            AuthError::Malformed => "malformed",
+            AuthError::InvalidToken(_) => "invalid_token",
+            AuthError::Expired => "expired",
+            AuthError::NotYetValid => "not_yet_valid",
+            AuthError::UnknownKey => "unknown_key",
+            AuthError::Revoked => "revoked",
+            AuthError::AppKeyAsBearer => "app_key_as_bearer",
+            AuthError::NotAnAppKey => "not_an_app_key",
+            AuthError::Store(_) => "store",
         }
+    }
+}
+
+/// Why authentication could not be set up at start.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthSetupError {
+    #[error("auth.app_tokens: {0}")]
+    AppTokens(#[source] KeyError),
+    #[error("identity provider '{name}': {source}")]
+    Provider { name: String, source: KeyError },
+}
+
+/// Why a token could not be minted.
+#[derive(Debug, thiserror::Error)]
+pub enum MintError {
+    #[error("this gateway has no signing key for app tokens (auth.app_tokens)")]
+    NoSigningKey,
+    #[error("signing failed: {0}")]
+    Sign(#[from] jsonwebtoken::errors::Error),
+}
+
+/// What a minted app token says.
+pub struct MintRequest<'a> {
+    pub tenant: &'a str,
+    pub person: &'a Person,
+    pub ttl_secs: u64,
+    /// The token never outlives this (the exchanged subject token's `exp`).
+    pub not_after: Option<u64>,
+}
+
+/// Authentication for one gateway: cheap to clone.
+#[derive(Clone)]
+pub struct Auth {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: AuthConfig,
+    local_dev: bool,
+    tenants: HashSet<String>,
+    store: Arc<dyn Store>,
+    app: AppTokens,
+    providers: Vec<Arc<Provider>>,
+    failures: Mutex<Failures>,
+    revoked: watch::Sender<Arc<HashSet<String>>>,
+}
+
+#[derive(Default)]
+struct Failures {
+    /// Since the last report, per tenant and reason.
+    pending: HashMap<String, BTreeMap<&'static str, u64>>,
+    pending_since_ms: i64,
+    /// Since start, per tenant.
+    total: HashMap<String, u64>,
+}
+
+impl Auth {
+    /// Loads the keys, fetches the identity providers' JWKS, and starts the revocation watcher
+    /// and the failure reporter.
+    pub async fn start(config: &Config, store: Arc<dyn Store>) -> Result<Auth, AuthSetupError> {
+        let app = AppTokens::from_config(&config.auth.app_tokens).map_err(AuthSetupError::AppTokens)?;
+        let mut providers = Vec::new();
+        for provider in &config.auth.identity_providers {
+            let started = Provider::start(provider.clone())
+                .await
+                .map_err(|source| AuthSetupError::Provider { name: provider.name.clone(), source })?;
+            providers.push(started);
+        }
+        let (revoked, _) = watch::channel(Arc::new(HashSet::new()));
+        let auth = Auth {
+            inner: Arc::new(Inner {
+                local_dev: config.auth.local_dev_enabled(),
+                config: config.auth.clone(),
+                tenants: config.tenants.iter().map(|t| t.name.clone()).collect(),
+                store,
+                app,
+                providers,
+                failures: Mutex::new(Failures { pending_since_ms: now_ms(), ..Failures::default() }),
+                revoked,
+            }),
+        };
+        spawn_revocation_watcher(Arc::downgrade(&auth.inner));
+        spawn_failure_reporter(Arc::downgrade(&auth.inner));
+        Ok(auth)
+    }
+
+    /// True when anonymous loopback callers act as the local person (development only).
+    pub fn local_dev(&self) -> bool {
+        self.inner.local_dev
+    }
+
+    /// Authenticates a request from its `Authorization` header (absent: `None`) and its peer.
+    pub async fn authenticate(
+        &self,
+        authorization: Option<&[u8]>,
+        peer: Option<SocketAddr>,
+    ) -> Result<Authenticated, AuthError> {
+        let Some(header) = authorization else {
+            return match peer {
+                Some(address) if self.inner.local_dev && address.ip().is_loopback() => {
+                    Ok(Authenticated { caller: Caller::local(), tenant: None })
+                }
+                _ if self.inner.local_dev => Err(AuthError::NotLoopback),
+                _ => Err(AuthError::Missing),
+            };
+        };
+        let credential = bearer(header)?;
+        if credential.starts_with(keys::KEY_PREFIX) {
+            let key = self.find_key(credential).await?;
+            if key.kind == KeyKind::App {
+                return Err(AuthError::AppKeyAsBearer);
+            }
+            let caller = Caller::TenantKey(KeyCaller {
+                id: key.id.clone(),
+                name: key.name.clone(),
+                scopes: Scopes::parse(&key.scopes),
+            });
+            return Ok(Authenticated { caller, tenant: Some(key.tenant) });
+        }
+        self.verify_token(credential).await
+    }
+
+    /// Authenticates the app key of a token exchange.
+    pub async fn authenticate_app(&self, authorization: Option<&[u8]>) -> Result<AppKey, AuthError> {
+        let credential = bearer(authorization.ok_or(AuthError::Missing)?)?;
+        if !credential.starts_with(keys::KEY_PREFIX) {
+            return Err(AuthError::NotAnAppKey);
+        }
+        let key = self.find_key(credential).await?;
+        if key.kind != KeyKind::App {
+            return Err(AuthError::NotAnAppKey);
+        }
+        Ok(AppKey { id: key.id, name: key.name, tenant: key.tenant, scopes: Scopes::parse(&key.scopes) })
+    }
+
+    async fn find_key(&self, credential: &str) -> Result<crate::store::ApiKeyRow, AuthError> {
+        let presented = keys::parse(credential).ok_or(AuthError::UnknownKey)?;
+        let row = self.inner.store.find_api_key(presented.id).await.map_err(AuthError::Store)?;
+        let row = row.ok_or(AuthError::UnknownKey)?;
+        if !keys::same_hash(&row.secret_sha256, &keys::hash_secret(presented.secret)) {
+            return Err(AuthError::UnknownKey);
+        }
+        if row.revoked_at_ms.is_some() {
+            return Err(AuthError::Revoked);
+        }
+        Ok(row)
+    }
+
+    /// A JWT: the gateway's own app token, or a configured identity provider's, chosen by `iss`.
+    async fn verify_token(&self, token: &str) -> Result<Authenticated, AuthError> {
+        let inner = &self.inner;
+        let leeway = inner.config.leeway_secs;
+        let issuer = jwt::peek_issuer(token).ok_or(AuthError::InvalidToken("the token is malformed or has no iss"))?;
+        if inner.app.verifies() && issuer == inner.app.issuer {
+            let claims = inner.app.verify(token, leeway)?;
+            let (person, tenant) = person_from(&claims, "tenant", "roles", "clearance", None, true)?;
+            if let Some(app_key) = &person.app_key {
+                // An exchanged token lives only as long as the app key that exchanged it.
+                let key = inner.store.find_api_key(app_key).await.map_err(AuthError::Store)?;
+                if !key.is_some_and(|k| k.revoked_at_ms.is_none() && k.kind == KeyKind::App) {
+                    return Err(AuthError::Revoked);
+                }
+            }
+            return Ok(Authenticated { caller: Caller::Person(person), tenant: Some(tenant) });
+        }
+        let identity = self.verify_identity_token_as(token, &issuer)?;
+        Ok(Authenticated { caller: Caller::Person(identity.person), tenant: Some(identity.tenant) })
+    }
+
+    /// Verifies an identity provider's token (never an app token): the subject of a token
+    /// exchange.
+    pub fn verify_identity_token(&self, token: &str) -> Result<IdentityToken, AuthError> {
+        let issuer = jwt::peek_issuer(token).ok_or(AuthError::InvalidToken("the token is malformed or has no iss"))?;
+        self.verify_identity_token_as(token, &issuer)
+    }
+
+    fn verify_identity_token_as(&self, token: &str, issuer: &str) -> Result<IdentityToken, AuthError> {
+        let provider = self
+            .inner
+            .providers
+            .iter()
+            .find(|p| p.config.issuer == issuer)
+            .ok_or(AuthError::InvalidToken("the token's issuer is not accepted"))?;
+        let claims = provider.verify(token, self.inner.config.leeway_secs)?;
+        let config = &provider.config;
+        let defaults = Scopes::gateway(config.default_scopes.iter().map(String::as_str));
+        let (person, tenant) = person_from(
+            &claims,
+            &config.tenant_claim,
+            &config.roles_claim,
+            &config.clearance_claim,
+            Some(defaults),
+            false,
+        )?;
+        let expires_at = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        Ok(IdentityToken { person, tenant, provider: config.name.clone(), expires_at })
+    }
+
+    /// Signs an app token acting as `person` (`token mint`, the token exchange).
+    pub fn mint(&self, request: &MintRequest<'_>) -> Result<(String, u64), MintError> {
+        let now = jsonwebtoken::get_current_timestamp();
+        let mut expires_at = now + request.ttl_secs;
+        if let Some(limit) = request.not_after {
+            expires_at = expires_at.min(limit);
+        }
+        let person = request.person;
+        let claims = AppClaims {
+            tenant: request.tenant,
+            sub: &person.id,
+            roles: &person.roles,
+            scopes: &person.scopes,
+            clearance: &person.clearance,
+            via: person.via.as_deref(),
+            app_key: person.app_key.as_deref(),
+            expires_at,
+        };
+        let token = self.inner.app.sign(&claims, now).ok_or(MintError::NoSigningKey)??;
+        Ok((token, expires_at))
+    }
+
+    pub fn exchange_ttl_secs(&self) -> u64 {
+        self.inner.app.exchange_ttl_secs
+    }
+
+    pub fn mint_ttl_secs(&self) -> u64 {
+        self.inner.app.mint_ttl_secs
+    }
+
+    /// Counts a refused credential against the tenant the request named (unknown tenants are
+    /// not counted: their names are the caller's to choose).
+    pub fn record_failure(&self, tenant: &str, reason: &'static str) {
+        if !self.inner.tenants.contains(tenant) {
+            return;
+        }
+        let mut failures = self.inner.failures.lock().unwrap_or_else(|p| p.into_inner());
+        *failures.pending.entry(tenant.to_string()).or_default().entry(reason).or_default() += 1;
+        *failures.total.entry(tenant.to_string()).or_default() += 1;
+    }
+
+    /// Refused credentials counted for the tenant since start.
+    pub fn failure_count(&self, tenant: &str) -> u64 {
+        self.inner.failures.lock().unwrap_or_else(|p| p.into_inner()).total.get(tenant).copied().unwrap_or(0)
+    }
+
+    /// Writes the counts gathered since the last report as `auth.failures` audit rows.
+    pub async fn report_failures(&self) -> Result<(), StoreError> {
+        self.inner.report_failures().await
+    }
+
+    /// Resolves once any of `keys` is revoked (never, for an empty list).
+    pub async fn revoked(&self, keys: Vec<String>) {
+        if keys.is_empty() {
+            return std::future::pending().await;
+        }
+        let mut revoked = self.inner.revoked.subscribe();
+        loop {
+            if keys.iter().any(|k| revoked.borrow_and_update().contains(k)) {
+                return;
+            }
+            if revoked.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// An audit row written by a request.
+    pub async fn audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        self.inner.store.append_audit(&entry).await
+    }
+}
+
+impl Inner {
+    async fn report_failures(&self) -> Result<(), StoreError> {
+        let (pending, since) = {
+            let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            let since = std::mem::replace(&mut failures.pending_since_ms, now_ms());
+            (std::mem::take(&mut failures.pending), since)
+        };
+        for (tenant, reasons) in pending {
+            let count: u64 = reasons.values().sum();
+            let entry = AuditEntry {
+                tenant,
+                action: "auth.failures".into(),
+                actor: "gateway".into(),
+                via: None,
+                detail: json!({ "count": count, "reasons": reasons, "sinceMs": since }).to_string(),
+                at_ms: now_ms(),
+            };
+            self.store.append_audit(&entry).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The credential of `Authorization: Bearer <credential>`.
+fn bearer(header: &[u8]) -> Result<&str, AuthError> {
+    let text = std::str::from_utf8(header).map_err(|_| AuthError::Malformed)?;
+    let (scheme, credential) = text.trim().split_once(' ').ok_or(AuthError::Malformed)?;
+    let credential = credential.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || credential.is_empty() || credential.contains(char::is_whitespace) {
+        return Err(AuthError::Malformed);
+    }
+    Ok(credential)
+}
+
+/// The person and tenant a verified token states. `via` and `akid` are honoured only in the
+/// gateway's own tokens; a token naming no gateway scope gets `defaults` (identity providers)
+/// or everything (the gateway's own, minted without `--scopes`).
+fn person_from(
+    claims: &Map<String, Value>,
+    tenant_claim: &str,
+    roles_claim: &str,
+    clearance_claim: &str,
+    defaults: Option<Scopes>,
+    own_token: bool,
+) -> Result<(Person, String), AuthError> {
+    let sub = claims.get("sub").and_then(Value::as_str).unwrap_or_default();
+    let tenant = claims
+        .get(tenant_claim)
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .ok_or(AuthError::InvalidToken("the token names no tenant"))?;
+    let stated = jwt::token_scopes(claims);
+    let mut scopes = Scopes::gateway(stated.iter().map(String::as_str));
+    if scopes.is_empty() {
+        scopes = defaults.unwrap_or_else(Scopes::all);
+    }
+    let text = |name: &str| claims.get(name).and_then(Value::as_str).map(str::to_string);
+    let person = Person {
+        id: sub.to_string(),
+        roles: jwt::string_list(claims, roles_claim),
+        scopes,
+        clearance: jwt::string_list(claims, clearance_claim),
+        via: if own_token { text("via") } else { None },
+        app_key: if own_token { text("akid") } else { None },
+    };
+    Ok((person, tenant.to_string()))
+}
+
+/// Polls for keys revoked since the last look (one query per interval for all open streams)
+/// and publishes the set; streams of a revoked key end within the interval.
+fn spawn_revocation_watcher(inner: Weak<Inner>) {
+    tokio::spawn(async move {
+        let every = match inner.upgrade() {
+            Some(inner) => Duration::from_millis(inner.config.revocation_check_ms),
+            None => return,
+        };
+        let mut since = 0;
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let Some(inner) = inner.upgrade() else { return };
+            // Revocations are stamped by whoever made them (another instance, the CLI): look a
+            // minute back to forgive their clocks.
+            let started = now_ms();
+            match inner.store.revoked_keys_since(since).await {
+                Ok(ids) => {
+                    since = started - 60_000;
+                    inner.revoked.send_if_modified(|set| {
+                        let fresh: Vec<String> = ids.into_iter().filter(|id| !set.contains(id)).collect();
+                        if fresh.is_empty() {
+                            return false;
+                        }
+                        let mut grown = (**set).clone();
+                        grown.extend(fresh);
+                        *set = Arc::new(grown);
+                        true
+                    });
+                }
+                Err(error) => tracing::warn!(%error, "looking for revoked keys failed"),
+            }
+        }
+    });
+}
+
+fn spawn_failure_reporter(inner: Weak<Inner>) {
+    tokio::spawn(async move {
+        let every = match inner.upgrade() {
+            Some(inner) => Duration::from_secs(inner.config.failure_report_secs),
+            None => return,
+        };
+        let mut ticks = tokio::time::interval(every);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let Some(inner) = inner.upgrade() else { return };
+            if let Err(error) = inner.report_failures().await {
+                tracing::warn!(%error, "could not write the counts of refused credentials to the audit trail");
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_credentials_are_the_only_accepted_form() {
+        assert_eq!(bearer(b"Bearer abc").expect("ok"), "abc");
+        assert_eq!(bearer(b"bearer  abc ").expect("ok"), "abc");
+        for bad in [&b"Basic abc"[..], b"Bearer", b"Bearer ", b"Bearer a b", b"abc", b"\xff\xfe"] {
+            assert!(bearer(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn scopes_name_agents_and_exchanged_tokens_reach_no_further_than_the_app() {
+        let key = Scopes::for_key(&["demo".into()]);
+        assert!(key.may_read_threads() && key.may_read_content());
+        assert!(key.may_start("demo") && !key.may_start("other"));
+        let person = Scopes::all();
+        assert!(person.may_start("anything"));
+        let exchanged = person.within(&key);
+        assert!(exchanged.may_start("demo") && !exchanged.may_start("other"));
+        let narrow = Scopes::parse("threads:read agent:other openid");
+        assert_eq!(narrow.to_string(), "threads:read agent:other");
+        assert!(!narrow.within(&key).may_start("other"));
     }
 }

@@ -27,8 +27,8 @@ use crate::metrics::{AgentLabel, CodeLabel, Metrics, OutcomeLabels};
 use crate::protocol::input::ResumeEntry;
 use crate::protocol::{now_ms, Event, RunAgentInput, PROTOCOL_VERSION};
 use crate::store::{
-    Decided, Decision, EventKind, InterruptRow, NewTurn, StartTurn, Store, StoreError, StoredEvent, ThreadRow, TurnRow,
-    TurnStatus,
+    AuditEntry, Decided, Decision, EventKind, InterruptRow, NewTurn, StartTurn, Store, StoreError, StoredEvent,
+    ThreadRow, TurnRow, TurnStatus,
 };
 use history::HistoryVerdict;
 use hub::Hub;
@@ -479,7 +479,7 @@ impl Engine {
         thread: Option<&ThreadRow>,
         turns: &[TurnRow],
     ) -> Result<RunPlan, EngineError> {
-        let Caller::Person { id: person } = request.caller else {
+        let Some(person) = request.caller.person_id() else {
             return Err(EngineError::PersonOnly(self.console_hint()));
         };
         let (Some(thread), Some(latest)) = (thread, turns.last()) else {
@@ -496,7 +496,7 @@ impl Engine {
             Ok(plans) => plans,
             Err(refusal) => return Ok(refuse(refusal.code, &refusal.message)),
         };
-        let via = "direct";
+        let via = request.caller.via().unwrap_or("direct");
         let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await? {
             Some(result) => result,
             None => return Ok(refuse("invalid_resume", "nothing to decide")),
@@ -607,7 +607,7 @@ impl Engine {
         entry: &ResumeEntry,
         via: &str,
     ) -> Result<Value, EngineError> {
-        let Caller::Person { id: person } = caller else {
+        let Some(person) = caller.person_id() else {
             return Err(EngineError::PersonOnly(self.console_hint()));
         };
         let store = &self.inner.store;
@@ -618,7 +618,7 @@ impl Engine {
         let Some(thread) = self.thread_by_pk(tenant, row.thread).await? else {
             return Err(EngineError::PermissionDenied);
         };
-        let roles: Vec<String> = Vec::new();
+        let roles = caller.roles().to_vec();
         // A decider named by the policy decides without reading the thread (four eyes: the
         // approver is someone else); anyone else learns nothing about the interrupt.
         let deciders: interrupts::Deciders = serde_json::from_str(&row.deciders).unwrap_or_default();
@@ -641,10 +641,8 @@ impl Engine {
     /// AG-UI interrupts.
     pub async fn open_interrupts_for(&self, caller: &Caller, turn: &TurnRow) -> Result<Vec<Value>, EngineError> {
         let viewer = Viewer {
-            person: match caller {
-                Caller::Person { id } => Some(id.clone()),
-                Caller::TenantKey { .. } => None,
-            },
+            person: caller.person_id().map(str::to_string),
+            roles: caller.roles().to_vec(),
             ..Viewer::default()
         };
         let rows = self.inner.store.turn_interrupts(turn.pk).await?;
@@ -725,12 +723,30 @@ impl Engine {
             Some(thread) => inner.store.notes(thread.pk).await?,
             None => Vec::new(),
         };
+        let public_id = ids::new_turn_id();
+        // Auth (§8): who started the turn, through which door, is an audit row of its own.
+        let audit = AuditEntry {
+            tenant: request.tenant.to_string(),
+            action: "run.start".into(),
+            actor: request.caller.label(),
+            via: request.caller.via().map(str::to_string),
+            detail: json!({
+                "thread": request.thread_id.as_str(),
+                "turn": public_id,
+                "agent": request.agent,
+                "via": request.caller.via().unwrap_or("direct"),
+                "door": "agui",
+            })
+            .to_string(),
+            at_ms: now_ms(),
+        };
         let new = NewTurn {
+            audit: Some(audit),
             tenant: request.tenant.to_string(),
             thread_id: request.thread_id.as_str().to_string(),
             owner: request.caller.owner(),
             run_id: request.run_id.as_str().to_string(),
-            public_id: ids::new_turn_id(),
+            public_id,
             ordinal: i32::try_from(known_turns + 1).unwrap_or(i32::MAX),
             owner_instance: inner.instance.clone(),
             lease_until_ms: now_ms() + inner.config.turns.lease_ms as i64,
@@ -1013,11 +1029,8 @@ pub(crate) async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredE
 /// Who a run's stream is rendered for.
 fn viewer_of(request: &RunRequest<'_>) -> Viewer {
     Viewer {
-        person: match request.caller {
-            Caller::Person { id } => Some(id.clone()),
-            Caller::TenantKey { .. } => None,
-        },
-        roles: Vec::new(),
+        person: request.caller.person_id().map(str::to_string),
+        roles: request.caller.roles().to_vec(),
         pre_1_0: request.input.is_pre_1_0_client(),
     }
 }

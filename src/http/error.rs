@@ -1,7 +1,8 @@
 //! [`ApiError`]: every error that ends a request before its stream opens, mapped in this one
 //! place to an HTTP status and the body `{"error": {"code", "message"}}` (§2.4).
 
-use axum::http::StatusCode;
+use axum::http::header::WWW_AUTHENTICATE;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -27,6 +28,10 @@ pub enum ApiError {
     /// A decision the checks of §5.3 refused: 403 for `not_a_decider`, else 409, with the code.
     #[error("{message}")]
     DecisionRefused { code: &'static str, message: String },
+    /// 400 with an RFC 6749 code (`invalid_request`, `unsupported_grant_type`, `invalid_grant`):
+    /// the token exchange's own errors.
+    #[error("{message}")]
+    Grant { code: &'static str, message: String },
     /// 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
@@ -65,6 +70,7 @@ impl ApiError {
             ApiError::PermissionDenied | ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "permission_denied"),
             ApiError::DecisionRefused { code: "not_a_decider", .. } => (StatusCode::FORBIDDEN, "not_a_decider"),
             ApiError::DecisionRefused { code, .. } => (StatusCode::CONFLICT, code),
+            ApiError::Grant { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
@@ -102,6 +108,11 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(cause) = &self {
             tracing::error!(error = %cause, "request failed");
         }
-        (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response()
+        let mut response =
+            (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }

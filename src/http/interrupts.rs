@@ -7,8 +7,8 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ApiError, AppState, Tenant};
-use crate::auth::Caller;
+use super::permissions::CanReadContent;
+use super::{ApiError, AppState};
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 
 pub fn router() -> Router<AppState> {
@@ -25,8 +25,7 @@ struct DecisionBody {
 
 async fn decide(
     State(state): State<AppState>,
-    caller: Caller,
-    Tenant(tenant): Tenant,
+    CanReadContent { caller, tenant }: CanReadContent,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {

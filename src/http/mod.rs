@@ -6,69 +6,61 @@ mod agents;
 mod error;
 mod health;
 mod interrupts;
+pub mod permissions;
 mod runs;
 pub mod sse;
 mod threads;
+mod token;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::{FromRequestParts, Query};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
+use axum::http::{HeaderName, HeaderValue, Method};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 pub use error::ApiError;
 
-use crate::config::{Config, TenantConfig};
+use crate::auth::Auth;
+use crate::config::Config;
 use crate::engine::Engine;
 
 /// What every handler shares; cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Engine,
+    pub auth: Auth,
     pub config: Arc<Config>,
     /// Flips to true when the server begins shutting down: open streams end (resumably).
     shutting_down: watch::Receiver<bool>,
 }
 
 impl AppState {
-    pub fn new(engine: Engine) -> (AppState, watch::Sender<bool>) {
+    pub fn new(engine: Engine, auth: Auth) -> (AppState, watch::Sender<bool>) {
         let (sender, receiver) = watch::channel(false);
         let config = engine.config().clone();
-        (AppState { engine, config, shutting_down: receiver }, sender)
-    }
-}
-
-/// The tenant a request names with `?tenant=` (default `default`); 404 when not configured.
-pub struct Tenant(pub TenantConfig);
-
-impl FromRequestParts<AppState> for Tenant {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let Query(query) = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
-            .map_err(|error| ApiError::bad_request("query", error.body_text()))?;
-        let name = query.get("tenant").map(String::as_str).unwrap_or("default");
-        match state.config.tenant(name) {
-            Some(tenant) => Ok(Tenant(tenant.clone())),
-            None => Err(ApiError::NotFound(format!("unknown tenant '{name}'"))),
-        }
+        (AppState { engine, auth, config, shutting_down: receiver }, sender)
     }
 }
 
 pub fn router(state: AppState) -> Router {
+    let cors = cors(state.config.clone());
     Router::new()
         .merge(runs::router())
         .merge(threads::router())
         .merge(agents::router())
+        .merge(token::router())
         .merge(health::router())
         .merge(interrupts::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(cors)
         .with_state(state)
 }
 
@@ -79,6 +71,23 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
 
 async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
     ApiError::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
+}
+
+/// CORS per tenant (§8): a browser origin may call a tenant's routes only when the tenant's
+/// `cors_origins` lists it. The preflight allows `Authorization`, `Content-Type` and
+/// `Last-Event-ID`; no response header is exposed beyond the CORS-safelisted ones, and no
+/// cookies are involved (credentials are bearer headers).
+fn cors(config: Arc<Config>) -> CorsLayer {
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(move |origin: &HeaderValue, parts: &Parts| {
+            let Ok(name) = permissions::tenant_name(parts) else { return false };
+            config
+                .tenant(&name)
+                .is_some_and(|tenant| tenant.cors_origins.iter().any(|o| o.as_bytes() == origin.as_bytes()))
+        }))
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([AUTHORIZATION, CONTENT_TYPE, HeaderName::from_static("last-event-id")])
+        .max_age(Duration::from_secs(600))
 }
 
 /// Serves until `shutdown` resolves; then open streams end and the server drains.

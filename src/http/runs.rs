@@ -1,14 +1,16 @@
 //! `POST /v1/agui/agents/{agent}`: the AG-UI run route (SPEC §2–§4).
 //!
-//! The order of checks is the contract: the caller (before any body byte is read), the agent,
-//! `Accept` (406) and `Content-Type` (415), the body size while reading it (413), its shape
-//! (400 naming the field), then the engine's decisions, which either open the stream or refuse
-//! the run with a lone `RUN_ERROR` in a 200 stream.
+//! The order of checks is the contract: the caller (401, before any body byte is read), its
+//! tenant (403/404), the agent (404) and the caller's permission to start it (403) — all in the
+//! [`CanStart`] extractor —, `Accept` (406) and `Content-Type` (415), the body size while
+//! reading it (413), its shape (400 naming the field), then the engine's decisions (a key's
+//! resume: 403), which either open the stream or refuse the run with a lone `RUN_ERROR`
+//! in a 200 stream. An open stream whose key is revoked ends with `RUN_ERROR revoked`.
 
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use axum::routing::post;
@@ -17,8 +19,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
-use super::{sse, ApiError, AppState, Tenant};
-use crate::auth::Caller;
+use super::permissions::CanStart;
+use super::{sse, ApiError, AppState};
 use crate::config::AgentConfig;
 use crate::engine::{RunPlan, RunRequest, StreamItem, StreamOptions};
 use crate::ids::{EventId, RunId, ThreadId};
@@ -34,13 +36,11 @@ pub fn router() -> Router<AppState> {
 
 async fn run(
     State(state): State<AppState>,
-    caller: Caller,
-    Tenant(tenant): Tenant,
-    Path(agent): Path<String>,
+    CanStart { caller, tenant, agent }: CanStart,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let agent = find_agent(&state, &agent, &tenant.name)?;
+    let agent = &agent;
     check_accept(&headers)?;
     check_content_type(&headers)?;
     let last_event_id = parse_last_event_id(&headers)?;
@@ -69,30 +69,65 @@ async fn run(
     };
     Ok(match plan {
         RunPlan::Follow(plan) => {
+            tracing::info!(
+                tenant = %tenant.name,
+                thread = %plan.thread_id,
+                turn = %plan.turn_id,
+                agent = %agent.name,
+                caller = %caller.label(),
+                "run"
+            );
             let limits = &state.config.limits;
             let options = StreamOptions {
                 keepalive: Duration::from_secs(limits.keepalive_secs),
                 max_duration: Duration::from_secs(limits.stream_max_secs),
             };
-            sse::response(state.engine.stream(plan, options).take_until(Box::pin(stop)))
+            let events = state.engine.stream(plan, options).take_until(Box::pin(stop));
+            let auth = state.auth.clone();
+            let keys = caller.revocable_keys();
+            let revoked = async move { auth.revoked(keys).await };
+            sse::response(end_when_revoked(events, revoked))
         }
         RunPlan::Refused(refusal) => {
-            let event = Event::RunError { message: refusal.message, code: Some(refusal.code.into()), usage: None };
-            let json = serde_json::to_vec(&Envelope::new(event, now_ms()))
-                .map_err(|error| ApiError::Internal(Box::new(error)))?;
-            // A refused run has no log; its lone event's id names no position to resume from.
-            let item = StreamItem::Event { id: "0".into(), json: Bytes::from(json) };
-            sse::response(futures_util::stream::iter([item]))
+            sse::response(futures_util::stream::iter([lone_run_error(refusal.code, refusal.message)?]))
         }
     })
 }
 
-fn find_agent<'a>(state: &'a AppState, name: &str, tenant: &str) -> Result<&'a AgentConfig, ApiError> {
-    state
-        .config
-        .agent(name)
-        .filter(|agent| agent.tenants.is_empty() || agent.tenants.iter().any(|t| t == tenant))
-        .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))
+/// A `RUN_ERROR` outside the turn's log. Its id names no position to resume from.
+fn lone_run_error(code: &str, message: String) -> Result<StreamItem, ApiError> {
+    let event = Event::RunError { message, code: Some(code.into()), usage: None };
+    let json =
+        serde_json::to_vec(&Envelope::new(event, now_ms())).map_err(|error| ApiError::Internal(Box::new(error)))?;
+    Ok(StreamItem::Event { id: "0".into(), json: Bytes::from(json) })
+}
+
+/// Streams `events` until `revoked` resolves; then ends the run with `RUN_ERROR revoked` (§2.1).
+/// The turn is not touched: it runs on, and a caller who still has access can follow it.
+fn end_when_revoked(
+    events: impl futures_util::Stream<Item = StreamItem> + Send + 'static,
+    revoked: impl std::future::Future<Output = ()> + Send + 'static,
+) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
+    async_stream::stream! {
+        let mut events = Box::pin(events);
+        let mut revoked = Box::pin(revoked);
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut revoked => {
+                    let message = "the caller's access was withdrawn while the stream was open".to_string();
+                    if let Ok(item) = lone_run_error("revoked", message) {
+                        yield item;
+                    }
+                    return;
+                }
+                item = events.next() => match item {
+                    Some(item) => yield item,
+                    None => return,
+                },
+            }
+        }
+    }
 }
 
 /// The answer is always SSE: an absent Accept, a wildcard or `text/event-stream` gets it (the

@@ -8,7 +8,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use super::{ApiError, AppState, Tenant};
+use super::permissions::{CanRead, CanReadContent};
+use super::{ApiError, AppState};
 use crate::auth::Caller;
 use crate::engine::EngineError;
 use crate::ids::ThreadId;
@@ -30,22 +31,26 @@ async fn readable(state: &AppState, tenant: &str, caller: &Caller, thread: &str)
     }
 }
 
+/// The board is content (§7): a caller without `threads:content` sees the thread without it.
 async fn show_thread(
     State(state): State<AppState>,
-    caller: Caller,
-    Tenant(tenant): Tenant,
+    CanRead { caller, tenant }: CanRead,
     Path(thread): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     let store = state.engine.store();
     let turns = store.thread_turns(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
-    let notes: Vec<Value> = store
-        .notes(thread.pk)
-        .await
-        .map_err(|e| ApiError::Internal(Box::new(e)))?
-        .iter()
-        .filter_map(|note| serde_json::from_str(note).ok())
-        .collect();
+    let notes: Vec<Value> = if caller.scopes().may_read_content() {
+        store
+            .notes(thread.pk)
+            .await
+            .map_err(|e| ApiError::Internal(Box::new(e)))?
+            .iter()
+            .filter_map(|note| serde_json::from_str(note).ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let latest = turns.last();
     let status = match latest.map(|t| t.status) {
         Some(TurnStatus::Running) => "running",
@@ -69,8 +74,7 @@ async fn show_thread(
 
 async fn thread_messages(
     State(state): State<AppState>,
-    caller: Caller,
-    Tenant(tenant): Tenant,
+    CanReadContent { caller, tenant }: CanReadContent,
     Path(thread): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
@@ -80,8 +84,7 @@ async fn thread_messages(
 
 async fn cancel_turn(
     State(state): State<AppState>,
-    caller: Caller,
-    Tenant(tenant): Tenant,
+    CanReadContent { caller, tenant }: CanReadContent,
     Path(thread): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;

@@ -126,6 +126,9 @@ macro_rules! impl_store {
                     return Ok(StartTurn::Conflict);
                 };
                 let turn = rows::turn(&turn_row)?;
+                if let Some(audit) = &new.audit {
+                    insert_audit!(audit, &mut *tx);
+                }
                 let run_added = sqlx::query(sql::INSERT_RUN)
                     .bind(thread.pk)
                     .bind(&new.run_id)
@@ -342,6 +345,91 @@ macro_rules! impl_store {
                 rows::counts(&row)
             }
 
+            async fn create_api_key(&self, key: &ApiKeyRow, audit: &AuditEntry) -> Result<(), StoreError> {
+                let mut tx = self.write_pool().begin().await?;
+                sqlx::query(sql::INSERT_API_KEY)
+                    .bind(&key.id)
+                    .bind(&key.tenant)
+                    .bind(&key.name)
+                    .bind(key.kind.as_str())
+                    .bind(&key.scopes)
+                    .bind(&key.secret_sha256)
+                    .bind(&key.created_by)
+                    .bind(key.created_at_ms)
+                    .bind(key.revoked_at_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                insert_audit!(audit, &mut *tx);
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn find_api_key(&self, id: &str) -> Result<Option<ApiKeyRow>, StoreError> {
+                sqlx::query(sql::FIND_API_KEY)
+                    .bind(id)
+                    .fetch_optional(self.read_pool())
+                    .await?
+                    .as_ref()
+                    .map(rows::api_key)
+                    .transpose()
+            }
+
+            async fn list_api_keys(&self, tenant: Option<&str>) -> Result<Vec<ApiKeyRow>, StoreError> {
+                let found = match tenant {
+                    Some(tenant) => sqlx::query(sql::TENANT_API_KEYS).bind(tenant).fetch_all(self.read_pool()).await?,
+                    None => sqlx::query(sql::ALL_API_KEYS).fetch_all(self.read_pool()).await?,
+                };
+                found.iter().map(rows::api_key).collect()
+            }
+
+            async fn revoke_api_key(&self, tenant: &str, id: &str, audit: &AuditEntry) -> Result<bool, StoreError> {
+                let mut tx = self.write_pool().begin().await?;
+                let revoked = sqlx::query(sql::REVOKE_API_KEY)
+                    .bind(audit.at_ms)
+                    .bind(tenant)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if revoked == 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                insert_audit!(audit, &mut *tx);
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn revoked_keys_since(&self, since_ms: i64) -> Result<Vec<String>, StoreError> {
+                let found = sqlx::query(sql::REVOKED_SINCE).bind(since_ms).fetch_all(self.read_pool()).await?;
+                found.iter().map(|r| r.try_get("id").map_err(StoreError::from)).collect()
+            }
+
+            async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+                insert_audit!(entry, self.write_pool());
+                Ok(())
+            }
+
+            async fn audit_rows(
+                &self,
+                tenant: Option<&str>,
+                since_ms: i64,
+                limit: i64,
+            ) -> Result<Vec<AuditRow>, StoreError> {
+                let found = match tenant {
+                    Some(tenant) => {
+                        sqlx::query(sql::TENANT_AUDIT)
+                            .bind(tenant)
+                            .bind(since_ms)
+                            .bind(limit)
+                            .fetch_all(self.read_pool())
+                            .await?
+                    }
+                    None => sqlx::query(sql::ALL_AUDIT).bind(since_ms).bind(limit).fetch_all(self.read_pool()).await?,
+                };
+                found.iter().map(rows::audit).collect()
+            }
+
             async fn listen_for_appends(
                 &self,
             ) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
@@ -352,6 +440,21 @@ macro_rules! impl_store {
                 self.announce_impl(appended).await
             }
         }
+    };
+}
+
+/// Appends one audit row on `$executor` (a pool or an open transaction).
+macro_rules! insert_audit {
+    ($entry:expr, $executor:expr) => {
+        sqlx::query(sql::INSERT_AUDIT)
+            .bind($entry.at_ms)
+            .bind(&$entry.tenant)
+            .bind(&$entry.action)
+            .bind(&$entry.actor)
+            .bind(&$entry.via)
+            .bind(&$entry.detail)
+            .execute($executor)
+            .await?;
     };
 }
 

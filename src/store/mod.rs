@@ -268,6 +268,8 @@ pub struct NewTurn {
     /// The instance that will run the turn, and until when its lease holds.
     pub owner_instance: String,
     pub lease_until_ms: i64,
+    /// The `run.start` audit row, written in the same transaction when the turn starts.
+    pub audit: Option<AuditEntry>,
 }
 
 /// What [`Store::start_turn`] did.
@@ -294,6 +296,70 @@ pub struct RowCounts {
     pub runs: i64,
     pub events: i64,
     pub notes: i64,
+    pub audit: i64,
+}
+
+/// One row to append to the audit trail (§8).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    pub tenant: String,
+    /// `run.start`, `key.create`, `key.revoke`, `token.exchange`, `auth.failures`.
+    pub action: String,
+    /// `person:<id>`, `key:<id>`, `cli` or `gateway`.
+    pub actor: String,
+    /// `app:<id>` when an app acted for the person.
+    pub via: Option<String>,
+    /// JSON text.
+    pub detail: String,
+    pub at_ms: i64,
+}
+
+/// A stored audit row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    pub id: i64,
+    pub entry: AuditEntry,
+}
+
+/// What kind of credential an API key is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// A tenant API key: a bearer credential with no person behind it.
+    Tenant,
+    /// A registered app's key: accepted only by the token exchange.
+    App,
+}
+
+impl KeyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyKind::Tenant => "tenant",
+            KeyKind::App => "app",
+        }
+    }
+
+    fn parse(value: &str) -> Result<Self, StoreError> {
+        match value {
+            "tenant" => Ok(KeyKind::Tenant),
+            "app" => Ok(KeyKind::App),
+            other => Err(StoreError::Corrupt(format!("key kind '{other}'"))),
+        }
+    }
+}
+
+/// An API key as stored: never its secret, only the secret's SHA-256.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKeyRow {
+    pub id: String,
+    pub tenant: String,
+    pub name: String,
+    pub kind: KeyKind,
+    /// Space-separated gateway scopes.
+    pub scopes: String,
+    pub secret_sha256: String,
+    pub created_by: String,
+    pub created_at_ms: i64,
+    pub revoked_at_ms: Option<i64>,
 }
 
 #[async_trait]
@@ -372,6 +438,23 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Decided, StoreError>;
 
     async fn row_counts(&self) -> Result<RowCounts, StoreError>;
+
+    /// Stores a new key and its `key.create` audit row in one transaction.
+    async fn create_api_key(&self, key: &ApiKeyRow, audit: &AuditEntry) -> Result<(), StoreError>;
+    /// A key by its public id, in any tenant: a credential names its tenant, and the caller's
+    /// `?tenant=` is then compared with it (another tenant's key is 403, not 401).
+    async fn find_api_key(&self, id: &str) -> Result<Option<ApiKeyRow>, StoreError>;
+    /// The tenant's keys (every tenant's with `None`), oldest first.
+    async fn list_api_keys(&self, tenant: Option<&str>) -> Result<Vec<ApiKeyRow>, StoreError>;
+    /// Revokes a key of the tenant and appends the `key.revoke` audit row, in one transaction;
+    /// false when the tenant has no such key or it was revoked already.
+    async fn revoke_api_key(&self, tenant: &str, id: &str, audit: &AuditEntry) -> Result<bool, StoreError>;
+    /// Ids of keys revoked at or after `since_ms`, of every tenant (the revocation watcher's
+    /// one query per interval, shared by all open streams).
+    async fn revoked_keys_since(&self, since_ms: i64) -> Result<Vec<String>, StoreError>;
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
+    /// Audit rows at or after `since_ms`, oldest first, at most `limit`.
+    async fn audit_rows(&self, tenant: Option<&str>, since_ms: i64, limit: i64) -> Result<Vec<AuditRow>, StoreError>;
 
     /// Wake-ups from other instances sharing the database: `(turn, seq)` pairs. `None` where
     /// the store serves one instance only (SQLite).
@@ -510,6 +593,45 @@ mod rows {
             runs: row.field("runs")?,
             events: row.field("events")?,
             notes: row.field("notes")?,
+            audit: row.field("audit")?,
+        })
+    }
+
+    pub(super) fn api_key<'r, R: AnyRow>(row: &'r R) -> Result<ApiKeyRow, StoreError>
+    where
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+        Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(ApiKeyRow {
+            id: row.field("id")?,
+            tenant: row.field("tenant")?,
+            name: row.field("name")?,
+            kind: KeyKind::parse(&row.field::<String>("kind")?)?,
+            scopes: row.field("scopes")?,
+            secret_sha256: row.field("secret_sha256")?,
+            created_by: row.field("created_by")?,
+            created_at_ms: row.field("created_at_ms")?,
+            revoked_at_ms: row.field("revoked_at_ms")?,
+        })
+    }
+
+    pub(super) fn audit<'r, R: AnyRow>(row: &'r R) -> Result<AuditRow, StoreError>
+    where
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+        Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(AuditRow {
+            id: row.field("id")?,
+            entry: AuditEntry {
+                tenant: row.field("tenant")?,
+                action: row.field("action")?,
+                actor: row.field("actor")?,
+                via: row.field("via")?,
+                detail: row.field("detail")?,
+                at_ms: row.field("at_ms")?,
+            },
         })
     }
 
@@ -558,7 +680,21 @@ mod rows {
             "UPDATE turns SET owner_instance = NULL, lease_until_ms = 0 WHERE id = $1 AND owner_instance = $2";
         pub const ROW_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM threads) AS threads, \
              (SELECT COUNT(*) FROM turns) AS turns, (SELECT COUNT(*) FROM runs) AS runs, \
-             (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM notes) AS notes";
+             (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM notes) AS notes, \
+             (SELECT COUNT(*) FROM audit) AS audit";
+        pub const INSERT_AUDIT: &str = "INSERT INTO audit (at_ms, tenant, action, actor, via, detail) \
+             VALUES ($1, $2, $3, $4, $5, $6)";
+        pub const INSERT_API_KEY: &str = "INSERT INTO api_keys (id, tenant, name, kind, scopes, secret_sha256, \
+             created_by, created_at_ms, revoked_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+        pub const FIND_API_KEY: &str = "SELECT * FROM api_keys WHERE id = $1";
+        pub const TENANT_API_KEYS: &str = "SELECT * FROM api_keys WHERE tenant = $1 ORDER BY created_at_ms, id";
+        pub const ALL_API_KEYS: &str = "SELECT * FROM api_keys ORDER BY tenant, created_at_ms, id";
+        pub const REVOKE_API_KEY: &str = "UPDATE api_keys SET revoked_at_ms = $1 \
+             WHERE tenant = $2 AND id = $3 AND revoked_at_ms IS NULL";
+        pub const REVOKED_SINCE: &str = "SELECT id FROM api_keys WHERE revoked_at_ms >= $1";
+        pub const TENANT_AUDIT: &str =
+            "SELECT * FROM audit WHERE tenant = $1 AND at_ms >= $2 ORDER BY at_ms, id LIMIT $3";
+        pub const ALL_AUDIT: &str = "SELECT * FROM audit WHERE at_ms >= $1 ORDER BY at_ms, id LIMIT $2";
     }
 
     /// `SELECT <turn columns> FROM turns WHERE <condition>`.

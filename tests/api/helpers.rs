@@ -174,6 +174,7 @@ pub struct TestApp {
     pub address: SocketAddr,
     pub store: Arc<dyn Store>,
     pub engine: agui_gateway::engine::Engine,
+    pub auth: agui_gateway::auth::Auth,
     pub client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
@@ -197,6 +198,7 @@ impl TestApp {
         let (state, stop_streams) = agui_gateway::server::build(config).await.expect("gateway starts");
         let store = state.engine.store().clone();
         let engine = state.engine.clone();
+        let auth = state.auth.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
         let (shutdown, stopped) = oneshot::channel::<()>();
@@ -210,6 +212,7 @@ impl TestApp {
             address,
             store,
             engine,
+            auth,
             client: reqwest::Client::new(),
             shutdown: Some(shutdown),
             server: Some(server),

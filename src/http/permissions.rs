@@ -1,0 +1,128 @@
+//! Permissions as extractor types (SPEC §2.1–2.2): a handler names what it needs — [`CanRead`],
+//! [`CanReadContent`], [`CanStart`] — and cannot run without it. Each is built from the request's
+//! head only, so a refused caller costs no body read.
+//!
+//! Order: the credential (401 `unauthenticated`), the credential's tenant against `?tenant=`
+//! (403 `permission_denied`), the tenant is configured (404), then the permission (403).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts, Path, Query};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+
+use super::{ApiError, AppState};
+use crate::auth::{AuthError, Caller};
+use crate::config::{AgentConfig, TenantConfig};
+
+/// The tenant a request names with `?tenant=` (default `default`), not yet checked.
+pub(super) fn tenant_name(parts: &Parts) -> Result<String, ApiError> {
+    let Query(query) = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
+        .map_err(|error| ApiError::bad_request("query", error.body_text()))?;
+    Ok(query.get("tenant").cloned().unwrap_or_else(|| "default".to_string()))
+}
+
+/// The configured tenant of that name (404 otherwise).
+pub(super) fn configured_tenant(state: &AppState, name: &str) -> Result<TenantConfig, ApiError> {
+    state.config.tenant(name).cloned().ok_or_else(|| ApiError::NotFound(format!("unknown tenant '{name}'")))
+}
+
+/// Counts a refused credential against the tenant, then answers 401 (or 500 when the
+/// credential could not be checked at all).
+pub(super) fn refuse(state: &AppState, tenant: &str, error: AuthError) -> ApiError {
+    if let AuthError::Store(cause) = error {
+        return ApiError::Internal(Box::new(cause));
+    }
+    state.auth.record_failure(tenant, error.reason());
+    ApiError::Unauthenticated(error)
+}
+
+/// An authenticated caller of the tenant the request names.
+pub struct Authorized {
+    pub caller: Caller,
+    pub tenant: TenantConfig,
+}
+
+impl FromRequestParts<AppState> for Authorized {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let name = tenant_name(parts)?;
+        let header = parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes());
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|info| info.0);
+        let authenticated = state.auth.authenticate(header, peer).await.map_err(|e| refuse(state, &name, e))?;
+        if authenticated.tenant.as_ref().is_some_and(|tenant| *tenant != name) {
+            // A good credential of another tenant: it reaches nothing here, and says so the
+            // same way whether or not what it asked for exists.
+            state.auth.record_failure(&name, "other_tenant");
+            return Err(ApiError::PermissionDenied);
+        }
+        let tenant = configured_tenant(state, &name)?;
+        Ok(Authorized { caller: authenticated.caller, tenant })
+    }
+}
+
+/// May read the tenant's threads (`threads:read`); which threads is the engine's
+/// `readable_thread` (a person's own, or the tenant's).
+pub struct CanRead {
+    pub caller: Caller,
+    pub tenant: TenantConfig,
+}
+
+impl FromRequestParts<AppState> for CanRead {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let Authorized { caller, tenant } = Authorized::from_request_parts(parts, state).await?;
+        if !caller.scopes().may_read_threads() {
+            return Err(ApiError::PermissionDenied);
+        }
+        Ok(CanRead { caller, tenant })
+    }
+}
+
+/// May read threads and their content: messages, the board (`threads:read threads:content`).
+pub struct CanReadContent {
+    pub caller: Caller,
+    pub tenant: TenantConfig,
+}
+
+impl FromRequestParts<AppState> for CanReadContent {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let CanRead { caller, tenant } = CanRead::from_request_parts(parts, state).await?;
+        if !caller.scopes().may_read_content() {
+            return Err(ApiError::PermissionDenied);
+        }
+        Ok(CanReadContent { caller, tenant })
+    }
+}
+
+/// May start a turn on the route's `{agent}` (§2.2): read, content, and `agent:<name>`.
+pub struct CanStart {
+    pub caller: Caller,
+    pub tenant: TenantConfig,
+    pub agent: AgentConfig,
+}
+
+impl FromRequestParts<AppState> for CanStart {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let CanReadContent { caller, tenant } = CanReadContent::from_request_parts(parts, state).await?;
+        let Path(name) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::NotFound("unknown agent".into()))?;
+        let agent = state
+            .config
+            .agent(&name)
+            .filter(|agent| agent.tenants.is_empty() || agent.tenants.iter().any(|t| *t == tenant.name))
+            .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))?;
+        if !caller.scopes().may_start(&agent.name) {
+            return Err(ApiError::PermissionDenied);
+        }
+        Ok(CanStart { caller, tenant, agent: agent.clone() })
+    }
+}

@@ -1,0 +1,146 @@
+//! `POST /v1/auth/token`: the token exchange (SPEC §2.1, shaped like RFC 8693). A registered
+//! app's backend presents its app key (`Authorization: Bearer agk_…`, a key made with
+//! `keys create --app`) and a person's identity-provider token; it gets a short-lived gateway
+//! app token acting as that person, with `via: app:<name>`. The app key is checked before the
+//! body is read, and is accepted by no other route.
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, State};
+use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::permissions::{configured_tenant, refuse, tenant_name};
+use super::{ApiError, AppState};
+use crate::auth::{AppKey, MintError, MintRequest};
+use crate::config::TenantConfig;
+use crate::protocol::now_ms;
+use crate::store::AuditEntry;
+
+const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+const SUBJECT_TYPES: [&str; 3] =
+    [JWT_TYPE, "urn:ietf:params:oauth:token-type:access_token", "urn:ietf:params:oauth:token-type:id_token"];
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/auth/token", post(exchange)).layer(DefaultBodyLimit::max(64 * 1024))
+}
+
+/// The app whose key authenticated the request, of the tenant the request names.
+struct App {
+    key: AppKey,
+    tenant: TenantConfig,
+}
+
+impl FromRequestParts<AppState> for App {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let name = tenant_name(parts)?;
+        let header = parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes());
+        let key = state.auth.authenticate_app(header).await.map_err(|e| refuse(state, &name, e))?;
+        if key.tenant != name {
+            state.auth.record_failure(&name, "other_tenant");
+            return Err(ApiError::PermissionDenied);
+        }
+        let tenant = configured_tenant(state, &name)?;
+        Ok(App { key, tenant })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ExchangeRequest {
+    grant_type: Option<String>,
+    subject_token: Option<String>,
+    subject_token_type: Option<String>,
+    requested_token_type: Option<String>,
+}
+
+fn invalid(code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::Grant { code, message: message.into() }
+}
+
+async fn exchange(
+    State(state): State<AppState>,
+    App { key, tenant }: App,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let form = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+    let request: ExchangeRequest = if form.starts_with("application/x-www-form-urlencoded") {
+        serde_urlencoded::from_bytes(&body).map_err(|e| invalid("invalid_request", format!("body: {e}")))?
+    } else if form.starts_with("application/json") {
+        serde_json::from_slice(&body).map_err(|e| invalid("invalid_request", format!("body: {e}")))?
+    } else {
+        return Err(ApiError::UnsupportedMediaType);
+    };
+    if request.grant_type.as_deref() != Some(GRANT_TYPE) {
+        return Err(invalid("unsupported_grant_type", format!("grant_type must be {GRANT_TYPE}")));
+    }
+    let subject_type = request.subject_token_type.as_deref().unwrap_or("");
+    if !SUBJECT_TYPES.contains(&subject_type) {
+        return Err(invalid("invalid_request", "subject_token_type must name a JWT, access token or ID token"));
+    }
+    if request.requested_token_type.as_deref().is_some_and(|t| t != JWT_TYPE && t != SUBJECT_TYPES[1]) {
+        return Err(invalid("invalid_request", "requested_token_type: only a JWT access token is issued"));
+    }
+    let subject = request.subject_token.as_deref().filter(|t| !t.is_empty());
+    let subject = subject.ok_or_else(|| invalid("invalid_request", "subject_token is required"))?;
+    let identity = state.auth.verify_identity_token(subject).map_err(|error| {
+        state.auth.record_failure(&tenant.name, error.reason());
+        invalid("invalid_grant", format!("the subject token was not accepted: {error}"))
+    })?;
+    if identity.tenant != tenant.name {
+        state.auth.record_failure(&tenant.name, "other_tenant");
+        return Err(invalid("invalid_grant", "the subject token belongs to another tenant"));
+    }
+    let mut person = identity.person;
+    let via = format!("app:{}", key.name);
+    person.scopes = person.scopes.within(&key.scopes);
+    person.via = Some(via.clone());
+    person.app_key = Some(key.id.clone());
+    let minted = state.auth.mint(&MintRequest {
+        tenant: &tenant.name,
+        person: &person,
+        ttl_secs: state.auth.exchange_ttl_secs(),
+        not_after: Some(identity.expires_at),
+    });
+    let (token, expires_at) = match minted {
+        Ok(minted) => minted,
+        Err(MintError::NoSigningKey) => {
+            return Err(ApiError::Unavailable("this gateway has no signing key for app tokens".into()))
+        }
+        Err(error) => return Err(ApiError::Internal(Box::new(error))),
+    };
+    let audit = AuditEntry {
+        tenant: tenant.name.clone(),
+        action: "token.exchange".into(),
+        actor: format!("person:{}", person.id),
+        via: Some(via),
+        detail: json!({
+            "appKey": key.id,
+            "provider": identity.provider,
+            "scope": person.scopes.to_string(),
+            "expiresAt": expires_at,
+        })
+        .to_string(),
+        at_ms: now_ms(),
+    };
+    state.auth.audit(audit).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
+    let expires_in = expires_at.saturating_sub(jsonwebtoken::get_current_timestamp());
+    let mut response = Json(json!({
+        "access_token": token,
+        "issued_token_type": JWT_TYPE,
+        "token_type": "Bearer",
+        "expires_in": expires_in,
+        "scope": person.scopes.to_string(),
+    }))
+    .into_response();
+    response.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
