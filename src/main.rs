@@ -62,6 +62,46 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: i64,
     },
+    /// Decide an interrupt as a person, with the same checks as the decision route.
+    Decide {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// The person deciding.
+        #[arg(long = "as")]
+        person: String,
+        /// The person's roles, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        roles: Vec<String>,
+        /// The interrupt's id (`int_…`).
+        interrupt: String,
+        /// Approve (or answer, with --payload); without it the interrupt is denied.
+        #[arg(long)]
+        approve: bool,
+        /// The payload, as JSON (e.g. '{"answer": "Paris"}').
+        #[arg(long)]
+        payload: Option<String>,
+    },
+    /// Show a thread: its turns, open interrupts and conversation.
+    Threads {
+        #[command(subcommand)]
+        command: ThreadsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ThreadsCommand {
+    Show {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Show it as this person sees it (a person's threads are private).
+        #[arg(long = "as", default_value = "local")]
+        person: String,
+        thread: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -183,6 +223,27 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
         Command::Token { command } => token_command(command).await,
         Command::Keys { command } => keys_command(command).await,
         Command::Audit { common, tenant, since, limit } => audit_command(common, tenant, since, limit).await,
+        Command::Decide { common, tenant, person, roles, interrupt, approve, payload } => {
+            let config = common.load()?;
+            let payload =
+                payload.map(|p| serde_json::from_str(&p)).transpose().map_err(|e| format!("--payload: {e}"))?;
+            let engine = agui_gateway::server::build_passive(config.clone()).await?;
+            let caller = operator(&person, roles);
+            let outcome = agui_gateway::admin::decide(&engine, &tenant, &caller, &interrupt, approve, payload).await;
+            // A turn the decision set going is handed to the serving instances at once.
+            engine.hand_over(std::time::Duration::from_secs(config.turns.shutdown_grace_secs)).await;
+            println!("{}", serde_json::to_string_pretty(&outcome.map_err(|e| e.to_string())?)?);
+            Ok(())
+        }
+        Command::Threads { command: ThreadsCommand::Show { common, tenant, person, thread } } => {
+            let config = common.load()?;
+            let engine = agui_gateway::server::build_passive(config.clone()).await?;
+            let shown = agui_gateway::admin::show_thread(&engine, &tenant, &operator(&person, Vec::new()), &thread)
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("{}", serde_json::to_string_pretty(&shown)?);
+            Ok(())
+        }
         Command::Migrate { common } => {
             let config = common.load()?;
             init_logging(&config);
@@ -373,6 +434,18 @@ fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log.filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+/// A person at the terminal (`via: cli`).
+fn operator(person: &str, roles: Vec<String>) -> agui_gateway::auth::Caller {
+    agui_gateway::auth::Caller::Person(agui_gateway::auth::Person {
+        id: person.to_string(),
+        roles,
+        scopes: agui_gateway::auth::Scopes::all(),
+        clearance: Vec::new(),
+        via: Some("cli".into()),
+        app_key: None,
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM.

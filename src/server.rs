@@ -20,6 +20,14 @@ pub enum BuildError {
     Auth(#[from] AuthSetupError),
 }
 
+/// An engine for a one-off command (`decide`, `threads show`) beside serving instances.
+pub async fn build_passive(config: Config) -> Result<crate::engine::Engine, BuildError> {
+    let config = Arc::new(config);
+    let store = store::connect(&config.database.url, 2).await?;
+    store.migrate().await?;
+    Ok(Engine::start_passive(config, store).await?)
+}
+
 /// Connects to the configured database, applies migrations, loads the keys and starts the engine.
 pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), BuildError> {
     let config = Arc::new(config);

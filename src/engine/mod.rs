@@ -125,6 +125,8 @@ struct Inner {
     agents: HashMap<String, Agent>,
     /// Names this instance in turn leases.
     instance: String,
+    /// False for a command's engine, which never runs turns.
+    serving: bool,
     /// Signal switches of the turns this instance runs.
     running: Mutex<HashMap<i64, watch::Sender<TurnSignal>>>,
     metrics: Arc<Metrics>,
@@ -139,9 +141,19 @@ enum TurnStart {
 }
 
 impl Engine {
-    /// Starts the log writers; on a shared database the wake-ups from other instances and the
-    /// lease keeper; on SQLite, takes over the turns an earlier start left running.
+    /// Starts the log writers, the wake-ups from other instances (PostgreSQL) and the lease
+    /// keeper; on SQLite, first takes over the turns an earlier start left running.
     pub async fn start(config: Arc<Config>, store: Arc<dyn Store>) -> Result<Engine, StoreError> {
+        Engine::start_with(config, store, true).await
+    }
+
+    /// An engine for a one-off command next to serving instances: it neither takes turns over
+    /// nor keeps leases (a decision it makes hands the turn to them).
+    pub async fn start_passive(config: Arc<Config>, store: Arc<dyn Store>) -> Result<Engine, StoreError> {
+        Engine::start_with(config, store, false).await
+    }
+
+    async fn start_with(config: Arc<Config>, store: Arc<dyn Store>, serving: bool) -> Result<Engine, StoreError> {
         let hub = Arc::new(Hub::default());
         let shared = !config.database.url.starts_with("sqlite:");
         let writers = if shared { config.event_log.writers } else { 1 };
@@ -158,14 +170,18 @@ impl Engine {
                 hub,
                 agents,
                 instance,
+                serving,
                 running: Mutex::new(HashMap::new()),
                 metrics,
             }),
         };
+        if !serving {
+            return Ok(engine);
+        }
         if let Some(wakeups) = store.listen_for_appends().await? {
             engine.spawn_wakeup_listener(wakeups);
         }
-        engine.spawn_lease_keeper(shared);
+        engine.spawn_lease_keeper();
         if !shared {
             // One instance only: every turn still marked running was left by an earlier start.
             engine.take_over_lapsed(i64::MAX, usize::MAX).await?;
@@ -184,7 +200,7 @@ impl Engine {
 
     /// Renews the leases of this instance's turns every heartbeat, stops turns whose lease was
     /// lost, and takes over turns whose owner stopped renewing.
-    fn spawn_lease_keeper(&self, shared: bool) {
+    fn spawn_lease_keeper(&self) {
         let weak = Arc::downgrade(&self.inner);
         let turns = self.inner.config.turns.clone();
         tokio::spawn(async move {
@@ -194,17 +210,16 @@ impl Engine {
             sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    _ = heartbeat.tick(), if shared => {
+                    _ = heartbeat.tick() => {
                         let Some(inner) = weak.upgrade() else { return };
                         inner.renew_leases().await;
                     }
                     _ = sweep.tick() => {
                         let Some(inner) = weak.upgrade() else { return };
                         let engine = Engine { inner };
-                        if shared {
-                            if let Err(error) = engine.take_over_lapsed(now_ms(), 64).await {
-                                tracing::warn!(%error, "looking for lapsed turns failed");
-                            }
+                        // On SQLite too: a turn released by a command-line decision is picked up.
+                        if let Err(error) = engine.take_over_lapsed(now_ms(), 64).await {
+                            tracing::warn!(%error, "looking for lapsed turns failed");
                         }
                         if let Err(error) = engine.expire_interrupts().await {
                             tracing::warn!(%error, "expiring interrupts failed");
@@ -437,9 +452,7 @@ impl Engine {
             Decided::Recorded { seq, resumed } => {
                 inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
                 if resumed {
-                    if let Some(turn) = inner.store.turn(turn.pk).await? {
-                        self.spawn_turn(turn, TurnStart::Takeover, None);
-                    }
+                    self.go_on(turn.pk).await?;
                 }
                 seq - 1
             }
@@ -560,10 +573,11 @@ impl Engine {
                     let decided = CodeLabel { code: "decided".into() };
                     inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
                     inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
+                    let recorded: Vec<&Value> = outcomes.iter().filter(|o| o["outcome"] == "decided").collect();
+                    self.audit_decisions(turn, &format!("person:{person}"), Some(via), "interrupt.decide", &recorded)
+                        .await;
                     if resumed {
-                        if let Some(turn) = inner.store.turn(turn.pk).await? {
-                            self.spawn_turn(turn, TurnStart::Takeover, None);
-                        }
+                        self.go_on(turn.pk).await?;
                     }
                     return Ok(Some((outcomes, seq - 1)));
                 }
@@ -596,6 +610,42 @@ impl Engine {
             }
         }
         Ok(None)
+    }
+
+    /// Sets a turn that a decision (or client results) made runnable going: here on a serving
+    /// engine; on a passive one (a command) its lease is given back for the serving instances.
+    async fn go_on(&self, turn: i64) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        if !inner.serving {
+            return inner.store.release_turn(turn, &inner.instance).await;
+        }
+        if let Some(turn) = inner.store.turn(turn).await? {
+            self.spawn_turn(turn, TurnStart::Takeover, None);
+        }
+        Ok(())
+    }
+
+    /// One audit row per decision (§5.3.7): the person's (or the gateway's, for an expiry),
+    /// with `via`. A failure to write it is logged; the decision stands.
+    async fn audit_decisions(&self, turn: &TurnRow, actor: &str, via: Option<&str>, action: &str, outcomes: &[&Value]) {
+        let store = &self.inner.store;
+        let tenant = match store.thread_by_pk(turn.thread).await {
+            Ok(Some(thread)) => thread.tenant,
+            _ => return,
+        };
+        for outcome in outcomes {
+            let entry = crate::store::AuditEntry {
+                tenant: tenant.clone(),
+                action: action.to_string(),
+                actor: actor.to_string(),
+                via: via.map(str::to_string),
+                detail: json!({ "turn": turn.public_id, "decision": outcome }).to_string(),
+                at_ms: now_ms(),
+            };
+            if let Err(error) = store.append_audit(&entry).await {
+                tracing::warn!(%error, "could not write a decision to the audit trail");
+            }
+        }
     }
 
     /// A person decides one interrupt out of band (`POST /v1/interrupts/{id}/decision`): the
@@ -699,12 +749,12 @@ impl Engine {
             inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await?
         {
             tracing::info!(interrupt = %interrupt_id, "an interrupt expired and was denied");
+            let expired = outcomes.iter().collect::<Vec<_>>();
+            self.audit_decisions(turn, "gateway", None, "interrupt.expire", &expired).await;
             inner.metrics.interrupts_decided.get_or_create(&CodeLabel { code: "expired".into() }).inc();
             inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
             if resumed {
-                if let Some(turn) = inner.store.turn(turn.pk).await? {
-                    self.spawn_turn(turn, TurnStart::Takeover, None);
-                }
+                self.go_on(turn.pk).await?;
             }
         }
         Ok(())

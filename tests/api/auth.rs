@@ -27,7 +27,7 @@ fn fixture(name: &str) -> String {
 
 /// The test configuration with authentication on: app tokens (HS256), the given identity
 /// providers, revocations looked up every 200 ms, and a CORS origin for `acme`.
-fn auth_config(database_url: &str, identity_providers: &str) -> Config {
+pub(crate) fn auth_config(database_url: &str, identity_providers: &str) -> Config {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("gateway.toml");
     let text = format!(
@@ -45,7 +45,7 @@ fn auth_config(database_url: &str, identity_providers: &str) -> Config {
     config
 }
 
-fn rsa_provider() -> String {
+pub(crate) fn rsa_provider() -> String {
     format!(
         "[[auth.identity_providers]]\nname = \"corp\"\nissuer = \"{IDP_ISSUER}\"\naudience = [\"agui-gateway\"]\n\
          public_key_file = \"{}\"\nalgorithms = [\"RS256\"]\n",
@@ -64,7 +64,7 @@ fn now() -> u64 {
 }
 
 /// Good claims of a gateway app token.
-fn claims(tenant: &str, sub: &str) -> Value {
+pub(crate) fn claims(tenant: &str, sub: &str) -> Value {
     json!({ "iss": "agui-gateway", "aud": "agui-gateway", "sub": sub, "tenant": tenant, "iat": now(), "exp": now() + 600 })
 }
 
@@ -73,7 +73,7 @@ fn idp_claims(tenant: &str, sub: &str) -> Value {
             "scope": "openid profile", "roles": ["analyst"] })
 }
 
-fn app_token(claims: &Value) -> String {
+pub(crate) fn app_token(claims: &Value) -> String {
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &EncodingKey::from_secret(SECRET.as_bytes()))
         .expect("sign")
 }
@@ -88,7 +88,7 @@ fn bearer(token: &str) -> String {
     format!("Bearer {token}")
 }
 
-async fn new_key(app: &TestApp, tenant: &str, agents: &[&str], kind: KeyKind) -> (String, String) {
+pub(crate) async fn new_key(app: &TestApp, tenant: &str, agents: &[&str], kind: KeyKind) -> (String, String) {
     let agents: Vec<String> = agents.iter().map(|a| a.to_string()).collect();
     let request = KeyRequest { tenant, name: "test key", kind, agents: &agents, actor: "test" };
     let made = keys::create(app.store.as_ref(), request).await.expect("key created");

@@ -424,3 +424,30 @@ async fn the_decision_route_unblocks_a_waiting_turn() {
     assert_eq!(kinds(&followed)[0], "RUN_STARTED");
     assert_eq!(followed.last().expect("end").data["outcome"]["type"], "success");
 }
+
+#[tokio::test]
+async fn the_decide_command_unblocks_a_turn_a_serving_gateway_then_finishes() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&app, "approver", "th-cli").await;
+    let id = interrupts[0]["id"].as_str().expect("id").to_string();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["decide", "--database", &db.url, "--as", "local", &id, "--approve"])
+        .output()
+        .await
+        .expect("the command runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let outcome: Value = serde_json::from_slice(&output.stdout).expect("JSON outcome");
+    assert_eq!(outcome["outcome"], "decided");
+    // The serving gateway picks the released turn up and finishes it.
+    let reload = json!({"threadId": "th-cli", "runId": "after-cli", "messages": [{"id": "run-1-user", "role": "user", "content": "please do it"}]});
+    let followed =
+        tokio::time::timeout(Duration::from_secs(20), app.run_to_end("approver", &reload)).await.expect("finished");
+    assert_eq!(followed.last().expect("end").data["outcome"]["type"], "success");
+    let thread = app.store.find_thread("default", "th-cli").await.expect("q").expect("thread");
+    let turn = app.store.thread_turns(thread.pk).await.expect("turns").pop().expect("turn");
+    let audit = app.store.audit_rows(Some("default"), 0, 100).await.expect("audit");
+    let row = audit.iter().find(|r| r.entry.action == "interrupt.decide").expect("audited");
+    assert_eq!(row.entry.via.as_deref(), Some("cli"));
+    assert!(row.entry.detail.contains(&turn.public_id));
+}

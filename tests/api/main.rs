@@ -6,6 +6,7 @@ mod helpers;
 mod auth;
 mod bad_input;
 mod conformance;
+mod deciders;
 mod instances;
 mod interrupts;
 mod metrics;

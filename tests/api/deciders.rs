@@ -1,0 +1,137 @@
+//! Interrupts decided by people other than the caller (§5.1–§5.3 with real callers): four
+//! eyes, two deciders racing on two instances, an API key that may not resume, the audit trail.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::auth::{app_token, auth_config, claims, rsa_provider};
+use crate::helpers::*;
+
+fn token(sub: &str, roles: &[&str]) -> String {
+    let mut claims = claims("default", sub);
+    claims["roles"] = json!(roles);
+    app_token(&claims)
+}
+
+async fn post_as(app: &TestApp, token: &str, agent: &str, body: &Value) -> reqwest::Response {
+    app.client
+        .post(app.run_url(agent))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("sent")
+}
+
+#[tokio::test]
+async fn four_eyes_the_starter_waits_and_another_person_with_the_role_decides() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
+    let (alice, bob) = (token("alice", &[]), token("bob", &["finance"]));
+    let response = post_as(&app, &alice, "foureyes", &first_run("th-4e", "run-1", "wire it")).await;
+    assert_eq!(response.status(), 200);
+    let reader = tokio::spawn(read_events(response, None));
+    // Alice's stream says who the turn waits for, and stays open.
+    let mut interrupt_id = None;
+    for _ in 0..50 {
+        let thread: Value = app
+            .client
+            .get(app.url("/v1/threads/th-4e"))
+            .bearer_auth(&alice)
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        if thread["status"] == "waiting" {
+            assert_eq!(thread["interrupts"], json!([]), "alice may not decide her own wire");
+            let row = app.store.find_thread("default", "th-4e").await.expect("q").expect("thread");
+            let turn = app.store.thread_turns(row.pk).await.expect("turns").pop().expect("turn");
+            interrupt_id = app.store.turn_interrupts(turn.pk).await.expect("interrupts").first().map(|i| i.id.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let id = interrupt_id.expect("the turn waits");
+    assert!(!reader.is_finished(), "the starter's run goes on while others decide");
+    let url = app.url(&format!("/v1/interrupts/{id}/decision"));
+    let by_alice = app
+        .client
+        .post(&url)
+        .bearer_auth(&alice)
+        .json(&json!({"status": "resolved", "payload": {"approved": true}}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(by_alice.status(), 403);
+    assert_eq!(by_alice.json::<Value>().await.expect("json")["error"]["code"], "not_a_decider");
+    let by_bob = app
+        .client
+        .post(&url)
+        .bearer_auth(&bob)
+        .json(&json!({"status": "resolved", "payload": {"approved": true}}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(by_bob.status(), 200);
+    assert_eq!(by_bob.json::<Value>().await.expect("json")["outcome"], "decided");
+    let events =
+        tokio::time::timeout(Duration::from_secs(10), reader).await.expect("alice's run ends").expect("reader");
+    let kinds = kinds(&events);
+    assert!(kinds.contains(&"CUSTOM"), "{kinds:?}");
+    assert_eq!(events.iter().find(|e| e.kind() == "CUSTOM").expect("waiting").data["name"], "gateway.waiting");
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
+    assert_eq!(events.iter().filter(|e| e.kind() == "TOOL_CALL_RESULT").count(), 1, "the wire ran once approved");
+    // The decision is Bob's in the audit trail.
+    let audit = app.store.audit_rows(Some("default"), 0, 100).await.expect("audit");
+    let decision = audit.iter().find(|row| row.entry.action == "interrupt.decide").expect("a decision row");
+    assert_eq!(decision.entry.actor, "person:bob");
+    assert!(decision.entry.detail.contains(&id));
+}
+
+#[tokio::test]
+async fn two_people_resuming_at_once_on_two_instances_decide_once_and_a_key_may_not_resume() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let mut config = auth_config(&db.url, &rsa_provider());
+    config.console_url = "https://console.example.com".into();
+    let a = TestApp::start_with(config.clone()).await;
+    let b = TestApp::start_with(config).await;
+    // A tenant key starts the turn: a tenant thread, which every person of the tenant reads.
+    let (key, _) = crate::auth::new_key(&a, "default", &["foureyes"], agui_gateway::store::KeyKind::Tenant).await;
+    let events =
+        read_events(post_as(&a, &key, "foureyes", &first_run("th-race2", "run-1", "wire it")).await, None).await;
+    let last = events.last().expect("end");
+    assert_eq!(last.data["outcome"]["type"], "interrupt", "a key sees every open interrupt");
+    let id = last.data["outcome"]["interrupts"][0]["id"].as_str().expect("id").to_string();
+    let entries = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let resume = |run: &str| json!({"threadId": "th-race2", "runId": run, "messages": [], "resume": entries.clone()});
+
+    let by_key = post_as(&a, &key, "foureyes", &resume("by-key")).await;
+    assert_eq!(by_key.status(), 403);
+    let body: Value = by_key.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "permission_denied");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("console.example.com")), "{body}");
+
+    let (bob, carol) = (token("bob", &["finance"]), token("carol", &["finance"]));
+    let (on_a, on_b) = (resume("by-bob"), resume("by-carol"));
+    let (one, two) = tokio::join!(post_as(&a, &bob, "foureyes", &on_a), post_as(&b, &carol, "foureyes", &on_b));
+    let (one, two) = (read_events(one, None).await, read_events(two, None).await);
+    let outcomes: Vec<Value> = [&one, &two].iter().map(|e| e[1].data["value"]["outcome"].clone()).collect();
+    assert!(outcomes.contains(&json!("decided")) && outcomes.contains(&json!("already_decided")), "{outcomes:?}");
+    let thread = a.store.find_thread("default", "th-race2").await.expect("q").expect("thread");
+    let turn = a.store.thread_turns(thread.pk).await.expect("turns").pop().expect("turn");
+    let decided: Vec<_> = a
+        .store
+        .turn_interrupts(turn.pk)
+        .await
+        .expect("interrupts")
+        .into_iter()
+        .filter(|i| i.status == "decided")
+        .collect();
+    assert_eq!(decided.len(), 1);
+    let audit = a.store.audit_rows(Some("default"), 0, 100).await.expect("audit");
+    assert_eq!(audit.iter().filter(|row| row.entry.action == "interrupt.decide").count(), 1, "one decision recorded");
+}
