@@ -39,7 +39,10 @@ impl Unit {
     }
 }
 
-fn group_thousands(n: u64) -> String {
+/// 1234567 → "1,234,567".
+// `is_multiple_of` is newer than the workspace's rust-version (1.85).
+#[allow(clippy::manual_is_multiple_of)]
+pub fn group_thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

@@ -133,9 +133,12 @@ pub async fn warm_up(client: &crate::http::Client, target: &Target, settings: &S
     Ok(received.events)
 }
 
+/// A part of the CPU split: key suffix, label, and how to read it.
+type CpuPart = (&'static str, &'static str, fn(&CpuUse) -> f64);
+
 /// Adds the CPU split of a scenario's runs (server, PostgreSQL, this tool, other work).
 pub fn add_cpu(report: &mut Report, key: &str, label: &str, uses: &[CpuUse]) {
-    let parts: [(&str, &str, fn(&CpuUse) -> f64); 4] = [
+    let parts: [CpuPart; 4] = [
         ("server", "server CPU", |u| u.server),
         ("postgres", "PostgreSQL CPU", |u| u.postgres),
         ("tool", "load tool CPU", |u| u.tool),
@@ -160,13 +163,5 @@ pub fn raw_reference(target: &Target, figure: &str) -> Option<String> {
 
 /// Formats a count with thousands separators for labels.
 pub fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    crate::report::group_thousands(n)
 }
