@@ -33,9 +33,19 @@ pub fn frame(item: &StreamItem) -> Bytes {
     }
 }
 
+/// Frames ready together (a catch-up page, a batch committed at once) go out as one chunk.
+const MOST_FRAMES_PER_CHUNK: usize = 512;
+
 /// A `200 text/event-stream` response streaming `items`, with proxies told not to buffer it.
 pub fn response(items: impl Stream<Item = StreamItem> + Send + 'static) -> Response {
-    let body = Body::from_stream(items.map(|item| Ok::<_, Infallible>(frame(&item))));
+    let chunks = items.ready_chunks(MOST_FRAMES_PER_CHUNK).map(|ready| {
+        let mut chunk = BytesMut::new();
+        for item in &ready {
+            chunk.put_slice(&frame(item));
+        }
+        Ok::<_, Infallible>(chunk.freeze())
+    });
+    let body = Body::from_stream(chunks);
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
