@@ -445,19 +445,10 @@ impl Engine {
                 &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
             ));
         }
-        let marker = resumed_marker(&[], results)?;
-        let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
-        let start_seq = match inner.store.decide_interrupts(turn.pk, &[], &marker, &inner.instance, lease_until).await?
-        {
-            Decided::Recorded { seq, resumed } => {
-                inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
-                if resumed {
-                    self.go_on(turn.pk).await?;
-                }
-                seq - 1
-            }
-            Decided::AlreadyDecided => return Ok(refuse("turn_in_progress", "the results were already given")),
+        let Some(seq) = self.record(turn, &[], resumed_marker(&[], results)?).await? else {
+            return Ok(refuse("turn_in_progress", "the results were already given"));
         };
+        let start_seq = seq - 1;
         inner.store.add_run(thread.pk, request.run_id.as_str(), turn.pk, start_seq, now_ms()).await?;
         match inner.store.find_run(thread.pk, request.run_id.as_str()).await? {
             Some((turn, start_seq)) => self.follow(request, thread, &turn, start_seq, Some(Vec::new())).await,
@@ -534,7 +525,8 @@ impl Engine {
         via: &str,
     ) -> Result<Option<(Vec<Value>, i64)>, EngineError> {
         let inner = &self.inner;
-        for _attempt in 0..3 {
+        let mut plans = plans.to_vec();
+        loop {
             let decisions: Vec<Decision> = plans
                 .iter()
                 .filter_map(|plan| match plan {
@@ -548,7 +540,7 @@ impl Engine {
                     EntryPlan::AlreadyDecided { .. } => None,
                 })
                 .collect();
-            let mut outcomes: Vec<Value> = plans
+            let outcomes: Vec<Value> = plans
                 .iter()
                 .map(|plan| match plan {
                     EntryPlan::Decide { interrupt_id, approved, .. } => {
@@ -566,50 +558,50 @@ impl Engine {
                 });
                 return Ok(start.map(|start| (outcomes, start)));
             }
-            let marker = resumed_marker(&outcomes, Default::default())?;
-            let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
-            match inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await? {
-                Decided::Recorded { seq, resumed } => {
-                    let decided = CodeLabel { code: "decided".into() };
-                    inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
-                    inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
-                    let recorded: Vec<&Value> = outcomes.iter().filter(|o| o["outcome"] == "decided").collect();
-                    self.audit_decisions(turn, &format!("person:{person}"), Some(via), "interrupt.decide", &recorded)
-                        .await;
-                    if resumed {
-                        self.go_on(turn.pk).await?;
+            if let Some(seq) = self.record(turn, &decisions, resumed_marker(&outcomes, Default::default())?).await? {
+                let decided = CodeLabel { code: "decided".into() };
+                inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
+                let recorded: Vec<&Value> = outcomes.iter().filter(|o| o["outcome"] == "decided").collect();
+                self.audit_decisions(turn, &format!("person:{person}"), Some(via), "interrupt.decide", &recorded).await;
+                return Ok(Some((outcomes, seq - 1)));
+            }
+            // Someone decided one of these first: what they decided is already_decided here,
+            // and the rest is tried again (each round turns at least one entry, so it ends).
+            let stored = inner.store.turn_interrupts(turn.pk).await?;
+            for plan in plans.iter_mut() {
+                if let EntryPlan::Decide { interrupt_id, .. } = plan {
+                    if let Some(row) = stored.iter().find(|i| i.id == *interrupt_id && i.status != "open") {
+                        *plan = EntryPlan::AlreadyDecided {
+                            interrupt_id: interrupt_id.clone(),
+                            decided_seq: row.decided_seq,
+                        };
                     }
-                    return Ok(Some((outcomes, seq - 1)));
-                }
-                Decided::AlreadyDecided => {
-                    // Someone decided one of these first: recompute from what is stored now.
-                    let stored = inner.store.turn_interrupts(turn.pk).await?;
-                    for outcome in outcomes.iter_mut() {
-                        let id = outcome["interruptId"].as_str().unwrap_or("").to_string();
-                        if stored.iter().any(|i| i.id == id && i.status != "open") {
-                            *outcome = json!({ "interruptId": id, "outcome": "already_decided" });
-                        }
-                    }
-                    let replanned: Vec<EntryPlan> = plans
-                        .iter()
-                        .map(|plan| match plan {
-                            EntryPlan::Decide { interrupt_id, .. } => {
-                                match stored.iter().find(|i| i.id == *interrupt_id && i.status != "open") {
-                                    Some(row) => EntryPlan::AlreadyDecided {
-                                        interrupt_id: interrupt_id.clone(),
-                                        decided_seq: row.decided_seq,
-                                    },
-                                    None => plan.clone(),
-                                }
-                            }
-                            other => other.clone(),
-                        })
-                        .collect();
-                    return Box::pin(self.decide(turn, &replanned, person, via)).await;
                 }
             }
         }
-        Ok(None)
+    }
+
+    /// Records decisions (or client results) of one turn with their decision event, tells the
+    /// streams, and sets the turn going when nothing of it stays open. `None` when someone
+    /// decided one of them first (nothing was recorded); else the event's seq.
+    async fn record(
+        &self,
+        turn: &TurnRow,
+        decisions: &[Decision],
+        marker: StoredEvent,
+    ) -> Result<Option<i64>, EngineError> {
+        let inner = &self.inner;
+        let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
+        match inner.store.decide_interrupts(turn.pk, decisions, &marker, &inner.instance, lease_until).await? {
+            Decided::Recorded { seq, resumed } => {
+                inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
+                if resumed {
+                    self.go_on(turn.pk).await?;
+                }
+                Ok(Some(seq))
+            }
+            Decided::AlreadyDecided => Ok(None),
+        }
     }
 
     /// Sets a turn that a decision (or client results) made runnable going: here on a serving
@@ -743,19 +735,11 @@ impl Engine {
             decided_via: "expiry".into(),
         }];
         let outcomes = [json!({ "interruptId": interrupt_id, "outcome": "expired" })];
-        let marker = resumed_marker(&outcomes, Default::default())?;
-        let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
-        if let Decided::Recorded { seq, resumed } =
-            inner.store.decide_interrupts(turn.pk, &decisions, &marker, &inner.instance, lease_until).await?
-        {
+        if self.record(turn, &decisions, resumed_marker(&outcomes, Default::default())?).await?.is_some() {
             tracing::info!(interrupt = %interrupt_id, "an interrupt expired and was denied");
             let expired = outcomes.iter().collect::<Vec<_>>();
             self.audit_decisions(turn, "gateway", None, "interrupt.expire", &expired).await;
             inner.metrics.interrupts_decided.get_or_create(&CodeLabel { code: "expired".into() }).inc();
-            inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
-            if resumed {
-                self.go_on(turn.pk).await?;
-            }
         }
         Ok(())
     }
