@@ -71,6 +71,15 @@ impl std::fmt::Debug for Config {
 pub struct LogConfig {
     /// A `tracing` filter directive.
     pub filter: String,
+    /// `pretty` (human-readable lines) or `json` (one JSON object per line, for log shippers).
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Pretty,
+    Json,
 }
 
 #[derive(Clone, Serialize, Deserialize)]

@@ -26,6 +26,19 @@ enum Command {
         /// Address to listen on (overrides config and env).
         #[arg(long)]
         listen: Option<String>,
+        /// Log lines for people (`pretty`) or one JSON object per line (`json`); overrides
+        /// `log.format`.
+        #[arg(long, value_enum)]
+        log_format: Option<config::LogFormat>,
+    },
+    /// Exit 0 when a gateway answers 200 at URL (for a container's HEALTHCHECK), else 1.
+    Healthcheck {
+        /// The URL to probe.
+        #[arg(default_value = "http://127.0.0.1:8080/readyz")]
+        url: String,
+        /// Seconds to wait for the answer.
+        #[arg(long, default_value_t = 3)]
+        timeout_secs: u64,
     },
     /// Apply the database migrations and exit.
     Migrate {
@@ -252,8 +265,12 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             println!("migrations applied to {}", config::redact_url(&config.database.url));
             Ok(())
         }
-        Command::Serve { common, listen } => {
+        Command::Healthcheck { url, timeout_secs } => healthcheck(&url, timeout_secs).await,
+        Command::Serve { common, listen, log_format } => {
             let mut config = common.load()?;
+            if let Some(format) = log_format {
+                config.log.format = format;
+            }
             init_logging(&config);
             if let Some(listen) = listen {
                 config.listen = listen;
@@ -433,7 +450,23 @@ async fn audit_command(
 fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log.filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match config.log.format {
+        config::LogFormat::Pretty => logs.init(),
+        // Each line carries its span chain, so a turn's lines carry the request id that started it.
+        config::LogFormat::Json => logs.json().with_current_span(false).with_span_list(true).init(),
+    }
+}
+
+/// One GET: success only for `200`, so a container is healthy exactly when `/readyz` says so.
+async fn healthcheck(url: &str, timeout_secs: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(timeout_secs)).build()?;
+    let status = client.get(url).send().await?.status();
+    if status == reqwest::StatusCode::OK {
+        Ok(())
+    } else {
+        Err(format!("{url} answered {status}").into())
+    }
 }
 
 /// A person at the terminal (`via: cli`).

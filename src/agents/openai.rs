@@ -412,6 +412,7 @@ impl OpenaiAgent {
     }
 
     /// Calls an HTTP tool; any failure becomes the result the model reads.
+    #[tracing::instrument(name = "tool_call", skip(self, arguments))]
     async fn run_tool(&self, name: &str, arguments: &str) -> String {
         let Some(tool) = self.tool(name) else { return format!("error: there is no tool '{name}'") };
         let args: Value = match serde_json::from_str(arguments) {
@@ -468,6 +469,7 @@ impl OpenaiAgent {
 
     /// One streamed model call: text deltas and tool-call argument deltas go to the log as
     /// they arrive. The events that close the answer are held back for the checkpoint.
+    #[tracing::instrument(name = "agent_call", skip_all, fields(model = %self.config.model))]
     async fn call_model(&self, turn: &mut TurnContext, messages: &[Value]) -> Result<ModelAnswer, AgentError> {
         let mut body = json!({
             "model": self.config.model,

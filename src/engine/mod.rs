@@ -871,7 +871,10 @@ impl Engine {
             running.insert(turn.pk, signal_tx);
             inner.metrics.turns_running.set(running.len() as i64);
         }
-        tokio::spawn(async move {
+        // A child of the request's span when a request started it, so its log lines carry the
+        // request id.
+        let span = tracing::info_span!("turn", turn = %turn.public_id, agent = %turn.agent);
+        let task = async move {
             // Holding the feed makes the writer keep this turn's events in memory for streams.
             let _feed = inner.hub.feed(turn.pk);
             let mut context = TurnContext::new(TurnSetup {
@@ -897,6 +900,7 @@ impl Engine {
             let ending = run_turn(&inner, &mut context, &turn, start).await;
             match context.finish(ending).await {
                 Ok(Some(status)) => {
+                    tracing::info!(outcome = status.as_str(), "turn ended");
                     let labels = OutcomeLabels { agent: turn.agent.clone(), outcome: status.as_str().to_string() };
                     inner.metrics.turns_finished.get_or_create(&labels).inc();
                 }
@@ -915,7 +919,8 @@ impl Engine {
             let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
             running.remove(&turn.pk);
             inner.metrics.turns_running.set(running.len() as i64);
-        });
+        };
+        tokio::spawn(tracing::Instrument::instrument(task, span));
     }
 
     /// Cancels the thread's running turn (§4.1); the turn ends with outcome `cancelled`.

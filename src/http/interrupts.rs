@@ -2,27 +2,46 @@
 //! with the same checks as a resume, so a decider who is not in the chat can unblock a turn.
 
 use axum::extract::{Path, State};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::openapi::{ErrorBody, JsonObject, TenantQuery};
 use super::permissions::CanReadContent;
 use super::{ApiError, AppState};
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/interrupts/{id}/decision", post(decide))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(decide))
 }
 
 /// The body: what a resume entry says, without the id (it is in the path).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct DecisionBody {
     status: ResumeStatus,
     #[serde(default)]
     payload: Option<Value>,
 }
 
+/// A person decides one interrupt out of band, with the checks of a resume.
+#[utoipa::path(
+    post,
+    path = "/v1/interrupts/{id}/decision",
+    tag = "interrupts",
+    params(("id" = String, Path, description = "The interrupt's id (`int_…`)."), TenantQuery),
+    request_body(content = DecisionBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The decision was recorded: the interrupt's outcome.", body = JsonObject),
+        (status = 400, description = "the body is not a decision (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "not a person, not a decider, or not the caller's thread (`permission_denied`, `not_a_decider`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant or interrupt (`not_found`)", body = ErrorBody),
+        (status = 409, description = "the interrupt is decided, expired or changed (`interrupt_expired`, `interrupt_changed`, `invalid_resume`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
 async fn decide(
     State(state): State<AppState>,
     CanReadContent { caller, tenant }: CanReadContent,

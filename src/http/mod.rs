@@ -6,6 +6,7 @@ mod agents;
 mod error;
 mod health;
 mod interrupts;
+pub mod openapi;
 pub mod permissions;
 mod runs;
 pub mod sse;
@@ -20,10 +21,16 @@ use std::time::Duration;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, Method};
-use axum::Router;
+use axum::routing::get;
+use axum::{Json, Router};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
 
 pub use error::ApiError;
 
@@ -49,19 +56,52 @@ impl AppState {
     }
 }
 
-pub fn router(state: AppState) -> Router {
-    let cors = cors(state.config.clone());
-    Router::new()
+/// Every route, and the OpenAPI document describing exactly them.
+fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(runs::router())
         .merge(threads::router())
         .merge(agents::router())
         .merge(token::router())
         .merge(health::router())
         .merge(interrupts::router())
+        .split_for_parts()
+}
+
+/// The OpenAPI 3.1 document of every route (`GET /openapi.json`).
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    routes().1
+}
+
+pub fn router(state: AppState) -> Router {
+    let cors = cors(state.config.clone());
+    let (routes, document) = routes();
+    let document = Arc::new(document);
+    routes
+        .route("/openapi.json", get(move || async move { Json(document.as_ref().clone()) }))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(cors)
+        // Layers run outside-in from the last one: the id is set (or kept from the caller's
+        // `X-Request-Id`), the request's span records it, and the response echoes it.
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID.clone()))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
+        .layer(SetRequestIdLayer::new(REQUEST_ID.clone(), MakeRequestUuid))
         .with_state(state)
+}
+
+static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The span every log line of a request (and of a turn it starts) is under. The path only:
+/// query strings are not logged.
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+    tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path())
 }
 
 /// Unknown paths get the same JSON error body as every other error.

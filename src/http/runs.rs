@@ -13,12 +13,13 @@ use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
-use axum::routing::post;
-use axum::Router;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::openapi::{ErrorBody, TenantQuery};
 use super::permissions::CanStart;
 use super::{sse, ApiError, AppState};
 use crate::config::AgentConfig;
@@ -27,13 +28,37 @@ use crate::ids::{EventId, RunId, ThreadId};
 use crate::protocol::events::Envelope;
 use crate::protocol::{now_ms, Event, InputMessage, RunAgentInput};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/agui/agents/{agent}", post(run))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(run))
         // The route measures its own body limit while reading (413), from config.
         .layer(DefaultBodyLimit::disable())
 }
 
+/// Runs the agent (a new turn, a reconnect with `Last-Event-ID`, a replay of a known runId, or a
+/// resume of its interrupts).
+#[utoipa::path(
+    post,
+    path = "/v1/agui/agents/{agent}",
+    tag = "runs",
+    params(
+        ("agent" = String, Path, description = "The configured agent's name."),
+        TenantQuery,
+        ("Last-Event-ID" = Option<String>, Header, description = "Continue the run after this event id."),
+    ),
+    request_body(content = RunAgentInput, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The run: AG-UI events as server-sent events, each with an `id:` (`<turn>.<seq>`). A refused run is a 200 stream of one `RUN_ERROR` with its `code`.", content_type = "text/event-stream", body = String),
+        (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
+        (status = 406, description = "Accept rules out text/event-stream (`not_acceptable`)", body = ErrorBody),
+        (status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)", body = ErrorBody),
+        (status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
 async fn run(
     State(state): State<AppState>,
     CanStart { caller, tenant, agent }: CanStart,

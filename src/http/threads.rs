@@ -4,10 +4,12 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::openapi::{ErrorBody, JsonObject, TenantQuery};
 use super::permissions::{CanRead, CanReadContent};
 use super::{ApiError, AppState};
 use crate::auth::Caller;
@@ -15,11 +17,8 @@ use crate::engine::EngineError;
 use crate::ids::ThreadId;
 use crate::store::{ThreadRow, TurnStatus};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/threads/{thread}", get(show_thread))
-        .route("/v1/threads/{thread}/messages", get(thread_messages))
-        .route("/v1/threads/{thread}/cancel", post(cancel_turn))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(show_thread)).routes(routes!(thread_messages)).routes(routes!(cancel_turn))
 }
 
 async fn readable(state: &AppState, tenant: &str, caller: &Caller, thread: &str) -> Result<ThreadRow, ApiError> {
@@ -32,6 +31,20 @@ async fn readable(state: &AppState, tenant: &str, caller: &Caller, thread: &str)
 }
 
 /// The board is content (§7): a caller without `threads:content` sees the thread without it.
+#[utoipa::path(
+    get,
+    path = "/v1/threads/{thread}",
+    tag = "threads",
+    params(("thread" = String, Path, description = "The client's threadId."), TenantQuery),
+    responses(
+        (status = 200, description = "The thread: status, turns, the caller's open interrupts and, with `threads:content`, the board.", body = JsonObject),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
 async fn show_thread(
     State(state): State<AppState>,
     CanRead { caller, tenant }: CanRead,
@@ -72,6 +85,20 @@ async fn show_thread(
     })))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/threads/{thread}/messages",
+    tag = "threads",
+    params(("thread" = String, Path, description = "The client's threadId."), TenantQuery),
+    responses(
+        (status = 200, description = "The conversation as AG-UI messages, with the gateway's ids.", body = JsonObject),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
 async fn thread_messages(
     State(state): State<AppState>,
     CanReadContent { caller, tenant }: CanReadContent,
@@ -82,6 +109,21 @@ async fn thread_messages(
     Ok(Json(json!({ "threadId": thread.thread_id, "messages": messages })))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/threads/{thread}/cancel",
+    tag = "threads",
+    params(("thread" = String, Path, description = "The client's threadId."), TenantQuery),
+    responses(
+        (status = 202, description = "The running turn is being cancelled; it ends with outcome `cancelled`.", body = JsonObject),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 409, description = "no turn is running (`not_running`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
 async fn cancel_turn(
     State(state): State<AppState>,
     CanReadContent { caller, tenant }: CanReadContent,

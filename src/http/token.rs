@@ -10,11 +10,13 @@ use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::openapi::{ErrorBody, JsonObject, TenantQuery};
 use super::permissions::{configured_tenant, refuse, tenant_name};
 use super::{ApiError, AppState};
 use crate::auth::{AppKey, MintError, MintRequest};
@@ -27,8 +29,8 @@ const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
 const SUBJECT_TYPES: [&str; 3] =
     [JWT_TYPE, "urn:ietf:params:oauth:token-type:access_token", "urn:ietf:params:oauth:token-type:id_token"];
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/auth/token", post(exchange)).layer(DefaultBodyLimit::max(64 * 1024))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(exchange)).layer(DefaultBodyLimit::max(64 * 1024))
 }
 
 /// The app whose key authenticated the request, of the tenant the request names.
@@ -53,7 +55,8 @@ impl FromRequestParts<AppState> for App {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// RFC 8693 token exchange, as a form or JSON.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct ExchangeRequest {
     grant_type: Option<String>,
     subject_token: Option<String>,
@@ -65,6 +68,28 @@ fn invalid(code: &'static str, message: impl Into<String>) -> ApiError {
     ApiError::Grant { code, message: message.into() }
 }
 
+/// Token exchange (RFC 8693): an app key (the bearer credential) and a person's identity-provider
+/// token for a short-lived gateway app token.
+#[utoipa::path(
+    post,
+    path = "/v1/auth/token",
+    tag = "auth",
+    params(TenantQuery),
+    request_body(content(
+        (ExchangeRequest = "application/x-www-form-urlencoded"),
+        (ExchangeRequest = "application/json"),
+    )),
+    responses(
+        (status = 200, description = "`{access_token, issued_token_type, token_type, expires_in}`", body = JsonObject),
+        (status = 400, description = "an RFC 6749 error (`invalid_request`, `unsupported_grant_type`, `invalid_grant`)", body = ErrorBody),
+        (status = 401, description = "no valid app key (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the key belongs to another tenant (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 413, description = "the body exceeds 64 KiB", body = ErrorBody),
+        (status = 415, description = "neither a form nor JSON (`unsupported_media_type`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
 async fn exchange(
     State(state): State<AppState>,
     App { key, tenant }: App,

@@ -1,6 +1,8 @@
 //! The gateway over real HTTP: every scenario against a real server on a random port, on
 //! SQLite files and on a real PostgreSQL server.
 
+#[path = "../support/gateway_process.rs"]
+mod gateway_process;
 mod helpers;
 
 mod auth;
@@ -11,6 +13,7 @@ mod instances;
 mod interrupts;
 mod metrics;
 mod openai;
+mod operations;
 mod reconnect;
 mod run_route;
 mod takeover;

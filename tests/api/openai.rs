@@ -208,8 +208,7 @@ async fn a_tool_under_approval_waits_and_runs_once_approved() {
     assert_eq!(model.requests.lock().expect("requests").len(), 2, "the model was not asked again for the call");
 }
 
-#[path = "../support/gateway_process.rs"]
-mod gateway_process;
+use crate::gateway_process;
 
 /// SPEC §4.6 with a real agent: the instance running an LLM turn is killed (SIGKILL) between
 /// two tool calls; another instance takes the turn over from its checkpoint and finishes it,

@@ -16,9 +16,15 @@ pub struct Instance {
 }
 
 pub fn spawn_instance(config: &Path, database: &str, logs: Arc<Mutex<Vec<String>>>) -> Instance {
+    spawn_instance_with(config, database, logs, &[])
+}
+
+/// As [`spawn_instance`], with more `serve` arguments (e.g. `--log-format json`).
+pub fn spawn_instance_with(config: &Path, database: &str, logs: Arc<Mutex<Vec<String>>>, args: &[&str]) -> Instance {
     let mut child = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
         .args(["serve", "--listen", "127.0.0.1:0", "--database", database, "--config"])
         .arg(config)
+        .args(args)
         .env("NO_COLOR", "1")
         .env("AGUI_GATEWAY_LOG_FILTER", "info,sqlx=warn")
         .stdin(Stdio::null())
@@ -34,11 +40,18 @@ pub fn spawn_instance(config: &Path, database: &str, logs: Arc<Mutex<Vec<String>
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             let plain = strip_ansi(&line);
             if plain.contains("agui-gateway listening") {
-                let field = |name: &str| {
-                    plain.split_whitespace().find_map(|w| w.strip_prefix(name)).map(str::to_string).unwrap_or_default()
+                // A pretty line says `address=…`; a JSON line has the same names among its fields.
+                let json: Option<serde_json::Value> = serde_json::from_str(&plain).ok();
+                let field = |name: &str| match &json {
+                    Some(line) => line["fields"][name].as_str().unwrap_or_default().to_string(),
+                    None => plain
+                        .split_whitespace()
+                        .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                        .map(str::to_string)
+                        .unwrap_or_default(),
                 };
                 if let Some(ready) = ready.take() {
-                    let _ = ready.send((field("address="), field("instance=")));
+                    let _ = ready.send((field("address"), field("instance")));
                 }
             }
             lines.lock().unwrap_or_else(|p| p.into_inner()).push(plain);

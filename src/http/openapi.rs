@@ -1,0 +1,73 @@
+//! The OpenAPI 3.1 document served at `GET /openapi.json`. Each route declares its own
+//! operation beside its handler (`#[utoipa::path]`) and is mounted with `utoipa_axum::routes!`,
+//! so the document lists exactly the routes the router serves; this module holds the parts
+//! they share: the error body, the caller's credential and the `tenant` parameter.
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "agui-gateway",
+        description = "An AG-UI 1.0 gateway: durable threads, a persisted event log with replay, \
+                       interrupts and multi-tenant auth in front of AI agents.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    components(schemas(ErrorBody, ErrorDetail)),
+    modifiers(&BearerCredential),
+    security(("bearer" = []), ()),
+)]
+pub struct ApiDoc;
+
+/// Every error before a stream opens (§2.4): a stable `code` for programs, a `message` for
+/// people.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, for programs: `bad_request`, `unauthenticated`, `permission_denied`, `not_found`, …
+    pub code: String,
+    /// For people; may change.
+    pub message: String,
+}
+
+/// `?tenant=`: the tenant whose agents and threads the request is about (default `default`).
+#[derive(serde::Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct TenantQuery {
+    /// A configured tenant's name; unknown tenants are `404 not_found`.
+    pub tenant: Option<String>,
+}
+
+/// A JSON object whose members the route's documentation lists (any JSON object validates).
+#[derive(Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct JsonObject(pub Value);
+
+/// The credential: an app token, an identity provider's token or a tenant API key, as a bearer
+/// token. Loopback callers may omit it while no verifier is configured (development).
+struct BearerCredential;
+
+impl Modify for BearerCredential {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A gateway app token, an identity provider's token, or a tenant API key (agk_…).",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
