@@ -68,20 +68,33 @@ pub fn turn_of_message_id(message_id: &str) -> Option<&str> {
 pub struct EventId {
     pub turn: String,
     pub seq: i64,
+    /// 0 for a whole logged event. When one logged event renders as several SSE events (a
+    /// resume's `RUN_STARTED`, snapshot and `gateway.resume`s; a pre-1.0 interrupt ending),
+    /// every one but the last is named `<turn>.<seq>.<part>` — the first `part` of them were
+    /// sent — so a reconnect after any of them continues exactly after it.
+    pub part: u32,
 }
 
 impl EventId {
     pub fn parse(value: &str) -> Option<EventId> {
-        let (turn, seq) = value.trim().rsplit_once('.')?;
-        let seq: i64 = seq.parse().ok()?;
+        let mut pieces = value.trim().split('.');
+        let turn = pieces.next()?;
+        let seq: i64 = pieces.next()?.parse().ok()?;
+        let part: u32 = match pieces.next() {
+            Some(part) => part.parse().ok().filter(|p| *p >= 1)?,
+            None => 0,
+        };
         let well_formed = turn.len() == 25 && turn.starts_with('t') && turn[1..].bytes().all(|b| b.is_ascii_hexdigit());
-        (well_formed && seq >= 1).then(|| EventId { turn: turn.to_string(), seq })
+        (well_formed && seq >= 1 && pieces.next().is_none()).then(|| EventId { turn: turn.to_string(), seq, part })
     }
 }
 
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.turn, self.seq)
+        match self.part {
+            0 => write!(f, "{}.{}", self.turn, self.seq),
+            part => write!(f, "{}.{}.{}", self.turn, self.seq, part),
+        }
     }
 }
 
@@ -101,8 +114,10 @@ mod tests {
 
     #[test]
     fn event_ids_round_trip_and_reject_garbage() {
-        let id = EventId { turn: new_turn_id(), seq: 42 };
-        assert_eq!(EventId::parse(&id.to_string()), Some(id));
+        let id = EventId { turn: new_turn_id(), seq: 42, part: 0 };
+        assert_eq!(EventId::parse(&id.to_string()), Some(id.clone()));
+        let part = EventId { part: 2, ..id };
+        assert_eq!(EventId::parse(&part.to_string()), Some(part));
         for bad in [
             "",
             "42",
@@ -110,6 +125,8 @@ mod tests {
             "x0123456789abcdef01234567.1",
             "t0123456789abcdef01234567.0",
             "t0123456789abcdef01234567.-3",
+            "t0123456789abcdef01234567.3.0",
+            "t0123456789abcdef01234567.3.1.1",
         ] {
             assert_eq!(EventId::parse(bad), None, "{bad}");
         }

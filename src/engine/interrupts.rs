@@ -69,6 +69,10 @@ pub struct ResumedEvent {
     /// Results of client-declared tools, by tool call id, when those are what the turn waited for.
     #[serde(default, rename = "toolResults", skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub tool_results: std::collections::BTreeMap<String, String>,
+    /// The thread's board when the decision was made: the snapshot a run starting here opens
+    /// with, so the deltas after it apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board: Option<Vec<Value>>,
 }
 
 /// Whether `person` (with `roles`) may decide an interrupt (§5.1 policy, four eyes included).

@@ -95,6 +95,8 @@ pub struct FollowPlan {
     pub run_start_seq: i64,
     /// Stream the events after this sequence number.
     pub after_seq: i64,
+    /// SSE events of the event at `after_seq + 1` the client already has (a part id).
+    pub skip_parts: u32,
     /// Who the stream is rendered for.
     pub viewer: Viewer,
     /// This run's answers to its resume entries (`CUSTOM gateway.resume`), when it resumed.
@@ -445,7 +447,7 @@ impl Engine {
                 &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
             ));
         }
-        let Some(seq) = self.record(turn, &[], resumed_marker(&[], results)?).await? else {
+        let Some(seq) = self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?)?).await? else {
             return Ok(refuse("turn_in_progress", "the results were already given"));
         };
         let start_seq = seq - 1;
@@ -558,7 +560,10 @@ impl Engine {
                 });
                 return Ok(start.map(|start| (outcomes, start)));
             }
-            if let Some(seq) = self.record(turn, &decisions, resumed_marker(&outcomes, Default::default())?).await? {
+            if let Some(seq) = self
+                .record(turn, &decisions, resumed_marker(&outcomes, Default::default(), self.board(turn).await?)?)
+                .await?
+            {
                 let decided = CodeLabel { code: "decided".into() };
                 inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
                 let recorded: Vec<&Value> = outcomes.iter().filter(|o| o["outcome"] == "decided").collect();
@@ -602,6 +607,12 @@ impl Engine {
             }
             Decided::AlreadyDecided => Ok(None),
         }
+    }
+
+    /// The thread's board notes, as JSON.
+    async fn board(&self, turn: &TurnRow) -> Result<Vec<Value>, StoreError> {
+        let notes = self.inner.store.notes(turn.thread).await?;
+        Ok(notes.iter().filter_map(|n| serde_json::from_str(n).ok()).collect())
     }
 
     /// Sets a turn that a decision (or client results) made runnable going: here on a serving
@@ -735,7 +746,11 @@ impl Engine {
             decided_via: "expiry".into(),
         }];
         let outcomes = [json!({ "interruptId": interrupt_id, "outcome": "expired" })];
-        if self.record(turn, &decisions, resumed_marker(&outcomes, Default::default())?).await?.is_some() {
+        if self
+            .record(turn, &decisions, resumed_marker(&outcomes, Default::default(), self.board(turn).await?)?)
+            .await?
+            .is_some()
+        {
             tracing::info!(interrupt = %interrupt_id, "an interrupt expired and was denied");
             let expired = outcomes.iter().collect::<Vec<_>>();
             self.audit_decisions(turn, "gateway", None, "interrupt.expire", &expired).await;
@@ -805,6 +820,7 @@ impl Engine {
                     turn_id: turn.public_id.clone(),
                     run_start_seq: 0,
                     after_seq: 0,
+                    skip_parts: 0,
                     viewer: viewer_of(request),
                     resume_outcomes: None,
                 };
@@ -835,14 +851,17 @@ impl Engine {
         start_seq: i64,
         resume_outcomes: Option<Vec<Value>>,
     ) -> Result<RunPlan, EngineError> {
-        let after_seq = match request.last_event_id {
-            None => start_seq,
+        let (after_seq, skip_parts) = match request.last_event_id {
+            None => (start_seq, 0),
             Some(id) => {
                 let last = self.inner.store.last_seq(turn.pk).await?;
                 if id.turn != turn.public_id || id.seq > last || id.seq <= start_seq {
                     return Err(EngineError::BadLastEventId(id.to_string()));
                 }
-                id.seq
+                match id.part {
+                    0 => (id.seq, 0),
+                    part => (id.seq - 1, part),
+                }
             }
         };
         Ok(RunPlan::Follow(FollowPlan {
@@ -853,6 +872,7 @@ impl Engine {
             turn_id: turn.public_id.clone(),
             run_start_seq: start_seq,
             after_seq,
+            skip_parts,
             viewer: viewer_of(request),
             resume_outcomes,
         }))
@@ -1085,15 +1105,17 @@ fn waiting_of(row: &InterruptRow) -> Option<interrupts::Waiting> {
     })
 }
 
-/// The decision event: what was decided, for the resume run that starts there.
+/// The decision event: what was decided, and the board then, for the resume run that starts
+/// there. (The turn waits while it is decided, so nothing pins a note meanwhile.)
 fn resumed_marker(
     outcomes: &[Value],
     tool_results: std::collections::BTreeMap<String, String>,
+    board: Vec<Value>,
 ) -> Result<StoredEvent, StoreError> {
     let at_ms = now_ms();
     let event = Event::Custom {
         name: RESUMED_EVENT.into(),
-        value: json!(ResumedEvent { decisions: outcomes.to_vec(), tool_results }),
+        value: json!(ResumedEvent { decisions: outcomes.to_vec(), tool_results, board: Some(board) }),
         subagent_run_id: None,
     };
     let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms))

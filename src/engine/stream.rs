@@ -57,6 +57,8 @@ pub fn follow(
         let mut wake = feed.subscribe();
         let deadline = Instant::now() + options.max_duration;
         let mut cursor = plan.after_seq;
+        // Parts of the first event the client already has (its Last-Event-ID named a part).
+        let mut skip = plan.skip_parts as usize;
         if cursor > plan.run_start_seq {
             // Resuming after the event that ended this run: there is nothing to send.
             match store.events_after(plan.turn_pk, cursor - 1, 1).await {
@@ -92,8 +94,13 @@ pub fn follow(
                             metrics.events_streamed.inc_by(items.len() as u64);
                             let lag_ms = (crate::protocol::now_ms() - appended_at).max(0);
                             metrics.stream_lag_seconds.observe(lag_ms as f64 / 1000.0);
-                            for item in items {
-                                yield item;
+                            let parts = items.len();
+                            for (index, item) in items.into_iter().enumerate() {
+                                if skip > 0 {
+                                    skip -= 1;
+                                    continue;
+                                }
+                                yield name_part(item, &plan.turn_id, cursor, index, parts);
                             }
                         }
                         Err(error) => {
@@ -123,6 +130,18 @@ pub fn follow(
                 return;
             }
         }
+    }
+}
+
+/// Every SSE event rendered from one logged event but the last gets a part id (see
+/// [`EventId::part`]); the last carries the event's own id.
+fn name_part(item: StreamItem, turn: &str, seq: i64, index: usize, parts: usize) -> StreamItem {
+    match item {
+        StreamItem::Event { json, .. } if index + 1 < parts => {
+            let part = u32::try_from(index + 1).unwrap_or(u32::MAX);
+            StreamItem::Event { id: EventId { turn: turn.to_string(), seq, part }.to_string(), json }
+        }
+        other => other,
     }
 }
 
@@ -167,9 +186,10 @@ fn split_for<'a>(viewer: &Viewer, waiting: &'a WaitingEvent) -> (Vec<&'a Waiting
 
 /// An event as this run sends it (§3, §5.2, §5.4): run-boundary events carry the run's own
 /// ids; a wait becomes the caller's ending (or `gateway.waiting`); a decision opens the run
-/// that made it. Several items rendered from one event share its id.
+/// that made it (with the board as it stood then). Several items rendered from one event are
+/// told apart by part ids ([`name_part`]).
 async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Result<Vec<StreamItem>, RenderError> {
-    let id = EventId { turn: plan.turn_id.clone(), seq: event.seq }.to_string();
+    let id = EventId { turn: plan.turn_id.clone(), seq: event.seq, part: 0 }.to_string();
     let item = |event: Event, at_ms: i64| -> Result<StreamItem, RenderError> {
         Ok(StreamItem::Event { id: id.clone(), json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
     };
@@ -246,6 +266,10 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
                 input: None,
             };
             let mut items = vec![item(started, event.at_ms)?];
+            if let Some(board) = recorded.board {
+                let snapshot = json!({ "board": { "notes": board } });
+                items.push(item(Event::StateSnapshot { snapshot, subagent_run_id: None }, event.at_ms)?);
+            }
             for outcome in outcomes {
                 items.push(item(
                     Event::Custom { name: "gateway.resume".into(), value: outcome, subagent_run_id: None },

@@ -16,7 +16,7 @@ use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
                        interrupts and multi-tenant auth in front of AI agents.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    components(schemas(ErrorBody, ErrorDetail)),
+    components(schemas(ErrorBody, ErrorDetail, SseEvent)),
     modifiers(&BearerCredential),
     security(("bearer" = []), ()),
 )]
@@ -44,6 +44,20 @@ pub struct ErrorDetail {
 pub struct TenantQuery {
     /// A configured tenant's name; unknown tenants are `404 not_found`.
     pub tenant: Option<String>,
+}
+
+/// One server-sent event of a run (the response is a stream of these): `data` is one AG-UI
+/// event as JSON, `id` names its place in the turn's log (send it back as `Last-Event-ID`).
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct SseEvent {
+    /// `<turn>.<seq>` or `<turn>.<seq>.<part>`; `0` on a refused run's lone `RUN_ERROR`.
+    pub id: Option<String>,
+    /// One AG-UI 1.0 event, as JSON on one line (`{"type": "RUN_STARTED", …}`).
+    #[schema(content_media_type = "application/json")]
+    pub data: String,
+    /// Always `message` (unnamed events).
+    pub event: Option<String>,
 }
 
 /// A JSON object whose members the route's documentation lists (any JSON object validates).

@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::openapi::{ErrorBody, TenantQuery};
+use super::openapi::{ErrorBody, SseEvent, TenantQuery};
 use super::permissions::CanStart;
 use super::{sse, ApiError, AppState};
 use crate::config::AgentConfig;
@@ -48,7 +48,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     ),
     request_body(content = RunAgentInput, content_type = "application/json"),
     responses(
-        (status = 200, description = "The run: AG-UI events as server-sent events, each with an `id:` (`<turn>.<seq>`). A refused run is a 200 stream of one `RUN_ERROR` with its `code`.", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The run: AG-UI events as server-sent events, each with an `id:` (`<turn>.<seq>`). A refused run is a 200 stream of one `RUN_ERROR` with its `code`.", content_type = "text/event-stream", body = SseEvent),
         (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`)", body = ErrorBody),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),

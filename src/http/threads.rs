@@ -35,7 +35,7 @@ async fn readable(state: &AppState, tenant: &str, caller: &Caller, thread: &str)
     get,
     path = "/v1/threads/{thread}",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId."), TenantQuery),
+    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
     responses(
         (status = 200, description = "The thread: status, turns, the caller's open interrupts and, with `threads:content`, the board.", body = JsonObject),
         (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
@@ -89,7 +89,7 @@ async fn show_thread(
     get,
     path = "/v1/threads/{thread}/messages",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId."), TenantQuery),
+    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
     responses(
         (status = 200, description = "The conversation as AG-UI messages, with the gateway's ids.", body = JsonObject),
         (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
@@ -113,7 +113,7 @@ async fn thread_messages(
     post,
     path = "/v1/threads/{thread}/cancel",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId."), TenantQuery),
+    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
     responses(
         (status = 202, description = "The running turn is being cancelled; it ends with outcome `cancelled`.", body = JsonObject),
         (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),

@@ -11,7 +11,9 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunAgentInput {
+    #[schema(pattern = r"^[A-Za-z0-9._:@-]{1,200}$")]
     pub thread_id: String,
+    #[schema(pattern = r"^[A-Za-z0-9._:@-]{1,200}$")]
     pub run_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<String>,

@@ -713,11 +713,14 @@ mod rows {
 
     /// One conditional update: the lapsed turn is locked while claimed (`FOR UPDATE SKIP
     /// LOCKED` where the database has it) and re-checked, so two instances never both win.
+    /// Never a turn the claiming instance holds: at start-up every lease counts as lapsed, and
+    /// a turn just claimed must not be found again.
     pub(super) fn claim_lapsed_turn(skip_locked: &str) -> String {
         format!(
             "UPDATE turns SET owner_instance = $1, lease_until_ms = $2 \
              WHERE status = 'running' AND lease_until_ms < $3 AND id = \
-             (SELECT id FROM turns WHERE status = 'running' AND lease_until_ms < $3 ORDER BY id LIMIT 1 {skip_locked}) \
+             (SELECT id FROM turns WHERE status = 'running' AND lease_until_ms < $3 \
+              AND (owner_instance IS NULL OR owner_instance <> $1) ORDER BY id LIMIT 1 {skip_locked}) \
              RETURNING {TURN_COLUMNS}"
         )
     }

@@ -119,7 +119,7 @@ async fn two_people_resuming_at_once_on_two_instances_decide_once_and_a_key_may_
     let (on_a, on_b) = (resume("by-bob"), resume("by-carol"));
     let (one, two) = tokio::join!(post_as(&a, &bob, "foureyes", &on_a), post_as(&b, &carol, "foureyes", &on_b));
     let (one, two) = (read_events(one, None).await, read_events(two, None).await);
-    let outcomes: Vec<Value> = [&one, &two].iter().map(|e| e[1].data["value"]["outcome"].clone()).collect();
+    let outcomes: Vec<Value> = [&one, &two].iter().map(|e| e[2].data["value"]["outcome"].clone()).collect();
     assert!(outcomes.contains(&json!("decided")) && outcomes.contains(&json!("already_decided")), "{outcomes:?}");
     let thread = a.store.find_thread("default", "th-race2").await.expect("q").expect("thread");
     let turn = a.store.thread_turns(thread.pk).await.expect("turns").pop().expect("turn");

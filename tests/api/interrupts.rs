@@ -67,8 +67,9 @@ async fn approving_a_tool_call_continues_the_same_turn(backend: Backend) {
     let kinds = kinds(&resumed);
     assert_eq!(kinds[0], "RUN_STARTED");
     assert_eq!(resumed[0].data["runId"], "run-2");
-    assert_eq!(resumed[1].data["name"], "gateway.resume");
-    assert_eq!(resumed[1].data["value"], json!({"interruptId": id, "outcome": "decided", "approved": true}));
+    assert_eq!(resumed[1].data["type"], "STATE_SNAPSHOT", "a resume run opens with the board");
+    assert_eq!(resumed[2].data["name"], "gateway.resume");
+    assert_eq!(resumed[2].data["value"], json!({"interruptId": id, "outcome": "decided", "approved": true}));
     let result = resumed.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the call ran");
     assert_eq!(result.data["toolCallId"], call.data["toolCallId"]);
     assert_eq!(result.data["content"], "sent");
@@ -92,7 +93,7 @@ async fn the_same_resume_twice_decides_once(backend: Backend) {
     app.run_to_end("approver", &resume("th-twice", "run-2", entries.clone())).await;
     let decided = stored_interrupts(&app, "th-twice").await;
     let again = app.run_to_end("approver", &resume("th-twice", "run-3", entries)).await;
-    assert_eq!(again[1].data["value"], json!({"interruptId": id, "outcome": "already_decided"}));
+    assert_eq!(again[2].data["value"], json!({"interruptId": id, "outcome": "already_decided"}));
     assert_eq!(stored_interrupts(&app, "th-twice").await, decided, "decided once");
     assert_eq!(kinds(&again).last(), Some(&"RUN_FINISHED"));
 }
@@ -107,7 +108,7 @@ async fn a_denied_call_says_so_and_an_edited_call_runs_as_edited() {
     let denied = app
         .run_to_end("approver", &resume("th-deny", "run-2", json!([{"interruptId": id, "status": "cancelled"}])))
         .await;
-    assert_eq!(denied[1].data["value"]["approved"], false);
+    assert_eq!(denied[2].data["value"]["approved"], false);
     let result = denied.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("a result");
     assert!(result.data["content"].as_str().is_some_and(|c| c.contains("denied")), "{}", result.data);
     assert_eq!(denied.last().expect("end").data["outcome"]["type"], "success", "the agent goes on");
@@ -288,7 +289,7 @@ async fn concurrent_resumes_on_two_instances_decide_once() {
     let entries = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
     let (on_a, on_b) = (resume("th-race", "on-a", entries.clone()), resume("th-race", "on-b", entries));
     let (one, two) = tokio::join!(a.run_to_end("approver", &on_a), b.run_to_end("approver", &on_b));
-    let outcomes: Vec<&Value> = [&one, &two].iter().map(|events| &events[1].data["value"]["outcome"]).collect();
+    let outcomes: Vec<&Value> = [&one, &two].iter().map(|events| &events[2].data["value"]["outcome"]).collect();
     let decided = outcomes.iter().filter(|o| **o == "decided").count();
     let already = outcomes.iter().filter(|o| **o == "already_decided").count();
     assert_eq!((decided, already), (1, 1), "{outcomes:?}");

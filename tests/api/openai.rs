@@ -276,10 +276,11 @@ url = "{tool_url}"
     a.child.kill().expect("SIGKILL");
     let _ = a.child.wait();
     let head = reader.await.expect("reader");
-    let last_id = head.last().and_then(|e| e.id.clone()).expect("A streamed events");
+    // Under load A may die before its stream sent anything: then B replays the run whole.
+    let last_id = head.last().and_then(|e| e.id.clone());
     let tail = tokio::time::timeout(
         std::time::Duration::from_secs(40),
-        read_events(post(&b.address, Some(last_id)).await.expect("resume on B"), None),
+        read_events(post(&b.address, last_id).await.expect("resume on B"), None),
     )
     .await
     .expect("B finished the turn");

@@ -105,7 +105,6 @@ async fn every_log_line_of_a_run_is_json_with_the_request_id() {
     std::fs::write(&config, TEST_CONFIG).expect("config");
     let logs = Arc::new(Mutex::new(Vec::new()));
     let mut gateway = gateway_process::spawn_instance_with(&config, &db.url, logs.clone(), &["--log-format", "json"]);
-    let started_lines = logs.lock().expect("logs").len();
     let client = reqwest::Client::new();
     let url = format!("http://{}/v1/agui/agents/approver", gateway.address);
     let post = |body: Value, request_id: &'static str| {
@@ -138,7 +137,9 @@ async fn every_log_line_of_a_run_is_json_with_the_request_id() {
     let request_id = |line: &Value| -> Option<String> {
         line["spans"].as_array()?.iter().find_map(|span| span["request_id"].as_str().map(str::to_string))
     };
-    let run_lines: Vec<&Value> = parsed[started_lines..].iter().collect();
+    // The lines after start-up (which ends with the `listening` line) are the run's.
+    let listening = parsed.iter().position(|l| l["fields"]["message"] == "agui-gateway listening").expect("listening");
+    let run_lines: Vec<&Value> = parsed[listening + 1..].iter().collect();
     assert!(run_lines.len() >= 4, "the run logged too little to judge: {lines:?}");
     for line in &run_lines {
         let id = request_id(line).unwrap_or_else(|| panic!("a run's line without a request id: {line}"));

@@ -77,3 +77,41 @@ async fn a_last_event_id_from_elsewhere_is_refused_and_changes_nothing(backend: 
     let _ = json!({});
 }
 on_both_stores!(a_last_event_id_from_elsewhere_is_refused_and_changes_nothing);
+
+/// A resume run opens with several SSE events rendered from one logged decision
+/// (`RUN_STARTED`, the board's `STATE_SNAPSHOT`, `gateway.resume`), and a pre-1.0 caller's
+/// interrupt ending is three events from one wait. A reconnect after any of them continues
+/// exactly after it: each gets its own id.
+async fn a_reconnect_after_any_event_of_a_resume_run_misses_nothing(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let first = app.run_to_end("approver", &first_run("th-parts", "run-1", "mail it")).await;
+    let interrupt = first.last().expect("end").data["outcome"]["interrupts"][0]["id"].clone();
+    let resume = json!({
+        "threadId": "th-parts", "runId": "run-2", "messages": [],
+        "resume": [{ "interruptId": interrupt, "status": "resolved", "payload": { "approved": true } }],
+    });
+    let whole = app.run_to_end("approver", &resume).await;
+    assert_eq!(&kinds(&whole)[..3], ["RUN_STARTED", "STATE_SNAPSHOT", "CUSTOM"], "{whole:?}");
+    let ids: Vec<String> = whole.iter().map(|e| e.id.clone().expect("every event has an id")).collect();
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "two events share an id: {ids:?}");
+    for k in 1..whole.len() {
+        let tail =
+            read_events(app.post_run_with("approver", &resume, &[("last-event-id", &ids[k - 1])]).await, None).await;
+        assert_eq!(tail, whole[k..], "after event {k} ({})", ids[k - 1]);
+    }
+
+    // Pre-1.0 (no protocolVersion): MESSAGES_SNAPSHOT, on_interrupt, RUN_FINISHED from one wait.
+    let old = json!({ "threadId": "th-parts-old", "runId": "run-1",
+        "messages": [{ "id": "u1", "role": "user", "content": "mail it" }] });
+    let whole = app.run_to_end("approver", &old).await;
+    let n = whole.len();
+    assert_eq!(&kinds(&whole)[n - 3..], ["MESSAGES_SNAPSHOT", "CUSTOM", "RUN_FINISHED"]);
+    for k in n - 3..n {
+        let last_id = whole[k - 1].id.clone().expect("id");
+        let tail = read_events(app.post_run_with("approver", &old, &[("last-event-id", &last_id)]).await, None).await;
+        assert_eq!(tail, whole[k..], "pre-1.0, after event {k} ({last_id})");
+    }
+}
+on_both_stores!(a_reconnect_after_any_event_of_a_resume_run_misses_nothing);

@@ -1,0 +1,956 @@
+#!/usr/bin/env node
+// conformance.mjs: the official AG-UI 1.0 client against every stream shape the gateway makes.
+//
+//   (cd tests/clients && npm ci) && node tests/clients/conformance.mjs
+//
+// Starts one gateway (tests/clients/lib/gateway.mjs: AGUI_GATEWAY_BIN, else target/debug) with the
+// agents below and drives `@ag-ui/client` 1.0.0's HttpAgent through text, tool calls, state
+// snapshots and deltas, steps, the AI label, a burst, declared frontend tools, approval and
+// question interrupts with resumes, failing, refused and cancelled runs, pre-1.0 clients and
+// reconnects with Last-Event-ID. Verification is always on in that client; on top of it every
+// event, as the client received it and as it came over the wire, is validated with
+// `@ag-ui/core/schemas`, and the wire itself is judged (LF framing, one `id:` per event, ids
+// increasing, one terminal event last, the input's ids echoed). State is checked with a stock
+// RFC 6902 library (fast-json-patch) against `GET /v1/threads/{thread}`. Streams joined from a
+// dropped connection and its reconnect must equal the full replay byte for byte and pass the
+// official client too.
+//
+// One line per scenario, then "N passed, N failed, N skipped"; exit 1 on any failure.
+import { createRequire } from "node:module";
+import { randomUUID } from "node:crypto";
+import { isDeepStrictEqual } from "node:util";
+import { startGateway } from "./lib/gateway.mjs";
+
+const require = createRequire(import.meta.url);
+const { HttpAgent, buildResumeArray, isInterruptExpired } = require("@ag-ui/client");
+const { EventSchema } = require("@ag-ui/core/schemas");
+const jsonpatch = require("fast-json-patch");
+
+// keepalive_secs = 1 so that a waiting turn's stream carries `: keepalive` comments, which the
+// client must skip. `pinner` waits between its notes so that a reconnect can land between deltas;
+// `reviewer` pins notes on both sides of an approval so state is judged across a resume.
+const CONFIG = String.raw`
+[limits]
+keepalive_secs = 1
+
+[[tenants]]
+name = "default"
+
+[[tenants]]
+name = "acme"
+ai_label = "[AI] "
+
+[[agents]]
+name = "demo"
+kind = "script"
+title = "Demo"
+steps = [
+  { say = "Hello! You said: \"{input}\"." },
+  { tool = "lookup", args = { query = "{input}" }, result = "3 matching documents" },
+  { note = "Asked about: {input}", kind = "topic", tags = ["demo"] },
+  { step = "summarise" },
+  { say = "Done." },
+]
+
+[[agents]]
+name = "slow"
+kind = "script"
+chunk_chars = 4
+chunk_delay_ms = 15
+frontend_tools = ["confirm_dialog"]
+steps = [
+  { say = "Streaming slowly so a client can drop mid-message: {input}" },
+  { tool = "search", args = { q = "{input}" }, result = "found" },
+  { wait_ms = 50 },
+  { note = "slow note", tags = ["slow"] },
+  { say = "And a second answer after the tool." },
+]
+
+[[agents]]
+name = "burst"
+kind = "script"
+steps = [ { burst = 400, bytes = 40 }, { say = "burst over" } ]
+
+[[agents]]
+name = "failing"
+kind = "script"
+steps = [ { say = "about to fail" }, { fail = "the script failed on purpose" } ]
+
+[[agents]]
+name = "approver"
+kind = "script"
+steps = [
+  { say = "Let me send that." },
+  { tool = "send_email", args = { to = "team@example.com", body = "{input}" }, result = "sent", approval = "always", allow_edit = true },
+  { say = "All done." },
+]
+
+[[agents]]
+name = "pair"
+kind = "script"
+steps = [
+  { tools = [ { tool = "first", result = "ran first" }, { tool = "second", result = "ran second" } ], approval = "always" },
+  { say = "Both handled." },
+]
+
+[[agents]]
+name = "asker"
+kind = "script"
+steps = [ { ask = "Which colour?", choices = ["red", "blue"] }, { say = "You chose {answer}." } ]
+
+[[agents]]
+name = "waiter"
+kind = "script"
+steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]
+
+[[agents]]
+name = "pinner"
+kind = "script"
+steps = [
+  { say = "Pinning four notes." },
+  { note = "first: {input}", kind = "topic", tags = ["pin"] },
+  { wait_ms = 250 },
+  { note = "second", tags = ["pin"] },
+  { wait_ms = 250 },
+  { note = "third" },
+  { wait_ms = 250 },
+  { note = "fourth", kind = "summary" },
+  { say = "Pinned." },
+]
+
+[[agents]]
+name = "reviewer"
+kind = "script"
+steps = [
+  { say = "Drafting." },
+  { note = "draft: {input}", kind = "draft" },
+  { tool = "publish", args = { text = "{input}" }, result = "published", approval = "always" },
+  { note = "published: {input}", kind = "published" },
+  { say = "Published." },
+]
+`;
+
+const TEXT = ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT+", "TEXT_MESSAGE_END"];
+const TOOL = ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT"];
+const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
+
+let gateway;
+const uid = (prefix) => `${prefix}-${randomUUID()}`;
+const userMessage = (content) => ({ id: uid("u"), role: "user", content });
+const agentUrl = (agent, tenant = "default") => `${gateway.url}/v1/agui/agents/${agent}?tenant=${tenant}`;
+const short = (value, n = 300) => String(value).replace(/\s+/g, " ").slice(0, n);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// The client reports what it strips or drops with console.warn; any of that is a finding here.
+const clientWarnings = [];
+console.warn = (...args) => clientWarnings.push(args.map(String).join(" "));
+const originalError = console.error;
+console.error = (...args) => {
+  if (!String(args[0]).startsWith("Agent execution failed")) originalError(...args);
+};
+
+async function getJson(path) {
+  const res = await fetch(gateway.url + path);
+  return { status: res.status, body: await res.json() };
+}
+const threadRecord = (threadId, tenant = "default") => getJson(`/v1/threads/${threadId}?tenant=${tenant}`);
+
+// ---------- the wire ----------
+
+/** One SSE block (text between blank lines) as the official client would read it, plus its id. */
+function parseBlock(block) {
+  const lines = block.split("\n");
+  const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, ""));
+  if (!data.length) return { comment: true, raw: `${block}\n\n`, lines };
+  const ids = lines.filter((l) => l.startsWith("id:")).map((l) => l.slice(3).replace(/^ /, ""));
+  let event;
+  try {
+    event = JSON.parse(data.join("\n"));
+  } catch {
+    event = undefined;
+  }
+  return { comment: false, raw: `${block}\n\n`, lines, ids, id: ids.at(-1), dataLines: data.length, event };
+}
+
+function parseText(text) {
+  const blocks = text.split("\n\n");
+  const tail = blocks.pop(); // whatever follows the last blank line: empty for a whole stream
+  return { frames: blocks.filter((b) => b.length).map(parseBlock), tail };
+}
+
+/** Keys an event carries that its schema does not describe (the client strips them, warning). */
+function undescribedKeys(event) {
+  const option = EventSchema.options.find((o) => (o.shape.type.def?.values ?? [o.shape.type.value])[0] === event.type);
+  return option ? Object.keys(event).filter((k) => !Object.prototype.hasOwnProperty.call(option.shape, k)) : [];
+}
+
+function validateEvent(event, where, problems) {
+  const parsed = EventSchema.safeParse(event);
+  if (!parsed.success) {
+    problems.push(`${where} ${event?.type}: ${parsed.error.issues.map((i) => `/${i.path.join("/")} ${i.message}`).join("; ")}`);
+    return;
+  }
+  const extra = undescribedKeys(event);
+  if (extra.length) problems.push(`${where} ${event.type}: undescribed properties ${extra.join(", ")}`);
+}
+
+// `<turn>.<seq>`, or `<turn>.<seq>.<part>` for the leading SSE events rendered from one logged
+// event (docs/api.md): ids strictly increase, a part sorting before its event's own id.
+const EVENT_ID = /^(t[0-9a-f]{24})\.([0-9]+)(?:\.([1-9][0-9]*))?$/;
+
+/**
+ * Judges SSE text as it came over the wire: LF only, every data frame one `id:` and one `data:`
+ * line holding a schema-valid event, comments only `:` lines. Returns the event frames.
+ */
+function judgeWire(text, problems, label = "wire") {
+  if (text.includes("\r")) problems.push(`${label}: CR in the stream (the client splits on LF only)`);
+  const { frames, tail } = parseText(text);
+  if (tail.length) problems.push(`${label}: the stream ends inside a frame: ${JSON.stringify(short(tail, 80))}`);
+  const events = [];
+  frames.forEach((frame, n) => {
+    if (frame.comment) {
+      if (!frame.lines.every((l) => l.startsWith(":"))) problems.push(`${label}: frame ${n} has no data and is not a comment: ${JSON.stringify(short(frame.raw, 80))}`);
+      return;
+    }
+    const others = frame.lines.filter((l) => !l.startsWith("data:") && !l.startsWith("id:"));
+    if (frame.ids.length !== 1) problems.push(`${label}: frame ${n} has ${frame.ids.length} id lines`);
+    if (frame.dataLines !== 1) problems.push(`${label}: frame ${n} has ${frame.dataLines} data lines`);
+    if (others.length) problems.push(`${label}: frame ${n} has other lines: ${JSON.stringify(others)}`);
+    if (!frame.event || typeof frame.event !== "object" || Array.isArray(frame.event)) {
+      problems.push(`${label}: frame ${n} is not a JSON object: ${JSON.stringify(short(frame.raw, 120))}`);
+      return;
+    }
+    validateEvent(frame.event, `${label} #${events.length}`, problems);
+    events.push(frame);
+  });
+  return events;
+}
+
+/**
+ * The rules of a run a client cannot check by itself: it opens with RUN_STARTED echoing the
+ * input (or is one refused RUN_ERROR with id 0), ends exactly once with its last event, and its
+ * event ids name one turn and increase. Only a resume's opening events share an id (the
+ * decision's, docs/api.md).
+ */
+function judgeRun(frames, input, problems) {
+  const events = frames.map((f) => f.event);
+  if (!events.length) {
+    problems.push("no events");
+    return;
+  }
+  const terminals = events.filter((e) => TERMINAL.has(e.type)).length;
+  if (!TERMINAL.has(events.at(-1).type)) problems.push(`the run ends with ${events.at(-1).type}, not a terminal event`);
+  if (terminals !== 1) problems.push(`${terminals} terminal events (a run ends exactly once)`);
+  if (events.length === 1 && events[0].type === "RUN_ERROR") {
+    if (frames[0].id !== "0") problems.push(`a refused run's RUN_ERROR has id ${frames[0].id}, docs say 0`);
+    return;
+  }
+  if (events[0].type !== "RUN_STARTED") problems.push(`the first event is ${events[0].type}`);
+  for (const e of events) {
+    if ((e.type === "RUN_STARTED" || e.type === "RUN_FINISHED") && (e.threadId !== input.threadId || e.runId !== input.runId)) {
+      problems.push(`${e.type} names ${e.threadId}/${e.runId}, the input ${input.threadId}/${input.runId}`);
+    }
+    if (e.type === "RUN_STARTED" && e.protocolVersion !== "1.0") problems.push(`RUN_STARTED.protocolVersion is ${JSON.stringify(e.protocolVersion)}`);
+  }
+  let turn;
+  let last = -1;
+  frames.forEach((frame, n) => {
+    const m = EVENT_ID.exec(frame.id ?? "");
+    if (!m) {
+      problems.push(`event #${n} ${frame.event.type} has id ${JSON.stringify(frame.id)}, not <turn>.<seq>[.<part>]`);
+      return;
+    }
+    if (turn && m[1] !== turn) problems.push(`event #${n} id ${frame.id} names another turn than ${turn}`);
+    turn ??= m[1];
+    // (seq, part) with the event's own id (no part) after its parts.
+    const position = Number(m[2]) + (m[3] === undefined ? 0.999999 : Number(m[3]) / 1e6);
+    if (position <= last) problems.push(`event #${n} ${frame.event.type} id ${frame.id} does not increase`);
+    last = position;
+  });
+}
+
+/** The event types in order, a run of TEXT_MESSAGE_CONTENT folded into "TEXT_MESSAGE_CONTENT+". */
+function shape(events) {
+  const out = [];
+  for (const e of events) {
+    if (e.type === "TEXT_MESSAGE_CONTENT" && out.at(-1) === "TEXT_MESSAGE_CONTENT+") continue;
+    out.push(e.type === "TEXT_MESSAGE_CONTENT" ? "TEXT_MESSAGE_CONTENT+" : e.type);
+  }
+  return out;
+}
+
+function expectShape(events, expected, problems, label = "events") {
+  const got = shape(events);
+  if (!isDeepStrictEqual(got, expected)) problems.push(`${label}: expected ${expected.join(" ")}\n      got      ${got.join(" ")}`);
+}
+
+function expect(condition, message, problems) {
+  if (!condition) problems.push(message);
+}
+
+function expectEqual(actual, expected, what, problems) {
+  if (!isDeepStrictEqual(actual, expected)) problems.push(`${what}: expected ${short(JSON.stringify(expected), 400)}, got ${short(JSON.stringify(actual), 400)}`);
+}
+
+/** The text of each assistant message, in order of its start. */
+function messageTexts(events) {
+  const texts = new Map();
+  for (const e of events) {
+    if (e.type === "TEXT_MESSAGE_START") texts.set(e.messageId, "");
+    if (e.type === "TEXT_MESSAGE_CONTENT") texts.set(e.messageId, (texts.get(e.messageId) ?? "") + e.delta);
+  }
+  return [...texts.values()];
+}
+
+// ---------- driving the official client ----------
+
+/**
+ * One runAgent() of the official client, with the response body teed off before the client
+ * reads it so the wire can be judged too.
+ */
+async function clientRun(agent, params, { timeoutMs = 30_000, onEvent } = {}) {
+  const wire = {};
+  agent.fetch = async (url, init) => {
+    wire.request = JSON.parse(init.body);
+    const res = await fetch(url, init);
+    wire.status = res.status;
+    wire.headers = res.headers;
+    const copy = res.clone();
+    wire.body = copy.text().catch(() => "");
+    return res;
+  };
+  const run = { events: [], finished: undefined, runError: undefined, rejected: undefined };
+  const subscriber = {
+    onEvent: ({ event }) => {
+      run.events.push(event);
+      onEvent?.(event);
+    },
+    onRunFinishedEvent: (p) => {
+      run.finished = p;
+    },
+    onRunErrorEvent: ({ event }) => {
+      run.runError = event;
+    },
+  };
+  const timer = setTimeout(() => agent.abortRun(), timeoutMs);
+  try {
+    await agent.runAgent(params, subscriber);
+  } catch (e) {
+    run.rejected = e;
+  }
+  clearTimeout(timer);
+  run.wire = { ...wire, text: wire.body ? await wire.body : "" };
+  run.input = wire.request;
+  return run;
+}
+
+/** The common verdict on a run the client should accept: returns the wire's event frames. */
+function judgeClientRun(run, problems, label = "run") {
+  if (run.rejected) problems.push(`${label}: @ag-ui/client rejected the stream: ${short(run.rejected?.message ?? run.rejected)}`);
+  if (run.wire.status !== 200) problems.push(`${label}: HTTP ${run.wire.status} ${short(run.wire.text, 200)}`);
+  const contentType = run.wire.headers?.get("content-type") ?? "";
+  if (!/^text\/event-stream\b/.test(contentType)) problems.push(`${label}: Content-Type ${contentType}`);
+  const frames = judgeWire(run.wire.text, problems, `${label} wire`);
+  judgeRun(frames, run.input, problems);
+  run.events.forEach((e, n) => validateEvent(e, `${label} client #${n}`, problems));
+  if (run.events.length !== frames.length) {
+    problems.push(`${label}: the client saw ${run.events.length} events, the wire carried ${frames.length}`);
+  }
+  return frames.map((f) => f.event);
+}
+
+/**
+ * Puts recorded SSE text before the official client through its fetch hook, as
+ * verify-recorded.mjs does: enforcement, chunk expansion and verifyEvents judge those bytes.
+ */
+async function verifyRecorded(text, input, problems, label) {
+  const agent = new HttpAgent({
+    url: "http://recorded.invalid/",
+    threadId: input.threadId,
+    initialMessages: input.messages,
+    fetch: async () => new Response(text, { status: 200, headers: { "content-type": "text/event-stream" } }),
+  });
+  const seen = [];
+  try {
+    await agent.runAgent({ runId: input.runId }, { onEvent: ({ event }) => seen.push(event) });
+  } catch (e) {
+    problems.push(`${label}: @ag-ui/client rejected the recorded stream: ${short(e?.message ?? e)}`);
+  }
+  return { agent, seen };
+}
+
+// ---------- driving the wire by hand ----------
+
+/**
+ * POSTs a RunAgentInput and reads the SSE response frame by frame. `stopAfter` (a count of
+ * events) or `stopWhen(frame, events)` drops the connection right after that event, as a client
+ * whose network failed would.
+ */
+async function rawRun(agent, input, { lastEventId, stopAfter, stopWhen, tenant = "default" } = {}) {
+  const controller = new AbortController();
+  const headers = { "content-type": "application/json", accept: "text/event-stream" };
+  if (lastEventId !== undefined) headers["last-event-id"] = lastEventId;
+  const res = await fetch(agentUrl(agent, tenant), { method: "POST", headers, body: JSON.stringify(input), signal: controller.signal });
+  const out = { status: res.status, headers: res.headers, frames: [], comments: [], text: "", dropped: false };
+  if (!/^text\/event-stream\b/.test(res.headers.get("content-type") ?? "")) {
+    out.text = await res.text();
+    try {
+      out.json = JSON.parse(out.text);
+    } catch {
+      /* not JSON: left as text */
+    }
+    return out;
+  }
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const frame = parseBlock(buffer.slice(0, cut));
+        buffer = buffer.slice(cut + 2);
+        out.text += frame.raw;
+        if (frame.comment) {
+          out.comments.push(frame);
+          continue;
+        }
+        out.frames.push(frame);
+        if (out.frames.length === stopAfter || stopWhen?.(frame, out.frames)) {
+          out.dropped = true;
+          controller.abort();
+          return out;
+        }
+      }
+    }
+  } catch (e) {
+    if (!controller.signal.aborted) throw e;
+  }
+  out.text += buffer;
+  return out;
+}
+
+/** The event frames of a stream as bytes, keepalive comments left out (their timing varies). */
+const eventBytes = (frames) => frames.map((f) => f.raw).join("");
+
+/**
+ * Reconnects after every event of a finished run's replay: each answer must be exactly the rest
+ * of the replay (SPEC §4.2: nothing missed, nothing twice). Stops at the first cut that is not.
+ */
+async function everyCutPoint(agent, input, replay, problems, label) {
+  for (let k = 1; k < replay.frames.length; k += 1) {
+    const after = await rawRun(agent, input, { lastEventId: replay.frames[k - 1].id });
+    if (eventBytes(after.frames) !== eventBytes(replay.frames.slice(k))) {
+      const got = after.status === 200 ? shape(after.frames.map((f) => f.event)).join(" ") || "an empty stream" : `HTTP ${after.status} ${short(after.text, 120)}`;
+      problems.push(`${label}: Last-Event-ID ${replay.frames[k - 1].id} (after #${k - 1} ${replay.frames[k - 1].event.type}) gives ${got}; the replay goes on with ${shape(replay.frames.slice(k).map((f) => f.event)).join(" ")}`);
+      return k - 1;
+    }
+  }
+  return replay.frames.length - 1;
+}
+
+function judgeStreamHeaders(res, problems, label) {
+  const h = res.headers;
+  expect(res.status === 200, `${label}: HTTP ${res.status} ${short(res.text, 200)}`, problems);
+  expect(/^text\/event-stream\b/.test(h.get("content-type") ?? ""), `${label}: content-type ${h.get("content-type")}`, problems);
+  expect(h.get("cache-control") === "no-cache", `${label}: cache-control ${h.get("cache-control")}`, problems);
+  expect(h.get("x-accel-buffering") === "no", `${label}: x-accel-buffering ${h.get("x-accel-buffering")}`, problems);
+}
+
+/** Applies a stream's STATE_SNAPSHOT and STATE_DELTAs in order with fast-json-patch. */
+function foldState(events) {
+  let state;
+  let snapshots = 0;
+  let deltas = 0;
+  for (const e of events) {
+    if (e.type === "STATE_SNAPSHOT") {
+      state = structuredClone(e.snapshot);
+      snapshots += 1;
+    } else if (e.type === "STATE_DELTA") {
+      if (state === undefined) throw new Error(`STATE_DELTA #${deltas} before any STATE_SNAPSHOT: ${JSON.stringify(e.delta)}`);
+      // validate = true: an operation that does not apply throws instead of being skipped.
+      state = jsonpatch.applyPatch(state, structuredClone(e.delta), true, false).newDocument;
+      deltas += 1;
+    }
+  }
+  return { state, snapshots, deltas };
+}
+
+/** The conversation as the client folded it, in the shape `GET .../messages` answers. */
+function conversation(messages) {
+  return messages.map((m) => {
+    const out = { role: m.role };
+    if (m.role !== "user") out.id = m.id; // a user message keeps the client's id on the client
+    if (m.content !== undefined) out.content = m.content;
+    if (m.toolCalls?.length) out.toolCalls = m.toolCalls.map((c) => ({ id: c.id, type: c.type, function: c.function }));
+    if (m.toolCallId !== undefined) out.toolCallId = m.toolCallId;
+    return out;
+  });
+}
+
+// ---------- scenarios ----------
+
+const results = [];
+
+async function scenario(name, body) {
+  const problems = [];
+  const warningsBefore = clientWarnings.length;
+  const started = Date.now();
+  let note = "";
+  let timer;
+  try {
+    note = await Promise.race([
+      body(problems),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error("timed out after 90 s")), 90_000);
+      }),
+    ]);
+  } catch (e) {
+    problems.push(`threw: ${e?.stack ?? e}`);
+  }
+  clearTimeout(timer);
+  for (const w of clientWarnings.slice(warningsBefore)) problems.push(`client warning: ${short(w, 300)}`);
+  const ms = Date.now() - started;
+  results.push({ name, ok: problems.length === 0 });
+  if (problems.length) console.log(`FAIL ${name} (${ms} ms)\n  - ${problems.join("\n  - ")}`);
+  else console.log(`PASS ${name}${note ? ` — ${note}` : ""} (${ms} ms)`);
+}
+
+function skip(name, why) {
+  results.push({ name, skipped: true });
+  console.log(`SKIP ${name} — ${why}`);
+}
+
+async function textToolStateStep(problems) {
+  const threadId = uid("th-text");
+  const agent = new HttpAgent({ url: agentUrl("demo"), threadId, initialMessages: [userMessage("What is AG-UI?")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems, "turn 1");
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, ...TOOL, "STATE_DELTA", "STEP_STARTED", "STEP_FINISHED", ...TEXT, "RUN_FINISHED"], problems);
+  expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
+  expectEqual(run.finished?.pendingToolCallIds, [], "pendingToolCallIds", problems);
+
+  const [firstMessage] = events.filter((e) => e.type === "TEXT_MESSAGE_START");
+  const start = events.find((e) => e.type === "TOOL_CALL_START");
+  expect(start?.toolCallName === "lookup", `tool name ${start?.toolCallName}`, problems);
+  expect(start?.parentMessageId === firstMessage?.messageId, `TOOL_CALL_START.parentMessageId ${start?.parentMessageId}, the message was ${firstMessage?.messageId}`, problems);
+  const args = events.filter((e) => e.type === "TOOL_CALL_ARGS").map((e) => e.delta).join("");
+  expectEqual(JSON.parse(args), { query: "What is AG-UI?" }, "tool arguments", problems);
+  const result = events.find((e) => e.type === "TOOL_CALL_RESULT");
+  expect(result?.toolCallId === start?.toolCallId && result?.content === "3 matching documents", `TOOL_CALL_RESULT ${JSON.stringify(result)}`, problems);
+  expectEqual(messageTexts(events), ['Hello! You said: "What is AG-UI?".', "Done."], "message texts", problems);
+  const step = events.filter((e) => e.type.startsWith("STEP_")).map((e) => e.stepName);
+  expectEqual(step, ["summarise", "summarise"], "step names", problems);
+
+  // The client's folded state and conversation are the gateway's record.
+  const thread = await threadRecord(threadId);
+  expectEqual(thread.body.board.notes.map((n) => n.text), ["Asked about: What is AG-UI?"], "board notes", problems);
+  expectEqual(agent.state, { board: thread.body.board }, "the client's state vs GET /v1/threads board", problems);
+  const record = await getJson(`/v1/threads/${threadId}/messages?tenant=default`);
+  expectEqual(conversation(agent.messages), conversation(record.body.messages), "the client's messages vs GET .../messages", problems);
+
+  // A second turn from the client's own copy of the conversation.
+  agent.addMessage(userMessage("And reconnecting?"));
+  const second = await clientRun(agent, { runId: uid("run") });
+  const events2 = judgeClientRun(second, problems, "turn 2");
+  expect(second.finished?.outcome === "success", `turn 2 outcome ${second.finished?.outcome}`, problems);
+  expectEqual(events2.find((e) => e.type === "STATE_SNAPSHOT")?.snapshot.board.notes.length, 1, "turn 2 snapshot notes", problems);
+  const after = await threadRecord(threadId);
+  expect(after.body.turnCount === 2, `turnCount ${after.body.turnCount}`, problems);
+  expectEqual(agent.state, { board: after.body.board }, "the client's state after turn 2", problems);
+  return `${events.length} + ${events2.length} events`;
+}
+
+async function aiLabel(problems) {
+  const threadId = uid("th-label");
+  const agent = new HttpAgent({ url: agentUrl("demo", "acme"), threadId, initialMessages: [userMessage("hi")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems);
+  expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
+  const firstDeltas = [];
+  for (const [n, e] of events.entries()) {
+    if (e.type === "TEXT_MESSAGE_START") firstDeltas.push(events.slice(n).find((x) => x.type === "TEXT_MESSAGE_CONTENT" && x.messageId === e.messageId)?.delta);
+  }
+  expect(firstDeltas.length === 2 && firstDeltas.every((d) => d?.startsWith("[AI] ")), `first delta of each message ${JSON.stringify(firstDeltas)}: expected 2, each led by "[AI] "`, problems);
+  expectEqual(messageTexts(events), ['[AI] Hello! You said: "hi".', "[AI] Done."], "labelled texts", problems);
+  const thread = await threadRecord(threadId, "acme");
+  expect(thread.status === 200 && thread.body.tenant === "acme", `GET thread in acme: ${thread.status}`, problems);
+}
+
+async function burst(problems) {
+  const agent = new HttpAgent({ url: agentUrl("burst"), threadId: uid("th-burst"), initialMessages: [userMessage("go")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems);
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, ...TEXT, "RUN_FINISHED"], problems);
+  const first = events.find((e) => e.type === "TEXT_MESSAGE_START")?.messageId;
+  const deltas = events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT" && e.messageId === first);
+  expect(deltas.length === 400, `${deltas.length} burst deltas, configured 400`, problems);
+  expect(deltas.every((d) => d.delta === "x".repeat(40)), "a burst delta is not 40 x", problems);
+  expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
+  return `${events.length} events`;
+}
+
+async function frontendToolsDeclared(problems) {
+  const tool = { name: "confirm_dialog", description: "Ask the person to confirm", parameters: { type: "object", properties: { question: { type: "string" } } } };
+  const agent = new HttpAgent({ url: agentUrl("slow"), threadId: uid("th-tools"), initialMessages: [userMessage("tools")] });
+  const run = await clientRun(agent, { runId: uid("run"), tools: [tool] });
+  const events = judgeClientRun(run, problems, "admitted");
+  expectEqual(run.input?.tools?.map((t) => t.name), ["confirm_dialog"], "tools the client sent", problems);
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, ...TOOL, "STATE_DELTA", ...TEXT, "RUN_FINISHED"], problems, "admitted");
+  expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
+  expectEqual(run.finished?.pendingToolCallIds, [], "pendingToolCallIds (the script agent never calls a client tool)", problems);
+
+  // A tool the agent does not list is refused before any stream: the client's run fails.
+  const refused = new HttpAgent({ url: agentUrl("slow"), threadId: uid("th-tools"), initialMessages: [userMessage("tools")] });
+  const bad = await clientRun(refused, { runId: uid("run"), tools: [{ ...tool, name: "delete_everything" }] });
+  expect(bad.wire.status === 400, `not admitted: HTTP ${bad.wire.status}`, problems);
+  expect(JSON.parse(bad.wire.text || "{}").error?.code === "tool_not_admitted", `not admitted body ${short(bad.wire.text)}`, problems);
+  expect(bad.rejected && /400/.test(bad.rejected.message), `the client's run did not fail on the 400: ${bad.rejected?.message}`, problems);
+  expect(bad.events.length === 0, `events after a 400: ${bad.events.length}`, problems);
+}
+
+async function approvalAndResume(problems) {
+  const threadId = uid("th-approve");
+  const agent = new HttpAgent({ url: agentUrl("approver"), threadId, initialMessages: [userMessage("Ship it")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems, "run 1");
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED"], problems, "run 1");
+  expect(run.finished?.outcome === "interrupt", `run 1 outcome ${run.finished?.outcome}`, problems);
+  const pending = agent.pendingInterrupts ?? [];
+  expect(pending.length === 1, `${pending.length} pending interrupts`, problems);
+  const [interrupt] = pending;
+  if (!interrupt) return;
+  const call = events.find((e) => e.type === "TOOL_CALL_START");
+  expect(interrupt.reason === "tool_call" && interrupt.toolCallId === call?.toolCallId, `interrupt ${JSON.stringify(interrupt)} vs call ${call?.toolCallId}`, problems);
+  expect(interrupt.responseSchema?.required?.includes("approved") && interrupt.responseSchema?.properties?.editedArgs, `responseSchema ${JSON.stringify(interrupt.responseSchema)}`, problems);
+  expect(!isInterruptExpired(interrupt) && Date.parse(interrupt.expiresAt) > Date.now(), `expiresAt ${interrupt.expiresAt}`, problems);
+  expectEqual(interrupt.metadata?.["gateway/details"], { to: "team@example.com", body: "Ship it" }, "gateway/details", problems);
+  const waiting = await threadRecord(threadId);
+  expect(waiting.body.status === "waiting", `thread status ${waiting.body.status}`, problems);
+  expectEqual(waiting.body.interrupts.map((i) => i.id), [interrupt.id], "GET thread interrupts", problems);
+
+  // A new message while the turn waits on this person is refused with a lone RUN_ERROR. (A
+  // second client: the first refuses to send it while it holds pending interrupts.)
+  const impatient = new HttpAgent({ url: agentUrl("approver"), threadId, initialMessages: [...agent.messages, userMessage("hello?")] });
+  const refused = await clientRun(impatient, { runId: uid("run") });
+  const refusedEvents = judgeClientRun(refused, problems, "new message while waiting");
+  expectShape(refusedEvents, ["RUN_ERROR"], problems, "new message while waiting");
+  expect(refused.runError?.code === "interrupts_pending", `code ${refused.runError?.code}`, problems);
+
+  // The answer, built with the client's own helper from its pending interrupts.
+  const resume = buildResumeArray(pending, { [interrupt.id]: { status: "resolved", payload: { approved: true, comment: "go" } } });
+  const second = await clientRun(agent, { runId: uid("run"), resume });
+  const events2 = judgeClientRun(second, problems, "resume");
+  expectEqual(second.input?.resume, [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true, comment: "go" } }], "resume the client sent", problems);
+  const afterSnapshot = events2.filter((e) => e.type !== "STATE_SNAPSHOT");
+  expectShape(afterSnapshot, ["RUN_STARTED", "CUSTOM", "TOOL_CALL_RESULT", ...TEXT, "RUN_FINISHED"], problems, "resume (STATE_SNAPSHOT aside)");
+  const decided = events2.find((e) => e.type === "CUSTOM");
+  expectEqual(decided && { name: decided.name, value: decided.value }, { name: "gateway.resume", value: { interruptId: interrupt.id, outcome: "decided", approved: true } }, "gateway.resume", problems);
+  const result = events2.find((e) => e.type === "TOOL_CALL_RESULT");
+  expect(result?.toolCallId === interrupt.toolCallId && result?.content === "sent", `result ${JSON.stringify(result)}`, problems);
+  expect(second.finished?.outcome === "success", `resume outcome ${second.finished?.outcome}`, problems);
+  expect((agent.pendingInterrupts ?? []).length === 0, "interrupts still pending on the client", problems);
+  const done = await threadRecord(threadId);
+  expect(done.body.status === "idle" && done.body.latestTurn.status === "succeeded" && done.body.interrupts.length === 0, `thread after resume ${JSON.stringify(done.body.latestTurn)} ${done.body.status}`, problems);
+  expectEqual(agent.state, { board: done.body.board }, "the client's state after the resume", problems);
+
+  // Both runs replay as streamed, and continue from every event with Last-Event-ID. (docs/api.md:
+  // a resume's RUN_STARTED and first gateway.resume carry the same id, the decision's.)
+  for (const [label, r] of [["interrupted run", run], ["resume run", second]]) {
+    const replay = await rawRun("approver", r.input);
+    expect(eventBytes(replay.frames) === eventBytes(parseText(r.wire.text).frames.filter((f) => !f.comment)), `${label}: the replay differs from the stream`, problems);
+    await everyCutPoint("approver", r.input, replay, problems, label);
+  }
+  return `interrupt ${interrupt.id}`;
+}
+
+async function questionWithChoices(problems) {
+  const threadId = uid("th-ask");
+  const agent = new HttpAgent({ url: agentUrl("asker"), threadId, initialMessages: [userMessage("pick one")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems, "question");
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED"], problems, "question");
+  expect(run.finished?.outcome === "interrupt", `outcome ${run.finished?.outcome}`, problems);
+  const [interrupt] = agent.pendingInterrupts ?? [];
+  if (!interrupt) return problems.push("no pending interrupt");
+  expect(interrupt.reason === "input_required" && interrupt.message?.includes("Which colour?"), `interrupt ${JSON.stringify(interrupt)}`, problems);
+  expectEqual(interrupt.responseSchema?.properties?.answer?.enum, ["red", "blue"], "answer enum", problems);
+  expectEqual(interrupt.metadata?.["gateway/choices"], ["red", "blue"], "gateway/choices", problems);
+
+  // An answer outside the choices decides nothing: a lone RUN_ERROR, the question stays open.
+  const wrong = await clientRun(agent, { runId: uid("run"), resume: buildResumeArray(agent.pendingInterrupts, { [interrupt.id]: { status: "resolved", payload: { answer: "green" } } }) });
+  expectShape(judgeClientRun(wrong, problems, "wrong answer"), ["RUN_ERROR"], problems, "wrong answer");
+  expect(wrong.runError?.code === "invalid_resume", `wrong answer code ${wrong.runError?.code}`, problems);
+  const still = await threadRecord(threadId);
+  expectEqual(still.body.interrupts.map((i) => i.id), [interrupt.id], "open interrupts after the refused answer", problems);
+
+  const answer = await clientRun(agent, { runId: uid("run"), resume: buildResumeArray(agent.pendingInterrupts, { [interrupt.id]: { status: "resolved", payload: { answer: "blue" } } }) });
+  const events2 = judgeClientRun(answer, problems, "answer");
+  expectShape(events2.filter((e) => e.type !== "STATE_SNAPSHOT"), ["RUN_STARTED", "CUSTOM", ...TEXT, "RUN_FINISHED"], problems, "answer (STATE_SNAPSHOT aside)");
+  expectEqual(messageTexts(events2), ["You chose blue."], "answer text", problems);
+  expect(answer.finished?.outcome === "success", `answer outcome ${answer.finished?.outcome}`, problems);
+}
+
+async function allOrNothing(problems) {
+  const threadId = uid("th-pair");
+  const agent = new HttpAgent({ url: agentUrl("pair"), threadId, initialMessages: [userMessage("both")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems, "proposal");
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED"], problems, "proposal");
+  const pending = agent.pendingInterrupts ?? [];
+  expect(pending.length === 2, `${pending.length} pending interrupts`, problems);
+  if (pending.length !== 2) return;
+
+  // Answering one of two (a client that holds no pending interrupts sends what it is given).
+  const partial = new HttpAgent({ url: agentUrl("pair"), threadId, initialMessages: agent.messages });
+  const half = await clientRun(partial, { runId: uid("run"), resume: [{ interruptId: pending[0].id, status: "resolved", payload: { approved: true } }] });
+  expectShape(judgeClientRun(half, problems, "one of two"), ["RUN_ERROR"], problems, "one of two");
+  expect(half.runError?.code === "interrupts_open", `one of two: code ${half.runError?.code}`, problems);
+  const still = await threadRecord(threadId);
+  expect(still.body.interrupts.length === 2, `${still.body.interrupts.length} interrupts open after a refused partial resume`, problems);
+
+  const resume = buildResumeArray(pending, { [pending[0].id]: { status: "resolved", payload: { approved: true } }, [pending[1].id]: { status: "cancelled" } });
+  const both = await clientRun(agent, { runId: uid("run"), resume });
+  const events2 = judgeClientRun(both, problems, "both");
+  expectShape(events2.filter((e) => e.type !== "STATE_SNAPSHOT"), ["RUN_STARTED", "CUSTOM", "CUSTOM", "TOOL_CALL_RESULT", "TOOL_CALL_RESULT", ...TEXT, "RUN_FINISHED"], problems, "both (STATE_SNAPSHOT aside)");
+  expectEqual(events2.filter((e) => e.type === "TOOL_CALL_RESULT").map((e) => e.content), ["ran first", "not run: the call was denied"], "results", problems);
+  expectEqual(events2.filter((e) => e.type === "CUSTOM").map((e) => e.value.outcome), ["decided", "decided"], "gateway.resume outcomes", problems);
+  expect(both.finished?.outcome === "success", `outcome ${both.finished?.outcome}`, problems);
+}
+
+async function turnFails(problems) {
+  const threadId = uid("th-fail");
+  const agent = new HttpAgent({ url: agentUrl("failing"), threadId, initialMessages: [userMessage("fail")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems);
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "RUN_ERROR"], problems);
+  expect(run.runError?.code === "failed" && run.runError?.message === "the script failed on purpose", `RUN_ERROR ${JSON.stringify(run.runError)}`, problems);
+  expect(run.finished === undefined, "RUN_FINISHED after RUN_ERROR", problems);
+  const thread = await threadRecord(threadId);
+  expect(thread.body.latestTurn?.status === "failed" && thread.body.status === "idle", `thread ${JSON.stringify(thread.body.latestTurn)} ${thread.body.status}`, problems);
+}
+
+async function refusedRuns(problems) {
+  // A made-up assistant answer on a thread the gateway has never seen.
+  const madeUp = new HttpAgent({
+    url: agentUrl("demo"),
+    threadId: uid("th-refused"),
+    initialMessages: [userMessage("one"), { id: "a-made-up", role: "assistant", content: "sure" }, userMessage("two")],
+  });
+  const mismatch = await clientRun(madeUp, { runId: uid("run") });
+  expectShape(judgeClientRun(mismatch, problems, "history_mismatch"), ["RUN_ERROR"], problems, "history_mismatch");
+  expect(mismatch.runError?.code === "history_mismatch", `code ${mismatch.runError?.code}`, problems);
+
+  // A second message while the first turn still streams.
+  const threadId = uid("th-busy");
+  const first = userMessage("first");
+  const busy = new HttpAgent({ url: agentUrl("slow"), threadId, initialMessages: [first] });
+  let started;
+  const streaming = new Promise((resolve) => {
+    started = resolve;
+  });
+  const running = clientRun(busy, { runId: uid("run") }, { onEvent: (e) => e.type === "TEXT_MESSAGE_CONTENT" && started() });
+  await streaming;
+  const eager = new HttpAgent({ url: agentUrl("slow"), threadId, initialMessages: [first, userMessage("second")] });
+  const inProgress = await clientRun(eager, { runId: uid("run") });
+  expectShape(judgeClientRun(inProgress, problems, "turn_in_progress"), ["RUN_ERROR"], problems, "turn_in_progress");
+  expect(inProgress.runError?.code === "turn_in_progress", `code ${inProgress.runError?.code}`, problems);
+  const finished = await running;
+  judgeClientRun(finished, problems, "the running turn");
+  expect(finished.finished?.outcome === "success", `the running turn ended ${finished.finished?.outcome}`, problems);
+}
+
+async function cancelledWithKeepalives(problems) {
+  const threadId = uid("th-cancel");
+  const agent = new HttpAgent({ url: agentUrl("waiter"), threadId, initialMessages: [userMessage("wait")] });
+  let said;
+  const saidIt = new Promise((resolve) => {
+    said = resolve;
+  });
+  const running = clientRun(agent, { runId: uid("run") }, { onEvent: (e) => e.type === "TEXT_MESSAGE_END" && said() });
+  await saidIt;
+  await sleep(1_600); // past keepalive_secs = 1: the idle stream carries a keepalive comment
+  const cancel = await fetch(`${gateway.url}/v1/threads/${threadId}/cancel?tenant=default`, { method: "POST" });
+  const body = await cancel.json();
+  expect(cancel.status === 202 && body.status === "cancelling", `cancel: ${cancel.status} ${JSON.stringify(body)}`, problems);
+  const run = await running;
+  const events = judgeClientRun(run, problems);
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "RUN_FINISHED"], problems);
+  expect(run.finished?.outcome === "cancelled", `outcome ${run.finished?.outcome}`, problems);
+  expect(/(^|\n\n): keepalive\n\n/.test(run.wire.text), "no `: keepalive` comment while the turn waited", problems);
+  const thread = await threadRecord(threadId);
+  expect(thread.body.latestTurn?.status === "cancelled", `latest turn ${JSON.stringify(thread.body.latestTurn)}`, problems);
+}
+
+async function preOneZeroClient(problems) {
+  // No protocolVersion: the interrupt comes as MESSAGES_SNAPSHOT + CUSTOM on_interrupt and a
+  // RUN_FINISHED without outcome, which the 1.0 client must still accept.
+  const input = { threadId: uid("th-legacy"), runId: uid("run"), messages: [userMessage("legacy")] };
+  const res = await rawRun("approver", input);
+  judgeStreamHeaders(res, problems, "pre-1.0");
+  const frames = judgeWire(res.text, problems, "pre-1.0 wire");
+  judgeRun(frames, input, problems);
+  const events = frames.map((f) => f.event);
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "MESSAGES_SNAPSHOT", "CUSTOM", "RUN_FINISHED"], problems);
+  const custom = events.find((e) => e.type === "CUSTOM");
+  expect(custom?.name === "on_interrupt" && typeof custom.value?.id === "string" && custom.value?.metadata, `CUSTOM ${JSON.stringify(custom)}`, problems);
+  expect(events.at(-1)?.outcome === undefined, `RUN_FINISHED carries outcome ${JSON.stringify(events.at(-1)?.outcome)}`, problems);
+  const snapshot = events.find((e) => e.type === "MESSAGES_SNAPSHOT");
+  expect(snapshot?.messages?.[0]?.role === "user" && snapshot.messages[0].content === "legacy", `MESSAGES_SNAPSHOT ${short(JSON.stringify(snapshot?.messages))}`, problems);
+  const { agent } = await verifyRecorded(res.text, input, problems, "pre-1.0");
+  expect((agent.pendingInterrupts ?? []).length === 0, "a pre-1.0 stream left interrupts pending on the 1.0 client", problems);
+  await everyCutPoint("approver", input, res, problems, "pre-1.0 reconnect");
+}
+
+async function reconnectLive(problems) {
+  const input = { threadId: uid("th-reconnect"), runId: uid("run"), protocolVersion: "1.0", messages: [userMessage("drop me")] };
+  // Dropped mid-message, while the turn still runs.
+  const first = await rawRun("slow", input, { stopAfter: 6 });
+  judgeStreamHeaders(first, problems, "first part");
+  expect(first.dropped, "the stream ended before 6 events", problems);
+  const rest = await rawRun("slow", input, { lastEventId: first.frames.at(-1).id });
+  judgeStreamHeaders(rest, problems, "reconnect");
+  const replay = await rawRun("slow", input);
+  const joinedText = eventBytes([...first.frames, ...rest.frames]);
+  expect(joinedText === eventBytes(replay.frames), `joined (${first.frames.length}+${rest.frames.length} events) != replay (${replay.frames.length})`, problems);
+  const joined = judgeWire(joinedText, problems, "joined");
+  judgeRun(joined, input, problems);
+  expectShape(joined.map((f) => f.event), ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, ...TOOL, "STATE_DELTA", ...TEXT, "RUN_FINISHED"], problems, "joined");
+  const { seen } = await verifyRecorded(joinedText, input, problems, "joined");
+  expect(seen.length === joined.length, `the client saw ${seen.length} of ${joined.length} joined events`, problems);
+
+  // Every cut point of the finished run, and the edges.
+  const cuts = await everyCutPoint("slow", input, replay, problems, "finished run");
+  const afterEnd = await rawRun("slow", input, { lastEventId: replay.frames.at(-1).id });
+  expect(afterEnd.status === 200 && afterEnd.frames.length === 0, `after the terminal event: ${afterEnd.status}, ${afterEnd.frames.length} events`, problems);
+  const refused = await rawRun("slow", input, { lastEventId: "0" });
+  expect(refused.status === 400 && refused.json?.error?.code === "bad_last_event_id", `Last-Event-ID 0: ${refused.status} ${refused.text}`, problems);
+  return `${first.frames.length}+${rest.frames.length} events joined, ${cuts} cut points`;
+}
+
+async function reconnectMidBurst(problems) {
+  const input = { threadId: uid("th-burst-drop"), runId: uid("run"), protocolVersion: "1.0", messages: [userMessage("burst")] };
+  const first = await rawRun("burst", input, { stopAfter: 150 });
+  const rest = await rawRun("burst", input, { lastEventId: first.frames.at(-1).id });
+  const replay = await rawRun("burst", input);
+  const joinedText = eventBytes([...first.frames, ...rest.frames]);
+  expect(joinedText === eventBytes(replay.frames), `joined (${first.frames.length}+${rest.frames.length}) != replay (${replay.frames.length})`, problems);
+  const joined = judgeWire(joinedText, problems, "joined");
+  judgeRun(joined, input, problems);
+  expect(new Set(joined.map((f) => f.id)).size === joined.length, "duplicate event ids in a burst", problems);
+  await verifyRecorded(joinedText, input, problems, "joined");
+  return `${joined.length} events`;
+}
+
+async function stateFreshReplayReconnect(problems) {
+  const threadId = uid("th-board");
+  // Turn 1, fresh, through the official client (which applies the deltas itself too).
+  const agent = new HttpAgent({ url: agentUrl("pinner"), threadId, initialMessages: [userMessage("pins")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems, "fresh");
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "STATE_DELTA", "STATE_DELTA", "STATE_DELTA", "STATE_DELTA", ...TEXT, "RUN_FINISHED"], problems, "fresh");
+  const fresh = foldState(events);
+  const board1 = (await threadRecord(threadId)).body.board;
+  expectEqual(fresh.state, { board: board1 }, "fresh: snapshot + deltas (fast-json-patch) vs GET board", problems);
+  expectEqual(agent.state, { board: board1 }, "fresh: the client's state vs GET board", problems);
+  expectEqual(board1.notes.map((n) => n.text), ["first: pins", "second", "third", "fourth"], "notes", problems);
+
+  // Its replay: the same bytes, the same state.
+  const replay = await rawRun("pinner", run.input);
+  expect(eventBytes(replay.frames) === eventBytes(parseText(run.wire.text).frames.filter((f) => !f.comment)), "the replay differs from the fresh stream", problems);
+  expectEqual(foldState(replay.frames.map((f) => f.event)).state, { board: board1 }, "replay: snapshot + deltas vs GET board", problems);
+
+  // Turn 2, dropped after its first delta while the turn still waits between notes.
+  const history = (await getJson(`/v1/threads/${threadId}/messages?tenant=default`)).body.messages;
+  const input = { threadId, runId: uid("run"), protocolVersion: "1.0", messages: [...history, userMessage("more pins")] };
+  const first = await rawRun("pinner", input, { stopWhen: (frame) => frame.event?.type === "STATE_DELTA" });
+  const firstDeltas = first.frames.filter((f) => f.event.type === "STATE_DELTA").length;
+  expect(first.dropped && firstDeltas === 1, `the first part ended with ${firstDeltas} deltas (dropped: ${first.dropped})`, problems);
+  const rest = await rawRun("pinner", input, { lastEventId: first.frames.at(-1).id });
+  const joinedFrames = [...first.frames, ...rest.frames];
+  const joined = judgeWire(eventBytes(joinedFrames), problems, "joined");
+  judgeRun(joined, input, problems);
+  const folded = foldState(joined.map((f) => f.event));
+  expect(folded.snapshots === 1 && folded.deltas === 4, `joined: ${folded.snapshots} snapshots, ${folded.deltas} deltas`, problems);
+  const board2 = (await threadRecord(threadId)).body.board;
+  expect(board2.notes.length === 8, `${board2.notes.length} notes after two turns`, problems);
+  expectEqual(folded.state, { board: board2 }, "reconnected mid-deltas: snapshot + deltas vs GET board", problems);
+  const replay2 = await rawRun("pinner", input);
+  expect(eventBytes(joinedFrames) === eventBytes(replay2.frames), "turn 2: joined != replay", problems);
+  await verifyRecorded(eventBytes(joinedFrames), input, problems, "joined");
+  return `${fresh.deltas} + ${folded.deltas} deltas, reconnect after delta 1`;
+}
+
+async function stateAcrossResume(problems) {
+  const threadId = uid("th-review");
+  const agent = new HttpAgent({ url: agentUrl("reviewer"), threadId, initialMessages: [userMessage("the post")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  judgeClientRun(run, problems, "proposal");
+  expect(run.finished?.outcome === "interrupt", `outcome ${run.finished?.outcome}`, problems);
+  const pending = agent.pendingInterrupts ?? [];
+  if (pending.length !== 1) return problems.push(`${pending.length} pending interrupts`);
+  const resume = buildResumeArray(pending, { [pending[0].id]: { status: "resolved", payload: { approved: true } } });
+  const second = await clientRun(agent, { runId: uid("run"), resume });
+  const events = judgeClientRun(second, problems, "resume");
+  expect(second.finished?.outcome === "success", `resume outcome ${second.finished?.outcome}`, problems);
+  const board = (await threadRecord(threadId)).body.board;
+  expectEqual(board.notes.map((n) => n.text), ["draft: the post", "published: the post"], "notes", problems);
+  expectEqual(agent.state, { board }, "the resuming client's state vs GET board", problems);
+  // SPEC §3/§7: a run opens with a STATE_SNAPSHOT and its deltas apply to it with a stock library.
+  try {
+    expectEqual(foldState(events).state, { board }, "the resume run's own snapshot + deltas vs GET board", problems);
+  } catch (e) {
+    problems.push(`the resume run alone: ${e.message}`);
+  }
+
+  // A reloaded page: no state of its own, the thread's messages, a new run id. It follows the
+  // turn from its decision; what it streams must rebuild the board.
+  const history = (await getJson(`/v1/threads/${threadId}/messages?tenant=default`)).body.messages;
+  const reloaded = new HttpAgent({ url: agentUrl("reviewer"), threadId, initialMessages: history });
+  const follow = await clientRun(reloaded, { runId: uid("run") });
+  const followed = judgeClientRun(follow, problems, "reloaded page");
+  expectEqual(reloaded.state, { board }, "the reloaded page's state vs GET board", problems);
+  try {
+    foldState(followed);
+  } catch (e) {
+    problems.push(`reloaded page: ${e.message}`);
+  }
+}
+
+// ---------- main ----------
+
+// AGUI_GATEWAY_BIN names the binary for lib/gateway.mjs; the gateway refuses any AGUI_GATEWAY_*
+// variable that is not one of its settings, so the child must not inherit it.
+gateway = await startGateway({ configToml: CONFIG, env: { AGUI_GATEWAY_BIN: undefined } });
+try {
+  await scenario("text, tool call, state delta, step; a second turn (demo)", textToolStateStep);
+  await scenario("the tenant's AI label leads each message (demo, acme)", aiLabel);
+  await scenario("a burst of 400 deltas (burst)", burst);
+  await scenario("frontend tools: declared and admitted, or refused with 400 (slow)", frontendToolsDeclared);
+  skip(
+    "frontend tool call ending with pendingToolCallIds",
+    "only `openai` agents call client-declared tools (docs/config.md: the script agent never does); this suite runs no model",
+  );
+  await scenario("approval interrupt, pendingInterrupts and buildResumeArray resume (approver)", approvalAndResume);
+  await scenario("question with choices: refused answer, then resume (asker)", questionWithChoices);
+  await scenario("two interrupts: a partial resume is refused, then all at once (pair)", allOrNothing);
+  await scenario("a failing turn ends with RUN_ERROR failed (failing)", turnFails);
+  await scenario("refused runs: history_mismatch, turn_in_progress (demo, slow)", refusedRuns);
+  await scenario("a cancelled turn, keepalive comments while it waits (waiter)", cancelledWithKeepalives);
+  await scenario("a pre-1.0 client's interrupt shape (approver)", preOneZeroClient);
+  await scenario("reconnect with Last-Event-ID mid-message and at every cut point (slow)", reconnectLive);
+  await scenario("reconnect in the middle of a burst (burst)", reconnectMidBurst);
+  await scenario("state: fresh stream, replay, reconnect between deltas (pinner)", stateFreshReplayReconnect);
+  await scenario("state across an approval and a reloaded page (reviewer)", stateAcrossResume);
+} finally {
+  await gateway.stop();
+}
+
+const passed = results.filter((r) => r.ok).length;
+const skipped = results.filter((r) => r.skipped).length;
+const failed = results.length - passed - skipped;
+console.log(`conformance: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exit(failed ? 1 : 0);
