@@ -307,6 +307,7 @@ pub struct AgentConfig {
 pub enum AgentKindConfig {
     Script(ScriptAgentConfig),
     Openai(crate::agents::openai::OpenaiAgentConfig),
+    Agui(crate::agents::agui::AguiAgentConfig),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -420,6 +421,11 @@ impl Config {
                 }
                 AgentKindConfig::Openai(openai) => {
                     if let Err(why) = openai.validate() {
+                        return invalid(format!("agent '{}': {why}", agent.name));
+                    }
+                }
+                AgentKindConfig::Agui(agui) => {
+                    if let Err(why) = agui.validate() {
                         return invalid(format!("agent '{}': {why}", agent.name));
                     }
                 }

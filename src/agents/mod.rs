@@ -1,6 +1,7 @@
 //! Agents: the configured ways to answer a turn, one file per kind. An agent writes only
 //! through its [`TurnContext`]; it never sees HTTP, callers or the database.
 
+pub mod agui;
 pub mod openai;
 pub mod script;
 
@@ -12,6 +13,7 @@ use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
 pub enum Agent {
     Script(script::ScriptAgent),
     Openai(openai::OpenaiAgent),
+    Agui(agui::AguiAgent),
 }
 
 impl Agent {
@@ -19,6 +21,7 @@ impl Agent {
         match &config.kind {
             AgentKindConfig::Script(script) => Agent::Script(script::ScriptAgent::new(script.clone())),
             AgentKindConfig::Openai(openai) => Agent::Openai(openai::OpenaiAgent::new(openai.clone())),
+            AgentKindConfig::Agui(agui) => Agent::Agui(agui::AguiAgent::new(agui.clone())),
         }
     }
 
@@ -27,6 +30,7 @@ impl Agent {
         match self {
             Agent::Script(agent) => agent.run(turn, checkpoint).await,
             Agent::Openai(agent) => agent.run(turn, checkpoint).await,
+            Agent::Agui(agent) => agent.run(turn, checkpoint).await,
         }
     }
 }

@@ -305,7 +305,7 @@ impl OpenaiAgent {
                             let choices: Vec<String> =
                                 serde_json::from_value(args["choices"].clone()).unwrap_or_default();
                             return Some(InterruptSpec {
-                                reason: "input_required",
+                                reason: "input_required".into(),
                                 message: args["question"].as_str().unwrap_or("The agent has a question.").to_string(),
                                 tool_call_id: Some(call.gateway_id.clone()),
                                 response_schema: question_schema(&choices),
@@ -318,7 +318,7 @@ impl OpenaiAgent {
                         }
                         let tool = self.tool(&call.name)?;
                         Some(InterruptSpec {
-                            reason: "tool_call",
+                            reason: "tool_call".into(),
                             message: format!("Allow the tool '{}' to run?", call.name),
                             tool_call_id: Some(call.gateway_id.clone()),
                             response_schema: tool_call_schema(tool.policy.allow_edit, tool.policy.confirm.as_deref()),

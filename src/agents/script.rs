@@ -206,7 +206,7 @@ impl ScriptAgent {
             ScriptStep::Ask { ask, choices, deciders, ttl_secs } => match at.waited {
                 None => {
                     let spec = InterruptSpec {
-                        reason: "input_required",
+                        reason: "input_required".into(),
                         message: fill(ask),
                         tool_call_id: None,
                         response_schema: question_schema(choices),
@@ -295,7 +295,7 @@ impl ScriptAgent {
                 let args = substitute(&call.args, &input);
                 let id = turn.tool_call_start(&call.tool, &args.to_string()).await?;
                 specs.push(InterruptSpec {
-                    reason: "tool_call",
+                    reason: "tool_call".into(),
                     message: format!("Allow the tool '{}' to run?", call.tool),
                     tool_call_id: Some(id.clone()),
                     response_schema: tool_call_schema(policy.allow_edit, policy.confirm.as_deref()),

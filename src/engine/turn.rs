@@ -51,6 +51,9 @@ pub enum AgentError {
     /// The agent failed: `RUN_ERROR` with code `failed`.
     #[error("{0}")]
     Failed(String),
+    /// The agent ran out of time (an upstream's deadline): `RUN_ERROR` with code `timed_out`.
+    #[error("{0}")]
+    TimedOut(String),
     /// One event exceeded `limits.max_event_bytes`: `RUN_ERROR` `failed`.
     #[error("an event of {size} bytes exceeds the {limit}-byte limit")]
     EventTooLarge { size: usize, limit: usize },
@@ -67,6 +70,7 @@ impl AgentError {
             AgentError::Stopped => "stopped",
             AgentError::Waiting => "waiting",
             AgentError::Failed(_) => "failed",
+            AgentError::TimedOut(_) => "timed_out",
             AgentError::EventTooLarge { .. } => "event_too_large",
             AgentError::Log(_) => "log",
         }
@@ -103,7 +107,7 @@ pub struct Checkpoint {
 #[derive(Debug, Clone)]
 pub struct InterruptSpec {
     /// `tool_call`, `input_required` or `confirmation`.
-    pub reason: &'static str,
+    pub reason: String,
     pub message: String,
     pub tool_call_id: Option<String>,
     pub response_schema: Value,
@@ -541,13 +545,13 @@ impl TurnContext {
                 metadata.insert("gateway/choices".into(), json!(spec.choices));
             }
             metadata.insert("gateway/deciders".into(), json!(describe_deciders(&spec.deciders, spec.four_eyes)));
-            let message = match (&self.ai_label, spec.reason) {
+            let message = match (&self.ai_label, spec.reason.as_str()) {
                 (Some(label), "input_required") => format!("{label}{}", spec.message),
                 _ => spec.message,
             };
             let interrupt = Interrupt {
                 id: id.clone(),
-                reason: spec.reason.to_string(),
+                reason: spec.reason.clone(),
                 message: Some(message),
                 tool_call_id: spec.tool_call_id,
                 response_schema: Some(spec.response_schema),
@@ -661,6 +665,15 @@ impl TurnContext {
             .collect())
     }
 
+    /// The thread's tenant and the client's thread id.
+    pub async fn thread(&self) -> Result<(String, String), AgentError> {
+        match self.store.thread_by_pk(self.thread_pk).await {
+            Ok(Some(thread)) => Ok((thread.tenant, thread.thread_id)),
+            Ok(None) => Err(AgentError::Failed("the turn's thread is gone".into())),
+            Err(e) => Err(AgentError::Failed(format!("the thread could not be read: {e}"))),
+        }
+    }
+
     /// The thread's earlier turns as AG-UI messages (the gateway's record, never the client's).
     pub async fn history(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
         let mut messages = super::conversation::load(self.store.as_ref(), self.thread_pk)
@@ -743,7 +756,8 @@ impl TurnContext {
         // The message may quote the user's words: keep it out of info-level logs (§8).
         tracing::warn!(turn = %self.turn_id, kind = error.kind(), "turn failed");
         tracing::debug!(turn = %self.turn_id, %error, "turn failure detail");
-        let event = Event::RunError { message: error.to_string(), code: Some("failed".into()), usage: None };
+        let code = if matches!(error, AgentError::TimedOut(_)) { "timed_out" } else { "failed" };
+        let event = Event::RunError { message: error.to_string(), code: Some(code.into()), usage: None };
         self.append_terminal(event, TurnStatus::Failed).await
     }
 

@@ -18,3 +18,4 @@ mod reconnect;
 mod run_route;
 mod takeover;
 mod threads;
+mod upstream;

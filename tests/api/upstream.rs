@@ -1,0 +1,241 @@
+//! The `agui` agent (§9.3) in front of two real AG-UI servers whose protocol code is the
+//! official packages': one on `@ag-ui/encoder` (Node), one on `ag-ui-protocol` (Python). Each
+//! scenario runs against both: a normal run, an upstream interrupt answered through the
+//! gateway, and upstreams that send an invalid or out-of-order event.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+#[derive(Debug, Clone, Copy)]
+enum Upstream {
+    Node,
+    Python,
+}
+
+/// A running upstream server, stopped on drop.
+struct UpstreamServer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for UpstreamServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn upstream_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/upstream")
+}
+
+impl UpstreamServer {
+    fn start(kind: Upstream) -> UpstreamServer {
+        let dir = upstream_dir();
+        let mut command = match kind {
+            Upstream::Node => {
+                assert!(
+                    dir.join("node/node_modules/@ag-ui/encoder").exists(),
+                    "run `npm ci --prefix tests/upstream/node` (scripts/test does)"
+                );
+                let mut command = Command::new("node");
+                command.arg(dir.join("node/server.mjs"));
+                command
+            }
+            Upstream::Python => {
+                let python = dir.join("python/.venv/bin/python");
+                assert!(python.exists(), "create tests/upstream/python/.venv (scripts/test does)");
+                let mut command = Command::new(python);
+                command.arg(dir.join("python/server.py"));
+                command
+            }
+        };
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the upstream server starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("the upstream server says where it listens");
+        let url = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("unexpected: {line}")).to_string();
+        UpstreamServer { child, url }
+    }
+
+    async fn requests(&self) -> Vec<Value> {
+        let answer = reqwest::get(format!("{}/requests", self.url)).await.expect("requests");
+        answer.json().await.expect("JSON")
+    }
+}
+
+/// A gateway whose agent `upstream` fronts `route` of the upstream server.
+async fn gateway_in_front_of(upstream: &UpstreamServer, route: &str, db: &TestDatabase) -> TestApp {
+    let mut config = test_config(&db.url);
+    let toml = format!(
+        r#"
+name = "upstream"
+kind = "agui"
+url = "{}/agents/{route}"
+timeout_secs = 20
+secret_headers = {{ authorization = "AGUI_TEST_UPSTREAM_AUTHORIZATION" }}
+"#,
+        upstream.url
+    );
+    config.agents.push(toml::from_str(&toml).expect("agent config"));
+    TestApp::start_with(config).await
+}
+
+fn upstream_of(kind: Upstream) -> UpstreamServer {
+    // The secret header's value comes from the environment; the stream never shows it.
+    std::env::set_var("AGUI_TEST_UPSTREAM_AUTHORIZATION", "Bearer upstream-secret");
+    UpstreamServer::start(kind)
+}
+
+async fn a_normal_run_is_relayed_under_the_gateways_ids(kind: Upstream) {
+    let server = upstream_of(kind);
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = gateway_in_front_of(&server, "chat", &db).await;
+    let events = app.run_to_end("upstream", &first_run("th-up", "run-1", "hello there")).await;
+    let turn = events[0].id.as_deref().and_then(|id| id.split('.').next()).expect("id").to_string();
+    let text: String = events
+        .iter()
+        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e.data["delta"].as_str().unwrap_or(""))
+        .collect();
+    assert!(text.starts_with("Upstream heard: hello there"), "{text}");
+    assert!(text.ends_with("Done after 1 messages."), "{text}");
+    let start = events.iter().find(|e| e.kind() == "TOOL_CALL_START").expect("a tool call");
+    assert_eq!(start.data["toolCallName"], "get_weather");
+    assert_eq!(start.data["toolCallId"], format!("{turn}:c1"), "the gateway's id, not the upstream's");
+    let args: String = events
+        .iter()
+        .filter(|e| e.kind() == "TOOL_CALL_ARGS")
+        .map(|e| e.data["delta"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(args, r#"{"city":"Paris"}"#);
+    let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("result");
+    assert_eq!(
+        (result.data["toolCallId"].as_str(), result.data["content"].as_str()),
+        (Some(&*format!("{turn}:c1")), Some("sunny"))
+    );
+    assert!(events.iter().any(|e| e.kind() == "STATE_SNAPSHOT" && e.data["snapshot"]["upstream"].is_object()));
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
+    let raw = serde_json::to_string(&events.iter().map(|e| &e.data).collect::<Vec<_>>()).expect("json");
+    assert!(!raw.contains("upstream-secret"), "a secret header reached the stream");
+
+    // What the upstream got: the gateway's thread (per tenant), its ids, the secret header.
+    let requests = server.requests().await;
+    let first = &requests.last().expect("a request")["body"];
+    assert_eq!(first["threadId"], "default:th-up");
+    assert_eq!(first["messages"][0]["id"], format!("{turn}:in"));
+    let headers = &requests.last().expect("a request")["headers"];
+    assert_eq!(headers["authorization"], "Bearer upstream-secret");
+
+    // A second turn: the upstream gets the thread's history from the gateway's record.
+    let mut second = first_run("th-up", "run-2", "and again");
+    let messages = app.client.get(app.url("/v1/threads/th-up/messages")).send().await.expect("messages");
+    let mut history: Vec<Value> =
+        messages.json::<Value>().await.expect("json")["messages"].as_array().expect("list").clone();
+    history.push(second["messages"][0].clone());
+    second["messages"] = Value::Array(history.clone());
+    let again = app.run_to_end("upstream", &second).await;
+    assert_eq!(again.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&again));
+    let requests = server.requests().await;
+    let body = &requests.last().expect("request")["body"];
+    let sent: Vec<&str> =
+        body["messages"].as_array().expect("messages").iter().filter_map(|m| m["id"].as_str()).collect();
+    let recorded: Vec<&str> = history.iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(sent.len(), recorded.len(), "the whole record goes upstream: {sent:?} vs {recorded:?}");
+    assert_eq!(sent[0], format!("{turn}:in"));
+
+    // And the official client accepts the relayed stream.
+    let (ok, report) = agui_check(&app.run_url("upstream"), &first_run("th-up-check", "run-1", "check me")).await;
+    assert!(ok, "{report}");
+}
+
+async fn an_upstream_interrupt_is_decided_through_the_gateway(kind: Upstream) {
+    let server = upstream_of(kind);
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = gateway_in_front_of(&server, "approval", &db).await;
+    let first = app.run_to_end("upstream", &first_run("th-up-int", "run-1", "mail the team")).await;
+    let end = &first.last().expect("end").data;
+    assert_eq!(end["outcome"]["type"], "interrupt", "{:?}", kinds(&first));
+    let interrupt = &end["outcome"]["interrupts"][0];
+    let id = interrupt["id"].as_str().expect("id").to_string();
+    assert!(id.starts_with("int_"), "a gateway id: {id}");
+    assert_eq!(interrupt["reason"], "tool_approval");
+    let call = first.iter().find(|e| e.kind() == "TOOL_CALL_START").expect("call");
+    assert_eq!(interrupt["toolCallId"], call.data["toolCallId"], "the call under the gateway's id");
+    assert_eq!(interrupt["responseSchema"]["required"], json!(["approved"]));
+    assert!(interrupt["expiresAt"].is_string());
+
+    // A payload the upstream's schema refuses never reaches it, and decides nothing.
+    let before = server.requests().await.len();
+    let resume = |run: &str, payload: Value| {
+        json!({ "threadId": "th-up-int", "runId": run, "messages": [],
+                "resume": [{ "interruptId": id, "status": "resolved", "payload": payload }] })
+    };
+    let refused = app.run_to_end("upstream", &resume("run-2", json!({ "approved": "yes" }))).await;
+    assert_eq!(refused.last().expect("end").data["code"], "invalid_resume");
+    assert_eq!(server.requests().await.len(), before, "the upstream was not asked");
+
+    let resumed = app.run_to_end("upstream", &resume("run-3", json!({ "approved": true, "note": "ship it" }))).await;
+    assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&resumed));
+    let result = resumed.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the call's result");
+    assert_eq!(result.data["toolCallId"], call.data["toolCallId"]);
+    assert_eq!(result.data["content"], "sent");
+    let text: String = resumed
+        .iter()
+        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e.data["delta"].as_str().unwrap_or(""))
+        .collect();
+    assert!(text.contains("Sent. Note: ship it"), "{text}");
+    let requests = server.requests().await;
+    let forwarded = &requests.last().expect("request")["body"]["resume"];
+    assert_eq!(
+        forwarded,
+        &json!([{ "interruptId": "up-approval-1", "status": "resolved", "payload": { "approved": true, "note": "ship it" } }])
+    );
+}
+
+async fn an_upstream_that_breaks_the_protocol_fails_the_turn(kind: Upstream) {
+    let server = upstream_of(kind);
+    for (route, expect) in [("invalid", "invalid event"), ("out-of-order", "not open")] {
+        let db = TestDatabase::new(Backend::Sqlite).await;
+        let app = gateway_in_front_of(&server, route, &db).await;
+        let events = app.run_to_end("upstream", &first_run("th-bad", "run-1", "x")).await;
+        let end = &events.last().expect("end").data;
+        assert_eq!(end["type"], "RUN_ERROR", "{route}: {:?}", kinds(&events));
+        assert_eq!(end["code"], "failed");
+        assert!(end["message"].as_str().is_some_and(|m| m.contains(expect)), "{route}: {end}");
+        // The bad event itself never reached the client.
+        assert!(events.iter().all(|e| e.data["delta"] != Value::Null || e.kind() != "TEXT_MESSAGE_CONTENT"));
+        let (ok, report) = agui_check(&app.run_url("upstream"), &first_run("th-bad-check", "run-1", "x")).await;
+        assert!(ok, "{route}: the official client accepts the gateway's stream: {report}");
+    }
+}
+
+macro_rules! on_both_upstreams {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn node() {
+                super::$name(super::Upstream::Node).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn python() {
+                super::$name(super::Upstream::Python).await
+            }
+        }
+    };
+}
+
+on_both_upstreams!(a_normal_run_is_relayed_under_the_gateways_ids);
+on_both_upstreams!(an_upstream_interrupt_is_decided_through_the_gateway);
+on_both_upstreams!(an_upstream_that_breaks_the_protocol_fails_the_turn);

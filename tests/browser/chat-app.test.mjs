@@ -1,0 +1,483 @@
+#!/usr/bin/env node
+// The chat app example (examples/chat-app) end to end in headless Chromium: a real gateway with
+// the example's gateway.toml and app tokens switched on, the example's backend in front of it
+// (holding the token), and the page driven like a person would.
+//
+//   npm ci --prefix tests/browser
+//   node tests/browser/chat-app.test.mjs
+//
+// Needs a built gateway (AGUI_GATEWAY_BIN, else target/debug/agui-gateway) and Chromium
+// (CHROMIUM_PATH, else /usr/bin/chromium: Debian's `chromium` package). Cases:
+//   1. a message streams its answer; the tool call waits; Approve runs it; its result, the board
+//      note and the final text appear (and the gateway's record agrees); docs/img/chat-app.png
+//   2. a second message on the same thread (the history the page sends back is accepted), and
+//      Edit: the form built from the responseSchema changes the call's arguments
+//   3. the question agent: its choices are buttons, and a click answers the question
+//   4. a reload puts the conversation back together from the gateway, mid-answer and while
+//      the turn waits for approval too
+//   5. a stream cut mid-answer reconnects with Last-Event-ID: nothing missed, nothing twice
+//   6. Reject: the call is reported not run and the turn goes on
+// Prints PASS/FAIL per case; exits non-zero on any failure.
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+import { startGateway, gatewayBinary } from "../clients/lib/gateway.mjs";
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const exampleDir = path.join(repoRoot, "examples/chat-app");
+const screenshotPath = path.join(repoRoot, "docs/img/chat-app.png");
+const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+
+// What the example's agents say (examples/chat-app/gateway.toml), for the message typed here.
+const REQUEST = "Tell the team the launch moved to Thursday";
+const ASSISTANT_FIRST = `Sure. I drafted an email to the team about "${REQUEST}". It goes out as soon as you approve it.`;
+const ASSISTANT_LAST = "All set. I pinned a follow-up note to the board so it does not get lost.";
+
+/**
+ * A TCP relay between the backend and the gateway that can cut one response mid-stream: after
+ * `arm(marker, count)`, the connection whose gateway bytes bring the `count`-th `marker` is
+ * closed half-way through that chunk, as a dropped network would. It also records every
+ * `Last-Event-ID` request header that passes.
+ */
+async function startCuttingRelay(targetUrl) {
+  const target = new URL(targetUrl);
+  const seen = { lastEventIds: [], cuts: 0 };
+  let plan = null;
+  const sockets = new Set();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    sockets.add(client).add(upstream);
+    const closeBoth = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("data", (data) => {
+      const header = /\r\nlast-event-id:\s*([^\r\n]+)/i.exec(data.toString("latin1"));
+      if (header) seen.lastEventIds.push(header[1].trim());
+      upstream.write(data);
+    });
+    upstream.on("data", (data) => {
+      if (plan) {
+        plan.seen += data.toString("utf8").split(plan.marker).length - 1;
+        if (plan.seen >= plan.count) {
+          plan = null;
+          seen.cuts += 1;
+          client.write(data.subarray(0, Math.floor(data.length / 2)), closeBoth);
+          return;
+        }
+      }
+      client.write(data);
+    });
+    for (const socket of [client, upstream]) {
+      socket.on("error", closeBoth);
+      socket.on("close", () => {
+        sockets.delete(socket);
+        closeBoth();
+      });
+    }
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    seen,
+    arm(marker, count) {
+      plan = { marker, count, seen: 0 };
+    },
+    stop() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+/** Starts examples/chat-app/server.mjs as a developer would, on a random port. */
+async function startBackend(env) {
+  const child = spawn(process.execPath, [path.join(exampleDir, "server.mjs")], {
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const logs = [];
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the backend did not start:\n${logs.join("\n")}`)), 10_000);
+    const onData = (chunk) => {
+      for (const line of chunk.toString().split("\n").filter(Boolean)) {
+        logs.push(line);
+        const match = line.match(/chat app listening on (http:\/\/[0-9.]+:[0-9]+)/);
+        if (match) {
+          clearTimeout(timer);
+          resolve(match[1]);
+        }
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the backend exited with ${code}:\n${logs.join("\n")}`));
+    });
+  });
+  return {
+    url,
+    logs,
+    stop: () => {
+      child.removeAllListeners("exit");
+      child.kill("SIGTERM");
+    },
+  };
+}
+
+/** Reads a run's SSE stream through the backend, noting when each event arrived. */
+async function timedRun(url, body) {
+  const started = performance.now();
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "text/event-stream" },
+    body: JSON.stringify(body),
+  });
+  assert.equal(response.status, 200, "the backend answers the run with 200");
+  assert.match(response.headers.get("content-type") ?? "", /^text\/event-stream/);
+  const arrivals = [];
+  let buffer = "";
+  const decoder = new TextDecoder();
+  for await (const chunk of response.body) {
+    const at = performance.now() - started;
+    buffer += decoder.decode(chunk, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = frame.split("\n").find((line) => line.startsWith("data: "));
+      if (data) arrivals.push({ at, event: JSON.parse(data.slice(6)) });
+    }
+  }
+  return arrivals;
+}
+
+async function gatewayJson(gateway, token, route) {
+  const response = await fetch(`${gateway.url}${route}${route.includes("?") ? "&" : "?"}tenant=default`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  assert.equal(response.status, 200, `GET ${route} answers 200`);
+  return response.json();
+}
+
+const texts = (locator) => locator.evaluateAll((nodes) => nodes.map((node) => node.textContent));
+
+async function threadIdOf(page) {
+  return page.locator("#thread-id").textContent();
+}
+
+/** Samples the streaming bubble's length every animation frame, to see text arrive in parts. */
+async function sampleStreaming(page) {
+  await page.evaluate(() => {
+    window.streamSamples = [];
+    const tick = () => {
+      const bubble = document.querySelector(".bubble-assistant.streaming");
+      if (bubble) window.streamSamples.push(bubble.textContent.length);
+      window.streamSampler = requestAnimationFrame(tick);
+    };
+    tick();
+  });
+  return async () => page.evaluate(() => {
+    cancelAnimationFrame(window.streamSampler);
+    return [...new Set(window.streamSamples)];
+  });
+}
+
+async function sendMessage(page, text) {
+  await page.locator("#input").fill(text);
+  await page.locator("#input").press("Enter");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const results = [];
+async function runCase(name, body, context) {
+  const started = Date.now();
+  try {
+    await body();
+    results.push({ name, ok: true });
+    console.log(`PASS ${name} (${Date.now() - started} ms)`);
+  } catch (error) {
+    results.push({ name, ok: false });
+    console.log(`FAIL ${name}\n  ${String(error?.stack ?? error).split("\n").slice(0, 8).join("\n  ")}`);
+    if (context.page) {
+      const file = path.join(tmpdir(), `chat-app-failure-${results.length}.png`);
+      await context.page.screenshot({ path: file }).catch(() => {});
+      console.log(`  screenshot of the failure: ${file}`);
+    }
+  }
+}
+
+const secret = randomBytes(48).toString("base64");
+// The gateway refuses to start when the environment holds an AGUI_GATEWAY_* name that is no
+// setting of its own, and AGUI_GATEWAY_BIN (which names the binary to test) is one: keep it
+// out of the gateway's environment.
+const authEnv = { AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET: secret, AGUI_GATEWAY_BIN: undefined };
+const context = {};
+let gateway;
+let relay;
+let backend;
+let browser;
+try {
+  gateway = await startGateway({ configToml: readFileSync(path.join(exampleDir, "gateway.toml"), "utf8"), env: authEnv });
+  const token = execFileSync(gatewayBinary(), ["token", "mint", "--tenant", "default", "--sub", "alice"], {
+    env: { ...process.env, ...authEnv },
+    encoding: "utf8",
+  }).trim();
+  relay = await startCuttingRelay(gateway.url);
+  backend = await startBackend({ AGUI_GATEWAY_URL: relay.url, AGUI_APP_TOKEN: token });
+
+  await runCase("the backend adds the app token and passes the stream through unbuffered", async () => {
+    // App tokens are on, so the gateway refuses anonymous callers even from loopback: every
+    // answer the page gets proves the backend sent the token.
+    const anonymous = await fetch(`${gateway.url}/v1/agents?tenant=default`);
+    assert.equal(anonymous.status, 401, "the gateway refuses a call without a token");
+    const agents = await (await fetch(`${backend.url}/api/agents`)).json();
+    assert.deepEqual(agents.agents.map((agent) => agent.name).sort(), ["assistant", "planner"]);
+
+    const arrivals = await timedRun(`${backend.url}/api/agents/assistant`, {
+      threadId: `wire-${randomBytes(6).toString("hex")}`,
+      runId: "run-1",
+      protocolVersion: "1.0",
+      messages: [{ id: "u1", role: "user", content: "ping" }],
+    });
+    const types = arrivals.map((a) => a.event.type);
+    assert.equal(types[0], "RUN_STARTED");
+    assert.equal(types.at(-1), "RUN_FINISHED");
+    assert.equal(arrivals.at(-1).event.outcome?.type, "interrupt", "the assistant's turn waits for approval");
+    // The answer streams in 6-character chunks 30 ms apart: buffered, every event would arrive
+    // in the same instant as RUN_FINISHED.
+    const spread = arrivals.at(-1).at - arrivals[0].at;
+    const deltas = new Set(arrivals.filter((a) => a.event.type === "TEXT_MESSAGE_CONTENT").map((a) => Math.round(a.at / 10)));
+    assert.ok(spread > 200, `RUN_STARTED arrived ${spread.toFixed(0)} ms before RUN_FINISHED (expected > 200 ms)`);
+    assert.ok(deltas.size >= 5, `text deltas arrived at ${deltas.size} distinct moments (expected >= 5)`);
+  }, context);
+
+  browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox"] });
+  const browserContext = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
+  const page = await browserContext.newPage();
+  context.page = page;
+  page.setDefaultTimeout(15_000);
+  const pageErrors = [];
+  const tokenLeaks = [];
+  page.on("pageerror", (error) => pageErrors.push(error.message));
+  page.on("request", (request) => {
+    if (request.headers().authorization) tokenLeaks.push(`${request.method()} ${request.url()} sent an Authorization header`);
+  });
+  page.on("response", async (response) => {
+    if ((response.headers()["content-type"] ?? "").startsWith("text/event-stream")) return;
+    const body = await response.text().catch(() => "");
+    if (body.includes(token)) tokenLeaks.push(`${response.url()} holds the app token`);
+  });
+
+  await page.goto(backend.url);
+  await page.waitForSelector("body[data-ready=true]");
+
+  await runCase("a message streams its answer; Approve runs the tool; the result, the board note and the final text appear", async () => {
+    assert.equal(await page.locator("#agent").inputValue(), "assistant");
+    const stopSampling = await sampleStreaming(page);
+    await sendMessage(page, REQUEST);
+
+    await page.locator(".row-user .bubble-user", { hasText: REQUEST }).waitFor();
+    const approval = page.locator('.tool-card[data-tool-name="send_email"] .approval');
+    await approval.waitFor();
+    const lengths = await stopSampling();
+    const partial = lengths.filter((n) => n > 0 && n < ASSISTANT_FIRST.length);
+    assert.ok(partial.length >= 3, `the answer showed ${partial.length} partial lengths while streaming (expected >= 3): ${lengths}`);
+    assert.deepEqual(await texts(page.locator(".bubble-assistant")), [ASSISTANT_FIRST]);
+
+    const card = page.locator('.tool-card[data-tool-name="send_email"]');
+    assert.deepEqual(await texts(card.locator(".tool-args dt")), ["body", "subject", "to"]);
+    assert.equal(await card.locator(".tool-args dd").nth(1).textContent(), REQUEST);
+    assert.equal(await card.locator(".tool-status").textContent(), "Needs approval");
+    for (const name of ["Approve", "Edit", "Reject"]) {
+      assert.ok(await approval.getByRole("button", { name, exact: true }).isVisible(), `the approval card offers ${name}`);
+    }
+    assert.equal(await page.locator("#status").textContent(), "Waiting for you");
+    assert.ok(await page.locator("#send").isDisabled(), "the composer waits for the decision");
+
+    await approval.getByRole("button", { name: "Approve", exact: true }).click();
+
+    await card.locator(".tool-result-text", { hasText: "Email delivered to team@example.com" }).waitFor();
+    assert.equal(await card.locator(".tool-status").textContent(), "Done");
+    const note = page.locator(".notes .note");
+    await note.first().waitFor();
+    assert.equal(await note.count(), 1);
+    assert.equal(await note.locator(".note-text").textContent(), `Follow up with the team: ${REQUEST}`);
+    assert.equal(await note.locator(".note-kind").textContent(), "task");
+    assert.deepEqual(await texts(note.locator(".tag")), ["email", "follow-up"]);
+    await page.locator(".bubble-assistant", { hasText: ASSISTANT_LAST }).waitFor();
+    await page.locator('#status[data-state="idle"]').waitFor();
+    assert.deepEqual(await texts(page.locator(".bubble-assistant")), [ASSISTANT_FIRST, ASSISTANT_LAST]);
+    assert.equal(await page.locator(".bubble-assistant.streaming").count(), 0, "no bubble is left streaming");
+
+    // The gateway's own record agrees with the page: the call ran and the note is pinned.
+    const threadId = await threadIdOf(page);
+    const thread = await gatewayJson(gateway, token, `/v1/threads/${threadId}`);
+    assert.equal(thread.status, "idle");
+    assert.equal(thread.latestTurn.status, "succeeded");
+    assert.deepEqual(thread.board.notes.map((n) => n.text), [`Follow up with the team: ${REQUEST}`]);
+    const { messages } = await gatewayJson(gateway, token, `/v1/threads/${threadId}/messages`);
+    assert.deepEqual(messages.filter((m) => m.role === "tool").map((m) => m.content), ["Email delivered to team@example.com"]);
+
+    mkdirSync(path.dirname(screenshotPath), { recursive: true });
+    await page.mouse.move(0, 0);
+    await page.waitForTimeout(1700); // let the note's highlight fade for a calm picture
+    writeFileSync(screenshotPath, await page.screenshot({ fullPage: true }));
+  }, context);
+
+  await runCase("a second message continues the thread, and Edit changes the call's arguments", async () => {
+    await sendMessage(page, "Share the slides");
+    const cards = page.locator('.tool-card[data-tool-name="send_email"]');
+    await cards.nth(1).locator(".approval").waitFor();
+    const approval = cards.nth(1).locator(".approval");
+    await approval.getByRole("button", { name: "Edit", exact: true }).click();
+
+    // The form comes from the interrupt's responseSchema: editedArgs (shaped after the proposed
+    // arguments) and the optional comment.
+    const form = approval.locator(".edit-form");
+    await form.waitFor();
+    assert.equal(await form.locator('input[name="subject"]').inputValue(), "Share the slides");
+    assert.equal(await form.locator('input[name="to"]').inputValue(), "team@example.com");
+    assert.deepEqual(await form.locator("input, textarea").evaluateAll((nodes) => nodes.map((n) => n.name)), ["body", "subject", "to", "comment"]);
+    await form.locator('input[name="subject"]').fill("Slides for Thursday's launch");
+    await form.getByRole("button", { name: "Approve with changes" }).click();
+
+    // The proposed call is reported not run as proposed; the edited call is shown and runs.
+    await cards.nth(2).locator(".tool-result-text", { hasText: "Email delivered to team@example.com" }).waitFor();
+    assert.match(await cards.nth(1).locator(".tool-result-text").textContent(), /^not run as proposed/);
+    assert.equal(await cards.nth(1).locator(".tool-status").textContent(), "Not run");
+    assert.equal(await cards.nth(2).locator(".tool-args dd").nth(1).textContent(), "Slides for Thursday's launch");
+    await page.locator('#status[data-state="idle"]').waitFor();
+    assert.deepEqual(await texts(page.locator(".notes .note .note-text")), [
+      `Follow up with the team: ${REQUEST}`,
+      "Follow up with the team: Share the slides",
+    ]);
+    assert.equal(await page.locator(".notice-error").count(), 0, "no run was refused");
+  }, context);
+
+  await runCase("the question agent's choices are buttons, and a click answers", async () => {
+    await page.getByRole("button", { name: "New chat" }).click();
+    await page.locator("#agent").selectOption("planner");
+    assert.equal(await page.locator(".notes .note").count(), 0, "a new chat starts with an empty board");
+    await sendMessage(page, "Plan the quarterly review");
+    const question = page.locator(".question");
+    await question.waitFor();
+    assert.equal(await question.locator(".question-text").textContent(), "Which day suits you best?");
+    assert.deepEqual(await texts(question.locator(".button-choice")), ["Monday", "Wednesday", "Friday"]);
+    await question.getByRole("button", { name: "Wednesday" }).click();
+
+    await page.locator(".bubble-assistant", { hasText: "Wednesday it is." }).waitFor();
+    await page.locator('#status[data-state="idle"]').waitFor();
+    assert.deepEqual(await texts(page.locator(".bubble-assistant")), [
+      'Happy to plan "Plan the quarterly review". One question first.',
+      "Wednesday it is. The plan is on the board.",
+    ]);
+    assert.deepEqual(await texts(page.locator(".notes .note .note-text")), ["Plan the quarterly review: Wednesday"]);
+    assert.equal(await page.locator(".notes .note .note-kind").textContent(), "plan");
+    assert.equal(await question.locator(".decision").textContent(), "Answered: Wednesday");
+  }, context);
+
+  await runCase("a reload puts the conversation back together from the gateway", async () => {
+    const threadId = await threadIdOf(page);
+    await page.reload();
+    await page.waitForSelector("body[data-ready=true]");
+    assert.equal(await threadIdOf(page), threadId, "the tab keeps its thread");
+    assert.deepEqual(await texts(page.locator(".bubble-user")), ["Plan the quarterly review"]);
+    assert.deepEqual(await texts(page.locator(".bubble-assistant")), [
+      'Happy to plan "Plan the quarterly review". One question first.',
+      "Wednesday it is. The plan is on the board.",
+    ]);
+    assert.deepEqual(await texts(page.locator(".notes .note .note-text")), ["Plan the quarterly review: Wednesday"]);
+    assert.equal(await page.locator(".question").count(), 0, "the answered question is not asked again");
+  }, context);
+
+  await runCase("a reload mid-answer follows the running turn; a reload while it waits shows the approval again", async () => {
+    await page.getByRole("button", { name: "New chat" }).click();
+    await page.locator("#agent").selectOption("assistant");
+    await sendMessage(page, REQUEST);
+    await page.locator(".bubble-assistant.streaming").waitFor();
+    await page.reload();
+    await page.waitForSelector("body[data-ready=true]");
+    const approval = page.locator(".approval");
+    await approval.waitFor();
+    assert.deepEqual(await texts(page.locator(".bubble-user")), [REQUEST]);
+    assert.deepEqual(await texts(page.locator(".bubble-assistant")), [ASSISTANT_FIRST], "the answer is whole and shown once");
+    assert.equal(await page.locator(".tool-card").count(), 1);
+
+    await page.reload();
+    await page.waitForSelector("body[data-ready=true]");
+    await approval.waitFor();
+    assert.equal(await page.locator("#status").textContent(), "Waiting for you");
+    assert.deepEqual(await texts(page.locator(".bubble-assistant")), [ASSISTANT_FIRST]);
+    await approval.getByRole("button", { name: "Approve", exact: true }).click();
+    await page.locator(".bubble-assistant", { hasText: ASSISTANT_LAST }).waitFor();
+    assert.deepEqual(await texts(page.locator(".tool-result-text")), ["Email delivered to team@example.com"]);
+  }, context);
+
+  await runCase("a stream cut mid-answer reconnects with Last-Event-ID: nothing missed, nothing twice", async () => {
+    await page.getByRole("button", { name: "New chat" }).click();
+    await page.locator("#agent").selectOption("assistant");
+    const idsBefore = relay.seen.lastEventIds.length;
+    relay.arm("TEXT_MESSAGE_CONTENT", 6);
+    await sendMessage(page, REQUEST);
+
+    await page.locator(".notice-reconnect").waitFor();
+    await page.locator('.tool-card[data-tool-name="send_email"] .approval').waitFor();
+    assert.equal(relay.seen.cuts, 1, "the relay cut the stream once");
+    const sent = relay.seen.lastEventIds.slice(idsBefore);
+    assert.equal(sent.length, 1, `one reconnect carried Last-Event-ID (${sent})`);
+    assert.match(sent[0], /^t[0-9a-f]{24}\.[0-9]+$/, "it names a gateway event");
+    assert.match(await page.locator(".notice-reconnect").textContent(), new RegExp(`continued after event ${sent[0].replace(".", "\\.")}`));
+    assert.equal(await page.evaluate(() => document.body.dataset.reconnects), "1");
+    assert.deepEqual(await texts(page.locator(".bubble-assistant")), [ASSISTANT_FIRST], "the answer is whole and said once");
+
+    await page.locator(".approval").getByRole("button", { name: "Approve", exact: true }).click();
+    await page.locator(".bubble-assistant", { hasText: ASSISTANT_LAST }).waitFor();
+    assert.deepEqual(await texts(page.locator(".notes .note .note-text")), [`Follow up with the team: ${REQUEST}`]);
+  }, context);
+
+  await runCase("Reject denies the call: it is reported not run, and the turn goes on", async () => {
+    await page.getByRole("button", { name: "New chat" }).click();
+    await sendMessage(page, "Cancel the offsite");
+    const card = page.locator('.tool-card[data-tool-name="send_email"]');
+    await card.locator(".approval").getByRole("button", { name: "Reject", exact: true }).click();
+    await card.locator(".tool-result-text", { hasText: "not run" }).waitFor();
+    assert.equal(await card.locator(".tool-result-text").textContent(), "not run: the call was denied");
+    assert.equal(await card.locator(".tool-status").textContent(), "Not run");
+    assert.equal(await card.locator(".decision").textContent(), "Rejected");
+    await page.locator('#status[data-state="idle"]').waitFor();
+    const threadId = await threadIdOf(page);
+    const { messages } = await gatewayJson(gateway, token, `/v1/threads/${threadId}/messages`);
+    assert.deepEqual(messages.filter((m) => m.role === "tool").map((m) => m.content), ["not run: the call was denied"]);
+    await page.locator(".bubble-assistant", { hasText: ASSISTANT_LAST }).waitFor();
+  }, context);
+
+  await runCase("the browser never sees the app token, and the page raised no error", async () => {
+    assert.deepEqual(tokenLeaks, []);
+    assert.deepEqual(pageErrors, []);
+  }, context);
+} catch (error) {
+  results.push({ name: "setup", ok: false });
+  console.log(`FAIL setup\n  ${String(error?.stack ?? error).split("\n").slice(0, 12).join("\n  ")}`);
+} finally {
+  await browser?.close().catch(() => {});
+  backend?.stop();
+  relay?.stop();
+  await gateway?.stop();
+}
+
+const failed = results.filter((r) => !r.ok);
+if (failed.length && gateway) {
+  console.log(`\ngateway log (last 30 lines):\n  ${gateway.logs.slice(-30).join("\n  ")}`);
+  console.log(`backend log (last 30 lines):\n  ${(backend?.logs ?? []).slice(-30).join("\n  ")}`);
+}
+console.log(`\n${results.length - failed.length}/${results.length} passed${failed.length ? "" : `; screenshot: ${path.relative(repoRoot, screenshotPath)}`}`);
+process.exit(failed.length ? 1 : 0);

@@ -1,0 +1,296 @@
+#!/usr/bin/env node
+// server.mjs: a real AG-UI 1.0 server on the official @ag-ui/encoder, the upstream that the
+// gateway's `agui` agent (SPEC §9.3) fronts in tests. tests/upstream/python/server.py serves
+// the same routes on the official Python package, so one test can drive either.
+//
+//   node tests/upstream/node/server.mjs [--port N]
+//
+// Prints `listening http://127.0.0.1:<port>` once ready. Routes:
+//   POST /agents/chat           text, a tool call with its result, text, a state snapshot, success
+//   POST /agents/approval       a tool call that ends in an interrupt; continues on `resume`
+//   POST /agents/invalid        an event @ag-ui/core's schema rejects (?case=null-delta|float-timestamp)
+//   POST /agents/empty-delta    a valid edge: an empty TEXT_MESSAGE_CONTENT delta
+//   POST /agents/out-of-order   content for a message that was never started
+//   POST /agents/slow           /agents/chat with 200 ms between events
+//   GET|DELETE /requests        every POST received, as {path, headers, body}, in order
+//
+// Chat's STATE_SNAPSHOT is {"upstream":{"runs":N}}: every run this process has started, on any
+// agent, this one included; DELETE /requests does not reset it.
+//
+// The response format is negotiated exactly as a stock @ag-ui/encoder server does it: the
+// encoder picks protobuf for an Accept that admits it, wildcards included (`*/*`), and SSE only
+// for `text/event-stream` or no Accept at all. A client (the gateway) that wants SSE from such a
+// server must say so.
+import http from "node:http";
+import fs from "node:fs";
+import { EventEncoder } from "@ag-ui/encoder";
+import { EventType } from "@ag-ui/core";
+import { RunAgentInputSchema } from "@ag-ui/core/schemas";
+
+const APPROVAL_ID = "up-approval-1";
+const APPROVAL_SCHEMA = {
+  type: "object",
+  properties: { approved: { type: "boolean" }, note: { type: "string" } },
+  required: ["approved"],
+};
+
+const received = [];
+let runsServed = 0;
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function lastUserText(messages) {
+  const user = [...messages].reverse().find((m) => m.role === "user");
+  if (!user) return "";
+  if (typeof user.content === "string") return user.content;
+  return user.content.filter((p) => p.type === "text").map((p) => p.text).join("");
+}
+
+function textMessage(messageId, deltas) {
+  return [
+    { type: EventType.TEXT_MESSAGE_START, messageId, role: "assistant" },
+    ...deltas.map((delta) => ({ type: EventType.TEXT_MESSAGE_CONTENT, messageId, delta })),
+    { type: EventType.TEXT_MESSAGE_END, messageId },
+  ];
+}
+
+function toolCall(toolCallId, toolCallName, parentMessageId, argDeltas) {
+  return [
+    { type: EventType.TOOL_CALL_START, toolCallId, toolCallName, parentMessageId },
+    ...argDeltas.map((delta) => ({ type: EventType.TOOL_CALL_ARGS, toolCallId, delta })),
+    { type: EventType.TOOL_CALL_END, toolCallId },
+  ];
+}
+
+function runStarted(input) {
+  runsServed += 1;
+  return { type: EventType.RUN_STARTED, threadId: input.threadId, runId: input.runId, protocolVersion: "1.0" };
+}
+
+function runFinished(input, outcome) {
+  return { type: EventType.RUN_FINISHED, threadId: input.threadId, runId: input.runId, outcome };
+}
+
+function chatEvents(input) {
+  const { runId, messages } = input;
+  const first = `${runId}-heard`;
+  const call = `${runId}-weather`;
+  const n = messages.length;
+  const events = [
+    runStarted(input),
+    // The text is split so a gateway that keeps only the first or last delta is caught.
+    ...textMessage(first, ["Upstream heard:", ` ${lastUserText(messages)}`]),
+    ...toolCall(call, "get_weather", first, ['{"city":', '"Paris"}']),
+    { type: EventType.TOOL_CALL_RESULT, messageId: `${runId}-weather-result`, toolCallId: call, content: "sunny", role: "tool" },
+    ...textMessage(`${runId}-done`, ["Done after ", `${n} messages.`]),
+  ];
+  // Counted after RUN_STARTED so the snapshot includes this run.
+  events.push({ type: EventType.STATE_SNAPSHOT, snapshot: { upstream: { runs: runsServed } } });
+  events.push(runFinished(input, { type: "success" }));
+  return events;
+}
+
+function approvalEvents(input) {
+  const { threadId, runId } = input;
+  // Deterministic from the thread so the resumed run can name the call the first run raised,
+  // as an upstream that keeps no memory of its own must.
+  const call = `${threadId}-send`;
+  const resume = input.resume ?? [];
+  if (resume.length === 0) {
+    const ask = `${runId}-ask`;
+    return [
+      runStarted(input),
+      ...textMessage(ask, ["I need approval ", "to send the email."]),
+      ...toolCall(call, "send_email", ask, ['{"to":', '"team@example.com"}']),
+      runFinished(input, {
+        type: "interrupt",
+        interrupts: [{
+          id: APPROVAL_ID,
+          reason: "tool_approval",
+          message: "Send the email?",
+          toolCallId: call,
+          responseSchema: APPROVAL_SCHEMA,
+        }],
+      }),
+    ];
+  }
+  const entry = resume.find((r) => r.interruptId === APPROVAL_ID);
+  // An interrupt left unanswered must not be acted on or finished as success (AG-UI 1.0).
+  // Entries for ids this server never raised are ignored, as the protocol asks.
+  if (!entry) {
+    return [{ type: EventType.RUN_ERROR, message: `missing resume for ${APPROVAL_ID}`, code: "missing_resume" }];
+  }
+  const payload = entry.payload;
+  if (entry.status === "resolved" && typeof payload?.approved !== "boolean") {
+    return [{ type: EventType.RUN_ERROR, message: `invalid resume payload for ${APPROVAL_ID}`, code: "invalid_resume" }];
+  }
+  const events = [runStarted(input)];
+  if (entry.status === "resolved" && payload.approved === true) {
+    const note = typeof payload.note === "string" ? payload.note : "none";
+    events.push({ type: EventType.TOOL_CALL_RESULT, messageId: `${runId}-send-result`, toolCallId: call, content: "sent", role: "tool" });
+    events.push(...textMessage(`${runId}-sent`, ["Sent. ", `Note: ${note}`]));
+  } else {
+    events.push(...textMessage(`${runId}-not-sent`, ["Not ", "sent."]));
+  }
+  events.push(runFinished(input, { type: "success" }));
+  return events;
+}
+
+// The encoder does not validate (it serialises whatever it is given), so these invalid events
+// go through it like any other; each is one a buggy producer really sends.
+const INVALID_CASES = {
+  // A required field as null: what pydantic-era producers put on the wire.
+  "null-delta": (messageId) => ({ type: EventType.TEXT_MESSAGE_CONTENT, messageId, delta: null }),
+  // timestamp must be an integer; `time.time() * 1000` is not.
+  "float-timestamp": (messageId) => ({ type: EventType.TEXT_MESSAGE_CONTENT, messageId, delta: "hello", timestamp: 1700000000000.5 }),
+};
+
+function invalidEvents(input, kind) {
+  const messageId = `${input.runId}-bad`;
+  return [
+    runStarted(input),
+    { type: EventType.TEXT_MESSAGE_START, messageId, role: "assistant" },
+    INVALID_CASES[kind](messageId),
+    { type: EventType.TEXT_MESSAGE_END, messageId },
+    runFinished(input, { type: "success" }),
+  ];
+}
+
+function emptyDeltaEvents(input) {
+  // "" is a valid delta in @ag-ui/core 1.0.0; a gateway must pass it, not fail the turn.
+  return [
+    runStarted(input),
+    ...textMessage(`${input.runId}-empty`, ["", "Still here."]),
+    runFinished(input, { type: "success" }),
+  ];
+}
+
+function outOfOrderEvents(input) {
+  return [
+    runStarted(input),
+    { type: EventType.TEXT_MESSAGE_CONTENT, messageId: `${input.runId}-never-started`, delta: "orphan" },
+    runFinished(input, { type: "success" }),
+  ];
+}
+
+function sendJson(res, status, value) {
+  const body = JSON.stringify(value);
+  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function headersOf(req) {
+  // Node joins repeated headers with ", " (set-cookie aside), which is what the Python
+  // server records too.
+  return Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : v]));
+}
+
+async function readBody(req) {
+  const chunks = [];
+  for await (const chunk of req) chunks.push(chunk);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+const ROUTES = {
+  "/agents/chat": { events: chatEvents },
+  "/agents/slow": { events: chatEvents, gapMs: 200 },
+  "/agents/approval": { events: approvalEvents },
+  "/agents/invalid": { events: invalidEvents, sseOnly: true },
+  "/agents/empty-delta": { events: emptyDeltaEvents },
+  "/agents/out-of-order": { events: outOfOrderEvents },
+};
+
+async function handle(req, res) {
+  const url = new URL(req.url, "http://upstream");
+  if (url.pathname === "/requests") {
+    if (req.method === "GET") return sendJson(res, 200, received);
+    if (req.method === "DELETE") {
+      received.length = 0;
+      res.writeHead(204);
+      return res.end();
+    }
+    return sendJson(res, 405, { error: "GET or DELETE" });
+  }
+  if (req.method !== "POST") return sendJson(res, 404, { error: `no route ${req.method} ${url.pathname}` });
+
+  const raw = await readBody(req);
+  let body;
+  try {
+    body = JSON.parse(raw);
+  } catch {
+    body = raw; // recorded as sent, so a test sees what arrived even when it is not JSON
+  }
+  received.push({ path: req.url, headers: headersOf(req), body });
+
+  const route = ROUTES[url.pathname];
+  if (!route) return sendJson(res, 404, { error: `no agent at ${url.pathname}` });
+  // The official schema is the judge of what the gateway sends upstream; a stock server
+  // refuses a malformed RunAgentInput before any stream opens.
+  const parsed = RunAgentInputSchema.safeParse(body);
+  if (!parsed.success) {
+    return sendJson(res, 400, { error: "invalid RunAgentInput", issues: parsed.error.issues });
+  }
+  const input = body;
+  let kind;
+  if (url.pathname === "/agents/invalid") {
+    kind = url.searchParams.get("case") ?? "null-delta";
+    if (!INVALID_CASES[kind]) return sendJson(res, 400, { error: `unknown case ${kind}; one of ${Object.keys(INVALID_CASES).join(", ")}` });
+  }
+
+  const encoder = new EventEncoder({ accept: req.headers.accept });
+  const proto = encoder.getContentType() !== "text/event-stream";
+  // A schema-invalid event has no faithful protobuf form: it would be coerced on encoding.
+  if (proto && route.sseOnly) return sendJson(res, 406, { error: "this agent answers text/event-stream only" });
+
+  const events = route.events(input, kind);
+  res.writeHead(200, { "Content-Type": encoder.getContentType(), "Cache-Control": "no-cache", Connection: "keep-alive" });
+  res.socket?.setNoDelay(true);
+  let gone = false;
+  res.on("close", () => { gone = true; });
+  for (const [i, event] of events.entries()) {
+    if (gone) return;
+    if (i > 0 && route.gapMs) await sleep(route.gapMs);
+    if (gone) return;
+    res.write(encoder.encodeBinary({ ...event, timestamp: event.timestamp ?? Date.now() }));
+  }
+  res.end();
+}
+
+function parsePort(argv) {
+  const at = argv.indexOf("--port");
+  if (at < 0) return 0;
+  const port = Number(argv[at + 1]);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    console.error(`--port needs a number, got ${argv[at + 1]}`);
+    process.exit(2);
+  }
+  return port;
+}
+
+const server = http.createServer((req, res) => {
+  handle(req, res).catch((e) => {
+    console.error(`upstream: ${req.method} ${req.url}: ${e.stack ?? e}`);
+    if (!res.headersSent) sendJson(res, 500, { error: "internal" });
+    else res.destroy();
+  });
+});
+
+const shutdown = () => {
+  server.close();
+  server.closeAllConnections();
+  process.exit(0);
+};
+process.on("SIGTERM", shutdown);
+process.on("SIGINT", shutdown);
+// A parent that dies without signalling closes our stdin. Only a pipe or socket is watched:
+// a terminal or /dev/null as stdin (a shell, CI) must not end the server at once.
+const stdin = fs.fstatSync(0);
+if (stdin.isFIFO() || stdin.isSocket()) {
+  process.stdin.on("end", shutdown);
+  process.stdin.on("close", shutdown);
+  process.stdin.resume();
+}
+
+server.listen(parsePort(process.argv), "127.0.0.1", () => {
+  process.stdout.write(`listening http://127.0.0.1:${server.address().port}\n`);
+});
