@@ -147,7 +147,8 @@ fn the_postgres_example_loads() {
 #[test]
 fn every_example_config_loads() {
     let mut seen = 0;
-    for entry in std::fs::read_dir(repo_file("examples")).expect("examples/ exists") {
+    let folders = ["examples", "config"].map(|folder| std::fs::read_dir(repo_file(folder)).expect("folder exists"));
+    for entry in folders.into_iter().flatten() {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|e| e == "toml") {
             if let Err(error) = Config::load(Some(&path), std::iter::empty()) {
@@ -156,7 +157,7 @@ fn every_example_config_loads() {
             seen += 1;
         }
     }
-    assert!(seen > 0, "no example configuration under examples/");
+    assert!(seen > 3, "the example configurations under examples/ and config/ were not found");
 }
 
 #[test]

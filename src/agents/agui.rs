@@ -19,7 +19,6 @@ use serde_json::{json, Map, Value};
 use crate::engine::interrupts::Deciders;
 use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
 use crate::protocol::events::{Envelope, RunOutcome, ToolResultContent};
-use crate::protocol::input::{InputMessage, UserContent, UserMessage};
 use crate::protocol::{Event, TokenUsage};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,12 +164,7 @@ impl AguiAgent {
         resume: Option<Vec<Value>>,
     ) -> Result<Value, AgentError> {
         let (tenant, thread) = turn.thread().await?;
-        let mut messages = turn.history().await?;
-        messages.push(InputMessage::User(UserMessage {
-            id: crate::ids::user_message_id(turn.turn_id()),
-            content: UserContent::Text(turn.user_text().to_string()),
-            name: None,
-        }));
+        let messages = turn.history_and_message().await?;
         let mut input = json!({
             "threadId": format!("{tenant}:{thread}"),
             "runId": format!("{}-{}", turn.turn_id(), state.runs),

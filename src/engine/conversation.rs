@@ -1,6 +1,8 @@
 //! The conversation as AG-UI messages, folded from the thread's turns and their logs: what
-//! `GET /v1/threads/{thread}/messages` returns and what a client loads after a reload. Ids are
-//! the gateway's: a user message is `<turn>:in`, an answer `<turn>:m<n>`.
+//! `GET /v1/threads/{thread}/messages` returns and what a client loads after a reload. A user
+//! message keeps the id its client gave it (so a client that restates the conversation, as a
+//! `MESSAGES_SNAPSHOT` does, finds its own message again), or `<turn>:in` when an earlier turn
+//! of the thread already used that id; answers have the gateway's ids (`<turn>:m<n>`).
 
 use serde_json::Value;
 
@@ -12,18 +14,44 @@ use crate::store::{Store, StoreError, StoredEvent, TurnRow};
 
 /// The thread's whole conversation.
 pub async fn load(store: &dyn Store, thread: i64) -> Result<Vec<InputMessage>, StoreError> {
+    load_before(store, thread, None).await
+}
+
+/// The conversation of the thread's turns before `turn` (all of them for `None`).
+pub async fn load_before(store: &dyn Store, thread: i64, turn: Option<&str>) -> Result<Vec<InputMessage>, StoreError> {
     let mut messages = Vec::new();
-    for turn in store.thread_turns(thread).await? {
+    for turn in store.thread_turns(thread).await?.into_iter().take_while(|t| Some(t.public_id.as_str()) != turn) {
         let events = super::read_log(store, turn.pk).await?;
         fold_turn(&mut messages, &turn, &events);
     }
     Ok(messages)
 }
 
+/// The conversation up to `turn`'s own user message (its answers left out): what an upstream
+/// agent is given for that turn.
+pub async fn load_through(store: &dyn Store, thread: i64, turn: &str) -> Result<Vec<InputMessage>, StoreError> {
+    let mut messages = Vec::new();
+    for row in store.thread_turns(thread).await? {
+        if row.public_id == turn {
+            fold_turn(&mut messages, &row, &[]);
+            break;
+        }
+        let events = super::read_log(store, row.pk).await?;
+        fold_turn(&mut messages, &row, &events);
+    }
+    Ok(messages)
+}
+
 /// Appends one turn's messages: the user's, then what the log says the agent answered.
 pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[StoredEvent]) {
+    let client_id = &turn.user_message_id;
+    let id = if client_id.is_empty() || messages.iter().any(|m| m.id() == client_id) {
+        ids::user_message_id(&turn.public_id)
+    } else {
+        client_id.clone()
+    };
     messages.push(InputMessage::User(UserMessage {
-        id: ids::user_message_id(&turn.public_id),
+        id,
         content: UserContent::Text(turn.user_text.clone()),
         name: None,
     }));

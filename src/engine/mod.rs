@@ -325,7 +325,28 @@ impl Engine {
                 return Err(EngineError::PermissionDenied);
             }
             if let Some((turn, start_seq)) = store.find_run(thread.pk, request.run_id.as_str()).await? {
-                return self.follow(&request, thread, &turn, start_seq, None).await;
+                let entries = request.input.resume();
+                if entries.is_empty() {
+                    return self.follow(&request, thread, &turn, start_seq, None).await;
+                }
+                // Answers sent on the run that asked (as CopilotKit's useInterrupt sends them):
+                // the resume is a run of its own, recorded under a key named by its answers, so
+                // sending it again follows (or replays) that run.
+                let mut answered: Vec<&str> = entries.iter().map(|e| e.interrupt_id.as_str()).collect();
+                answered.sort_unstable();
+                let key = format!("{}~resume:{}", request.run_id.as_str(), answered.join(","));
+                if let Some((turn, start_seq)) = store.find_run(thread.pk, &key).await? {
+                    return self.follow(&request, thread, &turn, start_seq, None).await;
+                }
+                let open = store.turn_interrupts(turn.pk).await?;
+                let answers_open =
+                    entries.iter().any(|e| open.iter().any(|i| i.id == e.interrupt_id && i.status == "open"));
+                if !answers_open {
+                    // A resume run sent again: its replay, as for any known runId.
+                    return self.follow(&request, thread, &turn, start_seq, None).await;
+                }
+                let turns = store.thread_turns(thread.pk).await?;
+                return self.resume(&request, Some(thread), &turns, &key).await;
             }
         }
         let turns = match &thread {
@@ -333,7 +354,7 @@ impl Engine {
             None => Vec::new(),
         };
         if !request.input.resume().is_empty() {
-            return self.resume(&request, thread.as_ref(), &turns).await;
+            return self.resume(&request, thread.as_ref(), &turns, request.run_id.as_str()).await;
         }
         match history::check(&request.input.messages, &turns) {
             HistoryVerdict::NoUserMessage => {
@@ -479,11 +500,14 @@ impl Engine {
 
     /// A resume (§5.3): every entry checked before any is decided; the decisions in one
     /// transaction; the run then follows the turn from the decision on.
+    /// `run_key` is what the run is recorded as: its runId, or a key of its own when it answers
+    /// on the run that asked.
     async fn resume(
         &self,
         request: &RunRequest<'_>,
         thread: Option<&ThreadRow>,
         turns: &[TurnRow],
+        run_key: &str,
     ) -> Result<RunPlan, EngineError> {
         let Some(person) = request.caller.person_id() else {
             return Err(EngineError::PersonOnly(self.console_hint()));
@@ -507,9 +531,8 @@ impl Engine {
             Some(result) => result,
             None => return Ok(refuse("invalid_resume", "nothing to decide")),
         };
-        let started =
-            self.inner.store.add_run(thread.pk, request.run_id.as_str(), latest.pk, start_seq, now_ms()).await?;
-        let (turn, start_seq) = match self.inner.store.find_run(thread.pk, request.run_id.as_str()).await? {
+        let started = self.inner.store.add_run(thread.pk, run_key, latest.pk, start_seq, now_ms()).await?;
+        let (turn, start_seq) = match self.inner.store.find_run(thread.pk, run_key).await? {
             Some(found) if found.0.pk == started => found,
             _ => return Err(StoreError::Corrupt("a resume run was not recorded".into()).into()),
         };

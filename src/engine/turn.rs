@@ -676,14 +676,16 @@ impl TurnContext {
 
     /// The thread's earlier turns as AG-UI messages (the gateway's record, never the client's).
     pub async fn history(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
-        let mut messages = super::conversation::load(self.store.as_ref(), self.thread_pk)
+        super::conversation::load_before(self.store.as_ref(), self.thread_pk, Some(&self.turn_id))
             .await
-            .map_err(|e| AgentError::Failed(format!("the thread could not be read: {e}")))?;
-        let own = crate::ids::user_message_id(&self.turn_id);
-        if let Some(start) = messages.iter().position(|m| m.id() == own) {
-            messages.truncate(start);
-        }
-        Ok(messages)
+            .map_err(|e| AgentError::Failed(format!("the thread could not be read: {e}")))
+    }
+
+    /// The thread's earlier turns and this turn's user message, as AG-UI messages.
+    pub async fn history_and_message(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
+        super::conversation::load_through(self.store.as_ref(), self.thread_pk, &self.turn_id)
+            .await
+            .map_err(|e| AgentError::Failed(format!("the thread could not be read: {e}")))
     }
 
     pub(crate) fn set_next_note_no(&mut self, next: i64) {

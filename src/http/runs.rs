@@ -229,7 +229,7 @@ fn parse_input(bytes: &[u8]) -> Result<RunAgentInput, ApiError> {
         }
     })?;
     deserializer.end().map_err(|error| ApiError::bad_request("body", format!("not JSON ({error})")))?;
-    Ok(input)
+    Ok(input.with_command_resume())
 }
 
 /// The newest user message becomes the turn: text only (§2 `messages`).

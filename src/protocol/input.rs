@@ -42,6 +42,27 @@ impl RunAgentInput {
         self.resume.as_deref().unwrap_or(&[])
     }
 
+    /// A pre-1.0 client answers an `on_interrupt` the LangGraph way (CopilotKit's
+    /// `useInterrupt`): `forwardedProps.command = {resume: <payload>, interruptEvent: {id, …}}`.
+    /// Without a `resume` field, that answer is read as one (§5.4).
+    pub fn with_command_resume(mut self) -> RunAgentInput {
+        if self.resume.as_ref().is_some_and(|r| !r.is_empty()) || !self.is_pre_1_0_client() {
+            return self;
+        }
+        let command = self.forwarded_props.as_ref().and_then(|p| p.get("command"));
+        let id = command.and_then(|c| c["interruptEvent"]["id"].as_str());
+        if let (Some(command), Some(id)) = (command, id) {
+            let payload = command.get("resume").filter(|p| !p.is_null()).cloned();
+            self.resume = Some(vec![ResumeEntry {
+                interrupt_id: id.to_string(),
+                status: ResumeStatus::Resolved,
+                payload,
+                metadata: None,
+            }]);
+        }
+        self
+    }
+
     /// A client whose `protocolVersion` is absent or of major 0 speaks pre-1.0 AG-UI (§5.4).
     /// An unparseable version is treated as newer, as the protocol asks.
     pub fn is_pre_1_0_client(&self) -> bool {

@@ -21,7 +21,8 @@ async fn the_thread_and_its_messages_are_the_gateways_record(backend: Backend) {
     let body: Value =
         app.client.get(app.url("/v1/threads/th-show/messages")).send().await.expect("get").json().await.expect("json");
     let messages = body["messages"].as_array().expect("messages").clone();
-    assert_eq!(messages[0], json!({"role": "user", "id": format!("{turn}:in"), "content": "what is new?"}));
+    // The user message keeps the client's id.
+    assert_eq!(messages[0], json!({"role": "user", "id": "run-1-user", "content": "what is new?"}));
     assert_eq!(messages[1]["role"], "assistant");
     assert_eq!(messages[1]["content"], "Hello! You said: \"what is new?\".");
     assert_eq!(messages[1]["toolCalls"][0]["function"]["name"], "lookup");

@@ -133,7 +133,7 @@ async fn a_normal_run_is_relayed_under_the_gateways_ids(kind: Upstream) {
     let requests = server.requests().await;
     let first = &requests.last().expect("a request")["body"];
     assert_eq!(first["threadId"], "default:th-up");
-    assert_eq!(first["messages"][0]["id"], format!("{turn}:in"));
+    assert_eq!(first["messages"][0]["id"], "run-1-user", "the user message under the client's id");
     let headers = &requests.last().expect("a request")["headers"];
     assert_eq!(headers["authorization"], "Bearer upstream-secret");
 
@@ -152,7 +152,7 @@ async fn a_normal_run_is_relayed_under_the_gateways_ids(kind: Upstream) {
         body["messages"].as_array().expect("messages").iter().filter_map(|m| m["id"].as_str()).collect();
     let recorded: Vec<&str> = history.iter().filter_map(|m| m["id"].as_str()).collect();
     assert_eq!(sent.len(), recorded.len(), "the whole record goes upstream: {sent:?} vs {recorded:?}");
-    assert_eq!(sent[0], format!("{turn}:in"));
+    assert_eq!(sent, recorded, "the same ids as the thread's record");
 
     // And the official client accepts the relayed stream.
     let (ok, report) = agui_check(&app.run_url("upstream"), &first_run("th-up-check", "run-1", "check me")).await;

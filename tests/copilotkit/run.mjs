@@ -1,0 +1,231 @@
+#!/usr/bin/env node
+// CopilotKit in front of the gateway, driven the way a CopilotKit React app drives it.
+//
+//   npm ci --ignore-scripts --prefix tests/copilotkit && node tests/copilotkit/run.mjs
+//
+// The browser side is `@copilotkit/core`, the client core `@copilotkit/react-core` v2 is built
+// on: a `ProxiedCopilotRuntimeAgent` (the agent the provider creates for each runtime agent)
+// and `CopilotKitCore.runAgent`, which is what `<CopilotChat>` calls after adding the user's
+// message. The interrupt test mirrors `useInterrupt` from @copilotkit/react-core 1.74.0 step by
+// step, with the same `ɵInterruptState` machine it uses. The server side is a real
+// `@copilotkit/runtime` v2 endpoint (stack.mjs). CopilotKit 1.75 bundles @ag-ui/client 0.0.59,
+// which sends no `protocolVersion`: the gateway serves it as a pre-1.0 client (SPEC §5.4).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { startStack, outboundRequests, gatewayExchanges } from "./stack.mjs";
+
+const { CopilotKitCore, ProxiedCopilotRuntimeAgent, ɵInterruptState } = await import("@copilotkit/core");
+
+let stack;
+before(async () => {
+  stack = await startStack();
+});
+after(async () => {
+  await stack?.stop();
+});
+
+/** A browser-side CopilotKit: its core and the proxy agent for one runtime agent, on a fresh thread. */
+function browser(agentId, headers = {}) {
+  const errors = [];
+  const copilotkit = new CopilotKitCore({ runtimeUrl: stack.runtimeUrl, headers });
+  copilotkit.subscribe({ onError: ({ error }) => errors.push(error.message) });
+  const agent = new ProxiedCopilotRuntimeAgent({ runtimeUrl: stack.runtimeUrl, agentId });
+  agent.threadId = `ck-${randomUUID()}`;
+  return { copilotkit, agent, errors };
+}
+
+/** What `<CopilotChat>` does when the person presses send. */
+async function send(copilotkit, agent, text) {
+  agent.addMessage({ id: randomUUID(), role: "user", content: text });
+  await copilotkit.runAgent({ agent });
+}
+
+async function gatewayGet(path, token) {
+  const response = await fetch(`${stack.gateway.url}${path}`, { headers: { Authorization: `Bearer ${token}` } });
+  assert.equal(response.status, 200, `GET ${path}`);
+  return response.json();
+}
+
+const assistantTexts = (messages) => messages.filter((m) => m.role === "assistant" && m.content).map((m) => m.content);
+
+test("a message sent through the CopilotKit runtime gets the gateway's streamed answer", async () => {
+  const { copilotkit, agent, errors } = browser("helper");
+
+  await send(copilotkit, agent, "What is on my calendar today?");
+
+  assert.deepEqual(errors, []);
+  const answer = agent.messages.at(-1);
+  assert.equal(answer.role, "assistant");
+  assert.equal(answer.content, "Hello from the gateway: What is on my calendar today?");
+  // The message carries the gateway's own id (`<turn>:m1`): the answer was the gateway's, and
+  // the history CopilotKit sends back next time names it the way the gateway checks it (§6).
+  assert.match(answer.id, /^t[0-9a-f]{24}:m1$/);
+  const record = await gatewayGet(`/v1/threads/${agent.threadId}/messages?tenant=default`, stack.tokens.server);
+  assert.deepEqual(assistantTexts(record.messages), ["Hello from the gateway: What is on my calendar today?"]);
+
+  // A second message in the same chat: CopilotKit sends its whole copy of the conversation,
+  // which the gateway accepts as the thread's history plus one new turn.
+  await send(copilotkit, agent, "And tomorrow?");
+
+  assert.deepEqual(errors, []);
+  assert.equal(agent.messages.at(-1).content, "Hello from the gateway: And tomorrow?");
+  const thread = await gatewayGet(`/v1/threads/${agent.threadId}?tenant=default`, stack.tokens.server);
+  assert.equal(thread.turnCount, 2);
+  assert.deepEqual(outboundRequests, [], "nothing may leave the machine (telemetry is disabled)");
+});
+
+/**
+ * `useInterrupt` without React: the same subscriptions, the same state machine, the same
+ * `copilotkit.runAgent` calls on resolve (react-core 1.74.0 `use-interrupt.tsx`).
+ */
+function useInterrupt(copilotkit, agent) {
+  const state = new ɵInterruptState();
+  const hook = { pending: null };
+  let legacy = null;
+  let standard = null;
+  let legacyRunId;
+  const interruptRunIds = new Map();
+  agent.subscribe({
+    onCustomEvent: ({ event }) => {
+      if (event.name === "on_interrupt") legacy = { name: event.name, value: event.value };
+    },
+    onRunFinishedEvent: (params) => {
+      if (params.outcome === "interrupt") {
+        for (const interrupt of params.interrupts) interruptRunIds.set(interrupt.id, params.input.runId);
+        standard = params.interrupts;
+      }
+    },
+    onRunStartedEvent: () => {
+      legacy = null;
+      standard = null;
+      interruptRunIds.clear();
+      legacyRunId = undefined;
+      state.clear();
+      hook.pending = null;
+    },
+    onRunFinalized: (params) => {
+      if (standard?.length) {
+        state.setStandard(standard);
+        hook.pending = state.pending;
+      } else if (legacy) {
+        legacyRunId = params.input.runId;
+        hook.interruptedRunId = legacyRunId;
+        state.setLegacy(legacy);
+        hook.pending = state.pending;
+      }
+      legacy = null;
+      standard = null;
+    },
+  });
+  hook.resolve = async (payload) => {
+    const decision = state.resolve(payload);
+    if (decision.kind === "legacy-resume") {
+      return copilotkit.runAgent({
+        agent,
+        ...(legacyRunId !== undefined ? { runId: legacyRunId } : {}),
+        forwardedProps: { command: { resume: decision.payload, interruptEvent: decision.interruptValue } },
+      });
+    }
+    if (decision.kind !== "resume") throw new Error(`useInterrupt would not resume: ${decision.kind}`);
+    for (const result of decision.toolResults) {
+      agent.addMessage({ id: randomUUID(), role: "tool", toolCallId: result.toolCallId, content: result.content });
+    }
+    const runId = decision.resume.map((entry) => interruptRunIds.get(entry.interruptId)).find(Boolean);
+    return copilotkit.runAgent({ agent, resume: decision.resume, ...(runId ? { runId } : {}) });
+  };
+  return hook;
+}
+
+/** The approval as CopilotKit shows it: the pre-1.0 shape of §5.4. */
+async function askForApproval() {
+  const { copilotkit, agent, errors } = browser("mailer", { Authorization: `Bearer ${stack.tokens.person}` });
+  const interrupt = useInterrupt(copilotkit, agent);
+
+  await send(copilotkit, agent, "Ship the Q3 report");
+
+  assert.deepEqual(errors, []);
+  assert.equal(interrupt.pending?.kind, "legacy", "CopilotKit's client is pre-1.0: it gets on_interrupt");
+  const event = interrupt.pending.event;
+  assert.equal(event.name, "on_interrupt");
+  assert.match(event.value.id, /^int_[0-9a-f]{32}$/);
+  assert.equal(event.value.message, "Allow the tool 'send_email' to run?");
+  assert.equal(event.value.metadata["gateway/kind"], "tool_call");
+  assert.deepEqual(event.value.metadata["gateway/details"], { to: "team@example.com", body: "Ship the Q3 report" });
+  // MESSAGES_SNAPSHOT gave CopilotKit the conversation so far: the proposed call, not run.
+  const proposal = agent.messages.find((m) => m.role === "assistant" && m.toolCalls?.length);
+  assert.equal(proposal?.content, "Let me send that.");
+  assert.equal(proposal.toolCalls[0].function.name, "send_email");
+  assert.ok(!agent.messages.some((m) => m.role === "tool"), "nothing ran before the approval");
+  return { copilotkit, agent, errors, interrupt, event };
+}
+
+async function assertTurnFinishedWithTheToolResult({ agent, errors, interrupt }) {
+  assert.deepEqual(errors, []);
+  assert.equal(interrupt.pending, null, "no interrupt is left pending");
+  const call = agent.messages.find((m) => m.role === "assistant" && m.toolCalls?.length).toolCalls[0];
+  const result = agent.messages.find((m) => m.role === "tool" && m.toolCallId === call.id);
+  assert.equal(result?.content, "sent", "the approved call ran and its result reached CopilotKit");
+  assert.equal(assistantTexts(agent.messages).at(-1), "The email is on its way.");
+  const thread = await gatewayGet(`/v1/threads/${agent.threadId}?tenant=default`, stack.tokens.person);
+  assert.equal(thread.status, "idle");
+  assert.equal(thread.latestTurn.status, "succeeded");
+}
+
+test("an approval answered with useInterrupt's resolve() continues the turn to the tool result", async () => {
+  const flow = await askForApproval();
+  const sentBefore = gatewayExchanges.length;
+
+  // What a `useInterrupt({ render: ({ resolve }) => <button onClick={() => resolve({ approved: true })}> })`
+  // sends: the same runId again, and `forwardedProps.command = { resume, interruptEvent }`.
+  await flow.interrupt.resolve({ approved: true });
+
+  const sent = gatewayExchanges.slice(sentBefore).filter((x) => x.agent === "mailer");
+  await Promise.all(sent.map((x) => x.read));
+  assert.equal(sent.length, 1);
+  assert.deepEqual(sent[0].body.forwardedProps.command, { resume: { approved: true }, interruptEvent: flow.event.value });
+  await assertTurnFinishedWithTheToolResult(flow);
+});
+
+/** Answers the approval with the gateway's own form (§5.3) through `copilotkit.runAgent`. */
+async function resumeWithTheResumeField(flow, runId) {
+  const sentBefore = gatewayExchanges.length;
+  await flow.copilotkit.runAgent({
+    agent: flow.agent,
+    ...(runId ? { runId } : {}),
+    resume: [{ interruptId: flow.event.value.id, status: "resolved", payload: { approved: true } }],
+  });
+  const [sent] = gatewayExchanges.slice(sentBefore);
+  await sent.read;
+  const decision = sent.events.find((e) => e.type === "CUSTOM" && e.name === "gateway.resume");
+  assert.deepEqual(decision?.value, { interruptId: flow.event.value.id, outcome: "decided", approved: true });
+}
+
+test("an approval answered with the gateway's resume field through CopilotKit continues the turn", async () => {
+  const flow = await askForApproval();
+
+  // What an app can send from a `useInterrupt` render or handler instead of resolve(): a new run.
+  await resumeWithTheResumeField(flow);
+
+  await assertTurnFinishedWithTheToolResult(flow);
+});
+
+test("a resume sent on the interrupted run's runId, as useInterrupt sends every resume, continues the turn", async () => {
+  const flow = await askForApproval();
+
+  // useInterrupt pins the runId of the run that ended with the interrupt on its resume run,
+  // on its pre-1.0 path and on its 1.0 (`resume`) path alike.
+  await resumeWithTheResumeField(flow, flow.interrupt.interruptedRunId);
+
+  await assertTurnFinishedWithTheToolResult(flow);
+});
+
+test("after the approval shows, CopilotKit still lists the question before the proposal", async () => {
+  const flow = await askForApproval();
+
+  // The §5.4 MESSAGES_SNAPSHOT restates the conversation; CopilotKit keeps the messages it
+  // knows by id and appends the others, so a user message renamed in the snapshot would move
+  // below the answer it asked for.
+  const conversation = flow.agent.messages.map((m) => `${m.role}: ${m.content}`);
+  assert.deepEqual(conversation, ["user: Ship the Q3 report", "assistant: Let me send that."]);
+});

@@ -1,0 +1,127 @@
+// The stack a CopilotKit app puts in front of the gateway, for the tests in this folder: a real
+// gateway process (tests/clients/lib/gateway.mjs) with app tokens switched on, and a real
+// `@copilotkit/runtime` v2 endpoint on a loopback port whose agents are `HttpAgent`s pointed at
+// the gateway's AG-UI route. Nothing here fakes CopilotKit or the gateway.
+import { execFileSync } from "node:child_process";
+import { createServer } from "node:http";
+import { randomBytes } from "node:crypto";
+import { startGateway, gatewayBinary } from "../clients/lib/gateway.mjs";
+
+// Read by CopilotKit's telemetry client when its module loads, so it is set before the
+// runtime is imported below (an app sets it in its environment).
+process.env.COPILOTKIT_TELEMETRY_DISABLED = "true";
+
+const { CopilotRuntime } = await import("@copilotkit/runtime/v2");
+const { createCopilotNodeListener } = await import("@copilotkit/runtime/v2/node");
+const { HttpAgent } = await import("@ag-ui/client");
+
+export const GATEWAY_CONFIG = `
+[[tenants]]
+name = "default"
+
+[[agents]]
+name = "helper"
+kind = "script"
+title = "Helper"
+steps = [ { say = "Hello from the gateway: {input}" } ]
+
+[[agents]]
+name = "mailer"
+kind = "script"
+title = "Mailer"
+steps = [
+  { say = "Let me send that." },
+  { tool = "send_email", args = { to = "team@example.com", body = "{input}" }, result = "sent", approval = "always" },
+  { say = "The email is on its way." },
+]
+`;
+
+/**
+ * Every request this process makes to a host that is not loopback. The tests assert it stays
+ * empty: with telemetry disabled the runtime must not phone home, and the gateway is local.
+ */
+export const outboundRequests = [];
+const loopback = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
+const realFetch = globalThis.fetch;
+globalThis.fetch = (input, init) => {
+  const url = new URL(typeof input === "string" || input instanceof URL ? input : input.url);
+  if (!loopback.has(url.hostname)) {
+    outboundRequests.push(url.origin);
+    return Promise.reject(new Error(`refused outbound request to ${url.origin}`));
+  }
+  return realFetch(input, init);
+};
+
+/**
+ * What the runtime's `HttpAgent`s sent to the gateway and what came back, one entry per request:
+ * `{ agent, body, status, events, read }` (`read` settles once `events` is filled). When
+ * CopilotKit and the gateway disagree, this is the exact exchange to look at.
+ */
+export const gatewayExchanges = [];
+function recordingFetch(agent) {
+  return async (url, init) => {
+    const response = await globalThis.fetch(url, init);
+    const entry = { agent, body: JSON.parse(init.body), status: response.status, events: [] };
+    gatewayExchanges.push(entry);
+    entry.read = response
+      .clone()
+      .text()
+      .then((text) => {
+        entry.events = text
+          .split("\n\n")
+          .flatMap((frame) => frame.split("\n").filter((line) => line.startsWith("data:")))
+          .map((line) => JSON.parse(line.slice(5)));
+      })
+      .catch(() => {});
+    return response;
+  };
+}
+
+function mintToken(env, person) {
+  return execFileSync(gatewayBinary(), ["token", "mint", "--tenant", "default", "--sub", person], {
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+  }).trim();
+}
+
+/**
+ * Starts the gateway and a CopilotKit runtime in front of it. The runtime registers:
+ * - `helper`: the gateway's text agent, with the gateway credential set on the server side;
+ * - `mailer`: the gateway's approval agent, with no credential of its own, so the one the
+ *   browser sends (`Authorization`) is forwarded to the gateway by CopilotKit's default
+ *   header policy: the person who answers the approval is the person who asked.
+ * Returns `{ gateway, runtimeUrl, tokens: { server, person }, stop }`.
+ */
+export async function startStack() {
+  const env = {
+    AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET: randomBytes(32).toString("hex"),
+    // The gateway refuses unknown AGUI_GATEWAY_* variables, and AGUI_GATEWAY_BIN (which names
+    // the binary for gateway.mjs) is one: keep it out of the child's environment.
+    AGUI_GATEWAY_BIN: undefined,
+  };
+  const gateway = await startGateway({ configToml: GATEWAY_CONFIG, env });
+  const tokens = { server: mintToken(env, "app-server"), person: mintToken(env, "alice") };
+  const agentUrl = (name) => `${gateway.url}/v1/agui/agents/${name}?tenant=default`;
+
+  const runtime = new CopilotRuntime({
+    agents: {
+      helper: new HttpAgent({
+        url: agentUrl("helper"),
+        headers: { Authorization: `Bearer ${tokens.server}` },
+        fetch: recordingFetch("helper"),
+      }),
+      mailer: new HttpAgent({ url: agentUrl("mailer"), fetch: recordingFetch("mailer") }),
+    },
+  });
+  const listener = createCopilotNodeListener({ runtime, basePath: "/api/copilotkit" });
+  const server = createServer((req, res) => listener(req, res));
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const runtimeUrl = `http://127.0.0.1:${server.address().port}/api/copilotkit`;
+
+  const stop = async () => {
+    server.closeAllConnections?.();
+    await new Promise((resolve) => server.close(resolve));
+    await gateway.stop();
+  };
+  return { gateway, runtimeUrl, tokens, stop };
+}
