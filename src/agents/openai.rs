@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::script::ToolPolicy;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
-use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
+use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
@@ -367,7 +367,8 @@ impl OpenaiAgent {
                 let kind = args["kind"].as_str().unwrap_or("note").to_string();
                 match args["text"].as_str() {
                     Some(text) => {
-                        let note = turn.pin_note(&kind, &tags, text).await?;
+                        let pin = NotePin { kind: &kind, tags: &tags, text, labels: &[], replaces: None };
+                        let note = turn.pin_note(pin).await?;
                         format!("pinned note {}", note["id"].as_str().unwrap_or(""))
                     }
                     None => "error: board_write needs a text".to_string(),

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::config::ScriptAgentConfig;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
-use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
+use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
 
 /// Where the script stands while a step runs.
 struct Position<'a> {
@@ -61,6 +61,12 @@ pub enum ScriptStep {
         kind: String,
         #[serde(default)]
         tags: Vec<String>,
+        /// Labels a reader needs clearance for (§7); others see the note redacted.
+        #[serde(default)]
+        labels: Vec<String>,
+        /// Supersedes the newest note of this kind on the board (taking its place).
+        #[serde(default)]
+        replaces: Option<String>,
     },
     /// A delegation marker: `STEP_STARTED` and `STEP_FINISHED` named `step`.
     Step { step: String },
@@ -224,7 +230,10 @@ impl ScriptAgent {
                     Ok(())
                 }
             },
-            ScriptStep::Note { note, kind, tags } => turn.pin_note(kind, tags, &fill(note)).await.map(|_| ()),
+            ScriptStep::Note { note, kind, tags, labels, replaces } => {
+                let pin = NotePin { kind, tags, text: &fill(note), labels, replaces: replaces.as_deref() };
+                turn.pin_note(pin).await.map(|_| ())
+            }
             ScriptStep::Step { step } => {
                 turn.step_start(step).await?;
                 turn.step_finish(step).await
@@ -374,7 +383,16 @@ mod tests {
         ]))
         .expect("parses");
         assert_eq!(steps[0], ScriptStep::Say { say: "hi {input}".into() });
-        assert_eq!(steps[2], ScriptStep::Note { note: "n".into(), kind: "note".into(), tags: vec!["a".into()] });
+        assert_eq!(
+            steps[2],
+            ScriptStep::Note {
+                note: "n".into(),
+                kind: "note".into(),
+                tags: vec!["a".into()],
+                labels: vec![],
+                replaces: None
+            }
+        );
         assert_eq!(steps[6], ScriptStep::Burst { burst: 10, bytes: 64 });
     }
 

@@ -148,10 +148,20 @@ impl Caller {
             id: LOCAL_PERSON.to_string(),
             roles: Vec::new(),
             scopes: Scopes::all(),
-            clearance: Vec::new(),
+            // The developer at the machine reads every note.
+            clearance: vec!["*".into()],
             via: None,
             app_key: None,
         })
+    }
+
+    /// Board labels this caller may read (§7); `*` is every label. A key reads unlabelled
+    /// notes only.
+    pub fn clearance(&self) -> &[String] {
+        match self {
+            Caller::Person(person) => &person.clearance,
+            Caller::TenantKey(_) => &[],
+        }
     }
 
     /// Who owns a thread this caller creates: the person, or the tenant for a key.

@@ -19,6 +19,8 @@ pub struct Viewer {
     pub roles: Vec<String>,
     /// A client whose `protocolVersion` is absent or 0.x gets the §5.4 shape.
     pub pre_1_0: bool,
+    /// What of the board it may see (§7).
+    pub clearance: super::board::Clearance,
 }
 
 /// Who may decide: persons by id and holders of roles. Both empty: the person who started the

@@ -4,6 +4,7 @@
 //! Nothing here knows HTTP: the `http` layer turns [`EngineError`] into statuses and
 //! [`StreamItem`]s into SSE frames. The log is the truth; a stream is a view of it.
 
+pub mod board;
 pub mod conversation;
 pub mod history;
 pub mod hub;
@@ -632,10 +633,41 @@ impl Engine {
         }
     }
 
-    /// The thread's board notes, as JSON.
+    /// A `board.read` audit row (§8) when this caller is shown the text of any note. A failure
+    /// to write it is logged; the read stands.
+    pub async fn audit_board_read(
+        &self,
+        caller: &Caller,
+        thread: &ThreadRow,
+        clearance: &board::Clearance,
+        board: &[Value],
+    ) {
+        if !clearance.reads_text(board) {
+            return;
+        }
+        let shown: Vec<&Value> = board.iter().filter(|n| clearance.show(n) == **n).map(|n| &n["id"]).collect();
+        let entry = crate::store::AuditEntry {
+            tenant: thread.tenant.clone(),
+            action: "board.read".into(),
+            actor: caller.label(),
+            via: caller.via().map(str::to_string),
+            detail: json!({ "thread": thread.thread_id, "notes": shown }).to_string(),
+            at_ms: now_ms(),
+        };
+        if let Err(error) = self.inner.store.append_audit(&entry).await {
+            tracing::warn!(%error, "could not write a board read to the audit trail");
+        }
+    }
+
     async fn board(&self, turn: &TurnRow) -> Result<Vec<Value>, StoreError> {
-        let notes = self.inner.store.notes(turn.thread).await?;
-        Ok(notes.iter().filter_map(|n| serde_json::from_str(n).ok()).collect())
+        self.thread_board(turn.thread).await
+    }
+
+    /// The thread's board: its notes folded in pin order (§7), whole (callers see it through
+    /// their [`board::Clearance`]).
+    pub async fn thread_board(&self, thread: i64) -> Result<Vec<Value>, StoreError> {
+        let notes = self.inner.store.notes(thread).await?;
+        Ok(board::assemble(notes.iter().filter_map(|n| serde_json::from_str(n).ok())))
     }
 
     /// Sets a turn that a decision (or client results) made runnable going: here on a serving
@@ -834,7 +866,10 @@ impl Engine {
         };
         match inner.store.start_turn(&new).await? {
             StartTurn::Started { thread, turn } => {
-                let board: Vec<Value> = notes.iter().filter_map(|n| serde_json::from_str(n).ok()).collect();
+                let board = board::assemble(notes.iter().filter_map(|n| serde_json::from_str(n).ok()));
+                // The run opens with the board (§3): reading its notes' text is audited.
+                let clearance = viewer_of(&request).clearance;
+                self.audit_board_read(request.caller, &thread, &clearance, &board).await;
                 let plan = FollowPlan {
                     thread_id: thread.thread_id.clone(),
                     thread_pk: thread.pk,
@@ -1071,7 +1106,7 @@ async fn run_turn(
     let notes = store.notes(turn.thread).await.map_err(failed)?;
     context.set_next_note_no(notes.len() as i64 + 1);
     if context.is_fresh() {
-        let board = board.unwrap_or_else(|| notes.iter().filter_map(|n| serde_json::from_str(n).ok()).collect());
+        let board = board.unwrap_or_else(|| board::assemble(notes.iter().filter_map(|n| serde_json::from_str(n).ok())));
         context
             .emit(Event::RunStarted {
                 thread_id,
@@ -1114,6 +1149,10 @@ fn viewer_of(request: &RunRequest<'_>) -> Viewer {
         person: request.caller.person_id().map(str::to_string),
         roles: request.caller.roles().to_vec(),
         pre_1_0: request.input.is_pre_1_0_client(),
+        clearance: board::Clearance {
+            content: request.caller.scopes().may_read_content(),
+            labels: request.caller.clearance().to_vec(),
+        },
     }
 }
 

@@ -266,8 +266,9 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
                 input: None,
             };
             let mut items = vec![item(started, event.at_ms)?];
-            if let Some(board) = recorded.board {
-                let snapshot = json!({ "board": { "notes": board } });
+            if let Some(board) = recorded.board.filter(|_| plan.viewer.clearance.content) {
+                let notes: Vec<Value> = board.iter().map(|note| plan.viewer.clearance.show(note)).collect();
+                let snapshot = json!({ "board": { "notes": notes } });
                 items.push(item(Event::StateSnapshot { snapshot, subagent_run_id: None }, event.at_ms)?);
             }
             for outcome in outcomes {
@@ -292,8 +293,24 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
         }
         // Someone else's decision, seen by a stream that waited through it: nothing to show.
         EventKind::Resumed => Ok(Vec::new()),
+        // The board as this caller may see it (§7): redacted notes, or no state event at all.
+        EventKind::StateSnapshot => state_for(&plan.viewer, id, &event.body),
+        _ if event.body.starts_with(br#"{"type":"STATE_DELTA""#) => state_for(&plan.viewer, id, &event.body),
         _ => Ok(vec![StreamItem::Event { id, json: event.body }]),
     }
+}
+
+fn state_for(viewer: &Viewer, id: String, body: &Bytes) -> Result<Vec<StreamItem>, RenderError> {
+    // No labelled note in it: nothing to redact, sent as stored.
+    let labelled = body.windows(11).any(|w| w == br#""labels":[""#);
+    if viewer.clearance.content && !labelled {
+        return Ok(vec![StreamItem::Event { id, json: body.clone() }]);
+    }
+    let event: Value = serde_json::from_slice(body)?;
+    Ok(match viewer.clearance.state_event(&event) {
+        Some(shown) => vec![StreamItem::Event { id, json: Bytes::from(serde_json::to_vec(&shown)?) }],
+        None => Vec::new(),
+    })
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::interrupts::{describe_deciders, Deciders, Waiting, WaitingEvent};
 use super::log::{AppendHealth, EventLog, LogError};
-use crate::protocol::events::{Envelope, PatchOp, TextRole, ToolResultContent};
+use crate::protocol::events::{Envelope, TextRole, ToolResultContent};
 use crate::protocol::Interrupt;
 use crate::protocol::{iso8601, now_ms, Event, RunOutcome, TokenUsage};
 use crate::store::{EventKind, InterruptRow, Store, StoredEvent, TurnStatus, WriteOp};
@@ -103,6 +103,18 @@ pub struct Checkpoint {
     pub conversation: Option<Value>,
 }
 
+/// A note to pin (§7).
+#[derive(Debug, Clone, Copy)]
+pub struct NotePin<'a> {
+    pub kind: &'a str,
+    pub tags: &'a [String],
+    pub text: &'a str,
+    /// Labels a reader needs clearance for.
+    pub labels: &'a [String],
+    /// Supersede the newest note of this kind.
+    pub replaces: Option<&'a str>,
+}
+
 /// An interrupt an agent opens (§5.1).
 #[derive(Debug, Clone)]
 pub struct InterruptSpec {
@@ -144,6 +156,8 @@ pub struct TurnContext {
     open_tool_calls: Vec<String>,
     open_steps: Vec<String>,
     last_message: Option<String>,
+    /// The board with this turn's pins ([`TurnContext::board`]).
+    board: Option<Vec<Value>>,
 }
 
 #[derive(Default)]
@@ -197,6 +211,7 @@ impl TurnContext {
             open_tool_calls: Vec::new(),
             open_steps: Vec::new(),
             last_message: None,
+            board: None,
         }
     }
 
@@ -410,35 +425,35 @@ impl TurnContext {
         Ok(())
     }
 
-    /// Pins a note to the thread's board: a `STATE_DELTA` adding it, and the note itself, in
-    /// the same batch.
-    pub async fn pin_note(&mut self, kind: &str, tags: &[String], text: &str) -> Result<Value, AgentError> {
+    /// Pins a note to the thread's board: the `STATE_DELTA` that adds it (or puts it in the
+    /// place of the note it supersedes), and the note itself, in the same batch.
+    pub async fn pin_note(&mut self, pin: NotePin<'_>) -> Result<Value, AgentError> {
+        let board = self.board().await?;
+        let supersedes = pin
+            .replaces
+            .and_then(|kind| board.iter().rev().find(|n| n["kind"].as_str() == Some(kind)))
+            .map(|old| old["id"].clone())
+            .unwrap_or(Value::Null);
         let note_no = self.next_note_no;
         self.next_note_no += 1;
         let note = json!({
             "id": note_no.to_string(),
-            "kind": kind,
-            "tags": tags,
-            "text": text,
+            "kind": pin.kind,
+            "tags": pin.tags,
+            "text": pin.text,
             "turn": self.turn_id,
             "agent": self.agent,
             "createdAt": iso8601(now_ms()),
-            "supersedes": null,
+            "supersedes": supersedes,
             // Every turn started through AG-UI is tainted: its text came from an app (§8).
             "tainted": true,
-            "labels": [],
+            "labels": pin.labels,
         });
-        let delta = self.event_op(Event::StateDelta {
-            delta: vec![PatchOp {
-                op: "add".into(),
-                path: "/board/notes/-".into(),
-                from: None,
-                value: Some(note.clone()),
-            }],
-            subagent_run_id: None,
-        })?;
+        let delta = super::board::pin_patch(&board, &note).map_err(AgentError::Failed)?;
+        let delta = self.event_op(Event::StateDelta { delta, subagent_run_id: None })?;
         let pin = WriteOp::PinNote { thread: self.thread_pk, note_no, body: note.to_string() };
         self.append(vec![delta, pin]).await?;
+        self.board = Some(super::board::assemble(board.into_iter().chain([note.clone()])));
         Ok(note)
     }
 
@@ -663,6 +678,20 @@ impl TurnContext {
                 (id.clone(), decision)
             })
             .collect())
+    }
+
+    /// The thread's board as it stands: read once, then kept here as this turn pins notes (its
+    /// pins may not be committed yet, and only the thread's one turn pins).
+    async fn board(&mut self) -> Result<Vec<Value>, AgentError> {
+        if self.board.is_none() {
+            let notes = self
+                .store
+                .notes(self.thread_pk)
+                .await
+                .map_err(|e| AgentError::Failed(format!("the board could not be read: {e}")))?;
+            self.board = Some(super::board::assemble(notes.iter().filter_map(|n| serde_json::from_str(n).ok())));
+        }
+        Ok(self.board.clone().unwrap_or_default())
     }
 
     /// The thread's tenant and the client's thread id.

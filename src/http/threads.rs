@@ -53,14 +53,14 @@ async fn show_thread(
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     let store = state.engine.store();
     let turns = store.thread_turns(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
-    let notes: Vec<Value> = if caller.scopes().may_read_content() {
-        store
-            .notes(thread.pk)
-            .await
-            .map_err(|e| ApiError::Internal(Box::new(e)))?
-            .iter()
-            .filter_map(|note| serde_json::from_str(note).ok())
-            .collect()
+    let clearance = crate::engine::board::Clearance {
+        content: caller.scopes().may_read_content(),
+        labels: caller.clearance().to_vec(),
+    };
+    let notes: Vec<Value> = if clearance.content {
+        let board = state.engine.thread_board(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
+        state.engine.audit_board_read(&caller, &thread, &clearance, &board).await;
+        board.iter().map(|note| clearance.show(note)).collect()
     } else {
         Vec::new()
     };

@@ -107,6 +107,16 @@ kind = "script"
 steps = [ { tool = "wire_money", result = "wired", approval = "always", four_eyes = true, deciders = ["role:finance"] }, { say = "Wired." } ]
 
 [[agents]]
+name = "secretary"
+kind = "script"
+steps = [
+  { note = "Salary band for {input}: E5", kind = "hr", tags = ["salary-secret-tag"], labels = ["hr"] },
+  { note = "Status: drafting", kind = "status", tags = ["status"] },
+  { note = "Status: filed", kind = "status", replaces = "status" },
+  { say = "Filed." },
+]
+
+[[agents]]
 name = "waiter"
 kind = "script"
 steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]

@@ -7,6 +7,7 @@ mod helpers;
 
 mod auth;
 mod bad_input;
+mod board;
 mod conformance;
 mod deciders;
 mod instances;

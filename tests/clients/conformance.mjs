@@ -27,7 +27,8 @@ const { EventSchema } = require("@ag-ui/core/schemas");
 const jsonpatch = require("fast-json-patch");
 
 // keepalive_secs = 1 so that a waiting turn's stream carries `: keepalive` comments, which the
-// client must skip. `pinner` waits between its notes so that a reconnect can land between deltas;
+// client must skip. `pinner` waits between its notes so that a reconnect can land between deltas,
+// and its third note supersedes the newest `topic` note (a `replace`);
 // `reviewer` pins notes on both sides of an approval so state is judged across a resume.
 const CONFIG = String.raw`
 [limits]
@@ -112,7 +113,7 @@ steps = [
   { wait_ms = 250 },
   { note = "second", tags = ["pin"] },
   { wait_ms = 250 },
-  { note = "third" },
+  { note = "third", kind = "topic", replaces = "topic" },
   { wait_ms = 250 },
   { note = "fourth", kind = "summary" },
   { say = "Pinned." },
@@ -856,7 +857,10 @@ async function stateFreshReplayReconnect(problems) {
   const board1 = (await threadRecord(threadId)).body.board;
   expectEqual(fresh.state, { board: board1 }, "fresh: snapshot + deltas (fast-json-patch) vs GET board", problems);
   expectEqual(agent.state, { board: board1 }, "fresh: the client's state vs GET board", problems);
-  expectEqual(board1.notes.map((n) => n.text), ["first: pins", "second", "third", "fourth"], "notes", problems);
+  // The third note supersedes the first (a `replace` at its index).
+  expectEqual(board1.notes.map((n) => n.text), ["third", "second", "fourth"], "notes", problems);
+  const replaceOps = events.filter((e) => e.type === "STATE_DELTA").flatMap((e) => e.delta).filter((op) => op.op === "replace");
+  expectEqual(replaceOps.map((op) => op.path), ["/board/notes/0"], "the superseding note's patch", problems);
 
   // Its replay: the same bytes, the same state.
   const replay = await rawRun("pinner", run.input);
@@ -876,7 +880,7 @@ async function stateFreshReplayReconnect(problems) {
   const folded = foldState(joined.map((f) => f.event));
   expect(folded.snapshots === 1 && folded.deltas === 4, `joined: ${folded.snapshots} snapshots, ${folded.deltas} deltas`, problems);
   const board2 = (await threadRecord(threadId)).body.board;
-  expect(board2.notes.length === 8, `${board2.notes.length} notes after two turns`, problems);
+  expect(board2.notes.length === 6, `${board2.notes.length} notes after two turns`, problems);
   expectEqual(folded.state, { board: board2 }, "reconnected mid-deltas: snapshot + deltas vs GET board", problems);
   const replay2 = await rawRun("pinner", input);
   expect(eventBytes(joinedFrames) === eventBytes(replay2.frames), "turn 2: joined != replay", problems);
