@@ -43,6 +43,7 @@ pub struct Metrics {
     pub stream_lag_seconds: Histogram,
     pub interrupts_opened: Counter,
     pub interrupts_decided: Family<CodeLabel, Counter>,
+    pub quota_refusals: Family<CodeLabel, Counter>,
     pub db_connections: Gauge,
     pub db_connections_idle: Gauge,
 }
@@ -64,6 +65,7 @@ impl Metrics {
             stream_lag_seconds: Histogram::new(exponential_buckets(0.0005, 3.0, 10)),
             interrupts_opened: Counter::default(),
             interrupts_decided: Family::default(),
+            quota_refusals: Family::default(),
             db_connections: Gauge::default(),
             db_connections_idle: Gauge::default(),
             registry: Registry::default(),
@@ -100,6 +102,11 @@ impl Metrics {
             "interrupts_decided",
             "Interrupts decided, by outcome (decided or expired)",
             metrics.interrupts_decided.clone(),
+        );
+        registry.register(
+            "quota_refusals",
+            "Runs and turns refused or ended by a tenant limit, by scope (the tenant is not a label)",
+            metrics.quota_refusals.clone(),
         );
         registry.register(
             "db_connections",

@@ -206,7 +206,9 @@ impl OpenaiAgent {
                 )));
             }
             turn.check_cancelled()?;
+            turn.check_token_budget().await?;
             let answer = self.call_model(turn, &conversation.messages).await?;
+            turn.charge_tokens(answer.usage.input + answer.usage.output).await?;
             conversation.steps += 1;
             conversation.usage.input += answer.usage.input;
             conversation.usage.output += answer.usage.output;

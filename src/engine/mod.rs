@@ -35,7 +35,7 @@ use history::HistoryVerdict;
 use hub::Hub;
 use interrupts::{check_resume, EntryPlan, ResumedEvent, Viewer};
 use log::EventLog;
-use turn::{AgentError, Checkpoint, TurnContext, TurnSetup, TurnSignal};
+use turn::{AgentError, Checkpoint, TokenBudget, TurnContext, TurnSetup, TurnSignal};
 
 pub use stream::{StreamItem, StreamOptions};
 
@@ -76,6 +76,18 @@ pub enum EngineError {
 pub struct Refusal {
     pub code: &'static str,
     pub message: String,
+    /// `rawEvent.gateway` of the `RUN_ERROR`: a limit's `{scope, limit, used, resetsAt}`.
+    pub figures: Option<Value>,
+}
+
+/// A refusal for a limit (§8), its figures for the client.
+pub fn quota_refusal(code: &'static str, scope: &str, limit: i64, used: i64, resets_at_ms: Option<i64>) -> Refusal {
+    let resets_at = resets_at_ms.map(crate::protocol::iso8601);
+    Refusal {
+        code,
+        message: format!("the tenant's {scope} limit is reached ({used} of {limit})"),
+        figures: Some(json!({ "scope": scope, "limit": limit, "used": used, "resetsAt": resets_at })),
+    }
 }
 
 /// What a run streams: a turn's log from a position on, or a refusal.
@@ -414,9 +426,50 @@ impl Engine {
                         _ => {}
                     }
                 }
+                if let Some(refusal) = self.over_quota(request.tenant).await? {
+                    return Ok(RunPlan::Refused(refusal));
+                }
                 self.start_turn(&request, thread.as_ref(), turns.len(), message_id, text).await
             }
         }
+    }
+
+    /// The tenant's limits (§8) for one more turn: the first one it would pass, as a refusal
+    /// with its figures. (Counted, then started: instances starting turns at the same moment
+    /// may each pass the last free place.)
+    async fn over_quota(&self, tenant: &str) -> Result<Option<Refusal>, EngineError> {
+        let Some(quotas) = self.inner.config.tenant(tenant).map(|t| t.quotas.clone()) else { return Ok(None) };
+        if quotas.max_concurrent_turns.is_none()
+            && quotas.turns_per_minute.is_none()
+            && quotas.tokens_per_period.is_none()
+        {
+            return Ok(None);
+        }
+        let now = now_ms();
+        let minute = now - now.rem_euclid(60_000);
+        let period_ms = quotas.token_period_secs.max(1) as i64 * 1000;
+        let period = now - now.rem_euclid(period_ms);
+        let usage = self.inner.store.tenant_usage(tenant, minute, period).await?;
+        let refusal = if let Some(limit) = quotas.max_concurrent_turns.filter(|l| usage.running_turns >= i64::from(*l))
+        {
+            Some(quota_refusal("concurrency_limit", "concurrent_turns", i64::from(limit), usage.running_turns, None))
+        } else if let Some(limit) = quotas.turns_per_minute.filter(|l| usage.turns_started >= i64::from(*l)) {
+            Some(quota_refusal(
+                "quota_exceeded",
+                "turns_per_minute",
+                i64::from(limit),
+                usage.turns_started,
+                Some(minute + 60_000),
+            ))
+        } else if let Some(limit) = quotas.tokens_per_period.filter(|l| usage.tokens >= *l as i64) {
+            Some(quota_refusal("quota_exceeded", "tokens", limit as i64, usage.tokens, Some(period + period_ms)))
+        } else {
+            None
+        };
+        if let Some(scope) = refusal.as_ref().and_then(|r| r.figures.as_ref()).and_then(|f| f["scope"].as_str()) {
+            self.inner.metrics.quota_refusals.get_or_create(&CodeLabel { code: scope.into() }).inc();
+        }
+        Ok(refusal)
     }
 
     /// The tool calls a waiting turn needs the client's results of, when that is what it waits
@@ -736,7 +789,7 @@ impl Engine {
         }
         let interrupts = store.turn_interrupts(turn.pk).await?;
         let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, &roles, now_ms(), false)
-            .map_err(|r| EngineError::DecisionRefused(Refusal { code: r.code, message: r.message }))?;
+            .map_err(|r| EngineError::DecisionRefused(Refusal { code: r.code, message: r.message, figures: None }))?;
         let (outcomes, _) = self.decide(&turn, &plans, person, via).await?.unwrap_or_default();
         Ok(outcomes.into_iter().next().unwrap_or(Value::Null))
     }
@@ -955,6 +1008,14 @@ impl Engine {
         let task = async move {
             // Holding the feed makes the writer keep this turn's events in memory for streams.
             let _feed = inner.hub.feed(turn.pk);
+            let tenant = match inner.store.thread_by_pk(turn.thread).await {
+                Ok(Some(thread)) => thread.tenant,
+                _ => String::new(),
+            };
+            let token_budget = inner.config.tenant(&tenant).and_then(|t| {
+                let quotas = &t.quotas;
+                quotas.tokens_per_period.map(|limit| TokenBudget { limit, period_secs: quotas.token_period_secs })
+            });
             let mut context = TurnContext::new(TurnSetup {
                 log: inner.log.clone(),
                 turn_pk: turn.pk,
@@ -974,6 +1035,8 @@ impl Engine {
                     .as_deref()
                     .and_then(|t| serde_json::from_str(t).ok())
                     .unwrap_or_default(),
+                tenant,
+                token_budget,
             });
             let ending = run_turn(&inner, &mut context, &turn, start).await;
             match context.finish(ending).await {
@@ -1189,7 +1252,7 @@ fn resumed_marker(
 pub const RESUMED_EVENT: &str = "gateway.resumed-event";
 
 fn refuse(code: &'static str, message: &str) -> RunPlan {
-    RunPlan::Refused(Refusal { code, message: message.to_string() })
+    RunPlan::Refused(Refusal { code, message: message.to_string(), figures: None })
 }
 
 impl Engine {

@@ -51,6 +51,10 @@ pub enum AgentError {
     /// The agent failed: `RUN_ERROR` with code `failed`.
     #[error("{0}")]
     Failed(String),
+    /// The tenant's token budget is spent (§8): `RUN_ERROR` `quota_exceeded` with the figures in
+    /// `rawEvent.gateway`.
+    #[error("{message}")]
+    QuotaExceeded { message: String, figures: Value },
     /// The agent ran out of time (an upstream's deadline): `RUN_ERROR` with code `timed_out`.
     #[error("{0}")]
     TimedOut(String),
@@ -71,6 +75,7 @@ impl AgentError {
             AgentError::Waiting => "waiting",
             AgentError::Failed(_) => "failed",
             AgentError::TimedOut(_) => "timed_out",
+            AgentError::QuotaExceeded { .. } => "quota_exceeded",
             AgentError::EventTooLarge { .. } => "event_too_large",
             AgentError::Log(_) => "log",
         }
@@ -158,6 +163,8 @@ pub struct TurnContext {
     last_message: Option<String>,
     /// The board with this turn's pins ([`TurnContext::board`]).
     board: Option<Vec<Value>>,
+    tenant: String,
+    token_budget: Option<TokenBudget>,
 }
 
 #[derive(Default)]
@@ -184,6 +191,16 @@ pub(crate) struct TurnSetup {
     pub started_by: String,
     /// Client-declared tools the turn admitted.
     pub client_tools: Vec<crate::protocol::input::Tool>,
+    /// The tenant, and its token budget when it has one (§8).
+    pub tenant: String,
+    pub token_budget: Option<TokenBudget>,
+}
+
+/// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenBudget {
+    pub limit: u64,
+    pub period_secs: u64,
 }
 
 impl TurnContext {
@@ -212,6 +229,8 @@ impl TurnContext {
             open_steps: Vec::new(),
             last_message: None,
             board: None,
+            tenant: setup.tenant,
+            token_budget: setup.token_budget,
         }
     }
 
@@ -287,10 +306,14 @@ impl TurnContext {
     }
 
     fn event_op(&mut self, event: Event) -> Result<WriteOp, AgentError> {
+        self.envelope_op(Envelope::new(event, now_ms()))
+    }
+
+    fn envelope_op(&mut self, envelope: Envelope) -> Result<WriteOp, AgentError> {
         if self.health.is_failed() {
             return Err(AgentError::Failed("the event log lost an earlier event of this turn".into()));
         }
-        let kind = match &event {
+        let kind = match &envelope.event {
             Event::RunStarted { .. } => EventKind::RunStarted,
             Event::RunFinished { .. } => EventKind::RunFinished,
             Event::RunError { .. } => EventKind::RunError,
@@ -299,8 +322,8 @@ impl TurnContext {
             Event::Custom { name, .. } if name == CLIENT_WAIT_EVENT => EventKind::ClientWait,
             _ => EventKind::Plain,
         };
-        let at_ms = now_ms();
-        let body = serde_json::to_vec(&Envelope::new(event, at_ms))
+        let at_ms = envelope.timestamp.unwrap_or_else(now_ms);
+        let body = serde_json::to_vec(&envelope)
             .map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))?;
         if body.len() > self.max_event_bytes {
             return Err(AgentError::EventTooLarge { size: body.len(), limit: self.max_event_bytes });
@@ -694,6 +717,38 @@ impl TurnContext {
         Ok(self.board.clone().unwrap_or_default())
     }
 
+    /// Counts tokens an agent's model reported against the tenant's budget.
+    pub async fn charge_tokens(&self, tokens: u64) -> Result<(), AgentError> {
+        if tokens == 0 {
+            return Ok(());
+        }
+        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+        self.store
+            .add_tokens(&self.tenant, self.turn_pk, tokens, now_ms())
+            .await
+            .map_err(|e| AgentError::Failed(format!("the token count could not be recorded: {e}")))
+    }
+
+    /// Ends the turn cleanly (before a model call, never in one) when the tenant's token budget
+    /// is spent.
+    pub async fn check_token_budget(&self) -> Result<(), AgentError> {
+        let Some(budget) = self.token_budget else { return Ok(()) };
+        let now = now_ms();
+        let period_ms = budget.period_secs.max(1) as i64 * 1000;
+        let period = now - now.rem_euclid(period_ms);
+        let usage = self
+            .store
+            .tenant_usage(&self.tenant, now, period)
+            .await
+            .map_err(|e| AgentError::Failed(format!("the token budget could not be read: {e}")))?;
+        let limit = i64::try_from(budget.limit).unwrap_or(i64::MAX);
+        if usage.tokens < limit {
+            return Ok(());
+        }
+        let refusal = super::quota_refusal("quota_exceeded", "tokens", limit, usage.tokens, Some(period + period_ms));
+        Err(AgentError::QuotaExceeded { message: refusal.message, figures: refusal.figures.unwrap_or_default() })
+    }
+
     /// The thread's tenant and the client's thread id.
     pub async fn thread(&self) -> Result<(String, String), AgentError> {
         match self.store.thread_by_pk(self.thread_pk).await {
@@ -775,7 +830,7 @@ impl TurnContext {
             }
             Err(error) => return self.fail(&error).await.map(|()| Some(TurnStatus::Failed)),
         };
-        self.append_terminal(terminal, status).await?;
+        self.append_terminal(Envelope::new(terminal, now_ms()), status).await?;
         Ok(Some(status))
     }
 
@@ -787,15 +842,23 @@ impl TurnContext {
         // The message may quote the user's words: keep it out of info-level logs (§8).
         tracing::warn!(turn = %self.turn_id, kind = error.kind(), "turn failed");
         tracing::debug!(turn = %self.turn_id, %error, "turn failure detail");
-        let code = if matches!(error, AgentError::TimedOut(_)) { "timed_out" } else { "failed" };
+        let code = match error {
+            AgentError::TimedOut(_) => "timed_out",
+            AgentError::QuotaExceeded { .. } => "quota_exceeded",
+            _ => "failed",
+        };
         let event = Event::RunError { message: error.to_string(), code: Some(code.into()), usage: None };
-        self.append_terminal(event, TurnStatus::Failed).await
+        let mut envelope = Envelope::new(event, now_ms());
+        if let AgentError::QuotaExceeded { figures, .. } = error {
+            envelope.raw_event = Some(json!({ "gateway": figures }));
+        }
+        self.append_terminal(envelope, TurnStatus::Failed).await
     }
 
-    async fn append_terminal(mut self, event: Event, status: TurnStatus) -> Result<(), LogError> {
+    async fn append_terminal(mut self, envelope: Envelope, status: TurnStatus) -> Result<(), LogError> {
         // A terminal event never fails on size or a poisoned turn: it must reach the log.
         self.health = Arc::new(AppendHealth::default());
-        let op = self.event_op(event).map_err(|_| LogError::Stopped)?;
+        let op = self.envelope_op(envelope).map_err(|_| LogError::Stopped)?;
         let finish = WriteOp::FinishTurn { turn: self.turn_pk, status, at_ms: now_ms() };
         self.log.append_committed(self.turn_pk, vec![op, finish], &self.health).await
     }

@@ -114,16 +114,17 @@ async fn run(
             sse::response(end_when_revoked(events, revoked))
         }
         RunPlan::Refused(refusal) => {
-            sse::response(futures_util::stream::iter([lone_run_error(refusal.code, refusal.message)?]))
+            sse::response(futures_util::stream::iter([lone_run_error(refusal.code, refusal.message, refusal.figures)?]))
         }
     })
 }
 
 /// A `RUN_ERROR` outside the turn's log. Its id names no position to resume from.
-fn lone_run_error(code: &str, message: String) -> Result<StreamItem, ApiError> {
+fn lone_run_error(code: &str, message: String, figures: Option<serde_json::Value>) -> Result<StreamItem, ApiError> {
     let event = Event::RunError { message, code: Some(code.into()), usage: None };
-    let json =
-        serde_json::to_vec(&Envelope::new(event, now_ms())).map_err(|error| ApiError::Internal(Box::new(error)))?;
+    let mut envelope = Envelope::new(event, now_ms());
+    envelope.raw_event = figures.map(|figures| serde_json::json!({ "gateway": figures }));
+    let json = serde_json::to_vec(&envelope).map_err(|error| ApiError::Internal(Box::new(error)))?;
     Ok(StreamItem::Event { id: "0".into(), json: Bytes::from(json) })
 }
 
@@ -141,7 +142,7 @@ fn end_when_revoked(
                 biased;
                 () = &mut revoked => {
                     let message = "the caller's access was withdrawn while the stream was open".to_string();
-                    if let Ok(item) = lone_run_error("revoked", message) {
+                    if let Ok(item) = lone_run_error("revoked", message, None) {
                         yield item;
                     }
                     return;

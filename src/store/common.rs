@@ -204,6 +204,36 @@ macro_rules! impl_store {
                 Ok(row.try_get("last")?)
             }
 
+            async fn tenant_usage(
+                &self,
+                tenant: &str,
+                since_ms: i64,
+                tokens_since_ms: i64,
+            ) -> Result<TenantUsage, StoreError> {
+                let row = sqlx::query(sql::TENANT_USAGE)
+                    .bind(tenant)
+                    .bind(since_ms)
+                    .bind(tokens_since_ms)
+                    .fetch_one(self.read_pool())
+                    .await?;
+                Ok(TenantUsage {
+                    running_turns: row.try_get("running_turns")?,
+                    turns_started: row.try_get("turns_started")?,
+                    tokens: row.try_get("tokens")?,
+                })
+            }
+
+            async fn add_tokens(&self, tenant: &str, turn: i64, tokens: i64, at_ms: i64) -> Result<(), StoreError> {
+                sqlx::query(sql::ADD_TOKENS)
+                    .bind(tenant)
+                    .bind(turn)
+                    .bind(tokens)
+                    .bind(at_ms)
+                    .execute(self.write_pool())
+                    .await?;
+                Ok(())
+            }
+
             async fn notes(&self, thread: i64) -> Result<Vec<String>, StoreError> {
                 let found = sqlx::query(sql::NOTES).bind(thread).fetch_all(self.read_pool()).await?;
                 found.iter().map(|r| r.try_get("body").map_err(StoreError::from)).collect()

@@ -321,6 +321,14 @@ pub struct AuditRow {
     pub entry: AuditEntry,
 }
 
+/// A tenant's use of its limits (§8).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantUsage {
+    pub running_turns: i64,
+    pub turns_started: i64,
+    pub tokens: i64,
+}
+
 /// What kind of credential an API key is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyKind {
@@ -402,6 +410,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The thread's notes, by number.
     async fn notes(&self, thread: i64) -> Result<Vec<String>, StoreError>;
+
+    /// What a tenant has used (§8 limits): turns running now, turns started since `since_ms`,
+    /// and tokens reported since `tokens_since_ms`.
+    async fn tenant_usage(&self, tenant: &str, since_ms: i64, tokens_since_ms: i64) -> Result<TenantUsage, StoreError>;
+
+    /// Records tokens an agent reported for a turn (the tenant's token budget).
+    async fn add_tokens(&self, tenant: &str, turn: i64, tokens: i64, at_ms: i64) -> Result<(), StoreError>;
 
     /// Marks a turn for cancellation; false when it is not running.
     async fn request_cancel(&self, turn: i64) -> Result<bool, StoreError>;
@@ -658,6 +673,13 @@ mod rows {
             "SELECT seq, kind, body, at_ms FROM events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT $3";
         pub const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE turn = $1";
         pub const NOTES: &str = "SELECT body FROM notes WHERE thread = $1 ORDER BY note_no";
+        pub const TENANT_USAGE: &str = "SELECT \
+             (SELECT COUNT(*) FROM turns t JOIN threads h ON h.id = t.thread \
+               WHERE h.tenant = $1 AND t.status = 'running') AS running_turns, \
+             (SELECT COUNT(*) FROM turns t JOIN threads h ON h.id = t.thread \
+               WHERE h.tenant = $1 AND t.created_at_ms >= $2) AS turns_started, \
+             (SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM token_usage WHERE tenant = $1 AND at_ms >= $3) AS tokens";
+        pub const ADD_TOKENS: &str = "INSERT INTO token_usage (tenant, turn, tokens, at_ms) VALUES ($1, $2, $3, $4)";
         pub const INSERT_INTERRUPT: &str = "INSERT INTO interrupts (id, thread, turn, shown, deciders, four_eyes, \
              started_by, expires_at_ms, status, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9)";
         pub const WAIT_TURN: &str = "UPDATE turns SET status = 'waiting', owner_instance = NULL, lease_until_ms = 0 \

@@ -15,6 +15,7 @@ mod interrupts;
 mod metrics;
 mod openai;
 mod operations;
+mod quotas;
 mod reconnect;
 mod run_route;
 mod takeover;

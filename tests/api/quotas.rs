@@ -1,0 +1,126 @@
+//! Per-tenant limits (§8): concurrent turns, turns started per minute and the token budget.
+//! A refusal is a lone `RUN_ERROR` (`concurrency_limit` / `quota_exceeded`) whose
+//! `rawEvent.gateway` holds `{scope, limit, used, resetsAt}`, and it starts nothing; a spent
+//! budget ends a running turn cleanly between model calls.
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::openai::{openai_agent, start_model, start_tool};
+
+/// The test configuration with a tenant `limited` under `quotas` (a TOML inline table).
+async fn limited(db: &TestDatabase, quotas: &str) -> TestApp {
+    let mut config = test_config(&db.url);
+    config.tenants.push(toml::from_str(&format!("name = \"limited\"\nquotas = {quotas}")).expect("tenant"));
+    let (model, tool) =
+        (start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Cold.", 0).await, start_tool("cold").await);
+    config.agents.push(openai_agent(&model.url, &tool.0, "never"));
+    // The test servers live as long as the process: the gateway calls them during the test.
+    std::mem::forget((model, tool));
+    TestApp::start_with(config).await
+}
+
+async fn run_as_limited(app: &TestApp, agent: &str, thread: &str) -> Vec<SseEvent> {
+    let url = format!("{}?tenant=limited", app.run_url(agent));
+    let response = app
+        .client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(first_run(thread, "run-1", "go").to_string())
+        .send()
+        .await
+        .expect("run");
+    assert_eq!(response.status(), 200);
+    read_events(response, None).await
+}
+
+fn refusal(events: &[SseEvent]) -> (&Value, &Value) {
+    assert_eq!(events.len(), 1, "a lone RUN_ERROR: {:?}", kinds(events));
+    (&events[0].data["code"], &events[0].data["rawEvent"]["gateway"])
+}
+
+async fn concurrent_turns_past_the_limit_are_refused_with_the_figures(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = limited(&db, "{ max_concurrent_turns = 1 }").await;
+    let url = format!("{}?tenant=limited", app.run_url("waiter"));
+    let first = app
+        .client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(first_run("th-q1", "run-1", "wait").to_string())
+        .send()
+        .await
+        .expect("run");
+    let head = read_events(first, Some(2)).await;
+    assert_eq!(head[0].kind(), "RUN_STARTED");
+    let before = app.counts().await;
+    let refused = run_as_limited(&app, "demo", "th-q2").await;
+    let (code, figures) = refusal(&refused);
+    assert_eq!(code, "concurrency_limit");
+    assert_eq!(figures, &json!({ "scope": "concurrent_turns", "limit": 1, "used": 1, "resetsAt": null }));
+    assert_eq!(app.counts().await, before, "a refused run starts nothing");
+    // Another tenant is not limited by it.
+    assert_eq!(
+        app.run_to_end("demo", &first_run("th-q3", "run-1", "hi")).await.last().expect("end").kind(),
+        "RUN_FINISHED"
+    );
+}
+crate::on_both_stores!(concurrent_turns_past_the_limit_are_refused_with_the_figures);
+
+async fn turns_per_minute_past_the_limit_are_refused_until_the_next_minute(backend: Backend) {
+    // Fixed minutes: start early in one so the three runs share it.
+    let second = (agui_gateway::protocol::now_ms() / 1000) % 60;
+    if second > 45 {
+        tokio::time::sleep(std::time::Duration::from_secs(61 - second as u64)).await;
+    }
+    let db = TestDatabase::new(backend).await;
+    let app = limited(&db, "{ turns_per_minute = 2 }").await;
+    for thread in ["th-m1", "th-m2"] {
+        assert_eq!(run_as_limited(&app, "demo", thread).await.last().expect("end").kind(), "RUN_FINISHED");
+    }
+    let before = app.counts().await;
+    let refused = run_as_limited(&app, "demo", "th-m3").await;
+    let (code, figures) = refusal(&refused);
+    assert_eq!(code, "quota_exceeded");
+    assert_eq!(
+        (&figures["scope"], &figures["limit"], &figures["used"]),
+        (&json!("turns_per_minute"), &json!(2), &json!(2))
+    );
+    let resets = figures["resetsAt"].as_str().expect("resetsAt");
+    assert!(resets.ends_with(":00.000Z"), "the next minute: {resets}");
+    assert_eq!(app.counts().await, before);
+}
+crate::on_both_stores!(turns_per_minute_past_the_limit_are_refused_until_the_next_minute);
+
+async fn a_spent_token_budget_ends_the_running_turn_and_refuses_the_next(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    // Each model answer reports 12 + 5 tokens; the budget is 10.
+    let app = limited(&db, "{ tokens_per_period = 10, token_period_secs = 3600 }").await;
+    let events = run_as_limited(&app, "assistant", "th-t1").await;
+    let end = &events.last().expect("end").data;
+    assert_eq!(end["type"], "RUN_ERROR", "{:?}", kinds(&events));
+    assert_eq!(end["code"], "quota_exceeded");
+    assert_eq!(end["rawEvent"]["gateway"]["scope"], "tokens");
+    assert_eq!((&end["rawEvent"]["gateway"]["limit"], &end["rawEvent"]["gateway"]["used"]), (&json!(10), &json!(17)));
+    // It ended between model calls: the first answer's tool call ran and is closed.
+    assert!(kinds(&events).contains(&"TOOL_CALL_RESULT"));
+    let (ok, report) = {
+        let input = first_run("th-t1", "run-1", "go");
+        let url = format!("{}?tenant=limited", app.run_url("assistant"));
+        agui_check(&url, &input).await
+    };
+    assert!(ok, "the ended run passes the official client: {report}");
+
+    let before = app.counts().await;
+    let refused = run_as_limited(&app, "assistant", "th-t2").await;
+    let (code, figures) = refusal(&refused);
+    assert_eq!(code, "quota_exceeded");
+    assert_eq!((&figures["scope"], &figures["used"]), (&json!("tokens"), &json!(17)));
+    assert!(figures["resetsAt"].as_str().is_some_and(|r| r.ends_with(":00:00.000Z")), "{figures}");
+    assert_eq!(app.counts().await, before);
+
+    // The refusals are counted by scope.
+    let metrics = app.client.get(app.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
+    assert!(metrics.contains(r#"agui_quota_refusals_total{code="tokens"} 1"#), "{metrics}");
+}
+crate::on_both_stores!(a_spent_token_budget_ends_the_running_turn_and_refuses_the_next);
