@@ -444,6 +444,16 @@ impl Config {
                     if script.steps.is_empty() {
                         return invalid(format!("agent '{}' has no steps", agent.name));
                     }
+                    for step in &script.steps {
+                        if let crate::agents::script::ScriptStep::Delegate { delegate, .. } = step {
+                            if !self.agents.iter().any(|a| a.name == *delegate) {
+                                return invalid(format!(
+                                    "agent '{}' delegates to '{delegate}', which is no agent",
+                                    agent.name
+                                ));
+                            }
+                        }
+                    }
                 }
                 AgentKindConfig::Openai(openai) => {
                     if let Err(why) = openai.validate() {

@@ -17,6 +17,8 @@ struct Position<'a> {
     answer: &'a mut Option<String>,
     /// Set when the step is re-entered after the interrupts it opened were decided.
     waited: Option<&'a Checkpoint>,
+    /// Set when the step is re-entered in the middle of its delegation.
+    child: Option<super::super::engine::turn::ChildCheckpoint>,
 }
 use crate::protocol::Event;
 
@@ -70,6 +72,13 @@ pub enum ScriptStep {
     },
     /// A delegation marker: `STEP_STARTED` and `STEP_FINISHED` named `step`.
     Step { step: String },
+    /// A child turn on another agent, inside a step named by its id (§3 steps); `input` (default
+    /// `{input}`) is what the child is asked.
+    Delegate {
+        delegate: String,
+        #[serde(default)]
+        input: Option<String>,
+    },
     /// A pause (cancellable).
     Wait { wait_ms: u64 },
     /// The turn fails with this message (`RUN_ERROR` `failed`).
@@ -181,13 +190,18 @@ impl ScriptAgent {
             // their closing event with it, so a finished step is never run twice.
             if !matches!(
                 step,
-                ScriptStep::Say { .. } | ScriptStep::Burst { .. } | ScriptStep::Tick { .. } | ScriptStep::Wait { .. }
+                ScriptStep::Say { .. }
+                    | ScriptStep::Burst { .. }
+                    | ScriptStep::Tick { .. }
+                    | ScriptStep::Wait { .. }
+                    | ScriptStep::Delegate { .. }
             ) {
                 turn.begin_step();
             }
             // Re-entering the step a turn waited in: its interrupts are decided now.
             let waited = (index == from.step && !from.awaiting.is_empty()).then_some(&from);
-            let mut position = Position { index, answer: &mut answer, waited };
+            let child = if index == from.step { from.child.as_deref().cloned() } else { None };
+            let mut position = Position { index, answer: &mut answer, waited, child };
             self.run_step(turn, step, &mut position).await?;
             turn.commit_step(&Checkpoint { step: index + 1, answer: answer.clone(), ..Checkpoint::default() }).await?;
         }
@@ -237,6 +251,11 @@ impl ScriptAgent {
             ScriptStep::Step { step } => {
                 turn.step_start(step).await?;
                 turn.step_finish(step).await
+            }
+            ScriptStep::Delegate { delegate, input } => {
+                let parent = Checkpoint { step: at.index, answer: at.answer.clone(), ..Checkpoint::default() };
+                let ask = fill(input.as_deref().unwrap_or("{input}"));
+                turn.delegate(delegate, ask, parent, at.child.take()).await
             }
             ScriptStep::Wait { wait_ms } => turn.sleep(Duration::from_millis(*wait_ms)).await,
             ScriptStep::Fail { fail } => Err(AgentError::Failed(fill(fail))),

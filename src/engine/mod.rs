@@ -137,7 +137,7 @@ struct Inner {
     store: Arc<dyn Store>,
     log: EventLog,
     hub: Arc<Hub>,
-    agents: HashMap<String, Agent>,
+    agents: Arc<HashMap<String, Agent>>,
     /// Names this instance in turn leases.
     instance: String,
     /// False for a command's engine, which never runs turns.
@@ -175,7 +175,7 @@ impl Engine {
         let metrics = Metrics::new();
         let log =
             EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events, metrics.clone());
-        let agents = config.agents.iter().map(|a| (a.name.clone(), Agent::from_config(a))).collect();
+        let agents = Arc::new(config.agents.iter().map(|a| (a.name.clone(), Agent::from_config(a))).collect());
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {
             inner: Arc::new(Inner {
@@ -1037,6 +1037,7 @@ impl Engine {
                     .unwrap_or_default(),
                 tenant,
                 token_budget,
+                agents: inner.agents.clone(),
             });
             let ending = run_turn(&inner, &mut context, &turn, start).await;
             match context.finish(ending).await {

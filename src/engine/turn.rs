@@ -106,6 +106,23 @@ pub struct Checkpoint {
     /// An LLM agent's conversation so far and its unfinished tool calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<Value>,
+    /// The delegation this step is in the middle of, and where its child stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<Box<ChildCheckpoint>>,
+}
+
+/// A child turn under way inside a delegating step (§3 steps).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ChildCheckpoint {
+    /// The child turn's id: its `STEP_STARTED`/`STEP_FINISHED` name and `gateway/turn`.
+    pub id: String,
+    pub agent: String,
+    /// What the child was asked (its `{input}`).
+    pub input: String,
+    pub checkpoint: Checkpoint,
+    /// Its step was finished when the turn waited; the resuming run starts it again.
+    #[serde(default)]
+    pub reopen: bool,
 }
 
 /// A note to pin (§7).
@@ -165,6 +182,9 @@ pub struct TurnContext {
     board: Option<Vec<Value>>,
     tenant: String,
     token_budget: Option<TokenBudget>,
+    agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
+    /// Delegations under way, outermost first; the innermost child is the one running.
+    nest: Vec<NestFrame>,
 }
 
 #[derive(Default)]
@@ -194,6 +214,22 @@ pub(crate) struct TurnSetup {
     /// The tenant, and its token budget when it has one (§8).
     pub tenant: String,
     pub token_budget: Option<TokenBudget>,
+    /// The configured agents, for delegation.
+    pub agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
+}
+
+/// How deep delegations may nest (an agent delegating to one that delegates…).
+const MAX_DELEGATION_DEPTH: usize = 4;
+
+/// A delegation under way: where the delegating agent stands, and the child.
+#[derive(Debug, Clone)]
+struct NestFrame {
+    parent: Checkpoint,
+    id: String,
+    agent: String,
+    input: String,
+    /// Its step was finished for a wait: the run that resumes it starts it again.
+    reopen: bool,
 }
 
 /// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
@@ -231,6 +267,8 @@ impl TurnContext {
             board: None,
             tenant: setup.tenant,
             token_budget: setup.token_budget,
+            agents: setup.agents,
+            nest: Vec::new(),
         }
     }
 
@@ -240,8 +278,65 @@ impl TurnContext {
     }
 
     /// The words of the user message that started the turn.
+    /// What the running agent was asked: the user's message, or a delegation's input.
     pub fn user_text(&self) -> &str {
-        &self.user_text
+        self.nest.last().map_or(&self.user_text, |frame| &frame.input)
+    }
+
+    /// Runs `agent` as a child turn inside this one (§3 steps): `STEP_STARTED`, the child's
+    /// events (its text stays inside the step), `STEP_FINISHED`, all named by the child turn's
+    /// id. The child's checkpoints are saved inside `parent` (where the delegating agent
+    /// stands), so a takeover or a resume re-enters the child where it was; its interrupts are
+    /// the parent run's, with `gateway/turn` naming the child.
+    ///
+    /// A boxed future: an agent's run awaits a delegation which awaits an agent's run.
+    pub fn delegate<'a>(
+        &'a mut self,
+        agent: &'a str,
+        input: String,
+        parent: Checkpoint,
+        resumed: Option<ChildCheckpoint>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), AgentError>> + Send + 'a>> {
+        Box::pin(self.delegate_now(agent, input, parent, resumed))
+    }
+
+    async fn delegate_now(
+        &mut self,
+        agent: &str,
+        input: String,
+        parent: Checkpoint,
+        resumed: Option<ChildCheckpoint>,
+    ) -> Result<(), AgentError> {
+        if self.nest.len() >= MAX_DELEGATION_DEPTH {
+            return Err(AgentError::Failed(format!("delegations nest deeper than {MAX_DELEGATION_DEPTH}")));
+        }
+        let child = self
+            .agents
+            .get(agent)
+            .cloned()
+            .ok_or_else(|| AgentError::Failed(format!("there is no agent '{agent}' to delegate to")))?;
+        let (id, checkpoint, input) = match resumed {
+            Some(resumed) if resumed.reopen => {
+                // A new run after a wait: the step starts again in it.
+                self.step_start(&resumed.id).await?;
+                (resumed.id, resumed.checkpoint, resumed.input)
+            }
+            Some(resumed) => {
+                // Taken over: its STEP_STARTED is in this run's log already.
+                self.open_steps.push(resumed.id.clone());
+                (resumed.id, resumed.checkpoint, resumed.input)
+            }
+            None => {
+                let id = crate::ids::new_turn_id();
+                self.step_start(&id).await?;
+                (id, Checkpoint::default(), input)
+            }
+        };
+        self.nest.push(NestFrame { parent, id: id.clone(), agent: agent.to_string(), input, reopen: false });
+        let outcome = child.run(self, checkpoint).await;
+        self.nest.pop();
+        outcome?;
+        self.step_finish(&id).await
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -341,7 +436,20 @@ impl TurnContext {
     }
 
     fn checkpoint_op(&self, checkpoint: &Checkpoint) -> Result<WriteOp, AgentError> {
-        let checkpoint = serde_json::to_string(checkpoint)
+        // A child's checkpoint is saved inside its parents', outermost first.
+        let mut nested = checkpoint.clone();
+        for frame in self.nest.iter().rev() {
+            let mut parent = frame.parent.clone();
+            parent.child = Some(Box::new(ChildCheckpoint {
+                id: frame.id.clone(),
+                agent: frame.agent.clone(),
+                input: frame.input.clone(),
+                checkpoint: nested,
+                reopen: frame.reopen,
+            }));
+            nested = parent;
+        }
+        let checkpoint = serde_json::to_string(&nested)
             .map_err(|error| AgentError::Failed(format!("checkpoint could not be encoded: {error}")))?;
         Ok(WriteOp::Checkpoint { turn: self.turn_pk, checkpoint })
     }
@@ -575,7 +683,9 @@ impl TurnContext {
             let id = format!("int_{}", uuid::Uuid::new_v4().simple());
             let mut metadata = serde_json::Map::new();
             metadata.insert("gateway/kind".into(), json!(spec.reason));
-            metadata.insert("gateway/turn".into(), json!(self.turn_id));
+            // A delegated child's interrupt names the child turn.
+            let asking = self.nest.last().map_or(&self.turn_id, |frame| &frame.id);
+            metadata.insert("gateway/turn".into(), json!(asking));
             if let Some(details) = spec.details {
                 metadata.insert("gateway/details".into(), details);
             }
@@ -623,17 +733,31 @@ impl TurnContext {
             });
             checkpoint.awaiting.push(id);
         }
+        let mut ops = self.atomic.take().unwrap_or_default();
+        ops.extend(self.close_steps_for_wait()?);
         let marker = self.event_op(Event::Custom {
             name: WAITING_EVENT.into(),
             value: json!(WaitingEvent { interrupts: waiting }),
             subagent_run_id: None,
         })?;
-        let mut ops = self.atomic.take().unwrap_or_default();
         ops.extend(rows.into_iter().map(WriteOp::OpenInterrupt));
         ops.push(marker);
         ops.push(self.checkpoint_op(checkpoint)?);
         self.log.append(self.turn_pk, ops, &self.health).await?;
         Ok(())
+    }
+
+    /// The run ends at a wait, and a run ends with no step open: the delegations' steps finish
+    /// here, innermost first, and start again in the run that resumes them.
+    fn close_steps_for_wait(&mut self) -> Result<Vec<WriteOp>, AgentError> {
+        let mut ops = Vec::new();
+        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
+            ops.push(self.event_op(Event::StepFinished { step_name: step, subagent_run_id: None })?);
+        }
+        for frame in &mut self.nest {
+            frame.reopen = true;
+        }
+        Ok(ops)
     }
 
     /// The client-declared tools this turn may offer its model.
@@ -644,6 +768,11 @@ impl TurnContext {
     /// Ends the agent's work until the client sends the results of these tool calls (its
     /// `role: "tool"` messages on a next run): the run ends `success` with `pendingToolCallIds`.
     pub async fn wait_for_client(&mut self, call_ids: Vec<String>, checkpoint: Checkpoint) -> AgentError {
+        let mut ops = self.atomic.take().unwrap_or_default();
+        match self.close_steps_for_wait() {
+            Ok(closed) => ops.extend(closed),
+            Err(error) => return error,
+        }
         let marker = match self.event_op(Event::Custom {
             name: CLIENT_WAIT_EVENT.into(),
             value: json!({ "pendingToolCallIds": call_ids }),
@@ -652,7 +781,6 @@ impl TurnContext {
             Ok(marker) => marker,
             Err(error) => return error,
         };
-        let mut ops = self.atomic.take().unwrap_or_default();
         ops.push(marker);
         ops.push(WriteOp::WaitTurn { turn: self.turn_pk });
         match self.checkpoint_op(&checkpoint) {

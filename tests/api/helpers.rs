@@ -117,6 +117,30 @@ steps = [
 ]
 
 [[agents]]
+name = "manager"
+kind = "script"
+steps = [
+  { say = "Planning: {input}" },
+  { delegate = "mailer", input = "mail about {input}" },
+  { delegate = "summariser" },
+  { say = "All delegated work is done." },
+]
+
+[[agents]]
+name = "mailer"
+kind = "script"
+steps = [
+  { say = "Mailer drafting: {input}" },
+  { tool = "send_email", args = { body = "{input}" }, result = "sent", approval = "always" },
+  { say = "Mailer sent it." },
+]
+
+[[agents]]
+name = "summariser"
+kind = "script"
+steps = [ { say = "Summary of {input}." } ]
+
+[[agents]]
 name = "waiter"
 kind = "script"
 steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]

@@ -10,6 +10,7 @@ mod bad_input;
 mod board;
 mod conformance;
 mod deciders;
+mod delegation;
 mod instances;
 mod interrupts;
 mod metrics;

@@ -1,0 +1,89 @@
+//! Delegation (§3 steps): a parent agent's step runs a child turn on another agent inside
+//! `STEP_STARTED`/`STEP_FINISHED` named by the child turn's id; the child's approval is an
+//! interrupt of the parent's run (`gateway/turn` names the child) and is answered through the
+//! parent's resume; then both delegations finish, in order, and every run passes the official
+//! client.
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::on_both_stores;
+
+fn steps(events: &[SseEvent]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter(|e| matches!(e.kind(), "STEP_STARTED" | "STEP_FINISHED"))
+        .map(|e| (e.kind().to_string(), e.data["stepName"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+fn text(events: &[SseEvent]) -> Vec<String> {
+    let mut messages: Vec<(String, String)> = Vec::new();
+    for event in events {
+        let id = event.data["messageId"].as_str().unwrap_or("").to_string();
+        match event.kind() {
+            "TEXT_MESSAGE_START" => messages.push((id, String::new())),
+            "TEXT_MESSAGE_CONTENT" => {
+                if let Some(message) = messages.iter_mut().find(|(m, _)| *m == id) {
+                    message.1.push_str(event.data["delta"].as_str().unwrap_or(""));
+                }
+            }
+            _ => {}
+        }
+    }
+    messages.into_iter().map(|(_, text)| text).collect()
+}
+
+async fn a_childs_approval_is_answered_through_the_parents_resume(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let input = first_run("th-deleg", "run-1", "the launch");
+    let first = app.run_to_end("manager", &input).await;
+    let end = &first.last().expect("end").data;
+    assert_eq!(end["outcome"]["type"], "interrupt", "{:?}", kinds(&first));
+    let child = match steps(&first).first() {
+        Some((kind, name)) if kind == "STEP_STARTED" => name.clone(),
+        other => panic!("the run opens the child's step first: {other:?}"),
+    };
+    assert!(child.starts_with('t') && child.len() == 25, "a turn id names the step: {child}");
+    // The run ends with the step closed (a run ends with nothing open).
+    assert_eq!(steps(&first), vec![("STEP_STARTED".into(), child.clone()), ("STEP_FINISHED".into(), child.clone())]);
+    let interrupt = &end["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["metadata"]["gateway/turn"], json!(child), "the child asks");
+    assert_eq!(text(&first), vec!["Planning: the launch", "Mailer drafting: mail about the launch"]);
+    let (ok, report) = agui_check(&app.run_url("manager"), &input).await;
+    assert!(ok, "the interrupted run passes the official client: {report}");
+
+    let resume = json!({
+        "threadId": "th-deleg", "runId": "run-2", "protocolVersion": "1.0", "messages": [],
+        "resume": [{ "interruptId": interrupt["id"], "status": "resolved", "payload": { "approved": true } }],
+    });
+    let second = app.run_to_end("manager", &resume).await;
+    assert_eq!(second.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&second));
+    let names = steps(&second);
+    assert_eq!(names.len(), 4, "{names:?}");
+    let summariser = names[2].1.clone();
+    assert_ne!(summariser, child, "each delegation is its own child turn");
+    assert_eq!(
+        names,
+        vec![
+            ("STEP_STARTED".into(), child.clone()),
+            ("STEP_FINISHED".into(), child.clone()),
+            ("STEP_STARTED".into(), summariser.clone()),
+            ("STEP_FINISHED".into(), summariser.clone()),
+        ],
+        "the mailer finishes, then the summariser runs"
+    );
+    // The approved call's result and the child's own text stay inside its step.
+    let position = |pred: &dyn Fn(&SseEvent) -> bool| second.iter().position(|e| pred(e)).expect("event");
+    let result = position(&|e| e.kind() == "TOOL_CALL_RESULT");
+    let mailer_done = position(&|e| e.kind() == "STEP_FINISHED" && e.data["stepName"] == json!(child));
+    assert!(result < mailer_done);
+    assert_eq!(text(&second), vec!["Mailer sent it.", "Summary of the launch.", "All delegated work is done."]);
+    let (ok, report) = agui_check(&app.run_url("manager"), &resume).await;
+    assert!(ok, "the resumed run passes the official client: {report}");
+    let thread: Value =
+        app.client.get(app.url("/v1/threads/th-deleg")).send().await.expect("get").json().await.expect("json");
+    assert_eq!(thread["latestTurn"]["status"], "succeeded");
+}
+on_both_stores!(a_childs_approval_is_answered_through_the_parents_resume);
