@@ -324,6 +324,10 @@ pub struct AgentConfig {
     /// Tenants that may use the agent; empty means every tenant.
     #[serde(default)]
     pub tenants: Vec<String>,
+    /// A JSON Schema: an answer that is JSON matching it is also sent as a card
+    /// (`CUSTOM gateway.card`).
+    #[serde(default)]
+    pub card: Option<serde_json::Value>,
     #[serde(flatten)]
     pub kind: AgentKindConfig,
 }
@@ -434,6 +438,11 @@ impl Config {
             for tenant in &agent.tenants {
                 if self.tenant(tenant).is_none() {
                     return invalid(format!("agent '{}' names unknown tenant '{tenant}'", agent.name));
+                }
+            }
+            if let Some(card) = &agent.card {
+                if let Err(why) = jsonschema::validator_for(card) {
+                    return invalid(format!("agent '{}': its card is not a valid JSON Schema: {why}", agent.name));
                 }
             }
             match &agent.kind {

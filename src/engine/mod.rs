@@ -138,6 +138,8 @@ struct Inner {
     log: EventLog,
     hub: Arc<Hub>,
     agents: Arc<HashMap<String, Agent>>,
+    /// Agents' card schemas (§3), by name.
+    cards: Arc<HashMap<String, Value>>,
     /// Names this instance in turn leases.
     instance: String,
     /// False for a command's engine, which never runs turns.
@@ -176,6 +178,7 @@ impl Engine {
         let log =
             EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events, metrics.clone());
         let agents = Arc::new(config.agents.iter().map(|a| (a.name.clone(), Agent::from_config(a))).collect());
+        let cards = Arc::new(config.agents.iter().filter_map(|a| Some((a.name.clone(), a.card.clone()?))).collect());
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {
             inner: Arc::new(Inner {
@@ -184,6 +187,7 @@ impl Engine {
                 log,
                 hub,
                 agents,
+                cards,
                 instance,
                 serving,
                 running: Mutex::new(HashMap::new()),
@@ -1038,6 +1042,7 @@ impl Engine {
                 tenant,
                 token_budget,
                 agents: inner.agents.clone(),
+                cards: inner.cards.clone(),
             });
             let ending = run_turn(&inner, &mut context, &turn, start).await;
             match context.finish(ending).await {

@@ -296,6 +296,10 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
         // The board as this caller may see it (§7): redacted notes, or no state event at all.
         EventKind::StateSnapshot => state_for(&plan.viewer, id, &event.body),
         _ if event.body.starts_with(br#"{"type":"STATE_DELTA""#) => state_for(&plan.viewer, id, &event.body),
+        // A card is content (§3): only for callers who may read it.
+        _ if event.body.starts_with(br#"{"type":"CUSTOM","name":"gateway.card""#) && !plan.viewer.clearance.content => {
+            Ok(Vec::new())
+        }
         _ => Ok(vec![StreamItem::Event { id, json: event.body }]),
     }
 }

@@ -23,6 +23,8 @@ pub const WAITING_EVENT: &str = "gateway.waiting-event";
 /// The `CUSTOM` name under which a wait for client tool results is logged (rendered as
 /// `RUN_FINISHED` with `pendingToolCallIds`).
 pub const CLIENT_WAIT_EVENT: &str = "gateway.client-wait-event";
+/// A card: an answer that matched its agent's card schema.
+pub const CARD_EVENT: &str = "gateway.card";
 
 /// What the engine asks of a running turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +187,9 @@ pub struct TurnContext {
     agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
     /// Delegations under way, outermost first; the innermost child is the one running.
     nest: Vec<NestFrame>,
+    cards: Arc<std::collections::HashMap<String, Value>>,
+    /// The latest answer's message id and its text as the agent wrote it (for cards).
+    answer: (String, String),
 }
 
 #[derive(Default)]
@@ -216,6 +221,8 @@ pub(crate) struct TurnSetup {
     pub token_budget: Option<TokenBudget>,
     /// The configured agents, for delegation.
     pub agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
+    /// Agents' card schemas, by agent name.
+    pub cards: Arc<std::collections::HashMap<String, Value>>,
 }
 
 /// How deep delegations may nest (an agent delegating to one that delegates…).
@@ -269,6 +276,8 @@ impl TurnContext {
             token_budget: setup.token_budget,
             agents: setup.agents,
             nest: Vec::new(),
+            cards: setup.cards,
+            answer: (String::new(), String::new()),
         }
     }
 
@@ -336,7 +345,25 @@ impl TurnContext {
         let outcome = child.run(self, checkpoint).await;
         self.nest.pop();
         outcome?;
+        self.emit_card(agent, &id).await?;
         self.step_finish(&id).await
+    }
+
+    /// `CUSTOM gateway.card {"turn", "card"}` when the agent declares a card schema and its
+    /// last answer is JSON that matches it (§3).
+    async fn emit_card(&mut self, agent: &str, turn: &str) -> Result<(), AgentError> {
+        let Some(schema) = self.cards.get(agent) else { return Ok(()) };
+        let Ok(card) = serde_json::from_str::<Value>(self.answer.1.trim()) else { return Ok(()) };
+        let matches = jsonschema::validator_for(schema).is_ok_and(|validator| validator.is_valid(&card));
+        if !matches {
+            return Ok(());
+        }
+        self.emit(Event::Custom {
+            name: CARD_EVENT.into(),
+            value: json!({ "turn": turn, "card": card }),
+            subagent_run_id: None,
+        })
+        .await
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -473,6 +500,10 @@ impl TurnContext {
 
     /// Streams a piece of an open message; the tenant's AI label leads its first piece.
     pub async fn text_delta(&mut self, message_id: &str, delta: &str) -> Result<(), AgentError> {
+        if self.answer.0 != message_id {
+            self.answer = (message_id.to_string(), String::new());
+        }
+        self.answer.1.push_str(delta);
         let delta = match self.unlabelled.iter().position(|m| m == message_id) {
             Some(index) => {
                 self.unlabelled.swap_remove(index);
@@ -932,6 +963,10 @@ impl TurnContext {
             }
             Ok(output) => {
                 if let Err(error) = self.close_open_items().await {
+                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
+                }
+                let (agent, turn) = (self.agent.clone(), self.turn_id.clone());
+                if let Err(error) = self.emit_card(&agent, &turn).await {
                     return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
                 }
                 let event = Event::RunFinished {

@@ -141,6 +141,17 @@ kind = "script"
 steps = [ { say = "Summary of {input}." } ]
 
 [[agents]]
+name = "carder"
+kind = "script"
+card = { type = "object", properties = { title = { type = "string" }, steps = { type = "integer" } }, required = ["title", "steps"] }
+steps = [ { say = "{input}" } ]
+
+[[agents]]
+name = "cardboss"
+kind = "script"
+steps = [ { delegate = "carder" }, { say = "The plan is above." } ]
+
+[[agents]]
 name = "waiter"
 kind = "script"
 steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]

@@ -8,6 +8,7 @@ mod helpers;
 mod auth;
 mod bad_input;
 mod board;
+mod cards;
 mod conformance;
 mod deciders;
 mod delegation;
