@@ -44,6 +44,7 @@ pub struct Metrics {
     pub interrupts_opened: Counter,
     pub interrupts_decided: Family<CodeLabel, Counter>,
     pub quota_refusals: Family<CodeLabel, Counter>,
+    pub auth_failures: Family<CodeLabel, Counter>,
     pub db_connections: Gauge,
     pub db_connections_idle: Gauge,
 }
@@ -66,6 +67,7 @@ impl Metrics {
             interrupts_opened: Counter::default(),
             interrupts_decided: Family::default(),
             quota_refusals: Family::default(),
+            auth_failures: Family::default(),
             db_connections: Gauge::default(),
             db_connections_idle: Gauge::default(),
             registry: Registry::default(),
@@ -107,6 +109,11 @@ impl Metrics {
             "quota_refusals",
             "Runs and turns refused or ended by a tenant limit, by scope (the tenant is not a label)",
             metrics.quota_refusals.clone(),
+        );
+        registry.register(
+            "auth_failures",
+            "Refused credentials, by reason (never the credential)",
+            metrics.auth_failures.clone(),
         );
         registry.register(
             "db_connections",

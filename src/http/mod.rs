@@ -49,6 +49,14 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// A refused credential: counted per tenant (for the audit commands) and by reason in
+    /// `/metrics`.
+    pub fn auth_failed(&self, tenant: &str, reason: &'static str) {
+        self.auth.record_failure(tenant, reason);
+        let label = crate::metrics::CodeLabel { code: reason.to_string() };
+        self.engine.metrics().auth_failures.get_or_create(&label).inc();
+    }
+
     pub fn new(engine: Engine, auth: Auth) -> (AppState, watch::Sender<bool>) {
         let (sender, receiver) = watch::channel(false);
         let config = engine.config().clone();

@@ -34,7 +34,7 @@ pub(super) fn refuse(state: &AppState, tenant: &str, error: AuthError) -> ApiErr
     if let AuthError::Store(cause) = error {
         return ApiError::Internal(Box::new(cause));
     }
-    state.auth.record_failure(tenant, error.reason());
+    state.auth_failed(tenant, error.reason());
     ApiError::Unauthenticated(error)
 }
 
@@ -55,7 +55,7 @@ impl FromRequestParts<AppState> for Authorized {
         if authenticated.tenant.as_ref().is_some_and(|tenant| *tenant != name) {
             // A good credential of another tenant: it reaches nothing here, and says so the
             // same way whether or not what it asked for exists.
-            state.auth.record_failure(&name, "other_tenant");
+            state.auth_failed(&name, "other_tenant");
             return Err(ApiError::PermissionDenied);
         }
         let tenant = configured_tenant(state, &name)?;

@@ -47,7 +47,7 @@ impl FromRequestParts<AppState> for App {
         let header = parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes());
         let key = state.auth.authenticate_app(header).await.map_err(|e| refuse(state, &name, e))?;
         if key.tenant != name {
-            state.auth.record_failure(&name, "other_tenant");
+            state.auth_failed(&name, "other_tenant");
             return Err(ApiError::PermissionDenied);
         }
         let tenant = configured_tenant(state, &name)?;
@@ -117,11 +117,11 @@ async fn exchange(
     let subject = request.subject_token.as_deref().filter(|t| !t.is_empty());
     let subject = subject.ok_or_else(|| invalid("invalid_request", "subject_token is required"))?;
     let identity = state.auth.verify_identity_token(subject).map_err(|error| {
-        state.auth.record_failure(&tenant.name, error.reason());
+        state.auth_failed(&tenant.name, error.reason());
         invalid("invalid_grant", format!("the subject token was not accepted: {error}"))
     })?;
     if identity.tenant != tenant.name {
-        state.auth.record_failure(&tenant.name, "other_tenant");
+        state.auth_failed(&tenant.name, "other_tenant");
         return Err(invalid("invalid_grant", "the subject token belongs to another tenant"));
     }
     let mut person = identity.person;

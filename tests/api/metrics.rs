@@ -1,4 +1,5 @@
-//! `GET /metrics` after real runs: an interrupt, a resume, a reconnect, a refusal.
+//! `GET /metrics` after real runs: an interrupt, a resume, a reconnect, a refusal, a refused
+//! credential. (Quota refusals are counted in `quotas.rs`.)
 
 use std::collections::HashMap;
 
@@ -55,6 +56,9 @@ async fn metrics_count_runs_turns_events_interrupts_and_reconnects() {
         )
         .await;
     assert_eq!(refused[0].data["code"], "history_mismatch");
+    // A refused credential (checked even in local development mode).
+    let bad = app.client.get(app.url("/v1/agents")).bearer_auth("not-a-token").send().await.expect("get");
+    assert_eq!(bad.status(), 401);
 
     let metrics = scrape(&app).await;
     let get =
@@ -62,6 +66,9 @@ async fn metrics_count_runs_turns_events_interrupts_and_reconnects() {
     assert_eq!(get("agui_runs_started_total{agent=approver}"), 2.0);
     assert_eq!(get("agui_runs_started_total{agent=demo}"), 2.0, "the refused run is not a started one");
     assert_eq!(get("agui_runs_refused_total{code=history_mismatch}"), 1.0);
+    let auth_failures: f64 =
+        metrics.iter().filter(|(name, _)| name.starts_with("agui_auth_failures_total{")).map(|(_, v)| v).sum();
+    assert_eq!(auth_failures, 1.0, "one refused credential, by reason");
     assert_eq!(get("agui_reconnects_total{}"), 1.0);
     assert_eq!(get("agui_turns_finished_total{agent=approver,outcome=succeeded}"), 1.0);
     assert_eq!(get("agui_turns_finished_total{agent=demo,outcome=succeeded}"), 1.0);
