@@ -328,6 +328,10 @@ pub struct AgentConfig {
     /// (`CUSTOM gateway.card`).
     #[serde(default)]
     pub card: Option<serde_json::Value>,
+    /// State keys a run's `state` may write (§7), each with the JSON Schema its value must
+    /// match; every other key of a run's `state` is ignored.
+    #[serde(default)]
+    pub editable_state: std::collections::BTreeMap<String, serde_json::Value>,
     #[serde(flatten)]
     pub kind: AgentKindConfig,
 }
@@ -438,6 +442,17 @@ impl Config {
             for tenant in &agent.tenants {
                 if self.tenant(tenant).is_none() {
                     return invalid(format!("agent '{}' names unknown tenant '{tenant}'", agent.name));
+                }
+            }
+            for (key, schema) in &agent.editable_state {
+                if key == "board" {
+                    return invalid(format!("agent '{}': the board is not editable state", agent.name));
+                }
+                if let Err(why) = jsonschema::validator_for(schema) {
+                    return invalid(format!(
+                        "agent '{}': editable_state.{key} is not a valid JSON Schema: {why}",
+                        agent.name
+                    ));
                 }
             }
             if let Some(card) = &agent.card {

@@ -125,6 +125,9 @@ pub struct RunRequest<'a> {
     pub run_id: &'a RunId,
     pub input: &'a RunAgentInput,
     pub last_event_id: Option<&'a EventId>,
+    /// The agent's editable keys the run's `state` writes, checked against their schemas
+    /// (written when the run starts a turn).
+    pub state_writes: serde_json::Map<String, Value>,
 }
 
 #[derive(Clone)]
@@ -923,6 +926,16 @@ impl Engine {
         };
         match inner.store.start_turn(&new).await? {
             StartTurn::Started { thread, turn } => {
+                if !request.state_writes.is_empty() {
+                    let mut state = match inner.store.thread_state(thread.pk).await? {
+                        Some(saved) => {
+                            serde_json::from_str::<serde_json::Map<String, Value>>(&saved).unwrap_or_default()
+                        }
+                        None => serde_json::Map::new(),
+                    };
+                    state.extend(request.state_writes.clone());
+                    inner.store.set_thread_state(thread.pk, &Value::Object(state).to_string()).await?;
+                }
                 let board = board::assemble(notes.iter().filter_map(|n| serde_json::from_str(n).ok()));
                 // The run opens with the board (§3): reading its notes' text is audited.
                 let clearance = viewer_of(&request).clearance;
@@ -1185,9 +1198,13 @@ async fn run_turn(
                 input: None,
             })
             .await?;
-        context
-            .emit(Event::StateSnapshot { snapshot: json!({ "board": { "notes": board } }), subagent_run_id: None })
-            .await?;
+        // The board, and the editable keys runs wrote (§7).
+        let mut snapshot = match store.thread_state(turn.thread).await.map_err(failed)? {
+            Some(saved) => serde_json::from_str::<serde_json::Map<String, Value>>(&saved).unwrap_or_default(),
+            None => serde_json::Map::new(),
+        };
+        snapshot.insert("board".into(), json!({ "notes": board }));
+        context.emit(Event::StateSnapshot { snapshot: Value::Object(snapshot), subagent_run_id: None }).await?;
     } else {
         context.close_cut_items().await?;
     }

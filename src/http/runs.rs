@@ -75,6 +75,7 @@ async fn run(
     let run_id = RunId::parse(&input.run_id).map_err(|m| ApiError::bad_request("runId", m))?;
     check_newest_user_message(&input)?;
     check_tools(&input, agent)?;
+    let state_writes = editable_state(&input, agent)?;
 
     let plan = state
         .engine
@@ -86,6 +87,7 @@ async fn run(
             run_id: &run_id,
             input: &input,
             last_event_id: last_event_id.as_ref(),
+            state_writes,
         })
         .await?;
     let mut shutting_down = state.shutting_down.clone();
@@ -231,6 +233,25 @@ fn parse_input(bytes: &[u8]) -> Result<RunAgentInput, ApiError> {
     })?;
     deserializer.end().map_err(|error| ApiError::bad_request("body", format!("not JSON ({error})")))?;
     Ok(input.with_command_resume())
+}
+
+/// The keys of the run's `state` the agent lists as editable, each checked against its schema
+/// (400 naming the key); every other key is ignored (§7).
+fn editable_state(
+    input: &RunAgentInput,
+    agent: &AgentConfig,
+) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
+    let mut writes = serde_json::Map::new();
+    let Some(state) = input.state.as_ref().and_then(|s| s.as_object()) else { return Ok(writes) };
+    for (key, schema) in &agent.editable_state {
+        let Some(value) = state.get(key) else { continue };
+        let validator = jsonschema::validator_for(schema).map_err(|e| ApiError::Internal(Box::new(e)))?;
+        if let Some(error) = validator.iter_errors(value).next() {
+            return Err(ApiError::bad_request(&format!("state.{key}"), error));
+        }
+        writes.insert(key.clone(), value.clone());
+    }
+    Ok(writes)
 }
 
 /// The newest user message becomes the turn: text only (§2 `messages`).

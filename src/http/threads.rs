@@ -64,6 +64,16 @@ async fn show_thread(
     } else {
         Vec::new()
     };
+    // The editable state runs wrote (§7) is content too.
+    let editable: Value = match clearance.content {
+        true => store
+            .thread_state(thread.pk)
+            .await
+            .map_err(|e| ApiError::Internal(Box::new(e)))?
+            .and_then(|saved| serde_json::from_str(&saved).ok())
+            .unwrap_or_else(|| json!({})),
+        false => json!({}),
+    };
     let latest = turns.last();
     let status = match latest.map(|t| t.status) {
         Some(TurnStatus::Running) => "running",
@@ -82,6 +92,7 @@ async fn show_thread(
         "latestTurn": latest.map(|t| json!({ "id": t.public_id, "agent": t.agent, "status": t.status.as_str() })),
         "interrupts": interrupts,
         "board": { "notes": notes },
+        "state": editable,
     })))
 }
 

@@ -223,6 +223,26 @@ macro_rules! impl_store {
                 })
             }
 
+            async fn thread_state(&self, thread: i64) -> Result<Option<String>, StoreError> {
+                let row = sqlx::query("SELECT state FROM threads WHERE id = $1")
+                    .bind(thread)
+                    .fetch_optional(self.read_pool())
+                    .await?;
+                Ok(match row {
+                    Some(row) => row.try_get("state")?,
+                    None => None,
+                })
+            }
+
+            async fn set_thread_state(&self, thread: i64, state: &str) -> Result<(), StoreError> {
+                sqlx::query("UPDATE threads SET state = $2 WHERE id = $1")
+                    .bind(thread)
+                    .bind(state)
+                    .execute(self.write_pool())
+                    .await?;
+                Ok(())
+            }
+
             async fn add_tokens(&self, tenant: &str, turn: i64, tokens: i64, at_ms: i64) -> Result<(), StoreError> {
                 sqlx::query(sql::ADD_TOKENS)
                     .bind(tenant)

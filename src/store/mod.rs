@@ -415,6 +415,12 @@ pub trait Store: Send + Sync + 'static {
     /// and tokens reported since `tokens_since_ms`.
     async fn tenant_usage(&self, tenant: &str, since_ms: i64, tokens_since_ms: i64) -> Result<TenantUsage, StoreError>;
 
+    /// The thread's editable state (§7) as JSON, when a run wrote any.
+    async fn thread_state(&self, thread: i64) -> Result<Option<String>, StoreError>;
+
+    /// Replaces the thread's editable state.
+    async fn set_thread_state(&self, thread: i64, state: &str) -> Result<(), StoreError>;
+
     /// Records tokens an agent reported for a turn (the tenant's token budget).
     async fn add_tokens(&self, tenant: &str, turn: i64, tokens: i64, at_ms: i64) -> Result<(), StoreError>;
 

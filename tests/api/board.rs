@@ -70,3 +70,30 @@ async fn a_label_the_caller_lacks_hides_the_note_everywhere(backend: Backend) {
     assert!(reads.iter().any(|d| d["thread"] == "th-board-hana" && d["notes"] == json!(["1", "3"])), "{reads:?}");
 }
 on_both_stores!(a_label_the_caller_lacks_hides_the_note_everywhere);
+
+/// Editable state (§7): a run's `state` writes the keys the agent lists (checked against their
+/// schemas; a bad value is 400 naming the key and changes nothing), everything else in it is
+/// ignored; the next snapshot and the thread route carry what was written.
+async fn a_runs_state_writes_only_the_agents_editable_keys(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let mut input = first_run("th-edit", "run-1", "a letter");
+    input["state"] = json!({ "tone": "casual", "other": 1, "board": { "notes": [{ "text": "forged" }] } });
+    let events = app.run_to_end("editor", &input).await;
+    let snapshot = &events.iter().find(|e| e.kind() == "STATE_SNAPSHOT").expect("snapshot").data["snapshot"];
+    assert_eq!(snapshot, &json!({ "tone": "casual", "board": { "notes": [] } }), "only the editable key is taken");
+    let thread: Value =
+        app.client.get(app.url("/v1/threads/th-edit")).send().await.expect("get").json().await.expect("json");
+    assert_eq!(thread["state"], json!({ "tone": "casual" }));
+
+    let before = app.counts().await;
+    let mut bad = first_run("th-edit-2", "run-1", "x");
+    bad["state"] = json!({ "tone": "shouting" });
+    let response = app.post_run("editor", &bad).await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "bad_request");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.starts_with("state.tone")), "{body}");
+    assert_eq!(app.counts().await, before, "nothing stored");
+}
+on_both_stores!(a_runs_state_writes_only_the_agents_editable_keys);

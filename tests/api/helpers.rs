@@ -152,6 +152,12 @@ kind = "script"
 steps = [ { delegate = "carder" }, { say = "The plan is above." } ]
 
 [[agents]]
+name = "editor"
+kind = "script"
+editable_state = { tone = { type = "string", enum = ["formal", "casual"] } }
+steps = [ { say = "Writing." } ]
+
+[[agents]]
 name = "waiter"
 kind = "script"
 steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]

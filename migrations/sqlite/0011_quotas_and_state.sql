@@ -9,3 +9,7 @@ CREATE TABLE token_usage (
 );
 CREATE INDEX token_usage_by_tenant ON token_usage (tenant, at_ms);
 CREATE INDEX turns_by_status ON turns (status, created_at_ms);
+
+-- The thread's editable state (SPEC §7): the keys its agents list in `editable_state`, as a run's
+-- `state` last wrote them (a JSON object; NULL: none written).
+ALTER TABLE threads ADD COLUMN state TEXT;
