@@ -11,7 +11,7 @@
 # Start a gateway first (the built-in config serves the `demo` agent on SQLite):
 #   cargo run --release -- serve                 # or: agui-gateway serve
 # then:
-#   examples/curl-run.sh                         # GATEWAY=http://127.0.0.1:9000 to point elsewhere
+#   examples/curl/conversation.sh                         # GATEWAY=http://127.0.0.1:9000 to point elsewhere
 #
 # Needs curl and jq. Without authentication configured the gateway answers only loopback
 # callers, so run this on the gateway's host.
