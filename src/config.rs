@@ -483,6 +483,10 @@ impl Config {
                     if let Err(why) = openai.validate() {
                         return invalid(format!("agent '{}': {why}", agent.name));
                     }
+                    if let Some(unknown) = openai.delegates.iter().find(|d| !self.agents.iter().any(|a| a.name == **d))
+                    {
+                        return invalid(format!("agent '{}' delegates to '{unknown}', which is no agent", agent.name));
+                    }
                 }
                 AgentKindConfig::Agui(agui) => {
                     if let Err(why) = agui.validate() {

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::script::ToolPolicy;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
-use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
+use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, ChildCheckpoint, InterruptSpec, NotePin, TurnContext};
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
@@ -48,6 +48,9 @@ pub struct OpenaiAgentConfig {
     /// `input_required` interrupt) and `board_write` (pins a note to the thread's board).
     #[serde(default = "default_builtins")]
     pub builtins: Vec<String>,
+    /// Agents the `delegate` built-in may hand tasks to.
+    #[serde(default)]
+    pub delegates: Vec<String>,
 }
 
 fn default_builtins() -> Vec<String> {
@@ -56,6 +59,7 @@ fn default_builtins() -> Vec<String> {
 
 const ASK_USER: &str = "ask_user";
 const BOARD_WRITE: &str = "board_write";
+const DELEGATE: &str = "delegate";
 
 /// The function definitions of the built-in tools.
 fn builtin_definition(name: &str) -> Option<Value> {
@@ -66,10 +70,13 @@ fn builtin_definition(name: &str) -> Option<Value> {
         BOARD_WRITE => json!({ "type": "object", "properties": {
             "text": { "type": "string" }, "kind": { "type": "string" },
             "tags": { "type": "array", "items": { "type": "string" } } }, "required": ["text"] }),
+        DELEGATE => json!({ "type": "object", "properties": {
+            "agent": { "type": "string" }, "task": { "type": "string" } }, "required": ["agent", "task"] }),
         _ => return None,
     };
     let description = match name {
         ASK_USER => "Ask the person a question and wait for the answer.",
+        DELEGATE => "Hand a task to another agent and get its answer.",
         _ => "Pin a note to the board the person sees beside the chat.",
     };
     Some(
@@ -131,7 +138,10 @@ impl OpenaiAgentConfig {
             return Err("max_steps must be at least 1".into());
         }
         if let Some(unknown) = self.builtins.iter().find(|b| builtin_definition(b).is_none()) {
-            return Err(format!("unknown built-in tool '{unknown}' (ask_user, board_write)"));
+            return Err(format!("unknown built-in tool '{unknown}' (ask_user, board_write, delegate)"));
+        }
+        if self.builtins.iter().any(|b| b == DELEGATE) && self.delegates.is_empty() {
+            return Err("the delegate built-in needs `delegates`, the agents it may hand tasks to".into());
         }
         for tool in &self.tools {
             jsonschema::validator_for(&tool.parameters)
@@ -186,6 +196,8 @@ impl OpenaiAgent {
     }
 
     pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
+        // A delegation the turn stopped in (a takeover, or a wait inside the child).
+        let mut child = from.child.clone().map(|c| *c);
         let mut conversation: Conversation = match &from.conversation {
             Some(saved) => serde_json::from_value(saved.clone()).unwrap_or_default(),
             None => self.opening(turn).await?,
@@ -193,10 +205,10 @@ impl OpenaiAgent {
         if !from.awaiting.is_empty() {
             // The calls waited for approval; the decisions are in now.
             let decisions = turn.decisions(&from.awaiting).await?;
-            self.settle_pending(turn, &mut conversation, Some(decisions)).await?;
+            self.settle_pending(turn, &mut conversation, Some(decisions), &mut child).await?;
         } else if !conversation.pending.is_empty() {
             // Taken over between tool calls: run the ones without a result (none twice).
-            self.settle_pending(turn, &mut conversation, None).await?;
+            self.settle_pending(turn, &mut conversation, None, &mut child).await?;
         }
         loop {
             if conversation.steps >= self.config.max_steps {
@@ -237,7 +249,7 @@ impl OpenaiAgent {
                 };
                 return Ok(AgentOutput { result: None, usage: Some(vec![usage]) });
             }
-            self.settle_pending(turn, &mut conversation, None).await?;
+            self.settle_pending(turn, &mut conversation, None, &mut child).await?;
         }
     }
 
@@ -289,6 +301,7 @@ impl OpenaiAgent {
         turn: &mut TurnContext,
         conversation: &mut Conversation,
         decisions: Option<Vec<(String, Value)>>,
+        child: &mut Option<ChildCheckpoint>,
     ) -> Result<(), AgentError> {
         let client_results = if conversation.pending.iter().any(|c| c.client) {
             turn.client_results().await?
@@ -355,6 +368,16 @@ impl OpenaiAgent {
                 }
                 continue;
             }
+            if call.name == DELEGATE && self.config.builtins.iter().any(|b| b == DELEGATE) {
+                let outcome = self.delegate(turn, conversation, &call, child.take()).await?;
+                turn.begin_step();
+                turn.tool_result(&call.gateway_id, &outcome).await?;
+                conversation
+                    .messages
+                    .push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": outcome }));
+                turn.commit_step(&self.checkpoint(conversation)).await?;
+                continue;
+            }
             // What the call does (a pinned note) commits with its result and the checkpoint.
             turn.begin_step();
             let outcome = if call.name == ASK_USER && !call.client && self.tool(ASK_USER).is_none() {
@@ -397,6 +420,32 @@ impl OpenaiAgent {
             return Err(turn.wait_for_client(ids, self.checkpoint(conversation)).await);
         }
         Ok(())
+    }
+
+    /// Runs a `delegate` call: a child turn on the named agent (a step of this run); its last
+    /// answer is the call's result. While the child runs, the call stays pending in the saved
+    /// conversation, so a takeover or a resume re-enters the child.
+    async fn delegate(
+        &self,
+        turn: &mut TurnContext,
+        conversation: &Conversation,
+        call: &PendingCall,
+        resumed: Option<ChildCheckpoint>,
+    ) -> Result<String, AgentError> {
+        let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+        let (Some(agent), Some(task)) = (args["agent"].as_str(), args["task"].as_str()) else {
+            return Ok("error: delegate needs an agent and a task".into());
+        };
+        if !self.config.delegates.iter().any(|d| d == agent) {
+            return Ok(format!("error: '{agent}' is not an agent this one may delegate to"));
+        }
+        let mut waiting = conversation.clone();
+        waiting.pending.insert(0, call.clone());
+        turn.delegate(agent, task.to_string(), self.checkpoint(&waiting), resumed).await?;
+        Ok(match turn.last_answer() {
+            "" => format!("{agent} finished without an answer"),
+            answer => answer.to_string(),
+        })
     }
 
     /// Whether a call waits for a person: an approval under its tool's policy, or a question.
@@ -489,7 +538,13 @@ impl OpenaiAgent {
             .tools
             .iter()
             .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } }))
-            .chain(self.config.builtins.iter().filter_map(|b| builtin_definition(b)))
+            .chain(self.config.builtins.iter().filter_map(|b| {
+                let mut definition = builtin_definition(b)?;
+                if b == DELEGATE {
+                    definition["function"]["parameters"]["properties"]["agent"]["enum"] = json!(self.config.delegates);
+                }
+                Some(definition)
+            }))
             .chain(client_tools)
             .collect();
         if !tools.is_empty() {

@@ -349,6 +349,12 @@ impl TurnContext {
         self.step_finish(&id).await
     }
 
+    /// The text of the latest answer, as its agent wrote it (a delegated child's, after
+    /// [`TurnContext::delegate`]).
+    pub fn last_answer(&self) -> &str {
+        &self.answer.1
+    }
+
     /// `CUSTOM gateway.card {"turn", "card"}` when the agent declares a card schema and its
     /// last answer is JSON that matches it (§3).
     async fn emit_card(&mut self, agent: &str, turn: &str) -> Result<(), AgentError> {

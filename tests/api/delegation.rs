@@ -87,3 +87,50 @@ async fn a_childs_approval_is_answered_through_the_parents_resume(backend: Backe
     assert_eq!(thread["latestTurn"]["status"], "succeeded");
 }
 on_both_stores!(a_childs_approval_is_answered_through_the_parents_resume);
+
+/// The LLM agent's `delegate` built-in: the model hands a task to another agent; the child's
+/// turn runs inside a step of this run and its answer is the call's result the model reads.
+#[tokio::test]
+async fn a_model_delegates_a_task_and_reads_the_childs_answer() {
+    let model = crate::openai::start_model(
+        vec![("delegate", json!({ "agent": "summariser", "task": "the quarterly report" }))],
+        "The summary is in.",
+        0,
+    )
+    .await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(
+        toml::from_str(&format!(
+            r#"
+name = "planner"
+kind = "openai"
+base_url = "{}"
+model = "scripted"
+builtins = ["delegate"]
+delegates = ["summariser"]
+"#,
+            model.url
+        ))
+        .expect("agent config"),
+    );
+    let app = TestApp::start_with(config).await;
+    let input = first_run("th-llm-deleg", "run-1", "summarise the report");
+    let events = app.run_to_end("planner", &input).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let names = steps(&events);
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(text(&events), vec!["Summary of the quarterly report.", "The summary is in."]);
+    let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the call's result");
+    assert_eq!(result.data["content"], "Summary of the quarterly report.");
+    let step_end = events.iter().position(|e| e.kind() == "STEP_FINISHED").expect("step end");
+    let result_at = events.iter().position(|e| e.kind() == "TOOL_CALL_RESULT").expect("result");
+    assert!(step_end < result_at, "the child's step finishes before the call's result");
+    // The model read the child's answer as the tool result.
+    let requests = model.requests.lock().expect("requests").clone();
+    let tool_message =
+        requests[1]["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "tool").cloned();
+    assert_eq!(tool_message.expect("a tool message")["content"], "Summary of the quarterly report.");
+    let (ok, report) = agui_check(&app.run_url("planner"), &input).await;
+    assert!(ok, "{report}");
+}
