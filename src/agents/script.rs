@@ -19,6 +19,8 @@ struct Position<'a> {
     waited: Option<&'a Checkpoint>,
     /// Set when the step is re-entered in the middle of its delegation.
     child: Option<super::super::engine::turn::ChildCheckpoint>,
+    /// Set when a client tool step is re-entered: the call whose result the client sent.
+    client_call: Option<String>,
 }
 use crate::protocol::Event;
 
@@ -72,6 +74,14 @@ pub enum ScriptStep {
     },
     /// A delegation marker: `STEP_STARTED` and `STEP_FINISHED` named `step`.
     Step { step: String },
+    /// A call of a frontend tool the client declared (and the agent admits): the run ends
+    /// `success` with `pendingToolCallIds`; the client's `role: "tool"` message on its next run
+    /// is the result (`{answer}` in later steps). Skipped when the client did not declare it.
+    ClientTool {
+        client_tool: String,
+        #[serde(default = "empty_object")]
+        args: Value,
+    },
     /// A child turn on another agent, inside a step named by its id (§3 steps); `input` (default
     /// `{input}`) is what the child is asked.
     Delegate {
@@ -201,7 +211,11 @@ impl ScriptAgent {
             // Re-entering the step a turn waited in: its interrupts are decided now.
             let waited = (index == from.step && !from.awaiting.is_empty()).then_some(&from);
             let child = if index == from.step { from.child.as_deref().cloned() } else { None };
-            let mut position = Position { index, answer: &mut answer, waited, child };
+            let client_call = match step {
+                ScriptStep::ClientTool { .. } if index == from.step => from.tool_calls.first().cloned(),
+                _ => None,
+            };
+            let mut position = Position { index, answer: &mut answer, waited, child, client_call };
             self.run_step(turn, step, &mut position).await?;
             turn.commit_step(&Checkpoint { step: index + 1, answer: answer.clone(), ..Checkpoint::default() }).await?;
         }
@@ -251,6 +265,25 @@ impl ScriptAgent {
             ScriptStep::Step { step } => {
                 turn.step_start(step).await?;
                 turn.step_finish(step).await
+            }
+            ScriptStep::ClientTool { client_tool, args } => {
+                if let Some(call) = at.client_call.take() {
+                    // The client's result is in: it answers the step.
+                    let results = turn.client_results().await?;
+                    *at.answer = results.get(&call).cloned();
+                    return Ok(());
+                }
+                if !turn.client_tools().iter().any(|t| t.name == *client_tool) {
+                    return Ok(());
+                }
+                let call = turn.tool_call_start(client_tool, &substitute(args, &input).to_string()).await?;
+                let checkpoint = Checkpoint {
+                    step: at.index,
+                    answer: at.answer.clone(),
+                    tool_calls: vec![call.clone()],
+                    ..Checkpoint::default()
+                };
+                Err(turn.wait_for_client(vec![call], checkpoint).await)
             }
             ScriptStep::Delegate { delegate, input } => {
                 let parent = Checkpoint { step: at.index, answer: at.answer.clone(), ..Checkpoint::default() };

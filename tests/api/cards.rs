@@ -33,3 +33,52 @@ async fn a_json_answer_matching_the_card_schema_is_sent_as_a_card() {
     assert_eq!(events[card + 1].kind(), "STEP_FINISHED");
     assert_eq!(events[card + 1].data["stepName"], child);
 }
+
+/// The script agent's `client_tool` step: a frontend tool the client declared ends the run
+/// `success` with `pendingToolCallIds`; the client's `role: "tool"` message continues the turn,
+/// and its content is `{answer}` in later steps. Both runs pass the official client.
+#[tokio::test]
+async fn a_script_client_tool_waits_for_the_clients_result() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let tools =
+        json!([{ "name": "confirm_dialog", "description": "Ask the user", "parameters": { "type": "object" } }]);
+    let mut input = first_run("th-client-tool", "run-1", "the deploy");
+    input["tools"] = tools.clone();
+    let events = app.run_to_end("checker", &input).await;
+    let end = &events.last().expect("end").data;
+    let call = events.iter().find(|e| e.kind() == "TOOL_CALL_START").expect("the call");
+    assert_eq!(call.data["toolCallName"], "confirm_dialog");
+    assert_eq!(end["outcome"], json!({ "type": "success", "pendingToolCallIds": [call.data["toolCallId"]] }));
+    let (ok, report) = agui_check(&app.run_url("checker"), &input).await;
+    assert!(ok, "{report}");
+
+    let history: serde_json::Value = app
+        .client
+        .get(app.url("/v1/threads/th-client-tool/messages"))
+        .send()
+        .await
+        .expect("messages")
+        .json()
+        .await
+        .expect("json");
+    let mut messages = history["messages"].as_array().expect("list").clone();
+    messages.push(json!({ "id": "result-1", "role": "tool", "toolCallId": call.data["toolCallId"], "content": "yes" }));
+    let next = json!({ "threadId": "th-client-tool", "runId": "run-2", "protocolVersion": "1.0", "tools": tools,
+                       "messages": messages });
+    let continued = app.run_to_end("checker", &next).await;
+    assert_eq!(continued.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&continued));
+    let text: String = continued
+        .iter()
+        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|e| e.data["delta"].as_str())
+        .collect();
+    assert_eq!(text, "You said yes.");
+    assert_eq!(app.counts().await.turns, 1, "the result continued the same turn");
+    let (ok, report) = agui_check(&app.run_url("checker"), &next).await;
+    assert!(ok, "{report}");
+
+    // A client that did not declare the tool: the step is skipped.
+    let events = app.run_to_end("checker", &first_run("th-no-tool", "run-1", "x")).await;
+    assert_eq!(events.last().expect("end").data["outcome"], json!({ "type": "success" }));
+}

@@ -158,6 +158,16 @@ editable_state = { tone = { type = "string", enum = ["formal", "casual"] } }
 steps = [ { say = "Writing." } ]
 
 [[agents]]
+name = "checker"
+kind = "script"
+frontend_tools = ["confirm_dialog"]
+steps = [
+  { say = "Checking with you." },
+  { client_tool = "confirm_dialog", args = { question = "Proceed with {input}?" } },
+  { say = "You said {answer}." },
+]
+
+[[agents]]
 name = "waiter"
 kind = "script"
 steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]
