@@ -73,6 +73,11 @@ pub struct LogConfig {
     pub filter: String,
     /// `pretty` (human-readable lines) or `json` (one JSON object per line, for log shippers).
     pub format: LogFormat,
+    /// An OTLP/HTTP collector (e.g. `http://otel-collector:4318`) to export spans to; empty: off.
+    /// Needs a build with the `otel` cargo feature.
+    pub otel_endpoint: String,
+    /// The `service.name` of exported spans.
+    pub otel_service_name: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

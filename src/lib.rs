@@ -3,7 +3,8 @@
 //! Layers, each in its own folder: [`protocol`] (AG-UI wire types), [`store`] (the storage
 //! trait and its PostgreSQL/SQLite implementations), [`engine`] (turns, the group-commit event
 //! log and stream wake-ups), [`agents`] (one file per agent kind), [`auth`] (who is calling),
-//! [`http`] (routes, extractors, SSE rendering). `main.rs` only parses the command line.
+//! [`http`] (routes, extractors, SSE rendering), [`telemetry`] (logs and traces). `main.rs`
+//! only parses the command line.
 
 pub mod admin;
 pub mod agents;
@@ -16,3 +17,4 @@ pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod store;
+pub mod telemetry;

@@ -259,7 +259,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Migrate { common } => {
             let config = common.load()?;
-            init_logging(&config);
+            let _telemetry = init_logging(&config);
             let store = agui_gateway::store::connect(&config.database.url, 2).await?;
             store.migrate().await?;
             println!("migrations applied to {}", config::redact_url(&config.database.url));
@@ -271,7 +271,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             if let Some(format) = log_format {
                 config.log.format = format;
             }
-            init_logging(&config);
+            let _telemetry = init_logging(&config);
             if let Some(listen) = listen {
                 config.listen = listen;
             }
@@ -447,15 +447,8 @@ async fn audit_command(
     Ok(())
 }
 
-fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log.filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match config.log.format {
-        config::LogFormat::Pretty => logs.init(),
-        // Each line carries its span chain, so a turn's lines carry the request id that started it.
-        config::LogFormat::Json => logs.json().with_current_span(false).with_span_list(true).init(),
-    }
+fn init_logging(config: &Config) -> agui_gateway::telemetry::Telemetry {
+    agui_gateway::telemetry::init(config)
 }
 
 /// One GET: success only for `200`, so a container is healthy exactly when `/readyz` says so.

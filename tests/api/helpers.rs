@@ -168,6 +168,15 @@ steps = [
 ]
 
 [[agents]]
+name = "tainted"
+kind = "script"
+steps = [
+  { tool = "read_calendar", result = "3 meetings", approval = "when_tainted" },
+  { tool = "post_to_webhook", args = { body = "{input}" }, result = "posted", approval = "when_tainted", exfiltrates = true },
+  { say = "Done." },
+]
+
+[[agents]]
 name = "waiter"
 kind = "script"
 steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]

@@ -452,3 +452,34 @@ async fn the_decide_command_unblocks_a_turn_a_serving_gateway_then_finishes() {
     assert_eq!(row.entry.via.as_deref(), Some("cli"));
     assert!(row.entry.detail.contains(&turn.public_id));
 }
+
+/// Taint (§8): a turn started through AG-UI is tainted (its text came from an app), so a tool
+/// that exfiltrates asks a person first under `approval = "when_tainted"`; one that does not,
+/// runs at once.
+#[tokio::test]
+async fn an_exfiltrating_tool_asks_first_in_a_tainted_turn() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let events = app.run_to_end("tainted", &first_run("th-taint", "run-1", "ship the notes")).await;
+    let results: Vec<&str> =
+        events.iter().filter(|e| e.kind() == "TOOL_CALL_RESULT").filter_map(|e| e.data["content"].as_str()).collect();
+    assert_eq!(results, vec!["3 meetings"], "the harmless tool ran at once");
+    let end = &events.last().expect("end").data;
+    assert_eq!(end["outcome"]["type"], "interrupt");
+    let interrupt = &end["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["metadata"]["gateway/details"]["body"], "ship the notes");
+    let calls: Vec<&str> = events
+        .iter()
+        .filter(|e| e.kind() == "TOOL_CALL_START")
+        .filter_map(|e| e.data["toolCallName"].as_str())
+        .collect();
+    assert_eq!(calls, vec!["read_calendar", "post_to_webhook"]);
+    assert_eq!(
+        interrupt["toolCallId"],
+        events.iter().rfind(|e| e.kind() == "TOOL_CALL_START").expect("call").data["toolCallId"]
+    );
+    // The board notes of AG-UI turns say so too.
+    let notes = app.run_to_end("demo", &first_run("th-taint-note", "run-1", "x")).await;
+    let delta = notes.iter().find(|e| e.kind() == "STATE_DELTA").expect("a note");
+    assert_eq!(delta.data["delta"][0]["value"]["tainted"], true);
+}

@@ -5,11 +5,12 @@
 //
 // Starts one gateway (tests/clients/lib/gateway.mjs: AGUI_GATEWAY_BIN, else target/debug) with the
 // agents below and drives `@ag-ui/client` 1.0.0's HttpAgent through text, tool calls, state
-// snapshots and deltas, steps, the AI label, a burst, declared frontend tools, approval and
-// question interrupts with resumes, failing, refused and cancelled runs, pre-1.0 clients and
-// reconnects with Last-Event-ID. Verification is always on in that client; on top of it every
-// event, as the client received it and as it came over the wire, is validated with
-// `@ag-ui/core/schemas`, and the wire itself is judged (LF framing, one `id:` per event, ids
+// snapshots and deltas, steps, the AI label, a burst, declared frontend tools and a frontend tool
+// call answered by the client, approval and question interrupts with resumes, delegated steps
+// whose child asks for approval, cards, editable state, failing, refused and cancelled runs,
+// pre-1.0 clients and reconnects with Last-Event-ID. Verification is always on in that client;
+// on top of it every event, as the client received it and as it came over the wire, is validated
+// with `@ag-ui/core/schemas`, and the wire itself is judged (LF framing, one `id:` per event, ids
 // increasing, one terminal event last, the input's ids echoed). State is checked with a stock
 // RFC 6902 library (fast-json-patch) against `GET /v1/threads/{thread}`. Streams joined from a
 // dropped connection and its reconnect must equal the full replay byte for byte and pass the
@@ -30,6 +31,10 @@ const jsonpatch = require("fast-json-patch");
 // client must skip. `pinner` waits between its notes so that a reconnect can land between deltas,
 // and its third note supersedes the newest `topic` note (a `replace`);
 // `reviewer` pins notes on both sides of an approval so state is judged across a resume.
+// `checker` calls the client's own tool and then says the client's result, so a continued turn
+// shows that the result reached it. `manager` delegates to `mailer`, whose approval becomes the
+// manager's interrupt, then to `summariser`. `carder` echoes its input so a JSON input is its
+// card. `editor` pins a note so its editable state is judged beside a delta.
 const CONFIG = String.raw`
 [limits]
 keepalive_secs = 1
@@ -129,6 +134,52 @@ steps = [
   { note = "published: {input}", kind = "published" },
   { say = "Published." },
 ]
+
+[[agents]]
+name = "checker"
+kind = "script"
+frontend_tools = ["confirm_dialog"]
+steps = [
+  { say = "Checking with you." },
+  { client_tool = "confirm_dialog", args = { question = "Proceed with {input}?" } },
+  { say = "You said {answer}." },
+]
+
+[[agents]]
+name = "manager"
+kind = "script"
+steps = [
+  { say = "Planning: {input}" },
+  { delegate = "mailer", input = "mail about {input}" },
+  { delegate = "summariser", input = "{input}" },
+  { say = "All delegated work is done." },
+]
+
+[[agents]]
+name = "mailer"
+kind = "script"
+steps = [
+  { say = "Mailer drafting: {input}" },
+  { tool = "send_email", args = { body = "{input}" }, result = "sent", approval = "always" },
+  { say = "Mailer sent it." },
+]
+
+[[agents]]
+name = "summariser"
+kind = "script"
+steps = [ { say = "Summary of {input}." } ]
+
+[[agents]]
+name = "carder"
+kind = "script"
+card = { type = "object", properties = { title = { type = "string" } }, required = ["title"] }
+steps = [ { say = "{input}" } ]
+
+[[agents]]
+name = "editor"
+kind = "script"
+editable_state = { tone = { type = "string", enum = ["formal", "casual"] } }
+steps = [ { say = "Writing." }, { note = "drafted in a chosen tone", kind = "draft" } ]
 `;
 
 const TEXT = ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT+", "TEXT_MESSAGE_END"];
@@ -602,7 +653,7 @@ async function frontendToolsDeclared(problems) {
   expectEqual(run.input?.tools?.map((t) => t.name), ["confirm_dialog"], "tools the client sent", problems);
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, ...TOOL, "STATE_DELTA", ...TEXT, "RUN_FINISHED"], problems, "admitted");
   expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
-  expectEqual(run.finished?.pendingToolCallIds, [], "pendingToolCallIds (the script agent never calls a client tool)", problems);
+  expectEqual(run.finished?.pendingToolCallIds, [], "pendingToolCallIds (slow has no client_tool step)", problems);
 
   // A tool the agent does not list is refused before any stream: the client's run fails.
   const refused = new HttpAgent({ url: agentUrl("slow"), threadId: uid("th-tools"), initialMessages: [userMessage("tools")] });
@@ -611,6 +662,76 @@ async function frontendToolsDeclared(problems) {
   expect(JSON.parse(bad.wire.text || "{}").error?.code === "tool_not_admitted", `not admitted body ${short(bad.wire.text)}`, problems);
   expect(bad.rejected && /400/.test(bad.rejected.message), `the client's run did not fail on the 400: ${bad.rejected?.message}`, problems);
   expect(bad.events.length === 0, `events after a 400: ${bad.events.length}`, problems);
+}
+
+/** The turn a run's stream belongs to: the `<turn>` of its first event id. */
+function turnOf(run) {
+  const first = parseText(run.wire.text).frames.find((f) => !f.comment);
+  return EVENT_ID.exec(first?.id ?? "")?.[1];
+}
+
+async function frontendToolCall(problems) {
+  const tool = {
+    name: "confirm_dialog",
+    description: "Ask the person to confirm",
+    parameters: { type: "object", properties: { question: { type: "string" } }, required: ["question"] },
+  };
+  const threadId = uid("th-client-tool");
+  const agent = new HttpAgent({ url: agentUrl("checker"), threadId, initialMessages: [userMessage("the deploy")] });
+  const run = await clientRun(agent, { runId: uid("run"), tools: [tool] });
+  const events = judgeClientRun(run, problems, "the call");
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED"], problems, "the call");
+  const call = events.find((e) => e.type === "TOOL_CALL_START");
+  if (!call) return;
+  expect(call.toolCallName === "confirm_dialog", `tool name ${call.toolCallName}`, problems);
+  const args = events.filter((e) => e.type === "TOOL_CALL_ARGS").map((e) => e.delta).join("");
+  expectEqual(JSON.parse(args || "null"), { question: "Proceed with the deploy?" }, "the call's arguments", problems);
+  // AG-UI 1.0: stopping on a frontend tool is success naming the pending call, not an interrupt.
+  expectEqual(events.at(-1)?.outcome, { type: "success", pendingToolCallIds: [call.toolCallId] }, "RUN_FINISHED.outcome", problems);
+  expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
+  expectEqual(run.finished?.pendingToolCallIds, [call.toolCallId], "the client's pendingToolCallIds", problems);
+  expect((agent.pendingInterrupts ?? []).length === 0, "a frontend tool call left interrupts pending on the client", problems);
+  const carrier = agent.messages.find((m) => m.toolCalls?.some((c) => c.id === call.toolCallId));
+  expect(carrier?.role === "assistant" && carrier.content === "Checking with you.", `the call's message on the client ${short(JSON.stringify(carrier))}`, problems);
+
+  // A new user message while the call waits for its result is refused (docs/api.md).
+  const impatient = new HttpAgent({ url: agentUrl("checker"), threadId, initialMessages: [...agent.messages, userMessage("hello?")] });
+  const refused = await clientRun(impatient, { runId: uid("run"), tools: [tool] });
+  expectShape(judgeClientRun(refused, problems, "new message while the call waits"), ["RUN_ERROR"], problems, "new message while the call waits");
+  expect(refused.runError?.code === "interrupts_pending", `new message while the call waits: code ${refused.runError?.code}`, problems);
+
+  // The client ran its tool: the result goes in as a `tool` message, with the same tools declared.
+  agent.addMessage({ id: uid("result"), role: "tool", toolCallId: call.toolCallId, content: "yes" });
+  const second = await clientRun(agent, { runId: uid("run"), tools: [tool] });
+  const events2 = judgeClientRun(second, problems, "the result");
+  expectEqual(second.input?.messages?.at(-1), { id: agent.messages.find((m) => m.role === "tool")?.id, role: "tool", toolCallId: call.toolCallId, content: "yes" }, "the result the client sent", problems);
+  // The result is the client's: the gateway streams no TOOL_CALL_RESULT for it.
+  expectShape(events2, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "RUN_FINISHED"], problems, "the result");
+  expectEqual(messageTexts(events2), ["You said yes."], "the continued turn's text", problems);
+  expect(second.finished?.outcome === "success", `the result: outcome ${second.finished?.outcome}`, problems);
+  expectEqual(second.finished?.pendingToolCallIds, [], "pendingToolCallIds after the result", problems);
+  expect(turnOf(second) === turnOf(run), `the result's run streams turn ${turnOf(second)}, the call was in ${turnOf(run)}`, problems);
+  const thread = await threadRecord(threadId);
+  expect(thread.body.turnCount === 1 && thread.body.latestTurn?.status === "succeeded", `thread: turnCount ${thread.body.turnCount}, latest turn ${JSON.stringify(thread.body.latestTurn)}`, problems);
+  // The record holds the result as a `tool` message after the call (docs/api.md: results are
+  // recorded with the turn, and the conversation lists tool results), or a reloaded page would
+  // see a call that was never answered. Its id is the gateway's to choose.
+  const record = await getJson(`/v1/threads/${threadId}/messages?tenant=default`);
+  const byContent = (messages) =>
+    conversation(messages).map((m) => {
+      if (m.role !== "tool" || m.toolCallId !== call.toolCallId) return m;
+      const { id, ...rest } = m;
+      return rest;
+    });
+  expectEqual(byContent(record.body.messages), byContent(agent.messages), "GET .../messages vs the client's messages", problems);
+
+  // Both runs replay as streamed, and continue from every event with Last-Event-ID.
+  for (const [label, r] of [["the call", run], ["the result", second]]) {
+    const replay = await rawRun("checker", r.input);
+    expect(eventBytes(replay.frames) === eventBytes(parseText(r.wire.text).frames.filter((f) => !f.comment)), `${label}: the replay differs from the stream`, problems);
+    await everyCutPoint("checker", r.input, replay, problems, `${label} reconnect`);
+  }
+  return `call ${call.toolCallId}`;
 }
 
 async function approvalAndResume(problems) {
@@ -924,6 +1045,132 @@ async function stateAcrossResume(problems) {
   }
 }
 
+/** The STEP_STARTED / STEP_FINISHED events of a stream as [type, stepName] pairs. */
+const stepMarks = (events) => events.filter((e) => e.type === "STEP_STARTED" || e.type === "STEP_FINISHED").map((e) => [e.type, e.stepName]);
+
+/** Whether the first event `matches` picks lies between the step's STEP_STARTED and STEP_FINISHED. */
+function insideStep(events, stepName, matches) {
+  const start = events.findIndex((e) => e.type === "STEP_STARTED" && e.stepName === stepName);
+  const end = events.findIndex((e) => e.type === "STEP_FINISHED" && e.stepName === stepName);
+  const at = events.findIndex(matches);
+  return start >= 0 && start < at && at < end;
+}
+
+const TURN_ID = /^t[0-9a-f]{24}$/;
+
+async function delegatedSteps(problems) {
+  const threadId = uid("th-deleg");
+  const agent = new HttpAgent({ url: agentUrl("manager"), threadId, initialMessages: [userMessage("the launch")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems, "run 1");
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "STEP_STARTED", ...TEXT, "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"], problems, "run 1");
+  const parent = turnOf(run);
+  const mailer = stepMarks(events)[0]?.[1];
+  expect(TURN_ID.test(mailer ?? "") && mailer !== parent, `the step is named ${JSON.stringify(mailer)}: expected a child turn id, not the parent's ${parent}`, problems);
+  // A run ends with nothing open, so the run that stops at the child's approval closes its step.
+  expectEqual(stepMarks(events), [["STEP_STARTED", mailer], ["STEP_FINISHED", mailer]], "run 1 steps", problems);
+  expectEqual(messageTexts(events), ["Planning: the launch", "Mailer drafting: mail about the launch"], "run 1 texts", problems);
+  expect(insideStep(events, mailer, (e) => e.type === "TEXT_MESSAGE_CONTENT" && e.delta.startsWith("Mailer")), "the child's text is not inside its step", problems);
+  expect(run.finished?.outcome === "interrupt", `run 1 outcome ${run.finished?.outcome}`, problems);
+  const pending = agent.pendingInterrupts ?? [];
+  expect(pending.length === 1, `${pending.length} pending interrupts`, problems);
+  const [interrupt] = pending;
+  if (!interrupt) return;
+  const call = events.find((e) => e.type === "TOOL_CALL_START");
+  expect(interrupt.reason === "tool_call" && interrupt.toolCallId === call?.toolCallId, `interrupt ${short(JSON.stringify(interrupt))} vs call ${call?.toolCallId}`, problems);
+  expectEqual(interrupt.metadata?.["gateway/turn"], mailer, "the interrupt's gateway/turn (the child that asks)", problems);
+  expectEqual(interrupt.metadata?.["gateway/details"], { body: "mail about the launch" }, "gateway/details", problems);
+
+  const resume = buildResumeArray(pending, { [interrupt.id]: { status: "resolved", payload: { approved: true } } });
+  const second = await clientRun(agent, { runId: uid("run"), resume });
+  const events2 = judgeClientRun(second, problems, "resume");
+  expectShape(
+    events2.filter((e) => e.type !== "STATE_SNAPSHOT"),
+    ["RUN_STARTED", "CUSTOM", "STEP_STARTED", "TOOL_CALL_RESULT", ...TEXT, "STEP_FINISHED", "STEP_STARTED", ...TEXT, "STEP_FINISHED", ...TEXT, "RUN_FINISHED"],
+    problems,
+    "resume (STATE_SNAPSHOT aside)",
+  );
+  const summariser = stepMarks(events2)[2]?.[1];
+  expect(TURN_ID.test(summariser ?? "") && summariser !== mailer && summariser !== parent, `the second step is named ${JSON.stringify(summariser)}: expected its own child turn id`, problems);
+  // The resuming run opens the waiting child's step again, finishes it, then runs the next child.
+  expectEqual(
+    stepMarks(events2),
+    [["STEP_STARTED", mailer], ["STEP_FINISHED", mailer], ["STEP_STARTED", summariser], ["STEP_FINISHED", summariser]],
+    "resume step order",
+    problems,
+  );
+  const result = events2.find((e) => e.type === "TOOL_CALL_RESULT");
+  expect(result?.toolCallId === interrupt.toolCallId && result?.content === "sent", `result ${JSON.stringify(result)}`, problems);
+  expect(insideStep(events2, mailer, (e) => e.type === "TOOL_CALL_RESULT"), "the approved call's result is not inside the child's step", problems);
+  expect(insideStep(events2, summariser, (e) => e.type === "TEXT_MESSAGE_CONTENT" && e.delta.startsWith("Summary")), "the second child's text is not inside its step", problems);
+  expectEqual(messageTexts(events2), ["Mailer sent it.", "Summary of the launch.", "All delegated work is done."], "resume texts", problems);
+  expect(second.finished?.outcome === "success", `resume outcome ${second.finished?.outcome}`, problems);
+  expect((agent.pendingInterrupts ?? []).length === 0, "interrupts still pending on the client", problems);
+  const done = await threadRecord(threadId);
+  expect(done.body.latestTurn?.status === "succeeded" && done.body.interrupts?.length === 0, `thread after resume ${JSON.stringify(done.body.latestTurn)}`, problems);
+
+  for (const [label, r] of [["interrupted run", run], ["resume run", second]]) {
+    const replay = await rawRun("manager", r.input);
+    expect(eventBytes(replay.frames) === eventBytes(parseText(r.wire.text).frames.filter((f) => !f.comment)), `${label}: the replay differs from the stream`, problems);
+    await everyCutPoint("manager", r.input, replay, problems, `${label} reconnect`);
+  }
+  return `steps ${mailer}, ${summariser}`;
+}
+
+async function card(problems) {
+  const agent = new HttpAgent({ url: agentUrl("carder"), threadId: uid("th-card"), initialMessages: [userMessage('{"title": "Plan"}')] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems, "a card");
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "CUSTOM", "RUN_FINISHED"], problems, "a card");
+  const custom = events.at(-2);
+  expectEqual(custom && { name: custom.name, value: custom.value }, { name: "gateway.card", value: { turn: turnOf(run), card: { title: "Plan" } } }, "the card event", problems);
+  expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
+  expectEqual(messageTexts(events), ['{"title": "Plan"}'], "the answer the card came from", problems);
+  const replay = await rawRun("carder", run.input);
+  expect(eventBytes(replay.frames) === eventBytes(parseText(run.wire.text).frames.filter((f) => !f.comment)), "the replay differs from the stream", problems);
+
+  // JSON the schema refuses (no title) is an answer, not a card.
+  const other = new HttpAgent({ url: agentUrl("carder"), threadId: uid("th-card"), initialMessages: [userMessage('{"name": "Plan"}')] });
+  const plain = await clientRun(other, { runId: uid("run") });
+  expectShape(judgeClientRun(plain, problems, "no card"), ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "RUN_FINISHED"], problems, "no card");
+}
+
+async function editableState(problems) {
+  const threadId = uid("th-tone");
+  const agent = new HttpAgent({ url: agentUrl("editor"), threadId, initialMessages: [userMessage("write")], initialState: { tone: "casual", other: 1 } });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems, "turn 1");
+  expectEqual(run.input?.state, { tone: "casual", other: 1 }, "the state the client sent", problems);
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "STATE_DELTA", "RUN_FINISHED"], problems, "turn 1");
+  // Only the listed key is taken; `other` is not the agent's to keep.
+  expectEqual(events.find((e) => e.type === "STATE_SNAPSHOT")?.snapshot, { board: { notes: [] }, tone: "casual" }, "turn 1 STATE_SNAPSHOT", problems);
+  const folded = foldState(events).state;
+  expectEqual(agent.state, folded, "the client's state vs snapshot + deltas (fast-json-patch)", problems);
+  const thread = await threadRecord(threadId);
+  expectEqual(thread.body.state, { tone: "casual" }, "GET thread state", problems);
+  expectEqual(folded, { board: thread.body.board, tone: "casual" }, "snapshot + deltas vs GET board and state", problems);
+
+  // A value the key's schema refuses: 400 before any stream, naming the key; nothing is stored.
+  const history = (await getJson(`/v1/threads/${threadId}/messages?tenant=default`)).body.messages;
+  const loud = { threadId, runId: uid("run"), protocolVersion: "1.0", state: { tone: "loud" }, messages: [...history, userMessage("louder")] };
+  const bad = await rawRun("editor", loud);
+  expect(bad.status === 400 && bad.json?.error?.code === "bad_request" && /^state\.tone/.test(bad.json?.error?.message ?? ""), `tone "loud": HTTP ${bad.status} ${short(bad.text)}`, problems);
+  const after = await threadRecord(threadId);
+  expect(after.body.turnCount === 1 && isDeepStrictEqual(after.body.state, { tone: "casual" }), `after the refused state: turnCount ${after.body.turnCount}, state ${JSON.stringify(after.body.state)}`, problems);
+
+  // Turn 2 sends the client's whole state back, board included: the board is ignored, the tone
+  // changes.
+  agent.setState({ ...agent.state, tone: "formal" });
+  agent.addMessage(userMessage("again"));
+  const second = await clientRun(agent, { runId: uid("run") });
+  const events2 = judgeClientRun(second, problems, "turn 2");
+  expectEqual(events2.find((e) => e.type === "STATE_SNAPSHOT")?.snapshot, { board: thread.body.board, tone: "formal" }, "turn 2 STATE_SNAPSHOT", problems);
+  expectEqual(agent.state, foldState(events2).state, "turn 2: the client's state vs snapshot + deltas", problems);
+  const last = await threadRecord(threadId);
+  expectEqual(last.body.state, { tone: "formal" }, "GET thread state after turn 2", problems);
+  expectEqual(agent.state, { board: last.body.board, tone: "formal" }, "the client's state vs GET board and state after turn 2", problems);
+}
+
 // ---------- main ----------
 
 // AGUI_GATEWAY_BIN names the binary for lib/gateway.mjs; the gateway refuses any AGUI_GATEWAY_*
@@ -934,10 +1181,7 @@ try {
   await scenario("the tenant's AI label leads each message (demo, acme)", aiLabel);
   await scenario("a burst of 400 deltas (burst)", burst);
   await scenario("frontend tools: declared and admitted, or refused with 400 (slow)", frontendToolsDeclared);
-  skip(
-    "frontend tool call ending with pendingToolCallIds",
-    "only `openai` agents call client-declared tools (docs/config.md: the script agent never does); this suite runs no model",
-  );
+  await scenario("a frontend tool call: pendingToolCallIds, then the client's result continues the turn (checker)", frontendToolCall);
   await scenario("approval interrupt, pendingInterrupts and buildResumeArray resume (approver)", approvalAndResume);
   await scenario("question with choices: refused answer, then resume (asker)", questionWithChoices);
   await scenario("two interrupts: a partial resume is refused, then all at once (pair)", allOrNothing);
@@ -949,6 +1193,9 @@ try {
   await scenario("reconnect in the middle of a burst (burst)", reconnectMidBurst);
   await scenario("state: fresh stream, replay, reconnect between deltas (pinner)", stateFreshReplayReconnect);
   await scenario("state across an approval and a reloaded page (reviewer)", stateAcrossResume);
+  await scenario("delegated steps: a child's approval through the parent's resume (manager, mailer, summariser)", delegatedSteps);
+  await scenario("a card before RUN_FINISHED (carder)", card);
+  await scenario("editable state: admitted keys in the snapshot, a bad value refused with 400 (editor)", editableState);
 } finally {
   await gateway.stop();
 }
