@@ -102,15 +102,38 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
                 }
             }
             Event::ToolCallResult { message_id, tool_call_id, content, .. } => {
+                // A client's result recorded at its decision (below) is not repeated.
+                if has_result(messages, &tool_call_id) {
+                    continue;
+                }
                 let content = match content {
                     ToolResultContent::Text(text) => Value::String(text),
                     ToolResultContent::Parts(parts) => Value::Array(parts),
                 };
                 messages.push(InputMessage::Tool(ToolMessage { id: message_id, content, tool_call_id, error: None }));
             }
+            // The results a client sent for its (frontend) tool calls, where the turn went on.
+            Event::Custom { name, value, .. } if name == super::RESUMED_EVENT => {
+                let results: std::collections::BTreeMap<String, String> =
+                    serde_json::from_value(value["toolResults"].clone()).unwrap_or_default();
+                for (tool_call_id, content) in results {
+                    if !has_result(messages, &tool_call_id) {
+                        messages.push(InputMessage::Tool(ToolMessage {
+                            id: format!("{tool_call_id}:result"),
+                            content: Value::String(content),
+                            tool_call_id,
+                            error: None,
+                        }));
+                    }
+                }
+            }
             _ => {}
         }
     }
+}
+
+fn has_result(messages: &[InputMessage], tool_call_id: &str) -> bool {
+    messages.iter().any(|m| matches!(m, InputMessage::Tool(tool) if tool.tool_call_id == tool_call_id))
 }
 
 fn find<'a>(messages: &'a mut [InputMessage], id: &str) -> Option<&'a mut InputMessage> {

@@ -75,6 +75,21 @@ async fn a_script_client_tool_waits_for_the_clients_result() {
         .collect();
     assert_eq!(text, "You said yes.");
     assert_eq!(app.counts().await.turns, 1, "the result continued the same turn");
+    // The thread's record holds the client's result, once, after the call.
+    let record: serde_json::Value = app
+        .client
+        .get(app.url("/v1/threads/th-client-tool/messages"))
+        .send()
+        .await
+        .expect("messages")
+        .json()
+        .await
+        .expect("json");
+    let roles: Vec<&str> =
+        record["messages"].as_array().expect("list").iter().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(roles, vec!["user", "assistant", "tool", "assistant"]);
+    assert_eq!(record["messages"][2]["content"], "yes");
+    assert_eq!(record["messages"][2]["toolCallId"], call.data["toolCallId"]);
     let (ok, report) = agui_check(&app.run_url("checker"), &next).await;
     assert!(ok, "{report}");
 
