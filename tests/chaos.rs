@@ -76,7 +76,13 @@ fn pick(state: &mut u64, n: usize) -> usize {
 }
 
 async fn client(index: usize, live: Arc<RwLock<Vec<String>>>, deadline: Instant) -> ClientRecord {
-    let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(2)).build().expect("client");
+    // A request with no answer within several keepalives is retried like a dropped stream (under
+    // CPU starvation an instance can leave one unanswered; nothing may then be lost or doubled).
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .read_timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
     let thread = format!("chaos-{index}");
     let input = json!({"threadId": thread, "runId": "run-1", "protocolVersion": "1.0",
         "messages": [{"id": "u1", "role": "user", "content": format!("question {index}")}]});
@@ -103,7 +109,8 @@ async fn client(index: usize, live: Arc<RwLock<Vec<String>>>, deadline: Instant)
             }
         };
         buffer.clear();
-        loop {
+        // A run that never ends must not hold its client past the deadline.
+        while Instant::now() < deadline {
             // A stream silent for longer than several keepalives is dead: reconnect.
             let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk()).await;
             match chunk.unwrap_or(Ok(None)) {
@@ -289,9 +296,24 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     tokio::task::spawn_blocking(move || cluster.restart()).await.expect("restart");
     let db_restart = restart_started.elapsed();
 
+    // A client past its deadline is a hang: fail with what the instances logged.
     let mut records = Vec::new();
-    for handle in clients {
-        records.push(handle.await.expect("client task"));
+    let collected =
+        tokio::time::timeout_at(tokio::time::Instant::from_std(deadline + Duration::from_secs(30)), async {
+            for handle in clients {
+                records.push(handle.await.expect("client task"));
+            }
+        })
+        .await;
+    if collected.is_err() || std::env::var_os("CHAOS_DUMP_LOGS").is_some() {
+        let lines = logs.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let dump = std::env::temp_dir().join("chaos-instance-logs.txt");
+        let _ = std::fs::write(&dump, lines.join("\n"));
+        assert!(
+            collected.is_ok(),
+            "clients still waiting 30 s after their deadline; instance logs in {}",
+            dump.display()
+        );
     }
     let all_done = started.elapsed();
 
@@ -393,6 +415,15 @@ async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
         judged.repeated_tools,
         judged.verdict_text.lines().last().unwrap_or("")
     );
+    // What the stopping instance said about its shutdown (a slow exit names what it waited for).
+    let shutdown: Vec<String> = logs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|l| l.contains("grace") || l.contains("shutting down") || l.contains("stopped"))
+        .cloned()
+        .collect();
+    let report = format!("{report}\n{}", shutdown.join("\n"));
     println!("{report}");
     let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await;
     assert!(exit.success(), "a clean exit\n{report}");

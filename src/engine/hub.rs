@@ -24,8 +24,8 @@ pub struct Hub {
 pub struct Feed {
     committed: watch::Sender<i64>,
     recent: RwLock<VecDeque<StoredEvent>>,
-    /// Set once this instance's writer published into the feed: its memory is then complete
-    /// and streams need not poll the table.
+    /// Set while this instance runs the turn: its writer publishes every event into memory, so
+    /// streams need not poll the table.
     local: AtomicBool,
 }
 
@@ -56,12 +56,23 @@ impl Feed {
         self.local.load(Ordering::Acquire)
     }
 
+    /// This instance runs the turn from now on.
+    pub fn enter(&self) {
+        self.local.store(true, Ordering::Release);
+    }
+
+    /// This instance stopped running the turn (it ended, moved or was lost): its memory may no
+    /// longer hold every new event, so streams read the log again, starting now.
+    pub fn leave(&self) {
+        self.local.store(false, Ordering::Release);
+        self.committed.send_modify(|_| {});
+    }
+
     /// Events just committed by this instance's writer, in order.
     fn publish(&self, events: Vec<StoredEvent>) {
         let Some(last) = events.last().map(|e| e.seq) else {
             return;
         };
-        self.local.store(true, Ordering::Release);
         {
             let mut recent = self.recent.write().unwrap_or_else(|poisoned| poisoned.into_inner());
             for event in events {

@@ -149,6 +149,9 @@ struct Inner {
     serving: bool,
     /// Signal switches of the turns this instance runs.
     running: Mutex<HashMap<i64, watch::Sender<TurnSignal>>>,
+    /// Turns whose lease this instance renewed though it runs none of them (seen at the last
+    /// heartbeat): renewed twice so, they are given back instead of kept alive by nobody.
+    orphans: Mutex<std::collections::HashSet<i64>>,
     metrics: Arc<Metrics>,
 }
 
@@ -194,6 +197,7 @@ impl Engine {
                 instance,
                 serving,
                 running: Mutex::new(HashMap::new()),
+                orphans: Mutex::new(std::collections::HashSet::new()),
                 metrics,
             }),
         };
@@ -1024,7 +1028,8 @@ impl Engine {
         let span = tracing::info_span!("turn", turn = %turn.public_id, agent = %turn.agent);
         let task = async move {
             // Holding the feed makes the writer keep this turn's events in memory for streams.
-            let _feed = inner.hub.feed(turn.pk);
+            let feed = inner.hub.feed(turn.pk);
+            feed.enter();
             let tenant = match inner.store.thread_by_pk(turn.thread).await {
                 Ok(Some(thread)) => thread.tenant,
                 _ => String::new(),
@@ -1058,7 +1063,9 @@ impl Engine {
                 cards: inner.cards.clone(),
             });
             let ending = run_turn(&inner, &mut context, &turn, start).await;
-            match context.finish(ending).await {
+            let finished = context.finish(ending).await;
+            let ended = matches!(finished, Ok(Some(_)));
+            match finished {
                 Ok(Some(status)) => {
                     tracing::info!(outcome = status.as_str(), "turn ended");
                     let labels = OutcomeLabels { agent: turn.agent.clone(), outcome: status.as_str().to_string() };
@@ -1069,13 +1076,25 @@ impl Engine {
                     tracing::error!(turn = %turn.public_id, %error, "a turn could not be finished in the log")
                 }
             }
-            // A turn handed over, or stopped as lost, is released if its row still names this
-            // instance (a lost lease may have been a false alarm): someone then takes it over.
-            if matches!(*signal_rx.borrow(), TurnSignal::HandOver | TurnSignal::Lost) {
+            // A turn handed over, stopped as lost, or left unfinished (its log refused an
+            // append, e.g. after another instance took it over) is released if its row still
+            // names this instance: someone then takes it over from the log.
+            let signal = *signal_rx.borrow();
+            let unfinished = matches!(signal, TurnSignal::HandOver | TurnSignal::Lost)
+                || (!ended
+                    && inner
+                        .store
+                        .turn(turn.pk)
+                        .await
+                        .is_ok_and(|row| row.is_some_and(|r| r.status == TurnStatus::Running)));
+            if unfinished {
                 if let Err(error) = inner.store.release_turn(turn.pk, &inner.instance).await {
                     tracing::warn!(turn = %turn.public_id, %error, "could not give a lease back; it will lapse");
                 }
             }
+            // Streams here must not wait on this instance's memory for the turn's next events
+            // any more: another instance may write them now.
+            feed.leave();
             let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
             running.remove(&turn.pk);
             inner.metrics.turns_running.set(running.len() as i64);
@@ -1154,11 +1173,29 @@ impl Inner {
             self.running.lock().unwrap_or_else(|p| p.into_inner()).keys().copied().collect();
         match self.store.renew_leases(&self.instance, until).await {
             Ok(owned) => {
-                let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-                for (turn, switch) in running.iter() {
-                    if before.contains(turn) && !owned.contains(turn) && *switch.borrow() == TurnSignal::Run {
-                        tracing::warn!(turn, "lost the lease of a running turn; stopping it here");
-                        switch.send_replace(TurnSignal::Lost);
+                let orphaned: std::collections::HashSet<i64> = {
+                    let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+                    for (turn, switch) in running.iter() {
+                        if before.contains(turn) && !owned.contains(turn) && *switch.borrow() == TurnSignal::Run {
+                            tracing::warn!(turn, "lost the lease of a running turn; stopping it here");
+                            switch.send_replace(TurnSignal::Lost);
+                        }
+                    }
+                    owned.iter().copied().filter(|turn| !running.contains_key(turn)).collect()
+                };
+                // A turn whose task ended without finishing it (its log refused an append)
+                // would otherwise stay leased here forever and never end: give it back. Only
+                // when orphaned at two heartbeats, so a turn that is just starting is not.
+                let give_back: Vec<i64> = {
+                    let mut orphans = self.orphans.lock().unwrap_or_else(|p| p.into_inner());
+                    let again = orphaned.intersection(&orphans).copied().collect();
+                    *orphans = orphaned;
+                    again
+                };
+                for turn in give_back {
+                    tracing::warn!(turn, "giving back the lease of a turn this instance no longer runs");
+                    if let Err(error) = self.store.release_turn(turn, &self.instance).await {
+                        tracing::warn!(%error, "could not give a lease back; it will lapse");
                     }
                 }
             }
