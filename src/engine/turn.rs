@@ -439,7 +439,9 @@ impl TurnContext {
 
     fn envelope_op(&mut self, envelope: Envelope) -> Result<WriteOp, AgentError> {
         if self.health.is_failed() {
-            return Err(AgentError::Failed("the event log lost an earlier event of this turn".into()));
+            // The log refused an append of this turn: another instance holds it now (the one
+            // key the log enforces is the event id). Write nothing more; the lease goes back.
+            return Err(AgentError::Stopped);
         }
         let kind = match &envelope.event {
             Event::RunStarted { .. } => EventKind::RunStarted,
