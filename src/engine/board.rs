@@ -22,6 +22,16 @@ pub fn assemble(notes: impl IntoIterator<Item = Value>) -> Vec<Value> {
     board
 }
 
+/// The board folded from notes as the store keeps them (JSON text, in pin order).
+pub fn from_stored(notes: &[String]) -> Vec<Value> {
+    assemble(notes.iter().filter_map(|note| serde_json::from_str(note).ok()))
+}
+
+/// The editable state runs wrote (§7), from the text the store keeps; none written: empty.
+pub fn stored_state(saved: Option<&str>) -> serde_json::Map<String, Value> {
+    saved.and_then(|saved| serde_json::from_str(saved).ok()).unwrap_or_default()
+}
+
 /// Where on `board` the note it supersedes sits.
 fn superseded_index(board: &[Value], note: &Value) -> Option<usize> {
     let old = note.get("supersedes")?.as_str()?;
@@ -59,6 +69,16 @@ pub struct Clearance {
 }
 
 impl Clearance {
+    /// What this caller may see: content with `threads:content`, labels from its clearance.
+    pub fn of(caller: &crate::auth::Caller) -> Clearance {
+        Clearance { content: caller.scopes().may_read_content(), labels: caller.clearance().to_vec() }
+    }
+
+    /// Whether this caller sees the note whole (its text and tags).
+    pub fn reads(&self, note: &Value) -> bool {
+        self.lacking(note).is_none()
+    }
+
     /// The first of the note's labels this caller lacks.
     fn lacking<'a>(&self, note: &'a Value) -> Option<&'a str> {
         if self.labels.iter().any(|l| l == "*") {
@@ -84,7 +104,7 @@ impl Clearance {
 
     /// Whether any of the notes shows its text to this caller (a `board.read` audit row).
     pub fn reads_text(&self, notes: &[Value]) -> bool {
-        self.content && notes.iter().any(|note| self.lacking(note).is_none())
+        self.content && notes.iter().any(|note| self.reads(note))
     }
 
     /// A state event as this caller sees it: `None` when it may not read content; otherwise

@@ -80,6 +80,14 @@ pub struct Refusal {
     pub figures: Option<Value>,
 }
 
+/// The fixed window of `length_secs` (aligned to the epoch) that `now_ms` falls in: its start and
+/// its end (when a limit counted in it resets).
+pub fn quota_window(now_ms: i64, length_secs: u64) -> (i64, i64) {
+    let length_ms = i64::try_from(length_secs.max(1)).unwrap_or(i64::MAX / 1000) * 1000;
+    let start = now_ms - now_ms.rem_euclid(length_ms);
+    (start, start + length_ms)
+}
+
 /// A refusal for a limit (§8), its figures for the client.
 pub fn quota_refusal(code: &'static str, scope: &str, limit: i64, used: i64, resets_at_ms: Option<i64>) -> Refusal {
     let resets_at = resets_at_ms.map(crate::protocol::iso8601);
@@ -158,7 +166,7 @@ struct Inner {
 /// How a turn task begins.
 enum TurnStart {
     /// A new turn: its log starts with `RUN_STARTED` and the board as it is now.
-    New { thread_id: String, run_id: String, board: Vec<Value> },
+    New { thread_id: String, run_id: String, tenant: String, board: Vec<Value> },
     /// A turn another owner left unfinished: continue after its log, from its checkpoint.
     Takeover,
 }
@@ -457,9 +465,8 @@ impl Engine {
             return Ok(None);
         }
         let now = now_ms();
-        let minute = now - now.rem_euclid(60_000);
-        let period_ms = quotas.token_period_secs.max(1) as i64 * 1000;
-        let period = now - now.rem_euclid(period_ms);
+        let (minute, next_minute) = quota_window(now, 60);
+        let (period, next_period) = quota_window(now, quotas.token_period_secs);
         let usage = self.inner.store.tenant_usage(tenant, minute, period).await?;
         let refusal = if let Some(limit) = quotas.max_concurrent_turns.filter(|l| usage.running_turns >= i64::from(*l))
         {
@@ -470,10 +477,10 @@ impl Engine {
                 "turns_per_minute",
                 i64::from(limit),
                 usage.turns_started,
-                Some(minute + 60_000),
+                Some(next_minute),
             ))
         } else if let Some(limit) = quotas.tokens_per_period.filter(|l| usage.tokens >= *l as i64) {
-            Some(quota_refusal("quota_exceeded", "tokens", limit as i64, usage.tokens, Some(period + period_ms)))
+            Some(quota_refusal("quota_exceeded", "tokens", limit as i64, usage.tokens, Some(next_period)))
         } else {
             None
         };
@@ -709,7 +716,7 @@ impl Engine {
         if !clearance.reads_text(board) {
             return;
         }
-        let shown: Vec<&Value> = board.iter().filter(|n| clearance.show(n) == **n).map(|n| &n["id"]).collect();
+        let shown: Vec<&Value> = board.iter().filter(|n| clearance.reads(n)).map(|n| &n["id"]).collect();
         let entry = crate::store::AuditEntry {
             tenant: thread.tenant.clone(),
             action: "board.read".into(),
@@ -731,7 +738,7 @@ impl Engine {
     /// their [`board::Clearance`]).
     pub async fn thread_board(&self, thread: i64) -> Result<Vec<Value>, StoreError> {
         let notes = self.inner.store.notes(thread).await?;
-        Ok(board::assemble(notes.iter().filter_map(|n| serde_json::from_str(n).ok())))
+        Ok(board::from_stored(&notes))
     }
 
     /// Sets a turn that a decision (or client results) made runnable going: here on a serving
@@ -931,16 +938,11 @@ impl Engine {
         match inner.store.start_turn(&new).await? {
             StartTurn::Started { thread, turn } => {
                 if !request.state_writes.is_empty() {
-                    let mut state = match inner.store.thread_state(thread.pk).await? {
-                        Some(saved) => {
-                            serde_json::from_str::<serde_json::Map<String, Value>>(&saved).unwrap_or_default()
-                        }
-                        None => serde_json::Map::new(),
-                    };
+                    let mut state = board::stored_state(inner.store.thread_state(thread.pk).await?.as_deref());
                     state.extend(request.state_writes.clone());
                     inner.store.set_thread_state(thread.pk, &Value::Object(state).to_string()).await?;
                 }
-                let board = board::assemble(notes.iter().filter_map(|n| serde_json::from_str(n).ok()));
+                let board = board::from_stored(&notes);
                 // The run opens with the board (§3): reading its notes' text is audited.
                 let clearance = viewer_of(&request).clearance;
                 self.audit_board_read(request.caller, &thread, &clearance, &board).await;
@@ -957,7 +959,12 @@ impl Engine {
                     resume_outcomes: None,
                 };
                 let ai_label = inner.config.tenant(request.tenant).and_then(|t| t.ai_label.clone());
-                let start = TurnStart::New { thread_id: thread.thread_id.clone(), run_id: new.run_id.clone(), board };
+                let start = TurnStart::New {
+                    thread_id: thread.thread_id.clone(),
+                    run_id: new.run_id.clone(),
+                    tenant: request.tenant.to_string(),
+                    board,
+                };
                 self.spawn_turn(turn, start, ai_label);
                 Ok(RunPlan::Follow(plan))
             }
@@ -1030,9 +1037,13 @@ impl Engine {
             // Holding the feed makes the writer keep this turn's events in memory for streams.
             let feed = inner.hub.feed(turn.pk);
             feed.enter();
-            let tenant = match inner.store.thread_by_pk(turn.thread).await {
-                Ok(Some(thread)) => thread.tenant,
-                _ => String::new(),
+            // A new turn's tenant is known; a taken-over turn's is read from its thread.
+            let tenant = match &start {
+                TurnStart::New { tenant, .. } => tenant.clone(),
+                TurnStart::Takeover => match inner.store.thread_by_pk(turn.thread).await {
+                    Ok(Some(thread)) => thread.tenant,
+                    _ => String::new(),
+                },
             };
             let token_budget = inner.config.tenant(&tenant).and_then(|t| {
                 let quotas = &t.quotas;
@@ -1214,7 +1225,7 @@ async fn run_turn(
     let store = &inner.store;
     let failed = |error: StoreError| AgentError::Failed(format!("the turn's record could not be read: {error}"));
     let (thread_id, run_id, board) = match start {
-        TurnStart::New { thread_id, run_id, board } => (thread_id, run_id, Some(board)),
+        TurnStart::New { thread_id, run_id, board, .. } => (thread_id, run_id, Some(board)),
         TurnStart::Takeover => {
             let events = read_log(store.as_ref(), turn.pk).await.map_err(failed)?;
             context.resume_from_log(&events);
@@ -1225,7 +1236,7 @@ async fn run_turn(
     let notes = store.notes(turn.thread).await.map_err(failed)?;
     context.set_next_note_no(notes.len() as i64 + 1);
     if context.is_fresh() {
-        let board = board.unwrap_or_else(|| board::assemble(notes.iter().filter_map(|n| serde_json::from_str(n).ok())));
+        let board = board.unwrap_or_else(|| board::from_stored(&notes));
         context
             .emit(Event::RunStarted {
                 thread_id,
@@ -1236,10 +1247,7 @@ async fn run_turn(
             })
             .await?;
         // The board, and the editable keys runs wrote (§7).
-        let mut snapshot = match store.thread_state(turn.thread).await.map_err(failed)? {
-            Some(saved) => serde_json::from_str::<serde_json::Map<String, Value>>(&saved).unwrap_or_default(),
-            None => serde_json::Map::new(),
-        };
+        let mut snapshot = board::stored_state(store.thread_state(turn.thread).await.map_err(failed)?.as_deref());
         snapshot.insert("board".into(), json!({ "notes": board }));
         context.emit(Event::StateSnapshot { snapshot: Value::Object(snapshot), subagent_run_id: None }).await?;
     } else {
@@ -1272,10 +1280,7 @@ fn viewer_of(request: &RunRequest<'_>) -> Viewer {
         person: request.caller.person_id().map(str::to_string),
         roles: request.caller.roles().to_vec(),
         pre_1_0: request.input.is_pre_1_0_client(),
-        clearance: board::Clearance {
-            content: request.caller.scopes().may_read_content(),
-            labels: request.caller.clearance().to_vec(),
-        },
+        clearance: board::Clearance::of(request.caller),
     }
 }
 

@@ -879,7 +879,7 @@ impl TurnContext {
                 .notes(self.thread_pk)
                 .await
                 .map_err(|e| AgentError::Failed(format!("the board could not be read: {e}")))?;
-            self.board = Some(super::board::assemble(notes.iter().filter_map(|n| serde_json::from_str(n).ok())));
+            self.board = Some(super::board::from_stored(&notes));
         }
         Ok(self.board.clone().unwrap_or_default())
     }
@@ -901,8 +901,7 @@ impl TurnContext {
     pub async fn check_token_budget(&self) -> Result<(), AgentError> {
         let Some(budget) = self.token_budget else { return Ok(()) };
         let now = now_ms();
-        let period_ms = budget.period_secs.max(1) as i64 * 1000;
-        let period = now - now.rem_euclid(period_ms);
+        let (period, next_period) = super::quota_window(now, budget.period_secs);
         let usage = self
             .store
             .tenant_usage(&self.tenant, now, period)
@@ -912,7 +911,7 @@ impl TurnContext {
         if usage.tokens < limit {
             return Ok(());
         }
-        let refusal = super::quota_refusal("quota_exceeded", "tokens", limit, usage.tokens, Some(period + period_ms));
+        let refusal = super::quota_refusal("quota_exceeded", "tokens", limit, usage.tokens, Some(next_period));
         Err(AgentError::QuotaExceeded { message: refusal.message, figures: refusal.figures.unwrap_or_default() })
     }
 
@@ -927,7 +926,7 @@ impl TurnContext {
 
     /// The thread's earlier turns as AG-UI messages (the gateway's record, never the client's).
     pub async fn history(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
-        super::conversation::load_before(self.store.as_ref(), self.thread_pk, Some(&self.turn_id))
+        super::conversation::load_before(self.store.as_ref(), self.thread_pk, &self.turn_id)
             .await
             .map_err(|e| AgentError::Failed(format!("the thread could not be read: {e}")))
     }

@@ -53,10 +53,7 @@ async fn show_thread(
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     let store = state.engine.store();
     let turns = store.thread_turns(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
-    let clearance = crate::engine::board::Clearance {
-        content: caller.scopes().may_read_content(),
-        labels: caller.clearance().to_vec(),
-    };
+    let clearance = crate::engine::board::Clearance::of(&caller);
     let notes: Vec<Value> = if clearance.content {
         let board = state.engine.thread_board(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
         state.engine.audit_board_read(&caller, &thread, &clearance, &board).await;
@@ -65,14 +62,11 @@ async fn show_thread(
         Vec::new()
     };
     // The editable state runs wrote (§7) is content too.
-    let editable: Value = match clearance.content {
-        true => store
-            .thread_state(thread.pk)
-            .await
-            .map_err(|e| ApiError::Internal(Box::new(e)))?
-            .and_then(|saved| serde_json::from_str(&saved).ok())
-            .unwrap_or_else(|| json!({})),
-        false => json!({}),
+    let editable = match clearance.content {
+        true => crate::engine::board::stored_state(
+            store.thread_state(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?.as_deref(),
+        ),
+        false => serde_json::Map::new(),
     };
     let latest = turns.last();
     let status = match latest.map(|t| t.status) {
