@@ -160,6 +160,8 @@ struct Inner {
     /// Turns whose lease this instance renewed though it runs none of them (seen at the last
     /// heartbeat): renewed twice so, they are given back instead of kept alive by nobody.
     orphans: Mutex<std::collections::HashSet<i64>>,
+    /// Set by [`Engine::hand_over`]: this instance takes no turn over and runs no new one.
+    stopping: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
 }
 
@@ -206,6 +208,7 @@ impl Engine {
                 serving,
                 running: Mutex::new(HashMap::new()),
                 orphans: Mutex::new(std::collections::HashSet::new()),
+                stopping: std::sync::atomic::AtomicBool::new(false),
                 metrics,
             }),
         };
@@ -267,6 +270,10 @@ impl Engine {
     /// Claims up to `limit` running turns whose lease lapsed before `now` and continues them.
     async fn take_over_lapsed(&self, now: i64, limit: usize) -> Result<(), StoreError> {
         let inner = &self.inner;
+        // A stopping instance would only take back the turns it is handing over.
+        if inner.stopping.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
         for _ in 0..limit {
             let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
             let Some(turn) = inner.store.claim_lapsed_turn(&inner.instance, now, lease_until).await? else { break };
@@ -279,6 +286,7 @@ impl Engine {
     /// Stops every turn this instance runs, commits what they said and gives their leases
     /// back, so other instances take them over at once. Waits at most `grace`.
     pub async fn hand_over(&self, grace: Duration) {
+        self.inner.stopping.store(true, std::sync::atomic::Ordering::Release);
         let switches: Vec<watch::Sender<TurnSignal>> =
             self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
         for switch in &switches {
@@ -1021,7 +1029,9 @@ impl Engine {
     /// tenant of a new turn; a taken-over turn's labelled messages are in its log already.
     fn spawn_turn(&self, turn: TurnRow, start: TurnStart, ai_label: Option<String>) {
         let inner = self.inner.clone();
-        let (signal_tx, signal_rx) = watch::channel(TurnSignal::Run);
+        // A turn that starts while the instance stops is handed over at once.
+        let stopping = inner.stopping.load(std::sync::atomic::Ordering::Acquire);
+        let (signal_tx, signal_rx) = watch::channel(if stopping { TurnSignal::HandOver } else { TurnSignal::Run });
         {
             let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
             if running.contains_key(&turn.pk) {
