@@ -9,6 +9,8 @@
 
 #[path = "support/gateway_process.rs"]
 mod gateway_process;
+#[path = "support/log_checks.rs"]
+mod log_checks;
 #[path = "support/pg_server.rs"]
 mod pg_server;
 
@@ -149,6 +151,8 @@ struct Judged {
     duplicated: usize,
     mismatched: usize,
     repeated_tools: usize,
+    /// Turns whose log breaks the sealing rules (see `log_checks`), with why.
+    unsealed: Vec<String>,
     verdict_ok: bool,
     verdict_text: String,
 }
@@ -159,6 +163,7 @@ async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) 
     let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(database).await.expect("pool");
     let (mut completed, mut log_events, mut received, mut missing, mut duplicated, mut mismatched) = (0, 0, 0, 0, 0, 0);
     let mut repeated_tools = 0;
+    let mut unsealed = Vec::new();
     let mut streams = Vec::new();
     for record in records {
         let turn =
@@ -181,6 +186,10 @@ async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) 
                 .map(|r| (r.get("seq"), r.get("kind"), r.get("body")))
                 .collect();
         log_events += log.len();
+        let kinds: Vec<(i64, i16)> = log.iter().map(|(seq, kind, _)| (*seq, *kind)).collect();
+        if let Some(why) = log_checks::seal_violation(&kinds, status != "running" && status != "waiting") {
+            unsealed.push(format!("turn {turn_pk} ({status}): {why}"));
+        }
         let tool_calls = log.iter().filter(|(_, _, body)| body.contains("\"type\":\"TOOL_CALL_START\"")).count();
         repeated_tools += tool_calls.saturating_sub(1);
         received += record.events.len();
@@ -226,6 +235,7 @@ async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) 
         duplicated,
         mismatched,
         repeated_tools,
+        unsealed,
         verdict_ok: verdict.status.success(),
         verdict_text,
     }
@@ -327,6 +337,7 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
         duplicated,
         mismatched,
         repeated_tools,
+        unsealed,
         verdict_ok,
         verdict_text,
     } = judged;
@@ -341,6 +352,7 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     report.insert("08 sent differently than logged", mismatched.to_string());
     report.insert("09 reconnects", reconnects.to_string());
     report.insert("09b tool calls run twice", repeated_tools.to_string());
+    report.insert("09c turns whose log is not sealed by one end", unsealed.len().to_string());
     report.insert("10 turns held by the killed instance", owned_by_victim.to_string());
     report.insert("11 takeover time after SIGKILL", format!("{:?}", takeover));
     report.insert("12 PostgreSQL restart took", format!("{db_restart:?}"));
@@ -363,6 +375,7 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     assert!(owned_by_victim > 0, "the killed instance held turns\n{text}");
     assert!(takeover.is_some(), "its turns were taken over\n{text}");
     assert_eq!(repeated_tools, 0, "no tool call ran twice\n{text}");
+    assert!(unsealed.is_empty(), "every turn's log ends once, with nothing after: {unsealed:?}\n{text}");
     assert!(verdict_ok, "the official client accepts every joined stream\n{failures}\n{text}");
 }
 
@@ -407,12 +420,13 @@ async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
     let _ = staying.child.wait();
     let report = format!(
         "sigterm report\nexit {exit} after {stopped_in:?}\nturns completed {}/{STREAMS}\nreconnects {reconnects}\n\
-         missing {} duplicated {} mismatched {} repeated tools {}\n{}",
+         missing {} duplicated {} mismatched {} repeated tools {}\nunsealed logs {:?}\n{}",
         judged.completed,
         judged.missing,
         judged.duplicated,
         judged.mismatched,
         judged.repeated_tools,
+        judged.unsealed,
         judged.verdict_text.lines().last().unwrap_or("")
     );
     // What the stopping instance said about its shutdown (a slow exit names what it waited for).
@@ -432,5 +446,6 @@ async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
     assert_eq!(judged.completed, STREAMS, "{report}");
     assert!(records.iter().all(|r| r.finished), "{report}");
     assert_eq!((judged.missing, judged.duplicated, judged.mismatched, judged.repeated_tools), (0, 0, 0, 0), "{report}");
+    assert!(judged.unsealed.is_empty(), "{report}");
     assert!(judged.verdict_ok, "{report}");
 }

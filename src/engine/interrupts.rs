@@ -164,7 +164,9 @@ pub fn check_resume(
         };
         let shown: Interrupt = serde_json::from_str(&row.shown)
             .map_err(|_| refusal("invalid_resume", format!("{name}: the interrupt's record is unreadable")))?;
-        let deciders: Deciders = serde_json::from_str(&row.deciders).unwrap_or_default();
+        // Who decides is the gateway's own record: unreadable, nobody decides (never "anyone").
+        let deciders: Deciders = serde_json::from_str(&row.deciders)
+            .map_err(|_| refusal("invalid_resume", format!("{name}: the interrupt's record is unreadable")))?;
         match row.status.as_str() {
             "superseded" => {
                 return Err(refusal("interrupt_changed", format!("{name}: the call changed since it was shown")))
@@ -206,7 +208,9 @@ pub fn check_resume(
     }
     if require_all {
         for row in interrupts.iter().filter(|i| i.status == "open") {
-            let deciders: Deciders = serde_json::from_str(&row.deciders).unwrap_or_default();
+            let Ok(deciders) = serde_json::from_str::<Deciders>(&row.deciders) else {
+                return Err(refusal("invalid_resume", format!("interrupt {}'s record is unreadable", row.id)));
+            };
             let mine = may_decide(person, roles, &deciders, row.four_eyes, &row.started_by);
             if mine && !entries.iter().any(|e| e.interrupt_id == row.id) {
                 return Err(refusal(

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::hub::Hub;
 use crate::metrics::Metrics;
-use crate::store::{Store, StoreError, StoredEvent, WriteOp};
+use crate::store::{BatchOutcome, Store, StoreError, StoredEvent, TurnWrites, WriteOp};
 
 /// Appends waiting per writer before `append` waits for room (back-pressure on fast agents).
 const QUEUE_DEPTH: usize = 8192;
@@ -26,6 +26,10 @@ pub enum LogError {
     Stopped,
     #[error("the batch holding this turn's events could not be committed: {0}")]
     Commit(Arc<StoreError>),
+    /// The store refused the append: the runner's ownership epoch is no longer the turn's
+    /// (another runner holds it) or the turn has ended. The runner must write nothing more.
+    #[error("the turn is no longer this runner's to write")]
+    Fenced,
 }
 
 /// Whether a turn's appends have all succeeded so far; the writer flips it on a failed batch so
@@ -33,17 +37,25 @@ pub enum LogError {
 #[derive(Default)]
 pub struct AppendHealth {
     failed: AtomicBool,
+    fenced: AtomicBool,
 }
 
 impl AppendHealth {
     pub fn is_failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
+
+    /// The store refused an append for the runner's epoch: nothing more may be written, not
+    /// even a terminal event.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
 }
 
-/// Ops for one turn, committed together in one batch.
+/// Ops for one turn, committed together in one batch, fenced by the runner's epoch.
 struct Append {
     turn: i64,
+    epoch: i64,
     ops: Vec<WriteOp>,
     health: Arc<AppendHealth>,
     committed: Option<oneshot::Sender<Result<(), LogError>>>,
@@ -88,9 +100,16 @@ impl EventLog {
         &self.writers[(turn.unsigned_abs() as usize) % self.writers.len()]
     }
 
-    /// Queues `ops` for the turn; they are committed in order with the turn's other appends.
-    pub async fn append(&self, turn: i64, ops: Vec<WriteOp>, health: &Arc<AppendHealth>) -> Result<(), LogError> {
-        let append = Append { turn, ops, health: health.clone(), committed: None };
+    /// Queues `ops` for the turn; they are committed in order with the turn's other appends,
+    /// while `epoch` is the turn's.
+    pub async fn append(
+        &self,
+        turn: i64,
+        epoch: i64,
+        ops: Vec<WriteOp>,
+        health: &Arc<AppendHealth>,
+    ) -> Result<(), LogError> {
+        let append = Append { turn, epoch, ops, health: health.clone(), committed: None };
         self.writer(turn).send(append).await.map_err(|_| LogError::Stopped)
     }
 
@@ -107,11 +126,12 @@ impl EventLog {
     pub async fn append_committed(
         &self,
         turn: i64,
+        epoch: i64,
         ops: Vec<WriteOp>,
         health: &Arc<AppendHealth>,
     ) -> Result<(), LogError> {
         let (done_tx, done_rx) = oneshot::channel();
-        let append = Append { turn, ops, health: health.clone(), committed: Some(done_tx) };
+        let append = Append { turn, epoch, ops, health: health.clone(), committed: Some(done_tx) };
         self.writer(turn).send(append).await.map_err(|_| LogError::Stopped)?;
         done_rx.await.map_err(|_| LogError::Stopped)?
     }
@@ -138,51 +158,58 @@ async fn write_batches(
                 Err(_) => break,
             }
         }
-        let mut ranges = Vec::with_capacity(appends.len());
-        let mut ops: Vec<WriteOp> = Vec::with_capacity(size);
-        for append in appends.iter_mut() {
-            let start = ops.len();
-            ops.append(&mut append.ops);
-            ranges.push(start..ops.len());
-        }
+        let batch: Vec<TurnWrites> = appends
+            .iter_mut()
+            .map(|a| TurnWrites { turn: a.turn, epoch: a.epoch, ops: std::mem::take(&mut a.ops) })
+            .collect();
         let started = std::time::Instant::now();
-        let outcome = commit_with_retry(store.as_ref(), &ops).await;
+        let outcome = commit_with_retry(store.as_ref(), &batch).await;
         metrics.append_commit_seconds.observe(started.elapsed().as_secs_f64());
-        let events = ops.iter().filter(|op| matches!(op, WriteOp::Event { .. })).count();
-        metrics.append_batch_events.observe(events as f64);
-        match outcome {
-            Ok(()) => {
-                metrics.events_appended.inc_by(events as u64);
-                let opened = ops.iter().filter(|op| matches!(op, WriteOp::OpenInterrupt(_))).count();
-                metrics.interrupts_opened.inc_by(opened as u64);
-                settle(&hub, &announce, ops, appends.drain(..).map(|a| (a, Ok(()))));
-            }
+        let events = |writes: &TurnWrites| writes.ops.iter().filter(|op| matches!(op, WriteOp::Event { .. })).count();
+        metrics.append_batch_events.observe(batch.iter().map(events).sum::<usize>() as f64);
+        let outcomes: Vec<Result<(), LogError>> = match outcome {
+            Ok(outcome) => (0..batch.len())
+                .map(|index| if outcome.refused.contains(&index) { Err(LogError::Fenced) } else { Ok(()) })
+                .collect(),
             Err(error) => {
-                // One turn's bad append (a duplicate id after a lost lease, say) must not sink
-                // the others that shared its batch: commit each append on its own.
-                tracing::warn!(%error, appends = appends.len(), "an event log batch failed; committing its appends one by one");
-                let mut outcomes = Vec::with_capacity(appends.len());
-                for range in &ranges {
-                    outcomes.push(commit_with_retry(store.as_ref(), &ops[range.clone()]).await);
+                // One turn's bad append must not sink the others that shared its batch: commit
+                // each append on its own.
+                tracing::warn!(%error, appends = batch.len(), "an event log batch failed; committing its appends one by one");
+                let mut outcomes = Vec::with_capacity(batch.len());
+                for writes in &batch {
+                    let alone = std::slice::from_ref(writes);
+                    outcomes.push(match commit_with_retry(store.as_ref(), alone).await {
+                        Ok(outcome) if outcome.refused.is_empty() => Ok(()),
+                        Ok(_) => Err(LogError::Fenced),
+                        Err(error) => Err(LogError::Commit(Arc::new(error))),
+                    });
                 }
-                let mut committed = Vec::new();
-                let mut settled = Vec::with_capacity(appends.len());
-                for ((append, range), outcome) in appends.drain(..).zip(ranges.iter()).zip(outcomes) {
-                    match outcome {
-                        Ok(()) => {
-                            committed.extend(ops[range.clone()].iter().cloned());
-                            settled.push((append, Ok(())));
-                        }
-                        Err(error) => {
-                            tracing::error!(turn = append.turn, %error, "a turn's append failed; the turn stops");
-                            append.health.failed.store(true, Ordering::Release);
-                            settled.push((append, Err(LogError::Commit(Arc::new(error)))));
-                        }
-                    }
-                }
-                settle(&hub, &announce, committed, settled.into_iter());
+                outcomes
             }
+        };
+        let mut committed = Vec::new();
+        let mut settled = Vec::with_capacity(appends.len());
+        for ((append, writes), outcome) in appends.drain(..).zip(batch).zip(outcomes) {
+            match &outcome {
+                Ok(()) => {
+                    metrics.events_appended.inc_by(events(&writes) as u64);
+                    let opened = writes.ops.iter().filter(|op| matches!(op, WriteOp::OpenInterrupt(_))).count();
+                    metrics.interrupts_opened.inc_by(opened as u64);
+                    committed.extend(writes.ops);
+                }
+                Err(LogError::Fenced) => {
+                    tracing::warn!(turn = append.turn, epoch = append.epoch, "the log refused a stale runner's append; the runner stops");
+                    append.health.fenced.store(true, Ordering::Release);
+                    append.health.failed.store(true, Ordering::Release);
+                }
+                Err(error) => {
+                    tracing::error!(turn = append.turn, %error, "a turn's append failed; the turn stops");
+                    append.health.failed.store(true, Ordering::Release);
+                }
+            }
+            settled.push((append, outcome));
         }
+        settle(&hub, &announce, committed, settled.into_iter());
     }
 }
 
@@ -209,18 +236,21 @@ fn settle(
 /// gives up at once on an error the database itself reported (retrying cannot fix it).
 ///
 /// A connection can die after the database committed but before it answered; the retry then
-/// meets its own rows. That case is recognised (the batch's first event is stored, byte for
-/// byte) and counted as committed, so no event is written twice or lost.
-async fn commit_with_retry(store: &dyn Store, ops: &[WriteOp]) -> Result<(), StoreError> {
+/// meets its own rows. That case is recognised (each append's first event is stored, byte for
+/// byte, so the batch went in whole) and counted as committed, so no event is written twice or
+/// lost.
+async fn commit_with_retry(store: &dyn Store, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
     let mut delay = Duration::from_millis(20);
     let mut interrupted = false;
     loop {
-        match store.commit_batch(ops).await {
-            Ok(()) => return Ok(()),
+        match store.commit_batch(batch).await {
+            Ok(outcome) => return Ok(outcome),
             Err(StoreError::Database(sqlx::Error::Database(error))) => {
                 let error = StoreError::Database(sqlx::Error::Database(error));
-                if interrupted && already_committed(store, ops).await {
-                    return Ok(());
+                if interrupted {
+                    if let Some(outcome) = already_committed(store, batch).await {
+                        return Ok(outcome);
+                    }
                 }
                 return Err(error);
             }
@@ -235,18 +265,26 @@ async fn commit_with_retry(store: &dyn Store, ops: &[WriteOp]) -> Result<(), Sto
     }
 }
 
-/// Whether the batch's first event is in the log exactly as the batch holds it.
-async fn already_committed(store: &dyn Store, ops: &[WriteOp]) -> bool {
-    let Some((turn, event)) = ops.iter().find_map(|op| match op {
-        WriteOp::Event { turn, event } => Some((*turn, event)),
-        _ => None,
-    }) else {
-        return false;
-    };
-    match store.events_after(turn, event.seq - 1, 1).await {
-        Ok(found) => found.first().is_some_and(|stored| stored.seq == event.seq && stored.body == event.body),
-        Err(_) => false,
+/// Whether an earlier attempt of this batch committed: the batch's transaction is all or
+/// nothing, so if any append's first event is stored exactly as the batch holds it, the batch
+/// went in, and the appends with no event stored were the ones its fence refused.
+async fn already_committed(store: &dyn Store, batch: &[TurnWrites]) -> Option<BatchOutcome> {
+    let mut found_any = false;
+    let mut refused = Vec::new();
+    for (index, writes) in batch.iter().enumerate() {
+        let Some(event) = writes.ops.iter().find_map(|op| match op {
+            WriteOp::Event { event, .. } => Some(event),
+            _ => None,
+        }) else {
+            continue;
+        };
+        match store.events_after(writes.turn, event.seq - 1, 1).await {
+            Ok(found) if found.first().is_some_and(|s| s.seq == event.seq && s.body == event.body) => found_any = true,
+            Ok(_) => refused.push(index),
+            Err(_) => return None,
+        }
     }
+    found_any.then_some(BatchOutcome { refused })
 }
 
 /// Hands the committed events to the hub, per turn and in order; returns each turn's newest seq.

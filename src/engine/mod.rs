@@ -155,11 +155,8 @@ struct Inner {
     instance: String,
     /// False for a command's engine, which never runs turns.
     serving: bool,
-    /// Signal switches of the turns this instance runs.
-    running: Mutex<HashMap<i64, watch::Sender<TurnSignal>>>,
-    /// Turns whose lease this instance renewed though it runs none of them (seen at the last
-    /// heartbeat): renewed twice so, they are given back instead of kept alive by nobody.
-    orphans: Mutex<std::collections::HashSet<i64>>,
+    /// The turns this instance runs: the epoch each runner holds and its signal switch.
+    running: Mutex<HashMap<i64, Runner>>,
     /// Set by [`Engine::hand_over`]: this instance takes no turn over and runs no new one.
     stopping: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
@@ -207,7 +204,6 @@ impl Engine {
                 instance,
                 serving,
                 running: Mutex::new(HashMap::new()),
-                orphans: Mutex::new(std::collections::HashSet::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 metrics,
             }),
@@ -221,7 +217,7 @@ impl Engine {
         engine.spawn_lease_keeper();
         if !shared {
             // One instance only: every turn still marked running was left by an earlier start.
-            engine.take_over_lapsed(i64::MAX, usize::MAX).await?;
+            engine.take_over_lapsed(i64::MAX, usize::MAX, false).await?;
         }
         Ok(engine)
     }
@@ -255,7 +251,7 @@ impl Engine {
                         let Some(inner) = weak.upgrade() else { return };
                         let engine = Engine { inner };
                         // On SQLite too: a turn released by a command-line decision is picked up.
-                        if let Err(error) = engine.take_over_lapsed(now_ms(), 64).await {
+                        if let Err(error) = engine.take_over_lapsed(now_ms(), 64, true).await {
                             tracing::warn!(%error, "looking for lapsed turns failed");
                         }
                         if let Err(error) = engine.expire_interrupts().await {
@@ -268,7 +264,9 @@ impl Engine {
     }
 
     /// Claims up to `limit` running turns whose lease lapsed before `now` and continues them.
-    async fn take_over_lapsed(&self, now: i64, limit: usize) -> Result<(), StoreError> {
+    /// `include_own`: a lapsed lease of this instance's own is claimed too (its runner here, if
+    /// any, was too slow to renew it and is fenced off by the new epoch).
+    async fn take_over_lapsed(&self, now: i64, limit: usize, include_own: bool) -> Result<(), StoreError> {
         let inner = &self.inner;
         // A stopping instance would only take back the turns it is handing over.
         if inner.stopping.load(std::sync::atomic::Ordering::Acquire) {
@@ -276,7 +274,9 @@ impl Engine {
         }
         for _ in 0..limit {
             let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
-            let Some(turn) = inner.store.claim_lapsed_turn(&inner.instance, now, lease_until).await? else { break };
+            let Some(turn) = inner.store.claim_lapsed_turn(&inner.instance, now, lease_until, include_own).await? else {
+                break;
+            };
             tracing::info!(turn = %turn.public_id, "taking over a turn whose owner stopped");
             self.spawn_turn(turn, TurnStart::Takeover, None);
         }
@@ -288,7 +288,7 @@ impl Engine {
     pub async fn hand_over(&self, grace: Duration) {
         self.inner.stopping.store(true, std::sync::atomic::Ordering::Release);
         let switches: Vec<watch::Sender<TurnSignal>> =
-            self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+            self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).values().map(|r| r.switch.clone()).collect();
         for switch in &switches {
             switch.send_if_modified(|signal| {
                 let running = *signal == TurnSignal::Run;
@@ -548,7 +548,7 @@ impl Engine {
                 &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
             ));
         }
-        let Some(seq) = self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?)?).await? else {
+        let Some(seq) = self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?)?, &[]).await? else {
             return Ok(refuse("turn_in_progress", "the results were already given"));
         };
         let start_seq = seq - 1;
@@ -663,14 +663,13 @@ impl Engine {
                 });
                 return Ok(start.map(|start| (outcomes, start)));
             }
-            if let Some(seq) = self
-                .record(turn, &decisions, resumed_marker(&outcomes, Default::default(), self.board(turn).await?)?)
-                .await?
-            {
+            let recorded: Vec<&Value> = outcomes.iter().filter(|o| o["outcome"] == "decided").collect();
+            let audit =
+                self.decision_audit(turn, &format!("person:{person}"), Some(via), "interrupt.decide", &recorded).await?;
+            let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?)?;
+            if let Some(seq) = self.record(turn, &decisions, marker, &audit).await? {
                 let decided = CodeLabel { code: "decided".into() };
                 inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
-                let recorded: Vec<&Value> = outcomes.iter().filter(|o| o["outcome"] == "decided").collect();
-                self.audit_decisions(turn, &format!("person:{person}"), Some(via), "interrupt.decide", &recorded).await;
                 return Ok(Some((outcomes, seq - 1)));
             }
             // Someone decided one of these first: what they decided is already_decided here,
@@ -692,19 +691,21 @@ impl Engine {
     /// Records decisions (or client results) of one turn with their decision event, tells the
     /// streams, and sets the turn going when nothing of it stays open. `None` when someone
     /// decided one of them first (nothing was recorded); else the event's seq.
+    /// `audit` holds the decisions' audit rows, committed in the same transaction.
     async fn record(
         &self,
         turn: &TurnRow,
         decisions: &[Decision],
         marker: StoredEvent,
+        audit: &[AuditEntry],
     ) -> Result<Option<i64>, EngineError> {
         let inner = &self.inner;
         let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
-        match inner.store.decide_interrupts(turn.pk, decisions, &marker, &inner.instance, lease_until).await? {
+        match inner.store.decide_interrupts(turn.pk, decisions, &marker, audit, &inner.instance, lease_until).await? {
             Decided::Recorded { seq, resumed } => {
                 inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
-                if resumed {
-                    self.go_on(turn.pk).await?;
+                if let Some(epoch) = resumed {
+                    self.go_on(turn.pk, epoch).await?;
                 }
                 Ok(Some(seq))
             }
@@ -712,29 +713,41 @@ impl Engine {
         }
     }
 
-    /// A `board.read` audit row (§8) when this caller is shown the text of any note. A failure
-    /// to write it is logged; the read stands.
+    /// The `board.read` audit row (§8) of a caller shown the text of any note; `None` when it
+    /// is shown none.
+    fn board_read_entry(
+        caller: &Caller,
+        tenant: &str,
+        thread_id: &str,
+        clearance: &board::Clearance,
+        board: &[Value],
+    ) -> Option<AuditEntry> {
+        if !clearance.reads_text(board) {
+            return None;
+        }
+        let shown: Vec<&Value> = board.iter().filter(|n| clearance.reads(n)).map(|n| &n["id"]).collect();
+        Some(AuditEntry {
+            tenant: tenant.to_string(),
+            action: "board.read".into(),
+            actor: caller.label(),
+            via: caller.via().map(str::to_string),
+            detail: json!({ "thread": thread_id, "notes": shown }).to_string(),
+            at_ms: now_ms(),
+        })
+    }
+
+    /// Writes the `board.read` audit row of a caller about to be shown notes' text. It must be
+    /// in the trail before the notes are sent: when it cannot be written, the read fails.
     pub async fn audit_board_read(
         &self,
         caller: &Caller,
         thread: &ThreadRow,
         clearance: &board::Clearance,
         board: &[Value],
-    ) {
-        if !clearance.reads_text(board) {
-            return;
-        }
-        let shown: Vec<&Value> = board.iter().filter(|n| clearance.reads(n)).map(|n| &n["id"]).collect();
-        let entry = crate::store::AuditEntry {
-            tenant: thread.tenant.clone(),
-            action: "board.read".into(),
-            actor: caller.label(),
-            via: caller.via().map(str::to_string),
-            detail: json!({ "thread": thread.thread_id, "notes": shown }).to_string(),
-            at_ms: now_ms(),
-        };
-        if let Err(error) = self.inner.store.append_audit(&entry).await {
-            tracing::warn!(%error, "could not write a board read to the audit trail");
+    ) -> Result<(), StoreError> {
+        match Engine::board_read_entry(caller, &thread.tenant, &thread.thread_id, clearance, board) {
+            Some(entry) => self.inner.store.append_audit(&entry).await,
+            None => Ok(()),
         }
     }
 
@@ -749,40 +762,47 @@ impl Engine {
         Ok(board::from_stored(&notes))
     }
 
-    /// Sets a turn that a decision (or client results) made runnable going: here on a serving
-    /// engine; on a passive one (a command) its lease is given back for the serving instances.
-    async fn go_on(&self, turn: i64) -> Result<(), StoreError> {
+    /// Sets a turn that a decision (or client results) made runnable going, under the epoch
+    /// the decision gave it: here on a serving engine; on a passive one (a command) its lease
+    /// is given back for the serving instances.
+    async fn go_on(&self, turn: i64, epoch: i64) -> Result<(), StoreError> {
         let inner = &self.inner;
         if !inner.serving {
-            return inner.store.release_turn(turn, &inner.instance).await;
+            return inner.store.release_turn(turn, &inner.instance, epoch).await;
         }
-        if let Some(turn) = inner.store.turn(turn).await? {
+        if let Some(mut turn) = inner.store.turn(turn).await? {
+            // The row may already show a later claim; this runner holds the decision's epoch
+            // and is fenced off if that claim happened.
+            turn.epoch = epoch;
             self.spawn_turn(turn, TurnStart::Takeover, None);
         }
         Ok(())
     }
 
     /// One audit row per decision (§5.3.7): the person's (or the gateway's, for an expiry),
-    /// with `via`. A failure to write it is logged; the decision stands.
-    async fn audit_decisions(&self, turn: &TurnRow, actor: &str, via: Option<&str>, action: &str, outcomes: &[&Value]) {
-        let store = &self.inner.store;
-        let tenant = match store.thread_by_pk(turn.thread).await {
-            Ok(Some(thread)) => thread.tenant,
-            _ => return,
+    /// with `via`. They commit with the decisions, so no decision stands unrecorded.
+    async fn decision_audit(
+        &self,
+        turn: &TurnRow,
+        actor: &str,
+        via: Option<&str>,
+        action: &str,
+        outcomes: &[&Value],
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let Some(thread) = self.inner.store.thread_by_pk(turn.thread).await? else {
+            return Err(StoreError::Corrupt(format!("turn {} names a missing thread", turn.public_id)));
         };
-        for outcome in outcomes {
-            let entry = crate::store::AuditEntry {
-                tenant: tenant.clone(),
+        Ok(outcomes
+            .iter()
+            .map(|outcome| AuditEntry {
+                tenant: thread.tenant.clone(),
                 action: action.to_string(),
                 actor: actor.to_string(),
                 via: via.map(str::to_string),
                 detail: json!({ "turn": turn.public_id, "decision": outcome }).to_string(),
                 at_ms: now_ms(),
-            };
-            if let Err(error) = store.append_audit(&entry).await {
-                tracing::warn!(%error, "could not write a decision to the audit trail");
-            }
-        }
+            })
+            .collect())
     }
 
     /// A person decides one interrupt out of band (`POST /v1/interrupts/{id}/decision`): the
@@ -808,7 +828,9 @@ impl Engine {
         let roles = caller.roles().to_vec();
         // A decider named by the policy decides without reading the thread (four eyes: the
         // approver is someone else); anyone else learns nothing about the interrupt.
-        let deciders: interrupts::Deciders = serde_json::from_str(&row.deciders).unwrap_or_default();
+        // Who decides is the gateway's own record: unreadable, it is a fault, never "anyone".
+        let deciders: interrupts::Deciders = serde_json::from_str(&row.deciders)
+            .map_err(|e| StoreError::Corrupt(format!("interrupt {}'s deciders do not parse: {e}", row.id)))?;
         let decider = interrupts::may_decide(person, &roles, &deciders, row.four_eyes, &row.started_by);
         if !caller.may_read(&thread) && !decider {
             return Err(EngineError::PermissionDenied);
@@ -880,14 +902,11 @@ impl Engine {
             decided_via: "expiry".into(),
         }];
         let outcomes = [json!({ "interruptId": interrupt_id, "outcome": "expired" })];
-        if self
-            .record(turn, &decisions, resumed_marker(&outcomes, Default::default(), self.board(turn).await?)?)
-            .await?
-            .is_some()
-        {
+        let expired = outcomes.iter().collect::<Vec<_>>();
+        let audit = self.decision_audit(turn, "gateway", None, "interrupt.expire", &expired).await?;
+        let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?)?;
+        if self.record(turn, &decisions, marker, &audit).await?.is_some() {
             tracing::info!(interrupt = %interrupt_id, "an interrupt expired and was denied");
-            let expired = outcomes.iter().collect::<Vec<_>>();
-            self.audit_decisions(turn, "gateway", None, "interrupt.expire", &expired).await;
             inner.metrics.interrupts_decided.get_or_create(&CodeLabel { code: "expired".into() }).inc();
         }
         Ok(())
@@ -923,8 +942,18 @@ impl Engine {
             .to_string(),
             at_ms: now_ms(),
         };
+        // The run opens with the board (§3): reading its notes' text is audited with the start.
+        let board = board::from_stored(&notes);
+        let clearance = viewer_of(request).clearance;
+        let board_read = Engine::board_read_entry(
+            request.caller,
+            request.tenant,
+            request.thread_id.as_str(),
+            &clearance,
+            &board,
+        );
         let new = NewTurn {
-            audit: Some(audit),
+            audit: std::iter::once(audit).chain(board_read).collect(),
             tenant: request.tenant.to_string(),
             thread_id: request.thread_id.as_str().to_string(),
             owner: request.caller.owner(),
@@ -950,10 +979,6 @@ impl Engine {
                     state.extend(request.state_writes.clone());
                     inner.store.set_thread_state(thread.pk, &Value::Object(state).to_string()).await?;
                 }
-                let board = board::from_stored(&notes);
-                // The run opens with the board (§3): reading its notes' text is audited.
-                let clearance = viewer_of(&request).clearance;
-                self.audit_board_read(request.caller, &thread, &clearance, &board).await;
                 let plan = FollowPlan {
                     thread_id: thread.thread_id.clone(),
                     thread_pk: thread.pk,
@@ -1032,12 +1057,18 @@ impl Engine {
         // A turn that starts while the instance stops is handed over at once.
         let stopping = inner.stopping.load(std::sync::atomic::Ordering::Acquire);
         let (signal_tx, signal_rx) = watch::channel(if stopping { TurnSignal::HandOver } else { TurnSignal::Run });
+        let epoch = turn.epoch;
         {
             let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
-            if running.contains_key(&turn.pk) {
-                return;
+            if let Some(earlier) = running.get(&turn.pk) {
+                if earlier.epoch >= epoch {
+                    return;
+                }
+                // This instance claimed the turn again (its runner here let the lease lapse):
+                // the old runner is fenced off already; tell it to stop at once too.
+                earlier.switch.send_replace(TurnSignal::Lost);
             }
-            running.insert(turn.pk, signal_tx);
+            running.insert(turn.pk, Runner { epoch, switch: signal_tx });
             inner.metrics.turns_running.set(running.len() as i64);
         }
         // A child of the request's span when a request started it, so its log lines carry the
@@ -1062,6 +1093,7 @@ impl Engine {
             let mut context = TurnContext::new(TurnSetup {
                 log: inner.log.clone(),
                 turn_pk: turn.pk,
+                epoch,
                 thread_pk: turn.thread,
                 turn_id: turn.public_id.clone(),
                 agent: turn.agent.clone(),
@@ -1109,7 +1141,7 @@ impl Engine {
                         .await
                         .is_ok_and(|row| row.is_some_and(|r| r.status == TurnStatus::Running)));
             if unfinished {
-                if let Err(error) = inner.store.release_turn(turn.pk, &inner.instance).await {
+                if let Err(error) = inner.store.release_turn(turn.pk, &inner.instance, epoch).await {
                     tracing::warn!(turn = %turn.public_id, %error, "could not give a lease back; it will lapse");
                 }
             }
@@ -1117,7 +1149,10 @@ impl Engine {
             // any more: another instance may write them now.
             feed.leave();
             let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
-            running.remove(&turn.pk);
+            // A later claim of this instance's may run the turn now: leave its entry alone.
+            if running.get(&turn.pk).is_some_and(|runner| runner.epoch == epoch) {
+                running.remove(&turn.pk);
+            }
             inner.metrics.turns_running.set(running.len() as i64);
         };
         tokio::spawn(tracing::Instrument::instrument(task, span));
@@ -1170,8 +1205,8 @@ impl Inner {
     /// Flips the cancel switch of a turn this instance runs; false if it runs elsewhere.
     fn signal_cancel(&self, turn: i64) -> bool {
         match self.running.lock().unwrap_or_else(|p| p.into_inner()).get(&turn) {
-            Some(switch) => {
-                switch.send_if_modified(|signal| {
+            Some(runner) => {
+                runner.switch.send_if_modified(|signal| {
                     let running = *signal == TurnSignal::Run;
                     if running {
                         *signal = TurnSignal::Cancel;
@@ -1184,45 +1219,43 @@ impl Inner {
         }
     }
 
-    /// Extends this instance's leases. A running turn missing from the renewal lost its lease
-    /// to another instance (this one was away too long) and must stop without writing.
+    /// Extends the leases of the turns this instance runs, each under its runner's epoch. A
+    /// running turn missing from the renewal was claimed by another runner (this one was away
+    /// too long) and stops; the store would refuse its writes anyway.
     async fn renew_leases(&self) {
         let until = now_ms() + self.config.turns.lease_ms as i64;
-        // Only turns running before the renewal can be missing from it for the wrong reason: a
-        // turn that starts meanwhile may commit after the renewal's snapshot.
-        let before: std::collections::HashSet<i64> =
-            self.running.lock().unwrap_or_else(|p| p.into_inner()).keys().copied().collect();
-        match self.store.renew_leases(&self.instance, until).await {
-            Ok(owned) => {
-                let orphaned: std::collections::HashSet<i64> = {
-                    let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-                    for (turn, switch) in running.iter() {
-                        if before.contains(turn) && !owned.contains(turn) && *switch.borrow() == TurnSignal::Run {
-                            tracing::warn!(turn, "lost the lease of a running turn; stopping it here");
-                            switch.send_replace(TurnSignal::Lost);
-                        }
+        let held: Vec<(i64, i64)> = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(turn, runner)| (*turn, runner.epoch))
+            .collect();
+        match self.store.renew_leases(&self.instance, until, &held).await {
+            Ok(renewed) => {
+                let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+                for (turn, epoch) in held {
+                    if renewed.contains(&turn) {
+                        continue;
                     }
-                    owned.iter().copied().filter(|turn| !running.contains_key(turn)).collect()
-                };
-                // A turn whose task ended without finishing it (its log refused an append)
-                // would otherwise stay leased here forever and never end: give it back. Only
-                // when orphaned at two heartbeats, so a turn that is just starting is not.
-                let give_back: Vec<i64> = {
-                    let mut orphans = self.orphans.lock().unwrap_or_else(|p| p.into_inner());
-                    let again = orphaned.intersection(&orphans).copied().collect();
-                    *orphans = orphaned;
-                    again
-                };
-                for turn in give_back {
-                    tracing::warn!(turn, "giving back the lease of a turn this instance no longer runs");
-                    if let Err(error) = self.store.release_turn(turn, &self.instance).await {
-                        tracing::warn!(%error, "could not give a lease back; it will lapse");
+                    // Only the runner asked about: a later claim's may have replaced it.
+                    if let Some(runner) = running.get(&turn).filter(|r| r.epoch == epoch) {
+                        if *runner.switch.borrow() == TurnSignal::Run {
+                            tracing::warn!(turn, "lost the lease of a running turn; stopping it here");
+                            runner.switch.send_replace(TurnSignal::Lost);
+                        }
                     }
                 }
             }
             Err(error) => tracing::warn!(%error, "could not renew turn leases"),
         }
     }
+}
+
+/// A turn this instance runs: the ownership epoch its runner holds, and its signal switch.
+struct Runner {
+    epoch: i64,
+    switch: watch::Sender<TurnSignal>,
 }
 
 /// Runs the agent of a new or taken-over turn.
@@ -1266,8 +1299,15 @@ async fn run_turn(
     let Some(agent) = inner.agents.get(&turn.agent) else {
         return Err(AgentError::Failed(format!("agent '{}' is no longer configured", turn.agent)));
     };
-    let checkpoint =
-        turn.checkpoint.as_deref().and_then(|c| serde_json::from_str::<Checkpoint>(c).ok()).unwrap_or_default();
+    // A checkpoint the gateway wrote that does not read back is a fault, never a fresh start:
+    // running the agent from its first step again would repeat what the turn already did.
+    let checkpoint = match turn.checkpoint.as_deref() {
+        None => Checkpoint::default(),
+        Some(stored) => serde_json::from_str::<Checkpoint>(stored).map_err(|error| {
+            tracing::error!(turn = %turn.public_id, %error, "a stored checkpoint does not parse");
+            AgentError::Failed("internal: the turn's stored checkpoint is unreadable".into())
+        })?,
+    };
     agent.run(context, checkpoint).await
 }
 

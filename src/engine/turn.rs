@@ -159,6 +159,8 @@ pub struct TurnContext {
     log: EventLog,
     health: Arc<AppendHealth>,
     turn_pk: i64,
+    /// The ownership epoch this runner was given; every append carries it.
+    epoch: i64,
     thread_pk: i64,
     turn_id: String,
     agent: String,
@@ -202,6 +204,7 @@ struct Counters {
 pub(crate) struct TurnSetup {
     pub log: EventLog,
     pub turn_pk: i64,
+    pub epoch: i64,
     pub thread_pk: i64,
     pub turn_id: String,
     pub agent: String,
@@ -252,6 +255,7 @@ impl TurnContext {
             log: setup.log,
             health: Arc::new(AppendHealth::default()),
             turn_pk: setup.turn_pk,
+            epoch: setup.epoch,
             thread_pk: setup.thread_pk,
             turn_id: setup.turn_id,
             agent: setup.agent,
@@ -406,14 +410,14 @@ impl TurnContext {
     pub async fn commit_step(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
         let mut ops = self.atomic.take().unwrap_or_default();
         ops.push(self.checkpoint_op(checkpoint)?);
-        self.log.append(self.turn_pk, ops, &self.health).await?;
+        self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?;
         Ok(())
     }
 
     async fn append(&mut self, ops: Vec<WriteOp>) -> Result<(), AgentError> {
         match &mut self.atomic {
             Some(held) => held.extend(ops),
-            None => self.log.append(self.turn_pk, ops, &self.health).await?,
+            None => self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?,
         }
         Ok(())
     }
@@ -439,8 +443,8 @@ impl TurnContext {
 
     fn envelope_op(&mut self, envelope: Envelope) -> Result<WriteOp, AgentError> {
         if self.health.is_failed() {
-            // The log refused an append of this turn: another instance holds it now (the one
-            // key the log enforces is the event id). Write nothing more; the lease goes back.
+            // The log refused an append of this turn (another runner holds it now) or could not
+            // commit one: write nothing more, so the log never gets a hole or a second writer.
             return Err(AgentError::Stopped);
         }
         let kind = match &envelope.event {
@@ -782,7 +786,7 @@ impl TurnContext {
         ops.extend(rows.into_iter().map(WriteOp::OpenInterrupt));
         ops.push(marker);
         ops.push(self.checkpoint_op(checkpoint)?);
-        self.log.append(self.turn_pk, ops, &self.health).await?;
+        self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?;
         Ok(())
     }
 
@@ -826,7 +830,7 @@ impl TurnContext {
             Ok(op) => ops.push(op),
             Err(error) => return error,
         }
-        match self.log.append(self.turn_pk, ops, &self.health).await {
+        match self.log.append(self.turn_pk, self.epoch, ops, &self.health).await {
             Ok(()) => AgentError::Waiting,
             Err(error) => error.into(),
         }
@@ -959,12 +963,12 @@ impl TurnContext {
         let (terminal, status) = match ending {
             Err(AgentError::Waiting) => {
                 // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
-                self.log.append_committed(self.turn_pk, Vec::new(), &self.health).await?;
+                self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
                 return Ok(None);
             }
             Err(AgentError::Stopped) => {
                 if *self.signal.borrow() == TurnSignal::HandOver {
-                    self.log.append_committed(self.turn_pk, Vec::new(), &self.health).await?;
+                    self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
                 }
                 return Ok(None);
             }
@@ -1005,6 +1009,9 @@ impl TurnContext {
     }
 
     async fn fail(self, error: &AgentError) -> Result<(), LogError> {
+        if self.health.is_fenced() {
+            return Err(LogError::Fenced);
+        }
         if matches!(error, AgentError::Log(_) | AgentError::Stopped) {
             // The log is what failed: there is no writing a RUN_ERROR into it.
             return Err(LogError::Stopped);
@@ -1026,10 +1033,15 @@ impl TurnContext {
     }
 
     async fn append_terminal(mut self, envelope: Envelope, status: TurnStatus) -> Result<(), LogError> {
-        // A terminal event never fails on size or a poisoned turn: it must reach the log.
+        // A runner the log refused is not the turn's any more: its end is not the turn's end.
+        if self.health.is_fenced() {
+            return Err(LogError::Fenced);
+        }
+        // A terminal event never fails on size or a turn poisoned by a failed commit: it must
+        // reach the log (the store still refuses it if this runner's epoch is stale).
         self.health = Arc::new(AppendHealth::default());
         let op = self.envelope_op(envelope).map_err(|_| LogError::Stopped)?;
         let finish = WriteOp::FinishTurn { turn: self.turn_pk, status, at_ms: now_ms() };
-        self.log.append_committed(self.turn_pk, vec![op, finish], &self.health).await
+        self.log.append_committed(self.turn_pk, self.epoch, vec![op, finish], &self.health).await
     }
 }

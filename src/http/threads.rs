@@ -56,7 +56,11 @@ async fn show_thread(
     let clearance = crate::engine::board::Clearance::of(&caller);
     let notes: Vec<Value> = if clearance.content {
         let board = state.engine.thread_board(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
-        state.engine.audit_board_read(&caller, &thread, &clearance, &board).await;
+        state
+            .engine
+            .audit_board_read(&caller, &thread, &clearance, &board)
+            .await
+            .map_err(|e| ApiError::Internal(Box::new(e)))?;
         board.iter().map(|note| clearance.show(note)).collect()
     } else {
         Vec::new()

@@ -126,7 +126,7 @@ macro_rules! impl_store {
                     return Ok(StartTurn::Conflict);
                 };
                 let turn = rows::turn(&turn_row)?;
-                if let Some(audit) = &new.audit {
+                for audit in &new.audit {
                     insert_audit!(audit, &mut *tx);
                 }
                 let run_added = sqlx::query(sql::INSERT_RUN)
@@ -170,8 +170,8 @@ macro_rules! impl_store {
                 Ok(row.try_get("turn")?)
             }
 
-            async fn commit_batch(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
-                self.commit_batch_impl(ops).await
+            async fn commit_batch(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
+                self.commit_batch_impl(batch).await
             }
 
             async fn events_after(
@@ -272,8 +272,9 @@ macro_rules! impl_store {
                 instance: &str,
                 now_ms: i64,
                 lease_until_ms: i64,
+                include_own: bool,
             ) -> Result<Option<TurnRow>, StoreError> {
-                sqlx::query(&rows::claim_lapsed_turn(Self::SKIP_LOCKED))
+                sqlx::query(&rows::claim_lapsed_turn(Self::SKIP_LOCKED, include_own))
                     .bind(instance)
                     .bind(lease_until_ms)
                     .bind(now_ms)
@@ -284,17 +285,25 @@ macro_rules! impl_store {
                     .transpose()
             }
 
-            async fn renew_leases(&self, instance: &str, lease_until_ms: i64) -> Result<Vec<i64>, StoreError> {
-                let renewed = sqlx::query(sql::RENEW_LEASES)
-                    .bind(lease_until_ms)
-                    .bind(instance)
-                    .fetch_all(self.write_pool())
-                    .await?;
-                renewed.iter().map(|r| r.try_get("id").map_err(StoreError::from)).collect()
+            async fn renew_leases(
+                &self,
+                instance: &str,
+                lease_until_ms: i64,
+                held: &[(i64, i64)],
+            ) -> Result<Vec<i64>, StoreError> {
+                if held.is_empty() {
+                    return Ok(Vec::new());
+                }
+                self.renew_impl(instance, lease_until_ms, held).await
             }
 
-            async fn release_turn(&self, turn: i64, instance: &str) -> Result<(), StoreError> {
-                sqlx::query(sql::RELEASE_TURN).bind(turn).bind(instance).execute(self.write_pool()).await?;
+            async fn release_turn(&self, turn: i64, instance: &str, epoch: i64) -> Result<(), StoreError> {
+                sqlx::query(sql::RELEASE_TURN)
+                    .bind(turn)
+                    .bind(instance)
+                    .bind(epoch)
+                    .execute(self.write_pool())
+                    .await?;
                 Ok(())
             }
 
@@ -333,15 +342,23 @@ macro_rules! impl_store {
                 turn: i64,
                 decisions: &[Decision],
                 marker: &StoredEvent,
+                audit: &[AuditEntry],
                 instance: &str,
                 lease_until_ms: i64,
             ) -> Result<Decided, StoreError> {
-                let mut tx = self.write_pool().begin().await?;
-                // Deciders of one turn queue up here, so the decision event's seq is theirs alone.
-                sqlx::query(&format!("SELECT id FROM turns WHERE id = $1 {}", Self::LOCK_ROW))
-                    .bind(turn)
-                    .fetch_optional(&mut *tx)
-                    .await?;
+                let mut tx = self.write_pool().begin_with(Self::BEGIN_WRITE).await?;
+                // Deciders of one turn queue up here, so the decision event's seq is theirs alone;
+                // and only a waiting turn takes decisions (or client results): a running one has a
+                // runner appending, whose numbering a decision event would cut into.
+                let status: Option<(String,)> =
+                    sqlx::query_as(&format!("SELECT status FROM turns WHERE id = $1 {}", Self::LOCK_ROW))
+                        .bind(turn)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if status.as_ref().map(|(s,)| s.as_str()) != Some(TurnStatus::Waiting.as_str()) {
+                    tx.rollback().await?;
+                    return Ok(Decided::AlreadyDecided);
+                }
                 let at_ms = marker.at_ms;
                 for decision in decisions {
                     let changed = sqlx::query(sql::DECIDE_INTERRUPT)
@@ -375,17 +392,24 @@ macro_rules! impl_store {
                 for decision in decisions {
                     sqlx::query(sql::MARK_DECIDED_SEQ).bind(seq).bind(&decision.interrupt_id).execute(&mut *tx).await?;
                 }
+                // The decisions' audit rows commit with them: no decision without its record.
+                for entry in audit {
+                    insert_audit!(entry, &mut *tx);
+                }
                 let open: i64 =
                     sqlx::query(sql::OPEN_INTERRUPTS_LEFT).bind(turn).fetch_one(&mut *tx).await?.try_get("open")?;
-                let resumed = open == 0
-                    && sqlx::query(sql::RESUME_TURN)
+                let resumed = if open == 0 {
+                    sqlx::query(sql::RESUME_TURN)
                         .bind(instance)
                         .bind(lease_until_ms)
                         .bind(turn)
-                        .execute(&mut *tx)
+                        .fetch_optional(&mut *tx)
                         .await?
-                        .rows_affected()
-                        == 1;
+                        .map(|row| row.try_get::<i64, _>("epoch"))
+                        .transpose()?
+                } else {
+                    None
+                };
                 tx.commit().await?;
                 Ok(Decided::Recorded { seq, resumed })
             }

@@ -125,6 +125,9 @@ pub struct TurnRow {
     pub cancel_requested: bool,
     /// The client-declared tools admitted when the turn started, as JSON (AG-UI `Tool`s).
     pub client_tools: Option<String>,
+    /// The ownership epoch: grows with each claim (start, takeover, resume). A runner's writes
+    /// carry the epoch it was given and are refused once it is no longer the turn's.
+    pub epoch: i64,
 }
 
 /// What kind of event a log row holds. Run-boundary events are re-rendered per run (they carry
@@ -175,6 +178,64 @@ pub struct StoredEvent {
     /// The event's JSON, as the agent produced it (run ids are added when rendered).
     pub body: Bytes,
     pub at_ms: i64,
+}
+
+/// One runner's writes for its turn, fenced by the ownership epoch the runner holds: the store
+/// writes them only while `epoch` is the turn's current one and the turn runs, checked inside
+/// the committing transaction. An append that ends the turn (its terminal event, a wait) seals
+/// it: nothing after it in the same batch is written either.
+#[derive(Debug, Clone)]
+pub struct TurnWrites {
+    pub turn: i64,
+    pub epoch: i64,
+    pub ops: Vec<WriteOp>,
+}
+
+impl TurnWrites {
+    /// Whether these writes end the runner's hold on the turn (it finishes or waits).
+    fn seals(&self) -> bool {
+        self.ops.iter().any(|op| {
+            matches!(op, WriteOp::FinishTurn { .. } | WriteOp::WaitTurn { .. } | WriteOp::OpenInterrupt(_))
+                || matches!(op, WriteOp::Event { event, .. } if event.kind.is_terminal())
+        })
+    }
+}
+
+/// Which appends of a batch the store refused because their epoch was stale or their turn had
+/// ended (their indexes in the batch); everything else was committed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub refused: Vec<usize>,
+}
+
+/// Decides, from the turns' rows as locked by the committing transaction (`(id, epoch,
+/// status)`), which appends of a batch may be written: those whose epoch is current on a running
+/// turn, up to and including the first append that seals the turn.
+pub(crate) fn fence_batch(batch: &[TurnWrites], current: &[(i64, i64, String)]) -> BatchOutcome {
+    let mut sealed: std::collections::HashSet<i64> = std::collections::HashSet::new();
+    let mut refused = Vec::new();
+    for (index, writes) in batch.iter().enumerate() {
+        let current_ok = current
+            .iter()
+            .any(|(id, epoch, status)| *id == writes.turn && *epoch == writes.epoch && status == "running");
+        if !current_ok || sealed.contains(&writes.turn) {
+            refused.push(index);
+            continue;
+        }
+        if writes.seals() {
+            sealed.insert(writes.turn);
+        }
+    }
+    BatchOutcome { refused }
+}
+
+/// The distinct turns of a batch, in ascending order: rows are locked in this order so two
+/// transactions locking overlapping sets never deadlock.
+pub(crate) fn batch_turns(batch: &[TurnWrites]) -> Vec<i64> {
+    let mut turns: Vec<i64> = batch.iter().map(|w| w.turn).collect();
+    turns.sort_unstable();
+    turns.dedup();
+    turns
 }
 
 /// One write of a group-committed batch. A batch commits whole or not at all.
@@ -242,9 +303,10 @@ pub struct Decision {
 /// What [`Store::decide_interrupts`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decided {
-    /// All decisions recorded; the decision event is at `seq`; `resumed` when nothing of the
-    /// turn is open any more and it was handed to the deciding instance to run on.
-    Recorded { seq: i64, resumed: bool },
+    /// All decisions recorded; the decision event is at `seq`; `resumed` (with the turn's new
+    /// ownership epoch) when nothing of the turn is open any more and it was handed to the
+    /// deciding instance to run on.
+    Recorded { seq: i64, resumed: Option<i64> },
     /// One of them was decided by someone else first: nothing was recorded.
     AlreadyDecided,
 }
@@ -268,8 +330,9 @@ pub struct NewTurn {
     /// The instance that will run the turn, and until when its lease holds.
     pub owner_instance: String,
     pub lease_until_ms: i64,
-    /// The `run.start` audit row, written in the same transaction when the turn starts.
-    pub audit: Option<AuditEntry>,
+    /// The `run.start` audit row (and a `board.read` one when the run opens with notes the
+    /// caller may read), written in the same transaction when the turn starts.
+    pub audit: Vec<AuditEntry>,
 }
 
 /// What [`Store::start_turn`] did.
@@ -401,8 +464,9 @@ pub trait Store: Send + Sync + 'static {
         at_ms: i64,
     ) -> Result<i64, StoreError>;
 
-    /// Group commit: every op in one transaction.
-    async fn commit_batch(&self, ops: &[WriteOp]) -> Result<(), StoreError>;
+    /// Group commit: every runner's writes in one transaction, each fenced by its epoch (see
+    /// [`TurnWrites`]); the refused ones write nothing and are named in the outcome.
+    async fn commit_batch(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError>;
 
     /// Up to `limit` events of a turn after `after_seq`, in order.
     async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError>;
@@ -428,32 +492,43 @@ pub trait Store: Send + Sync + 'static {
     async fn request_cancel(&self, turn: i64) -> Result<bool, StoreError>;
 
     /// Takes over one running turn whose lease lapsed before `now_ms`, for `instance` until
-    /// `lease_until_ms`. Of instances racing for a turn exactly one gets it.
+    /// `lease_until_ms`, with a new ownership epoch (in the returned row). Of instances racing
+    /// for a turn exactly one gets it. `include_own`: also a lapsed turn whose row names
+    /// `instance` (false at start-up, where every lease counts as lapsed).
     async fn claim_lapsed_turn(
         &self,
         instance: &str,
         now_ms: i64,
         lease_until_ms: i64,
+        include_own: bool,
     ) -> Result<Option<TurnRow>, StoreError>;
-    /// Extends the leases of the running turns `instance` owns; returns their ids (a turn
-    /// missing from the answer was lost to another instance).
-    async fn renew_leases(&self, instance: &str, lease_until_ms: i64) -> Result<Vec<i64>, StoreError>;
-    /// Gives a turn's lease up at once, so another instance takes it without waiting.
-    async fn release_turn(&self, turn: i64, instance: &str) -> Result<(), StoreError>;
+    /// Extends the leases of the turns `instance` runs, each `(turn, epoch)` only while that
+    /// epoch is current; returns the turns renewed (one missing from the answer was lost).
+    async fn renew_leases(
+        &self,
+        instance: &str,
+        lease_until_ms: i64,
+        held: &[(i64, i64)],
+    ) -> Result<Vec<i64>, StoreError>;
+    /// Gives a turn's lease up at once, so another instance takes it without waiting; only
+    /// while `epoch` is still the turn's.
+    async fn release_turn(&self, turn: i64, instance: &str, epoch: i64) -> Result<(), StoreError>;
 
     /// The turn's interrupts, oldest first.
     async fn turn_interrupts(&self, turn: i64) -> Result<Vec<InterruptRow>, StoreError>;
     async fn find_interrupt(&self, id: &str) -> Result<Option<InterruptRow>, StoreError>;
     /// Open interrupts past their expiry at `now_ms`.
     async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError>;
-    /// Records `decisions` of one turn in one transaction, all or nothing, with the decision
-    /// event `marker` (its seq is assigned here). When no interrupt of the turn stays open the
-    /// turn runs again, leased to `instance` until `lease_until_ms`.
+    /// Records `decisions` of one waiting turn in one transaction, all or nothing, with the
+    /// decision event `marker` (its seq is assigned here) and the decisions' `audit` rows. When
+    /// no interrupt of the turn stays open the turn runs again, leased to `instance` until
+    /// `lease_until_ms` under a new epoch. A turn that no longer waits records nothing.
     async fn decide_interrupts(
         &self,
         turn: i64,
         decisions: &[Decision],
         marker: &StoredEvent,
+        audit: &[AuditEntry],
         instance: &str,
         lease_until_ms: i64,
     ) -> Result<Decided, StoreError>;
@@ -501,7 +576,7 @@ mod rows {
     use sqlx::{ColumnIndex, Decode, Row, Type};
 
     pub(super) const TURN_COLUMNS: &str = "id, public_id, thread, ordinal, agent, status, user_message_id, \
-         user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools";
+         user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools, epoch";
 
     /// A row type both stores' rows satisfy.
     pub(super) trait AnyRow: Row
@@ -548,6 +623,7 @@ mod rows {
             checkpoint: row.field("checkpoint")?,
             cancel_requested: row.field("cancel_requested")?,
             client_tools: row.field("client_tools")?,
+            epoch: row.field("epoch")?,
         })
     }
 
@@ -699,13 +775,13 @@ mod rows {
         pub const MARK_DECIDED_SEQ: &str = "UPDATE interrupts SET decided_seq = $1 WHERE id = $2";
         pub const OPEN_INTERRUPTS_LEFT: &str =
             "SELECT COUNT(*) AS open FROM interrupts WHERE turn = $1 AND status = 'open'";
-        pub const RESUME_TURN: &str = "UPDATE turns SET status = 'running', owner_instance = $1, lease_until_ms = $2 \
-             WHERE id = $3 AND status = 'waiting'";
+        pub const RESUME_TURN: &str = "UPDATE turns SET status = 'running', owner_instance = $1, lease_until_ms = $2, \
+             epoch = epoch + 1 WHERE id = $3 AND status = 'waiting' RETURNING epoch";
         pub const INSERT_EVENT: &str = "INSERT INTO events (turn, seq, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5)";
-        pub const RENEW_LEASES: &str = "UPDATE turns SET lease_until_ms = $1 \
-             WHERE owner_instance = $2 AND status = 'running' RETURNING id";
-        pub const RELEASE_TURN: &str =
-            "UPDATE turns SET owner_instance = NULL, lease_until_ms = 0 WHERE id = $1 AND owner_instance = $2";
+        pub const RENEW_LEASE: &str = "UPDATE turns SET lease_until_ms = $1 \
+             WHERE id = $2 AND epoch = $3 AND owner_instance = $4 AND status = 'running' RETURNING id";
+        pub const RELEASE_TURN: &str = "UPDATE turns SET owner_instance = NULL, lease_until_ms = 0 \
+             WHERE id = $1 AND owner_instance = $2 AND epoch = $3";
         pub const ROW_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM threads) AS threads, \
              (SELECT COUNT(*) FROM turns) AS turns, (SELECT COUNT(*) FROM runs) AS runs, \
              (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM notes) AS notes, \
@@ -743,12 +819,16 @@ mod rows {
     /// LOCKED` where the database has it) and re-checked, so two instances never both win.
     /// Never a turn the claiming instance holds: at start-up every lease counts as lapsed, and
     /// a turn just claimed must not be found again.
-    pub(super) fn claim_lapsed_turn(skip_locked: &str) -> String {
+    ///
+    /// The claim gives the turn a new epoch, which fences off every write of its previous
+    /// runner that commits after the claim.
+    pub(super) fn claim_lapsed_turn(skip_locked: &str, include_own: bool) -> String {
+        let whose = if include_own { "" } else { "AND (owner_instance IS NULL OR owner_instance <> $1)" };
         format!(
-            "UPDATE turns SET owner_instance = $1, lease_until_ms = $2 \
+            "UPDATE turns SET owner_instance = $1, lease_until_ms = $2, epoch = epoch + 1 \
              WHERE status = 'running' AND lease_until_ms < $3 AND id = \
              (SELECT id FROM turns WHERE status = 'running' AND lease_until_ms < $3 \
-              AND (owner_instance IS NULL OR owner_instance <> $1) ORDER BY id LIMIT 1 {skip_locked}) \
+              {whose} ORDER BY id LIMIT 1 {skip_locked}) \
              RETURNING {TURN_COLUMNS}"
         )
     }

@@ -25,6 +25,8 @@ pub struct PgStore {
 
 impl PgStore {
     const SKIP_LOCKED: &'static str = "FOR UPDATE SKIP LOCKED";
+    /// How a transaction that writes decisions begins.
+    const BEGIN_WRITE: &'static str = "BEGIN";
     const LOCK_ROW: &'static str = "FOR UPDATE";
 
     pub async fn connect(url: &str, max_connections: u32) -> Result<PgStore, StoreError> {
@@ -50,13 +52,30 @@ impl PgStore {
         Ok(())
     }
 
-    async fn commit_batch_impl(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+    async fn commit_batch_impl(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // The fence: the batch's turns are locked (in id order, so overlapping batches, claims
+        // and renewals never deadlock) and their epochs read under the lock, so a claim either
+        // committed before (and the stale writes are dropped here) or waits for this commit.
+        let current: Vec<(i64, i64, String)> = sqlx::query_as(
+            "SELECT id, epoch, status FROM turns WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        )
+        .bind(batch_turns(batch))
+        .fetch_all(&mut *tx)
+        .await?;
+        let outcome = fence_batch(batch, &current);
+        let ops: Vec<&WriteOp> = batch
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !outcome.refused.contains(index))
+            .flat_map(|(_, writes)| writes.ops.iter())
+            .collect();
         let mut turns = Vec::new();
         let mut seqs = Vec::new();
         let mut kinds = Vec::new();
         let mut bodies = Vec::new();
         let mut times = Vec::new();
-        for op in ops {
+        for op in &ops {
             if let WriteOp::Event { turn, event } = op {
                 turns.push(*turn);
                 seqs.push(event.seq);
@@ -68,7 +87,6 @@ impl PgStore {
                 times.push(event.at_ms);
             }
         }
-        let mut tx = self.pool.begin().await?;
         if !turns.is_empty() {
             sqlx::query(
                 "INSERT INTO events (turn, seq, kind, body, at_ms) \
@@ -84,7 +102,25 @@ impl PgStore {
         }
         apply_side_ops!(tx, ops);
         tx.commit().await?;
-        Ok(())
+        Ok(outcome)
+    }
+
+    /// One statement for every held turn; rows are locked in id order (as batches lock them).
+    async fn renew_impl(&self, instance: &str, lease_until_ms: i64, held: &[(i64, i64)]) -> Result<Vec<i64>, StoreError> {
+        let (ids, epochs): (Vec<i64>, Vec<i64>) = held.iter().copied().unzip();
+        let renewed: Vec<(i64,)> = sqlx::query_as(
+            "WITH held AS (SELECT t.id FROM turns t \
+               JOIN UNNEST($2::bigint[], $3::bigint[]) AS h(id, epoch) ON t.id = h.id AND t.epoch = h.epoch \
+               WHERE t.owner_instance = $4 AND t.status = 'running' ORDER BY t.id FOR UPDATE OF t) \
+             UPDATE turns SET lease_until_ms = $1 FROM held WHERE turns.id = held.id RETURNING turns.id",
+        )
+        .bind(lease_until_ms)
+        .bind(&ids)
+        .bind(&epochs)
+        .bind(instance)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(renewed.into_iter().map(|(id,)| id).collect())
     }
 
     async fn listen_impl(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {

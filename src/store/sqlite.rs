@@ -22,6 +22,8 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// SQLite has no row locks; its single writer connection already serialises claims.
     const SKIP_LOCKED: &'static str = "";
+    /// How a transaction that writes decisions begins.
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const LOCK_ROW: &'static str = "";
 
     pub async fn connect(url: &str) -> Result<SqliteStore, StoreError> {
@@ -49,7 +51,25 @@ impl SqliteStore {
         Ok(())
     }
 
-    async fn commit_batch_impl(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+    async fn commit_batch_impl(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
+        // IMMEDIATE takes the database's write lock first, so the epochs read below cannot
+        // change before this commit (a second process on the same file waits or fails).
+        let mut tx = self.writes.begin_with("BEGIN IMMEDIATE").await?;
+        let ids = serde_json::to_string(&batch_turns(batch))
+            .map_err(|e| StoreError::Corrupt(format!("turn ids could not be encoded: {e}")))?;
+        let current: Vec<(i64, i64, String)> = sqlx::query_as(
+            "SELECT id, epoch, status FROM turns WHERE id IN (SELECT value FROM json_each($1))",
+        )
+        .bind(ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        let outcome = fence_batch(batch, &current);
+        let ops: Vec<&WriteOp> = batch
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !outcome.refused.contains(index))
+            .flat_map(|(_, writes)| writes.ops.iter())
+            .collect();
         let events: Vec<(i64, &StoredEvent)> = ops
             .iter()
             .filter_map(|op| match op {
@@ -57,7 +77,6 @@ impl SqliteStore {
                 _ => None,
             })
             .collect();
-        let mut tx = self.writes.begin().await?;
         for chunk in events.chunks(ROWS_PER_INSERT) {
             let mut insert: QueryBuilder<Sqlite> =
                 QueryBuilder::new("INSERT INTO events (turn, seq, kind, body, at_ms) ");
@@ -80,7 +99,27 @@ impl SqliteStore {
         }
         apply_side_ops!(tx, ops);
         tx.commit().await?;
-        Ok(())
+        Ok(outcome)
+    }
+
+    /// One instance writes: a statement per held turn in one transaction costs nothing here.
+    async fn renew_impl(&self, instance: &str, lease_until_ms: i64, held: &[(i64, i64)]) -> Result<Vec<i64>, StoreError> {
+        let mut tx = self.writes.begin().await?;
+        let mut renewed = Vec::with_capacity(held.len());
+        for (turn, epoch) in held {
+            let row = sqlx::query(sql::RENEW_LEASE)
+                .bind(lease_until_ms)
+                .bind(turn)
+                .bind(epoch)
+                .bind(instance)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if let Some(row) = row {
+                renewed.push(row.try_get("id")?);
+            }
+        }
+        tx.commit().await?;
+        Ok(renewed)
     }
 
     /// One instance only: there is nobody else to hear from.

@@ -4,6 +4,8 @@
 #[path = "../support/gateway_process.rs"]
 mod gateway_process;
 mod helpers;
+#[path = "../support/log_checks.rs"]
+mod log_checks;
 
 mod auth;
 mod bad_input;
@@ -12,6 +14,7 @@ mod cards;
 mod conformance;
 mod deciders;
 mod delegation;
+mod fencing;
 mod instances;
 mod interrupts;
 mod metrics;
