@@ -215,6 +215,10 @@ pub(crate) fn fence_batch(batch: &[TurnWrites], current: &[(i64, i64, String)]) 
     let mut sealed: std::collections::HashSet<i64> = std::collections::HashSet::new();
     let mut refused = Vec::new();
     for (index, writes) in batch.iter().enumerate() {
+        // An empty append only waits for what was queued before it: it writes nothing to fence.
+        if writes.ops.is_empty() {
+            continue;
+        }
         let current_ok = current
             .iter()
             .any(|(id, epoch, status)| *id == writes.turn && *epoch == writes.epoch && status == "running");
