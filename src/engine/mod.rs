@@ -512,7 +512,8 @@ impl Engine {
         if last.kind != EventKind::ClientWait {
             return Ok(None);
         }
-        let value: Value = serde_json::from_slice(&last.body).unwrap_or_default();
+        let value: Value = serde_json::from_slice(&last.body)
+            .map_err(|e| StoreError::Corrupt(format!("a client-wait event does not parse: {e}")))?;
         let ids = value["value"]["pendingToolCallIds"]
             .as_array()
             .map(|ids| ids.iter().filter_map(|id| id.as_str().map(str::to_string)).collect())
@@ -1305,7 +1306,7 @@ async fn run_turn(
         None => Checkpoint::default(),
         Some(stored) => serde_json::from_str::<Checkpoint>(stored).map_err(|error| {
             tracing::error!(turn = %turn.public_id, %error, "a stored checkpoint does not parse");
-            AgentError::Failed("internal: the turn's stored checkpoint is unreadable".into())
+            AgentError::Internal("the turn's stored checkpoint is unreadable".into())
         })?,
     };
     agent.run(context, checkpoint).await

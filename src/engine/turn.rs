@@ -60,6 +60,10 @@ pub enum AgentError {
     /// The agent ran out of time (an upstream's deadline): `RUN_ERROR` with code `timed_out`.
     #[error("{0}")]
     TimedOut(String),
+    /// Something the gateway stored itself does not read back (a checkpoint, a decision):
+    /// `RUN_ERROR` with code `internal`; the cause is logged, the client sees only this.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// One event exceeded `limits.max_event_bytes`: `RUN_ERROR` `failed`.
     #[error("an event of {size} bytes exceeds the {limit}-byte limit")]
     EventTooLarge { size: usize, limit: usize },
@@ -76,6 +80,7 @@ impl AgentError {
             AgentError::Stopped => "stopped",
             AgentError::Waiting => "waiting",
             AgentError::Failed(_) => "failed",
+            AgentError::Internal(_) => "internal",
             AgentError::TimedOut(_) => "timed_out",
             AgentError::QuotaExceeded { .. } => "quota_exceeded",
             AgentError::EventTooLarge { .. } => "event_too_large",
@@ -1019,7 +1024,11 @@ impl TurnContext {
         // The message may quote the user's words: keep it out of info-level logs (§8).
         tracing::warn!(turn = %self.turn_id, kind = error.kind(), "turn failed");
         tracing::debug!(turn = %self.turn_id, %error, "turn failure detail");
+        if let AgentError::Internal(why) = error {
+            tracing::error!(turn = %self.turn_id, why, "the turn fails on an internal fault");
+        }
         let code = match error {
+            AgentError::Internal(_) => "internal",
             AgentError::TimedOut(_) => "timed_out",
             AgentError::QuotaExceeded { .. } => "quota_exceeded",
             _ => "failed",

@@ -12,6 +12,7 @@ mod bad_input;
 mod board;
 mod cards;
 mod conformance;
+mod corrupt_state;
 mod deciders;
 mod delegation;
 mod fencing;
