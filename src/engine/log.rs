@@ -232,8 +232,9 @@ fn settle(
     }
 }
 
-/// Commits a batch; waits out a database that is away (connection errors) with backoff, but
-/// gives up at once on an error the database itself reported (retrying cannot fix it).
+/// Commits a batch; waits out a database that is away (connection errors, a restart, a
+/// deadlock) with backoff, but gives up at once on any other error the database reported
+/// (retrying cannot fix it).
 ///
 /// A connection can die after the database committed but before it answered; the retry then
 /// meets its own rows. That case is recognised (each append's first event is stored, byte for
@@ -245,6 +246,12 @@ async fn commit_with_retry(store: &dyn Store, batch: &[TurnWrites]) -> Result<Ba
     loop {
         match store.commit_batch(batch).await {
             Ok(outcome) => return Ok(outcome),
+            Err(error) if error.is_transient() => {
+                interrupted = true;
+                tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "event log commit failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
             Err(StoreError::Database(sqlx::Error::Database(error))) => {
                 let error = StoreError::Database(sqlx::Error::Database(error));
                 if interrupted {
@@ -253,12 +260,6 @@ async fn commit_with_retry(store: &dyn Store, batch: &[TurnWrites]) -> Result<Ba
                     }
                 }
                 return Err(error);
-            }
-            Err(StoreError::Database(error)) => {
-                interrupted = true;
-                tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "event log commit failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
             }
             Err(other) => return Err(other),
         }

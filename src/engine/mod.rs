@@ -1267,17 +1267,17 @@ async fn run_turn(
     start: TurnStart,
 ) -> Result<turn::AgentOutput, AgentError> {
     let store = &inner.store;
-    let failed = |error: StoreError| AgentError::Failed(format!("the turn's record could not be read: {error}"));
+    let what = "the turn's record could not be read";
     let (thread_id, run_id, board) = match start {
         TurnStart::New { thread_id, run_id, board, .. } => (thread_id, run_id, Some(board)),
         TurnStart::Takeover => {
-            let events = read_log(store.as_ref(), turn.pk).await.map_err(failed)?;
+            let events = context.patiently(what, || read_log(store.as_ref(), turn.pk)).await?;
             context.resume_from_log(&events);
             // Ids in a re-rendered RUN_STARTED are the following run's own.
             (String::new(), String::new(), None)
         }
     };
-    let notes = store.notes(turn.thread).await.map_err(failed)?;
+    let notes = context.patiently(what, || store.notes(turn.thread)).await?;
     context.set_next_note_no(notes.len() as i64 + 1);
     if context.is_fresh() {
         let board = board.unwrap_or_else(|| board::from_stored(&notes));
@@ -1291,7 +1291,8 @@ async fn run_turn(
             })
             .await?;
         // The board, and the editable keys runs wrote (§7).
-        let mut snapshot = board::stored_state(store.thread_state(turn.thread).await.map_err(failed)?.as_deref());
+        let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
+        let mut snapshot = board::stored_state(state.as_deref());
         snapshot.insert("board".into(), json!({ "notes": board }));
         context.emit(Event::StateSnapshot { snapshot: Value::Object(snapshot), subagent_run_id: None }).await?;
     } else {

@@ -233,6 +233,9 @@ pub(crate) struct TurnSetup {
     pub cards: Arc<std::collections::HashMap<String, Value>>,
 }
 
+/// How long a running turn waits for a database that is away before it fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
 /// How deep delegations may nest (an agent delegating to one that delegates…).
 const MAX_DELEGATION_DEPTH: usize = 4;
 
@@ -841,11 +844,40 @@ impl TurnContext {
         }
     }
 
+    /// Reads (or records) something for the running turn, waiting out a database that is only
+    /// briefly away (a restart, a failover): a turn must not fail because one read met a
+    /// dropped connection. Gives up after [`PATIENCE`], or at once on any other error; stops
+    /// waiting when the turn must stop.
+    pub(crate) async fn patiently<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, AgentError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
+    {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let mut delay = Duration::from_millis(20);
+        loop {
+            match attempt().await {
+                Ok(value) => return Ok(value),
+                Err(error) if error.is_transient() && tokio::time::Instant::now() + delay < deadline => {
+                    tracing::warn!(turn = %self.turn_id, %error, what, "the database is away; retrying");
+                    self.check_cancelled()?;
+                    let mut signal = self.signal.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = signal.wait_for(|s| *s != TurnSignal::Run) => self.check_cancelled()?,
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                }
+                Err(error) => return Err(AgentError::Failed(format!("{what}: {error}"))),
+            }
+        }
+    }
+
     /// The client's results of the tool calls the turn last waited for, by call id.
     pub async fn client_results(&self) -> Result<std::collections::BTreeMap<String, String>, AgentError> {
-        let log = super::read_log(self.store.as_ref(), self.turn_pk)
-            .await
-            .map_err(|e| AgentError::Failed(format!("the turn's log could not be read: {e}")))?;
+        let log = self
+            .patiently("the turn's log could not be read", || super::read_log(self.store.as_ref(), self.turn_pk))
+            .await?;
         let latest = log.iter().rev().find(|e| e.kind == EventKind::Resumed);
         Ok(latest
             .and_then(|event| serde_json::from_slice::<Envelope>(&event.body).ok())
@@ -883,11 +915,7 @@ impl TurnContext {
     /// pins may not be committed yet, and only the thread's one turn pins).
     async fn board(&mut self) -> Result<Vec<Value>, AgentError> {
         if self.board.is_none() {
-            let notes = self
-                .store
-                .notes(self.thread_pk)
-                .await
-                .map_err(|e| AgentError::Failed(format!("the board could not be read: {e}")))?;
+            let notes = self.patiently("the board could not be read", || self.store.notes(self.thread_pk)).await?;
             self.board = Some(super::board::from_stored(&notes));
         }
         Ok(self.board.clone().unwrap_or_default())
@@ -899,10 +927,11 @@ impl TurnContext {
             return Ok(());
         }
         let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
-        self.store
-            .add_tokens(&self.tenant, self.turn_pk, tokens, now_ms())
-            .await
-            .map_err(|e| AgentError::Failed(format!("the token count could not be recorded: {e}")))
+        let at_ms = now_ms();
+        self.patiently("the token count could not be recorded", || {
+            self.store.add_tokens(&self.tenant, self.turn_pk, tokens, at_ms)
+        })
+        .await
     }
 
     /// Ends the turn cleanly (before a model call, never in one) when the tenant's token budget
@@ -912,10 +941,8 @@ impl TurnContext {
         let now = now_ms();
         let (period, next_period) = super::quota_window(now, budget.period_secs);
         let usage = self
-            .store
-            .tenant_usage(&self.tenant, now, period)
-            .await
-            .map_err(|e| AgentError::Failed(format!("the token budget could not be read: {e}")))?;
+            .patiently("the token budget could not be read", || self.store.tenant_usage(&self.tenant, now, period))
+            .await?;
         let limit = i64::try_from(budget.limit).unwrap_or(i64::MAX);
         if usage.tokens < limit {
             return Ok(());
@@ -926,25 +953,26 @@ impl TurnContext {
 
     /// The thread's tenant and the client's thread id.
     pub async fn thread(&self) -> Result<(String, String), AgentError> {
-        match self.store.thread_by_pk(self.thread_pk).await {
-            Ok(Some(thread)) => Ok((thread.tenant, thread.thread_id)),
-            Ok(None) => Err(AgentError::Failed("the turn's thread is gone".into())),
-            Err(e) => Err(AgentError::Failed(format!("the thread could not be read: {e}"))),
+        match self.patiently("the thread could not be read", || self.store.thread_by_pk(self.thread_pk)).await? {
+            Some(thread) => Ok((thread.tenant, thread.thread_id)),
+            None => Err(AgentError::Failed("the turn's thread is gone".into())),
         }
     }
 
     /// The thread's earlier turns as AG-UI messages (the gateway's record, never the client's).
     pub async fn history(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
-        super::conversation::load_before(self.store.as_ref(), self.thread_pk, &self.turn_id)
-            .await
-            .map_err(|e| AgentError::Failed(format!("the thread could not be read: {e}")))
+        self.patiently("the thread could not be read", || {
+            super::conversation::load_before(self.store.as_ref(), self.thread_pk, &self.turn_id)
+        })
+        .await
     }
 
     /// The thread's earlier turns and this turn's user message, as AG-UI messages.
     pub async fn history_and_message(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
-        super::conversation::load_through(self.store.as_ref(), self.thread_pk, &self.turn_id)
-            .await
-            .map_err(|e| AgentError::Failed(format!("the thread could not be read: {e}")))
+        self.patiently("the thread could not be read", || {
+            super::conversation::load_through(self.store.as_ref(), self.thread_pk, &self.turn_id)
+        })
+        .await
     }
 
     pub(crate) fn set_next_note_no(&mut self, next: i64) {

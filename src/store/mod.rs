@@ -31,6 +31,23 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// Whether the database was only briefly away (a dropped connection, a restart or
+    /// failover, a deadlock victim): the same statement may succeed when tried again.
+    pub fn is_transient(&self) -> bool {
+        let StoreError::Database(error) = self else { return false };
+        match error {
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
+            sqlx::Error::Database(error) => error.code().is_some_and(|code| {
+                // 08…: connection exceptions; 57P01–57P03: the server is shutting down or
+                // starting; 40001/40P01: a serialisation failure or deadlock victim.
+                code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01")
+            }),
+            _ => false,
+        }
+    }
+}
+
 /// Who owns a thread: a person (private to them) or the tenant (created with an API key).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
