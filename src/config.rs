@@ -153,7 +153,8 @@ pub struct TurnsConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AuthConfig {
     /// `auto` (anonymous loopback callers act as the local person only while no token
-    /// verifier is configured), `on` or `off`.
+    /// verifier is configured, the store holds no API key and `listen` is a loopback address;
+    /// see `auth::Auth::start`), `on` or `off`.
     pub local_dev: String,
     /// Clock skew tolerated on `exp` and `nbf`, in seconds.
     pub leeway_secs: u64,
@@ -237,9 +238,13 @@ pub struct IdentityProviderConfig {
     pub roles_claim: String,
     #[serde(default = "default_clearance_claim")]
     pub clearance_claim: String,
-    /// Gateway scopes of a person whose token names none (see docs/config.md).
+    /// Gateway scopes of a person whose token names none (see docs/config.md); empty: none.
     #[serde(default = "default_person_scopes")]
     pub default_scopes: Vec<String>,
+    /// The tenants whose people this provider speaks for; required once more than one tenant
+    /// is configured. A token naming another tenant is refused.
+    #[serde(default)]
+    pub tenants: Vec<String>,
 }
 
 fn default_refresh_secs() -> u64 {
@@ -266,15 +271,6 @@ impl AuthConfig {
     /// True when any token verifier is configured.
     pub fn verifies_tokens(&self) -> bool {
         self.app_tokens.is_configured() || !self.identity_providers.is_empty()
-    }
-
-    /// Whether anonymous loopback callers act as the local person (development only).
-    pub fn local_dev_enabled(&self) -> bool {
-        match self.local_dev.as_str() {
-            "on" => true,
-            "off" => false,
-            _ => !self.verifies_tokens(),
-        }
     }
 }
 
@@ -571,6 +567,15 @@ impl Config {
             }
             if provider.refresh_secs == 0 {
                 return invalid(format!("identity provider '{name}': refresh_secs must be at least 1"));
+            }
+            if provider.tenants.is_empty() && self.tenants.len() > 1 {
+                return invalid(format!(
+                    "identity provider '{name}': with more than one tenant configured, name the tenants it speaks \
+                     for (tenants = [\"…\"]), so that it cannot assert another tenant's people"
+                ));
+            }
+            if let Some(unknown) = provider.tenants.iter().find(|t| self.tenant(t).is_none()) {
+                return invalid(format!("identity provider '{name}' names unknown tenant '{unknown}'"));
             }
         }
         Ok(())

@@ -4,9 +4,11 @@
 //! counts refused credentials per tenant for the audit trail, and watches for revoked keys so
 //! open streams of a revoked key end.
 //!
-//! While no token verifier is configured, anonymous loopback callers act as the local person
-//! `local` ([`AuthConfig::local_dev_enabled`]): safe on a developer's machine, never on the
-//! internet.
+//! In local development mode anonymous loopback callers act as the local person `local`, who
+//! may do everything: safe on a developer's machine, never on the internet. Under
+//! `auth.local_dev = "auto"` it is on only while nothing says the gateway is meant to be
+//! protected: no token verifier is configured, the store holds no API key and `listen` is a
+//! loopback address ([`Auth::start`]); a key created while serving turns it off.
 //!
 //! The HTTP extractors that turn this into permissions live in `http::permissions`.
 
@@ -17,6 +19,7 @@ pub mod time;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -86,19 +89,27 @@ impl Scopes {
         self.0.iter().any(|s| s.strip_prefix("agent:").is_some_and(|a| a == "*" || a == agent))
     }
 
-    /// These scopes, with agents narrowed to those `app` may start too: a token exchanged by
-    /// an app never reaches further than the person or the app.
-    pub fn within(&self, app: &Scopes) -> Scopes {
-        let kept = self.0.iter().filter(|s| match s.strip_prefix("agent:") {
-            Some("*") => false,
-            Some(agent) => app.may_start(agent),
-            None => true,
-        });
-        let mut scopes: Vec<String> = kept.cloned().collect();
-        if self.may_start_all() {
-            scopes.extend(app.0.iter().filter(|s| s.starts_with("agent:")).cloned());
+    /// The scopes both these and `app` hold: a token exchanged by an app never reaches further
+    /// than the person or the app. `agent:*` on one side keeps the other side's agents.
+    pub fn shared_with(&self, app: &Scopes) -> Scopes {
+        let mut shared: Vec<&str> = Vec::new();
+        for scope in self.0.iter().chain(app.0.iter()) {
+            let held_by_both = match scope.strip_prefix("agent:") {
+                Some("*") => self.may_start_all() && app.may_start_all(),
+                Some(agent) => self.may_start(agent) && app.may_start(agent),
+                None => self.0.contains(scope) && app.0.contains(scope),
+            };
+            if held_by_both {
+                shared.push(scope);
+            }
         }
-        Scopes::gateway(scopes.iter().map(String::as_str))
+        Scopes::gateway(shared)
+    }
+
+    /// True when these scopes start a turn on one of `agents`: a run needs reading, content
+    /// and the agent's scope (§2.2).
+    pub fn may_start_any<'a>(&self, agents: impl IntoIterator<Item = &'a str>) -> bool {
+        self.may_read_threads() && self.may_read_content() && agents.into_iter().any(|agent| self.may_start(agent))
     }
 
     fn may_start_all(&self) -> bool {
@@ -282,6 +293,8 @@ pub enum AuthError {
     AppKeyAsBearer,
     #[error("the key is not an app key")]
     NotAnAppKey,
+    #[error("the token's identity provider does not speak for the tenant the token names")]
+    TenantNotBound,
     #[error("the credential could not be checked")]
     Store(#[source] StoreError),
 }
@@ -300,6 +313,7 @@ impl AuthError {
             AuthError::Revoked => "revoked",
             AuthError::AppKeyAsBearer => "app_key_as_bearer",
             AuthError::NotAnAppKey => "not_an_app_key",
+            AuthError::TenantNotBound => "tenant_not_bound",
             AuthError::Store(_) => "store",
         }
     }
@@ -312,6 +326,8 @@ pub enum AuthSetupError {
     AppTokens(#[source] KeyError),
     #[error("identity provider '{name}': {source}")]
     Provider { name: String, source: KeyError },
+    #[error("looking for API keys (auth.local_dev = \"auto\"): {0}")]
+    Store(#[source] StoreError),
 }
 
 /// Why a token could not be minted.
@@ -340,7 +356,8 @@ pub struct Auth {
 
 struct Inner {
     config: AuthConfig,
-    local_dev: bool,
+    /// Local development mode; under `auto` it switches off for good once a key exists.
+    local_dev: AtomicBool,
     tenants: HashSet<String>,
     store: Arc<dyn Store>,
     app: AppTokens,
@@ -370,10 +387,19 @@ impl Auth {
                 .map_err(|source| AuthSetupError::Provider { name: provider.name.clone(), source })?;
             providers.push(started);
         }
+        let local_dev = match config.auth.local_dev.as_str() {
+            "on" => true,
+            "off" => false,
+            _ => {
+                let loopback = config.listen_addr().is_ok_and(|address| address.ip().is_loopback());
+                // Asked last: a configured verifier or a public address settles it without a query.
+                !config.auth.verifies_tokens() && loopback && !holds_api_keys(store.as_ref()).await?
+            }
+        };
         let (revoked, _) = watch::channel(Arc::new(HashSet::new()));
         let auth = Auth {
             inner: Arc::new(Inner {
-                local_dev: config.auth.local_dev_enabled(),
+                local_dev: AtomicBool::new(local_dev),
                 config: config.auth.clone(),
                 tenants: config.tenants.iter().map(|t| t.name.clone()).collect(),
                 store,
@@ -390,7 +416,7 @@ impl Auth {
 
     /// True when anonymous loopback callers act as the local person (development only).
     pub fn local_dev(&self) -> bool {
-        self.inner.local_dev
+        self.inner.local_dev.load(Ordering::Acquire)
     }
 
     /// Authenticates a request from its `Authorization` header (absent: `None`) and its peer.
@@ -400,11 +426,12 @@ impl Auth {
         peer: Option<SocketAddr>,
     ) -> Result<Authenticated, AuthError> {
         let Some(header) = authorization else {
+            let local_dev = self.local_dev();
             return match peer {
-                Some(address) if self.inner.local_dev && address.ip().is_loopback() => {
+                Some(address) if local_dev && address.ip().is_loopback() => {
                     Ok(Authenticated { caller: Caller::local(), tenant: None })
                 }
-                _ if self.inner.local_dev => Err(AuthError::NotLoopback),
+                _ if local_dev => Err(AuthError::NotLoopback),
                 _ => Err(AuthError::Missing),
             };
         };
@@ -457,7 +484,8 @@ impl Auth {
         let issuer = jwt::peek_issuer(token).ok_or(AuthError::InvalidToken("the token is malformed or has no iss"))?;
         if inner.app.verifies() && issuer == inner.app.issuer {
             let claims = inner.app.verify(token, leeway)?;
-            let (person, tenant) = person_from(&claims, "tenant", "roles", "clearance", None, true)?;
+            let scopes = own_token_scopes(&claims);
+            let (person, tenant) = person_from(&claims, "tenant", "roles", "clearance", scopes, true)?;
             if let Some(app_key) = &person.app_key {
                 // An exchanged token lives only as long as the app key that exchanged it.
                 let key = inner.store.find_api_key(app_key).await.map_err(AuthError::Store)?;
@@ -487,15 +515,13 @@ impl Auth {
             .ok_or(AuthError::InvalidToken("the token's issuer is not accepted"))?;
         let claims = provider.verify(token, self.inner.config.leeway_secs)?;
         let config = &provider.config;
-        let defaults = Scopes::gateway(config.default_scopes.iter().map(String::as_str));
-        let (person, tenant) = person_from(
-            &claims,
-            &config.tenant_claim,
-            &config.roles_claim,
-            &config.clearance_claim,
-            Some(defaults),
-            false,
-        )?;
+        let scopes = identity_token_scopes(&claims, &config.default_scopes);
+        let (person, tenant) =
+            person_from(&claims, &config.tenant_claim, &config.roles_claim, &config.clearance_claim, scopes, false)?;
+        if !config.tenants.is_empty() && !config.tenants.contains(&tenant) {
+            // One tenant's identity provider never asserts another tenant's people.
+            return Err(AuthError::TenantNotBound);
+        }
         let expires_at = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         Ok(IdentityToken { person, tenant, provider: config.name.clone(), expires_at })
     }
@@ -574,6 +600,23 @@ impl Auth {
 }
 
 impl Inner {
+    /// Under `auto`, a key created while serving (`keys create` beside a running gateway) means
+    /// the gateway is meant to be protected: local development mode ends, until a restart
+    /// decides again.
+    async fn end_local_dev_once_a_key_exists(&self) {
+        if self.config.local_dev != "auto" || !self.local_dev.load(Ordering::Acquire) {
+            return;
+        }
+        match holds_api_keys(self.store.as_ref()).await {
+            Ok(false) => {}
+            Ok(true) => {
+                self.local_dev.store(false, Ordering::Release);
+                tracing::warn!("an API key exists now: local development mode is off, anonymous callers are refused");
+            }
+            Err(error) => tracing::warn!(%error, "looking for API keys failed"),
+        }
+    }
+
     async fn report_failures(&self) -> Result<(), StoreError> {
         let (pending, since) = {
             let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
@@ -596,6 +639,12 @@ impl Inner {
     }
 }
 
+/// True when the store holds any API key (of any tenant, revoked ones too).
+async fn holds_api_keys(store: &dyn Store) -> Result<bool, AuthSetupError> {
+    let keys = store.list_api_keys(None).await.map_err(AuthSetupError::Store)?;
+    Ok(!keys.is_empty())
+}
+
 /// The credential of `Authorization: Bearer <credential>`.
 fn bearer(header: &[u8]) -> Result<&str, AuthError> {
     let text = std::str::from_utf8(header).map_err(|_| AuthError::Malformed)?;
@@ -607,15 +656,14 @@ fn bearer(header: &[u8]) -> Result<&str, AuthError> {
     Ok(credential)
 }
 
-/// The person and tenant a verified token states. `via` and `akid` are honoured only in the
-/// gateway's own tokens; a token naming no gateway scope gets `defaults` (identity providers)
-/// or everything (the gateway's own, minted without `--scopes`).
+/// The person and tenant a verified token states, with the `scopes` its issuer's rules give it.
+/// `via` and `akid` are honoured only in the gateway's own tokens.
 fn person_from(
     claims: &Map<String, Value>,
     tenant_claim: &str,
     roles_claim: &str,
     clearance_claim: &str,
-    defaults: Option<Scopes>,
+    scopes: Scopes,
     own_token: bool,
 ) -> Result<(Person, String), AuthError> {
     let sub = claims.get("sub").and_then(Value::as_str).unwrap_or_default();
@@ -624,11 +672,6 @@ fn person_from(
         .and_then(Value::as_str)
         .filter(|t| !t.is_empty())
         .ok_or(AuthError::InvalidToken("the token names no tenant"))?;
-    let stated = jwt::token_scopes(claims);
-    let mut scopes = Scopes::gateway(stated.iter().map(String::as_str));
-    if scopes.is_empty() {
-        scopes = defaults.unwrap_or_else(Scopes::all);
-    }
     let text = |name: &str| claims.get(name).and_then(Value::as_str).map(str::to_string);
     let person = Person {
         id: sub.to_string(),
@@ -639,6 +682,33 @@ fn person_from(
         app_key: if own_token { text("akid") } else { None },
     };
     Ok((person, tenant.to_string()))
+}
+
+/// The scopes of one of the gateway's own tokens: exactly the ones it states, an empty list
+/// being none (the gateway always signs its list). Only a token with no scope claim at all that
+/// no app exchanged (one signed by hand with the app token key) gets everything; an exchanged
+/// token (`akid`, `via`) without one gets nothing.
+fn own_token_scopes(claims: &Map<String, Value>) -> Scopes {
+    let states_scopes = ["scope", "scp", "scopes"].iter().any(|name| claims.contains_key(*name));
+    let exchanged = claims.contains_key("akid") || claims.contains_key("via");
+    if states_scopes {
+        Scopes::gateway(jwt::token_scopes(claims).iter().map(String::as_str))
+    } else if exchanged {
+        Scopes::default()
+    } else {
+        Scopes::all()
+    }
+}
+
+/// The scopes of an identity provider's token: the gateway's among those it states, or the
+/// provider's `default_scopes` when it states none of them (an empty list: none).
+fn identity_token_scopes(claims: &Map<String, Value>, default_scopes: &[String]) -> Scopes {
+    let stated = Scopes::gateway(jwt::token_scopes(claims).iter().map(String::as_str));
+    if stated.is_empty() {
+        Scopes::gateway(default_scopes.iter().map(String::as_str))
+    } else {
+        stated
+    }
 }
 
 /// Polls for keys revoked since the last look (one query per interval for all open streams)
@@ -655,6 +725,7 @@ fn spawn_revocation_watcher(inner: Weak<Inner>) {
         loop {
             ticks.tick().await;
             let Some(inner) = inner.upgrade() else { return };
+            inner.end_local_dev_once_a_key_exists().await;
             // Revocations are stamped by whoever made them (another instance, the CLI): look a
             // minute back to forgive their clocks.
             let started = now_ms();
@@ -710,16 +781,35 @@ mod tests {
     }
 
     #[test]
-    fn scopes_name_agents_and_exchanged_tokens_reach_no_further_than_the_app() {
+    fn scopes_name_agents_and_exchanged_tokens_hold_only_what_both_sides_hold() {
         let key = Scopes::for_key(&["demo".into()]);
         assert!(key.may_read_threads() && key.may_read_content());
         assert!(key.may_start("demo") && !key.may_start("other"));
         let person = Scopes::all();
         assert!(person.may_start("anything"));
-        let exchanged = person.within(&key);
-        assert!(exchanged.may_start("demo") && !exchanged.may_start("other"));
+        let exchanged = person.shared_with(&key);
+        assert_eq!(exchanged.to_string(), "threads:read threads:content agent:demo");
         let narrow = Scopes::parse("threads:read agent:other openid");
         assert_eq!(narrow.to_string(), "threads:read agent:other");
-        assert!(!narrow.within(&key).may_start("other"));
+        assert_eq!(narrow.shared_with(&key).to_string(), "threads:read");
+        assert!(!narrow.shared_with(&key).may_start_any(["demo", "other"]));
+        // Only an agent: neither reading nor the app's agents come with it.
+        assert!(Scopes::parse("agent:payroll").shared_with(&key).is_empty());
+        let everything = Scopes::for_key(&["*".into()]);
+        assert_eq!(Scopes::parse("agent:payroll").shared_with(&everything).to_string(), "agent:payroll");
+        assert!(everything.shared_with(&Scopes::all()).may_start("anything"));
+        assert!(Scopes::parse("threads:read threads:content agent:x").may_start_any(["x"]));
+    }
+
+    #[test]
+    fn an_explicit_empty_scope_is_none_and_only_an_unexchanged_token_without_one_is_everything() {
+        let claims = |body: Value| body.as_object().cloned().expect("object");
+        assert!(own_token_scopes(&claims(json!({ "scope": "" }))).is_empty());
+        assert!(own_token_scopes(&claims(json!({ "scope": "openid" }))).is_empty());
+        assert!(own_token_scopes(&claims(json!({ "akid": "k", "via": "app:x" }))).is_empty());
+        assert_eq!(own_token_scopes(&claims(json!({}))), Scopes::all());
+        assert!(identity_token_scopes(&claims(json!({ "scope": "openid" })), &[]).is_empty());
+        let defaults = vec!["threads:read".to_string()];
+        assert_eq!(identity_token_scopes(&claims(json!({})), &defaults).to_string(), "threads:read");
     }
 }

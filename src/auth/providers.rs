@@ -1,6 +1,7 @@
 //! Identity providers: their tokens are persons. Keys come from a PEM file, a JWKS file or a
 //! JWKS URL; JWKS sources are read at start and again every `refresh_secs`, and a read that
-//! fails keeps the last good keys (an identity provider's outage never locks everyone out).
+//! fails keeps the last good keys (an identity provider's outage never locks everyone out). A
+//! JWKS URL that redirects is an error: redirects are not followed.
 
 use std::str::FromStr;
 use std::sync::{Arc, RwLock, Weak};
@@ -35,8 +36,10 @@ impl Provider {
                 .map(|a| Algorithm::from_str(a).map_err(|_| KeyError::Invalid(format!("unknown algorithm {a}"))))
                 .collect::<Result<_, _>>()?
         };
+        // A redirect is never followed: the keys come from the configured URL or not at all.
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| KeyError::Invalid(format!("HTTP client: {e}")))?;
         let provider = Arc::new(Provider { config, allowed, keys: RwLock::new(Arc::new(Vec::new())), http });
@@ -81,6 +84,12 @@ impl Provider {
                 .await
                 .and_then(reqwest::Response::error_for_status)
                 .map_err(|e| KeyError::Invalid(format!("fetching the JWKS: {e}")))?;
+            if !response.status().is_success() {
+                return Err(KeyError::Invalid(format!(
+                    "fetching the JWKS: the URL answered {} (redirects are not followed)",
+                    response.status()
+                )));
+            }
             response.text().await.map_err(|e| KeyError::Invalid(format!("reading the JWKS: {e}")))?
         };
         let keys = jwt::keys_from_jwks(&document, &self.allowed)?;

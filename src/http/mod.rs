@@ -18,11 +18,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::State;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
-use axum::http::{HeaderName, HeaderValue, Method};
+use axum::http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -81,33 +82,17 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
     routes().1
 }
 
-/// The document as this deployment serves it: the `agent` and `tenant` parameters name the
-/// configured agents and tenants, so a client (or a fuzzer) knows which values exist.
-fn for_deployment(document: utoipa::openapi::OpenApi, config: &Config) -> serde_json::Value {
-    let mut document = serde_json::to_value(document).unwrap_or_default();
-    let agents: Vec<&str> = config.agents.iter().map(|a| a.name.as_str()).collect();
-    let tenants: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
-    let operations = document.get_mut("paths").and_then(|p| p.as_object_mut()).into_iter().flat_map(|p| p.values_mut());
-    for operation in operations.flat_map(|item| item.as_object_mut().into_iter().flat_map(|m| m.values_mut())) {
-        // `get_mut`, not indexing: indexing would add `"parameters": null` where there are none.
-        for parameter in operation.get_mut("parameters").and_then(|p| p.as_array_mut()).into_iter().flatten() {
-            let names = match (parameter["name"].as_str(), parameter["in"].as_str()) {
-                (Some("agent"), Some("path")) => &agents,
-                (Some("tenant"), Some("query")) => &tenants,
-                _ => continue,
-            };
-            parameter["schema"] = serde_json::json!({ "type": "string", "enum": names });
-        }
-    }
-    document
-}
-
 pub fn router(state: AppState) -> Router {
     let cors = cors(state.config.clone());
     let (routes, document) = routes();
-    let document = Arc::new(for_deployment(document, &state.config));
+    let document = Arc::new(serde_json::to_value(document).unwrap_or_default());
     routes
-        .route("/openapi.json", get(move || async move { Json(document.as_ref().clone()) }))
+        .route(
+            "/openapi.json",
+            get(move |State(state): State<AppState>, headers: HeaderMap, extensions: Extensions| {
+                openapi::serve_document(state, document.clone(), headers, extensions)
+            }),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(cors)

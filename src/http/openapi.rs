@@ -1,12 +1,23 @@
 //! The OpenAPI 3.1 document served at `GET /openapi.json`. Each route declares its own
 //! operation beside its handler (`#[utoipa::path]`) and is mounted with `utoipa_axum::routes!`,
 //! so the document lists exactly the routes the router serves; this module holds the parts
-//! they share: the error body, the caller's credential and the `tenant` parameter.
+//! they share: the error body, the caller's credential and the `tenant` parameter, and
+//! [`serve_document`], which names this deployment's tenants and agents only to a caller
+//! allowed to know them.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::ConnectInfo;
+use axum::http::header::AUTHORIZATION;
+use axum::http::{Extensions, HeaderMap};
+use axum::Json;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+
+use super::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -84,4 +95,54 @@ impl Modify for BearerCredential {
             ),
         );
     }
+}
+
+/// `GET /openapi.json` needs no caller, and tells an anonymous one (or one whose credential is
+/// refused) nothing about this deployment: the `agent` and `tenant` parameters are plain
+/// strings. A caller with a credential gets them as enums of what it can reach: its tenant and
+/// the agents it may start there (the local person of development mode: every tenant and agent),
+/// so a client (or a fuzzer) knows which values exist.
+pub async fn serve_document(
+    state: AppState,
+    document: Arc<Value>,
+    headers: HeaderMap,
+    extensions: Extensions,
+) -> Json<Value> {
+    let header = headers.get(AUTHORIZATION).map(|v| v.as_bytes());
+    let peer = extensions.get::<ConnectInfo<SocketAddr>>().map(|info| info.0);
+    let Ok(authenticated) = state.auth.authenticate(header, peer).await else {
+        return Json(document.as_ref().clone());
+    };
+    let config = &state.config;
+    let tenants: Vec<&str> = match &authenticated.tenant {
+        Some(tenant) => config.tenant(tenant).map(|t| t.name.as_str()).into_iter().collect(),
+        None => config.tenants.iter().map(|t| t.name.as_str()).collect(),
+    };
+    let scopes = authenticated.caller.scopes();
+    let agents: Vec<&str> = config
+        .agents
+        .iter()
+        .filter(|_| !tenants.is_empty())
+        .filter(|agent| agent.tenants.is_empty() || agent.tenants.iter().any(|t| tenants.contains(&t.as_str())))
+        .filter(|agent| scopes.may_start(&agent.name))
+        .map(|agent| agent.name.as_str())
+        .collect();
+    Json(naming(document.as_ref().clone(), &agents, &tenants))
+}
+
+/// The document with the `agent` path and `tenant` query parameters limited to these names.
+fn naming(mut document: Value, agents: &[&str], tenants: &[&str]) -> Value {
+    let operations = document.get_mut("paths").and_then(|p| p.as_object_mut()).into_iter().flat_map(|p| p.values_mut());
+    for operation in operations.flat_map(|item| item.as_object_mut().into_iter().flat_map(|m| m.values_mut())) {
+        // `get_mut`, not indexing: indexing would add `"parameters": null` where there are none.
+        for parameter in operation.get_mut("parameters").and_then(|p| p.as_array_mut()).into_iter().flatten() {
+            let names = match (parameter["name"].as_str(), parameter["in"].as_str()) {
+                (Some("agent"), Some("path")) => agents,
+                (Some("tenant"), Some("query")) => tenants,
+                _ => continue,
+            };
+            parameter["schema"] = serde_json::json!({ "type": "string", "enum": names });
+        }
+    }
+    document
 }

@@ -1,8 +1,9 @@
 //! `POST /v1/auth/token`: the token exchange (SPEC §2.1, shaped like RFC 8693). A registered
 //! app's backend presents its app key (`Authorization: Bearer agk_…`, a key made with
 //! `keys create --app`) and a person's identity-provider token; it gets a short-lived gateway
-//! app token acting as that person, with `via: app:<name>`. The app key is checked before the
-//! body is read, and is accepted by no other route.
+//! app token acting as that person, with `via: app:<name>`, holding exactly the scopes both the
+//! person and the app key hold (an exchange whose shared scopes start no turn is refused). The
+//! app key is checked before the body is read, and is accepted by no other route.
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, State};
@@ -62,6 +63,15 @@ struct ExchangeRequest {
     subject_token: Option<String>,
     subject_token_type: Option<String>,
     requested_token_type: Option<String>,
+}
+
+/// Scopes as an error message shows them.
+fn shown(scopes: &crate::auth::Scopes) -> String {
+    if scopes.is_empty() {
+        "none".into()
+    } else {
+        scopes.to_string()
+    }
 }
 
 fn invalid(code: &'static str, message: impl Into<String>) -> ApiError {
@@ -126,7 +136,28 @@ async fn exchange(
     }
     let mut person = identity.person;
     let via = format!("app:{}", key.name);
-    person.scopes = person.scopes.within(&key.scopes);
+    let shared = person.scopes.shared_with(&key.scopes);
+    let tenant_agents = state
+        .config
+        .agents
+        .iter()
+        .filter(|agent| agent.tenants.is_empty() || agent.tenants.contains(&tenant.name))
+        .map(|agent| agent.name.as_str());
+    if !shared.may_start_any(tenant_agents) {
+        // A token that starts nothing is no use to the app, and an empty list must never be
+        // mistaken for "everything" further on: refuse the exchange instead.
+        state.auth_failed(&tenant.name, "no_shared_scope");
+        return Err(invalid(
+            "invalid_grant",
+            format!(
+                "the person's scopes ({}) and the app key's ({}) share none that starts a turn on an agent of this \
+                 tenant (a run needs threads:read, threads:content and the agent's scope)",
+                shown(&person.scopes),
+                shown(&key.scopes)
+            ),
+        ));
+    }
+    person.scopes = shared;
     person.via = Some(via.clone());
     person.app_key = Some(key.id.clone());
     let minted = state.auth.mint(&MintRequest {

@@ -48,7 +48,7 @@ pub(crate) fn auth_config(database_url: &str, identity_providers: &str) -> Confi
 pub(crate) fn rsa_provider() -> String {
     format!(
         "[[auth.identity_providers]]\nname = \"corp\"\nissuer = \"{IDP_ISSUER}\"\naudience = [\"agui-gateway\"]\n\
-         public_key_file = \"{}\"\nalgorithms = [\"RS256\"]\n",
+         public_key_file = \"{}\"\nalgorithms = [\"RS256\"]\ntenants = [\"acme\", \"default\"]\n",
         fixture("idp-rsa.pub.pem")
     )
 }
@@ -457,7 +457,8 @@ async fn jwks_rotation_is_picked_up_on_refresh_and_a_failed_refresh_keeps_the_ke
     });
     let provider = format!(
         "[[auth.identity_providers]]\nname = \"rotating\"\nissuer = \"{IDP_ISSUER}\"\naudience = [\"agui-gateway\"]\n\
-         jwks_url = \"http://{jwks_address}/jwks.json\"\nalgorithms = [\"EdDSA\"]\nrefresh_secs = 1\n"
+         jwks_url = \"http://{jwks_address}/jwks.json\"\nalgorithms = [\"EdDSA\"]\nrefresh_secs = 1\n\
+         tenants = [\"acme\"]\n"
     );
     let db = TestDatabase::new(Backend::Sqlite).await;
     let app = TestApp::start_with(auth_config(&db.url, &provider)).await;
@@ -800,4 +801,325 @@ async fn without_authentication_only_loopback_callers_are_served_and_a_key_still
     let refused =
         post(&app, "demo", "default", &first_run("th-x", "r-1", "hi"), Some("Bearer agk_nonsense"), &[]).await;
     assert_eq!(status_and_code(refused).await, (401, "unauthenticated".to_string()));
+}
+
+/// A token exchange's form for `subject`.
+async fn exchange_subject(app: &TestApp, app_key: &str, subject: &str) -> reqwest::Response {
+    exchange(app, app_key, &[("grant_type", GRANT), ("subject_token", subject), ("subject_token_type", JWT)]).await
+}
+
+async fn status_code_and_message(response: reqwest::Response) -> (u16, String, String) {
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let text = |name: &str| body["error"][name].as_str().unwrap_or("").to_string();
+    (status, text("code"), text("message"))
+}
+
+async fn exchanges_audited(app: &TestApp) -> usize {
+    audit(app, "acme").await.iter().filter(|r| r.entry.action == "token.exchange").count()
+}
+
+async fn an_exchange_holds_only_the_scopes_both_sides_hold_and_refuses_one_that_starts_nothing(backend: Backend) {
+    let (app, _db) = secured(backend).await;
+    let (app_key, _) = new_key(&app, "acme", &["demo"], KeyKind::App).await;
+    let person_with = |scope: &str| {
+        let mut claims = idp_claims("acme", "hana");
+        claims["scope"] = json!(scope);
+        idp_token(&claims)
+    };
+
+    // The person may start demo and slow, the app demo only: the token starts demo only.
+    let response =
+        exchange_subject(&app, &app_key, &person_with("threads:read threads:content agent:demo agent:slow")).await;
+    assert_eq!(response.status(), 200);
+    let issued: Value = response.json().await.expect("JSON");
+    assert_eq!(issued["scope"], "threads:read threads:content agent:demo");
+    let token = issued["access_token"].as_str().expect("token").to_string();
+    let run = post(&app, "demo", "acme", &first_run("th-hana", "r-1", "hi"), Some(&bearer(&token)), &[]).await;
+    assert_eq!(run.status(), 200);
+    read_events(run, None).await;
+    let slow = post(&app, "slow", "acme", &first_run("th-hana-2", "r-1", "hi"), Some(&bearer(&token)), &[]).await;
+    assert_eq!(status_and_code(slow).await, (403, "permission_denied".to_string()));
+
+    // Shared scopes that start nothing are refused, never signed (an empty list once read back
+    // as every scope: a person holding only `agent:slow` got a token starting demo and slow).
+    let before = app.counts().await;
+    let exchanged_before = exchanges_audited(&app).await;
+    for (name, scope) in [
+        ("only an agent the app may not start", "agent:slow"),
+        ("reading but no agent", "threads:read threads:content"),
+        ("reading and an agent the app may not start", "threads:read threads:content agent:slow"),
+        ("the app's agent but no reading", "agent:demo"),
+    ] {
+        let failures_before = app.auth.failure_count("acme");
+        let response = exchange_subject(&app, &app_key, &person_with(scope)).await;
+        let (status, code, message) = status_code_and_message(response).await;
+        assert_eq!((status, code.as_str()), (400, "invalid_grant"), "{name}: {message}");
+        assert!(message.contains("share none that starts a turn"), "{name}: {message}");
+        assert_eq!(app.auth.failure_count("acme"), failures_before + 1, "{name}: counted");
+    }
+    assert_eq!(app.counts().await, before, "a refused exchange writes nothing");
+    assert_eq!(exchanges_audited(&app).await, exchanged_before, "no token.exchange row claims success");
+}
+on_both_stores!(an_exchange_holds_only_the_scopes_both_sides_hold_and_refuses_one_that_starts_nothing);
+
+async fn a_gateway_token_stating_no_scope_or_exchanged_without_one_reaches_nothing(backend: Backend) {
+    let (app, _db) = secured(backend).await;
+    let (_, app_key_id) = new_key(&app, "acme", &["demo"], KeyKind::App).await;
+    let mut empty = claims("acme", "ivan");
+    empty["scope"] = json!("");
+    let mut exchanged = claims("acme", "ivan");
+    exchanged["via"] = json!("app:test key");
+    exchanged["akid"] = json!(app_key_id);
+    let before = app.counts().await;
+    for (name, claims) in [("an explicit empty scope", empty), ("an exchanged token without scope", exchanged)] {
+        let token = app_token(&claims);
+        let run = post(&app, "demo", "acme", &first_run("th-ivan", "r-1", "hi"), Some(&bearer(&token)), &[]).await;
+        assert_eq!(status_and_code(run).await, (403, "permission_denied".to_string()), "{name}");
+        let listed: Value = app
+            .client
+            .get(app.url("/v1/agents?tenant=acme"))
+            .header("authorization", bearer(&token))
+            .send()
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .expect("JSON");
+        assert_eq!(listed["agents"], json!([]), "{name}");
+    }
+    assert_eq!(app.counts().await, before);
+}
+on_both_stores!(a_gateway_token_stating_no_scope_or_exchanged_without_one_reaches_nothing);
+
+async fn an_identity_providers_empty_default_scopes_grant_nothing(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let provider = format!("{}default_scopes = []\n", rsa_provider());
+    let app = TestApp::start_with(auth_config(&db.url, &provider)).await;
+    let (app_key, _) = new_key(&app, "acme", &["*"], KeyKind::App).await;
+    // The token states only scopes that are not the gateway's: the provider's defaults apply.
+    let person = idp_token(&idp_claims("acme", "jill"));
+    let before = app.counts().await;
+    let run = post(&app, "demo", "acme", &first_run("th-jill", "r-1", "hi"), Some(&bearer(&person)), &[]).await;
+    assert_eq!(status_and_code(run).await, (403, "permission_denied".to_string()));
+    let (status, code, message) = status_code_and_message(exchange_subject(&app, &app_key, &person).await).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_grant"), "{message}");
+    assert!(message.contains("person's scopes (none)"), "{message}");
+    assert_eq!(app.counts().await, before, "nothing is written, no token.exchange row");
+}
+on_both_stores!(an_identity_providers_empty_default_scopes_grant_nothing);
+
+/// `auth.local_dev = "auto"`: each of its three conditions switches local mode off.
+#[tokio::test]
+async fn local_dev_auto_is_off_while_a_token_verifier_is_configured() {
+    let (app, _db) = secured(Backend::Sqlite).await;
+    assert!(!app.auth.local_dev());
+    let before = app.counts().await;
+    let anonymous = app.post_run("demo", &first_run("th-anon", "r-1", "hi")).await;
+    assert_eq!(status_and_code(anonymous).await, (401, "unauthenticated".to_string()));
+    assert_eq!(app.counts().await, before);
+}
+
+async fn local_dev_auto_is_off_once_the_store_holds_an_api_key(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let mut config = test_config(&db.url);
+    config.auth.revocation_check_ms = 100;
+    let app = TestApp::start_with(config.clone()).await;
+    assert!(app.auth.local_dev(), "no verifier, no key, loopback: local mode");
+    // A key created beside the running gateway (as `keys create` does) ends local mode.
+    new_key(&app, "default", &["demo"], KeyKind::Tenant).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while app.auth.local_dev() {
+        assert!(Instant::now() < deadline, "local mode still on 5 s after a key was created");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = app.counts().await;
+    let anonymous = app.post_run("demo", &first_run("th-anon", "r-1", "hi")).await;
+    assert_eq!(status_and_code(anonymous).await, (401, "unauthenticated".to_string()));
+    assert_eq!(app.counts().await, before);
+    app.stop().await;
+    // And a start on a store that holds a key never turns it on.
+    let restarted = TestApp::start_with(config).await;
+    assert!(!restarted.auth.local_dev());
+    let anonymous = restarted.post_run("demo", &first_run("th-anon", "r-1", "hi")).await;
+    assert_eq!(status_and_code(anonymous).await, (401, "unauthenticated".to_string()));
+    assert_eq!(restarted.counts().await, before);
+}
+on_both_stores!(local_dev_auto_is_off_once_the_store_holds_an_api_key);
+
+#[tokio::test]
+async fn local_dev_auto_is_off_when_listening_beyond_loopback() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.listen = "0.0.0.0:8080".into();
+    let app = TestApp::start_with(config).await;
+    assert!(!app.auth.local_dev());
+    let anonymous = app.post_run("demo", &first_run("th-anon", "r-1", "hi")).await;
+    assert_eq!(status_and_code(anonymous).await, (401, "unauthenticated".to_string()));
+    assert_eq!(app.counts().await.audit, 0);
+}
+
+fn load_with(identity_providers: &str) -> Result<Config, agui_gateway::config::ConfigError> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, format!("{TEST_CONFIG}\n{identity_providers}")).expect("write config");
+    Config::load(Some(&path), std::iter::empty())
+}
+
+#[test]
+fn with_two_tenants_an_identity_provider_must_name_the_tenants_it_speaks_for() {
+    let unbound = rsa_provider().replace("tenants = [\"acme\", \"default\"]\n", "");
+    let error = load_with(&unbound).expect_err("a provider without tenants is refused");
+    let message = error.to_string();
+    assert!(message.contains("identity provider 'corp'") && message.contains("tenants = ["), "{message}");
+    let unknown = rsa_provider().replace("[\"acme\", \"default\"]", "[\"acme\", \"nowhere\"]");
+    let error = load_with(&unknown).expect_err("an unknown tenant is refused");
+    assert!(error.to_string().contains("'corp' names unknown tenant 'nowhere'"), "{error}");
+    load_with(&rsa_provider()).expect("a bound provider loads");
+}
+
+const PARTNER_ISSUER: &str = "https://partner.test/";
+
+/// `corp` speaks for acme, `partner` (an Ed25519 key) for default.
+fn two_bound_providers() -> String {
+    let corp = rsa_provider().replace("[\"acme\", \"default\"]", "[\"acme\"]");
+    format!(
+        "{corp}\n[[auth.identity_providers]]\nname = \"partner\"\nissuer = \"{PARTNER_ISSUER}\"\n\
+         audience = [\"agui-gateway\"]\npublic_key_file = \"{}\"\nalgorithms = [\"EdDSA\"]\ntenants = [\"default\"]\n",
+        fixture("app-ed25519.pub.pem")
+    )
+}
+
+fn partner_token(tenant: &str, sub: &str) -> String {
+    let mut claims = idp_claims(tenant, sub);
+    claims["iss"] = json!(PARTNER_ISSUER);
+    let pem = std::fs::read(fixture("app-ed25519.pem")).expect("fixture");
+    let key = EncodingKey::from_ed_pem(&pem).expect("Ed25519 key");
+    jsonwebtoken::encode(&Header::new(Algorithm::EdDSA), &claims, &key).expect("sign")
+}
+
+async fn one_tenants_identity_provider_cannot_assert_another_tenants_people(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start_with(auth_config(&db.url, &two_bound_providers())).await;
+    let agents = |tenant: &str, token: String| {
+        let request = app
+            .client
+            .get(app.url(&format!("/v1/agents?tenant={tenant}")))
+            .header("authorization", bearer(&token))
+            .send();
+        async move { status_and_code(request.await.expect("sent")).await }
+    };
+    assert_eq!(agents("default", partner_token("default", "kim")).await.0, 200, "partner speaks for default");
+    assert_eq!(agents("acme", idp_token(&idp_claims("acme", "kim"))).await.0, 200, "corp speaks for acme");
+
+    let (app_key, _) = new_key(&app, "acme", &["*"], KeyKind::App).await;
+    let before = app.counts().await;
+    let failures_before = app.auth.failure_count("acme");
+    let forged = partner_token("acme", "ceo-of-acme");
+    let run = post(&app, "demo", "acme", &first_run("th-forged", "r-1", "hi"), Some(&bearer(&forged)), &[]).await;
+    assert_eq!(status_and_code(run).await, (401, "unauthenticated".to_string()), "partner asserting an acme person");
+    assert_eq!(agents("acme", forged.clone()).await, (401, "unauthenticated".to_string()));
+    let (status, code, message) = status_code_and_message(exchange_subject(&app, &app_key, &forged).await).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_grant"), "{message}");
+    assert!(message.contains("does not speak for the tenant"), "{message}");
+    assert_eq!(app.auth.failure_count("acme"), failures_before + 3);
+    // corp is acme's only: its tokens naming default are refused as well.
+    let corp_default = idp_token(&idp_claims("default", "kim"));
+    assert_eq!(agents("default", corp_default).await, (401, "unauthenticated".to_string()));
+    assert_eq!(app.counts().await, before, "nothing written, no token.exchange row");
+}
+on_both_stores!(one_tenants_identity_provider_cannot_assert_another_tenants_people);
+
+/// The `tenant` and `agent` parameters' values in `GET /openapi.json`, as the caller sees them.
+async fn documented_names(app: &TestApp, authorization: Option<&str>) -> (Value, Value, String) {
+    let mut request = app.client.get(app.url("/openapi.json"));
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    let response = request.send().await.expect("sent");
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.expect("text");
+    let document: Value = serde_json::from_str(&text).expect("JSON");
+    let parameter = |path: &str, method: &str, name: &str| {
+        document["paths"][path][method]["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+            .map(|p| p["schema"]["enum"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let agents = parameter("/v1/agui/agents/{agent}", "post", "agent");
+    let tenants = parameter("/v1/agents", "get", "tenant");
+    (agents, tenants, text)
+}
+
+#[tokio::test]
+async fn the_openapi_document_names_tenants_and_agents_only_to_a_caller_and_only_its_own() {
+    let (app, _db) = secured(Backend::Sqlite).await;
+    // Anonymous, or with a refused credential: no tenant, no agent.
+    for authorization in [None, Some("Bearer not-a-token")] {
+        let (agents, tenants, text) = documented_names(&app, authorization).await;
+        assert_eq!((agents, tenants), (Value::Null, Value::Null), "{authorization:?}");
+        assert!(!text.contains("acme") && !text.contains("approver"), "{authorization:?} learns names");
+    }
+    // A caller sees its own tenant and the agents it may start there.
+    let alice = app_token(&claims("acme", "alice"));
+    let (agents, tenants, _) = documented_names(&app, Some(&bearer(&alice))).await;
+    assert_eq!(tenants, json!(["acme"]));
+    assert!(agents.as_array().is_some_and(|a| a.contains(&json!("demo")) && a.contains(&json!("approver"))));
+    let (key, _) = new_key(&app, "acme", &["demo"], KeyKind::Tenant).await;
+    let (agents, tenants, _) = documented_names(&app, Some(&bearer(&key))).await;
+    assert_eq!((agents, tenants), (json!(["demo"]), json!(["acme"])));
+
+    // The local person of development mode sees everything.
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let local = TestApp::start(&db.url).await;
+    let (_, tenants, _) = documented_names(&local, None).await;
+    assert_eq!(tenants, json!(["default", "acme"]));
+}
+
+/// The JWKS is read from the configured URL only: a redirect elsewhere is not followed.
+#[tokio::test]
+async fn a_jwks_url_that_redirects_is_not_followed() {
+    use axum::http::{header::LOCATION, StatusCode};
+    use ring::signature::{Ed25519KeyPair, KeyPair};
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).expect("key");
+    let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).expect("pair");
+    let jwks = json!({ "keys": [{ "kty": "OKP", "crv": "Ed25519", "use": "sig", "alg": "EdDSA", "kid": "k",
+                                  "x": URL_SAFE_NO_PAD.encode(pair.public_key().as_ref()) }] })
+    .to_string();
+    let signing = EncodingKey::from_ed_der(pkcs8.as_ref());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    let server = tokio::spawn(async move {
+        let app = axum::Router::new()
+            .route("/jwks.json", axum::routing::get(move || async move { jwks }))
+            .route("/moved", axum::routing::get(|| async { (StatusCode::FOUND, [(LOCATION, "/jwks.json")]) }));
+        let _ = axum::serve(listener, app).await;
+    });
+    let provider = |name: &str, issuer: &str, path: &str| {
+        format!(
+            "[[auth.identity_providers]]\nname = \"{name}\"\nissuer = \"{issuer}\"\naudience = [\"agui-gateway\"]\n\
+             jwks_url = \"http://{address}{path}\"\nalgorithms = [\"EdDSA\"]\ntenants = [\"acme\"]\n"
+        )
+    };
+    let providers = format!(
+        "{}\n{}",
+        provider("direct", "https://direct.test/", "/jwks.json"),
+        provider("moved", "https://moved.test/", "/moved")
+    );
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start_with(auth_config(&db.url, &providers)).await;
+    let status = |issuer: &str| {
+        let mut claims = idp_claims("acme", "lee");
+        claims["iss"] = json!(issuer);
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some("k".into());
+        let token = jsonwebtoken::encode(&header, &claims, &signing).expect("sign");
+        let request = app.client.get(app.url("/v1/agents?tenant=acme")).header("authorization", bearer(&token)).send();
+        async move { request.await.expect("sent").status().as_u16() }
+    };
+    assert_eq!(status("https://direct.test/").await, 200, "the keys at the configured URL are used");
+    assert_eq!(status("https://moved.test/").await, 401, "the keys behind a redirect are not");
+    server.abort();
 }
