@@ -190,6 +190,10 @@ async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) 
         if let Some(why) = log_checks::seal_violation(&kinds, status != "running" && status != "waiting") {
             unsealed.push(format!("turn {turn_pk} ({status}): {why}"));
         }
+        if status != "succeeded" {
+            let end = log.last().map_or("", |(_, _, body)| body.as_str());
+            eprintln!("turn {turn_pk} of {} is {status}; its log ends with {end}", record.thread);
+        }
         let tool_calls = log.iter().filter(|(_, _, body)| body.contains("\"type\":\"TOOL_CALL_START\"")).count();
         repeated_tools += tool_calls.saturating_sub(1);
         received += record.events.len();
