@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::agents::script::ScriptStep;
 
+mod known_keys;
+
 /// The documented example configuration, which is also the built-in default.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("../config/gateway.toml");
 
@@ -30,6 +32,13 @@ pub enum ConfigError {
     Env { name: String, message: String },
     #[error("invalid config: {0}")]
     Invalid(String),
+    /// A key no setting reads: `path` is where it stands (`agents[2].steps[1].aproval`), `hint`
+    /// the nearest valid key or the keys its table takes.
+    #[error("invalid config: unknown key {path}: {hint}")]
+    UnknownKey { path: String, hint: String },
+    /// A setting of the wrong type, with its path.
+    #[error("invalid config: {path}: {message}")]
+    Type { path: String, message: String },
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -388,7 +397,14 @@ impl Config {
                 apply_env_override(&mut tree, &name, key, &value)?;
             }
         }
-        let config: Config = toml::Value::Table(tree).try_into()?;
+        known_keys::check(&tree)?;
+        let config: Config = serde_path_to_error::deserialize(toml::Value::Table(tree)).map_err(|error| {
+            let path = match error.path().to_string() {
+                root if root == "." => "the config".to_string(),
+                path => path,
+            };
+            ConfigError::Type { path, message: error.into_inner().message().to_string() }
+        })?;
         config.validate()?;
         Ok(config)
     }

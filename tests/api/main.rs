@@ -9,6 +9,7 @@ mod auth;
 mod bad_input;
 mod board;
 mod cards;
+mod config_check;
 mod conformance;
 mod deciders;
 mod delegation;
