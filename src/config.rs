@@ -136,6 +136,10 @@ pub struct Limits {
     pub keepalive_secs: u64,
     pub stream_max_secs: u64,
     pub max_open_steps: usize,
+    /// Streams one caller may hold open on this instance (429 `too_many_streams` beyond).
+    pub max_streams_per_caller: usize,
+    /// Streams open on one thread on this instance, whoever holds them.
+    pub max_streams_per_thread: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -432,6 +436,11 @@ impl Config {
         }
         if self.limits.keepalive_secs == 0 || self.limits.stream_max_secs == 0 {
             return invalid("limits.keepalive_secs and limits.stream_max_secs must be at least 1".into());
+        }
+        if self.limits.max_streams_per_caller == 0 || self.limits.max_streams_per_thread == 0 {
+            return invalid(
+                "limits.max_streams_per_caller and limits.max_streams_per_thread must be at least 1".into(),
+            );
         }
         let turns = &self.turns;
         if turns.heartbeat_ms == 0 || turns.sweep_ms == 0 || turns.lease_ms <= turns.heartbeat_ms * 2 {

@@ -21,6 +21,7 @@ mod operations;
 mod quotas;
 mod reconnect;
 mod run_route;
+mod stream_limits;
 mod takeover;
 mod threads;
 mod upstream;
