@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::agents::script::ScriptStep;
 
+mod known_keys;
+
 /// The documented example configuration, which is also the built-in default.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("../config/gateway.toml");
 
@@ -30,6 +32,13 @@ pub enum ConfigError {
     Env { name: String, message: String },
     #[error("invalid config: {0}")]
     Invalid(String),
+    /// A key no setting reads: `path` is where it stands (`agents[2].steps[1].aproval`), `hint`
+    /// the nearest valid key or the keys its table takes.
+    #[error("invalid config: unknown key {path}: {hint}")]
+    UnknownKey { path: String, hint: String },
+    /// A setting of the wrong type, with its path.
+    #[error("invalid config: {path}: {message}")]
+    Type { path: String, message: String },
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -127,6 +136,10 @@ pub struct Limits {
     pub keepalive_secs: u64,
     pub stream_max_secs: u64,
     pub max_open_steps: usize,
+    /// Streams one caller may hold open on this instance (429 `too_many_streams` beyond).
+    pub max_streams_per_caller: usize,
+    /// Streams open on one thread on this instance, whoever holds them.
+    pub max_streams_per_thread: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -384,7 +397,14 @@ impl Config {
                 apply_env_override(&mut tree, &name, key, &value)?;
             }
         }
-        let config: Config = toml::Value::Table(tree).try_into()?;
+        known_keys::check(&tree)?;
+        let config: Config = serde_path_to_error::deserialize(toml::Value::Table(tree)).map_err(|error| {
+            let path = match error.path().to_string() {
+                root if root == "." => "the config".to_string(),
+                path => path,
+            };
+            ConfigError::Type { path, message: error.into_inner().message().to_string() }
+        })?;
         config.validate()?;
         Ok(config)
     }
@@ -412,6 +432,11 @@ impl Config {
         }
         if self.limits.keepalive_secs == 0 || self.limits.stream_max_secs == 0 {
             return invalid("limits.keepalive_secs and limits.stream_max_secs must be at least 1".into());
+        }
+        if self.limits.max_streams_per_caller == 0 || self.limits.max_streams_per_thread == 0 {
+            return invalid(
+                "limits.max_streams_per_caller and limits.max_streams_per_thread must be at least 1".into(),
+            );
         }
         let turns = &self.turns;
         if turns.heartbeat_ms == 0 || turns.sweep_ms == 0 || turns.lease_ms <= turns.heartbeat_ms * 2 {

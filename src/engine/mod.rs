@@ -418,16 +418,14 @@ impl Engine {
                         }
                     }
                 }
-                // A reloaded page follows the turn from its latest decision (or its start).
+                // A reloaded page follows the turn from its latest decision (or its start); its
+                // reconnect, from the latest decision before its Last-Event-ID. Nothing is recorded:
+                // each reload brings a new runId, and its history finds the turn again.
                 let interrupts = store.turn_interrupts(latest.pk).await?;
-                let start = interrupts.iter().filter_map(|i| i.decided_seq).max().map_or(0, |seq| seq - 1);
-                let followed = store.add_run(thread.pk, request.run_id.as_str(), latest.pk, start, now_ms()).await?;
-                match store.find_run(thread.pk, request.run_id.as_str()).await? {
-                    Some((turn, start_seq)) if turn.pk == followed => {
-                        self.follow(&request, thread, &turn, start_seq, None).await
-                    }
-                    _ => Err(StoreError::Corrupt(format!("run names missing turn {followed}")).into()),
-                }
+                let seen = request.last_event_id.map_or(i64::MAX, |id| id.seq);
+                let decided = interrupts.iter().filter_map(|i| i.decided_seq).filter(|seq| *seq <= seen);
+                let start = decided.max().map_or(0, |seq| seq - 1);
+                self.follow(&request, thread, latest, start, None).await
             }
             HistoryVerdict::NewTurn { message_id, text } => {
                 if let Some(last_event_id) = request.last_event_id {

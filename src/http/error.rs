@@ -50,6 +50,9 @@ pub enum ApiError {
     /// 415 `unsupported_media_type`.
     #[error("Content-Type must be application/json")]
     UnsupportedMediaType,
+    /// 429, with a code (`too_many_streams`).
+    #[error("{message}")]
+    TooMany { code: &'static str, message: String },
     /// 503 `unavailable`.
     #[error("{0}")]
     Unavailable(String),
@@ -77,6 +80,7 @@ impl ApiError {
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            ApiError::TooMany { code, .. } => (StatusCode::TOO_MANY_REQUESTS, code),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }

@@ -3,16 +3,20 @@
 //! The order of checks is the contract: the caller (401, before any body byte is read), its
 //! tenant (403/404), the agent (404) and the caller's permission to start it (403) — all in the
 //! [`CanStart`] extractor —, `Accept` (406) and `Content-Type` (415), the body size while
-//! reading it (413), its shape (400 naming the field), then the engine's decisions (a key's
-//! resume: 403), which either open the stream or refuse the run with a lone `RUN_ERROR`
-//! in a 200 stream. An open stream whose key is revoked ends with `RUN_ERROR revoked`.
+//! reading it (413), its shape (400 naming the field), the caller's and the thread's open
+//! streams on this instance (429 `too_many_streams`, before the engine is asked anything), then
+//! the engine's decisions (a key's resume: 403), which either open the stream or refuse the run
+//! with a lone `RUN_ERROR` in a 200 stream. An open stream whose key is revoked ends with
+//! `RUN_ERROR revoked`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
+use axum::Extension;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -21,7 +25,9 @@ use utoipa_axum::routes;
 
 use super::openapi::{ErrorBody, SseEvent, TenantQuery};
 use super::permissions::CanStart;
+use super::sse::{SlotLimits, SlotRefused, StreamSlots};
 use super::{sse, ApiError, AppState};
+use crate::auth::Caller;
 use crate::config::AgentConfig;
 use crate::engine::{RunPlan, RunRequest, StreamItem, StreamOptions};
 use crate::ids::{EventId, RunId, ThreadId};
@@ -33,6 +39,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(run))
         // The route measures its own body limit while reading (413), from config.
         .layer(DefaultBodyLimit::disable())
+        // One count of open streams for this server, made with its routes.
+        .layer(Extension(Arc::new(StreamSlots::default())))
 }
 
 /// Runs the agent (a new turn, a reconnect with `Last-Event-ID`, a replay of a known runId, or a
@@ -56,12 +64,14 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 406, description = "Accept rules out text/event-stream (`not_acceptable`)", body = ErrorBody),
         (status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)", body = ErrorBody),
         (status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)", body = ErrorBody),
+        (status = 429, description = "the caller or the thread holds as many open streams on this instance as `limits.max_streams_per_caller` / `limits.max_streams_per_thread` allow (`too_many_streams`); nothing was started", body = ErrorBody),
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
 )]
 async fn run(
     State(state): State<AppState>,
     CanStart { caller, tenant, agent }: CanStart,
+    Extension(slots): Extension<Arc<StreamSlots>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -76,6 +86,7 @@ async fn run(
     check_newest_user_message(&input)?;
     check_tools(&input, agent)?;
     let state_writes = editable_state(&input, agent)?;
+    let slot = take_stream_slot(&slots, &state, &tenant.name, &caller, &thread_id)?;
 
     let plan = state
         .engine
@@ -113,11 +124,39 @@ async fn run(
             let auth = state.auth.clone();
             let keys = caller.revocable_keys();
             let revoked = async move { auth.revoked(keys).await };
-            sse::response(end_when_revoked(events, revoked))
+            sse::response_in_slot(end_when_revoked(events, revoked), slot)
         }
         RunPlan::Refused(refusal) => {
-            sse::response(futures_util::stream::iter([lone_run_error(refusal.code, refusal.message, refusal.figures)?]))
+            let refused = futures_util::stream::iter([lone_run_error(refusal.code, refusal.message, refusal.figures)?]);
+            sse::response_in_slot(refused, slot)
         }
+    })
+}
+
+/// A place among this instance's open streams for the caller's stream on the thread, or 429
+/// `too_many_streams`. A person is one caller whichever app they come through; a key is one.
+fn take_stream_slot(
+    slots: &Arc<StreamSlots>,
+    state: &AppState,
+    tenant: &str,
+    caller: &Caller,
+    thread_id: &ThreadId,
+) -> Result<sse::StreamSlot, ApiError> {
+    let limits = &state.config.limits;
+    let limits = SlotLimits { per_caller: limits.max_streams_per_caller, per_thread: limits.max_streams_per_thread };
+    let caller_key = format!("{tenant}/{}", caller.label());
+    let thread_key = format!("{tenant}/{}", thread_id.as_str());
+    slots.take(caller_key, thread_key, limits).map_err(|refused| {
+        let message = match refused {
+            SlotRefused::Caller(limit) => format!(
+                "you have {limit} streams open on this gateway instance (limits.max_streams_per_caller); close one first"
+            ),
+            SlotRefused::Thread(limit) => format!(
+                "thread '{}' has {limit} streams open on this gateway instance (limits.max_streams_per_thread)",
+                thread_id.as_str()
+            ),
+        };
+        ApiError::TooMany { code: "too_many_streams", message }
     })
 }
 

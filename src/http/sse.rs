@@ -4,8 +4,13 @@
 //! Framed by hand rather than with `axum::response::sse`: the event JSON is already encoded
 //! once in the log and shared among streams, so each frame is two small copies, and consecutive
 //! frames go out in one write.
+//!
+//! [`StreamSlots`] counts the streams open on this instance, per caller and per thread, so a
+//! caller cannot hold an unbounded number of them (`limits.max_streams_per_*`).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -36,6 +41,18 @@ pub fn frame(item: &StreamItem) -> Bytes {
 /// Frames ready together (a catch-up page, a batch committed at once) go out as one chunk.
 const MOST_FRAMES_PER_CHUNK: usize = 512;
 
+/// A `200 text/event-stream` response streaming `items`, holding `slot` until the stream ends
+/// or its body is dropped (the client went away, the server closed it).
+pub fn response_in_slot(items: impl Stream<Item = StreamItem> + Send + 'static, slot: StreamSlot) -> Response {
+    response(async_stream::stream! {
+        let _slot = slot;
+        let mut items = std::pin::pin!(items);
+        while let Some(item) = items.next().await {
+            yield item;
+        }
+    })
+}
+
 /// A `200 text/event-stream` response streaming `items`, with proxies told not to buffer it.
 pub fn response(items: impl Stream<Item = StreamItem> + Send + 'static) -> Response {
     let chunks = items.ready_chunks(MOST_FRAMES_PER_CHUNK).map(|ready| {
@@ -55,9 +72,100 @@ pub fn response(items: impl Stream<Item = StreamItem> + Send + 'static) -> Respo
     response
 }
 
+/// The streams open on this instance, by caller and by thread. Counted per instance: behind a
+/// load balancer, a caller may hold the limit on each instance.
+#[derive(Debug, Default)]
+pub struct StreamSlots {
+    open: Mutex<OpenCounts>,
+}
+
+#[derive(Debug, Default)]
+struct OpenCounts {
+    by_caller: HashMap<String, usize>,
+    by_thread: HashMap<String, usize>,
+}
+
+/// Why a stream was refused a slot: which limit it would pass, and that limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotRefused {
+    Caller(usize),
+    Thread(usize),
+}
+
+/// The most streams one caller and one thread may hold open.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotLimits {
+    pub per_caller: usize,
+    pub per_thread: usize,
+}
+
+impl StreamSlots {
+    /// Takes a slot for a stream of `caller` on `thread`, unless either holds its limit already.
+    pub fn take(
+        self: &Arc<Self>,
+        caller: String,
+        thread: String,
+        limits: SlotLimits,
+    ) -> Result<StreamSlot, SlotRefused> {
+        let mut open = self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if open.by_caller.get(&caller).copied().unwrap_or(0) >= limits.per_caller {
+            return Err(SlotRefused::Caller(limits.per_caller));
+        }
+        if open.by_thread.get(&thread).copied().unwrap_or(0) >= limits.per_thread {
+            return Err(SlotRefused::Thread(limits.per_thread));
+        }
+        *open.by_caller.entry(caller.clone()).or_default() += 1;
+        *open.by_thread.entry(thread.clone()).or_default() += 1;
+        Ok(StreamSlot { slots: self.clone(), caller, thread })
+    }
+
+    /// Streams open for `caller`.
+    pub fn open_for_caller(&self, caller: &str) -> usize {
+        self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).by_caller.get(caller).copied().unwrap_or(0)
+    }
+}
+
+/// One open stream's place in [`StreamSlots`], given back when dropped.
+#[derive(Debug)]
+pub struct StreamSlot {
+    slots: Arc<StreamSlots>,
+    caller: String,
+    thread: String,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.slots.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let OpenCounts { by_caller, by_thread } = &mut *open;
+        for (counts, key) in [(by_caller, &self.caller), (by_thread, &self.thread)] {
+            if let Some(count) = counts.get_mut(key) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    counts.remove(key);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_are_counted_per_caller_and_thread_and_given_back() {
+        let slots = Arc::new(StreamSlots::default());
+        let limits = SlotLimits { per_caller: 2, per_thread: 3 };
+        let a1 = slots.take("a".into(), "t1".into(), limits).expect("first");
+        let _a2 = slots.take("a".into(), "t2".into(), limits).expect("second");
+        assert_eq!(slots.take("a".into(), "t3".into(), limits).err(), Some(SlotRefused::Caller(2)));
+        let _b1 = slots.take("b".into(), "t1".into(), limits).expect("another caller");
+        let _c1 = slots.take("c".into(), "t1".into(), limits).expect("a third on t1");
+        assert_eq!(slots.take("d".into(), "t1".into(), limits).err(), Some(SlotRefused::Thread(3)));
+        drop(a1);
+        assert_eq!(slots.open_for_caller("a"), 1);
+        slots.take("a".into(), "t3".into(), limits).expect("a slot given back is free again");
+    }
 
     #[test]
     fn frames_are_lf_only_with_an_id() {

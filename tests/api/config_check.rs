@@ -1,0 +1,65 @@
+//! `agui-gateway check-config` refuses a typo in any table, naming the key's path and the
+//! nearest valid key, where it used to answer "config ok" and run with the setting off.
+
+use std::process::Command;
+
+/// Runs `check-config` on `text`; returns whether it passed and what it printed.
+fn check_config(text: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, text).expect("write config");
+    let output = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .output()
+        .expect("check-config runs");
+    let printed = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), printed)
+}
+
+const TENANT: &str = "[[tenants]]\nname = \"default\"\n";
+
+#[test]
+fn check_config_refuses_a_typo_that_would_switch_a_policy_off() {
+    let cases = [
+        (
+            "[[agents]]\nname = \"ok\"\nkind = \"script\"\nsteps = [{ say = \"hi\" }]\n\n\
+             [[agents]]\nname = \"other\"\nkind = \"script\"\nsteps = [{ say = \"hi\" }]\n\n\
+             [[agents]]\nname = \"mailer\"\nkind = \"script\"\n\
+             steps = [{ say = \"x\" }, { tool = \"send\", result = \"sent\", aproval = \"always\" }]\n",
+            "agents[2].steps[1].aproval",
+            "did you mean 'approval'?",
+        ),
+        (
+            "[[agents]]\nname = \"llm\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n\
+             tools = [{ name = \"send\", url = \"http://127.0.0.1:9/send\", aproval = \"always\" }]\n",
+            "agents[0].tools[0].aproval",
+            "did you mean 'approval'?",
+        ),
+        (
+            "[[agents]]\nname = \"a\"\nkind = \"script\"\nstepz = [{ say = \"hi\" }]\n",
+            "agents[0].stepz",
+            "did you mean 'steps'?",
+        ),
+        (
+            "[[agents]]\nname = \"a\"\nkind = \"script\"\nsteps = [{ say = \"hi\" }]\nmcp_servers = [\"x\"]\n",
+            "agents[0].mcp_servers",
+            "this table takes name, title, description",
+        ),
+    ];
+    for (agents, path, hint) in cases {
+        let (passed, printed) = check_config(&format!("{TENANT}{agents}"));
+        assert!(!passed, "refused: {agents}\n{printed}");
+        assert!(!printed.contains("config ok"), "{printed}");
+        assert!(printed.contains(&format!("unknown key {path}")) && printed.contains(hint), "{agents}\n{printed}");
+    }
+}
+
+#[test]
+fn check_config_passes_a_valid_config() {
+    let (passed, printed) = check_config(&format!(
+        "{TENANT}[[agents]]\nname = \"mailer\"\nkind = \"script\"\n\
+         steps = [{{ tool = \"send\", result = \"sent\", approval = \"always\", four_eyes = true }}]\n"
+    ));
+    assert!(passed && printed.contains("config ok"), "{printed}");
+}
