@@ -1266,8 +1266,12 @@ async fn run_turn(
     let Some(agent) = inner.agents.get(&turn.agent) else {
         return Err(AgentError::Failed(format!("agent '{}' is no longer configured", turn.agent)));
     };
-    let checkpoint =
-        turn.checkpoint.as_deref().and_then(|c| serde_json::from_str::<Checkpoint>(c).ok()).unwrap_or_default();
+    // A checkpoint that does not parse fails the turn: starting over would repeat what was done.
+    let checkpoint = match turn.checkpoint.as_deref() {
+        Some(stored) => serde_json::from_str::<Checkpoint>(stored)
+            .map_err(|e| AgentError::Failed(format!("the turn's checkpoint does not parse: {e}")))?,
+        None => Checkpoint::default(),
+    };
     agent.run(context, checkpoint).await
 }
 
