@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::engine::interrupts::Deciders;
-use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
+use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
 use crate::protocol::events::{Envelope, RunOutcome, ToolResultContent};
 use crate::protocol::{Event, TokenUsage};
 
@@ -74,7 +74,7 @@ impl AguiAgentConfig {
 #[derive(Debug, Clone)]
 pub struct AguiAgent {
     config: AguiAgentConfig,
-    http: reqwest::Client,
+    http: super::AgentHttp,
 }
 
 /// What a turn remembers between upstream runs (in its checkpoint).
@@ -84,7 +84,7 @@ struct Upstream {
     runs: u32,
     /// An upstream run was under way at the last checkpoint.
     streaming: bool,
-    /// The upstream interrupts the turn waits on, in the order of the checkpoint's `awaiting`.
+    /// The upstream interrupts the turn waits on, each with the gateway interrupt standing for it.
     waiting: Vec<UpstreamInterrupt>,
     /// Upstream tool call ids → the gateway's, so a later result names the right call.
     calls: BTreeMap<String, String>,
@@ -92,7 +92,11 @@ struct Upstream {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct UpstreamInterrupt {
+    /// The upstream's own id (what its `resume` names).
     id: String,
+    /// The gateway interrupt opened for it, whose decision goes back upstream.
+    #[serde(default)]
+    gateway_id: Option<String>,
     #[serde(default)]
     response_schema: Option<Value>,
 }
@@ -105,15 +109,35 @@ enum Ending {
 
 impl AguiAgent {
     pub fn new(config: AguiAgentConfig) -> AguiAgent {
-        AguiAgent { config, http: reqwest::Client::new() }
+        AguiAgent { config, http: super::AgentHttp::new() }
     }
 
     pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
-        let mut state: Upstream =
-            from.conversation.as_ref().and_then(|saved| serde_json::from_value(saved.clone()).ok()).unwrap_or_default();
+        let mut state: Upstream = match &from.conversation {
+            Some(saved) => serde_json::from_value(saved.clone())
+                .map_err(|e| AgentError::Internal(format!("the turn's saved upstream state does not parse: {e}")))?,
+            None => Upstream::default(),
+        };
         let resume = if !from.awaiting.is_empty() {
-            let decisions = turn.decisions(&from.awaiting).await?;
-            Some(state.waiting.iter().zip(decisions).map(|(up, (_, decision))| resume_entry(up, decision)).collect())
+            // Each upstream interrupt takes the decision on the gateway interrupt opened for it.
+            let decided = turn.decisions(&from.awaiting).await?;
+            let entries = state
+                .waiting
+                .iter()
+                .map(|up| {
+                    let decision = decided
+                        .iter()
+                        .find(|d| up.gateway_id.as_deref() == Some(d.interrupt_id.as_str()))
+                        .ok_or_else(|| {
+                        AgentError::Failed(format!(
+                            "no decision answers the upstream interrupt '{}' the turn waited for",
+                            up.id
+                        ))
+                    })?;
+                    Ok(resume_entry(up, decision.decision.clone()))
+                })
+                .collect::<Result<Vec<_>, AgentError>>()?;
+            Some(entries)
         } else if state.streaming {
             return Err(AgentError::Failed(
                 "the upstream agent's run was cut off when the gateway instance relaying it stopped; an AG-UI \
@@ -145,10 +169,15 @@ impl AguiAgent {
                 Ok(AgentOutput { result, usage })
             }
             Ending::Interrupted(interrupts) => {
-                let specs = interrupts.iter().map(|i| self.spec(i, &state)).collect();
+                let specs: Vec<InterruptSpec> = interrupts.iter().map(|i| self.spec(i, &state)).collect();
                 state.waiting = interrupts
                     .into_iter()
-                    .map(|i| UpstreamInterrupt { id: i.id, response_schema: i.response_schema })
+                    .zip(&specs)
+                    .map(|(i, spec)| UpstreamInterrupt {
+                        id: i.id,
+                        gateway_id: Some(spec.id.clone()),
+                        response_schema: i.response_schema,
+                    })
                     .collect();
                 Err(turn.wait_for(specs, checkpoint(&state)).await)
             }
@@ -183,8 +212,8 @@ impl AguiAgent {
 
     /// Posts one run upstream and relays its events to the turn, each checked first.
     async fn relay(&self, turn: &mut TurnContext, input: &Value, state: &mut Upstream) -> Result<Ending, AgentError> {
-        let mut request = self
-            .http
+        let http = self.http.client().map_err(|why| AgentError::Failed(why.to_string()))?;
+        let mut request = http
             .post(&self.config.url)
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -201,6 +230,12 @@ impl AguiAgent {
             AgentError::Failed(format!("the upstream agent could not be reached ({})", e.without_url()))
         })?;
         let status = response.status();
+        if status.is_redirection() {
+            // Not followed: the redirect could carry the secret headers to another address.
+            return Err(AgentError::Failed(format!(
+                "the upstream agent answered {status}, a redirect, which is not followed; url must be the final address"
+            )));
+        }
         if !status.is_success() {
             return Err(AgentError::Failed(format!("the upstream agent answered {status}")));
         }
@@ -245,6 +280,7 @@ impl AguiAgent {
             .unwrap_or(self.config.interrupt_ttl_secs as i64 * 1000)
             .max(1000);
         InterruptSpec {
+            id: new_interrupt_id(),
             reason: interrupt.reason.clone(),
             message: interrupt.message.clone().unwrap_or_else(|| "The agent needs a decision.".into()),
             tool_call_id: interrupt.tool_call_id.as_ref().and_then(|id| state.calls.get(id).cloned()),
@@ -526,7 +562,7 @@ mod tests {
 
     #[test]
     fn decisions_become_resume_entries() {
-        let plain = UpstreamInterrupt { id: "u1".into(), response_schema: None };
+        let plain = UpstreamInterrupt { id: "u1".into(), gateway_id: None, response_schema: None };
         assert_eq!(
             resume_entry(&plain, json!({"approved": true, "answer": "Paris"})),
             json!({"interruptId": "u1", "status": "resolved", "payload": {"answer": "Paris"}})
@@ -537,6 +573,7 @@ mod tests {
         );
         let approval = UpstreamInterrupt {
             id: "u2".into(),
+            gateway_id: None,
             response_schema: Some(json!({"type": "object", "properties": {"approved": {"type": "boolean"}}})),
         };
         assert_eq!(

@@ -8,6 +8,34 @@ pub mod script;
 use crate::config::{AgentConfig, AgentKindConfig};
 use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
 
+/// The HTTP client agents call tools, models and upstream servers with. It follows no
+/// redirect: a request carries the configured (secret) headers, and a redirect could hand them
+/// to any other address. A 3xx answer is the caller's to report.
+#[derive(Debug, Clone)]
+pub struct AgentHttp(Result<reqwest::Client, String>);
+
+impl AgentHttp {
+    pub fn new() -> AgentHttp {
+        AgentHttp(
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| format!("the HTTP client could not be set up ({e})")),
+        )
+    }
+
+    /// The client, or why there is none (no TLS backend on this machine).
+    pub fn client(&self) -> Result<&reqwest::Client, &str> {
+        self.0.as_ref().map_err(String::as_str)
+    }
+}
+
+impl Default for AgentHttp {
+    fn default() -> AgentHttp {
+        AgentHttp::new()
+    }
+}
+
 /// A configured agent, ready to answer turns.
 #[derive(Debug, Clone)]
 pub enum Agent {

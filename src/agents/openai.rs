@@ -16,7 +16,10 @@ use serde_json::{json, Value};
 
 use super::script::ToolPolicy;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
-use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, ChildCheckpoint, InterruptSpec, NotePin, TurnContext};
+use crate::engine::turn::{
+    new_interrupt_id, AgentError, AgentOutput, Checkpoint, ChildCheckpoint, Decided, InterruptSpec, NotePin,
+    TurnContext,
+};
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
@@ -176,6 +179,60 @@ struct PendingCall {
     /// A client-declared tool: its result comes from the client.
     #[serde(default)]
     client: bool,
+    /// The interrupt opened for this call (an approval or a question), whose decision it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    interrupt: Option<String>,
+}
+
+/// What a call of the model's stands for, by its name.
+enum CallKind<'a> {
+    /// A tool the client declared: the client runs it.
+    Client,
+    Http(&'a HttpTool),
+    AskUser,
+    BoardWrite,
+    Delegate,
+    /// A name the agent did not offer the model: nothing runs.
+    Unoffered,
+}
+
+/// The decisions on the interrupts a turn waited for, by interrupt id and by the tool call
+/// each was opened for; `awaiting` stays in the checkpoints written while they are applied, so
+/// a takeover in the middle applies the rest of them.
+struct Decisions {
+    awaiting: Vec<String>,
+    by_interrupt: BTreeMap<String, Value>,
+    by_call: BTreeMap<String, Value>,
+}
+
+impl Decisions {
+    fn new(awaiting: Vec<String>, decided: Vec<Decided>) -> Decisions {
+        let mut by_interrupt = BTreeMap::new();
+        let mut by_call = BTreeMap::new();
+        for decided in decided {
+            if let Some(call) = decided.tool_call_id {
+                by_call.insert(call, decided.decision.clone());
+            }
+            by_interrupt.insert(decided.interrupt_id, decided.decision);
+        }
+        Decisions { awaiting, by_interrupt, by_call }
+    }
+
+    /// The decision on the interrupt opened for `call`. Its absence is an error of the turn:
+    /// a call is never run, nor reported denied, on a decision that is not its own.
+    fn for_call(&self, call: &PendingCall) -> Result<&Value, AgentError> {
+        let found = match &call.interrupt {
+            Some(interrupt) => self.by_interrupt.get(interrupt),
+            // Saved before calls named their interrupt: the interrupt names the call.
+            None => self.by_call.get(&call.gateway_id),
+        };
+        found.ok_or_else(|| {
+            AgentError::Failed(format!(
+                "no decision answers the interrupt opened for the tool call {} ({})",
+                call.gateway_id, call.name
+            ))
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -187,24 +244,26 @@ struct Usage {
 #[derive(Debug, Clone)]
 pub struct OpenaiAgent {
     config: OpenaiAgentConfig,
-    http: reqwest::Client,
+    http: super::AgentHttp,
 }
 
 impl OpenaiAgent {
     pub fn new(config: OpenaiAgentConfig) -> OpenaiAgent {
-        OpenaiAgent { config, http: reqwest::Client::new() }
+        OpenaiAgent { config, http: super::AgentHttp::new() }
     }
 
     pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         // A delegation the turn stopped in (a takeover, or a wait inside the child).
         let mut child = from.child.clone().map(|c| *c);
         let mut conversation: Conversation = match &from.conversation {
-            Some(saved) => serde_json::from_value(saved.clone()).unwrap_or_default(),
+            Some(saved) => serde_json::from_value(saved.clone())
+                .map_err(|e| AgentError::Internal(format!("the turn's saved conversation does not parse: {e}")))?,
             None => self.opening(turn).await?,
         };
         if !from.awaiting.is_empty() {
-            // The calls waited for approval; the decisions are in now.
-            let decisions = turn.decisions(&from.awaiting).await?;
+            // The calls waited for people; the decisions are in now.
+            let decided = turn.decisions(&from.awaiting).await?;
+            let decisions = Decisions::new(from.awaiting.clone(), decided);
             self.settle_pending(turn, &mut conversation, Some(decisions), &mut child).await?;
         } else if !conversation.pending.is_empty() {
             // Taken over between tool calls: run the ones without a result (none twice).
@@ -237,7 +296,7 @@ impl OpenaiAgent {
             conversation.messages.push(assistant);
             conversation.pending = answer.calls;
             // The events closing this answer were held back; they commit with this checkpoint.
-            turn.commit_step(&self.checkpoint(&conversation)).await?;
+            turn.commit_step(&self.checkpoint(&conversation, &[])).await?;
             if conversation.pending.is_empty() {
                 let usage = TokenUsage {
                     provider: Some("openai".into()),
@@ -253,8 +312,13 @@ impl OpenaiAgent {
         }
     }
 
-    fn checkpoint(&self, conversation: &Conversation) -> Checkpoint {
-        Checkpoint { conversation: serde_json::to_value(conversation).ok(), ..Checkpoint::default() }
+    /// `awaiting`: the interrupts whose decisions are being applied to the pending calls.
+    fn checkpoint(&self, conversation: &Conversation, awaiting: &[String]) -> Checkpoint {
+        Checkpoint {
+            conversation: serde_json::to_value(conversation).ok(),
+            awaiting: awaiting.to_vec(),
+            ..Checkpoint::default()
+        }
     }
 
     /// The system prompt, the thread's earlier turns (the gateway's record) and the new message.
@@ -295,12 +359,14 @@ impl OpenaiAgent {
     }
 
     /// Gives every pending call a result: runs it (when approved, or when its policy needs no
-    /// approval), reports it denied, or, when approvals are still needed, waits for them.
+    /// approval), reports it denied, or, when people must decide first, opens an interrupt for
+    /// each call that needs one and waits. A decision applies only to the call whose interrupt
+    /// it answers; a call that opened no interrupt takes none.
     async fn settle_pending(
         &self,
         turn: &mut TurnContext,
         conversation: &mut Conversation,
-        decisions: Option<Vec<(String, Value)>>,
+        decisions: Option<Decisions>,
         child: &mut Option<ChildCheckpoint>,
     ) -> Result<(), AgentError> {
         let client_results = if conversation.pending.iter().any(|c| c.client) {
@@ -308,53 +374,73 @@ impl OpenaiAgent {
         } else {
             Default::default()
         };
-        if decisions.is_none() {
-            let needing: Vec<&PendingCall> =
-                conversation.pending.iter().filter(|call| self.waits_for_person(call)).collect();
-            if !needing.is_empty() {
-                let specs = needing
-                    .iter()
-                    .filter_map(|call| {
-                        if call.name == ASK_USER {
-                            let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-                            let choices: Vec<String> =
-                                serde_json::from_value(args["choices"].clone()).unwrap_or_default();
-                            return Some(InterruptSpec {
-                                reason: "input_required".into(),
-                                message: args["question"].as_str().unwrap_or("The agent has a question.").to_string(),
-                                tool_call_id: Some(call.gateway_id.clone()),
-                                response_schema: question_schema(&choices),
-                                ttl_ms: 3_600_000,
-                                deciders: Deciders::default(),
-                                four_eyes: false,
-                                details: None,
-                                choices,
-                            });
-                        }
-                        let tool = self.tool(&call.name)?;
-                        Some(InterruptSpec {
-                            reason: "tool_call".into(),
-                            message: format!("Allow the tool '{}' to run?", call.name),
-                            tool_call_id: Some(call.gateway_id.clone()),
-                            response_schema: tool_call_schema(tool.policy.allow_edit, tool.policy.confirm.as_deref()),
-                            ttl_ms: tool.policy.ttl_secs as i64 * 1000,
-                            deciders: Deciders::from_config(&tool.policy.deciders),
-                            four_eyes: tool.policy.four_eyes,
-                            details: serde_json::from_str(&call.arguments).ok(),
-                            choices: Vec::new(),
-                        })
-                    })
-                    .collect();
-                let checkpoint = self.checkpoint(conversation);
+        let Some(decisions) = decisions else {
+            let mut specs = Vec::new();
+            for call in conversation.pending.iter_mut() {
+                if let Some(spec) = self.interrupt_for(call) {
+                    call.interrupt = Some(spec.id.clone());
+                    specs.push(spec);
+                }
+            }
+            if !specs.is_empty() {
+                let checkpoint = self.checkpoint(conversation, &[]);
                 return Err(turn.wait_for(specs, checkpoint).await);
             }
+            return self.run_pending(turn, conversation, None, &client_results, child).await;
+        };
+        self.run_pending(turn, conversation, Some(&decisions), &client_results, child).await
+    }
+
+    /// The interrupt a call waits on, if it needs a person: its tool's approval, or a question.
+    fn interrupt_for(&self, call: &PendingCall) -> Option<InterruptSpec> {
+        match self.kind_of(call) {
+            CallKind::AskUser => {
+                let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+                let choices: Vec<String> = serde_json::from_value(args["choices"].clone()).unwrap_or_default();
+                Some(InterruptSpec {
+                    id: new_interrupt_id(),
+                    reason: "input_required".into(),
+                    message: args["question"].as_str().unwrap_or("The agent has a question.").to_string(),
+                    tool_call_id: Some(call.gateway_id.clone()),
+                    response_schema: question_schema(&choices),
+                    ttl_ms: 3_600_000,
+                    deciders: Deciders::default(),
+                    four_eyes: false,
+                    details: None,
+                    choices,
+                })
+            }
+            CallKind::Http(tool) if tool.policy.needs_approval() => Some(InterruptSpec {
+                id: new_interrupt_id(),
+                reason: "tool_call".into(),
+                message: format!("Allow the tool '{}' to run?", call.name),
+                tool_call_id: Some(call.gateway_id.clone()),
+                response_schema: tool_call_schema(tool.policy.allow_edit, tool.policy.confirm.as_deref()),
+                ttl_ms: tool.policy.ttl_secs as i64 * 1000,
+                deciders: Deciders::from_config(&tool.policy.deciders),
+                four_eyes: tool.policy.four_eyes,
+                details: serde_json::from_str(&call.arguments).ok(),
+                choices: Vec::new(),
+            }),
+            _ => None,
         }
-        let decisions = decisions.unwrap_or_default();
-        let mut decided = decisions.into_iter().map(|(_, decision)| decision);
+    }
+
+    /// Runs the pending calls in order, each committed with its result and the checkpoint.
+    async fn run_pending(
+        &self,
+        turn: &mut TurnContext,
+        conversation: &mut Conversation,
+        decisions: Option<&Decisions>,
+        client_results: &BTreeMap<String, String>,
+        child: &mut Option<ChildCheckpoint>,
+    ) -> Result<(), AgentError> {
+        let awaiting = decisions.map_or(&[][..], |d| d.awaiting.as_slice());
         let mut owed = Vec::new();
         while !conversation.pending.is_empty() {
             let call = conversation.pending.remove(0);
-            if call.client {
+            let kind = self.kind_of(&call);
+            if let CallKind::Client = kind {
                 match client_results.get(&call.gateway_id) {
                     Some(result) => {
                         turn.begin_step();
@@ -362,62 +448,80 @@ impl OpenaiAgent {
                         conversation
                             .messages
                             .push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": result }));
-                        turn.commit_step(&self.checkpoint(conversation)).await?;
+                        turn.commit_step(&self.checkpoint(conversation, awaiting)).await?;
                     }
                     None => owed.push(call),
                 }
                 continue;
             }
-            if call.name == DELEGATE && self.config.builtins.iter().any(|b| b == DELEGATE) {
-                let outcome = self.delegate(turn, conversation, &call, child.take()).await?;
+            if let CallKind::Delegate = kind {
+                let outcome = self.delegate(turn, conversation, &call, child.take(), awaiting).await?;
                 turn.begin_step();
                 turn.tool_result(&call.gateway_id, &outcome).await?;
                 conversation
                     .messages
                     .push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": outcome }));
-                turn.commit_step(&self.checkpoint(conversation)).await?;
+                turn.commit_step(&self.checkpoint(conversation, awaiting)).await?;
                 continue;
             }
+            // The decision this call waited for, if it waited: found before anything is said.
+            let decision = match self.interrupt_for(&call) {
+                Some(_) => match decisions {
+                    Some(decisions) => Some(decisions.for_call(&call)?),
+                    None => {
+                        return Err(AgentError::Failed(format!(
+                            "the tool call {} ({}) needs a decision, but no interrupt was opened for it",
+                            call.gateway_id, call.name
+                        )))
+                    }
+                },
+                None => None,
+            };
             // What the call does (a pinned note) commits with its result and the checkpoint.
             turn.begin_step();
-            let outcome = if call.name == ASK_USER && !call.client && self.tool(ASK_USER).is_none() {
-                let decision = decided.next().unwrap_or_default();
-                match decision["answer"].as_str() {
+            let outcome = match (kind, decision) {
+                (CallKind::AskUser, Some(decision)) => match decision["answer"].as_str() {
                     Some(answer) => answer.to_string(),
                     None => "the person did not answer".to_string(),
-                }
-            } else if call.name == BOARD_WRITE && self.config.builtins.iter().any(|b| b == BOARD_WRITE) {
-                let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-                let tags: Vec<String> = serde_json::from_value(args["tags"].clone()).unwrap_or_default();
-                let kind = args["kind"].as_str().unwrap_or("note").to_string();
-                match args["text"].as_str() {
-                    Some(text) => {
-                        let pin = NotePin { kind: &kind, tags: &tags, text, labels: &[], replaces: None };
-                        let note = turn.pin_note(pin).await?;
-                        format!("pinned note {}", note["id"].as_str().unwrap_or(""))
+                },
+                (CallKind::BoardWrite, _) => {
+                    let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+                    let tags: Vec<String> = serde_json::from_value(args["tags"].clone()).unwrap_or_default();
+                    let kind = args["kind"].as_str().unwrap_or("note").to_string();
+                    match args["text"].as_str() {
+                        Some(text) => {
+                            let pin = NotePin { kind: &kind, tags: &tags, text, labels: &[], replaces: None };
+                            let note = turn.pin_note(pin).await?;
+                            format!("pinned note {}", note["id"].as_str().unwrap_or(""))
+                        }
+                        None => "error: board_write needs a text".to_string(),
                     }
-                    None => "error: board_write needs a text".to_string(),
                 }
-            } else if self.tool(&call.name).is_some_and(|tool| tool.policy.needs_approval()) {
-                let decision = decided.next().unwrap_or_else(|| json!({ "approved": false }));
-                if decision["approved"] == Value::Bool(true) {
-                    let arguments = decision.get("editedArgs").filter(|a| a.is_object()).map(Value::to_string);
-                    self.run_tool(&call.name, arguments.as_deref().unwrap_or(&call.arguments)).await
-                } else {
-                    "not run: the call was denied".to_string()
+                (CallKind::Http(tool), Some(decision)) => {
+                    if decision["approved"] == Value::Bool(true) {
+                        let edited = decision
+                            .get("editedArgs")
+                            .filter(|a| a.is_object() && tool.policy.allow_edit)
+                            .map(Value::to_string);
+                        self.run_tool(tool, edited.as_deref().unwrap_or(&call.arguments)).await
+                    } else {
+                        let why = decision["comment"].as_str().map(|c| format!(": {c}")).unwrap_or_default();
+                        let denied = if decision["expired"] == Value::Bool(true) { "expired" } else { "denied" };
+                        format!("not run: the call was {denied}{why}")
+                    }
                 }
-            } else {
-                self.run_tool(&call.name, &call.arguments).await
+                (CallKind::Http(tool), None) => self.run_tool(tool, &call.arguments).await,
+                _ => format!("error: the tool '{}' is not available; nothing was run", call.name),
             };
             turn.tool_result(&call.gateway_id, &outcome).await?;
             conversation.messages.push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": outcome }));
-            turn.commit_step(&self.checkpoint(conversation)).await?;
+            turn.commit_step(&self.checkpoint(conversation, awaiting)).await?;
         }
         if !owed.is_empty() {
             // Only the client can run these: the run ends with them pending (§9.2).
             let ids = owed.iter().map(|c| c.gateway_id.clone()).collect();
             conversation.pending = owed;
-            return Err(turn.wait_for_client(ids, self.checkpoint(conversation)).await);
+            return Err(turn.wait_for_client(ids, self.checkpoint(conversation, awaiting)).await);
         }
         Ok(())
     }
@@ -431,6 +535,7 @@ impl OpenaiAgent {
         conversation: &Conversation,
         call: &PendingCall,
         resumed: Option<ChildCheckpoint>,
+        awaiting: &[String],
     ) -> Result<String, AgentError> {
         let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
         let (Some(agent), Some(task)) = (args["agent"].as_str(), args["task"].as_str()) else {
@@ -441,21 +546,30 @@ impl OpenaiAgent {
         }
         let mut waiting = conversation.clone();
         waiting.pending.insert(0, call.clone());
-        turn.delegate(agent, task.to_string(), self.checkpoint(&waiting), resumed).await?;
+        turn.delegate(agent, task.to_string(), self.checkpoint(&waiting, awaiting), resumed).await?;
         Ok(match turn.last_answer() {
             "" => format!("{agent} finished without an answer"),
             answer => answer.to_string(),
         })
     }
 
-    /// Whether a call waits for a person: an approval under its tool's policy, or a question.
-    fn waits_for_person(&self, call: &PendingCall) -> bool {
+    /// What a call stands for: a client's tool, an HTTP tool, a built-in this agent offers, or
+    /// a name it never offered the model.
+    fn kind_of(&self, call: &PendingCall) -> CallKind<'_> {
         if call.client {
-            return false;
+            return CallKind::Client;
         }
-        match self.tool(&call.name) {
-            Some(tool) => tool.policy.needs_approval(),
-            None => call.name == ASK_USER && self.config.builtins.iter().any(|b| b == ASK_USER),
+        if let Some(tool) = self.tool(&call.name) {
+            return CallKind::Http(tool);
+        }
+        if !self.config.builtins.iter().any(|b| *b == call.name) {
+            return CallKind::Unoffered;
+        }
+        match call.name.as_str() {
+            ASK_USER => CallKind::AskUser,
+            BOARD_WRITE => CallKind::BoardWrite,
+            DELEGATE => CallKind::Delegate,
+            _ => CallKind::Unoffered,
         }
     }
 
@@ -464,9 +578,8 @@ impl OpenaiAgent {
     }
 
     /// Calls an HTTP tool; any failure becomes the result the model reads.
-    #[tracing::instrument(name = "tool_call", skip(self, arguments))]
-    async fn run_tool(&self, name: &str, arguments: &str) -> String {
-        let Some(tool) = self.tool(name) else { return format!("error: there is no tool '{name}'") };
+    #[tracing::instrument(name = "tool_call", skip_all, fields(tool = %tool.name))]
+    async fn run_tool(&self, tool: &HttpTool, arguments: &str) -> String {
         let args: Value = match serde_json::from_str(arguments) {
             Ok(args) => args,
             Err(e) => return format!("error: the arguments are not JSON ({e})"),
@@ -477,8 +590,12 @@ impl OpenaiAgent {
                 return format!("error: the arguments do not match the tool's schema: {}", errors.join("; "));
             }
         }
+        let http = match self.http.client() {
+            Ok(http) => http,
+            Err(why) => return format!("error: {why}"),
+        };
         let method = reqwest::Method::from_bytes(tool.method.as_bytes()).unwrap_or(reqwest::Method::POST);
-        let mut request = self.http.request(method.clone(), &tool.url).timeout(Duration::from_secs(tool.timeout_secs));
+        let mut request = http.request(method.clone(), &tool.url).timeout(Duration::from_secs(tool.timeout_secs));
         request = if method == reqwest::Method::GET {
             let query: Vec<(String, String)> = args
                 .as_object()
@@ -502,6 +619,13 @@ impl OpenaiAgent {
             Err(e) => return format!("error: the tool could not be reached ({})", e.without_url()),
         };
         let status = response.status();
+        if status.is_redirection() {
+            // Not followed: the redirect could carry the secret headers to another address.
+            return format!(
+                "error: the tool answered {status}, a redirect, which is not followed (no header goes to another \
+                 address); the tool's url must be its final address"
+            );
+        }
         let mut body = Vec::new();
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
@@ -599,6 +723,7 @@ impl OpenaiAgent {
                         name: String::new(),
                         arguments: String::new(),
                         client: false,
+                        interrupt: None,
                     });
                     if let Some(id) = call["id"].as_str() {
                         entry.model_id = id.to_string();
@@ -650,6 +775,7 @@ impl OpenaiAgent {
         let key = std::env::var(&self.config.api_key_env)
             .ok()
             .filter(|k| !k.is_empty() && !self.config.api_key_env.is_empty());
+        let http = self.http.client().map_err(|why| AgentError::Failed(why.to_string()))?;
         let mut delay = Duration::from_millis(250);
         let mut last_problem = String::new();
         for attempt in 0..=self.config.retries {
@@ -657,13 +783,19 @@ impl OpenaiAgent {
                 tokio::time::sleep(delay).await;
                 delay *= 2;
             }
-            let mut request =
-                self.http.post(&url).json(body).timeout(Duration::from_secs(self.config.request_timeout_secs));
+            let mut request = http.post(&url).json(body).timeout(Duration::from_secs(self.config.request_timeout_secs));
             if let Some(key) = &key {
                 request = request.bearer_auth(key);
             }
             match request.send().await {
                 Ok(response) if response.status().is_success() => return Ok(response),
+                Ok(response) if response.status().is_redirection() => {
+                    // Not followed: the redirect could carry the API key to another address.
+                    return Err(AgentError::Failed(format!(
+                        "the model answered {}, a redirect, which is not followed; base_url must be the final address",
+                        response.status()
+                    )));
+                }
                 Ok(response) if response.status().as_u16() == 429 || response.status().is_server_error() => {
                     last_problem = format!("the model answered {}", response.status());
                 }

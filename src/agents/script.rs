@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::config::ScriptAgentConfig;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
-use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
+use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
 
 /// Where the script stands while a step runs.
 struct Position<'a> {
@@ -240,6 +240,7 @@ impl ScriptAgent {
             ScriptStep::Ask { ask, choices, deciders, ttl_secs } => match at.waited {
                 None => {
                     let spec = InterruptSpec {
+                        id: new_interrupt_id(),
                         reason: "input_required".into(),
                         message: fill(ask),
                         tool_call_id: None,
@@ -253,7 +254,19 @@ impl ScriptAgent {
                     Err(turn.wait_for(vec![spec], Checkpoint { step: at.index, ..Checkpoint::default() }).await)
                 }
                 Some(waited) => {
-                    let (_, decision) = turn.decisions(&waited.awaiting).await?.into_iter().next().unwrap_or_default();
+                    // The step opened one question; its answer is the decision on that interrupt.
+                    let [question] = waited.awaiting.as_slice() else {
+                        return Err(AgentError::Failed(format!(
+                            "step {} asked one question but its checkpoint waits on {} interrupts",
+                            at.index + 1,
+                            waited.awaiting.len()
+                        )));
+                    };
+                    let decided = turn.decisions(std::slice::from_ref(question)).await?;
+                    let decision = decided.iter().find(|d| d.interrupt_id == *question).map(|d| &d.decision);
+                    let decision = decision.ok_or_else(|| {
+                        AgentError::Failed(format!("no decision answers the question's interrupt {question}"))
+                    })?;
                     *at.answer = decision["answer"].as_str().map(str::to_string);
                     Ok(())
                 }
@@ -356,6 +369,7 @@ impl ScriptAgent {
                 let args = substitute(&call.args, &input);
                 let id = turn.tool_call_start(&call.tool, &args.to_string()).await?;
                 specs.push(InterruptSpec {
+                    id: new_interrupt_id(),
                     reason: "tool_call".into(),
                     message: format!("Allow the tool '{}' to run?", call.tool),
                     tool_call_id: Some(id.clone()),
@@ -371,15 +385,30 @@ impl ScriptAgent {
             let checkpoint = Checkpoint { step: at.index, tool_calls: ids, ..Checkpoint::default() };
             return Err(turn.wait_for(specs, checkpoint).await);
         };
-        let decisions = turn.decisions(&waited.awaiting).await?;
-        for ((call, id), (_, decision)) in calls.iter().zip(&waited.tool_calls).zip(decisions) {
+        if waited.tool_calls.len() != calls.len() {
+            return Err(AgentError::Failed(format!(
+                "step {} proposed {} calls but its checkpoint names {}",
+                at.index + 1,
+                calls.len(),
+                waited.tool_calls.len()
+            )));
+        }
+        // Each call takes the decision on the interrupt opened for it, found by the call's id.
+        let decided = turn.decisions(&waited.awaiting).await?;
+        let decision_for = |id: &str| {
+            decided.iter().find(|d| d.tool_call_id.as_deref() == Some(id)).map(|d| &d.decision).ok_or_else(|| {
+                AgentError::Failed(format!("no decision answers the interrupt opened for the tool call {id}"))
+            })
+        };
+        let decisions = waited.tool_calls.iter().map(|id| decision_for(id)).collect::<Result<Vec<_>, _>>()?;
+        for ((call, id), decision) in calls.iter().zip(&waited.tool_calls).zip(decisions) {
             if decision["approved"] != Value::Bool(true) {
                 let why = decision["comment"].as_str().map(|c| format!(": {c}")).unwrap_or_default();
                 let denied = if decision["expired"] == Value::Bool(true) { "expired" } else { "denied" };
                 turn.tool_result(id, &format!("not run: the call was {denied}{why}")).await?;
                 continue;
             }
-            match decision.get("editedArgs").filter(|edited| edited.is_object()) {
+            match decision.get("editedArgs").filter(|edited| edited.is_object() && policy.allow_edit) {
                 Some(edited) => {
                     // Shown as such: the proposed call is closed, the edited one runs.
                     turn.tool_result(id, "not run as proposed: a person edited the arguments").await?;

@@ -144,9 +144,28 @@ pub struct NotePin<'a> {
     pub replaces: Option<&'a str>,
 }
 
+/// A fresh interrupt id (`int_…`).
+pub fn new_interrupt_id() -> String {
+    format!("int_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A person's decision on one interrupt the turn waited for.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    pub interrupt_id: String,
+    /// The tool call the interrupt was opened for, if any (the gateway's id).
+    pub tool_call_id: Option<String>,
+    /// What was decided: the resume payload (`approved`, `answer`, `editedArgs`, …), or
+    /// `{approved: false, expired: true}` / `{approved: false, cancelled: true}`.
+    pub decision: Value,
+}
+
 /// An interrupt an agent opens (§5.1).
 #[derive(Debug, Clone)]
 pub struct InterruptSpec {
+    /// Its id ([`new_interrupt_id`]), chosen by the agent so its checkpoint can say what each
+    /// interrupt stands for and a decision is applied by id.
+    pub id: String,
     /// `tool_call`, `input_required` or `confirmation`.
     pub reason: String,
     pub message: String,
@@ -731,7 +750,7 @@ impl TurnContext {
         let mut rows = Vec::new();
         let mut waiting = Vec::new();
         for spec in specs {
-            let id = format!("int_{}", uuid::Uuid::new_v4().simple());
+            let id = spec.id.clone();
             let mut metadata = serde_json::Map::new();
             metadata.insert("gateway/kind".into(), json!(spec.reason));
             // A delegated child's interrupt names the child turn.
@@ -889,26 +908,32 @@ impl TurnContext {
             .unwrap_or_default())
     }
 
-    /// The decisions on interrupts this turn waited for: `(id, decision)` in the order given.
-    /// An expired interrupt reads as denied.
-    pub async fn decisions(&self, ids: &[String]) -> Result<Vec<(String, Value)>, AgentError> {
+    /// The decisions on interrupts this turn waited for, in the order given. An expired
+    /// interrupt reads as denied. An interrupt with no stored decision, or one that does not
+    /// parse, fails the turn: nothing is ever taken as approved or denied by default.
+    pub async fn decisions(&self, ids: &[String]) -> Result<Vec<Decided>, AgentError> {
         let rows = self
-            .store
-            .turn_interrupts(self.turn_pk)
-            .await
-            .map_err(|e| AgentError::Failed(format!("the turn's interrupts could not be read: {e}")))?;
-        Ok(ids
-            .iter()
+            .patiently("the turn's interrupts could not be read", || self.store.turn_interrupts(self.turn_pk))
+            .await?;
+        ids.iter()
             .map(|id| {
-                let decision = rows
-                    .iter()
-                    .find(|row| row.id == *id)
-                    .and_then(|row| row.decision.as_deref())
-                    .and_then(|d| serde_json::from_str(d).ok())
-                    .unwrap_or_else(|| json!({ "approved": false }));
-                (id.clone(), decision)
+                let row = rows.iter().find(|row| row.id == *id).ok_or_else(|| {
+                    AgentError::Internal(format!("the interrupt {id} the turn waited for is not stored"))
+                })?;
+                let stored = row.decision.as_deref().ok_or_else(|| {
+                    AgentError::Internal(format!("the interrupt {id} has no decision stored (it is {})", row.status))
+                })?;
+                let decision: Value = serde_json::from_str(stored).map_err(|e| {
+                    AgentError::Internal(format!("the stored decision on interrupt {id} does not parse: {e}"))
+                })?;
+                if !decision.is_object() {
+                    return Err(AgentError::Internal(format!("the stored decision on interrupt {id} is not an object")));
+                }
+                let tool_call_id =
+                    serde_json::from_str::<Interrupt>(&row.shown).ok().and_then(|shown| shown.tool_call_id);
+                Ok(Decided { interrupt_id: id.clone(), tool_call_id, decision })
             })
-            .collect())
+            .collect()
     }
 
     /// The thread's board as it stands: read once, then kept here as this turn pins notes (its
