@@ -33,6 +33,7 @@ const INSTANCES: usize = 3;
 const CHAOS_CONFIG: &str = r#"
 [limits]
 keepalive_secs = 2
+max_streams_per_caller = 1000
 
 [database]
 max_connections = 24

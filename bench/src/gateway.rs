@@ -74,6 +74,9 @@ impl Gateway {
             .arg(&database.url)
             .arg("--listen")
             .arg(&address)
+            // One load client is one caller holding thousands of streams, many on one thread.
+            .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_CALLER", "10000000")
+            .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_THREAD", "10000000")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
