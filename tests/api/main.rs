@@ -7,6 +7,7 @@ mod helpers;
 #[path = "../support/log_checks.rs"]
 mod log_checks;
 
+mod atomic_audit;
 mod auth;
 mod bad_input;
 mod board;
