@@ -231,6 +231,11 @@ async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) 
         .output()
         .expect("node runs");
     let verdict_text = String::from_utf8_lossy(&verdict.stdout).to_string();
+    if !verdict.status.success() {
+        // Kept for a look at what the official client refused (the temp dir goes with the test).
+        let kept = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/chaos-refused-streams.json");
+        let _ = std::fs::copy(&streams_path, kept);
+    }
     pool.close().await;
     Judged {
         completed,

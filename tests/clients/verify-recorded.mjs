@@ -17,10 +17,12 @@ const { EventSchema } = require("@ag-ui/core/schemas");
 
 const streams = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const warnings = [];
-console.warn = (...a) => warnings.push(a.map(String).join(" "));
+let current = "";
+console.warn = (...a) => warnings.push(`${current}: ${a.map(String).join(" ").replace(/\s+/g, " ")}`);
 console.error = () => {};
 let failed = 0;
 for (const { name, input, body } of streams) {
+  current = name;
   const problems = [];
   const fetchRecorded = async () => new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
   const agent = new HttpAgent({ url: "http://recorded.invalid/", fetch: fetchRecorded, threadId: input.threadId, initialMessages: input.messages });
@@ -43,6 +45,6 @@ for (const { name, input, body } of streams) {
     console.log(`FAIL ${name}\n  ${problems.join("\n  ")}`);
   }
 }
-for (const w of warnings.slice(0, 5)) console.log(`WARN ${w.slice(0, 200)}`);
+for (const w of warnings.slice(0, 5)) console.log(`WARN ${w.slice(0, 600)}`);
 console.log(`${streams.length - failed}/${streams.length} streams pass the official client`);
 process.exit(failed || warnings.length ? 1 : 0);
