@@ -1,5 +1,5 @@
 //! The official client as the judge: `@ag-ui/client` 1.0 with verification on, and every event
-//! validated by `@ag-ui/core/schemas` (via `../shared/reference/agui-check.mjs`, `--strict`).
+//! validated by `@ag-ui/core/schemas` (via `tests/clients/agui-check.mjs`, `--strict`).
 
 use std::time::Duration;
 

@@ -439,8 +439,9 @@ fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
 }
 
+/// The repository's own AG-UI 1.0 probe of a live endpoint, run from `clients_dir()`.
 fn checker() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/agui-check.mjs")
+    clients_dir().join("agui-check.mjs")
 }
 
 /// Runs the official client (with verification and schema validation) against `url` with
