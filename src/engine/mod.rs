@@ -1266,34 +1266,42 @@ async fn run_turn(
 ) -> Result<turn::AgentOutput, AgentError> {
     let store = &inner.store;
     let what = "the turn's record could not be read";
-    let (thread_id, run_id, board) = match start {
-        TurnStart::New { thread_id, run_id, board, .. } => (thread_id, run_id, Some(board)),
+    let (thread_id, run_id, board, opened) = match start {
+        TurnStart::New { thread_id, run_id, board, .. } => (thread_id, run_id, Some(board), false),
         TurnStart::Takeover => {
             let events = context.patiently(what, || read_log(store.as_ref(), turn.pk)).await?;
             context.resume_from_log(&events);
+            let opened = events.iter().any(|e| e.kind == EventKind::StateSnapshot);
             // Ids in a re-rendered RUN_STARTED are the following run's own.
-            (String::new(), String::new(), None)
+            (String::new(), String::new(), None, opened)
         }
     };
     let notes = context.patiently(what, || store.notes(turn.thread)).await?;
     context.set_next_note_no(notes.len() as i64 + 1);
-    if context.is_fresh() {
-        let board = board.unwrap_or_else(|| board::from_stored(&notes));
-        context
-            .emit(Event::RunStarted {
-                thread_id,
-                run_id,
-                protocol_version: Some(PROTOCOL_VERSION.to_string()),
-                parent_run_id: None,
-                input: None,
-            })
-            .await?;
-        // The board, and the editable keys runs wrote (§7).
-        let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
+    // The board, and the editable keys runs wrote (§7): what a run opens with.
+    let snapshot = |state: Option<String>, board: Vec<Value>| {
         let mut snapshot = board::stored_state(state.as_deref());
         snapshot.insert("board".into(), json!({ "notes": board }));
-        context.emit(Event::StateSnapshot { snapshot: Value::Object(snapshot), subagent_run_id: None }).await?;
+        Event::StateSnapshot { snapshot: Value::Object(snapshot), subagent_run_id: None }
+    };
+    if context.is_fresh() {
+        let board = board.unwrap_or_else(|| board::from_stored(&notes));
+        let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
+        let started = Event::RunStarted {
+            thread_id,
+            run_id,
+            protocol_version: Some(PROTOCOL_VERSION.to_string()),
+            parent_run_id: None,
+            input: None,
+        };
+        context.emit_together(vec![started, snapshot(state, board)]).await?;
     } else {
+        if !opened {
+            // A log cut between its RUN_STARTED and its STATE_SNAPSHOT (written apart by an
+            // earlier version): the run still opens with the board before anything else.
+            let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
+            context.emit(snapshot(state, board::from_stored(&notes))).await?;
+        }
         context.close_cut_items().await?;
     }
     let Some(agent) = inner.agents.get(&turn.agent) else {

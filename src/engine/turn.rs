@@ -456,6 +456,17 @@ impl TurnContext {
         self.append(vec![op]).await
     }
 
+    /// Appends several events as one write: the log holds all of them or none (a run's opening
+    /// `RUN_STARTED` and `STATE_SNAPSHOT` must never be cut apart by a crash).
+    pub(crate) async fn emit_together(&mut self, events: Vec<Event>) -> Result<(), AgentError> {
+        self.check_stopped()?;
+        let mut ops = Vec::with_capacity(events.len());
+        for event in events {
+            ops.push(self.event_op(event)?);
+        }
+        self.append(ops).await
+    }
+
     /// A turn that must leave this instance says nothing more (a cancelled one still closes).
     fn check_stopped(&self) -> Result<(), AgentError> {
         match *self.signal.borrow() {

@@ -132,3 +132,26 @@ async fn a_stream_closes_cleanly_at_its_lifetime_cap_and_resumes() {
     let rest = read_events(app.post_run_with("waiter", &input, &[("last-event-id", &last_id)]).await, None).await;
     assert_eq!(rest.last().expect("events").data["outcome"]["type"], "cancelled");
 }
+
+/// A log cut right after its `RUN_STARTED` (its `STATE_SNAPSHOT` never committed) is continued
+/// with the snapshot first: the run still opens with the board, as the official client needs
+/// before the board's first `STATE_DELTA`.
+#[tokio::test]
+async fn a_turn_taken_over_before_its_snapshot_committed_still_opens_with_the_board() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let first = TestApp::start(&db.url).await;
+    let input = first_run("th-cut-open", "run-1", "cut at the start");
+    let head = read_events(first.post_run("slow", &input).await, Some(4)).await;
+    assert_eq!(kinds(&head)[..2], ["RUN_STARTED", "STATE_SNAPSHOT"]);
+    first.shut_down().await;
+    // What a crash between the two opening writes left: the first event alone.
+    execute_sql(&db.url, "DELETE FROM events WHERE seq > 1").await;
+    execute_sql(&db.url, "UPDATE turns SET checkpoint = NULL").await;
+    let second = TestApp::start(&db.url).await;
+    let whole = second.run_to_end("slow", &input).await;
+    assert_eq!(kinds(&whole)[..2], ["RUN_STARTED", "STATE_SNAPSHOT"], "{:?}", kinds(&whole));
+    assert_eq!(whole[1].data["snapshot"]["board"]["notes"], serde_json::json!([]));
+    assert_valid_continuation(&whole);
+    let (ok, report) = agui_check(&second.run_url("slow"), &input).await;
+    assert!(ok, "{report}");
+}
