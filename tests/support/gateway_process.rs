@@ -64,6 +64,15 @@ pub fn spawn_instance_with(config: &Path, database: &str, logs: Arc<Mutex<Vec<St
     Instance { child, address, id }
 }
 
+/// A test that fails midway must not leave its gateways running (they would hold ports and
+/// database connections past the test, and in CI past the run).
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn strip_ansi(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars();
