@@ -225,6 +225,18 @@ pub struct BatchOutcome {
     pub refused: Vec<usize>,
 }
 
+impl BatchOutcome {
+    /// The ops of the appends the fence let through, in batch order: what the store writes.
+    pub(crate) fn admitted<'a>(&self, batch: &'a [TurnWrites]) -> Vec<&'a WriteOp> {
+        batch
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !self.refused.contains(index))
+            .flat_map(|(_, writes)| writes.ops.iter())
+            .collect()
+    }
+}
+
 /// Decides, from the turns' rows as locked by the committing transaction (`(id, epoch,
 /// status)`), which appends of a batch may be written: those whose epoch is current on a running
 /// turn, up to and including the first append that seals the turn.

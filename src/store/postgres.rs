@@ -64,12 +64,7 @@ impl PgStore {
         .fetch_all(&mut *tx)
         .await?;
         let outcome = fence_batch(batch, &current);
-        let ops: Vec<&WriteOp> = batch
-            .iter()
-            .enumerate()
-            .filter(|(index, _)| !outcome.refused.contains(index))
-            .flat_map(|(_, writes)| writes.ops.iter())
-            .collect();
+        let ops = outcome.admitted(batch);
         let mut turns = Vec::new();
         let mut seqs = Vec::new();
         let mut kinds = Vec::new();

@@ -64,12 +64,7 @@ impl SqliteStore {
         .fetch_all(&mut *tx)
         .await?;
         let outcome = fence_batch(batch, &current);
-        let ops: Vec<&WriteOp> = batch
-            .iter()
-            .enumerate()
-            .filter(|(index, _)| !outcome.refused.contains(index))
-            .flat_map(|(_, writes)| writes.ops.iter())
-            .collect();
+        let ops = outcome.admitted(batch);
         let events: Vec<(i64, &StoredEvent)> = ops
             .iter()
             .filter_map(|op| match op {
