@@ -434,10 +434,14 @@ impl TurnContext {
     }
 
     /// Commits what the step said together with the checkpoint after it.
+    ///
+    /// Waits until they are committed: the next step may act on the world (call a tool, ask a
+    /// model), and a crash before this step is durable must not make a takeover repeat this
+    /// step's work after the next one has started.
     pub async fn commit_step(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
         let mut ops = self.atomic.take().unwrap_or_default();
         ops.push(self.checkpoint_op(checkpoint)?);
-        self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?;
+        self.log.append_committed(self.turn_pk, self.epoch, ops, &self.health).await?;
         Ok(())
     }
 
