@@ -937,7 +937,7 @@ async fn local_dev_auto_is_off_once_the_store_holds_an_api_key(backend: Backend)
     let anonymous = app.post_run("demo", &first_run("th-anon", "r-1", "hi")).await;
     assert_eq!(status_and_code(anonymous).await, (401, "unauthenticated".to_string()));
     assert_eq!(app.counts().await, before);
-    app.stop().await;
+    app.shut_down().await;
     // And a start on a store that holds a key never turns it on.
     let restarted = TestApp::start_with(config).await;
     assert!(!restarted.auth.local_dev());

@@ -243,7 +243,6 @@ impl Drop for TestDatabase {
 pub struct TestApp {
     pub address: SocketAddr,
     pub store: Arc<dyn Store>,
-    pub engine: agui_gateway::engine::Engine,
     pub auth: agui_gateway::auth::Auth,
     pub client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
@@ -265,23 +264,22 @@ impl TestApp {
     }
 
     pub async fn start_with(config: Config) -> TestApp {
-        let (state, stop_streams) = agui_gateway::server::build(config).await.expect("gateway starts");
-        let store = state.engine.store().clone();
-        let engine = state.engine.clone();
-        let auth = state.auth.clone();
+        let server = agui_gateway::server::Server::start(config).await.expect("gateway starts");
+        let store = server.state().engine.store().clone();
+        let auth = server.state().auth.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
         let (shutdown, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
-            let _ = agui_gateway::http::serve(listener, state, stop_streams, async {
-                let _ = stopped.await;
-            })
-            .await;
+            let _ = server
+                .serve(listener, async {
+                    let _ = stopped.await;
+                })
+                .await;
         });
         TestApp {
             address,
             store,
-            engine,
             auth,
             client: reqwest::Client::new(),
             shutdown: Some(shutdown),
@@ -326,15 +324,11 @@ impl TestApp {
         self.store.row_counts().await.expect("row counts")
     }
 
-    /// A graceful stop as on SIGTERM: streams end, turns are handed over, the server drains.
-    pub async fn shut_down(self) {
-        let engine = self.engine.clone();
-        let stopping = self.stop();
-        engine.hand_over(std::time::Duration::from_secs(5)).await;
-        stopping.await;
-    }
-
-    pub async fn stop(mut self) {
+    /// A graceful stop as on SIGTERM, by the gateway's own shutdown ([`Server::serve`]): streams
+    /// end, turns are handed over, the server drains within `turns.shutdown_grace_secs`.
+    ///
+    /// [`Server::serve`]: agui_gateway::server::Server::serve
+    pub async fn shut_down(mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }

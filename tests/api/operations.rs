@@ -73,7 +73,7 @@ async fn the_openapi_document_lists_exactly_the_routes_that_answer() {
     }
     let unknown = client.get(app.url("/v1/nowhere")).send().await.expect("request");
     assert_eq!(unknown.status(), 404);
-    app.stop().await;
+    app.shut_down().await;
 }
 
 #[tokio::test]
@@ -92,7 +92,7 @@ async fn a_request_id_is_kept_from_the_caller_or_made_and_echoed() {
     let run = app.post_run_with("demo", &first_run("th-rid", "run-1", "hi"), &[("x-request-id", "r-run")]).await;
     assert_eq!(run.headers()["x-request-id"], "r-run");
     read_events(run, None).await;
-    app.stop().await;
+    app.shut_down().await;
 }
 
 /// `serve --log-format json`: every line is one JSON object, and every line logged while a run
@@ -168,7 +168,7 @@ async fn the_healthcheck_command_follows_readyz() {
         .output()
         .expect("healthcheck runs");
     assert!(!wrong.status.success(), "a 404 is not healthy");
-    app.stop().await;
+    app.shut_down().await;
     let gone = std::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
         .args(["healthcheck", "--timeout-secs", "1", &app_url_after_stop()])
         .output()

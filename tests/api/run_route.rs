@@ -274,7 +274,7 @@ async fn shutting_down_ends_open_streams_without_ending_their_runs(backend: Back
     let response = app.post_run("waiter", &first_run("th-stop", "run-1", "x")).await;
     let reader = tokio::spawn(read_events(response, None));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    tokio::time::timeout(Duration::from_secs(10), app.stop()).await.expect("the server drains its streams");
+    tokio::time::timeout(Duration::from_secs(10), app.shut_down()).await.expect("the server drains its streams");
     let events = reader.await.expect("reader");
     assert!(!events.is_empty());
     let last = events.last().expect("events").kind().to_string();
