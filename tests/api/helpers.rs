@@ -14,8 +14,11 @@ use tokio::sync::oneshot;
 #[path = "../support/pg_server.rs"]
 mod pg_server;
 
-/// Agents the tests use, merged over the built-in configuration.
-pub const TEST_CONFIG: &str = r#"
+/// The tests' configuration, merged over the built-in one: the harness's own limits and lease
+/// timings, then the agents and tenants shared with the JS client tests
+/// (`tests/fixtures/agents.toml`).
+pub const TEST_CONFIG: &str = concat!(
+    r#"
 [limits]
 keepalive_secs = 1
 max_body_bytes = 65536
@@ -26,161 +29,9 @@ heartbeat_ms = 300
 sweep_ms = 200
 shutdown_grace_secs = 5
 
-[[tenants]]
-name = "default"
-
-[[tenants]]
-name = "acme"
-ai_label = "[AI] "
-
-[[agents]]
-name = "demo"
-kind = "script"
-title = "Demo"
-steps = [
-  { say = "Hello! You said: \"{input}\"." },
-  { tool = "lookup", args = { query = "{input}" }, result = "3 matching documents" },
-  { note = "Asked about: {input}", kind = "topic", tags = ["demo"] },
-  { step = "summarise" },
-  { say = "Done." },
-]
-
-[[agents]]
-name = "slow"
-kind = "script"
-chunk_chars = 4
-chunk_delay_ms = 15
-frontend_tools = ["confirm_dialog"]
-steps = [
-  { say = "Streaming slowly so a client can drop mid-message: {input}" },
-  { tool = "search", args = { q = "{input}" }, result = "found" },
-  { wait_ms = 50 },
-  { note = "slow note", tags = ["slow"] },
-  { say = "And a second answer after the tool." },
-]
-
-[[agents]]
-name = "burst"
-kind = "script"
-steps = [ { burst = 400, bytes = 40 }, { say = "burst over" } ]
-
-[[agents]]
-name = "failing"
-kind = "script"
-steps = [ { say = "about to fail" }, { fail = "the script failed on purpose" } ]
-
-[[agents]]
-name = "approver"
-kind = "script"
-steps = [
-  { say = "Let me send that." },
-  { tool = "send_email", args = { to = "team@example.com", body = "{input}" }, result = "sent", approval = "always", allow_edit = true },
-  { say = "All done." },
-]
-
-[[agents]]
-name = "pair"
-kind = "script"
-steps = [
-  { tools = [ { tool = "first", result = "ran first" }, { tool = "second", result = "ran second" } ], approval = "always" },
-  { say = "Both handled." },
-]
-
-[[agents]]
-name = "asker"
-kind = "script"
-steps = [ { ask = "Which colour?", choices = ["red", "blue"] }, { say = "You chose {answer}." } ]
-
-[[agents]]
-name = "confirmer"
-kind = "script"
-steps = [ { tool = "delete_all", result = "deleted", approval = "always", confirm = "DELETE" }, { say = "Gone." } ]
-
-[[agents]]
-name = "hasty"
-kind = "script"
-steps = [ { tool = "slow_tool", result = "ran", approval = "always", ttl_secs = 1 }, { say = "Moving on." } ]
-
-[[agents]]
-name = "foureyes"
-kind = "script"
-steps = [ { tool = "wire_money", result = "wired", approval = "always", four_eyes = true, deciders = ["role:finance"] }, { say = "Wired." } ]
-
-[[agents]]
-name = "secretary"
-kind = "script"
-steps = [
-  { note = "Salary band for {input}: E5", kind = "hr", tags = ["salary-secret-tag"], labels = ["hr"] },
-  { note = "Status: drafting", kind = "status", tags = ["status"] },
-  { note = "Status: filed", kind = "status", replaces = "status" },
-  { say = "Filed." },
-]
-
-[[agents]]
-name = "manager"
-kind = "script"
-steps = [
-  { say = "Planning: {input}" },
-  { delegate = "mailer", input = "mail about {input}" },
-  { delegate = "summariser" },
-  { say = "All delegated work is done." },
-]
-
-[[agents]]
-name = "mailer"
-kind = "script"
-steps = [
-  { say = "Mailer drafting: {input}" },
-  { tool = "send_email", args = { body = "{input}" }, result = "sent", approval = "always" },
-  { say = "Mailer sent it." },
-]
-
-[[agents]]
-name = "summariser"
-kind = "script"
-steps = [ { say = "Summary of {input}." } ]
-
-[[agents]]
-name = "carder"
-kind = "script"
-card = { type = "object", properties = { title = { type = "string" }, steps = { type = "integer" } }, required = ["title", "steps"] }
-steps = [ { say = "{input}" } ]
-
-[[agents]]
-name = "cardboss"
-kind = "script"
-steps = [ { delegate = "carder" }, { say = "The plan is above." } ]
-
-[[agents]]
-name = "editor"
-kind = "script"
-editable_state = { tone = { type = "string", enum = ["formal", "casual"] } }
-steps = [ { say = "Writing." } ]
-
-[[agents]]
-name = "checker"
-kind = "script"
-frontend_tools = ["confirm_dialog"]
-steps = [
-  { say = "Checking with you." },
-  { client_tool = "confirm_dialog", args = { question = "Proceed with {input}?" } },
-  { say = "You said {answer}." },
-]
-
-[[agents]]
-name = "tainted"
-kind = "script"
-steps = [
-  { tool = "read_calendar", result = "3 meetings", approval = "when_tainted" },
-  { tool = "post_to_webhook", args = { body = "{input}" }, result = "posted", approval = "when_tainted", exfiltrates = true },
-  { say = "Done." },
-]
-
-[[agents]]
-name = "waiter"
-kind = "script"
-steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]
-"#;
+"#,
+    include_str!("../fixtures/agents.toml")
+);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
