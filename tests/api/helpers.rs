@@ -13,6 +13,10 @@ use tokio::sync::oneshot;
 
 #[path = "../support/pg_server.rs"]
 mod pg_server;
+#[path = "../support/waiting.rs"]
+mod waiting;
+
+pub use waiting::{holds_throughout, wait_for, wait_until};
 
 /// The tests' configuration, merged over the built-in one: the harness's own limits and lease
 /// timings, then the agents and tenants shared with the JS client tests
@@ -217,18 +221,43 @@ pub async fn read_events(response: reqwest::Response, limit: Option<usize>) -> V
 }
 
 /// Like [`read_events`], also returning the raw body and the number of keepalive comments.
-pub async fn read_frames(mut response: reqwest::Response, limit: Option<usize>) -> (Vec<SseEvent>, String, usize) {
-    let mut buffer = String::new();
-    let mut raw = String::new();
-    let mut events = Vec::new();
-    let mut keepalives = 0;
-    // A connection that breaks (an instance killed mid-stream) ends the reading like an EOF.
-    while let Ok(Some(chunk)) = response.chunk().await {
+pub async fn read_frames(response: reqwest::Response, limit: Option<usize>) -> (Vec<SseEvent>, String, usize) {
+    let mut stream = EventStream::new(response);
+    while limit.is_none_or(|limit| stream.events.len() < limit) {
+        if !stream.read_chunk().await {
+            break;
+        }
+    }
+    if let Some(limit) = limit {
+        stream.events.truncate(limit);
+    }
+    (stream.events, stream.raw, stream.keepalives)
+}
+
+/// A stream being read: a test reads it up to an event ([`EventStream::until`]), acts, and
+/// reads the rest ([`EventStream::rest`]) — no guessing how long the server takes to get there.
+pub struct EventStream {
+    response: reqwest::Response,
+    buffer: String,
+    pub raw: String,
+    pub events: Vec<SseEvent>,
+    pub keepalives: usize,
+}
+
+impl EventStream {
+    pub fn new(response: reqwest::Response) -> EventStream {
+        EventStream { response, buffer: String::new(), raw: String::new(), events: Vec::new(), keepalives: 0 }
+    }
+
+    /// Reads one chunk and the frames it completes; false once the stream ended. A connection
+    /// that breaks (an instance killed mid-stream) ends the reading like an EOF.
+    async fn read_chunk(&mut self) -> bool {
+        let Ok(Some(chunk)) = self.response.chunk().await else { return false };
         let text = std::str::from_utf8(&chunk).expect("UTF-8 stream");
-        raw.push_str(text);
-        buffer.push_str(text);
-        while let Some(end) = buffer.find("\n\n") {
-            let frame: String = buffer.drain(..end + 2).collect();
+        self.raw.push_str(text);
+        self.buffer.push_str(text);
+        while let Some(end) = self.buffer.find("\n\n") {
+            let frame: String = self.buffer.drain(..end + 2).collect();
             let mut id = None;
             let mut data = Vec::new();
             for line in frame.lines() {
@@ -237,20 +266,69 @@ pub async fn read_frames(mut response: reqwest::Response, limit: Option<usize>) 
                 } else if let Some(value) = line.strip_prefix("data: ") {
                     data.push(value.to_string());
                 } else if line.starts_with(':') {
-                    keepalives += 1;
+                    self.keepalives += 1;
                 }
             }
             if !data.is_empty() {
                 let data: Value = serde_json::from_str(&data.join("\n")).expect("event is JSON");
-                events.push(SseEvent { id, data });
-                if limit.is_some_and(|limit| events.len() >= limit) {
-                    return (events, raw, keepalives);
-                }
+                self.events.push(SseEvent { id, data });
             }
         }
+        true
     }
-    (events, raw, keepalives)
+
+    /// Reads until an event matching `arrived` has come (the stream stays open), failing the
+    /// test with `what` when the stream ends first or nothing matches within [`PATIENCE`].
+    pub async fn until(&mut self, what: &str, arrived: impl Fn(&SseEvent) -> bool) -> &mut EventStream {
+        let mut seen = 0;
+        let reading = async {
+            loop {
+                if self.events[seen..].iter().any(&arrived) {
+                    return true;
+                }
+                seen = self.events.len();
+                if !self.read_chunk().await {
+                    return false;
+                }
+            }
+        };
+        match tokio::time::timeout(PATIENCE, reading).await {
+            Ok(true) => self,
+            Ok(false) => panic!("the stream ended before {what}: {:?}", kinds(&self.events)),
+            Err(_) => panic!("no {what} within {PATIENCE:?}: {:?}", kinds(&self.events)),
+        }
+    }
+
+    /// Reads until the first `kind` event.
+    pub async fn until_kind(&mut self, kind: &str) -> &mut EventStream {
+        self.until(kind, |e| e.kind() == kind).await
+    }
+
+    /// Reads to the end; every event, those read before included.
+    pub async fn rest(self) -> Vec<SseEvent> {
+        self.rest_frames().await.0
+    }
+
+    /// As [`EventStream::rest`], with the raw body and the number of keepalive comments.
+    pub async fn rest_frames(mut self) -> (Vec<SseEvent>, String, usize) {
+        while self.read_chunk().await {}
+        (self.events, self.raw, self.keepalives)
+    }
 }
+
+/// Opens a run of `agent` and reads it until its first answer is whole: a `waiter` run then
+/// waits a minute with its stream open (its log stays as it is).
+pub async fn open_until_waiting(app: &TestApp, agent: &str, input: &Value) -> EventStream {
+    let response = app.post_run(agent, input).await;
+    assert_eq!(response.status(), 200, "run answered {}", response.status());
+    let mut stream = EventStream::new(response);
+    stream.until_kind("TEXT_MESSAGE_END").await;
+    stream
+}
+
+/// How long a test waits for something the gateway is sure to do before calling it a failure:
+/// far above what any step takes, so only a real hang trips it.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
 
 pub fn kinds(events: &[SseEvent]) -> Vec<&str> {
     events.iter().map(SseEvent::kind).collect()
