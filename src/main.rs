@@ -276,9 +276,8 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 config.listen = listen;
             }
             let address = config.listen_addr()?;
-            let (state, stop_streams) = agui_gateway::server::build(config.clone()).await?;
-            let engine = state.engine.clone();
-            if state.auth.local_dev() {
+            let server = agui_gateway::server::Server::start(config.clone()).await?;
+            if server.state().auth.local_dev() {
                 tracing::warn!(
                     "no authentication is configured: anonymous callers from loopback act as the local person \
                      'local' (development only; configure [auth] before exposing the gateway)"
@@ -288,29 +287,10 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             tracing::info!(
                 address = %listener.local_addr()?,
                 database = %config::redact_url(&config.database.url),
-                instance = %engine.instance(),
+                instance = %server.state().engine.instance(),
                 "agui-gateway listening"
             );
-            let (stopping_tx, mut stopping) = tokio::sync::watch::channel(false);
-            let shutdown = async move {
-                shutdown_signal().await;
-                let _ = stopping_tx.send(true);
-            };
-            let mut server = tokio::spawn(agui_gateway::http::serve(listener, state, stop_streams, shutdown));
-            tokio::select! {
-                served = &mut server => return Ok(served??),
-                _ = stopping.wait_for(|stop| *stop) => {}
-            }
-            // Streams are ending (clients resume elsewhere); hand the turns over meanwhile.
-            let grace = std::time::Duration::from_secs(config.turns.shutdown_grace_secs);
-            let deadline = tokio::time::Instant::now() + grace;
-            engine.hand_over(grace).await;
-            match tokio::time::timeout_at(deadline, server).await {
-                Ok(served) => served??,
-                Err(_) => tracing::warn!("the grace period ended before every connection closed"),
-            }
-            tracing::info!("stopped");
-            Ok(())
+            Ok(server.serve(listener, shutdown_signal()).await?)
         }
     }
 }
@@ -492,5 +472,4 @@ async fn shutdown_signal() {
         _ = interrupt => {}
         _ = terminate => {}
     }
-    tracing::info!("shutting down: closing streams (clients resume with Last-Event-ID) and handing turns over");
 }

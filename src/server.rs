@@ -1,9 +1,12 @@
 //! Wiring: from a [`Config`] to a ready [`AppState`] (store connected and migrated, engine
-//! started, authentication loaded). Used by `serve` and by the tests, which then call
-//! [`crate::http::serve`].
+//! started, authentication loaded), and [`Server::serve`], which serves it and runs the whole
+//! shutdown. `agui-gateway serve` and the tests both go through [`Server`].
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::auth::{Auth, AuthSetupError};
@@ -36,4 +39,65 @@ pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), Bu
     let auth = Auth::start(&config, store.clone()).await?;
     let engine = Engine::start(config, store).await?;
     Ok(AppState::new(engine, auth))
+}
+
+/// A started gateway (store migrated, engine and authentication running), not yet serving.
+pub struct Server {
+    state: AppState,
+    stop_streams: watch::Sender<bool>,
+}
+
+impl Server {
+    /// Everything [`build`] does; the server then waits for [`Server::serve`].
+    pub async fn start(config: Config) -> Result<Server, BuildError> {
+        let (state, stop_streams) = build(config).await?;
+        Ok(Server { state, stop_streams })
+    }
+
+    /// What the handlers share: the engine, authentication and configuration.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then shuts down as an instance does on
+    /// SIGTERM:
+    ///
+    /// 1. stops accepting connections and ends every open stream cleanly (clients resume
+    ///    anywhere with `Last-Event-ID`);
+    /// 2. meanwhile tells the engine's turns to stop, commit what they said and give their
+    ///    leases back ([`Engine::hand_over`]);
+    /// 3. returns within `turns.shutdown_grace_secs` of the shutdown even if a connection
+    ///    hangs (logged as a warning).
+    ///
+    /// An error of the listener before any shutdown is returned as it is.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let Server { state, stop_streams } = self;
+        let engine = state.engine.clone();
+        let grace = Duration::from_secs(state.config.turns.shutdown_grace_secs);
+        let (stopping_tx, mut stopping) = watch::channel(false);
+        let shutdown = async move {
+            shutdown.await;
+            tracing::info!("shutting down: closing streams (clients resume with Last-Event-ID) and handing turns over");
+            let _ = stopping_tx.send(true);
+        };
+        let server = crate::http::serve(listener, state, stop_streams, shutdown);
+        tokio::pin!(server);
+        tokio::select! {
+            served = &mut server => return served,
+            _ = stopping.wait_for(|stop| *stop) => {}
+        }
+        // Streams are ending (the server drains them); hand the turns over meanwhile.
+        let deadline = tokio::time::Instant::now() + grace;
+        let (_, served) = tokio::join!(engine.hand_over(grace), tokio::time::timeout_at(deadline, &mut server));
+        match served {
+            Ok(served) => served?,
+            Err(_) => tracing::warn!("the grace period ended before every connection closed"),
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
 }

@@ -13,6 +13,8 @@ mod gateway_process;
 mod log_checks;
 #[path = "support/pg_server.rs"]
 mod pg_server;
+#[path = "support/waiting.rs"]
+mod waiting;
 
 use gateway_process::{spawn_instance, Instance};
 
@@ -107,7 +109,7 @@ async fn client(index: usize, live: Arc<RwLock<Vec<String>>>, deadline: Instant)
         let mut response = match request.send().await {
             Ok(response) if response.status() == 200 => response,
             _ => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(waiting::POLL).await;
                 continue;
             }
         };
@@ -273,10 +275,21 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     let deadline = started + Duration::from_secs(120);
     let clients: Vec<_> = (0..TURNS).map(|index| tokio::spawn(client(index, live.clone(), deadline))).collect();
 
-    // Kill one instance mid-run, the way an orchestrator's SIGKILL does.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Kill one instance mid-run, the way an orchestrator's SIGKILL does: once every turn has
+    // started and the victim runs some of them.
     let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(&database).await.expect("pool");
     let victim = instances.remove(0);
+    waiting::wait_until(Duration::from_secs(60), "every turn started, some on the victim", || async {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS started, COUNT(*) FILTER (WHERE owner_instance = $1 AND status = 'running') AS victims \
+             FROM turns",
+        )
+        .bind(&victim.id)
+        .fetch_one(&pool)
+        .await;
+        row.is_ok_and(|r| r.get::<i64, _>("started") >= TURNS as i64 && r.get::<i64, _>("victims") > 0)
+    })
+    .await;
     let owned_by_victim: i64 =
         sqlx::query("SELECT COUNT(*) AS n FROM turns WHERE owner_instance = $1 AND status = 'running'")
             .bind(&victim.id)
@@ -303,15 +316,20 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
             takeover = Some(killed_at.elapsed());
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(waiting::POLL).await;
     }
     pool.close().await;
 
     // Start it again; then restart PostgreSQL under everyone.
     let restarted = spawn_instance(&config, &database, logs.clone());
     live.write().unwrap_or_else(|p| p.into_inner()).push(restarted.address.clone());
+    let ready = format!("http://{}/readyz", restarted.address);
     instances.push(restarted);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    waiting::wait_until(Duration::from_secs(30), "the restarted instance to be ready", || {
+        let answer = reqwest::get(ready.clone());
+        async move { answer.await.is_ok_and(|r| r.status() == 200) }
+    })
+    .await;
     let restart_started = Instant::now();
     tokio::task::spawn_blocking(move || cluster.restart()).await.expect("restart");
     let db_restart = restart_started.elapsed();
@@ -412,7 +430,17 @@ async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
     let live = Arc::new(RwLock::new(vec![stopping.address.clone()]));
     let deadline = Instant::now() + Duration::from_secs(90);
     let clients: Vec<_> = (0..STREAMS).map(|i| tokio::spawn(client(1000 + i, live.clone(), deadline))).collect();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Signal once every client's turn runs on the instance that will stop.
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&database).await.expect("pool");
+    waiting::wait_until(Duration::from_secs(60), "every turn running on the stopping instance", || async {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM turns WHERE owner_instance = $1 AND status = 'running'")
+            .bind(&stopping.id)
+            .fetch_one(&pool)
+            .await;
+        row.is_ok_and(|r| r.get::<i64, _>("n") >= STREAMS as i64)
+    })
+    .await;
+    pool.close().await;
     *live.write().unwrap_or_else(|p| p.into_inner()) = vec![staying.address.clone()];
     let signalled = Instant::now();
     let status = Command::new("kill").arg("-TERM").arg(stopping.child.id().to_string()).status().expect("kill");

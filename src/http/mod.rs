@@ -1,6 +1,6 @@
 //! The HTTP transport: routes, extractors and SSE rendering. Each resource module exports its
-//! `router()`; [`router`] merges them. [`serve`] takes a bound listener and a shutdown signal, so
-//! tests pass `127.0.0.1:0` and production passes SIGTERM.
+//! `router()`; [`router`] merges them. [`serve`] takes a bound listener and a shutdown signal;
+//! [`crate::server::Server::serve`] wraps it in the whole shutdown (turns handed over, grace).
 
 mod agents;
 mod error;

@@ -1,7 +1,6 @@
 //! The official client as the judge: `@ag-ui/client` 1.0 with verification on, and every event
 //! validated by `@ag-ui/core/schemas` (via `tests/clients/agui-check.mjs`, `--strict`).
 
-use std::time::Duration;
 
 use serde_json::json;
 
@@ -71,9 +70,8 @@ async fn a_cancelled_run_passes_the_official_client() {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let app = TestApp::start(&db.url).await;
     let input = first_run("th-check-cancel", "run-c", "x");
-    let response = app.post_run("waiter", &input).await;
-    let reader = tokio::spawn(read_frames(response, None));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stream = open_until_waiting(&app, "waiter", &input).await;
+    let reader = tokio::spawn(stream.rest_frames());
     let cancel = app.client.post(app.url("/v1/threads/th-check-cancel/cancel")).send().await.expect("cancel");
     assert_eq!(cancel.status(), 202);
     let (events, raw, _) = reader.await.expect("reader");

@@ -34,8 +34,7 @@ async fn four_eyes_the_starter_waits_and_another_person_with_the_role_decides() 
     assert_eq!(response.status(), 200);
     let reader = tokio::spawn(read_events(response, None));
     // Alice's stream says who the turn waits for, and stays open.
-    let mut interrupt_id = None;
-    for _ in 0..50 {
+    let thread: Value = wait_for(PATIENCE, "the thread to wait for a decision", || async {
         let thread: Value = app
             .client
             .get(app.url("/v1/threads/th-4e"))
@@ -46,15 +45,13 @@ async fn four_eyes_the_starter_waits_and_another_person_with_the_role_decides() 
             .json()
             .await
             .expect("json");
-        if thread["status"] == "waiting" {
-            assert_eq!(thread["interrupts"], json!([]), "alice may not decide her own wire");
-            let row = app.store.find_thread("default", "th-4e").await.expect("q").expect("thread");
-            let turn = app.store.thread_turns(row.pk).await.expect("turns").pop().expect("turn");
-            interrupt_id = app.store.turn_interrupts(turn.pk).await.expect("interrupts").first().map(|i| i.id.clone());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (thread["status"] == "waiting").then_some(thread)
+    })
+    .await;
+    assert_eq!(thread["interrupts"], json!([]), "alice may not decide her own wire");
+    let row = app.store.find_thread("default", "th-4e").await.expect("q").expect("thread");
+    let turn = app.store.thread_turns(row.pk).await.expect("turns").pop().expect("turn");
+    let interrupt_id = app.store.turn_interrupts(turn.pk).await.expect("interrupts").first().map(|i| i.id.clone());
     let id = interrupt_id.expect("the turn waits");
     assert!(!reader.is_finished(), "the starter's run goes on while others decide");
     let url = app.url(&format!("/v1/interrupts/{id}/decision"));

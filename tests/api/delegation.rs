@@ -95,7 +95,7 @@ async fn a_model_delegates_a_task_and_reads_the_childs_answer() {
     let model = crate::openai::start_model(
         vec![("delegate", json!({ "agent": "summariser", "task": "the quarterly report" }))],
         "The summary is in.",
-        0,
+        false,
     )
     .await;
     let db = TestDatabase::new(Backend::Sqlite).await;

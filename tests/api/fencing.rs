@@ -258,30 +258,23 @@ async fn a_paused_runner_woken_after_a_takeover_writes_nothing(backend: Backend)
     // new process claims every running turn at start. It runs the cut step again from the
     // checkpoint, so for 2.5 s it waits too, having written nothing past the first runner's log.
     let mut second = spawn_instance(&config, &db.url, logs.clone());
-    let waited = std::time::Instant::now();
-    loop {
-        let (_, _, epoch, _) = the_turn_row(&db.url).await;
-        if epoch >= 2 {
-            break;
-        }
-        assert!(waited.elapsed() < Duration::from_secs(30), "the second instance never claimed the turn");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(30), "the second instance to claim the turn", || async {
+        the_turn_row(&db.url).await.2 >= 2
+    })
+    .await;
     // Wake the first runner now: its wait is over, so it goes on saying the next answer, with
     // sequence numbers nobody has used yet. Its lease and epoch are gone: the store refuses it.
     signal(pid, "CONT");
     let store = store::connect(&db.url, 1).await.expect("store");
     let (turn, _, _, _) = the_turn_row(&db.url).await;
-    loop {
-        let (_, status, _, _) = the_turn_row(&db.url).await;
-        if status == "succeeded" {
-            break;
-        }
-        assert!(waited.elapsed() < Duration::from_secs(40), "the turn never finished");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(Duration::from_secs(40), "the turn to finish", || async { the_turn_row(&db.url).await.1 == "succeeded" })
+        .await;
     let ended = log_of(store.as_ref(), turn).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // An absence: for 1.5 s the woken runner's writes keep being refused (checked throughout).
+    holds_throughout(Duration::from_millis(1500), "the log as it was at the end", || async {
+        log_of(store.as_ref(), turn).await == ended
+    })
+    .await;
     let after = log_of(store.as_ref(), turn).await;
     assert_eq!(after, ended, "nothing was written after the end");
     assert_eq!(seal_violation(&after, true), None, "{after:?}");

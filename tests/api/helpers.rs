@@ -13,9 +13,16 @@ use tokio::sync::oneshot;
 
 #[path = "../support/pg_server.rs"]
 mod pg_server;
+#[path = "../support/waiting.rs"]
+mod waiting;
 
-/// Agents the tests use, merged over the built-in configuration.
-pub const TEST_CONFIG: &str = r#"
+pub use waiting::{holds_throughout, wait_for, wait_until};
+
+/// The tests' configuration, merged over the built-in one: the harness's own limits and lease
+/// timings, then the agents and tenants shared with the JS client tests
+/// (`tests/fixtures/agents.toml`).
+pub const TEST_CONFIG: &str = concat!(
+    r#"
 [limits]
 keepalive_secs = 1
 max_body_bytes = 65536
@@ -26,161 +33,9 @@ heartbeat_ms = 300
 sweep_ms = 200
 shutdown_grace_secs = 5
 
-[[tenants]]
-name = "default"
-
-[[tenants]]
-name = "acme"
-ai_label = "[AI] "
-
-[[agents]]
-name = "demo"
-kind = "script"
-title = "Demo"
-steps = [
-  { say = "Hello! You said: \"{input}\"." },
-  { tool = "lookup", args = { query = "{input}" }, result = "3 matching documents" },
-  { note = "Asked about: {input}", kind = "topic", tags = ["demo"] },
-  { step = "summarise" },
-  { say = "Done." },
-]
-
-[[agents]]
-name = "slow"
-kind = "script"
-chunk_chars = 4
-chunk_delay_ms = 15
-frontend_tools = ["confirm_dialog"]
-steps = [
-  { say = "Streaming slowly so a client can drop mid-message: {input}" },
-  { tool = "search", args = { q = "{input}" }, result = "found" },
-  { wait_ms = 50 },
-  { note = "slow note", tags = ["slow"] },
-  { say = "And a second answer after the tool." },
-]
-
-[[agents]]
-name = "burst"
-kind = "script"
-steps = [ { burst = 400, bytes = 40 }, { say = "burst over" } ]
-
-[[agents]]
-name = "failing"
-kind = "script"
-steps = [ { say = "about to fail" }, { fail = "the script failed on purpose" } ]
-
-[[agents]]
-name = "approver"
-kind = "script"
-steps = [
-  { say = "Let me send that." },
-  { tool = "send_email", args = { to = "team@example.com", body = "{input}" }, result = "sent", approval = "always", allow_edit = true },
-  { say = "All done." },
-]
-
-[[agents]]
-name = "pair"
-kind = "script"
-steps = [
-  { tools = [ { tool = "first", result = "ran first" }, { tool = "second", result = "ran second" } ], approval = "always" },
-  { say = "Both handled." },
-]
-
-[[agents]]
-name = "asker"
-kind = "script"
-steps = [ { ask = "Which colour?", choices = ["red", "blue"] }, { say = "You chose {answer}." } ]
-
-[[agents]]
-name = "confirmer"
-kind = "script"
-steps = [ { tool = "delete_all", result = "deleted", approval = "always", confirm = "DELETE" }, { say = "Gone." } ]
-
-[[agents]]
-name = "hasty"
-kind = "script"
-steps = [ { tool = "slow_tool", result = "ran", approval = "always", ttl_secs = 1 }, { say = "Moving on." } ]
-
-[[agents]]
-name = "foureyes"
-kind = "script"
-steps = [ { tool = "wire_money", result = "wired", approval = "always", four_eyes = true, deciders = ["role:finance"] }, { say = "Wired." } ]
-
-[[agents]]
-name = "secretary"
-kind = "script"
-steps = [
-  { note = "Salary band for {input}: E5", kind = "hr", tags = ["salary-secret-tag"], labels = ["hr"] },
-  { note = "Status: drafting", kind = "status", tags = ["status"] },
-  { note = "Status: filed", kind = "status", replaces = "status" },
-  { say = "Filed." },
-]
-
-[[agents]]
-name = "manager"
-kind = "script"
-steps = [
-  { say = "Planning: {input}" },
-  { delegate = "mailer", input = "mail about {input}" },
-  { delegate = "summariser" },
-  { say = "All delegated work is done." },
-]
-
-[[agents]]
-name = "mailer"
-kind = "script"
-steps = [
-  { say = "Mailer drafting: {input}" },
-  { tool = "send_email", args = { body = "{input}" }, result = "sent", approval = "always" },
-  { say = "Mailer sent it." },
-]
-
-[[agents]]
-name = "summariser"
-kind = "script"
-steps = [ { say = "Summary of {input}." } ]
-
-[[agents]]
-name = "carder"
-kind = "script"
-card = { type = "object", properties = { title = { type = "string" }, steps = { type = "integer" } }, required = ["title", "steps"] }
-steps = [ { say = "{input}" } ]
-
-[[agents]]
-name = "cardboss"
-kind = "script"
-steps = [ { delegate = "carder" }, { say = "The plan is above." } ]
-
-[[agents]]
-name = "editor"
-kind = "script"
-editable_state = { tone = { type = "string", enum = ["formal", "casual"] } }
-steps = [ { say = "Writing." } ]
-
-[[agents]]
-name = "checker"
-kind = "script"
-frontend_tools = ["confirm_dialog"]
-steps = [
-  { say = "Checking with you." },
-  { client_tool = "confirm_dialog", args = { question = "Proceed with {input}?" } },
-  { say = "You said {answer}." },
-]
-
-[[agents]]
-name = "tainted"
-kind = "script"
-steps = [
-  { tool = "read_calendar", result = "3 meetings", approval = "when_tainted" },
-  { tool = "post_to_webhook", args = { body = "{input}" }, result = "posted", approval = "when_tainted", exfiltrates = true },
-  { say = "Done." },
-]
-
-[[agents]]
-name = "waiter"
-kind = "script"
-steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]
-"#;
+"#,
+    include_str!("../fixtures/agents.toml")
+);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -243,7 +98,6 @@ impl Drop for TestDatabase {
 pub struct TestApp {
     pub address: SocketAddr,
     pub store: Arc<dyn Store>,
-    pub engine: agui_gateway::engine::Engine,
     pub auth: agui_gateway::auth::Auth,
     pub client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
@@ -265,23 +119,22 @@ impl TestApp {
     }
 
     pub async fn start_with(config: Config) -> TestApp {
-        let (state, stop_streams) = agui_gateway::server::build(config).await.expect("gateway starts");
-        let store = state.engine.store().clone();
-        let engine = state.engine.clone();
-        let auth = state.auth.clone();
+        let server = agui_gateway::server::Server::start(config).await.expect("gateway starts");
+        let store = server.state().engine.store().clone();
+        let auth = server.state().auth.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
         let (shutdown, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
-            let _ = agui_gateway::http::serve(listener, state, stop_streams, async {
-                let _ = stopped.await;
-            })
-            .await;
+            let _ = server
+                .serve(listener, async {
+                    let _ = stopped.await;
+                })
+                .await;
         });
         TestApp {
             address,
             store,
-            engine,
             auth,
             client: reqwest::Client::new(),
             shutdown: Some(shutdown),
@@ -326,15 +179,11 @@ impl TestApp {
         self.store.row_counts().await.expect("row counts")
     }
 
-    /// A graceful stop as on SIGTERM: streams end, turns are handed over, the server drains.
-    pub async fn shut_down(self) {
-        let engine = self.engine.clone();
-        let stopping = self.stop();
-        engine.hand_over(std::time::Duration::from_secs(5)).await;
-        stopping.await;
-    }
-
-    pub async fn stop(mut self) {
+    /// A graceful stop as on SIGTERM, by the gateway's own shutdown ([`Server::serve`]): streams
+    /// end, turns are handed over, the server drains within `turns.shutdown_grace_secs`.
+    ///
+    /// [`Server::serve`]: agui_gateway::server::Server::serve
+    pub async fn shut_down(mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
@@ -372,18 +221,43 @@ pub async fn read_events(response: reqwest::Response, limit: Option<usize>) -> V
 }
 
 /// Like [`read_events`], also returning the raw body and the number of keepalive comments.
-pub async fn read_frames(mut response: reqwest::Response, limit: Option<usize>) -> (Vec<SseEvent>, String, usize) {
-    let mut buffer = String::new();
-    let mut raw = String::new();
-    let mut events = Vec::new();
-    let mut keepalives = 0;
-    // A connection that breaks (an instance killed mid-stream) ends the reading like an EOF.
-    while let Ok(Some(chunk)) = response.chunk().await {
+pub async fn read_frames(response: reqwest::Response, limit: Option<usize>) -> (Vec<SseEvent>, String, usize) {
+    let mut stream = EventStream::new(response);
+    while limit.is_none_or(|limit| stream.events.len() < limit) {
+        if !stream.read_chunk().await {
+            break;
+        }
+    }
+    if let Some(limit) = limit {
+        stream.events.truncate(limit);
+    }
+    (stream.events, stream.raw, stream.keepalives)
+}
+
+/// A stream being read: a test reads it up to an event ([`EventStream::until`]), acts, and
+/// reads the rest ([`EventStream::rest`]) — no guessing how long the server takes to get there.
+pub struct EventStream {
+    response: reqwest::Response,
+    buffer: String,
+    pub raw: String,
+    pub events: Vec<SseEvent>,
+    pub keepalives: usize,
+}
+
+impl EventStream {
+    pub fn new(response: reqwest::Response) -> EventStream {
+        EventStream { response, buffer: String::new(), raw: String::new(), events: Vec::new(), keepalives: 0 }
+    }
+
+    /// Reads one chunk and the frames it completes; false once the stream ended. A connection
+    /// that breaks (an instance killed mid-stream) ends the reading like an EOF.
+    async fn read_chunk(&mut self) -> bool {
+        let Ok(Some(chunk)) = self.response.chunk().await else { return false };
         let text = std::str::from_utf8(&chunk).expect("UTF-8 stream");
-        raw.push_str(text);
-        buffer.push_str(text);
-        while let Some(end) = buffer.find("\n\n") {
-            let frame: String = buffer.drain(..end + 2).collect();
+        self.raw.push_str(text);
+        self.buffer.push_str(text);
+        while let Some(end) = self.buffer.find("\n\n") {
+            let frame: String = self.buffer.drain(..end + 2).collect();
             let mut id = None;
             let mut data = Vec::new();
             for line in frame.lines() {
@@ -392,20 +266,69 @@ pub async fn read_frames(mut response: reqwest::Response, limit: Option<usize>) 
                 } else if let Some(value) = line.strip_prefix("data: ") {
                     data.push(value.to_string());
                 } else if line.starts_with(':') {
-                    keepalives += 1;
+                    self.keepalives += 1;
                 }
             }
             if !data.is_empty() {
                 let data: Value = serde_json::from_str(&data.join("\n")).expect("event is JSON");
-                events.push(SseEvent { id, data });
-                if limit.is_some_and(|limit| events.len() >= limit) {
-                    return (events, raw, keepalives);
-                }
+                self.events.push(SseEvent { id, data });
             }
         }
+        true
     }
-    (events, raw, keepalives)
+
+    /// Reads until an event matching `arrived` has come (the stream stays open), failing the
+    /// test with `what` when the stream ends first or nothing matches within [`PATIENCE`].
+    pub async fn until(&mut self, what: &str, arrived: impl Fn(&SseEvent) -> bool) -> &mut EventStream {
+        let mut seen = 0;
+        let reading = async {
+            loop {
+                if self.events[seen..].iter().any(&arrived) {
+                    return true;
+                }
+                seen = self.events.len();
+                if !self.read_chunk().await {
+                    return false;
+                }
+            }
+        };
+        match tokio::time::timeout(PATIENCE, reading).await {
+            Ok(true) => self,
+            Ok(false) => panic!("the stream ended before {what}: {:?}", kinds(&self.events)),
+            Err(_) => panic!("no {what} within {PATIENCE:?}: {:?}", kinds(&self.events)),
+        }
+    }
+
+    /// Reads until the first `kind` event.
+    pub async fn until_kind(&mut self, kind: &str) -> &mut EventStream {
+        self.until(kind, |e| e.kind() == kind).await
+    }
+
+    /// Reads to the end; every event, those read before included.
+    pub async fn rest(self) -> Vec<SseEvent> {
+        self.rest_frames().await.0
+    }
+
+    /// As [`EventStream::rest`], with the raw body and the number of keepalive comments.
+    pub async fn rest_frames(mut self) -> (Vec<SseEvent>, String, usize) {
+        while self.read_chunk().await {}
+        (self.events, self.raw, self.keepalives)
+    }
 }
+
+/// Opens a run of `agent` and reads it until its first answer is whole: a `waiter` run then
+/// waits a minute with its stream open (its log stays as it is).
+pub async fn open_until_waiting(app: &TestApp, agent: &str, input: &Value) -> EventStream {
+    let response = app.post_run(agent, input).await;
+    assert_eq!(response.status(), 200, "run answered {}", response.status());
+    let mut stream = EventStream::new(response);
+    stream.until_kind("TEXT_MESSAGE_END").await;
+    stream
+}
+
+/// How long a test waits for something the gateway is sure to do before calling it a failure:
+/// far above what any step takes, so only a real hang trips it.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
 
 pub fn kinds(events: &[SseEvent]) -> Vec<&str> {
     events.iter().map(SseEvent::kind).collect()

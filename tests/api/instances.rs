@@ -30,9 +30,8 @@ async fn a_cancel_sent_to_another_instance_reaches_the_turn() {
     let db = TestDatabase::new(Backend::Postgres).await;
     let a = TestApp::start(&db.url).await;
     let b = TestApp::start(&db.url).await;
-    let response = a.post_run("waiter", &first_run("th-x-cancel", "run-1", "x")).await;
-    let reader = tokio::spawn(read_events(response, None));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stream = open_until_waiting(&a, "waiter", &first_run("th-x-cancel", "run-1", "x")).await;
+    let reader = tokio::spawn(stream.rest());
     let cancel = b.client.post(b.url("/v1/threads/th-x-cancel/cancel")).send().await.expect("cancel");
     assert_eq!(cancel.status(), 202);
     let events = tokio::time::timeout(Duration::from_secs(10), reader).await.expect("ends").expect("reader");

@@ -200,9 +200,12 @@ async fn each_refusal_code_decides_nothing(backend: Backend) {
     // An expired one: denied by the sweeper, then too late to answer.
     let (_, interrupts) = run_until_interrupt(&app, "hasty", "th-late").await;
     let id = interrupts[0]["id"].as_str().expect("id");
-    tokio::time::sleep(Duration::from_millis(1600)).await;
-    let before = stored_interrupts(&app, "th-late").await;
-    assert_eq!(before[0].1, "expired");
+    // ttl_secs = 1: the sweeper denies it a second after it was asked.
+    let before = wait_for(PATIENCE, "the sweeper to expire the interrupt", || async {
+        let stored = stored_interrupts(&app, "th-late").await;
+        (stored[0].1 == "expired").then_some(stored)
+    })
+    .await;
     let events = app
         .run_to_end(
             "hasty",
@@ -231,12 +234,15 @@ async fn run_until_interrupt_for_others(app: &TestApp, agent: &str, thread: &str
                 let waiting = data["name"] == "gateway.waiting";
                 events.push(SseEvent { id: None, data: data.clone() });
                 if waiting {
-                    // The stream stays open after it: nothing ends the run for this caller.
-                    let more = tokio::time::timeout(Duration::from_millis(700), response.chunk()).await;
-                    assert!(
-                        more.is_err() || matches!(more, Ok(Ok(Some(ref c))) if c.starts_with(b": keepalive")),
-                        "the run goes on"
-                    );
+                    // An absence: for 700 ms the stream stays open and carries nothing but
+                    // keepalives (nothing ends the run for this caller). Read the whole window.
+                    let window = tokio::time::Instant::now() + Duration::from_millis(700);
+                    while let Ok(more) = tokio::time::timeout_at(window, response.chunk()).await {
+                        assert!(
+                            matches!(more, Ok(Some(ref c)) if c.starts_with(b": keepalive")),
+                            "the run goes on: {more:?}"
+                        );
+                    }
                     return (events, data["value"]["waiting"][0].clone());
                 }
             }
@@ -255,15 +261,10 @@ async fn an_expired_interrupt_is_denied_once_with_two_instances_running() {
     // Follow the turn as a reloaded page would, until it goes on and ends.
     let turn = a.store.find_thread("default", "th-expire").await.expect("q").expect("thread");
     let turn = a.store.thread_turns(turn.pk).await.expect("turns").pop().expect("turn");
-    let mut finished = false;
-    for _ in 0..100 {
-        if a.store.turn(turn.pk).await.expect("q").expect("turn").status.is_finished() {
-            finished = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(finished, "the turn went on after the expiry");
+    wait_until(PATIENCE, "the turn to go on and finish after the expiry", || async {
+        a.store.turn(turn.pk).await.expect("q").expect("turn").status.is_finished()
+    })
+    .await;
     let stored = a.store.turn_interrupts(turn.pk).await.expect("interrupts");
     assert_eq!(stored[0].id, id);
     assert_eq!(stored[0].status, "expired");

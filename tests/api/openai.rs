@@ -53,19 +53,21 @@ pub fn scripted_answer(request: &Value, plan: &[(&str, Value)], final_text: &str
     body
 }
 
+/// A scripted model on a random port; with `hang_second_call`, its second request is never
+/// answered (a model thinking for ever).
 pub async fn start_model(
     plan: Vec<(&'static str, Value)>,
     final_text: &'static str,
-    delay_second_call_ms: u64,
+    hang_second_call: bool,
 ) -> ScriptedModel {
-    start_model_with(plan, final_text, delay_second_call_ms, false).await
+    start_model_with(plan, final_text, hang_second_call, false).await
 }
 
 /// Like [`start_model`]; with `busy_first`, the first request is answered 429 (rate limited).
 pub async fn start_model_with(
     plan: Vec<(&'static str, Value)>,
     final_text: &'static str,
-    delay_second_call_ms: u64,
+    hang_second_call: bool,
     busy_first: bool,
 ) -> ScriptedModel {
     let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -81,8 +83,9 @@ pub async fn start_model_with(
                     all.push(request.clone());
                     all.len()
                 };
-                if calls == 2 && delay_second_call_ms > 0 {
-                    tokio::time::sleep(std::time::Duration::from_millis(delay_second_call_ms)).await;
+                if calls == 2 && hang_second_call {
+                    // A model that never answers: the call is in flight until its caller goes.
+                    std::future::pending::<()>().await;
                 }
                 if busy_first && calls == 1 {
                     let busy = json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string();
@@ -146,7 +149,7 @@ approval = "{approval}"
 
 #[tokio::test]
 async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
-    let model = start_model(vec![("get_weather", json!({"city": "Paris"}))], "It is sunny in Paris.", 0).await;
+    let model = start_model(vec![("get_weather", json!({"city": "Paris"}))], "It is sunny in Paris.", false).await;
     let (tool_url, tool_calls) = start_tool("sunny, 21 C").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
@@ -185,7 +188,7 @@ async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
 
 #[tokio::test]
 async fn a_tool_under_approval_waits_and_runs_once_approved() {
-    let model = start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Cold in Oslo.", 0).await;
+    let model = start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Cold in Oslo.", false).await;
     let (tool_url, tool_calls) = start_tool("snow").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
@@ -218,8 +221,8 @@ async fn an_llm_turn_killed_between_two_tool_calls_is_finished_elsewhere_without
     let model = start_model(
         vec![("get_weather", json!({"city": "Paris"})), ("get_weather", json!({"city": "Rome"}))],
         "Paris and Rome are sunny.",
-        // The second model call (after the first tool result) hangs long enough to kill A.
-        30_000,
+        // The second model call (after the first tool result) hangs, so A is killed inside it.
+        true,
     )
     .await;
     let (tool_url, tool_calls) = start_tool("sunny").await;
@@ -267,11 +270,11 @@ url = "{tool_url}"
     };
     let reader = tokio::spawn(read_events(post(&a.address, None).await.expect("run on A"), None));
     // Wait until the first call ran and the model is thinking about the second.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while model.requests.lock().expect("requests").len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the turn never reached its second model call");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    wait_until(std::time::Duration::from_secs(20), "the turn to reach its second model call", || {
+        let calls = model.requests.lock().expect("requests").len();
+        async move { calls >= 2 }
+    })
+    .await;
     assert_eq!(tool_calls.lock().expect("calls").len(), 1);
     a.child.kill().expect("SIGKILL");
     let _ = a.child.wait();
@@ -299,7 +302,7 @@ url = "{tool_url}"
 #[tokio::test]
 async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_the_turn() {
     let model =
-        start_model(vec![("confirm_dialog", json!({"question": "Proceed?"}))], "Confirmed, going ahead.", 0).await;
+        start_model(vec![("confirm_dialog", json!({"question": "Proceed?"}))], "Confirmed, going ahead.", false).await;
     let (tool_url, _) = start_tool("unused").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
@@ -356,7 +359,7 @@ async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
             ("ask_user", json!({"question": "Which city?", "choices": ["Paris", "Rome"]})),
         ],
         "Rome it is.",
-        0,
+        false,
     )
     .await;
     let (tool_url, _) = start_tool("unused").await;
@@ -391,7 +394,7 @@ async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
 
 #[tokio::test]
 async fn a_rate_limited_model_call_is_retried() {
-    let model = start_model_with(vec![], "Hello after a pause.", 0, true).await;
+    let model = start_model_with(vec![], "Hello after a pause.", false, true).await;
     let (tool_url, _) = start_tool("unused").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);

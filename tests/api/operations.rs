@@ -73,7 +73,7 @@ async fn the_openapi_document_lists_exactly_the_routes_that_answer() {
     }
     let unknown = client.get(app.url("/v1/nowhere")).send().await.expect("request");
     assert_eq!(unknown.status(), 404);
-    app.stop().await;
+    app.shut_down().await;
 }
 
 #[tokio::test]
@@ -92,7 +92,7 @@ async fn a_request_id_is_kept_from_the_caller_or_made_and_echoed() {
     let run = app.post_run_with("demo", &first_run("th-rid", "run-1", "hi"), &[("x-request-id", "r-run")]).await;
     assert_eq!(run.headers()["x-request-id"], "r-run");
     read_events(run, None).await;
-    app.stop().await;
+    app.shut_down().await;
 }
 
 /// `serve --log-format json`: every line is one JSON object, and every line logged while a run
@@ -125,9 +125,15 @@ async fn every_log_line_of_a_run_is_json_with_the_request_id() {
     });
     let second = read_events(post(resume, "req-resume").await.expect("resume"), None).await;
     assert_eq!(second.last().expect("end").data["outcome"]["type"], "success");
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let _ = gateway.child.kill();
+    // Stop it as on SIGTERM: by its `stopped` line it has logged everything the run made.
+    let terminated = std::process::Command::new("kill").arg("-TERM").arg(gateway.child.id().to_string()).status();
+    assert!(terminated.is_ok_and(|s| s.success()), "SIGTERM sent");
     let _ = gateway.child.wait();
+    wait_until(PATIENCE, "the gateway's `stopped` line", || {
+        let stopped = logs.lock().expect("logs").iter().any(|l| l.contains("\"stopped\""));
+        async move { stopped }
+    })
+    .await;
 
     let lines = logs.lock().expect("logs").clone();
     let parsed: Vec<Value> = lines
@@ -137,9 +143,14 @@ async fn every_log_line_of_a_run_is_json_with_the_request_id() {
     let request_id = |line: &Value| -> Option<String> {
         line["spans"].as_array()?.iter().find_map(|span| span["request_id"].as_str().map(str::to_string))
     };
-    // The lines after start-up (which ends with the `listening` line) are the run's.
+    // The lines after start-up (which ends with the `listening` line) and before the shutdown
+    // are the run's.
     let listening = parsed.iter().position(|l| l["fields"]["message"] == "agui-gateway listening").expect("listening");
-    let run_lines: Vec<&Value> = parsed[listening + 1..].iter().collect();
+    let shutting_down = parsed
+        .iter()
+        .position(|l| l["fields"]["message"].as_str().is_some_and(|m| m.starts_with("shutting down")))
+        .expect("shutting down");
+    let run_lines: Vec<&Value> = parsed[listening + 1..shutting_down].iter().collect();
     assert!(run_lines.len() >= 4, "the run logged too little to judge: {lines:?}");
     for line in &run_lines {
         let id = request_id(line).unwrap_or_else(|| panic!("a run's line without a request id: {line}"));
@@ -168,7 +179,7 @@ async fn the_healthcheck_command_follows_readyz() {
         .output()
         .expect("healthcheck runs");
     assert!(!wrong.status.success(), "a 404 is not healthy");
-    app.stop().await;
+    app.shut_down().await;
     let gone = std::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
         .args(["healthcheck", "--timeout-secs", "1", &app_url_after_stop()])
         .output()

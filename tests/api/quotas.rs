@@ -13,7 +13,7 @@ async fn limited(db: &TestDatabase, quotas: &str) -> TestApp {
     let mut config = test_config(&db.url);
     config.tenants.push(toml::from_str(&format!("name = \"limited\"\nquotas = {quotas}")).expect("tenant"));
     let (model, tool) =
-        (start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Cold.", 0).await, start_tool("cold").await);
+        (start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Cold.", false).await, start_tool("cold").await);
     config.agents.push(openai_agent(&model.url, &tool.0, "never"));
     // The test servers live as long as the process: the gateway calls them during the test.
     std::mem::forget((model, tool));
@@ -69,9 +69,13 @@ crate::on_both_stores!(concurrent_turns_past_the_limit_are_refused_with_the_figu
 
 async fn turns_per_minute_past_the_limit_are_refused_until_the_next_minute(backend: Backend) {
     // Fixed minutes: start early in one so the three runs share it.
-    let second = (agui_gateway::protocol::now_ms() / 1000) % 60;
-    if second > 45 {
-        tokio::time::sleep(std::time::Duration::from_secs(61 - second as u64)).await;
+    let second_of_minute = || (agui_gateway::protocol::now_ms() / 1000) % 60;
+    if second_of_minute() > 45 {
+        wait_until(std::time::Duration::from_secs(20), "the next minute", || {
+            let early = second_of_minute() <= 45;
+            async move { early }
+        })
+        .await;
     }
     let db = TestDatabase::new(backend).await;
     let app = limited(&db, "{ turns_per_minute = 2 }").await;

@@ -55,7 +55,7 @@ async fn a_tool_that_redirects_is_not_followed(backend: Backend) {
     std::env::set_var("AGUI_TEST_REDIRECT_TOOL_KEY", "tool-secret");
     let (elsewhere, seen) = start_recorder().await;
     let (tool_url, redirected) = start_redirector(format!("{elsewhere}/collect")).await;
-    let model = crate::openai::start_model(vec![("lookup", json!({"q": "x"}))], "Could not look it up.", 0).await;
+    let model = crate::openai::start_model(vec![("lookup", json!({"q": "x"}))], "Could not look it up.", false).await;
     let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
     config.agents.push(

@@ -85,17 +85,11 @@ async fn the_turn_runs_on_after_the_client_disconnects(backend: Backend) {
     let early = read_events(response, Some(3)).await;
     assert_eq!(early.len(), 3);
     // Nobody watches now; the turn must still finish in the log.
-    let mut finished = false;
-    for _ in 0..100 {
+    wait_until(PATIENCE, "the turn to finish with no client attached", || async {
         let thread = app.store.find_thread("default", "th-drop").await.expect("query").expect("thread");
-        let turns = app.store.thread_turns(thread.pk).await.expect("turns");
-        if turns[0].status.is_finished() {
-            finished = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(finished, "the turn finished with no client attached");
+        app.store.thread_turns(thread.pk).await.expect("turns")[0].status.is_finished()
+    })
+    .await;
     let replay = app.run_to_end("slow", &input).await;
     assert_eq!(kinds(&replay).last(), Some(&"RUN_FINISHED"));
     assert_eq!(&replay[..3], &early[..], "the log begins with what the first client saw");
@@ -203,9 +197,8 @@ on_both_stores!(a_failing_agent_ends_the_run_with_run_error_failed);
 async fn an_explicit_cancel_ends_the_turn_as_cancelled(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let response = app.post_run("waiter", &first_run("th-cancel", "run-1", "x")).await;
-    let reader = tokio::spawn(read_events(response, None));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stream = open_until_waiting(&app, "waiter", &first_run("th-cancel", "run-1", "x")).await;
+    let reader = tokio::spawn(stream.rest());
     let cancel = app.client.post(app.url("/v1/threads/th-cancel/cancel")).send().await.expect("cancel");
     assert_eq!(cancel.status(), 202);
     let events = tokio::time::timeout(Duration::from_secs(10), reader).await.expect("stream ends").expect("reader");
@@ -222,13 +215,18 @@ async fn an_idle_stream_gets_keepalive_comments(backend: Backend) {
     let app = TestApp::start(&db.url).await;
     let mut response = app.post_run("waiter", &first_run("th-idle", "run-1", "x")).await;
     let mut raw = String::new();
-    let _ = tokio::time::timeout(Duration::from_millis(2500), async {
-        while let Ok(Some(chunk)) = response.chunk().await {
-            raw.push_str(&String::from_utf8_lossy(&chunk));
+    // keepalive_secs = 1: the comment comes within seconds of the turn going quiet.
+    let keepalive = tokio::time::timeout(PATIENCE, async {
+        while !raw.contains("\n\n: keepalive\n\n") {
+            match response.chunk().await {
+                Ok(Some(chunk)) => raw.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return false,
+            }
         }
+        true
     })
     .await;
-    assert!(raw.contains("\n\n: keepalive\n\n"), "keepalive comment in {raw}");
+    assert_eq!(keepalive, Ok(true), "keepalive comment in {raw}");
 }
 on_both_stores!(an_idle_stream_gets_keepalive_comments);
 
@@ -271,10 +269,9 @@ async fn a_tenants_ai_label_leads_every_assistant_message() {
 async fn shutting_down_ends_open_streams_without_ending_their_runs(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let response = app.post_run("waiter", &first_run("th-stop", "run-1", "x")).await;
-    let reader = tokio::spawn(read_events(response, None));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    tokio::time::timeout(Duration::from_secs(10), app.stop()).await.expect("the server drains its streams");
+    let stream = open_until_waiting(&app, "waiter", &first_run("th-stop", "run-1", "x")).await;
+    let reader = tokio::spawn(stream.rest());
+    tokio::time::timeout(Duration::from_secs(10), app.shut_down()).await.expect("the server drains its streams");
     let events = reader.await.expect("reader");
     assert!(!events.is_empty());
     let last = events.last().expect("events").kind().to_string();

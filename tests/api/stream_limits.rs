@@ -2,7 +2,6 @@
 //! either, a run is refused with 429 `too_many_streams` before anything starts, and a stream's
 //! place is given back however it ends.
 
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -43,15 +42,15 @@ async fn open_waiting(app: &TestApp, input: &Value) -> reqwest::Response {
 /// Posts `input` until it is accepted (a closed stream's place is given back once the server
 /// notices the client left, at its next write: a keepalive within a second here).
 async fn accepted_soon(app: &TestApp, agent: &str, input: &Value) -> reqwest::Response {
-    for _ in 0..100 {
+    wait_for(PATIENCE, "the stream's place to be given back", || async {
         let response = app.post_run(agent, input).await;
         if response.status() == 200 {
-            return response;
+            return Some(response);
         }
         assert_eq!(response.status(), 429);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the stream's place was never given back");
+        None
+    })
+    .await
 }
 
 async fn a_caller_holds_at_most_its_limit_of_streams(backend: Backend) {

@@ -4,8 +4,8 @@
 //   (cd tests/clients && npm ci) && node tests/clients/conformance.mjs
 //
 // Starts one gateway (tests/clients/lib/gateway.mjs: AGUI_GATEWAY_BIN, else target/debug) with the
-// agents below and drives `@ag-ui/client` 1.0.0's HttpAgent through text, tool calls, state
-// snapshots and deltas, steps, the AI label, a burst, declared frontend tools and a frontend tool
+// agents of tests/fixtures/agents.toml and drives `@ag-ui/client` 1.0.0's HttpAgent through text,
+// tool calls, state snapshots and deltas, steps, the AI label, a burst, declared frontend tools and a frontend tool
 // call answered by the client, approval and question interrupts with resumes, delegated steps
 // whose child asks for approval, cards, editable state, failing, refused and cancelled runs,
 // pre-1.0 clients and reconnects with Last-Event-ID. Verification is always on in that client;
@@ -20,6 +20,7 @@
 import { createRequire } from "node:module";
 import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
+import { readFileSync } from "node:fs";
 import { startGateway } from "./lib/gateway.mjs";
 
 const require = createRequire(import.meta.url);
@@ -27,160 +28,10 @@ const { HttpAgent, buildResumeArray, isInterruptExpired } = require("@ag-ui/clie
 const { EventSchema } = require("@ag-ui/core/schemas");
 const jsonpatch = require("fast-json-patch");
 
-// keepalive_secs = 1 so that a waiting turn's stream carries `: keepalive` comments, which the
-// client must skip. `pinner` waits between its notes so that a reconnect can land between deltas,
-// and its third note supersedes the newest `topic` note (a `replace`);
-// `reviewer` pins notes on both sides of an approval so state is judged across a resume.
-// `checker` calls the client's own tool and then says the client's result, so a continued turn
-// shows that the result reached it. `manager` delegates to `mailer`, whose approval becomes the
-// manager's interrupt, then to `summariser`. `carder` echoes its input so a JSON input is its
-// card. `editor` pins a note so its editable state is judged beside a delta.
-const CONFIG = String.raw`
-[limits]
-keepalive_secs = 1
-
-[[tenants]]
-name = "default"
-
-[[tenants]]
-name = "acme"
-ai_label = "[AI] "
-
-[[agents]]
-name = "demo"
-kind = "script"
-title = "Demo"
-steps = [
-  { say = "Hello! You said: \"{input}\"." },
-  { tool = "lookup", args = { query = "{input}" }, result = "3 matching documents" },
-  { note = "Asked about: {input}", kind = "topic", tags = ["demo"] },
-  { step = "summarise" },
-  { say = "Done." },
-]
-
-[[agents]]
-name = "slow"
-kind = "script"
-chunk_chars = 4
-chunk_delay_ms = 15
-frontend_tools = ["confirm_dialog"]
-steps = [
-  { say = "Streaming slowly so a client can drop mid-message: {input}" },
-  { tool = "search", args = { q = "{input}" }, result = "found" },
-  { wait_ms = 50 },
-  { note = "slow note", tags = ["slow"] },
-  { say = "And a second answer after the tool." },
-]
-
-[[agents]]
-name = "burst"
-kind = "script"
-steps = [ { burst = 400, bytes = 40 }, { say = "burst over" } ]
-
-[[agents]]
-name = "failing"
-kind = "script"
-steps = [ { say = "about to fail" }, { fail = "the script failed on purpose" } ]
-
-[[agents]]
-name = "approver"
-kind = "script"
-steps = [
-  { say = "Let me send that." },
-  { tool = "send_email", args = { to = "team@example.com", body = "{input}" }, result = "sent", approval = "always", allow_edit = true },
-  { say = "All done." },
-]
-
-[[agents]]
-name = "pair"
-kind = "script"
-steps = [
-  { tools = [ { tool = "first", result = "ran first" }, { tool = "second", result = "ran second" } ], approval = "always" },
-  { say = "Both handled." },
-]
-
-[[agents]]
-name = "asker"
-kind = "script"
-steps = [ { ask = "Which colour?", choices = ["red", "blue"] }, { say = "You chose {answer}." } ]
-
-[[agents]]
-name = "waiter"
-kind = "script"
-steps = [ { say = "waiting" }, { wait_ms = 60000 }, { say = "never" } ]
-
-[[agents]]
-name = "pinner"
-kind = "script"
-steps = [
-  { say = "Pinning four notes." },
-  { note = "first: {input}", kind = "topic", tags = ["pin"] },
-  { wait_ms = 250 },
-  { note = "second", tags = ["pin"] },
-  { wait_ms = 250 },
-  { note = "third", kind = "topic", replaces = "topic" },
-  { wait_ms = 250 },
-  { note = "fourth", kind = "summary" },
-  { say = "Pinned." },
-]
-
-[[agents]]
-name = "reviewer"
-kind = "script"
-steps = [
-  { say = "Drafting." },
-  { note = "draft: {input}", kind = "draft" },
-  { tool = "publish", args = { text = "{input}" }, result = "published", approval = "always" },
-  { note = "published: {input}", kind = "published" },
-  { say = "Published." },
-]
-
-[[agents]]
-name = "checker"
-kind = "script"
-frontend_tools = ["confirm_dialog"]
-steps = [
-  { say = "Checking with you." },
-  { client_tool = "confirm_dialog", args = { question = "Proceed with {input}?" } },
-  { say = "You said {answer}." },
-]
-
-[[agents]]
-name = "manager"
-kind = "script"
-steps = [
-  { say = "Planning: {input}" },
-  { delegate = "mailer", input = "mail about {input}" },
-  { delegate = "summariser", input = "{input}" },
-  { say = "All delegated work is done." },
-]
-
-[[agents]]
-name = "mailer"
-kind = "script"
-steps = [
-  { say = "Mailer drafting: {input}" },
-  { tool = "send_email", args = { body = "{input}" }, result = "sent", approval = "always" },
-  { say = "Mailer sent it." },
-]
-
-[[agents]]
-name = "summariser"
-kind = "script"
-steps = [ { say = "Summary of {input}." } ]
-
-[[agents]]
-name = "carder"
-kind = "script"
-card = { type = "object", properties = { title = { type = "string" } }, required = ["title"] }
-steps = [ { say = "{input}" } ]
-
-[[agents]]
-name = "editor"
-kind = "script"
-editable_state = { tone = { type = "string", enum = ["formal", "casual"] } }
-steps = [ { say = "Writing." }, { note = "drafted in a chosen tone", kind = "draft" } ]
-`;
+// The agents and tenants are the ones the Rust API tests use (tests/fixtures/agents.toml, which
+// says what each is for); keepalive_secs = 1 so that a waiting turn's stream carries
+// `: keepalive` comments, which the client must skip.
+const CONFIG = `[limits]\nkeepalive_secs = 1\n\n${readFileSync(new URL("../fixtures/agents.toml", import.meta.url), "utf8")}`;
 
 const TEXT = ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT+", "TEXT_MESSAGE_END"];
 const TOOL = ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT"];
@@ -1118,18 +969,18 @@ async function delegatedSteps(problems) {
 }
 
 async function card(problems) {
-  const agent = new HttpAgent({ url: agentUrl("carder"), threadId: uid("th-card"), initialMessages: [userMessage('{"title": "Plan"}')] });
+  const agent = new HttpAgent({ url: agentUrl("carder"), threadId: uid("th-card"), initialMessages: [userMessage('{"title": "Plan", "steps": 2}')] });
   const run = await clientRun(agent, { runId: uid("run") });
   const events = judgeClientRun(run, problems, "a card");
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "CUSTOM", "RUN_FINISHED"], problems, "a card");
   const custom = events.at(-2);
-  expectEqual(custom && { name: custom.name, value: custom.value }, { name: "gateway.card", value: { turn: turnOf(run), card: { title: "Plan" } } }, "the card event", problems);
+  expectEqual(custom && { name: custom.name, value: custom.value }, { name: "gateway.card", value: { turn: turnOf(run), card: { title: "Plan", steps: 2 } } }, "the card event", problems);
   expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
-  expectEqual(messageTexts(events), ['{"title": "Plan"}'], "the answer the card came from", problems);
+  expectEqual(messageTexts(events), ['{"title": "Plan", "steps": 2}'], "the answer the card came from", problems);
   const replay = await rawRun("carder", run.input);
   expect(eventBytes(replay.frames) === eventBytes(parseText(run.wire.text).frames.filter((f) => !f.comment)), "the replay differs from the stream", problems);
 
-  // JSON the schema refuses (no title) is an answer, not a card.
+  // JSON the schema refuses (no title, no steps) is an answer, not a card.
   const other = new HttpAgent({ url: agentUrl("carder"), threadId: uid("th-card"), initialMessages: [userMessage('{"name": "Plan"}')] });
   const plain = await clientRun(other, { runId: uid("run") });
   expectShape(judgeClientRun(plain, problems, "no card"), ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "RUN_FINISHED"], problems, "no card");

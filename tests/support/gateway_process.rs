@@ -35,7 +35,7 @@ pub fn spawn_instance_with(config: &Path, database: &str, logs: Arc<Mutex<Vec<St
     let stderr = child.stderr.take().expect("stderr");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let lines = logs.clone();
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         let mut ready = Some(ready_tx);
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             let plain = strip_ansi(&line);
@@ -58,7 +58,10 @@ pub fn spawn_instance_with(config: &Path, database: &str, logs: Arc<Mutex<Vec<St
         }
     });
     let (address, id) = ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
-        std::thread::sleep(Duration::from_millis(200));
+        // Its last lines say why: end it and read them all before failing.
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = reader.join();
         panic!("the gateway did not start: {:?}", logs.lock().unwrap_or_else(|p| p.into_inner()))
     });
     Instance { child, address, id }
