@@ -12,8 +12,11 @@
 
 mod audit;
 pub mod board;
+mod budget;
+mod cards;
 pub mod conversation;
 mod decide;
+mod delegation;
 pub mod history;
 pub mod hub;
 pub mod interrupts;
@@ -24,6 +27,7 @@ mod runner;
 pub mod stream;
 mod sweeper;
 pub mod turn;
+mod waits;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
