@@ -14,7 +14,8 @@ use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
 use crate::protocol::{now_ms, Event};
 use crate::store::{
-    AuditEntry, Decided, Decision, EventKind, InterruptRow, StoreError, StoredEvent, ThreadRow, TurnRow,
+    AuditEntry, Decided, Decision, EventKind, InterruptRow, InterruptStatus, StoreError, StoredEvent, ThreadRow,
+    TurnRow,
 };
 
 impl Engine {
@@ -22,7 +23,7 @@ impl Engine {
     /// for (its last word is a client wait, with no interrupt open).
     pub(super) async fn pending_client_calls(&self, turn: &TurnRow) -> Result<Option<Vec<String>>, EngineError> {
         let store = &self.inner.store;
-        if store.turn_interrupts(turn.pk).await?.iter().any(|i| i.status == "open") {
+        if store.turn_interrupts(turn.pk).await?.iter().any(|i| i.status == InterruptStatus::Open) {
             return Ok(None);
         }
         let log = read_log(store.as_ref(), turn.pk).await?;
@@ -129,7 +130,7 @@ impl Engine {
                 .filter_map(|plan| match plan {
                     EntryPlan::Decide { interrupt_id, decision, .. } => Some(Decision {
                         interrupt_id: interrupt_id.clone(),
-                        status: "decided",
+                        status: InterruptStatus::Decided,
                         decision: decision.to_string(),
                         decided_by: person.to_string(),
                         decided_via: via.to_string(),
@@ -170,7 +171,9 @@ impl Engine {
             let stored = inner.store.turn_interrupts(turn.pk).await?;
             for plan in plans.iter_mut() {
                 if let EntryPlan::Decide { interrupt_id, .. } = plan {
-                    if let Some(row) = stored.iter().find(|i| i.id == *interrupt_id && i.status != "open") {
+                    if let Some(row) =
+                        stored.iter().find(|i| i.id == *interrupt_id && i.status != InterruptStatus::Open)
+                    {
                         *plan = EntryPlan::AlreadyDecided {
                             interrupt_id: interrupt_id.clone(),
                             decided_seq: row.decided_seq,
@@ -279,7 +282,7 @@ impl Engine {
         let rows = self.inner.store.turn_interrupts(turn.pk).await?;
         Ok(rows
             .iter()
-            .filter(|row| row.status == "open")
+            .filter(|row| row.status == InterruptStatus::Open)
             .filter_map(waiting_of)
             .filter(|waiting| viewer.person.is_none() || waiting.may_be_decided_by(&viewer))
             .filter_map(|waiting| serde_json::to_value(waiting.interrupt).ok())

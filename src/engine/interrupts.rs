@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 use crate::protocol::Interrupt;
-use crate::store::InterruptRow;
+use crate::store::{InterruptRow, InterruptStatus};
 
 /// Who a stream is rendered for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -167,16 +167,18 @@ pub fn check_resume(
         // Who decides is the gateway's own record: unreadable, nobody decides (never "anyone").
         let deciders: Deciders = serde_json::from_str(&row.deciders)
             .map_err(|_| refusal("invalid_resume", format!("{name}: the interrupt's record is unreadable")))?;
-        match row.status.as_str() {
-            "superseded" => {
+        match row.status {
+            InterruptStatus::Superseded => {
                 return Err(refusal("interrupt_changed", format!("{name}: the call changed since it was shown")))
             }
-            "expired" => return Err(refusal("interrupt_expired", format!("{name}: expired, and was denied"))),
-            "decided" => {
+            InterruptStatus::Expired => {
+                return Err(refusal("interrupt_expired", format!("{name}: expired, and was denied")))
+            }
+            InterruptStatus::Decided => {
                 plans.push(EntryPlan::AlreadyDecided { interrupt_id: row.id.clone(), decided_seq: row.decided_seq });
                 continue;
             }
-            _ => {}
+            InterruptStatus::Open => {}
         }
         if row.expires_at_ms <= now_ms {
             return Err(refusal("interrupt_expired", format!("{name}: expired")));
@@ -207,7 +209,7 @@ pub fn check_resume(
         plans.push(EntryPlan::Decide { interrupt_id: row.id.clone(), decision, approved });
     }
     if require_all {
-        for row in interrupts.iter().filter(|i| i.status == "open") {
+        for row in interrupts.iter().filter(|i| i.status == InterruptStatus::Open) {
             let Ok(deciders) = serde_json::from_str::<Deciders>(&row.deciders) else {
                 return Err(refusal("invalid_resume", format!("interrupt {}'s record is unreadable", row.id)));
             };

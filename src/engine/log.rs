@@ -252,8 +252,7 @@ async fn commit_with_retry(store: &dyn Store, batch: &[TurnWrites]) -> Result<Ba
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
-            Err(StoreError::Database(sqlx::Error::Database(error))) => {
-                let error = StoreError::Database(sqlx::Error::Database(error));
+            Err(error) if error.is_refused_by_database() => {
                 if interrupted {
                     if let Some(outcome) = already_committed(store, batch).await {
                         return Ok(outcome);

@@ -168,7 +168,7 @@ impl Engine {
 
     async fn start_with(config: Arc<Config>, store: Arc<dyn Store>, serving: bool) -> Result<Engine, StoreError> {
         let hub = Arc::new(Hub::default());
-        let shared = !config.database.url.starts_with("sqlite:");
+        let shared = store.is_shared();
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();
         let log =

@@ -13,7 +13,7 @@ use super::{board, Engine, EngineError, FollowPlan, Refusal, RunPlan, RunRequest
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
 use crate::protocol::now_ms;
-use crate::store::{InterruptRow, NewTurn, StartTurn, StoreError, ThreadRow, TurnRow, TurnStatus};
+use crate::store::{InterruptRow, InterruptStatus, NewTurn, StartTurn, StoreError, ThreadRow, TurnRow, TurnStatus};
 
 impl Engine {
     /// Decides what a run streams (§2, §4, §5, §6). Starts a turn when the run brings a new
@@ -60,8 +60,9 @@ impl Engine {
                     return self.follow(&request, thread, &turn, start_seq, None).await;
                 }
                 let open = store.turn_interrupts(turn.pk).await?;
-                let answers_open =
-                    entries.iter().any(|e| open.iter().any(|i| i.id == e.interrupt_id && i.status == "open"));
+                let answers_open = entries
+                    .iter()
+                    .any(|e| open.iter().any(|i| i.id == e.interrupt_id && i.status == InterruptStatus::Open));
                 if !answers_open {
                     // A resume run sent again: its replay, as for any known runId.
                     return self.follow(&request, thread, &turn, start_seq, None).await;
@@ -148,8 +149,14 @@ impl Engine {
         latest: &TurnRow,
     ) -> Result<RunPlan, EngineError> {
         let viewer = viewer_of(request);
-        let open: Vec<InterruptRow> =
-            self.inner.store.turn_interrupts(latest.pk).await?.into_iter().filter(|i| i.status == "open").collect();
+        let open: Vec<InterruptRow> = self
+            .inner
+            .store
+            .turn_interrupts(latest.pk)
+            .await?
+            .into_iter()
+            .filter(|i| i.status == InterruptStatus::Open)
+            .collect();
         let waiting: Vec<interrupts::Waiting> = open.iter().filter_map(waiting_of).collect();
         if waiting.iter().any(|w| w.may_be_decided_by(&viewer)) {
             let ids: Vec<&str> = waiting.iter().map(|w| w.interrupt.id.as_str()).collect();

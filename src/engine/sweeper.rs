@@ -14,7 +14,7 @@ use super::turn::TurnSignal;
 use super::{Engine, EngineError, Inner};
 use crate::metrics::CodeLabel;
 use crate::protocol::now_ms;
-use crate::store::{Decision, StoreError, TurnRow};
+use crate::store::{Decision, InterruptStatus, StoreError, TurnRow};
 
 impl Engine {
     /// Renews the leases of this instance's turns every heartbeat, stops turns whose lease was
@@ -113,7 +113,7 @@ impl Engine {
         let EntryPlan::Decide { interrupt_id, decision, .. } = &plan else { return Ok(()) };
         let decisions = [Decision {
             interrupt_id: interrupt_id.clone(),
-            status: "expired",
+            status: InterruptStatus::Expired,
             decision: decision.to_string(),
             decided_by: "gateway".into(),
             decided_via: "expiry".into(),

@@ -8,7 +8,7 @@ use super::turn::{AgentError, Checkpoint, TurnContext, CLIENT_WAIT_EVENT, WAITIN
 use crate::protocol::events::Envelope;
 use crate::protocol::Interrupt;
 use crate::protocol::{iso8601, now_ms, Event};
-use crate::store::{EventKind, InterruptRow, WriteOp};
+use crate::store::{EventKind, InterruptRow, InterruptStatus, WriteOp};
 
 /// A fresh interrupt id (`int_…`).
 pub fn new_interrupt_id() -> String {
@@ -104,7 +104,7 @@ impl TurnContext {
                 four_eyes: spec.four_eyes,
                 started_by: self.started_by.clone(),
                 expires_at_ms: now + spec.ttl_ms,
-                status: "open".into(),
+                status: InterruptStatus::Open,
                 decision: None,
                 decided_by: None,
                 decided_seq: None,
@@ -203,7 +203,10 @@ impl TurnContext {
                     AgentError::Internal(format!("the interrupt {id} the turn waited for is not stored"))
                 })?;
                 let stored = row.decision.as_deref().ok_or_else(|| {
-                    AgentError::Internal(format!("the interrupt {id} has no decision stored (it is {})", row.status))
+                    AgentError::Internal(format!(
+                        "the interrupt {id} has no decision stored (it is {})",
+                        row.status.as_str()
+                    ))
                 })?;
                 let decision: Value = serde_json::from_str(stored).map_err(|e| {
                     AgentError::Internal(format!("the stored decision on interrupt {id} does not parse: {e}"))
