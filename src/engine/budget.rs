@@ -3,6 +3,7 @@
 //! and the refusal are the tenant quotas' own ([`super::quota`]).
 
 use super::turn::{AgentError, TurnContext};
+use super::RunErrorCode;
 use crate::protocol::now_ms;
 
 /// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
@@ -39,7 +40,8 @@ impl TurnContext {
         if usage.tokens < limit {
             return Ok(());
         }
-        let refusal = super::quota_refusal("quota_exceeded", "tokens", limit, usage.tokens, Some(next_period));
+        let refusal =
+            super::quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period));
         Err(AgentError::QuotaExceeded { message: refusal.message, figures: refusal.figures.unwrap_or_default() })
     }
 }

@@ -8,7 +8,7 @@ use super::history::{self, HistoryVerdict};
 use super::interrupts::{self, check_resume, EntryPlan, ResumedEvent, Viewer};
 use super::plan::{refuse, viewer_of};
 use super::runner::{read_log, TurnStart};
-use super::{Engine, EngineError, Refusal, RunPlan, RunRequest};
+use super::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
 use crate::auth::Caller;
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
@@ -65,13 +65,13 @@ impl Engine {
         }
         if let Some(missing) = pending.iter().find(|id| !results.contains_key(*id)) {
             return Ok(refuse(
-                "history_mismatch",
+                RunErrorCode::HistoryMismatch,
                 &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
             ));
         }
         let Some(seq) = self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?)?, &[]).await?
         else {
-            return Ok(refuse("turn_in_progress", "the results were already given"));
+            return Ok(refuse(RunErrorCode::TurnInProgress, "the results were already given"));
         };
         self.record_run_and_follow(request, thread, request.run_id.as_str(), turn.pk, seq - 1, Some(Vec::new())).await
     }
@@ -91,12 +91,12 @@ impl Engine {
             return Err(EngineError::PersonOnly(self.console_hint()));
         };
         let (Some(thread), Some(latest)) = (thread, turns.last()) else {
-            return Ok(refuse("invalid_resume", "no interrupt is open on this thread"));
+            return Ok(refuse(RunErrorCode::InvalidResume, "no interrupt is open on this thread"));
         };
         if !request.input.messages.is_empty()
             && history::check(&request.input.messages, turns) != HistoryVerdict::FollowLatest
         {
-            return Ok(refuse("history_mismatch", "a resume adds no message; load the thread again"));
+            return Ok(refuse(RunErrorCode::HistoryMismatch, "a resume adds no message; load the thread again"));
         }
         let interrupts = self.inner.store.turn_interrupts(latest.pk).await?;
         let viewer = viewer_of(request);
@@ -107,7 +107,7 @@ impl Engine {
         let via = request.caller.via().unwrap_or("direct");
         let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await? {
             Some(result) => result,
-            None => return Ok(refuse("invalid_resume", "nothing to decide")),
+            None => return Ok(refuse(RunErrorCode::InvalidResume, "nothing to decide")),
         };
         self.record_run_and_follow(request, thread, run_key, latest.pk, start_seq, Some(outcomes)).await
     }

@@ -9,7 +9,7 @@ use super::decide::waiting_of;
 use super::history::{self, HistoryVerdict};
 use super::interrupts::{self, Viewer};
 use super::runner::TurnStart;
-use super::{board, Engine, EngineError, FollowPlan, Refusal, RunPlan, RunRequest};
+use super::{board, Engine, EngineError, FollowPlan, Refusal, RunErrorCode, RunPlan, RunRequest};
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
 use crate::protocol::now_ms;
@@ -31,7 +31,7 @@ impl Engine {
                 }
             }
             RunPlan::Refused(refusal) => {
-                metrics.runs_refused.get_or_create(&CodeLabel { code: refusal.code.to_string() }).inc();
+                metrics.runs_refused.get_or_create(&CodeLabel { code: refusal.code.as_str().to_string() }).inc();
             }
         }
         Ok(plan)
@@ -83,12 +83,15 @@ impl Engine {
                 Err(EngineError::BadRequest { field: "messages", message: "a run needs a user message".into() })
             }
             HistoryVerdict::Mismatch(why) => Ok(refuse(
-                "history_mismatch",
+                RunErrorCode::HistoryMismatch,
                 &format!("the history differs from the thread's ({why}); load the thread again"),
             )),
             HistoryVerdict::FollowLatest => {
                 let (Some(thread), Some(latest)) = (&thread, turns.last()) else {
-                    return Ok(refuse("history_mismatch", "the thread has no turn to follow; load the thread again"));
+                    return Ok(refuse(
+                        RunErrorCode::HistoryMismatch,
+                        "the thread has no turn to follow; load the thread again",
+                    ));
                 };
                 if latest.status == TurnStatus::Waiting {
                     if let Some(pending) = self.pending_client_calls(latest).await? {
@@ -117,14 +120,14 @@ impl Engine {
                     match latest.status {
                         TurnStatus::Running => {
                             return Ok(refuse(
-                                "turn_in_progress",
+                                RunErrorCode::TurnInProgress,
                                 "a turn is running on this thread; wait for it to finish",
                             ))
                         }
                         TurnStatus::Waiting => {
                             if let Some(pending) = self.pending_client_calls(latest).await? {
                                 return Ok(refuse(
-                                    "interrupts_pending",
+                                    RunErrorCode::InterruptsPending,
                                     &format!("the turn waits for the results of the tool calls {}", pending.join(", ")),
                                 ));
                             }
@@ -161,13 +164,13 @@ impl Engine {
         if waiting.iter().any(|w| w.may_be_decided_by(&viewer)) {
             let ids: Vec<&str> = waiting.iter().map(|w| w.interrupt.id.as_str()).collect();
             return Ok(refuse(
-                "interrupts_pending",
+                RunErrorCode::InterruptsPending,
                 &format!("the turn waits for your decision on {}; answer with resume first", ids.join(", ")),
             ));
         }
         let who: Vec<String> =
             waiting.iter().map(|w| interrupts::describe_deciders(&w.deciders, w.four_eyes)).collect();
-        Ok(refuse("turn_waiting", &format!("the turn waits for a decision by {}", who.join("; "))))
+        Ok(refuse(RunErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; "))))
     }
 
     pub(super) async fn start_turn(
@@ -246,7 +249,9 @@ impl Engine {
                 }
                 None => Err(EngineError::PermissionDenied),
             },
-            StartTurn::Conflict => Ok(refuse("turn_in_progress", "another turn started on this thread first")),
+            StartTurn::Conflict => {
+                Ok(refuse(RunErrorCode::TurnInProgress, "another turn started on this thread first"))
+            }
             StartTurn::NotOwner => Err(EngineError::PermissionDenied),
         }
     }
@@ -321,6 +326,6 @@ pub(super) fn viewer_of(request: &RunRequest<'_>) -> Viewer {
     }
 }
 
-pub(super) fn refuse(code: &'static str, message: &str) -> RunPlan {
+pub(super) fn refuse(code: RunErrorCode, message: &str) -> RunPlan {
     RunPlan::Refused(Refusal { code, message: message.to_string(), figures: None })
 }

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::{Engine, EngineError, Refusal};
+use super::{Engine, EngineError, Refusal, RunErrorCode};
 use crate::metrics::CodeLabel;
 use crate::protocol::now_ms;
 
@@ -27,17 +27,23 @@ impl Engine {
         let usage = self.inner.store.tenant_usage(tenant, minute, period).await?;
         let refusal = if let Some(limit) = quotas.max_concurrent_turns.filter(|l| usage.running_turns >= i64::from(*l))
         {
-            Some(quota_refusal("concurrency_limit", "concurrent_turns", i64::from(limit), usage.running_turns, None))
+            Some(quota_refusal(
+                RunErrorCode::ConcurrencyLimit,
+                "concurrent_turns",
+                i64::from(limit),
+                usage.running_turns,
+                None,
+            ))
         } else if let Some(limit) = quotas.turns_per_minute.filter(|l| usage.turns_started >= i64::from(*l)) {
             Some(quota_refusal(
-                "quota_exceeded",
+                RunErrorCode::QuotaExceeded,
                 "turns_per_minute",
                 i64::from(limit),
                 usage.turns_started,
                 Some(next_minute),
             ))
         } else if let Some(limit) = quotas.tokens_per_period.filter(|l| usage.tokens >= *l as i64) {
-            Some(quota_refusal("quota_exceeded", "tokens", limit as i64, usage.tokens, Some(next_period)))
+            Some(quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit as i64, usage.tokens, Some(next_period)))
         } else {
             None
         };
@@ -57,7 +63,7 @@ pub fn quota_window(now_ms: i64, length_secs: u64) -> (i64, i64) {
 }
 
 /// A refusal for a limit (§8), its figures for the client.
-pub fn quota_refusal(code: &'static str, scope: &str, limit: i64, used: i64, resets_at_ms: Option<i64>) -> Refusal {
+pub fn quota_refusal(code: RunErrorCode, scope: &str, limit: i64, used: i64, resets_at_ms: Option<i64>) -> Refusal {
     let resets_at = resets_at_ms.map(crate::protocol::iso8601);
     Refusal {
         code,

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::log::{AppendHealth, EventLog, LogError};
+use super::RunErrorCode;
 use crate::protocol::events::{Envelope, TextRole, ToolResultContent};
 use crate::protocol::{iso8601, now_ms, Event, RunOutcome, TokenUsage};
 use crate::store::{EventKind, Store, StoredEvent, TurnStatus, WriteOp};
@@ -737,12 +738,12 @@ impl TurnContext {
             tracing::error!(turn = %self.turn_id, why, "the turn fails on an internal fault");
         }
         let code = match error {
-            AgentError::Internal(_) => "internal",
-            AgentError::TimedOut(_) => "timed_out",
-            AgentError::QuotaExceeded { .. } => "quota_exceeded",
-            _ => "failed",
+            AgentError::Internal(_) => RunErrorCode::Internal,
+            AgentError::TimedOut(_) => RunErrorCode::TimedOut,
+            AgentError::QuotaExceeded { .. } => RunErrorCode::QuotaExceeded,
+            _ => RunErrorCode::Failed,
         };
-        let event = Event::RunError { message: error.to_string(), code: Some(code.into()), usage: None };
+        let event = Event::RunError { message: error.to_string(), code: Some(code.as_str().into()), usage: None };
         let mut envelope = Envelope::new(event, now_ms());
         if let AgentError::QuotaExceeded { figures, .. } = error {
             envelope.raw_event = Some(json!({ "gateway": figures }));
