@@ -1,10 +1,10 @@
 //! Cards (§3): an answer that matches its agent's card schema is also logged as
 //! `CUSTOM gateway.card`, which only callers who may read content are shown.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::turn::{AgentError, TurnContext, CARD_EVENT};
-use crate::protocol::Event;
+use super::log_events::{CardEvent, GatewayEvent};
+use super::turn::{logged, AgentError, TurnContext};
 
 impl TurnContext {
     /// The text of the latest answer, as its agent wrote it (a delegated child's, after
@@ -22,11 +22,6 @@ impl TurnContext {
         if !matches {
             return Ok(());
         }
-        self.emit(Event::Custom {
-            name: CARD_EVENT.into(),
-            value: json!({ "turn": turn, "card": card }),
-            subagent_run_id: None,
-        })
-        .await
+        self.emit(logged(GatewayEvent::Card(CardEvent { turn: turn.to_string(), card }))?).await
     }
 }

@@ -5,14 +5,15 @@
 use serde_json::{json, Value};
 
 use super::history::{self, HistoryVerdict};
-use super::interrupts::{self, check_resume, EntryPlan, ResumedEvent, Viewer};
+use super::interrupts::{self, check_resume, EntryPlan, Viewer};
+use super::log_events::{self, ClientWaitEvent, GatewayEvent, ResumedEvent};
 use super::plan::{refuse, viewer_of};
 use super::runner::{read_log, TurnStart};
 use super::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
 use crate::auth::Caller;
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
-use crate::protocol::{now_ms, Event};
+use crate::protocol::now_ms;
 use crate::store::{
     AuditEntry, Decided, Decision, EventKind, InterruptRow, InterruptStatus, StoreError, StoredEvent, ThreadRow,
     TurnRow,
@@ -33,13 +34,9 @@ impl Engine {
         if last.kind != EventKind::ClientWait {
             return Ok(None);
         }
-        let value: Value = serde_json::from_slice(&last.body)
-            .map_err(|e| StoreError::Corrupt(format!("a client-wait event does not parse: {e}")))?;
-        let ids = value["value"]["pendingToolCallIds"]
-            .as_array()
-            .map(|ids| ids.iter().filter_map(|id| id.as_str().map(str::to_string)).collect())
-            .unwrap_or_default();
-        Ok(Some(ids))
+        let wait: ClientWaitEvent = log_events::body_of(&last.body)
+            .map_err(|e| StoreError::Corrupt(format!("a client-wait event does not read back: {e}")))?;
+        Ok(Some(wait.pending_tool_call_ids))
     }
 
     /// The client's `role: "tool"` messages answer the calls the turn waits for: they are
@@ -317,15 +314,10 @@ pub(super) fn resumed_marker(
     board: Vec<Value>,
 ) -> Result<StoredEvent, StoreError> {
     let at_ms = now_ms();
-    let event = Event::Custom {
-        name: RESUMED_EVENT.into(),
-        value: json!(ResumedEvent { decisions: outcomes.to_vec(), tool_results, board: Some(board) }),
-        subagent_run_id: None,
-    };
+    let event = GatewayEvent::Resumed(ResumedEvent { decisions: outcomes.to_vec(), tool_results, board: Some(board) })
+        .into_event()
+        .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;
     let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms))
         .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;
     Ok(StoredEvent { seq: 0, kind: EventKind::Resumed, body: body.into(), at_ms })
 }
-
-/// The `CUSTOM` name under which a decision event is logged (rendered per run, never as is).
-pub const RESUMED_EVENT: &str = "gateway.resumed-event";

@@ -60,25 +60,6 @@ pub struct Waiting {
     pub turn: String,
 }
 
-/// The body of a waiting event.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct WaitingEvent {
-    pub interrupts: Vec<Waiting>,
-}
-
-/// The body of a decision event: what this decision recorded, per interrupt.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ResumedEvent {
-    pub decisions: Vec<Value>,
-    /// Results of client-declared tools, by tool call id, when those are what the turn waited for.
-    #[serde(default, rename = "toolResults", skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub tool_results: std::collections::BTreeMap<String, String>,
-    /// The thread's board when the decision was made: the snapshot a run starting here opens
-    /// with, so the deltas after it apply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub board: Option<Vec<Value>>,
-}
-
 /// Whether `person` (with `roles`) may decide an interrupt (§5.1 policy, four eyes included).
 pub fn may_decide(person: &str, roles: &[String], deciders: &Deciders, four_eyes: bool, started_by: &str) -> bool {
     if four_eyes && person == started_by {

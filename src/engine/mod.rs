@@ -21,6 +21,7 @@ pub mod history;
 pub mod hub;
 pub mod interrupts;
 pub mod log;
+pub mod log_events;
 mod plan;
 mod quota;
 mod runner;
@@ -46,7 +47,6 @@ use interrupts::Viewer;
 use log::EventLog;
 use runner::Runner;
 
-pub use decide::RESUMED_EVENT;
 pub use quota::{quota_refusal, quota_window};
 pub(crate) use runner::read_log;
 pub use stream::{StreamItem, StreamOptions};

@@ -15,25 +15,21 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::log::{AppendHealth, EventLog, LogError};
+use super::log_events::GatewayEvent;
 use super::RunErrorCode;
 use crate::protocol::events::{Envelope, TextRole, ToolResultContent};
 use crate::protocol::{iso8601, now_ms, Event, RunOutcome, TokenUsage};
-use crate::store::{EventKind, Store, StoredEvent, TurnStatus, WriteOp};
+use crate::store::{Store, StoredEvent, TurnStatus, WriteOp};
 
 pub use super::budget::TokenBudget;
 pub use super::delegation::ChildCheckpoint;
 use super::delegation::NestFrame;
 pub use super::waits::{new_interrupt_id, Decided, InterruptSpec};
 
-/// The `CUSTOM` name under which a waiting event is logged; it is never sent as such (each
-/// caller sees it rendered per §5.2).
-pub const WAITING_EVENT: &str = "gateway.waiting-event";
-
-/// The `CUSTOM` name under which a wait for client tool results is logged (rendered as
-/// `RUN_FINISHED` with `pendingToolCallIds`).
-pub const CLIENT_WAIT_EVENT: &str = "gateway.client-wait-event";
-/// A card: an answer that matched its agent's card schema.
-pub const CARD_EVENT: &str = "gateway.card";
+/// A gateway event as the AG-UI event it is logged as.
+pub(super) fn logged(event: GatewayEvent) -> Result<Event, AgentError> {
+    event.into_event().map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))
+}
 
 /// What the engine asks of a running turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,15 +329,7 @@ impl TurnContext {
             // commit one: write nothing more, so the log never gets a hole or a second writer.
             return Err(AgentError::Stopped);
         }
-        let kind = match &envelope.event {
-            Event::RunStarted { .. } => EventKind::RunStarted,
-            Event::RunFinished { .. } => EventKind::RunFinished,
-            Event::RunError { .. } => EventKind::RunError,
-            Event::StateSnapshot { .. } => EventKind::StateSnapshot,
-            Event::Custom { name, .. } if name == WAITING_EVENT => EventKind::Waiting,
-            Event::Custom { name, .. } if name == CLIENT_WAIT_EVENT => EventKind::ClientWait,
-            _ => EventKind::Plain,
-        };
+        let kind = super::log_events::kind_of(&envelope.event);
         let at_ms = envelope.timestamp.unwrap_or_else(now_ms);
         let body = serde_json::to_vec(&envelope)
             .map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))?;

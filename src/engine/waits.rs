@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::interrupts::{describe_deciders, Deciders, Waiting, WaitingEvent};
-use super::turn::{AgentError, Checkpoint, TurnContext, CLIENT_WAIT_EVENT, WAITING_EVENT};
-use crate::protocol::events::Envelope;
+use super::interrupts::{describe_deciders, Deciders, Waiting};
+use super::log_events::{self, ClientWaitEvent, GatewayEvent, ResumedEvent, WaitingEvent};
+use super::turn::{logged, AgentError, Checkpoint, TurnContext};
 use crate::protocol::Interrupt;
 use crate::protocol::{iso8601, now_ms, Event};
 use crate::store::{EventKind, InterruptRow, InterruptStatus, WriteOp};
@@ -121,11 +121,7 @@ impl TurnContext {
         }
         let mut ops = self.atomic.take().unwrap_or_default();
         ops.extend(self.close_steps_for_wait()?);
-        let marker = self.event_op(Event::Custom {
-            name: WAITING_EVENT.into(),
-            value: json!(WaitingEvent { interrupts: waiting }),
-            subagent_run_id: None,
-        })?;
+        let marker = self.event_op(logged(GatewayEvent::Waiting(WaitingEvent { interrupts: waiting }))?)?;
         ops.extend(rows.into_iter().map(WriteOp::OpenInterrupt));
         ops.push(marker);
         ops.push(self.checkpoint_op(checkpoint)?);
@@ -154,11 +150,8 @@ impl TurnContext {
             Ok(closed) => ops.extend(closed),
             Err(error) => return error,
         }
-        let marker = match self.event_op(Event::Custom {
-            name: CLIENT_WAIT_EVENT.into(),
-            value: json!({ "pendingToolCallIds": call_ids }),
-            subagent_run_id: None,
-        }) {
+        let wait = GatewayEvent::ClientWait(ClientWaitEvent { pending_tool_call_ids: call_ids });
+        let marker = match logged(wait).and_then(|event| self.event_op(event)) {
             Ok(marker) => marker,
             Err(error) => return error,
         };
@@ -181,11 +174,7 @@ impl TurnContext {
             .await?;
         let latest = log.iter().rev().find(|e| e.kind == EventKind::Resumed);
         Ok(latest
-            .and_then(|event| serde_json::from_slice::<Envelope>(&event.body).ok())
-            .and_then(|envelope| match envelope.event {
-                Event::Custom { value, .. } => serde_json::from_value::<super::interrupts::ResumedEvent>(value).ok(),
-                _ => None,
-            })
+            .and_then(|event| log_events::body_of::<ResumedEvent>(&event.body).ok())
             .map(|resumed| resumed.tool_results)
             .unwrap_or_default())
     }
