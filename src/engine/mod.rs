@@ -20,6 +20,7 @@ mod delegation;
 pub mod history;
 pub mod hub;
 pub mod interrupts;
+mod lifecycle;
 pub mod log;
 pub mod log_events;
 mod plan;
