@@ -8,7 +8,9 @@
 //! run is answered with); each concept lives in a file of its own, as `impl Engine` blocks:
 //! [`plan`] (what a run follows), [`decide`] (resumes, decisions, client tool results),
 //! [`runner`] (the turns running here), [`sweeper`] (leases, takeovers, expiries, wake-ups),
-//! [`quota`] (tenant limits) and [`audit`] (audit rows).
+//! [`quota`] (tenant limits) and [`audit`] (audit rows). What an agent holds while it answers
+//! is [`turn::TurnContext`], spread the same way over [`turn`], `waits`, `delegation`,
+//! `budget`, `cards` and `lifecycle`; every gateway event of the log is named in [`log_events`].
 
 mod audit;
 pub mod board;
@@ -49,7 +51,7 @@ use log::EventLog;
 use runner::Runner;
 
 pub use quota::{quota_refusal, quota_window};
-pub(crate) use runner::read_log;
+pub(crate) use log::read_log;
 pub use stream::{StreamItem, StreamOptions};
 
 /// Errors that stop a request before its stream opens; each documents its HTTP status.

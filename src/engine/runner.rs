@@ -13,7 +13,7 @@ use crate::auth::Caller;
 use crate::ids::ThreadId;
 use crate::metrics::OutcomeLabels;
 use crate::protocol::{Event, PROTOCOL_VERSION};
-use crate::store::{Store, StoreError, StoredEvent, TurnRow, TurnStatus};
+use crate::store::{TurnRow, TurnStatus};
 
 impl Engine {
     /// Stops every turn this instance runs, commits what they said and gives their leases
@@ -216,7 +216,7 @@ pub(super) async fn run_turn(
     let (thread_id, run_id, board) = match start {
         TurnStart::New { thread_id, run_id, board, .. } => (thread_id, run_id, Some(board)),
         TurnStart::Takeover => {
-            let events = context.patiently(what, || read_log(store.as_ref(), turn.pk)).await?;
+            let events = context.patiently(what, || super::read_log(store.as_ref(), turn.pk)).await?;
             context.resume_from_log(&events);
             // Ids in a re-rendered RUN_STARTED are the following run's own.
             (String::new(), String::new(), None)
@@ -256,17 +256,4 @@ pub(super) async fn run_turn(
         })?,
     };
     agent.run(context, checkpoint).await
-}
-
-/// A turn's whole log, read in pages.
-pub(crate) async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredEvent>, StoreError> {
-    let mut events: Vec<StoredEvent> = Vec::new();
-    loop {
-        let after = events.last().map_or(0, |e| e.seq);
-        let page = store.events_after(turn, after, 1000).await?;
-        if page.is_empty() {
-            return Ok(events);
-        }
-        events.extend(page);
-    }
 }
