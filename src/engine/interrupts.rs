@@ -7,9 +7,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::RunErrorCode;
+
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 use crate::protocol::Interrupt;
-use crate::store::InterruptRow;
+use crate::store::{InterruptRow, InterruptStatus};
 
 /// Who a stream is rendered for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,25 +58,6 @@ pub struct Waiting {
     pub four_eyes: bool,
     pub started_by: String,
     pub turn: String,
-}
-
-/// The body of a waiting event.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct WaitingEvent {
-    pub interrupts: Vec<Waiting>,
-}
-
-/// The body of a decision event: what this decision recorded, per interrupt.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ResumedEvent {
-    pub decisions: Vec<Value>,
-    /// Results of client-declared tools, by tool call id, when those are what the turn waited for.
-    #[serde(default, rename = "toolResults", skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub tool_results: std::collections::BTreeMap<String, String>,
-    /// The thread's board when the decision was made: the snapshot a run starting here opens
-    /// with, so the deltas after it apply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub board: Option<Vec<Value>>,
 }
 
 /// Whether `person` (with `roles`) may decide an interrupt (§5.1 policy, four eyes included).
@@ -129,11 +112,11 @@ impl Waiting {
 /// Why a resume was refused: a `RUN_ERROR` code and a message naming the entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResumeRefusal {
-    pub code: &'static str,
+    pub code: RunErrorCode,
     pub message: String,
 }
 
-fn refusal(code: &'static str, message: String) -> ResumeRefusal {
+fn refusal(code: RunErrorCode, message: String) -> ResumeRefusal {
     ResumeRefusal { code, message }
 }
 
@@ -160,30 +143,40 @@ pub fn check_resume(
     for (index, entry) in entries.iter().enumerate() {
         let name = format!("resume[{index}] ({})", entry.interrupt_id);
         let Some(row) = interrupts.iter().find(|i| i.id == entry.interrupt_id) else {
-            return Err(refusal("invalid_resume", format!("{name}: no such interrupt on this thread's turn")));
+            return Err(refusal(
+                RunErrorCode::InvalidResume,
+                format!("{name}: no such interrupt on this thread's turn"),
+            ));
         };
-        let shown: Interrupt = serde_json::from_str(&row.shown)
-            .map_err(|_| refusal("invalid_resume", format!("{name}: the interrupt's record is unreadable")))?;
+        let shown: Interrupt = serde_json::from_str(&row.shown).map_err(|_| {
+            refusal(RunErrorCode::InvalidResume, format!("{name}: the interrupt's record is unreadable"))
+        })?;
         // Who decides is the gateway's own record: unreadable, nobody decides (never "anyone").
-        let deciders: Deciders = serde_json::from_str(&row.deciders)
-            .map_err(|_| refusal("invalid_resume", format!("{name}: the interrupt's record is unreadable")))?;
-        match row.status.as_str() {
-            "superseded" => {
-                return Err(refusal("interrupt_changed", format!("{name}: the call changed since it was shown")))
+        let deciders: Deciders = serde_json::from_str(&row.deciders).map_err(|_| {
+            refusal(RunErrorCode::InvalidResume, format!("{name}: the interrupt's record is unreadable"))
+        })?;
+        match row.status {
+            InterruptStatus::Superseded => {
+                return Err(refusal(
+                    RunErrorCode::InterruptChanged,
+                    format!("{name}: the call changed since it was shown"),
+                ))
             }
-            "expired" => return Err(refusal("interrupt_expired", format!("{name}: expired, and was denied"))),
-            "decided" => {
+            InterruptStatus::Expired => {
+                return Err(refusal(RunErrorCode::InterruptExpired, format!("{name}: expired, and was denied")))
+            }
+            InterruptStatus::Decided => {
                 plans.push(EntryPlan::AlreadyDecided { interrupt_id: row.id.clone(), decided_seq: row.decided_seq });
                 continue;
             }
-            _ => {}
+            InterruptStatus::Open => {}
         }
         if row.expires_at_ms <= now_ms {
-            return Err(refusal("interrupt_expired", format!("{name}: expired")));
+            return Err(refusal(RunErrorCode::InterruptExpired, format!("{name}: expired")));
         }
         if !may_decide(person, roles, &deciders, row.four_eyes, &row.started_by) {
             return Err(refusal(
-                "not_a_decider",
+                RunErrorCode::NotADecider,
                 format!("{name}: decided by {}", describe_deciders(&deciders, row.four_eyes)),
             ));
         }
@@ -192,7 +185,8 @@ pub fn check_resume(
             ResumeStatus::Resolved => {
                 let payload = entry.payload.clone().unwrap_or(Value::Null);
                 if let Some(schema) = &shown.response_schema {
-                    validate(schema, &payload).map_err(|why| refusal("invalid_resume", format!("{name}: {why}")))?;
+                    validate(schema, &payload)
+                        .map_err(|why| refusal(RunErrorCode::InvalidResume, format!("{name}: {why}")))?;
                 }
                 let approved =
                     payload.get("approved").and_then(Value::as_bool).unwrap_or(shown.reason == "input_required");
@@ -207,14 +201,17 @@ pub fn check_resume(
         plans.push(EntryPlan::Decide { interrupt_id: row.id.clone(), decision, approved });
     }
     if require_all {
-        for row in interrupts.iter().filter(|i| i.status == "open") {
+        for row in interrupts.iter().filter(|i| i.status == InterruptStatus::Open) {
             let Ok(deciders) = serde_json::from_str::<Deciders>(&row.deciders) else {
-                return Err(refusal("invalid_resume", format!("interrupt {}'s record is unreadable", row.id)));
+                return Err(refusal(
+                    RunErrorCode::InvalidResume,
+                    format!("interrupt {}'s record is unreadable", row.id),
+                ));
             };
             let mine = may_decide(person, roles, &deciders, row.four_eyes, &row.started_by);
             if mine && !entries.iter().any(|e| e.interrupt_id == row.id) {
                 return Err(refusal(
-                    "interrupts_open",
+                    RunErrorCode::InterruptsOpen,
                     format!("interrupt {} is open and yours to decide: answer every open interrupt at once", row.id),
                 ));
             }

@@ -232,6 +232,19 @@ fn settle(
     }
 }
 
+/// A turn's whole log, read in pages.
+pub(crate) async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredEvent>, StoreError> {
+    let mut events: Vec<StoredEvent> = Vec::new();
+    loop {
+        let after = events.last().map_or(0, |e| e.seq);
+        let page = store.events_after(turn, after, 1000).await?;
+        if page.is_empty() {
+            return Ok(events);
+        }
+        events.extend(page);
+    }
+}
+
 /// Commits a batch; waits out a database that is away (connection errors, a restart, a
 /// deadlock) with backoff, but gives up at once on any other error the database reported
 /// (retrying cannot fix it).
@@ -252,8 +265,7 @@ async fn commit_with_retry(store: &dyn Store, batch: &[TurnWrites]) -> Result<Ba
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
-            Err(StoreError::Database(sqlx::Error::Database(error))) => {
-                let error = StoreError::Database(sqlx::Error::Database(error));
+            Err(error) if error.is_refused_by_database() => {
                 if interrupted {
                     if let Some(outcome) = already_committed(store, batch).await {
                         return Ok(outcome);

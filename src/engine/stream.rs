@@ -15,7 +15,10 @@ use serde_json::{json, Value};
 
 use super::conversation;
 use super::hub::Hub;
-use super::interrupts::{ResumedEvent, Viewer, Waiting, WaitingEvent};
+use super::interrupts::{Viewer, Waiting};
+use super::log_events::{
+    self, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME, WAITING_FOR_OTHERS,
+};
 use super::FollowPlan;
 use crate::ids::EventId;
 use crate::metrics::Metrics;
@@ -172,11 +175,7 @@ fn ends_run_for(plan: &FollowPlan, event: &StoredEvent) -> bool {
 }
 
 fn waiting_of(event: &StoredEvent) -> Option<WaitingEvent> {
-    let envelope: Envelope = serde_json::from_slice(&event.body).ok()?;
-    match envelope.event {
-        Event::Custom { value, .. } => serde_json::from_value(value).ok(),
-        _ => None,
-    }
+    log_events::body_of(&event.body).ok()
 }
 
 /// The interrupts this viewer may decide (all of them for an API key), and the others.
@@ -219,7 +218,7 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
             if mine.is_empty() {
                 let value = json!({ "waiting": others });
                 return Ok(vec![item(
-                    Event::Custom { name: "gateway.waiting".into(), value, subagent_run_id: None },
+                    Event::Custom { name: WAITING_FOR_OTHERS.into(), value, subagent_run_id: None },
                     event.at_ms,
                 )?]);
             }
@@ -234,7 +233,7 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
                         "metadata": waiting.interrupt.metadata,
                     });
                     items.push(item(
-                        Event::Custom { name: "on_interrupt".into(), value, subagent_run_id: None },
+                        Event::Custom { name: ON_INTERRUPT.into(), value, subagent_run_id: None },
                         event.at_ms,
                     )?);
                 }
@@ -252,11 +251,9 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
         }
         EventKind::Resumed if event.seq == plan.run_start_seq + 1 => {
             // The decision this run made (or found made): the run starts here.
-            let envelope: Envelope = serde_json::from_slice(&event.body)?;
-            let recorded = match envelope.event {
-                Event::Custom { value, .. } => serde_json::from_value::<ResumedEvent>(value).unwrap_or_default(),
-                _ => ResumedEvent::default(),
-            };
+            // A decision event that parses but reads as no known body opens the run all the same.
+            serde_json::from_slice::<Envelope>(&event.body)?;
+            let recorded = log_events::body_of::<ResumedEvent>(&event.body).unwrap_or_default();
             let outcomes = plan.resume_outcomes.clone().unwrap_or(recorded.decisions);
             let started = Event::RunStarted {
                 thread_id: plan.thread_id.clone(),
@@ -273,7 +270,7 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
             }
             for outcome in outcomes {
                 items.push(item(
-                    Event::Custom { name: "gateway.resume".into(), value: outcome, subagent_run_id: None },
+                    Event::Custom { name: RESUME_OUTCOME.into(), value: outcome, subagent_run_id: None },
                     event.at_ms,
                 )?);
             }
@@ -281,26 +278,22 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
         }
         EventKind::ClientWait => {
             // The run ends here for everyone: the client owes the results of these calls.
-            let envelope: Envelope = serde_json::from_slice(&event.body)?;
-            let pending: Vec<String> = match envelope.event {
-                Event::Custom { value, .. } => {
-                    serde_json::from_value(value["pendingToolCallIds"].clone()).unwrap_or_default()
-                }
-                _ => Vec::new(),
-            };
-            let outcome = RunOutcome::Success { pending_tool_call_ids: pending };
+            serde_json::from_slice::<Envelope>(&event.body)?;
+            let pending = log_events::body_of::<ClientWaitEvent>(&event.body).unwrap_or_default();
+            let outcome = RunOutcome::Success { pending_tool_call_ids: pending.pending_tool_call_ids };
             Ok(vec![item(run_finished(Some(outcome)), event.at_ms)?])
         }
         // Someone else's decision, seen by a stream that waited through it: nothing to show.
         EventKind::Resumed => Ok(Vec::new()),
         // The board as this caller may see it (§7): redacted notes, or no state event at all.
         EventKind::StateSnapshot => state_for(&plan.viewer, id, &event.body),
-        _ if event.body.starts_with(br#"{"type":"STATE_DELTA""#) => state_for(&plan.viewer, id, &event.body),
-        // A card is content (§3): only for callers who may read it.
-        _ if event.body.starts_with(br#"{"type":"CUSTOM","name":"gateway.card""#) && !plan.viewer.clearance.content => {
-            Ok(Vec::new())
-        }
-        _ => Ok(vec![StreamItem::Event { id, json: event.body }]),
+        EventKind::Plain => match log_events::classify_plain(&event.body) {
+            PlainEvent::StateDelta => state_for(&plan.viewer, id, &event.body),
+            // A card is content (§3): only for callers who may read it.
+            PlainEvent::Card if !plan.viewer.clearance.content => Ok(Vec::new()),
+            PlainEvent::Card | PlainEvent::Other => Ok(vec![StreamItem::Event { id, json: event.body }]),
+        },
+        EventKind::RunError => Ok(vec![StreamItem::Event { id, json: event.body }]),
     }
 }
 

@@ -1,6 +1,12 @@
 //! [`TurnContext`]: what an agent holds while it answers a turn. Everything an agent says goes
 //! through it into the event log; it numbers the events, names messages, tool calls and notes
 //! after the turn, and remembers what is open so a cancelled turn is closed properly.
+//!
+//! The context's other concerns are `impl TurnContext` blocks of their own: what a turn waits
+//! for ([`super::waits`]), delegation to child agents ([`super::delegation`]), the token
+//! budget ([`super::budget`]), cards ([`super::cards`]), and picking up and ending a turn
+//! ([`super::lifecycle`]). Their types are re-exported here,
+//! so an agent needs only this module.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,22 +15,21 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::interrupts::{describe_deciders, Deciders, Waiting, WaitingEvent};
 use super::log::{AppendHealth, EventLog, LogError};
+use super::log_events::GatewayEvent;
 use crate::protocol::events::{Envelope, TextRole, ToolResultContent};
-use crate::protocol::Interrupt;
-use crate::protocol::{iso8601, now_ms, Event, RunOutcome, TokenUsage};
-use crate::store::{EventKind, InterruptRow, Store, StoredEvent, TurnStatus, WriteOp};
+use crate::protocol::{iso8601, now_ms, Event, TokenUsage};
+use crate::store::{Store, StoredEvent, WriteOp};
 
-/// The `CUSTOM` name under which a waiting event is logged; it is never sent as such (each
-/// caller sees it rendered per §5.2).
-pub const WAITING_EVENT: &str = "gateway.waiting-event";
+pub use super::budget::TokenBudget;
+pub use super::delegation::ChildCheckpoint;
+use super::delegation::NestFrame;
+pub use super::waits::{new_interrupt_id, Decided, InterruptSpec};
 
-/// The `CUSTOM` name under which a wait for client tool results is logged (rendered as
-/// `RUN_FINISHED` with `pendingToolCallIds`).
-pub const CLIENT_WAIT_EVENT: &str = "gateway.client-wait-event";
-/// A card: an answer that matched its agent's card schema.
-pub const CARD_EVENT: &str = "gateway.card";
+/// A gateway event as the AG-UI event it is logged as.
+pub(super) fn logged(event: GatewayEvent) -> Result<Event, AgentError> {
+    event.into_event().map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))
+}
 
 /// What the engine asks of a running turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,20 +123,6 @@ pub struct Checkpoint {
     pub child: Option<Box<ChildCheckpoint>>,
 }
 
-/// A child turn under way inside a delegating step (§3 steps).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ChildCheckpoint {
-    /// The child turn's id: its `STEP_STARTED`/`STEP_FINISHED` name and `gateway/turn`.
-    pub id: String,
-    pub agent: String,
-    /// What the child was asked (its `{input}`).
-    pub input: String,
-    pub checkpoint: Checkpoint,
-    /// Its step was finished when the turn waited; the resuming run starts it again.
-    #[serde(default)]
-    pub reopen: bool,
-}
-
 /// A note to pin (§7).
 #[derive(Debug, Clone, Copy)]
 pub struct NotePin<'a> {
@@ -144,84 +135,49 @@ pub struct NotePin<'a> {
     pub replaces: Option<&'a str>,
 }
 
-/// A fresh interrupt id (`int_…`).
-pub fn new_interrupt_id() -> String {
-    format!("int_{}", uuid::Uuid::new_v4().simple())
-}
-
-/// A person's decision on one interrupt the turn waited for.
-#[derive(Debug, Clone)]
-pub struct Decided {
-    pub interrupt_id: String,
-    /// The tool call the interrupt was opened for, if any (the gateway's id).
-    pub tool_call_id: Option<String>,
-    /// What was decided: the resume payload (`approved`, `answer`, `editedArgs`, …), or
-    /// `{approved: false, expired: true}` / `{approved: false, cancelled: true}`.
-    pub decision: Value,
-}
-
-/// An interrupt an agent opens (§5.1).
-#[derive(Debug, Clone)]
-pub struct InterruptSpec {
-    /// Its id ([`new_interrupt_id`]), chosen by the agent so its checkpoint can say what each
-    /// interrupt stands for and a decision is applied by id.
-    pub id: String,
-    /// `tool_call`, `input_required` or `confirmation`.
-    pub reason: String,
-    pub message: String,
-    pub tool_call_id: Option<String>,
-    pub response_schema: Value,
-    pub ttl_ms: i64,
-    pub deciders: Deciders,
-    pub four_eyes: bool,
-    /// Arguments of the call, for callers with the content permission.
-    pub details: Option<Value>,
-    pub choices: Vec<String>,
-}
-
 pub struct TurnContext {
-    log: EventLog,
-    health: Arc<AppendHealth>,
-    turn_pk: i64,
+    pub(super) log: EventLog,
+    pub(super) health: Arc<AppendHealth>,
+    pub(super) turn_pk: i64,
     /// The ownership epoch this runner was given; every append carries it.
-    epoch: i64,
-    thread_pk: i64,
-    turn_id: String,
-    agent: String,
-    user_text: String,
-    ai_label: Option<String>,
-    max_event_bytes: usize,
-    signal: watch::Receiver<TurnSignal>,
-    next_seq: i64,
-    next_note_no: i64,
-    counters: Counters,
+    pub(super) epoch: i64,
+    pub(super) thread_pk: i64,
+    pub(super) turn_id: String,
+    pub(super) agent: String,
+    pub(super) user_text: String,
+    pub(super) ai_label: Option<String>,
+    pub(super) max_event_bytes: usize,
+    pub(super) signal: watch::Receiver<TurnSignal>,
+    pub(super) next_seq: i64,
+    pub(super) next_note_no: i64,
+    pub(super) counters: Counters,
     /// Ops held back to be committed together (a step that must not be half-done).
-    atomic: Option<Vec<WriteOp>>,
-    store: Arc<dyn Store>,
-    started_by: String,
-    client_tools: Vec<crate::protocol::input::Tool>,
-    open_messages: Vec<String>,
+    pub(super) atomic: Option<Vec<WriteOp>>,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) started_by: String,
+    pub(super) client_tools: Vec<crate::protocol::input::Tool>,
+    pub(super) open_messages: Vec<String>,
     /// Messages whose first content has not been sent yet (the AI label goes there).
-    unlabelled: Vec<String>,
-    open_tool_calls: Vec<String>,
-    open_steps: Vec<String>,
-    last_message: Option<String>,
+    pub(super) unlabelled: Vec<String>,
+    pub(super) open_tool_calls: Vec<String>,
+    pub(super) open_steps: Vec<String>,
+    pub(super) last_message: Option<String>,
     /// The board with this turn's pins ([`TurnContext::board`]).
-    board: Option<Vec<Value>>,
-    tenant: String,
-    token_budget: Option<TokenBudget>,
-    agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
+    pub(super) board: Option<Vec<Value>>,
+    pub(super) tenant: String,
+    pub(super) token_budget: Option<TokenBudget>,
+    pub(super) agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
     /// Delegations under way, outermost first; the innermost child is the one running.
-    nest: Vec<NestFrame>,
-    cards: Arc<std::collections::HashMap<String, Value>>,
+    pub(super) nest: Vec<NestFrame>,
+    pub(super) cards: Arc<std::collections::HashMap<String, Value>>,
     /// The latest answer's message id and its text as the agent wrote it (for cards).
-    answer: (String, String),
+    pub(super) answer: (String, String),
 }
 
 #[derive(Default)]
-struct Counters {
-    messages: u32,
-    tool_calls: u32,
+pub(super) struct Counters {
+    pub(super) messages: u32,
+    pub(super) tool_calls: u32,
 }
 
 /// Everything a new [`TurnContext`] needs; built by the engine.
@@ -254,27 +210,6 @@ pub(crate) struct TurnSetup {
 
 /// How long a running turn waits for a database that is away before it fails.
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// How deep delegations may nest (an agent delegating to one that delegates…).
-const MAX_DELEGATION_DEPTH: usize = 4;
-
-/// A delegation under way: where the delegating agent stands, and the child.
-#[derive(Debug, Clone)]
-struct NestFrame {
-    parent: Checkpoint,
-    id: String,
-    agent: String,
-    input: String,
-    /// Its step was finished for a wait: the run that resumes it starts it again.
-    reopen: bool,
-}
-
-/// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
-#[derive(Debug, Clone, Copy)]
-pub struct TokenBudget {
-    pub limit: u64,
-    pub period_secs: u64,
-}
 
 impl TurnContext {
     pub(crate) fn new(setup: TurnSetup) -> TurnContext {
@@ -321,86 +256,6 @@ impl TurnContext {
     /// What the running agent was asked: the user's message, or a delegation's input.
     pub fn user_text(&self) -> &str {
         self.nest.last().map_or(&self.user_text, |frame| &frame.input)
-    }
-
-    /// Runs `agent` as a child turn inside this one (§3 steps): `STEP_STARTED`, the child's
-    /// events (its text stays inside the step), `STEP_FINISHED`, all named by the child turn's
-    /// id. The child's checkpoints are saved inside `parent` (where the delegating agent
-    /// stands), so a takeover or a resume re-enters the child where it was; its interrupts are
-    /// the parent run's, with `gateway/turn` naming the child.
-    ///
-    /// A boxed future: an agent's run awaits a delegation which awaits an agent's run.
-    pub fn delegate<'a>(
-        &'a mut self,
-        agent: &'a str,
-        input: String,
-        parent: Checkpoint,
-        resumed: Option<ChildCheckpoint>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), AgentError>> + Send + 'a>> {
-        Box::pin(self.delegate_now(agent, input, parent, resumed))
-    }
-
-    async fn delegate_now(
-        &mut self,
-        agent: &str,
-        input: String,
-        parent: Checkpoint,
-        resumed: Option<ChildCheckpoint>,
-    ) -> Result<(), AgentError> {
-        if self.nest.len() >= MAX_DELEGATION_DEPTH {
-            return Err(AgentError::Failed(format!("delegations nest deeper than {MAX_DELEGATION_DEPTH}")));
-        }
-        let child = self
-            .agents
-            .get(agent)
-            .cloned()
-            .ok_or_else(|| AgentError::Failed(format!("there is no agent '{agent}' to delegate to")))?;
-        let (id, checkpoint, input) = match resumed {
-            Some(resumed) if resumed.reopen => {
-                // A new run after a wait: the step starts again in it.
-                self.step_start(&resumed.id).await?;
-                (resumed.id, resumed.checkpoint, resumed.input)
-            }
-            Some(resumed) => {
-                // Taken over: its STEP_STARTED is in this run's log already.
-                self.open_steps.push(resumed.id.clone());
-                (resumed.id, resumed.checkpoint, resumed.input)
-            }
-            None => {
-                let id = crate::ids::new_turn_id();
-                self.step_start(&id).await?;
-                (id, Checkpoint::default(), input)
-            }
-        };
-        self.nest.push(NestFrame { parent, id: id.clone(), agent: agent.to_string(), input, reopen: false });
-        let outcome = child.run(self, checkpoint).await;
-        self.nest.pop();
-        outcome?;
-        self.emit_card(agent, &id).await?;
-        self.step_finish(&id).await
-    }
-
-    /// The text of the latest answer, as its agent wrote it (a delegated child's, after
-    /// [`TurnContext::delegate`]).
-    pub fn last_answer(&self) -> &str {
-        &self.answer.1
-    }
-
-    /// `CUSTOM gateway.card {"turn", "card"}` when the agent declares a card schema and its
-    /// last answer is JSON that matches it (§3).
-    async fn emit_card(&mut self, agent: &str, turn: &str) -> Result<(), AgentError> {
-        let Some(schema) = self.cards.get(agent) else { return Ok(()) };
-        let Ok(card) = serde_json::from_str::<Value>(self.answer.1.trim()) else { return Ok(()) };
-        let matches = jsonschema::validator_for(schema).is_ok_and(|validator| validator.is_valid(&card));
-        if !matches {
-            return Ok(());
-        }
-        self.emit(Event::Custom {
-            name: CARD_EVENT.into(),
-            value: json!({ "turn": turn, "card": card }),
-            subagent_run_id: None,
-        })
-        .await
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -472,32 +327,24 @@ impl TurnContext {
     }
 
     /// A turn that must leave this instance says nothing more (a cancelled one still closes).
-    fn check_stopped(&self) -> Result<(), AgentError> {
+    pub(super) fn check_stopped(&self) -> Result<(), AgentError> {
         match *self.signal.borrow() {
             TurnSignal::HandOver | TurnSignal::Lost => Err(AgentError::Stopped),
             _ => Ok(()),
         }
     }
 
-    fn event_op(&mut self, event: Event) -> Result<WriteOp, AgentError> {
+    pub(super) fn event_op(&mut self, event: Event) -> Result<WriteOp, AgentError> {
         self.envelope_op(Envelope::new(event, now_ms()))
     }
 
-    fn envelope_op(&mut self, envelope: Envelope) -> Result<WriteOp, AgentError> {
+    pub(super) fn envelope_op(&mut self, envelope: Envelope) -> Result<WriteOp, AgentError> {
         if self.health.is_failed() {
             // The log refused an append of this turn (another runner holds it now) or could not
             // commit one: write nothing more, so the log never gets a hole or a second writer.
             return Err(AgentError::Stopped);
         }
-        let kind = match &envelope.event {
-            Event::RunStarted { .. } => EventKind::RunStarted,
-            Event::RunFinished { .. } => EventKind::RunFinished,
-            Event::RunError { .. } => EventKind::RunError,
-            Event::StateSnapshot { .. } => EventKind::StateSnapshot,
-            Event::Custom { name, .. } if name == WAITING_EVENT => EventKind::Waiting,
-            Event::Custom { name, .. } if name == CLIENT_WAIT_EVENT => EventKind::ClientWait,
-            _ => EventKind::Plain,
-        };
+        let kind = super::log_events::kind_of(&envelope.event);
         let at_ms = envelope.timestamp.unwrap_or_else(now_ms);
         let body = serde_json::to_vec(&envelope)
             .map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))?;
@@ -516,7 +363,7 @@ impl TurnContext {
         self.append(vec![op]).await
     }
 
-    fn checkpoint_op(&self, checkpoint: &Checkpoint) -> Result<WriteOp, AgentError> {
+    pub(super) fn checkpoint_op(&self, checkpoint: &Checkpoint) -> Result<WriteOp, AgentError> {
         // A child's checkpoint is saved inside its parents', outermost first.
         let mut nested = checkpoint.clone();
         for frame in self.nest.iter().rev() {
@@ -684,198 +531,9 @@ impl TurnContext {
         self.emit(Event::StepFinished { step_name: name.to_string(), subagent_run_id: None }).await
     }
 
-    /// Closes whatever is open (newest first), as `RUN_FINISHED` requires.
-    async fn close_open_items(&mut self) -> Result<(), AgentError> {
-        for call in std::mem::take(&mut self.open_tool_calls).into_iter().rev() {
-            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
-        }
-        for message in std::mem::take(&mut self.open_messages).into_iter().rev() {
-            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
-        }
-        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
-            self.emit(Event::StepFinished { step_name: step, subagent_run_id: None }).await?;
-        }
-        Ok(())
-    }
-
-    /// Picks up a turn another instance (or an earlier run of this one) left unfinished: the
-    /// numbering continues after its log, and what it left open is known.
-    pub(crate) fn resume_from_log(&mut self, events: &[StoredEvent]) {
-        let count = |id: &str, marker: &str| -> u32 {
-            id.strip_prefix(self.turn_id.as_str())
-                .and_then(|rest| rest.strip_prefix(marker))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0)
-        };
-        for stored in events {
-            self.next_seq = self.next_seq.max(stored.seq + 1);
-            let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else { continue };
-            match envelope.event {
-                Event::TextMessageStart { message_id, .. } => {
-                    self.counters.messages = self.counters.messages.max(count(&message_id, ":m"));
-                    self.open_messages.push(message_id.clone());
-                    self.last_message = Some(message_id);
-                }
-                Event::TextMessageEnd { message_id, .. } => self.open_messages.retain(|m| *m != message_id),
-                Event::ToolCallStart { tool_call_id, .. } => {
-                    self.counters.tool_calls = self.counters.tool_calls.max(count(&tool_call_id, ":c"));
-                    self.open_tool_calls.push(tool_call_id);
-                }
-                Event::ToolCallEnd { tool_call_id, .. } => self.open_tool_calls.retain(|c| *c != tool_call_id),
-                Event::ToolCallResult { .. } => self.last_message = None,
-                Event::StepStarted { step_name, .. } => self.open_steps.push(step_name),
-                Event::StepFinished { step_name, .. } => self.open_steps.retain(|s| *s != step_name),
-                _ => {}
-            }
-        }
-    }
-
-    /// Closes the messages and tool calls an interrupted owner left open, where the log stopped
-    /// (§4.6): the step that was saying them runs again and gives its answer whole, as a new
-    /// message. Steps stay open: the work they stand for goes on.
-    pub(crate) async fn close_cut_items(&mut self) -> Result<(), AgentError> {
-        for call in std::mem::take(&mut self.open_tool_calls) {
-            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
-        }
-        for message in std::mem::take(&mut self.open_messages) {
-            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
-        }
-        self.unlabelled.clear();
-        self.last_message = None;
-        Ok(())
-    }
-
-    /// Opens interrupts and ends the agent's work for now: the interrupts, the waiting event and
-    /// the checkpoint (which names them) commit together, and the turn is marked waiting. The
-    /// agent runs again from `checkpoint` once every interrupt is decided or expired.
-    pub async fn wait_for(&mut self, specs: Vec<InterruptSpec>, mut checkpoint: Checkpoint) -> AgentError {
-        match self.open_interrupts(specs, &mut checkpoint).await {
-            Ok(()) => AgentError::Waiting,
-            Err(error) => error,
-        }
-    }
-
-    async fn open_interrupts(
-        &mut self,
-        specs: Vec<InterruptSpec>,
-        checkpoint: &mut Checkpoint,
-    ) -> Result<(), AgentError> {
-        self.check_stopped()?;
-        let now = now_ms();
-        let mut rows = Vec::new();
-        let mut waiting = Vec::new();
-        for spec in specs {
-            let id = spec.id.clone();
-            let mut metadata = serde_json::Map::new();
-            metadata.insert("gateway/kind".into(), json!(spec.reason));
-            // A delegated child's interrupt names the child turn.
-            let asking = self.nest.last().map_or(&self.turn_id, |frame| &frame.id);
-            metadata.insert("gateway/turn".into(), json!(asking));
-            if let Some(details) = spec.details {
-                metadata.insert("gateway/details".into(), details);
-            }
-            if !spec.choices.is_empty() {
-                metadata.insert("gateway/choices".into(), json!(spec.choices));
-            }
-            metadata.insert("gateway/deciders".into(), json!(describe_deciders(&spec.deciders, spec.four_eyes)));
-            let message = match (&self.ai_label, spec.reason.as_str()) {
-                (Some(label), "input_required") => format!("{label}{}", spec.message),
-                _ => spec.message,
-            };
-            let interrupt = Interrupt {
-                id: id.clone(),
-                reason: spec.reason.clone(),
-                message: Some(message),
-                tool_call_id: spec.tool_call_id,
-                response_schema: Some(spec.response_schema),
-                expires_at: Some(iso8601(now + spec.ttl_ms)),
-                metadata: Some(metadata),
-                subagent_run_id: None,
-            };
-            let shown = serde_json::to_string(&interrupt)
-                .map_err(|e| AgentError::Failed(format!("an interrupt could not be encoded: {e}")))?;
-            rows.push(InterruptRow {
-                id: id.clone(),
-                thread: self.thread_pk,
-                turn: self.turn_pk,
-                shown,
-                deciders: json!(spec.deciders).to_string(),
-                four_eyes: spec.four_eyes,
-                started_by: self.started_by.clone(),
-                expires_at_ms: now + spec.ttl_ms,
-                status: "open".into(),
-                decision: None,
-                decided_by: None,
-                decided_seq: None,
-                created_at_ms: now,
-            });
-            waiting.push(Waiting {
-                interrupt,
-                deciders: spec.deciders,
-                four_eyes: spec.four_eyes,
-                started_by: self.started_by.clone(),
-                turn: self.turn_id.clone(),
-            });
-            checkpoint.awaiting.push(id);
-        }
-        let mut ops = self.atomic.take().unwrap_or_default();
-        ops.extend(self.close_steps_for_wait()?);
-        let marker = self.event_op(Event::Custom {
-            name: WAITING_EVENT.into(),
-            value: json!(WaitingEvent { interrupts: waiting }),
-            subagent_run_id: None,
-        })?;
-        ops.extend(rows.into_iter().map(WriteOp::OpenInterrupt));
-        ops.push(marker);
-        ops.push(self.checkpoint_op(checkpoint)?);
-        self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?;
-        Ok(())
-    }
-
-    /// The run ends at a wait, and a run ends with no step open: the delegations' steps finish
-    /// here, innermost first, and start again in the run that resumes them.
-    fn close_steps_for_wait(&mut self) -> Result<Vec<WriteOp>, AgentError> {
-        let mut ops = Vec::new();
-        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
-            ops.push(self.event_op(Event::StepFinished { step_name: step, subagent_run_id: None })?);
-        }
-        for frame in &mut self.nest {
-            frame.reopen = true;
-        }
-        Ok(ops)
-    }
-
     /// The client-declared tools this turn may offer its model.
     pub fn client_tools(&self) -> &[crate::protocol::input::Tool] {
         &self.client_tools
-    }
-
-    /// Ends the agent's work until the client sends the results of these tool calls (its
-    /// `role: "tool"` messages on a next run): the run ends `success` with `pendingToolCallIds`.
-    pub async fn wait_for_client(&mut self, call_ids: Vec<String>, checkpoint: Checkpoint) -> AgentError {
-        let mut ops = self.atomic.take().unwrap_or_default();
-        match self.close_steps_for_wait() {
-            Ok(closed) => ops.extend(closed),
-            Err(error) => return error,
-        }
-        let marker = match self.event_op(Event::Custom {
-            name: CLIENT_WAIT_EVENT.into(),
-            value: json!({ "pendingToolCallIds": call_ids }),
-            subagent_run_id: None,
-        }) {
-            Ok(marker) => marker,
-            Err(error) => return error,
-        };
-        ops.push(marker);
-        ops.push(WriteOp::WaitTurn { turn: self.turn_pk });
-        match self.checkpoint_op(&checkpoint) {
-            Ok(op) => ops.push(op),
-            Err(error) => return error,
-        }
-        match self.log.append(self.turn_pk, self.epoch, ops, &self.health).await {
-            Ok(()) => AgentError::Waiting,
-            Err(error) => error.into(),
-        }
     }
 
     /// Reads (or records) something for the running turn, waiting out a database that is only
@@ -907,50 +565,6 @@ impl TurnContext {
         }
     }
 
-    /// The client's results of the tool calls the turn last waited for, by call id.
-    pub async fn client_results(&self) -> Result<std::collections::BTreeMap<String, String>, AgentError> {
-        let log = self
-            .patiently("the turn's log could not be read", || super::read_log(self.store.as_ref(), self.turn_pk))
-            .await?;
-        let latest = log.iter().rev().find(|e| e.kind == EventKind::Resumed);
-        Ok(latest
-            .and_then(|event| serde_json::from_slice::<Envelope>(&event.body).ok())
-            .and_then(|envelope| match envelope.event {
-                Event::Custom { value, .. } => serde_json::from_value::<super::interrupts::ResumedEvent>(value).ok(),
-                _ => None,
-            })
-            .map(|resumed| resumed.tool_results)
-            .unwrap_or_default())
-    }
-
-    /// The decisions on interrupts this turn waited for, in the order given. An expired
-    /// interrupt reads as denied. An interrupt with no stored decision, or one that does not
-    /// parse, fails the turn: nothing is ever taken as approved or denied by default.
-    pub async fn decisions(&self, ids: &[String]) -> Result<Vec<Decided>, AgentError> {
-        let rows = self
-            .patiently("the turn's interrupts could not be read", || self.store.turn_interrupts(self.turn_pk))
-            .await?;
-        ids.iter()
-            .map(|id| {
-                let row = rows.iter().find(|row| row.id == *id).ok_or_else(|| {
-                    AgentError::Internal(format!("the interrupt {id} the turn waited for is not stored"))
-                })?;
-                let stored = row.decision.as_deref().ok_or_else(|| {
-                    AgentError::Internal(format!("the interrupt {id} has no decision stored (it is {})", row.status))
-                })?;
-                let decision: Value = serde_json::from_str(stored).map_err(|e| {
-                    AgentError::Internal(format!("the stored decision on interrupt {id} does not parse: {e}"))
-                })?;
-                if !decision.is_object() {
-                    return Err(AgentError::Internal(format!("the stored decision on interrupt {id} is not an object")));
-                }
-                let tool_call_id =
-                    serde_json::from_str::<Interrupt>(&row.shown).ok().and_then(|shown| shown.tool_call_id);
-                Ok(Decided { interrupt_id: id.clone(), tool_call_id, decision })
-            })
-            .collect()
-    }
-
     /// The thread's board as it stands: read once, then kept here as this turn pins notes (its
     /// pins may not be committed yet, and only the thread's one turn pins).
     async fn board(&mut self) -> Result<Vec<Value>, AgentError> {
@@ -959,36 +573,6 @@ impl TurnContext {
             self.board = Some(super::board::from_stored(&notes));
         }
         Ok(self.board.clone().unwrap_or_default())
-    }
-
-    /// Counts tokens an agent's model reported against the tenant's budget.
-    pub async fn charge_tokens(&self, tokens: u64) -> Result<(), AgentError> {
-        if tokens == 0 {
-            return Ok(());
-        }
-        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
-        let at_ms = now_ms();
-        self.patiently("the token count could not be recorded", || {
-            self.store.add_tokens(&self.tenant, self.turn_pk, tokens, at_ms)
-        })
-        .await
-    }
-
-    /// Ends the turn cleanly (before a model call, never in one) when the tenant's token budget
-    /// is spent.
-    pub async fn check_token_budget(&self) -> Result<(), AgentError> {
-        let Some(budget) = self.token_budget else { return Ok(()) };
-        let now = now_ms();
-        let (period, next_period) = super::quota_window(now, budget.period_secs);
-        let usage = self
-            .patiently("the token budget could not be read", || self.store.tenant_usage(&self.tenant, now, period))
-            .await?;
-        let limit = i64::try_from(budget.limit).unwrap_or(i64::MAX);
-        if usage.tokens < limit {
-            return Ok(());
-        }
-        let refusal = super::quota_refusal("quota_exceeded", "tokens", limit, usage.tokens, Some(next_period));
-        Err(AgentError::QuotaExceeded { message: refusal.message, figures: refusal.figures.unwrap_or_default() })
     }
 
     /// The thread's tenant and the client's thread id.
@@ -1022,103 +606,5 @@ impl TurnContext {
     /// Whether the log holds nothing yet (a turn lost before its first batch committed).
     pub(crate) fn is_fresh(&self) -> bool {
         self.next_seq == 1
-    }
-
-    /// Ends the turn: closes open items, appends the terminal event and marks the turn, in one
-    /// batch, and waits for the commit. A turn that must leave this instance is not ended: what
-    /// it said is committed (on a hand-over) and it is left for its next owner.
-    pub(crate) async fn finish(
-        mut self,
-        ending: Result<AgentOutput, AgentError>,
-    ) -> Result<Option<TurnStatus>, LogError> {
-        // A step cut short is dropped whole: its checkpoint never committed, so it runs again.
-        self.atomic = None;
-        let (terminal, status) = match ending {
-            Err(AgentError::Waiting) => {
-                // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
-                self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
-                return Ok(None);
-            }
-            Err(AgentError::Stopped) => {
-                if *self.signal.borrow() == TurnSignal::HandOver {
-                    self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
-                }
-                return Ok(None);
-            }
-            Ok(output) => {
-                if let Err(error) = self.close_open_items().await {
-                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
-                }
-                let (agent, turn) = (self.agent.clone(), self.turn_id.clone());
-                if let Err(error) = self.emit_card(&agent, &turn).await {
-                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
-                }
-                let event = Event::RunFinished {
-                    thread_id: String::new(),
-                    run_id: String::new(),
-                    result: output.result,
-                    outcome: Some(RunOutcome::Success { pending_tool_call_ids: vec![] }),
-                    usage: output.usage,
-                };
-                (event, TurnStatus::Succeeded)
-            }
-            Err(AgentError::Cancelled) => {
-                if let Err(error) = self.close_open_items().await {
-                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
-                }
-                let event = Event::RunFinished {
-                    thread_id: String::new(),
-                    run_id: String::new(),
-                    result: None,
-                    outcome: Some(RunOutcome::Cancelled),
-                    usage: None,
-                };
-                (event, TurnStatus::Cancelled)
-            }
-            Err(error) => return self.fail(&error).await.map(|()| Some(TurnStatus::Failed)),
-        };
-        self.append_terminal(Envelope::new(terminal, now_ms()), status).await?;
-        Ok(Some(status))
-    }
-
-    async fn fail(self, error: &AgentError) -> Result<(), LogError> {
-        if self.health.is_fenced() {
-            return Err(LogError::Fenced);
-        }
-        if matches!(error, AgentError::Log(_) | AgentError::Stopped) {
-            // The log is what failed: there is no writing a RUN_ERROR into it.
-            return Err(LogError::Stopped);
-        }
-        // The message may quote the user's words: keep it out of info-level logs (§8).
-        tracing::warn!(turn = %self.turn_id, kind = error.kind(), "turn failed");
-        tracing::debug!(turn = %self.turn_id, %error, "turn failure detail");
-        if let AgentError::Internal(why) = error {
-            tracing::error!(turn = %self.turn_id, why, "the turn fails on an internal fault");
-        }
-        let code = match error {
-            AgentError::Internal(_) => "internal",
-            AgentError::TimedOut(_) => "timed_out",
-            AgentError::QuotaExceeded { .. } => "quota_exceeded",
-            _ => "failed",
-        };
-        let event = Event::RunError { message: error.to_string(), code: Some(code.into()), usage: None };
-        let mut envelope = Envelope::new(event, now_ms());
-        if let AgentError::QuotaExceeded { figures, .. } = error {
-            envelope.raw_event = Some(json!({ "gateway": figures }));
-        }
-        self.append_terminal(envelope, TurnStatus::Failed).await
-    }
-
-    async fn append_terminal(mut self, envelope: Envelope, status: TurnStatus) -> Result<(), LogError> {
-        // A runner the log refused is not the turn's any more: its end is not the turn's end.
-        if self.health.is_fenced() {
-            return Err(LogError::Fenced);
-        }
-        // A terminal event never fails on size or a turn poisoned by a failed commit: it must
-        // reach the log (the store still refuses it if this runner's epoch is stale).
-        self.health = Arc::new(AppendHealth::default());
-        let op = self.envelope_op(envelope).map_err(|_| LogError::Stopped)?;
-        let finish = WriteOp::FinishTurn { turn: self.turn_pk, status, at_ms: now_ms() };
-        self.log.append_committed(self.turn_pk, self.epoch, vec![op, finish], &self.health).await
     }
 }

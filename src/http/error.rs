@@ -99,7 +99,7 @@ impl From<EngineError> for ApiError {
             EngineError::NotRunning(message) => ApiError::Conflict { code: "not_running", message },
             EngineError::PersonOnly(_) => ApiError::Forbidden(error.to_string()),
             EngineError::DecisionRefused(refusal) => {
-                ApiError::DecisionRefused { code: refusal.code, message: refusal.message }
+                ApiError::DecisionRefused { code: refusal.code.as_str(), message: refusal.message }
             }
             EngineError::Store(error) => ApiError::Internal(Box::new(error)),
         }

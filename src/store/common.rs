@@ -16,6 +16,10 @@ macro_rules! impl_store {
                 (self.read_pool().size(), self.read_pool().num_idle())
             }
 
+            fn is_shared(&self) -> bool {
+                Self::SHARED
+            }
+
             async fn ping(&self) -> Result<(), StoreError> {
                 sqlx::query("SELECT 1").execute(self.read_pool()).await?;
                 Ok(())
@@ -362,7 +366,7 @@ macro_rules! impl_store {
                 let at_ms = marker.at_ms;
                 for decision in decisions {
                     let changed = sqlx::query(sql::DECIDE_INTERRUPT)
-                        .bind(decision.status)
+                        .bind(decision.status.as_str())
                         .bind(&decision.decision)
                         .bind(&decision.decided_by)
                         .bind(&decision.decided_via)

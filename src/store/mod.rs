@@ -46,6 +46,13 @@ impl StoreError {
             _ => false,
         }
     }
+
+    /// Whether the database answered and refused the statement (a constraint, a type): trying
+    /// the same statement again cannot succeed, unlike a [transient](StoreError::is_transient)
+    /// error or a fault of the gateway's own.
+    pub fn is_refused_by_database(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(_)))
+    }
 }
 
 /// Who owns a thread: a person (private to them) or the tenant (created with an API key).
@@ -122,6 +129,39 @@ impl TurnStatus {
 
     pub fn is_finished(self) -> bool {
         !matches!(self, TurnStatus::Running | TurnStatus::Waiting)
+    }
+}
+
+/// Where an interrupt is in its life (§5.1). Only `Open` interrupts can be decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterruptStatus {
+    Open,
+    /// A person decided it (approved, denied, answered or cancelled).
+    Decided,
+    /// Its time ran out: the gateway denied it.
+    Expired,
+    /// The call it asked about changed since it was shown.
+    Superseded,
+}
+
+impl InterruptStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InterruptStatus::Open => "open",
+            InterruptStatus::Decided => "decided",
+            InterruptStatus::Expired => "expired",
+            InterruptStatus::Superseded => "superseded",
+        }
+    }
+
+    fn parse(value: &str) -> Result<Self, StoreError> {
+        Ok(match value {
+            "open" => InterruptStatus::Open,
+            "decided" => InterruptStatus::Decided,
+            "expired" => InterruptStatus::Expired,
+            "superseded" => InterruptStatus::Superseded,
+            other => return Err(StoreError::Corrupt(format!("interrupt status '{other}'"))),
+        })
     }
 }
 
@@ -313,8 +353,7 @@ pub struct InterruptRow {
     pub four_eyes: bool,
     pub started_by: String,
     pub expires_at_ms: i64,
-    /// `open`, `decided`, `expired` or `superseded`.
-    pub status: String,
+    pub status: InterruptStatus,
     pub decision: Option<String>,
     pub decided_by: Option<String>,
     pub decided_seq: Option<i64>,
@@ -325,8 +364,8 @@ pub struct InterruptRow {
 #[derive(Debug, Clone)]
 pub struct Decision {
     pub interrupt_id: String,
-    /// `decided` or `expired`.
-    pub status: &'static str,
+    /// [`InterruptStatus::Decided`] or [`InterruptStatus::Expired`].
+    pub status: InterruptStatus,
     /// What was decided, as JSON (`{"approved", "comment", "editedArgs", "answer"}`).
     pub decision: String,
     pub decided_by: String,
@@ -474,6 +513,10 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), StoreError>;
     /// Connections held by the pool, and how many of them are idle.
     fn pool_stats(&self) -> (u32, usize);
+    /// Whether other instances may share this database (PostgreSQL), or this instance is its
+    /// only user (SQLite): a shared store runs several log writers and hears other instances'
+    /// wake-ups; an unshared one takes over every turn an earlier start left running.
+    fn is_shared(&self) -> bool;
 
     async fn find_thread(&self, tenant: &str, thread_id: &str) -> Result<Option<ThreadRow>, StoreError>;
     async fn thread_by_pk(&self, pk: i64) -> Result<Option<ThreadRow>, StoreError>;
@@ -705,7 +748,7 @@ mod rows {
             four_eyes: row.field("four_eyes")?,
             started_by: row.field("started_by")?,
             expires_at_ms: row.field("expires_at_ms")?,
-            status: row.field("status")?,
+            status: InterruptStatus::parse(&row.field::<String>("status")?)?,
             decision: row.field("decision")?,
             decided_by: row.field("decided_by")?,
             decided_seq: row.field("decided_seq")?,
@@ -864,5 +907,28 @@ mod rows {
               {whose} ORDER BY id LIMIT 1 {skip_locked}) \
              RETURNING {TURN_COLUMNS}"
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interrupt_statuses_read_back_as_written_and_an_unknown_one_is_corrupt() {
+        for status in
+            [InterruptStatus::Open, InterruptStatus::Decided, InterruptStatus::Expired, InterruptStatus::Superseded]
+        {
+            assert_eq!(InterruptStatus::parse(status.as_str()).ok(), Some(status));
+        }
+        assert!(matches!(InterruptStatus::parse("approved"), Err(StoreError::Corrupt(_))));
+    }
+
+    #[tokio::test]
+    async fn a_sqlite_store_serves_one_instance() {
+        let file = std::env::temp_dir().join(format!("agui-shared-{}.db", uuid::Uuid::new_v4().simple()));
+        let store = connect(&format!("sqlite://{}?mode=rwc", file.display()), 1).await.expect("sqlite opens");
+        assert!(!store.is_shared());
+        let _ = std::fs::remove_file(file);
     }
 }

@@ -28,6 +28,8 @@ impl PgStore {
     /// How a transaction that writes decisions begins.
     const BEGIN_WRITE: &'static str = "BEGIN";
     const LOCK_ROW: &'static str = "FOR UPDATE";
+    /// Several instances may serve from one PostgreSQL database.
+    const SHARED: bool = true;
 
     pub async fn connect(url: &str, max_connections: u32) -> Result<PgStore, StoreError> {
         let options = PgConnectOptions::from_str(url)?.application_name("agui-gateway");

@@ -25,6 +25,8 @@ impl SqliteStore {
     /// How a transaction that writes decisions begins.
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const LOCK_ROW: &'static str = "";
+    /// A SQLite file serves one instance.
+    const SHARED: bool = false;
 
     pub async fn connect(url: &str) -> Result<SqliteStore, StoreError> {
         let options = SqliteConnectOptions::from_str(url)?

@@ -61,6 +61,6 @@ async fn unreadable_deciders_refuse_the_decision_and_change_nothing(backend: Bac
     let after = app.counts().await;
     assert_eq!((after.events, after.audit), (before.events, before.audit), "nothing was recorded");
     let interrupts = app.store.find_interrupt(&interrupt).await.expect("query").expect("row");
-    assert_eq!(interrupts.status, "open");
+    assert_eq!(interrupts.status.as_str(), "open");
 }
 on_both_stores!(unreadable_deciders_refuse_the_decision_and_change_nothing);

@@ -126,7 +126,7 @@ async fn two_people_resuming_at_once_on_two_instances_decide_once_and_a_key_may_
         .await
         .expect("interrupts")
         .into_iter()
-        .filter(|i| i.status == "decided")
+        .filter(|i| i.status.as_str() == "decided")
         .collect();
     assert_eq!(decided.len(), 1);
     let audit = a.store.audit_rows(Some("default"), 0, 100).await.expect("audit");

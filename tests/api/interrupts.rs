@@ -31,7 +31,7 @@ async fn stored_interrupts(app: &TestApp, thread: &str) -> Vec<(String, String, 
         .await
         .expect("interrupts")
         .into_iter()
-        .map(|i| (i.id, i.status, i.decision))
+        .map(|i| (i.id, i.status.as_str().to_string(), i.decision))
         .collect()
 }
 
@@ -267,7 +267,7 @@ async fn an_expired_interrupt_is_denied_once_with_two_instances_running() {
     .await;
     let stored = a.store.turn_interrupts(turn.pk).await.expect("interrupts");
     assert_eq!(stored[0].id, id);
-    assert_eq!(stored[0].status, "expired");
+    assert_eq!(stored[0].status.as_str(), "expired");
     let decisions = a.store.events_after(turn.pk, 0, 10_000).await.expect("log");
     let markers = decisions.iter().filter(|e| e.kind == agui_gateway::store::EventKind::Resumed).count();
     assert_eq!(markers, 1, "denied exactly once");

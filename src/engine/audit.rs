@@ -1,0 +1,94 @@
+//! Audit rows the engine writes (§8): who read notes' text on the board, who started a turn,
+//! and one row per decision. They commit with what they record, so nothing stands unaudited.
+
+use serde_json::{json, Value};
+
+use super::{board, Engine, RunRequest};
+use crate::auth::Caller;
+use crate::protocol::now_ms;
+use crate::store::{AuditEntry, StoreError, ThreadRow, TurnRow};
+
+impl Engine {
+    /// The `run.start` audit row (§8): who started the turn, through which door.
+    pub(super) fn run_start_entry(request: &RunRequest<'_>, turn_id: &str) -> AuditEntry {
+        AuditEntry {
+            tenant: request.tenant.to_string(),
+            action: "run.start".into(),
+            actor: request.caller.label(),
+            via: request.caller.via().map(str::to_string),
+            detail: json!({
+                "thread": request.thread_id.as_str(),
+                "turn": turn_id,
+                "agent": request.agent,
+                "via": request.caller.via().unwrap_or("direct"),
+                "door": "agui",
+            })
+            .to_string(),
+            at_ms: now_ms(),
+        }
+    }
+
+    /// The `board.read` audit row (§8) of a caller shown the text of any note; `None` when it
+    /// is shown none.
+    pub(super) fn board_read_entry(
+        caller: &Caller,
+        tenant: &str,
+        thread_id: &str,
+        clearance: &board::Clearance,
+        board: &[Value],
+    ) -> Option<AuditEntry> {
+        if !clearance.reads_text(board) {
+            return None;
+        }
+        let shown: Vec<&Value> = board.iter().filter(|n| clearance.reads(n)).map(|n| &n["id"]).collect();
+        Some(AuditEntry {
+            tenant: tenant.to_string(),
+            action: "board.read".into(),
+            actor: caller.label(),
+            via: caller.via().map(str::to_string),
+            detail: json!({ "thread": thread_id, "notes": shown }).to_string(),
+            at_ms: now_ms(),
+        })
+    }
+
+    /// Writes the `board.read` audit row of a caller about to be shown notes' text. It must be
+    /// in the trail before the notes are sent: when it cannot be written, the read fails.
+    pub async fn audit_board_read(
+        &self,
+        caller: &Caller,
+        thread: &ThreadRow,
+        clearance: &board::Clearance,
+        board: &[Value],
+    ) -> Result<(), StoreError> {
+        match Engine::board_read_entry(caller, &thread.tenant, &thread.thread_id, clearance, board) {
+            Some(entry) => self.inner.store.append_audit(&entry).await,
+            None => Ok(()),
+        }
+    }
+
+    /// One audit row per decision (§5.3.7): the person's (or the gateway's, for an expiry),
+    /// with `via`. They commit with the decisions, so no decision stands unrecorded.
+    pub(super) async fn decision_audit(
+        &self,
+        turn: &TurnRow,
+        actor: &str,
+        via: Option<&str>,
+        action: &str,
+        outcomes: &[&Value],
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let Some(thread) = self.inner.store.thread_by_pk(turn.thread).await? else {
+            return Err(StoreError::Corrupt(format!("turn {} names a missing thread", turn.public_id)));
+        };
+        Ok(outcomes
+            .iter()
+            .map(|outcome| AuditEntry {
+                tenant: thread.tenant.clone(),
+                action: action.to_string(),
+                actor: actor.to_string(),
+                via: via.map(str::to_string),
+                detail: json!({ "turn": turn.public_id, "decision": outcome }).to_string(),
+                at_ms: now_ms(),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,47 @@
+//! A tenant's token budget as a running turn meets it (§8): tokens its model reported are
+//! counted, and the turn ends cleanly before a model call once the budget is spent. The window
+//! and the refusal are the tenant quotas' own ([`super::quota`]).
+
+use super::turn::{AgentError, TurnContext};
+use super::RunErrorCode;
+use crate::protocol::now_ms;
+
+/// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenBudget {
+    pub limit: u64,
+    pub period_secs: u64,
+}
+
+impl TurnContext {
+    /// Counts tokens an agent's model reported against the tenant's budget.
+    pub async fn charge_tokens(&self, tokens: u64) -> Result<(), AgentError> {
+        if tokens == 0 {
+            return Ok(());
+        }
+        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+        let at_ms = now_ms();
+        self.patiently("the token count could not be recorded", || {
+            self.store.add_tokens(&self.tenant, self.turn_pk, tokens, at_ms)
+        })
+        .await
+    }
+
+    /// Ends the turn cleanly (before a model call, never in one) when the tenant's token budget
+    /// is spent.
+    pub async fn check_token_budget(&self) -> Result<(), AgentError> {
+        let Some(budget) = self.token_budget else { return Ok(()) };
+        let now = now_ms();
+        let (period, next_period) = super::quota_window(now, budget.period_secs);
+        let usage = self
+            .patiently("the token budget could not be read", || self.store.tenant_usage(&self.tenant, now, period))
+            .await?;
+        let limit = i64::try_from(budget.limit).unwrap_or(i64::MAX);
+        if usage.tokens < limit {
+            return Ok(());
+        }
+        let refusal =
+            super::quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period));
+        Err(AgentError::QuotaExceeded { message: refusal.message, figures: refusal.figures.unwrap_or_default() })
+    }
+}

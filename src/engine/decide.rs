@@ -1,0 +1,324 @@
+//! Decisions: a resume's answers, an out-of-band decision, client tool results. Each is
+//! checked first, then recorded with its decision event in one transaction
+//! ([`Engine::record`]), which also sets the turn going again when nothing of it stays open.
+
+use serde_json::{json, Value};
+
+use super::history::{self, HistoryVerdict};
+use super::interrupts::{self, check_resume, EntryPlan, Viewer};
+use super::log_events::{self, ClientWaitEvent, GatewayEvent, ResumedEvent};
+use super::plan::{refuse, viewer_of};
+use super::read_log;
+use super::runner::TurnStart;
+use super::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
+use crate::auth::Caller;
+use crate::metrics::CodeLabel;
+use crate::protocol::input::ResumeEntry;
+use crate::protocol::now_ms;
+use crate::store::{
+    AuditEntry, Decided, Decision, EventKind, InterruptRow, InterruptStatus, StoreError, StoredEvent, ThreadRow,
+    TurnRow,
+};
+
+impl Engine {
+    /// The tool calls a waiting turn needs the client's results of, when that is what it waits
+    /// for (its last word is a client wait, with no interrupt open).
+    pub(super) async fn pending_client_calls(&self, turn: &TurnRow) -> Result<Option<Vec<String>>, EngineError> {
+        let store = &self.inner.store;
+        if store.turn_interrupts(turn.pk).await?.iter().any(|i| i.status == InterruptStatus::Open) {
+            return Ok(None);
+        }
+        let log = read_log(store.as_ref(), turn.pk).await?;
+        let Some(last) = log.iter().rev().find(|e| matches!(e.kind, EventKind::ClientWait | EventKind::Resumed)) else {
+            return Ok(None);
+        };
+        if last.kind != EventKind::ClientWait {
+            return Ok(None);
+        }
+        let wait: ClientWaitEvent = log_events::body_of(&last.body)
+            .map_err(|e| StoreError::Corrupt(format!("a client-wait event does not read back: {e}")))?;
+        Ok(Some(wait.pending_tool_call_ids))
+    }
+
+    /// The client's `role: "tool"` messages answer the calls the turn waits for: they are
+    /// recorded with the turn, which goes on; the run follows it from there (§9.2).
+    pub(super) async fn continue_with_client_results(
+        &self,
+        request: &RunRequest<'_>,
+        thread: &ThreadRow,
+        turn: &TurnRow,
+        pending: Vec<String>,
+    ) -> Result<RunPlan, EngineError> {
+        let mut results = std::collections::BTreeMap::new();
+        for message in &request.input.messages {
+            if let crate::protocol::InputMessage::Tool(tool) = message {
+                if pending.contains(&tool.tool_call_id) {
+                    let content = match &tool.content {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    };
+                    results.insert(tool.tool_call_id.clone(), content);
+                }
+            }
+        }
+        if let Some(missing) = pending.iter().find(|id| !results.contains_key(*id)) {
+            return Ok(refuse(
+                RunErrorCode::HistoryMismatch,
+                &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
+            ));
+        }
+        let Some(seq) = self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?)?, &[]).await?
+        else {
+            return Ok(refuse(RunErrorCode::TurnInProgress, "the results were already given"));
+        };
+        self.record_run_and_follow(request, thread, request.run_id.as_str(), turn.pk, seq - 1, Some(Vec::new())).await
+    }
+
+    /// A resume (§5.3): every entry checked before any is decided; the decisions in one
+    /// transaction; the run then follows the turn from the decision on.
+    /// `run_key` is what the run is recorded as: its runId, or a key of its own when it answers
+    /// on the run that asked.
+    pub(super) async fn resume(
+        &self,
+        request: &RunRequest<'_>,
+        thread: Option<&ThreadRow>,
+        turns: &[TurnRow],
+        run_key: &str,
+    ) -> Result<RunPlan, EngineError> {
+        let Some(person) = request.caller.person_id() else {
+            return Err(EngineError::PersonOnly(self.console_hint()));
+        };
+        let (Some(thread), Some(latest)) = (thread, turns.last()) else {
+            return Ok(refuse(RunErrorCode::InvalidResume, "no interrupt is open on this thread"));
+        };
+        if !request.input.messages.is_empty()
+            && history::check(&request.input.messages, turns) != HistoryVerdict::FollowLatest
+        {
+            return Ok(refuse(RunErrorCode::HistoryMismatch, "a resume adds no message; load the thread again"));
+        }
+        let interrupts = self.inner.store.turn_interrupts(latest.pk).await?;
+        let viewer = viewer_of(request);
+        let plans = match check_resume(request.input.resume(), &interrupts, person, &viewer.roles, now_ms(), true) {
+            Ok(plans) => plans,
+            Err(refusal) => return Ok(refuse(refusal.code, &refusal.message)),
+        };
+        let via = request.caller.via().unwrap_or("direct");
+        let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await? {
+            Some(result) => result,
+            None => return Ok(refuse(RunErrorCode::InvalidResume, "nothing to decide")),
+        };
+        self.record_run_and_follow(request, thread, run_key, latest.pk, start_seq, Some(outcomes)).await
+    }
+
+    /// Records the decisions of `plans` for `turn` (all or nothing) and sets the turn going
+    /// again when nothing of it stays open. Returns each entry's outcome and where the run that
+    /// made them begins in the log; `None` when the plans decide nothing and name no decision.
+    pub(super) async fn decide(
+        &self,
+        turn: &TurnRow,
+        plans: &[EntryPlan],
+        person: &str,
+        via: &str,
+    ) -> Result<Option<(Vec<Value>, i64)>, EngineError> {
+        let inner = &self.inner;
+        let mut plans = plans.to_vec();
+        loop {
+            let decisions: Vec<Decision> = plans
+                .iter()
+                .filter_map(|plan| match plan {
+                    EntryPlan::Decide { interrupt_id, decision, .. } => Some(Decision {
+                        interrupt_id: interrupt_id.clone(),
+                        status: InterruptStatus::Decided,
+                        decision: decision.to_string(),
+                        decided_by: person.to_string(),
+                        decided_via: via.to_string(),
+                    }),
+                    EntryPlan::AlreadyDecided { .. } => None,
+                })
+                .collect();
+            let outcomes: Vec<Value> = plans
+                .iter()
+                .map(|plan| match plan {
+                    EntryPlan::Decide { interrupt_id, approved, .. } => {
+                        json!({ "interruptId": interrupt_id, "outcome": "decided", "approved": approved })
+                    }
+                    EntryPlan::AlreadyDecided { interrupt_id, .. } => {
+                        json!({ "interruptId": interrupt_id, "outcome": "already_decided" })
+                    }
+                })
+                .collect();
+            if decisions.is_empty() {
+                let start = plans.iter().find_map(|plan| match plan {
+                    EntryPlan::AlreadyDecided { decided_seq: Some(seq), .. } => Some(seq - 1),
+                    _ => None,
+                });
+                return Ok(start.map(|start| (outcomes, start)));
+            }
+            let recorded: Vec<&Value> = outcomes.iter().filter(|o| o["outcome"] == "decided").collect();
+            let audit = self
+                .decision_audit(turn, &format!("person:{person}"), Some(via), "interrupt.decide", &recorded)
+                .await?;
+            let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?)?;
+            if let Some(seq) = self.record(turn, &decisions, marker, &audit).await? {
+                let decided = CodeLabel { code: "decided".into() };
+                inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
+                return Ok(Some((outcomes, seq - 1)));
+            }
+            // Someone decided one of these first: what they decided is already_decided here,
+            // and the rest is tried again (each round turns at least one entry, so it ends).
+            let stored = inner.store.turn_interrupts(turn.pk).await?;
+            for plan in plans.iter_mut() {
+                if let EntryPlan::Decide { interrupt_id, .. } = plan {
+                    if let Some(row) =
+                        stored.iter().find(|i| i.id == *interrupt_id && i.status != InterruptStatus::Open)
+                    {
+                        *plan = EntryPlan::AlreadyDecided {
+                            interrupt_id: interrupt_id.clone(),
+                            decided_seq: row.decided_seq,
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records decisions (or client results) of one turn with their decision event, tells the
+    /// streams, and sets the turn going when nothing of it stays open. `None` when someone
+    /// decided one of them first (nothing was recorded); else the event's seq.
+    /// `audit` holds the decisions' audit rows, committed in the same transaction.
+    pub(super) async fn record(
+        &self,
+        turn: &TurnRow,
+        decisions: &[Decision],
+        marker: StoredEvent,
+        audit: &[AuditEntry],
+    ) -> Result<Option<i64>, EngineError> {
+        let inner = &self.inner;
+        let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
+        match inner.store.decide_interrupts(turn.pk, decisions, &marker, audit, &inner.instance, lease_until).await? {
+            Decided::Recorded { seq, resumed } => {
+                inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
+                if let Some(epoch) = resumed {
+                    self.go_on(turn.pk, epoch).await?;
+                }
+                Ok(Some(seq))
+            }
+            Decided::AlreadyDecided => Ok(None),
+        }
+    }
+
+    pub(super) async fn board(&self, turn: &TurnRow) -> Result<Vec<Value>, StoreError> {
+        self.thread_board(turn.thread).await
+    }
+
+    /// Sets a turn that a decision (or client results) made runnable going, under the epoch
+    /// the decision gave it: here on a serving engine; on a passive one (a command) its lease
+    /// is given back for the serving instances.
+    pub(super) async fn go_on(&self, turn: i64, epoch: i64) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        if !inner.serving {
+            return inner.store.release_turn(turn, &inner.instance, epoch).await;
+        }
+        if let Some(mut turn) = inner.store.turn(turn).await? {
+            // The row may already show a later claim; this runner holds the decision's epoch
+            // and is fenced off if that claim happened.
+            turn.epoch = epoch;
+            self.spawn_turn(turn, TurnStart::Takeover, None);
+        }
+        Ok(())
+    }
+
+    /// A person decides one interrupt out of band (`POST /v1/interrupts/{id}/decision`): the
+    /// same checks as a resume, except that other open interrupts may stay open.
+    pub async fn decide_out_of_band(
+        &self,
+        tenant: &str,
+        caller: &Caller,
+        entry: &ResumeEntry,
+        via: &str,
+    ) -> Result<Value, EngineError> {
+        let Some(person) = caller.person_id() else {
+            return Err(EngineError::PersonOnly(self.console_hint()));
+        };
+        let store = &self.inner.store;
+        let Some(row) = store.find_interrupt(&entry.interrupt_id).await? else {
+            return Err(EngineError::PermissionDenied);
+        };
+        let Some(turn) = store.turn(row.turn).await? else { return Err(EngineError::PermissionDenied) };
+        let Some(thread) = self.thread_by_pk(tenant, row.thread).await? else {
+            return Err(EngineError::PermissionDenied);
+        };
+        let roles = caller.roles().to_vec();
+        // A decider named by the policy decides without reading the thread (four eyes: the
+        // approver is someone else); anyone else learns nothing about the interrupt.
+        // Who decides is the gateway's own record: unreadable, it is a fault, never "anyone".
+        let deciders: interrupts::Deciders = serde_json::from_str(&row.deciders)
+            .map_err(|e| StoreError::Corrupt(format!("interrupt {}'s deciders do not parse: {e}", row.id)))?;
+        let decider = interrupts::may_decide(person, &roles, &deciders, row.four_eyes, &row.started_by);
+        if !caller.may_read(&thread) && !decider {
+            return Err(EngineError::PermissionDenied);
+        }
+        let interrupts = store.turn_interrupts(turn.pk).await?;
+        let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, &roles, now_ms(), false)
+            .map_err(|r| EngineError::DecisionRefused(Refusal { code: r.code, message: r.message, figures: None }))?;
+        let (outcomes, _) = self.decide(&turn, &plans, person, via).await?.unwrap_or_default();
+        Ok(outcomes.into_iter().next().unwrap_or(Value::Null))
+    }
+
+    pub(super) async fn thread_by_pk(&self, tenant: &str, pk: i64) -> Result<Option<ThreadRow>, EngineError> {
+        Ok(self.inner.store.thread_by_pk(pk).await?.filter(|t| t.tenant == tenant))
+    }
+
+    /// The open interrupts of `turn` this caller may decide (every one, for an API key), as
+    /// AG-UI interrupts.
+    pub async fn open_interrupts_for(&self, caller: &Caller, turn: &TurnRow) -> Result<Vec<Value>, EngineError> {
+        let viewer = Viewer {
+            person: caller.person_id().map(str::to_string),
+            roles: caller.roles().to_vec(),
+            ..Viewer::default()
+        };
+        let rows = self.inner.store.turn_interrupts(turn.pk).await?;
+        Ok(rows
+            .iter()
+            .filter(|row| row.status == InterruptStatus::Open)
+            .filter_map(waiting_of)
+            .filter(|waiting| viewer.person.is_none() || waiting.may_be_decided_by(&viewer))
+            .filter_map(|waiting| serde_json::to_value(waiting.interrupt).ok())
+            .collect())
+    }
+
+    /// Where a person can decide, for a caller who cannot (`gateway/console`).
+    pub(super) fn console_hint(&self) -> String {
+        match self.inner.config.console_url.as_str() {
+            "" => String::new(),
+            url => format!(": decide at {url}"),
+        }
+    }
+}
+
+/// The waiting view of a stored interrupt.
+pub(super) fn waiting_of(row: &InterruptRow) -> Option<interrupts::Waiting> {
+    Some(interrupts::Waiting {
+        interrupt: serde_json::from_str(&row.shown).ok()?,
+        deciders: serde_json::from_str(&row.deciders).ok()?,
+        four_eyes: row.four_eyes,
+        started_by: row.started_by.clone(),
+        turn: String::new(),
+    })
+}
+
+/// The decision event: what was decided, and the board then, for the resume run that starts
+/// there. (The turn waits while it is decided, so nothing pins a note meanwhile.)
+pub(super) fn resumed_marker(
+    outcomes: &[Value],
+    tool_results: std::collections::BTreeMap<String, String>,
+    board: Vec<Value>,
+) -> Result<StoredEvent, StoreError> {
+    let at_ms = now_ms();
+    let event = GatewayEvent::Resumed(ResumedEvent { decisions: outcomes.to_vec(), tool_results, board: Some(board) })
+        .into_event()
+        .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;
+    let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms))
+        .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;
+    Ok(StoredEvent { seq: 0, kind: EventKind::Resumed, body: body.into(), at_ms })
+}

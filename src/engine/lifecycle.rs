@@ -1,0 +1,176 @@
+//! A turn context's life at its edges: picking up a log another owner left unfinished (the
+//! numbering goes on, what it left open is known and closed), and ending a turn (closing what
+//! is open, the card, the terminal event and the turn's status in one batch). Apart from
+//! [`super::turn`], which is what an agent says while the turn runs.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::log::{AppendHealth, LogError};
+use super::turn::{AgentError, AgentOutput, TurnContext, TurnSignal};
+use super::RunErrorCode;
+use crate::protocol::events::Envelope;
+use crate::protocol::{now_ms, Event, RunOutcome};
+use crate::store::{StoredEvent, TurnStatus, WriteOp};
+
+impl TurnContext {
+    /// Closes whatever is open (newest first), as `RUN_FINISHED` requires.
+    pub(super) async fn close_open_items(&mut self) -> Result<(), AgentError> {
+        for call in std::mem::take(&mut self.open_tool_calls).into_iter().rev() {
+            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
+        }
+        for message in std::mem::take(&mut self.open_messages).into_iter().rev() {
+            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
+        }
+        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
+            self.emit(Event::StepFinished { step_name: step, subagent_run_id: None }).await?;
+        }
+        Ok(())
+    }
+
+    /// Picks up a turn another instance (or an earlier run of this one) left unfinished: the
+    /// numbering continues after its log, and what it left open is known.
+    pub(crate) fn resume_from_log(&mut self, events: &[StoredEvent]) {
+        let count = |id: &str, marker: &str| -> u32 {
+            id.strip_prefix(self.turn_id.as_str())
+                .and_then(|rest| rest.strip_prefix(marker))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        for stored in events {
+            self.next_seq = self.next_seq.max(stored.seq + 1);
+            let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else { continue };
+            match envelope.event {
+                Event::TextMessageStart { message_id, .. } => {
+                    self.counters.messages = self.counters.messages.max(count(&message_id, ":m"));
+                    self.open_messages.push(message_id.clone());
+                    self.last_message = Some(message_id);
+                }
+                Event::TextMessageEnd { message_id, .. } => self.open_messages.retain(|m| *m != message_id),
+                Event::ToolCallStart { tool_call_id, .. } => {
+                    self.counters.tool_calls = self.counters.tool_calls.max(count(&tool_call_id, ":c"));
+                    self.open_tool_calls.push(tool_call_id);
+                }
+                Event::ToolCallEnd { tool_call_id, .. } => self.open_tool_calls.retain(|c| *c != tool_call_id),
+                Event::ToolCallResult { .. } => self.last_message = None,
+                Event::StepStarted { step_name, .. } => self.open_steps.push(step_name),
+                Event::StepFinished { step_name, .. } => self.open_steps.retain(|s| *s != step_name),
+                _ => {}
+            }
+        }
+    }
+
+    /// Closes the messages and tool calls an interrupted owner left open, where the log stopped
+    /// (§4.6): the step that was saying them runs again and gives its answer whole, as a new
+    /// message. Steps stay open: the work they stand for goes on.
+    pub(crate) async fn close_cut_items(&mut self) -> Result<(), AgentError> {
+        for call in std::mem::take(&mut self.open_tool_calls) {
+            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
+        }
+        for message in std::mem::take(&mut self.open_messages) {
+            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
+        }
+        self.unlabelled.clear();
+        self.last_message = None;
+        Ok(())
+    }
+
+    /// Ends the turn: closes open items, appends the terminal event and marks the turn, in one
+    /// batch, and waits for the commit. A turn that must leave this instance is not ended: what
+    /// it said is committed (on a hand-over) and it is left for its next owner.
+    pub(crate) async fn finish(
+        mut self,
+        ending: Result<AgentOutput, AgentError>,
+    ) -> Result<Option<TurnStatus>, LogError> {
+        // A step cut short is dropped whole: its checkpoint never committed, so it runs again.
+        self.atomic = None;
+        let (terminal, status) = match ending {
+            Err(AgentError::Waiting) => {
+                // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
+                self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
+                return Ok(None);
+            }
+            Err(AgentError::Stopped) => {
+                if *self.signal.borrow() == TurnSignal::HandOver {
+                    self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
+                }
+                return Ok(None);
+            }
+            Ok(output) => {
+                if let Err(error) = self.close_open_items().await {
+                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
+                }
+                let (agent, turn) = (self.agent.clone(), self.turn_id.clone());
+                if let Err(error) = self.emit_card(&agent, &turn).await {
+                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
+                }
+                let event = Event::RunFinished {
+                    thread_id: String::new(),
+                    run_id: String::new(),
+                    result: output.result,
+                    outcome: Some(RunOutcome::Success { pending_tool_call_ids: vec![] }),
+                    usage: output.usage,
+                };
+                (event, TurnStatus::Succeeded)
+            }
+            Err(AgentError::Cancelled) => {
+                if let Err(error) = self.close_open_items().await {
+                    return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
+                }
+                let event = Event::RunFinished {
+                    thread_id: String::new(),
+                    run_id: String::new(),
+                    result: None,
+                    outcome: Some(RunOutcome::Cancelled),
+                    usage: None,
+                };
+                (event, TurnStatus::Cancelled)
+            }
+            Err(error) => return self.fail(&error).await.map(|()| Some(TurnStatus::Failed)),
+        };
+        self.append_terminal(Envelope::new(terminal, now_ms()), status).await?;
+        Ok(Some(status))
+    }
+
+    pub(super) async fn fail(self, error: &AgentError) -> Result<(), LogError> {
+        if self.health.is_fenced() {
+            return Err(LogError::Fenced);
+        }
+        if matches!(error, AgentError::Log(_) | AgentError::Stopped) {
+            // The log is what failed: there is no writing a RUN_ERROR into it.
+            return Err(LogError::Stopped);
+        }
+        // The message may quote the user's words: keep it out of info-level logs (§8).
+        tracing::warn!(turn = %self.turn_id, kind = error.kind(), "turn failed");
+        tracing::debug!(turn = %self.turn_id, %error, "turn failure detail");
+        if let AgentError::Internal(why) = error {
+            tracing::error!(turn = %self.turn_id, why, "the turn fails on an internal fault");
+        }
+        let code = match error {
+            AgentError::Internal(_) => RunErrorCode::Internal,
+            AgentError::TimedOut(_) => RunErrorCode::TimedOut,
+            AgentError::QuotaExceeded { .. } => RunErrorCode::QuotaExceeded,
+            _ => RunErrorCode::Failed,
+        };
+        let event = Event::RunError { message: error.to_string(), code: Some(code.as_str().into()), usage: None };
+        let mut envelope = Envelope::new(event, now_ms());
+        if let AgentError::QuotaExceeded { figures, .. } = error {
+            envelope.raw_event = Some(json!({ "gateway": figures }));
+        }
+        self.append_terminal(envelope, TurnStatus::Failed).await
+    }
+
+    pub(super) async fn append_terminal(mut self, envelope: Envelope, status: TurnStatus) -> Result<(), LogError> {
+        // A runner the log refused is not the turn's any more: its end is not the turn's end.
+        if self.health.is_fenced() {
+            return Err(LogError::Fenced);
+        }
+        // A terminal event never fails on size or a turn poisoned by a failed commit: it must
+        // reach the log (the store still refuses it if this runner's epoch is stale).
+        self.health = Arc::new(AppendHealth::default());
+        let op = self.envelope_op(envelope).map_err(|_| LogError::Stopped)?;
+        let finish = WriteOp::FinishTurn { turn: self.turn_pk, status, at_ms: now_ms() };
+        self.log.append_committed(self.turn_pk, self.epoch, vec![op, finish], &self.health).await
+    }
+}

@@ -1,0 +1,214 @@
+//! The gateway's own events in a turn's log, in one place: every `CUSTOM gateway.*` name, the
+//! typed body each carries, which [`EventKind`] its row is stored under, and how a stream tells
+//! the rows it must treat apart (state events, cards) from the rest.
+//!
+//! Why here: the log is read by the runner (a takeover, a resumed turn), by planning (what a
+//! waiting turn waits for) and by every stream, so writers and readers must agree on one
+//! spelling. The stored form is what it always was (`CUSTOM` with the body as its `value`), so
+//! databases written before read the same.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::interrupts::Waiting;
+use crate::protocol::events::Envelope;
+use crate::protocol::Event;
+use crate::store::EventKind;
+
+/// A wait on interrupts, as logged; each caller sees it rendered (§5.2), never as is.
+pub const WAITING_EVENT: &str = "gateway.waiting-event";
+/// A wait for the results of client-declared tools, as logged; rendered as `RUN_FINISHED` with
+/// `pendingToolCallIds` (§9.2).
+pub const CLIENT_WAIT_EVENT: &str = "gateway.client-wait-event";
+/// A decision (or client tool results), as logged; it opens the run that made it.
+pub const RESUMED_EVENT: &str = "gateway.resumed-event";
+/// A card: an answer that matched its agent's card schema (§3). Sent as stored, to callers who
+/// may read content.
+pub const CARD_EVENT: &str = "gateway.card";
+
+/// Rendered for a caller who may decide none of a wait's interrupts: who decides them.
+pub const WAITING_FOR_OTHERS: &str = "gateway.waiting";
+/// Rendered at the start of a resume run: one per resume entry, its outcome.
+pub const RESUME_OUTCOME: &str = "gateway.resume";
+/// Rendered for a client before AG-UI 1.0 (§5.4): one per interrupt it may decide.
+pub const ON_INTERRUPT: &str = "on_interrupt";
+
+/// The body of a waiting event.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WaitingEvent {
+    pub interrupts: Vec<Waiting>,
+}
+
+/// The body of a client-wait event: the tool calls whose results the client owes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClientWaitEvent {
+    #[serde(default, rename = "pendingToolCallIds")]
+    pub pending_tool_call_ids: Vec<String>,
+}
+
+/// The body of a decision event: what this decision recorded, per interrupt.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ResumedEvent {
+    pub decisions: Vec<Value>,
+    /// Results of client-declared tools, by tool call id, when those are what the turn waited for.
+    #[serde(default, rename = "toolResults", skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tool_results: std::collections::BTreeMap<String, String>,
+    /// The thread's board when the decision was made: the snapshot a run starting here opens
+    /// with, so the deltas after it apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board: Option<Vec<Value>>,
+}
+
+/// The body of a card event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CardEvent {
+    /// The turn (or delegated child turn) whose answer it is.
+    pub turn: String,
+    pub card: Value,
+}
+
+/// A gateway event to log.
+#[derive(Debug, Clone)]
+pub enum GatewayEvent {
+    Waiting(WaitingEvent),
+    ClientWait(ClientWaitEvent),
+    Resumed(ResumedEvent),
+    Card(CardEvent),
+}
+
+impl GatewayEvent {
+    pub fn name(&self) -> &'static str {
+        match self {
+            GatewayEvent::Waiting(_) => WAITING_EVENT,
+            GatewayEvent::ClientWait(_) => CLIENT_WAIT_EVENT,
+            GatewayEvent::Resumed(_) => RESUMED_EVENT,
+            GatewayEvent::Card(_) => CARD_EVENT,
+        }
+    }
+
+    /// The AG-UI event it is logged as: `CUSTOM`, with the body as its `value`.
+    pub fn into_event(self) -> Result<Event, serde_json::Error> {
+        let name = self.name().to_string();
+        let value = match self {
+            GatewayEvent::Waiting(body) => serde_json::to_value(body)?,
+            GatewayEvent::ClientWait(body) => serde_json::to_value(body)?,
+            GatewayEvent::Resumed(body) => serde_json::to_value(body)?,
+            GatewayEvent::Card(body) => serde_json::to_value(body)?,
+        };
+        Ok(Event::Custom { name, value, subagent_run_id: None })
+    }
+}
+
+/// The kind a log row of an event an agent's turn says is stored under. (Decision events are
+/// written by the engine with [`EventKind::Resumed`] directly.)
+pub fn kind_of(event: &Event) -> EventKind {
+    match event {
+        Event::RunStarted { .. } => EventKind::RunStarted,
+        Event::RunFinished { .. } => EventKind::RunFinished,
+        Event::RunError { .. } => EventKind::RunError,
+        Event::StateSnapshot { .. } => EventKind::StateSnapshot,
+        Event::Custom { name, .. } if name == WAITING_EVENT => EventKind::Waiting,
+        Event::Custom { name, .. } if name == CLIENT_WAIT_EVENT => EventKind::ClientWait,
+        _ => EventKind::Plain,
+    }
+}
+
+/// Why a stored gateway event's body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("the event does not parse: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the event is not a CUSTOM event")]
+    NotCustom,
+}
+
+/// The typed body of a stored gateway event (the `value` of its `CUSTOM`).
+pub fn body_of<T: DeserializeOwned>(stored: &[u8]) -> Result<T, BodyError> {
+    let envelope: Envelope = serde_json::from_slice(stored)?;
+    match envelope.event {
+        Event::Custom { value, .. } => Ok(serde_json::from_value(value)?),
+        _ => Err(BodyError::NotCustom),
+    }
+}
+
+/// What a [`EventKind::Plain`] row holds, where a stream treats it apart from the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlainEvent {
+    /// A `STATE_DELTA`: the board as the caller may see it (§7).
+    StateDelta,
+    /// A card: content (§3).
+    Card,
+    /// Anything else: sent as stored.
+    Other,
+}
+
+/// Tells a plain row's event by its `type` (and a `CUSTOM`'s `name`), wherever they stand in
+/// the body: a typed read of those two fields, the rest skipped.
+pub fn classify_plain(stored: &[u8]) -> PlainEvent {
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+        #[serde(default, borrow)]
+        name: Option<std::borrow::Cow<'a, str>>,
+    }
+    match serde_json::from_slice::<Head>(stored) {
+        Ok(head) if head.kind == "STATE_DELTA" => PlainEvent::StateDelta,
+        Ok(head) if head.kind == "CUSTOM" && head.name.as_deref() == Some(CARD_EVENT) => PlainEvent::Card,
+        _ => PlainEvent::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::events::Envelope;
+
+    fn stored(event: Event) -> Vec<u8> {
+        serde_json::to_vec(&Envelope::new(event, 1_700_000_000_000)).expect("encodes")
+    }
+
+    #[test]
+    fn gateway_events_are_stored_as_before() {
+        let card = GatewayEvent::Card(CardEvent { turn: "t1".into(), card: serde_json::json!({"a": 1}) });
+        let legacy = Event::Custom {
+            name: "gateway.card".into(),
+            value: serde_json::json!({ "turn": "t1", "card": {"a": 1} }),
+            subagent_run_id: None,
+        };
+        assert_eq!(stored(card.into_event().expect("event")), stored(legacy));
+        let wait = GatewayEvent::ClientWait(ClientWaitEvent { pending_tool_call_ids: vec!["c1".into()] });
+        let legacy = Event::Custom {
+            name: "gateway.client-wait-event".into(),
+            value: serde_json::json!({ "pendingToolCallIds": ["c1"] }),
+            subagent_run_id: None,
+        };
+        assert_eq!(stored(wait.into_event().expect("event")), stored(legacy));
+    }
+
+    #[test]
+    fn plain_rows_are_told_apart_by_their_fields_not_their_order() {
+        assert_eq!(classify_plain(br#"{"type":"STATE_DELTA","delta":[]}"#), PlainEvent::StateDelta);
+        assert_eq!(classify_plain(br#"{"delta":[],"timestamp":1,"type":"STATE_DELTA"}"#), PlainEvent::StateDelta);
+        assert_eq!(classify_plain(br#"{"value":{},"name":"gateway.card","type":"CUSTOM"}"#), PlainEvent::Card);
+        assert_eq!(classify_plain(br#"{"type":"CUSTOM","name":"gateway.tick","value":{}}"#), PlainEvent::Other);
+        assert_eq!(
+            classify_plain(br#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}"#),
+            PlainEvent::Other
+        );
+        assert_eq!(classify_plain(b"not json"), PlainEvent::Other);
+    }
+
+    #[test]
+    fn a_stored_body_reads_back_typed() {
+        let body = stored(
+            GatewayEvent::ClientWait(ClientWaitEvent { pending_tool_call_ids: vec!["c1".into(), "c2".into()] })
+                .into_event()
+                .expect("event"),
+        );
+        let read: ClientWaitEvent = body_of(&body).expect("reads");
+        assert_eq!(read.pending_tool_call_ids, vec!["c1", "c2"]);
+        assert!(matches!(body_of::<ClientWaitEvent>(br#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#), Err(_)));
+    }
+}

@@ -1,0 +1,331 @@
+//! What a run follows: a new turn, the same turn again (a replay, a reconnect, a reload), a
+//! resume, or a refusal. [`Engine::begin_run`] is the one entry; every path that ends in a
+//! stream goes through [`Engine::follow`], and every run recorded against an existing turn
+//! through [`Engine::record_run_and_follow`].
+
+use serde_json::Value;
+
+use super::decide::waiting_of;
+use super::history::{self, HistoryVerdict};
+use super::interrupts::{self, Viewer};
+use super::runner::TurnStart;
+use super::{board, Engine, EngineError, FollowPlan, Refusal, RunErrorCode, RunPlan, RunRequest};
+use crate::ids::{self};
+use crate::metrics::{AgentLabel, CodeLabel};
+use crate::protocol::now_ms;
+use crate::store::{InterruptRow, InterruptStatus, NewTurn, StartTurn, StoreError, ThreadRow, TurnRow, TurnStatus};
+
+impl Engine {
+    /// Decides what a run streams (§2, §4, §5, §6). Starts a turn when the run brings a new
+    /// message; decides interrupts when it brings a resume.
+    pub async fn begin_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
+        let metrics = &self.inner.metrics;
+        let reconnect = request.last_event_id.is_some();
+        let agent = request.agent.to_string();
+        let plan = self.plan_run(request).await?;
+        match &plan {
+            RunPlan::Follow(_) => {
+                metrics.runs_started.get_or_create(&AgentLabel { agent }).inc();
+                if reconnect {
+                    metrics.reconnects.inc();
+                }
+            }
+            RunPlan::Refused(refusal) => {
+                metrics.runs_refused.get_or_create(&CodeLabel { code: refusal.code.as_str().to_string() }).inc();
+            }
+        }
+        Ok(plan)
+    }
+
+    pub(super) async fn plan_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
+        let inner = &self.inner;
+        let store = &inner.store;
+        let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?;
+        if let Some(thread) = &thread {
+            if !request.caller.may_read(thread) {
+                return Err(EngineError::PermissionDenied);
+            }
+            if let Some((turn, start_seq)) = store.find_run(thread.pk, request.run_id.as_str()).await? {
+                let entries = request.input.resume();
+                if entries.is_empty() {
+                    return self.follow(&request, thread, &turn, start_seq, None).await;
+                }
+                // Answers sent on the run that asked (as CopilotKit's useInterrupt sends them):
+                // the resume is a run of its own, recorded under a key named by its answers, so
+                // sending it again follows (or replays) that run.
+                let mut answered: Vec<&str> = entries.iter().map(|e| e.interrupt_id.as_str()).collect();
+                answered.sort_unstable();
+                let key = format!("{}~resume:{}", request.run_id.as_str(), answered.join(","));
+                if let Some((turn, start_seq)) = store.find_run(thread.pk, &key).await? {
+                    return self.follow(&request, thread, &turn, start_seq, None).await;
+                }
+                let open = store.turn_interrupts(turn.pk).await?;
+                let answers_open = entries
+                    .iter()
+                    .any(|e| open.iter().any(|i| i.id == e.interrupt_id && i.status == InterruptStatus::Open));
+                if !answers_open {
+                    // A resume run sent again: its replay, as for any known runId.
+                    return self.follow(&request, thread, &turn, start_seq, None).await;
+                }
+                let turns = store.thread_turns(thread.pk).await?;
+                return self.resume(&request, Some(thread), &turns, &key).await;
+            }
+        }
+        let turns = match &thread {
+            Some(thread) => store.thread_turns(thread.pk).await?,
+            None => Vec::new(),
+        };
+        if !request.input.resume().is_empty() {
+            return self.resume(&request, thread.as_ref(), &turns, request.run_id.as_str()).await;
+        }
+        match history::check(&request.input.messages, &turns) {
+            HistoryVerdict::NoUserMessage => {
+                Err(EngineError::BadRequest { field: "messages", message: "a run needs a user message".into() })
+            }
+            HistoryVerdict::Mismatch(why) => Ok(refuse(
+                RunErrorCode::HistoryMismatch,
+                &format!("the history differs from the thread's ({why}); load the thread again"),
+            )),
+            HistoryVerdict::FollowLatest => {
+                let (Some(thread), Some(latest)) = (&thread, turns.last()) else {
+                    return Ok(refuse(
+                        RunErrorCode::HistoryMismatch,
+                        "the thread has no turn to follow; load the thread again",
+                    ));
+                };
+                if latest.status == TurnStatus::Waiting {
+                    if let Some(pending) = self.pending_client_calls(latest).await? {
+                        let answers = request.input.messages.iter().any(|m| {
+                            matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id))
+                        });
+                        if answers {
+                            return self.continue_with_client_results(&request, thread, latest, pending).await;
+                        }
+                    }
+                }
+                // A reloaded page follows the turn from its latest decision (or its start); its
+                // reconnect, from the latest decision before its Last-Event-ID. Nothing is recorded:
+                // each reload brings a new runId, and its history finds the turn again.
+                let interrupts = store.turn_interrupts(latest.pk).await?;
+                let seen = request.last_event_id.map_or(i64::MAX, |id| id.seq);
+                let decided = interrupts.iter().filter_map(|i| i.decided_seq).filter(|seq| *seq <= seen);
+                let start = decided.max().map_or(0, |seq| seq - 1);
+                self.follow(&request, thread, latest, start, None).await
+            }
+            HistoryVerdict::NewTurn { message_id, text } => {
+                if let Some(last_event_id) = request.last_event_id {
+                    return Err(EngineError::BadLastEventId(last_event_id.to_string()));
+                }
+                if let Some(latest) = turns.last() {
+                    match latest.status {
+                        TurnStatus::Running => {
+                            return Ok(refuse(
+                                RunErrorCode::TurnInProgress,
+                                "a turn is running on this thread; wait for it to finish",
+                            ))
+                        }
+                        TurnStatus::Waiting => {
+                            if let Some(pending) = self.pending_client_calls(latest).await? {
+                                return Ok(refuse(
+                                    RunErrorCode::InterruptsPending,
+                                    &format!("the turn waits for the results of the tool calls {}", pending.join(", ")),
+                                ));
+                            }
+                            return self.refuse_while_waiting(&request, latest).await;
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(refusal) = self.over_quota(request.tenant).await? {
+                    return Ok(RunPlan::Refused(refusal));
+                }
+                self.start_turn(&request, thread.as_ref(), turns.len(), message_id, text).await
+            }
+        }
+    }
+
+    /// A new message on a thread whose turn waits: `interrupts_pending` when the caller may
+    /// decide something, else `turn_waiting` naming who decides (§5.3.6).
+    pub(super) async fn refuse_while_waiting(
+        &self,
+        request: &RunRequest<'_>,
+        latest: &TurnRow,
+    ) -> Result<RunPlan, EngineError> {
+        let viewer = viewer_of(request);
+        let open: Vec<InterruptRow> = self
+            .inner
+            .store
+            .turn_interrupts(latest.pk)
+            .await?
+            .into_iter()
+            .filter(|i| i.status == InterruptStatus::Open)
+            .collect();
+        let waiting: Vec<interrupts::Waiting> = open.iter().filter_map(waiting_of).collect();
+        if waiting.iter().any(|w| w.may_be_decided_by(&viewer)) {
+            let ids: Vec<&str> = waiting.iter().map(|w| w.interrupt.id.as_str()).collect();
+            return Ok(refuse(
+                RunErrorCode::InterruptsPending,
+                &format!("the turn waits for your decision on {}; answer with resume first", ids.join(", ")),
+            ));
+        }
+        let who: Vec<String> =
+            waiting.iter().map(|w| interrupts::describe_deciders(&w.deciders, w.four_eyes)).collect();
+        Ok(refuse(RunErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; "))))
+    }
+
+    pub(super) async fn start_turn(
+        &self,
+        request: &RunRequest<'_>,
+        thread: Option<&ThreadRow>,
+        known_turns: usize,
+        message_id: String,
+        text: String,
+    ) -> Result<RunPlan, EngineError> {
+        let inner = &self.inner;
+        let notes = match thread {
+            Some(thread) => inner.store.notes(thread.pk).await?,
+            None => Vec::new(),
+        };
+        let public_id = ids::new_turn_id();
+        let audit = Engine::run_start_entry(request, &public_id);
+        // The run opens with the board (§3): reading its notes' text is audited with the start.
+        let board = board::from_stored(&notes);
+        let clearance = viewer_of(request).clearance;
+        let board_read =
+            Engine::board_read_entry(request.caller, request.tenant, request.thread_id.as_str(), &clearance, &board);
+        let new = NewTurn {
+            audit: std::iter::once(audit).chain(board_read).collect(),
+            tenant: request.tenant.to_string(),
+            thread_id: request.thread_id.as_str().to_string(),
+            owner: request.caller.owner(),
+            run_id: request.run_id.as_str().to_string(),
+            public_id,
+            ordinal: i32::try_from(known_turns + 1).unwrap_or(i32::MAX),
+            owner_instance: inner.instance.clone(),
+            lease_until_ms: now_ms() + inner.config.turns.lease_ms as i64,
+            client_tools: match request.input.tools() {
+                [] => None,
+                tools => serde_json::to_string(tools).ok(),
+            },
+            agent: request.agent.to_string(),
+            user_message_id: message_id,
+            user_text: text,
+            started_by: request.caller.label(),
+            at_ms: now_ms(),
+        };
+        match inner.store.start_turn(&new).await? {
+            StartTurn::Started { thread, turn } => {
+                if !request.state_writes.is_empty() {
+                    let mut state = board::stored_state(inner.store.thread_state(thread.pk).await?.as_deref());
+                    state.extend(request.state_writes.clone());
+                    inner.store.set_thread_state(thread.pk, &Value::Object(state).to_string()).await?;
+                }
+                let plan = FollowPlan {
+                    thread_id: thread.thread_id.clone(),
+                    thread_pk: thread.pk,
+                    run_id: new.run_id.clone(),
+                    turn_pk: turn.pk,
+                    turn_id: turn.public_id.clone(),
+                    run_start_seq: 0,
+                    after_seq: 0,
+                    skip_parts: 0,
+                    viewer: viewer_of(request),
+                    resume_outcomes: None,
+                };
+                let ai_label = inner.config.tenant(request.tenant).and_then(|t| t.ai_label.clone());
+                let start = TurnStart::New {
+                    thread_id: thread.thread_id.clone(),
+                    run_id: new.run_id.clone(),
+                    tenant: request.tenant.to_string(),
+                    board,
+                };
+                self.spawn_turn(turn, start, ai_label);
+                Ok(RunPlan::Follow(plan))
+            }
+            StartTurn::RunExists(turn, start_seq) => match inner.store.turn(turn.pk).await? {
+                Some(turn) => {
+                    let thread = inner.store.thread_by_pk(turn.thread).await?.ok_or(EngineError::PermissionDenied)?;
+                    self.follow(request, &thread, &turn, start_seq, None).await
+                }
+                None => Err(EngineError::PermissionDenied),
+            },
+            StartTurn::Conflict => {
+                Ok(refuse(RunErrorCode::TurnInProgress, "another turn started on this thread first"))
+            }
+            StartTurn::NotOwner => Err(EngineError::PermissionDenied),
+        }
+    }
+
+    /// Records `run_key` as a run following `turn` from `start_seq` (a decision's run, or one
+    /// that brought client tool results), then follows the run the key names: the same one
+    /// when the key was already recorded, so sending the request again replays it.
+    pub(super) async fn record_run_and_follow(
+        &self,
+        request: &RunRequest<'_>,
+        thread: &ThreadRow,
+        run_key: &str,
+        turn: i64,
+        start_seq: i64,
+        resume_outcomes: Option<Vec<Value>>,
+    ) -> Result<RunPlan, EngineError> {
+        let store = &self.inner.store;
+        let started = store.add_run(thread.pk, run_key, turn, start_seq, now_ms()).await?;
+        match store.find_run(thread.pk, run_key).await? {
+            Some((turn, start_seq)) if turn.pk == started => {
+                self.follow(request, thread, &turn, start_seq, resume_outcomes).await
+            }
+            _ => Err(StoreError::Corrupt(format!("the run '{run_key}' was not recorded")).into()),
+        }
+    }
+
+    /// A run that follows `turn` from `start_seq`, after the client's `Last-Event-ID` when it
+    /// sent one (which must be an event of this run: at or after its start).
+    pub(super) async fn follow(
+        &self,
+        request: &RunRequest<'_>,
+        thread: &ThreadRow,
+        turn: &TurnRow,
+        start_seq: i64,
+        resume_outcomes: Option<Vec<Value>>,
+    ) -> Result<RunPlan, EngineError> {
+        let (after_seq, skip_parts) = match request.last_event_id {
+            None => (start_seq, 0),
+            Some(id) => {
+                let last = self.inner.store.last_seq(turn.pk).await?;
+                if id.turn != turn.public_id || id.seq > last || id.seq <= start_seq {
+                    return Err(EngineError::BadLastEventId(id.to_string()));
+                }
+                match id.part {
+                    0 => (id.seq, 0),
+                    part => (id.seq - 1, part),
+                }
+            }
+        };
+        Ok(RunPlan::Follow(FollowPlan {
+            thread_id: request.thread_id.as_str().to_string(),
+            thread_pk: thread.pk,
+            run_id: request.run_id.as_str().to_string(),
+            turn_pk: turn.pk,
+            turn_id: turn.public_id.clone(),
+            run_start_seq: start_seq,
+            after_seq,
+            skip_parts,
+            viewer: viewer_of(request),
+            resume_outcomes,
+        }))
+    }
+}
+
+/// Who a run's stream is rendered for.
+pub(super) fn viewer_of(request: &RunRequest<'_>) -> Viewer {
+    Viewer {
+        person: request.caller.person_id().map(str::to_string),
+        roles: request.caller.roles().to_vec(),
+        pre_1_0: request.input.is_pre_1_0_client(),
+        clearance: board::Clearance::of(request.caller),
+    }
+}
+
+pub(super) fn refuse(code: RunErrorCode, message: &str) -> RunPlan {
+    RunPlan::Refused(Refusal { code, message: message.to_string(), figures: None })
+}

@@ -1,0 +1,267 @@
+//! Running turns on this instance: spawning a turn's task, running its agent from the start or
+//! from its checkpoint, the map of the turns running here (with each runner's epoch and signal
+//! switch), cancelling, and handing every turn over when the instance stops.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::turn::{self, AgentError, Checkpoint, TokenBudget, TurnContext, TurnSetup, TurnSignal};
+use super::{board, Engine, EngineError, Inner};
+use crate::auth::Caller;
+use crate::ids::ThreadId;
+use crate::metrics::OutcomeLabels;
+use crate::protocol::{Event, PROTOCOL_VERSION};
+use crate::store::{EventKind, TurnRow, TurnStatus};
+
+impl Engine {
+    /// Stops every turn this instance runs, commits what they said and gives their leases
+    /// back, so other instances take them over at once. Waits at most `grace`.
+    pub async fn hand_over(&self, grace: Duration) {
+        self.inner.stopping.store(true, std::sync::atomic::Ordering::Release);
+        let switches: Vec<watch::Sender<TurnSignal>> =
+            self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).values().map(|r| r.switch.clone()).collect();
+        for switch in &switches {
+            switch.send_if_modified(|signal| {
+                let running = *signal == TurnSignal::Run;
+                if running {
+                    *signal = TurnSignal::HandOver;
+                }
+                running
+            });
+        }
+        let deadline = tokio::time::Instant::now() + grace;
+        while !self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!("the grace period ended with turns still handing over; their leases will lapse");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Runs a turn on this instance until it ends or must leave. The AI label comes from the
+    /// tenant of a new turn; a taken-over turn's labelled messages are in its log already.
+    pub(super) fn spawn_turn(&self, turn: TurnRow, start: TurnStart, ai_label: Option<String>) {
+        let inner = self.inner.clone();
+        // A turn that starts while the instance stops is handed over at once.
+        let stopping = inner.stopping.load(std::sync::atomic::Ordering::Acquire);
+        let (signal_tx, signal_rx) = watch::channel(if stopping { TurnSignal::HandOver } else { TurnSignal::Run });
+        let epoch = turn.epoch;
+        {
+            let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(earlier) = running.get(&turn.pk) {
+                if earlier.epoch >= epoch {
+                    return;
+                }
+                // This instance claimed the turn again (its runner here let the lease lapse):
+                // the old runner is fenced off already; tell it to stop at once too.
+                earlier.switch.send_replace(TurnSignal::Lost);
+            }
+            running.insert(turn.pk, Runner { epoch, switch: signal_tx });
+            inner.metrics.turns_running.set(running.len() as i64);
+        }
+        // A child of the request's span when a request started it, so its log lines carry the
+        // request id.
+        let span = tracing::info_span!("turn", turn = %turn.public_id, agent = %turn.agent);
+        let task = async move {
+            // Holding the feed makes the writer keep this turn's events in memory for streams.
+            let feed = inner.hub.feed(turn.pk);
+            feed.enter();
+            // A new turn's tenant is known; a taken-over turn's is read from its thread.
+            let tenant = match &start {
+                TurnStart::New { tenant, .. } => tenant.clone(),
+                TurnStart::Takeover => match inner.store.thread_by_pk(turn.thread).await {
+                    Ok(Some(thread)) => thread.tenant,
+                    _ => String::new(),
+                },
+            };
+            let token_budget = inner.config.tenant(&tenant).and_then(|t| {
+                let quotas = &t.quotas;
+                quotas.tokens_per_period.map(|limit| TokenBudget { limit, period_secs: quotas.token_period_secs })
+            });
+            let mut context = TurnContext::new(TurnSetup {
+                log: inner.log.clone(),
+                turn_pk: turn.pk,
+                epoch,
+                thread_pk: turn.thread,
+                turn_id: turn.public_id.clone(),
+                agent: turn.agent.clone(),
+                user_text: turn.user_text.clone(),
+                ai_label,
+                max_event_bytes: inner.config.limits.max_event_bytes,
+                signal: signal_rx.clone(),
+                next_seq: 1,
+                next_note_no: 1,
+                store: inner.store.clone(),
+                started_by: turn.started_by.strip_prefix("person:").unwrap_or_default().to_string(),
+                client_tools: turn
+                    .client_tools
+                    .as_deref()
+                    .and_then(|t| serde_json::from_str(t).ok())
+                    .unwrap_or_default(),
+                tenant,
+                token_budget,
+                agents: inner.agents.clone(),
+                cards: inner.cards.clone(),
+            });
+            let ending = run_turn(&inner, &mut context, &turn, start).await;
+            let finished = context.finish(ending).await;
+            let ended = matches!(finished, Ok(Some(_)));
+            match finished {
+                Ok(Some(status)) => {
+                    tracing::info!(outcome = status.as_str(), "turn ended");
+                    let labels = OutcomeLabels { agent: turn.agent.clone(), outcome: status.as_str().to_string() };
+                    inner.metrics.turns_finished.get_or_create(&labels).inc();
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(turn = %turn.public_id, %error, "a turn could not be finished in the log")
+                }
+            }
+            // A turn handed over, stopped as lost, or left unfinished (its log refused an
+            // append, e.g. after another instance took it over) is released if its row still
+            // names this instance: someone then takes it over from the log.
+            let signal = *signal_rx.borrow();
+            let unfinished = matches!(signal, TurnSignal::HandOver | TurnSignal::Lost)
+                || (!ended
+                    && inner
+                        .store
+                        .turn(turn.pk)
+                        .await
+                        .is_ok_and(|row| row.is_some_and(|r| r.status == TurnStatus::Running)));
+            if unfinished {
+                if let Err(error) = inner.store.release_turn(turn.pk, &inner.instance, epoch).await {
+                    tracing::warn!(turn = %turn.public_id, %error, "could not give a lease back; it will lapse");
+                }
+            }
+            // Streams here must not wait on this instance's memory for the turn's next events
+            // any more: another instance may write them now.
+            feed.leave();
+            let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
+            // A later claim of this instance's may run the turn now: leave its entry alone.
+            if running.get(&turn.pk).is_some_and(|runner| runner.epoch == epoch) {
+                running.remove(&turn.pk);
+            }
+            inner.metrics.turns_running.set(running.len() as i64);
+        };
+        tokio::spawn(tracing::Instrument::instrument(task, span));
+    }
+
+    /// Cancels the thread's running turn (§4.1); the turn ends with outcome `cancelled`.
+    pub async fn cancel(&self, tenant: &str, caller: &Caller, thread_id: &ThreadId) -> Result<String, EngineError> {
+        let store = &self.inner.store;
+        let thread = self.readable_thread(tenant, caller, thread_id).await?;
+        let turns = store.thread_turns(thread.pk).await?;
+        let Some(turn) = turns.last().filter(|t| t.status == TurnStatus::Running) else {
+            return Err(EngineError::NotRunning("no turn is running on this thread".into()));
+        };
+        if !store.request_cancel(turn.pk).await? {
+            return Err(EngineError::NotRunning("the turn finished before it could be cancelled".into()));
+        }
+        if !self.inner.signal_cancel(turn.pk) {
+            // Another instance runs it: tell it through the shared wake-up channel.
+            store.announce_appends(&[(turn.pk, CANCEL_SIGNAL)]).await?;
+        }
+        Ok(turn.public_id.clone())
+    }
+}
+
+impl Inner {
+    /// Flips the cancel switch of a turn this instance runs; false if it runs elsewhere.
+    pub(super) fn signal_cancel(&self, turn: i64) -> bool {
+        match self.running.lock().unwrap_or_else(|p| p.into_inner()).get(&turn) {
+            Some(runner) => {
+                runner.switch.send_if_modified(|signal| {
+                    let running = *signal == TurnSignal::Run;
+                    if running {
+                        *signal = TurnSignal::Cancel;
+                    }
+                    running
+                });
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Marks a cancel request in the wake-up channel shared with other instances.
+pub(super) const CANCEL_SIGNAL: i64 = -1;
+
+/// How a turn task begins.
+pub(super) enum TurnStart {
+    /// A new turn: its log starts with `RUN_STARTED` and the board as it is now.
+    New { thread_id: String, run_id: String, tenant: String, board: Vec<Value> },
+    /// A turn another owner left unfinished: continue after its log, from its checkpoint.
+    Takeover,
+}
+
+/// A turn this instance runs: the ownership epoch its runner holds, and its signal switch.
+pub(super) struct Runner {
+    pub(super) epoch: i64,
+    pub(super) switch: watch::Sender<TurnSignal>,
+}
+
+/// Runs the agent of a new or taken-over turn.
+pub(super) async fn run_turn(
+    inner: &Inner,
+    context: &mut TurnContext,
+    turn: &TurnRow,
+    start: TurnStart,
+) -> Result<turn::AgentOutput, AgentError> {
+    let store = &inner.store;
+    let what = "the turn's record could not be read";
+    let (thread_id, run_id, board, opened) = match start {
+        TurnStart::New { thread_id, run_id, board, .. } => (thread_id, run_id, Some(board), false),
+        TurnStart::Takeover => {
+            let events = context.patiently(what, || super::read_log(store.as_ref(), turn.pk)).await?;
+            context.resume_from_log(&events);
+            let opened = events.iter().any(|e| e.kind == EventKind::StateSnapshot);
+            // Ids in a re-rendered RUN_STARTED are the following run's own.
+            (String::new(), String::new(), None, opened)
+        }
+    };
+    let notes = context.patiently(what, || store.notes(turn.thread)).await?;
+    context.set_next_note_no(notes.len() as i64 + 1);
+    // The board, and the editable keys runs wrote (§7): what a run opens with.
+    let snapshot = |state: Option<String>, board: Vec<Value>| {
+        let mut snapshot = board::stored_state(state.as_deref());
+        snapshot.insert("board".into(), json!({ "notes": board }));
+        Event::StateSnapshot { snapshot: Value::Object(snapshot), subagent_run_id: None }
+    };
+    if context.is_fresh() {
+        let board = board.unwrap_or_else(|| board::from_stored(&notes));
+        let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
+        let started = Event::RunStarted {
+            thread_id,
+            run_id,
+            protocol_version: Some(PROTOCOL_VERSION.to_string()),
+            parent_run_id: None,
+            input: None,
+        };
+        context.emit_together(vec![started, snapshot(state, board)]).await?;
+    } else {
+        if !opened {
+            // A log cut between its RUN_STARTED and its STATE_SNAPSHOT (written apart by an
+            // earlier version): the run still opens with the board before anything else.
+            let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
+            context.emit(snapshot(state, board::from_stored(&notes))).await?;
+        }
+        context.close_cut_items().await?;
+    }
+    let Some(agent) = inner.agents.get(&turn.agent) else {
+        return Err(AgentError::Failed(format!("agent '{}' is no longer configured", turn.agent)));
+    };
+    // A checkpoint the gateway wrote that does not read back is a fault, never a fresh start:
+    // running the agent from its first step again would repeat what the turn already did.
+    let checkpoint = match turn.checkpoint.as_deref() {
+        None => Checkpoint::default(),
+        Some(stored) => serde_json::from_str::<Checkpoint>(stored).map_err(|error| {
+            tracing::error!(turn = %turn.public_id, %error, "a stored checkpoint does not parse");
+            AgentError::Internal("the turn's stored checkpoint is unreadable".into())
+        })?,
+    };
+    agent.run(context, checkpoint).await
+}

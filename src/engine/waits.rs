@@ -1,0 +1,214 @@
+//! What a turn waits for and what it is given back: interrupts it opens (§5.1), results of
+//! client-declared tools (§9.2), and reading the decisions and results once the turn goes on.
+
+use serde_json::{json, Value};
+
+use super::interrupts::{describe_deciders, Deciders, Waiting};
+use super::log_events::{self, ClientWaitEvent, GatewayEvent, ResumedEvent, WaitingEvent};
+use super::turn::{logged, AgentError, Checkpoint, TurnContext};
+use crate::protocol::Interrupt;
+use crate::protocol::{iso8601, now_ms, Event};
+use crate::store::{EventKind, InterruptRow, InterruptStatus, WriteOp};
+
+/// A fresh interrupt id (`int_…`).
+pub fn new_interrupt_id() -> String {
+    format!("int_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A person's decision on one interrupt the turn waited for.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    pub interrupt_id: String,
+    /// The tool call the interrupt was opened for, if any (the gateway's id).
+    pub tool_call_id: Option<String>,
+    /// What was decided: the resume payload (`approved`, `answer`, `editedArgs`, …), or
+    /// `{approved: false, expired: true}` / `{approved: false, cancelled: true}`.
+    pub decision: Value,
+}
+
+/// An interrupt an agent opens (§5.1).
+#[derive(Debug, Clone)]
+pub struct InterruptSpec {
+    /// Its id ([`new_interrupt_id`]), chosen by the agent so its checkpoint can say what each
+    /// interrupt stands for and a decision is applied by id.
+    pub id: String,
+    /// `tool_call`, `input_required` or `confirmation`.
+    pub reason: String,
+    pub message: String,
+    pub tool_call_id: Option<String>,
+    pub response_schema: Value,
+    pub ttl_ms: i64,
+    pub deciders: Deciders,
+    pub four_eyes: bool,
+    /// Arguments of the call, for callers with the content permission.
+    pub details: Option<Value>,
+    pub choices: Vec<String>,
+}
+
+impl TurnContext {
+    /// Opens interrupts and ends the agent's work for now: the interrupts, the waiting event and
+    /// the checkpoint (which names them) commit together, and the turn is marked waiting. The
+    /// agent runs again from `checkpoint` once every interrupt is decided or expired.
+    pub async fn wait_for(&mut self, specs: Vec<InterruptSpec>, mut checkpoint: Checkpoint) -> AgentError {
+        match self.open_interrupts(specs, &mut checkpoint).await {
+            Ok(()) => AgentError::Waiting,
+            Err(error) => error,
+        }
+    }
+
+    pub(super) async fn open_interrupts(
+        &mut self,
+        specs: Vec<InterruptSpec>,
+        checkpoint: &mut Checkpoint,
+    ) -> Result<(), AgentError> {
+        self.check_stopped()?;
+        let now = now_ms();
+        let mut rows = Vec::new();
+        let mut waiting = Vec::new();
+        for spec in specs {
+            let id = spec.id.clone();
+            let mut metadata = serde_json::Map::new();
+            metadata.insert("gateway/kind".into(), json!(spec.reason));
+            // A delegated child's interrupt names the child turn.
+            let asking = self.nest.last().map_or(&self.turn_id, |frame| &frame.id);
+            metadata.insert("gateway/turn".into(), json!(asking));
+            if let Some(details) = spec.details {
+                metadata.insert("gateway/details".into(), details);
+            }
+            if !spec.choices.is_empty() {
+                metadata.insert("gateway/choices".into(), json!(spec.choices));
+            }
+            metadata.insert("gateway/deciders".into(), json!(describe_deciders(&spec.deciders, spec.four_eyes)));
+            let message = match (&self.ai_label, spec.reason.as_str()) {
+                (Some(label), "input_required") => format!("{label}{}", spec.message),
+                _ => spec.message,
+            };
+            let interrupt = Interrupt {
+                id: id.clone(),
+                reason: spec.reason.clone(),
+                message: Some(message),
+                tool_call_id: spec.tool_call_id,
+                response_schema: Some(spec.response_schema),
+                expires_at: Some(iso8601(now + spec.ttl_ms)),
+                metadata: Some(metadata),
+                subagent_run_id: None,
+            };
+            let shown = serde_json::to_string(&interrupt)
+                .map_err(|e| AgentError::Failed(format!("an interrupt could not be encoded: {e}")))?;
+            rows.push(InterruptRow {
+                id: id.clone(),
+                thread: self.thread_pk,
+                turn: self.turn_pk,
+                shown,
+                deciders: json!(spec.deciders).to_string(),
+                four_eyes: spec.four_eyes,
+                started_by: self.started_by.clone(),
+                expires_at_ms: now + spec.ttl_ms,
+                status: InterruptStatus::Open,
+                decision: None,
+                decided_by: None,
+                decided_seq: None,
+                created_at_ms: now,
+            });
+            waiting.push(Waiting {
+                interrupt,
+                deciders: spec.deciders,
+                four_eyes: spec.four_eyes,
+                started_by: self.started_by.clone(),
+                turn: self.turn_id.clone(),
+            });
+            checkpoint.awaiting.push(id);
+        }
+        let mut ops = self.atomic.take().unwrap_or_default();
+        ops.extend(self.close_steps_for_wait()?);
+        let marker = self.event_op(logged(GatewayEvent::Waiting(WaitingEvent { interrupts: waiting }))?)?;
+        ops.extend(rows.into_iter().map(WriteOp::OpenInterrupt));
+        ops.push(marker);
+        ops.push(self.checkpoint_op(checkpoint)?);
+        self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?;
+        Ok(())
+    }
+
+    /// The run ends at a wait, and a run ends with no step open: the delegations' steps finish
+    /// here, innermost first, and start again in the run that resumes them.
+    pub(super) fn close_steps_for_wait(&mut self) -> Result<Vec<WriteOp>, AgentError> {
+        let mut ops = Vec::new();
+        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
+            ops.push(self.event_op(Event::StepFinished { step_name: step, subagent_run_id: None })?);
+        }
+        for frame in &mut self.nest {
+            frame.reopen = true;
+        }
+        Ok(ops)
+    }
+
+    /// Ends the agent's work until the client sends the results of these tool calls (its
+    /// `role: "tool"` messages on a next run): the run ends `success` with `pendingToolCallIds`.
+    pub async fn wait_for_client(&mut self, call_ids: Vec<String>, checkpoint: Checkpoint) -> AgentError {
+        let mut ops = self.atomic.take().unwrap_or_default();
+        match self.close_steps_for_wait() {
+            Ok(closed) => ops.extend(closed),
+            Err(error) => return error,
+        }
+        let wait = GatewayEvent::ClientWait(ClientWaitEvent { pending_tool_call_ids: call_ids });
+        let marker = match logged(wait).and_then(|event| self.event_op(event)) {
+            Ok(marker) => marker,
+            Err(error) => return error,
+        };
+        ops.push(marker);
+        ops.push(WriteOp::WaitTurn { turn: self.turn_pk });
+        match self.checkpoint_op(&checkpoint) {
+            Ok(op) => ops.push(op),
+            Err(error) => return error,
+        }
+        match self.log.append(self.turn_pk, self.epoch, ops, &self.health).await {
+            Ok(()) => AgentError::Waiting,
+            Err(error) => error.into(),
+        }
+    }
+
+    /// The client's results of the tool calls the turn last waited for, by call id.
+    pub async fn client_results(&self) -> Result<std::collections::BTreeMap<String, String>, AgentError> {
+        let log = self
+            .patiently("the turn's log could not be read", || super::read_log(self.store.as_ref(), self.turn_pk))
+            .await?;
+        let latest = log.iter().rev().find(|e| e.kind == EventKind::Resumed);
+        Ok(latest
+            .and_then(|event| log_events::body_of::<ResumedEvent>(&event.body).ok())
+            .map(|resumed| resumed.tool_results)
+            .unwrap_or_default())
+    }
+
+    /// The decisions on interrupts this turn waited for, in the order given. An expired
+    /// interrupt reads as denied. An interrupt with no stored decision, or one that does not
+    /// parse, fails the turn: nothing is ever taken as approved or denied by default.
+    pub async fn decisions(&self, ids: &[String]) -> Result<Vec<Decided>, AgentError> {
+        let rows = self
+            .patiently("the turn's interrupts could not be read", || self.store.turn_interrupts(self.turn_pk))
+            .await?;
+        ids.iter()
+            .map(|id| {
+                let row = rows.iter().find(|row| row.id == *id).ok_or_else(|| {
+                    AgentError::Internal(format!("the interrupt {id} the turn waited for is not stored"))
+                })?;
+                let stored = row.decision.as_deref().ok_or_else(|| {
+                    AgentError::Internal(format!(
+                        "the interrupt {id} has no decision stored (it is {})",
+                        row.status.as_str()
+                    ))
+                })?;
+                let decision: Value = serde_json::from_str(stored).map_err(|e| {
+                    AgentError::Internal(format!("the stored decision on interrupt {id} does not parse: {e}"))
+                })?;
+                if !decision.is_object() {
+                    return Err(AgentError::Internal(format!(
+                        "the stored decision on interrupt {id} is not an object"
+                    )));
+                }
+                let tool_call_id =
+                    serde_json::from_str::<Interrupt>(&row.shown).ok().and_then(|shown| shown.tool_call_id);
+                Ok(Decided { interrupt_id: id.clone(), tool_call_id, decision })
+            })
+            .collect()
+    }
+}
