@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod agents;
 pub mod auth;
+pub mod caller;
 pub mod config;
 pub mod engine;
 pub mod http;

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::agents::Agent;
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::config::Config;
 use crate::ids::{self, EventId, RunId, ThreadId};
 use crate::metrics::{AgentLabel, CodeLabel, Metrics, OutcomeLabels};
