@@ -16,6 +16,7 @@ pub mod http;
 pub mod ids;
 pub mod metrics;
 pub mod protocol;
+pub mod redact;
 pub mod server;
 pub mod store;
 pub mod telemetry;
