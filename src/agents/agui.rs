@@ -12,11 +12,13 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::config::AguiAgentConfig;
+use crate::engine::agent::Agent;
 use crate::engine::interrupts::Deciders;
 use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
 use crate::protocol::events::{Envelope, RunOutcome, ToolResultContent};
@@ -62,8 +64,11 @@ impl AguiAgent {
     pub fn new(config: AguiAgentConfig) -> AguiAgent {
         AguiAgent { config, http: super::AgentHttp::new() }
     }
+}
 
-    pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
+#[async_trait]
+impl Agent for AguiAgent {
+    async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         let mut state: Upstream = match &from.conversation {
             Some(saved) => serde_json::from_value(saved.clone())
                 .map_err(|e| AgentError::Internal(format!("the turn's saved upstream state does not parse: {e}")))?,
@@ -134,7 +139,9 @@ impl AguiAgent {
             }
         }
     }
+}
 
+impl AguiAgent {
     /// The upstream's input: its thread (per tenant, so tenants sharing an upstream never share
     /// a thread), the thread's history from the gateway's record and the new message.
     async fn input(

@@ -10,11 +10,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::config::{HttpTool, OpenaiAgentConfig};
+use crate::engine::agent::Agent;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
 use crate::engine::turn::{
     new_interrupt_id, AgentError, AgentOutput, Checkpoint, ChildCheckpoint, Decided, InterruptSpec, NotePin,
@@ -144,8 +146,11 @@ impl OpenaiAgent {
     pub fn new(config: OpenaiAgentConfig) -> OpenaiAgent {
         OpenaiAgent { config, http: super::AgentHttp::new() }
     }
+}
 
-    pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
+#[async_trait]
+impl Agent for OpenaiAgent {
+    async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         // A delegation the turn stopped in (a takeover, or a wait inside the child).
         let mut child = from.child.clone().map(|c| *c);
         let mut conversation: Conversation = match &from.conversation {
@@ -204,7 +209,9 @@ impl OpenaiAgent {
             self.settle_pending(turn, &mut conversation, None, &mut child).await?;
         }
     }
+}
 
+impl OpenaiAgent {
     /// `awaiting`: the interrupts whose decisions are being applied to the pending calls.
     fn checkpoint(&self, conversation: &Conversation, awaiting: &[String]) -> Checkpoint {
         Checkpoint {

@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::config::{CallSpec, ScriptAgentConfig, ScriptStep, ToolPolicy};
+use crate::engine::agent::Agent;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
 use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
 
@@ -32,8 +34,11 @@ impl ScriptAgent {
     pub fn new(config: ScriptAgentConfig) -> ScriptAgent {
         ScriptAgent { config }
     }
+}
 
-    pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
+#[async_trait]
+impl Agent for ScriptAgent {
+    async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         let mut answer = from.answer.clone();
         for (index, step) in self.config.steps.iter().enumerate().skip(from.step) {
             turn.check_cancelled()?;
@@ -62,7 +67,9 @@ impl ScriptAgent {
         }
         Ok(AgentOutput::default())
     }
+}
 
+impl ScriptAgent {
     async fn run_step(
         &self,
         turn: &mut TurnContext,

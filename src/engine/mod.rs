@@ -4,6 +4,7 @@
 //! Nothing here knows HTTP: the `http` layer turns [`EngineError`] into statuses and
 //! [`StreamItem`]s into SSE frames. The log is the truth; a stream is a view of it.
 
+pub mod agent;
 pub mod board;
 pub mod conversation;
 pub mod history;
@@ -13,6 +14,8 @@ pub mod log;
 pub mod stream;
 pub mod turn;
 
+pub use agent::{Agent, AgentRegistry};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +23,6 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::agents::Agent;
 use crate::caller::Caller;
 use crate::config::Config;
 use crate::ids::{self, EventId, RunId, ThreadId};
@@ -148,7 +150,7 @@ struct Inner {
     store: Arc<dyn Store>,
     log: EventLog,
     hub: Arc<Hub>,
-    agents: Arc<HashMap<String, Agent>>,
+    agents: Arc<AgentRegistry>,
     /// Agents' card schemas (§3), by name.
     cards: Arc<HashMap<String, Value>>,
     /// Names this instance in turn leases.
@@ -173,24 +175,36 @@ enum TurnStart {
 impl Engine {
     /// Starts the log writers, the wake-ups from other instances (PostgreSQL) and the lease
     /// keeper; on SQLite, first takes over the turns an earlier start left running.
-    pub async fn start(config: Arc<Config>, store: Arc<dyn Store>) -> Result<Engine, StoreError> {
-        Engine::start_with(config, store, true).await
+    pub async fn start(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        agents: Arc<AgentRegistry>,
+    ) -> Result<Engine, StoreError> {
+        Engine::start_with(config, store, agents, true).await
     }
 
     /// An engine for a one-off command next to serving instances: it neither takes turns over
     /// nor keeps leases (a decision it makes hands the turn to them).
-    pub async fn start_passive(config: Arc<Config>, store: Arc<dyn Store>) -> Result<Engine, StoreError> {
-        Engine::start_with(config, store, false).await
+    pub async fn start_passive(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        agents: Arc<AgentRegistry>,
+    ) -> Result<Engine, StoreError> {
+        Engine::start_with(config, store, agents, false).await
     }
 
-    async fn start_with(config: Arc<Config>, store: Arc<dyn Store>, serving: bool) -> Result<Engine, StoreError> {
+    async fn start_with(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        agents: Arc<AgentRegistry>,
+        serving: bool,
+    ) -> Result<Engine, StoreError> {
         let hub = Arc::new(Hub::default());
         let shared = !config.database.url.starts_with("sqlite:");
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();
         let log =
             EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events, metrics.clone());
-        let agents = Arc::new(config.agents.iter().map(|a| (a.name.clone(), Agent::from_config(a))).collect());
         let cards = Arc::new(config.agents.iter().filter_map(|a| Some((a.name.clone(), a.card.clone()?))).collect());
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {

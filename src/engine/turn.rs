@@ -210,7 +210,7 @@ pub struct TurnContext {
     board: Option<Vec<Value>>,
     tenant: String,
     token_budget: Option<TokenBudget>,
-    agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
+    agents: Arc<super::AgentRegistry>,
     /// Delegations under way, outermost first; the innermost child is the one running.
     nest: Vec<NestFrame>,
     cards: Arc<std::collections::HashMap<String, Value>>,
@@ -247,7 +247,7 @@ pub(crate) struct TurnSetup {
     pub tenant: String,
     pub token_budget: Option<TokenBudget>,
     /// The configured agents, for delegation.
-    pub agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
+    pub agents: Arc<super::AgentRegistry>,
     /// Agents' card schemas, by agent name.
     pub cards: Arc<std::collections::HashMap<String, Value>>,
 }
