@@ -19,7 +19,7 @@ struct Position<'a> {
     /// Set when the step is re-entered after the interrupts it opened were decided.
     waited: Option<&'a Checkpoint>,
     /// Set when the step is re-entered in the middle of its delegation.
-    child: Option<super::super::engine::turn::ChildCheckpoint>,
+    child: Option<crate::engine::turn::ChildCheckpoint>,
     /// Set when a client tool step is re-entered: the call whose result the client sent.
     client_call: Option<String>,
 }
