@@ -200,7 +200,7 @@ impl Engine {
         serving: bool,
     ) -> Result<Engine, StoreError> {
         let hub = Arc::new(Hub::default());
-        let shared = !config.database.url.starts_with("sqlite:");
+        let shared = store.is_shared();
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();
         let log =

@@ -513,6 +513,10 @@ macro_rules! impl_store {
             async fn announce_appends(&self, appended: &[(i64, i64)]) -> Result<(), StoreError> {
                 self.announce_impl(appended).await
             }
+
+            fn is_shared(&self) -> bool {
+                Self::SHARED
+            }
         }
     };
 }

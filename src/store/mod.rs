@@ -578,6 +578,9 @@ pub trait Store: Send + Sync + 'static {
     async fn listen_for_appends(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError>;
     /// Tells other instances that these turns' logs grew (one notification per batch).
     async fn announce_appends(&self, appended: &[(i64, i64)]) -> Result<(), StoreError>;
+    /// True when several instances may share the database (PostgreSQL); false when one
+    /// instance owns it (SQLite), so every turn still marked running was left by an earlier start.
+    fn is_shared(&self) -> bool;
 }
 
 /// Opens the store named by `url`'s scheme, with `max_connections` per pool.

@@ -123,6 +123,8 @@ impl PgStore {
         Ok(renewed.into_iter().map(|(id,)| id).collect())
     }
 
+    const SHARED: bool = true;
+
     async fn listen_impl(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(APPENDS_CHANNEL).await?;

@@ -122,6 +122,8 @@ impl SqliteStore {
         Ok(renewed)
     }
 
+    const SHARED: bool = false;
+
     /// One instance only: there is nobody else to hear from.
     async fn listen_impl(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
         Ok(None)
