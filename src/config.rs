@@ -11,9 +11,15 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agents::script::ScriptStep;
-
+mod agents;
 mod known_keys;
+
+pub use agents::{
+    AguiAgentConfig, Approval, CallSpec, HttpTool, OpenaiAgentConfig, ScriptAgentConfig, ScriptStep, ToolPolicy,
+};
+
+/// Kept here too: commands print the configured database URL through it.
+pub use crate::redact::redact_url;
 
 /// The documented example configuration, which is also the built-in default.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("../config/gateway.toml");
@@ -111,20 +117,6 @@ impl std::fmt::Debug for DatabaseConfig {
             .field("url", &redact_url(&self.url))
             .field("max_connections", &self.max_connections)
             .finish()
-    }
-}
-
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
     }
 }
 
@@ -354,23 +346,8 @@ pub struct AgentConfig {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum AgentKindConfig {
     Script(ScriptAgentConfig),
-    Openai(crate::agents::openai::OpenaiAgentConfig),
-    Agui(crate::agents::agui::AguiAgentConfig),
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ScriptAgentConfig {
-    /// Characters per `TEXT_MESSAGE_CONTENT` when a `say` step streams its text.
-    #[serde(default = "default_chunk_chars")]
-    pub chunk_chars: usize,
-    /// Pause between chunks, so a person watching sees the text stream.
-    #[serde(default)]
-    pub chunk_delay_ms: u64,
-    pub steps: Vec<ScriptStep>,
-}
-
-fn default_chunk_chars() -> usize {
-    16
+    Openai(OpenaiAgentConfig),
+    Agui(AguiAgentConfig),
 }
 
 impl Config {
@@ -495,7 +472,7 @@ impl Config {
                         return invalid(format!("agent '{}' has no steps", agent.name));
                     }
                     for step in &script.steps {
-                        if let crate::agents::script::ScriptStep::Delegate { delegate, .. } = step {
+                        if let ScriptStep::Delegate { delegate, .. } = step {
                             if !self.agents.iter().any(|a| a.name == *delegate) {
                                 return invalid(format!(
                                     "agent '{}' delegates to '{delegate}', which is no agent",

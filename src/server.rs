@@ -1,6 +1,6 @@
-//! Wiring: from a [`Config`] to a ready [`AppState`] (store connected and migrated, engine
-//! started, authentication loaded), and [`Server::serve`], which serves it and runs the whole
-//! shutdown. `agui-gateway serve` and the tests both go through [`Server`].
+//! Wiring: from a [`Config`] to a ready [`AppState`] (store connected and migrated, the agents
+//! built, engine started, authentication loaded), and [`Server::serve`], which serves it and runs
+//! the whole shutdown. `agui-gateway serve` and the tests both go through [`Server`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::agents;
 use crate::auth::{Auth, AuthSetupError};
 use crate::config::Config;
 use crate::engine::Engine;
@@ -28,7 +29,8 @@ pub async fn build_passive(config: Config) -> Result<crate::engine::Engine, Buil
     let config = Arc::new(config);
     let store = store::connect(&config.database.url, 2).await?;
     store.migrate().await?;
-    Ok(Engine::start_passive(config, store).await?)
+    let agents = Arc::new(agents::registry(&config));
+    Ok(Engine::start_passive(config, store, agents).await?)
 }
 
 /// Connects to the configured database, applies migrations, loads the keys and starts the engine.
@@ -37,7 +39,8 @@ pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), Bu
     let store = store::connect(&config.database.url, config.database.max_connections).await?;
     store.migrate().await?;
     let auth = Auth::start(&config, store.clone()).await?;
-    let engine = Engine::start(config, store).await?;
+    let agents = Arc::new(agents::registry(&config));
+    let engine = Engine::start(config, store, agents).await?;
     Ok(AppState::new(engine, auth))
 }
 

@@ -12,64 +12,17 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::config::AguiAgentConfig;
+use crate::engine::agent::Agent;
 use crate::engine::interrupts::Deciders;
 use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
 use crate::protocol::events::{Envelope, RunOutcome, ToolResultContent};
 use crate::protocol::{Event, TokenUsage};
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AguiAgentConfig {
-    /// The upstream's AG-UI endpoint (the URL an `HttpAgent` would be given).
-    pub url: String,
-    /// Headers sent as they are.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// Headers whose values come from environment variables (header → variable), for secrets.
-    #[serde(default)]
-    pub secret_headers: BTreeMap<String, String>,
-    /// Most seconds one upstream run may take, from the request to its last event.
-    #[serde(default = "default_timeout_secs")]
-    pub timeout_secs: u64,
-    /// How long an upstream interrupt stays open when the upstream gives no `expiresAt`.
-    #[serde(default = "default_interrupt_ttl_secs")]
-    pub interrupt_ttl_secs: u64,
-    /// Who decides the upstream's interrupts: person ids and `role:<name>`; empty: the person who
-    /// started the turn.
-    #[serde(default)]
-    pub deciders: Vec<String>,
-    /// The person who started the turn may not decide.
-    #[serde(default)]
-    pub four_eyes: bool,
-}
-
-fn default_timeout_secs() -> u64 {
-    300
-}
-fn default_interrupt_ttl_secs() -> u64 {
-    3600
-}
-
-impl AguiAgentConfig {
-    pub fn validate(&self) -> Result<(), String> {
-        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
-            return Err("url must be an http(s) URL".into());
-        }
-        if self.timeout_secs == 0 {
-            return Err("timeout_secs must be at least 1".into());
-        }
-        for name in self.headers.keys().chain(self.secret_headers.keys()) {
-            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return Err(format!("'{name}' is not a header name"));
-            }
-        }
-        Ok(())
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct AguiAgent {
@@ -111,8 +64,11 @@ impl AguiAgent {
     pub fn new(config: AguiAgentConfig) -> AguiAgent {
         AguiAgent { config, http: super::AgentHttp::new() }
     }
+}
 
-    pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
+#[async_trait]
+impl Agent for AguiAgent {
+    async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         let mut state: Upstream = match &from.conversation {
             Some(saved) => serde_json::from_value(saved.clone())
                 .map_err(|e| AgentError::Internal(format!("the turn's saved upstream state does not parse: {e}")))?,
@@ -183,7 +139,9 @@ impl AguiAgent {
             }
         }
     }
+}
 
+impl AguiAgent {
     /// The upstream's input: its thread (per tenant, so tenants sharing an upstream never share
     /// a thread), the thread's history from the gateway's record and the new message.
     async fn input(

@@ -1,12 +1,16 @@
-//! Agents: the configured ways to answer a turn, one file per kind. An agent writes only
-//! through its [`TurnContext`]; it never sees HTTP, callers or the database.
+//! Agents: the configured ways to answer a turn, one file per kind, each implementing the
+//! engine's [`Agent`] trait. An agent writes only through its
+//! [`TurnContext`](crate::engine::turn::TurnContext); it never sees HTTP, callers or the
+//! database. [`registry`] builds them from the configuration at start-up.
 
 pub mod agui;
 pub mod openai;
 pub mod script;
 
-use crate::config::{AgentConfig, AgentKindConfig};
-use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
+use std::sync::Arc;
+
+use crate::config::{AgentKindConfig, Config};
+use crate::engine::agent::{Agent, AgentRegistry};
 
 /// The HTTP client agents call tools, models and upstream servers with. It follows no
 /// redirect: a request carries the configured (secret) headers, and a redirect could hand them
@@ -36,29 +40,18 @@ impl Default for AgentHttp {
     }
 }
 
-/// A configured agent, ready to answer turns.
-#[derive(Debug, Clone)]
-pub enum Agent {
-    Script(script::ScriptAgent),
-    Openai(openai::OpenaiAgent),
-    Agui(agui::AguiAgent),
-}
-
-impl Agent {
-    pub fn from_config(config: &AgentConfig) -> Agent {
-        match &config.kind {
-            AgentKindConfig::Script(script) => Agent::Script(script::ScriptAgent::new(script.clone())),
-            AgentKindConfig::Openai(openai) => Agent::Openai(openai::OpenaiAgent::new(openai.clone())),
-            AgentKindConfig::Agui(agui) => Agent::Agui(agui::AguiAgent::new(agui.clone())),
-        }
-    }
-
-    /// Answers the turn from `checkpoint` on (the start, for a new turn).
-    pub async fn run(&self, turn: &mut TurnContext, checkpoint: Checkpoint) -> Result<AgentOutput, AgentError> {
-        match self {
-            Agent::Script(agent) => agent.run(turn, checkpoint).await,
-            Agent::Openai(agent) => agent.run(turn, checkpoint).await,
-            Agent::Agui(agent) => agent.run(turn, checkpoint).await,
-        }
-    }
+/// The configured agents, built from the configuration at start-up for the engine.
+pub fn registry(config: &Config) -> AgentRegistry {
+    config
+        .agents
+        .iter()
+        .map(|agent| {
+            let built: Arc<dyn Agent> = match &agent.kind {
+                AgentKindConfig::Script(script) => Arc::new(script::ScriptAgent::new(script.clone())),
+                AgentKindConfig::Openai(openai) => Arc::new(openai::OpenaiAgent::new(openai.clone())),
+                AgentKindConfig::Agui(agui) => Arc::new(agui::AguiAgent::new(agui.clone())),
+            };
+            (agent.name.clone(), built)
+        })
+        .collect()
 }

@@ -10,11 +10,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::script::ToolPolicy;
+use crate::config::{HttpTool, OpenaiAgentConfig};
+use crate::engine::agent::Agent;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
 use crate::engine::turn::{
     new_interrupt_id, AgentError, AgentOutput, Checkpoint, ChildCheckpoint, Decided, InterruptSpec, NotePin,
@@ -23,46 +25,9 @@ use crate::engine::turn::{
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OpenaiAgentConfig {
-    /// E.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
-    pub base_url: String,
-    pub model: String,
-    /// The environment variable holding the API key; none sent when empty or unset.
-    #[serde(default)]
-    pub api_key_env: String,
-    #[serde(default)]
-    pub system_prompt: String,
-    #[serde(default)]
-    pub temperature: Option<f64>,
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    #[serde(default = "default_timeout_secs")]
-    pub request_timeout_secs: u64,
-    /// Retries of a model call answered 429 or 5xx (or not answered), with backoff.
-    #[serde(default = "default_retries")]
-    pub retries: u32,
-    /// Model calls per turn at most (a tool loop ends there).
-    #[serde(default = "default_max_steps")]
-    pub max_steps: u32,
-    #[serde(default)]
-    pub tools: Vec<HttpTool>,
-    /// Built-in tools offered to the model: `ask_user` (a question for the person, an
-    /// `input_required` interrupt) and `board_write` (pins a note to the thread's board).
-    #[serde(default = "default_builtins")]
-    pub builtins: Vec<String>,
-    /// Agents the `delegate` built-in may hand tasks to.
-    #[serde(default)]
-    pub delegates: Vec<String>,
-}
-
-fn default_builtins() -> Vec<String> {
-    vec![ASK_USER.into(), BOARD_WRITE.into()]
-}
-
-const ASK_USER: &str = "ask_user";
-const BOARD_WRITE: &str = "board_write";
-const DELEGATE: &str = "delegate";
+const ASK_USER: &str = OpenaiAgentConfig::ASK_USER;
+const BOARD_WRITE: &str = OpenaiAgentConfig::BOARD_WRITE;
+const DELEGATE: &str = OpenaiAgentConfig::DELEGATE;
 
 /// The function definitions of the built-in tools.
 fn builtin_definition(name: &str) -> Option<Value> {
@@ -85,76 +50,6 @@ fn builtin_definition(name: &str) -> Option<Value> {
     Some(
         json!({ "type": "function", "function": { "name": name, "description": description, "parameters": parameters } }),
     )
-}
-
-/// A tool the model may call: an HTTP endpoint taking the arguments as JSON.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HttpTool {
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    pub url: String,
-    #[serde(default = "default_method")]
-    pub method: String,
-    /// JSON Schema of the arguments; validated before the call.
-    #[serde(default = "any_object")]
-    pub parameters: Value,
-    #[serde(default = "default_tool_timeout_secs")]
-    pub timeout_secs: u64,
-    #[serde(default = "default_max_response_bytes")]
-    pub max_response_bytes: usize,
-    /// Header name → environment variable holding its value (secrets never reach the stream).
-    #[serde(default)]
-    pub secret_headers: BTreeMap<String, String>,
-    #[serde(flatten)]
-    pub policy: ToolPolicy,
-}
-
-fn default_timeout_secs() -> u64 {
-    60
-}
-fn default_retries() -> u32 {
-    2
-}
-fn default_max_steps() -> u32 {
-    8
-}
-fn default_method() -> String {
-    "POST".into()
-}
-fn any_object() -> Value {
-    json!({ "type": "object" })
-}
-fn default_tool_timeout_secs() -> u64 {
-    10
-}
-fn default_max_response_bytes() -> usize {
-    64 * 1024
-}
-
-impl OpenaiAgentConfig {
-    pub fn validate(&self) -> Result<(), String> {
-        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
-            return Err("base_url must be an http(s) URL".into());
-        }
-        if self.max_steps == 0 {
-            return Err("max_steps must be at least 1".into());
-        }
-        if let Some(unknown) = self.builtins.iter().find(|b| builtin_definition(b).is_none()) {
-            return Err(format!("unknown built-in tool '{unknown}' (ask_user, board_write, delegate)"));
-        }
-        if self.builtins.iter().any(|b| b == DELEGATE) && self.delegates.is_empty() {
-            return Err("the delegate built-in needs `delegates`, the agents it may hand tasks to".into());
-        }
-        for tool in &self.tools {
-            jsonschema::validator_for(&tool.parameters)
-                .map_err(|e| format!("tool '{}': its parameters are not a valid JSON Schema: {e}", tool.name))?;
-            if !matches!(tool.method.as_str(), "GET" | "POST" | "PUT") {
-                return Err(format!("tool '{}': method must be GET, POST or PUT", tool.name));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// What the checkpoint keeps of an LLM turn.
@@ -251,8 +146,11 @@ impl OpenaiAgent {
     pub fn new(config: OpenaiAgentConfig) -> OpenaiAgent {
         OpenaiAgent { config, http: super::AgentHttp::new() }
     }
+}
 
-    pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
+#[async_trait]
+impl Agent for OpenaiAgent {
+    async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         // A delegation the turn stopped in (a takeover, or a wait inside the child).
         let mut child = from.child.clone().map(|c| *c);
         let mut conversation: Conversation = match &from.conversation {
@@ -311,7 +209,9 @@ impl OpenaiAgent {
             self.settle_pending(turn, &mut conversation, None, &mut child).await?;
         }
     }
+}
 
+impl OpenaiAgent {
     /// `awaiting`: the interrupts whose decisions are being applied to the pending calls.
     fn checkpoint(&self, conversation: &Conversation, awaiting: &[String]) -> Checkpoint {
         Checkpoint {
@@ -654,7 +554,7 @@ impl OpenaiAgent {
             "stream_options": { "include_usage": true },
         });
         let client_tools = turn.client_tools().iter().map(|t| {
-            let parameters = t.parameters.clone().unwrap_or_else(any_object);
+            let parameters = t.parameters.clone().unwrap_or_else(|| json!({ "type": "object" }));
             json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": parameters } })
         });
         let tools: Vec<Value> = self

@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::config::ScriptAgentConfig;
+use crate::config::{CallSpec, ScriptAgentConfig, ScriptStep, ToolPolicy};
+use crate::engine::agent::Agent;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
 use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
 
@@ -18,169 +19,11 @@ struct Position<'a> {
     /// Set when the step is re-entered after the interrupts it opened were decided.
     waited: Option<&'a Checkpoint>,
     /// Set when the step is re-entered in the middle of its delegation.
-    child: Option<super::super::engine::turn::ChildCheckpoint>,
+    child: Option<crate::engine::turn::ChildCheckpoint>,
     /// Set when a client tool step is re-entered: the call whose result the client sent.
     client_call: Option<String>,
 }
 use crate::protocol::Event;
-
-/// One step of a script. In config each is a table whose first key names the step, e.g.
-/// `{ say = "Hello {input}" }` or `{ burst = 1000, bytes = 200 }`. `{input}` in any text is
-/// replaced by the user's message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ScriptStep {
-    /// An assistant message, streamed in chunks.
-    Say { say: String },
-    /// A tool call with its arguments, a canned result and the tool's policy (§5.1).
-    Tool {
-        tool: String,
-        #[serde(default = "empty_object")]
-        args: Value,
-        result: String,
-        #[serde(flatten)]
-        policy: ToolPolicy,
-    },
-    /// Several tool calls proposed at once, each waiting for its own approval under `policy`.
-    Tools {
-        tools: Vec<CallSpec>,
-        #[serde(flatten)]
-        policy: ToolPolicy,
-    },
-    /// A question for a person (`input_required`), free text or one of `choices`. The answer
-    /// fills `{answer}` in later steps.
-    Ask {
-        ask: String,
-        #[serde(default)]
-        choices: Vec<String>,
-        #[serde(default)]
-        deciders: Vec<String>,
-        #[serde(default = "default_ttl_secs")]
-        ttl_secs: u64,
-    },
-    /// A note pinned to the board.
-    Note {
-        note: String,
-        #[serde(default = "default_note_kind")]
-        kind: String,
-        #[serde(default)]
-        tags: Vec<String>,
-        /// Labels a reader needs clearance for (§7); others see the note redacted.
-        #[serde(default)]
-        labels: Vec<String>,
-        /// Supersedes the newest note of this kind on the board (taking its place).
-        #[serde(default)]
-        replaces: Option<String>,
-    },
-    /// A delegation marker: `STEP_STARTED` and `STEP_FINISHED` named `step`.
-    Step { step: String },
-    /// A call of a frontend tool the client declared (and the agent admits): the run ends
-    /// `success` with `pendingToolCallIds`; the client's `role: "tool"` message on its next run
-    /// is the result (`{answer}` in later steps). Skipped when the client did not declare it.
-    ClientTool {
-        client_tool: String,
-        #[serde(default = "empty_object")]
-        args: Value,
-    },
-    /// A child turn on another agent, inside a step named by its id (§3 steps); `input` (default
-    /// `{input}`) is what the child is asked.
-    Delegate {
-        delegate: String,
-        #[serde(default)]
-        input: Option<String>,
-    },
-    /// A pause (cancellable).
-    Wait { wait_ms: u64 },
-    /// The turn fails with this message (`RUN_ERROR` `failed`).
-    Fail { fail: String },
-    /// `tick` `CUSTOM` events named `gateway.tick`, one every `every_ms`, each carrying its
-    /// number and the microsecond it was made (`{"n", "madeAtUs"}`), for latency measurements.
-    Tick {
-        tick: u64,
-        #[serde(default = "default_tick_ms")]
-        every_ms: u64,
-    },
-    /// One message of `burst` content events of `bytes` characters each, as fast as possible.
-    Burst {
-        burst: u64,
-        #[serde(default = "default_burst_bytes")]
-        bytes: usize,
-    },
-}
-
-/// One call of a `tools` step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CallSpec {
-    pub tool: String,
-    #[serde(default = "empty_object")]
-    pub args: Value,
-    pub result: String,
-}
-
-/// When a tool call needs a person's approval, and whose (§5.1).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ToolPolicy {
-    /// `never` (default), `always`, or `when_tainted` (asks only for a tool that exfiltrates,
-    /// in a turn started from app text, which every AG-UI turn is).
-    #[serde(default)]
-    pub approval: Approval,
-    #[serde(default)]
-    pub exfiltrates: bool,
-    /// Person ids and `role:<name>` entries; empty: the person who started the turn.
-    #[serde(default)]
-    pub deciders: Vec<String>,
-    /// The person who started the turn may not approve.
-    #[serde(default)]
-    pub four_eyes: bool,
-    #[serde(default = "default_ttl_secs")]
-    pub ttl_secs: u64,
-    /// The approver may change the arguments (`editedArgs`).
-    #[serde(default)]
-    pub allow_edit: bool,
-    /// A value the approver must type to confirm.
-    #[serde(default)]
-    pub confirm: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Approval {
-    #[default]
-    Never,
-    Always,
-    WhenTainted,
-}
-
-impl ToolPolicy {
-    pub fn needs_approval(&self) -> bool {
-        match self.approval {
-            Approval::Never => false,
-            Approval::Always => true,
-            // Every turn started through AG-UI is tainted (§8).
-            Approval::WhenTainted => self.exfiltrates,
-        }
-    }
-}
-
-fn default_ttl_secs() -> u64 {
-    3600
-}
-
-fn empty_object() -> Value {
-    Value::Object(Default::default())
-}
-
-fn default_note_kind() -> String {
-    "note".to_string()
-}
-
-fn default_tick_ms() -> u64 {
-    100
-}
-
-fn default_burst_bytes() -> usize {
-    64
-}
 
 #[derive(Debug, Clone)]
 pub struct ScriptAgent {
@@ -191,8 +34,11 @@ impl ScriptAgent {
     pub fn new(config: ScriptAgentConfig) -> ScriptAgent {
         ScriptAgent { config }
     }
+}
 
-    pub async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
+#[async_trait]
+impl Agent for ScriptAgent {
+    async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         let mut answer = from.answer.clone();
         for (index, step) in self.config.steps.iter().enumerate().skip(from.step) {
             turn.check_cancelled()?;
@@ -221,7 +67,9 @@ impl ScriptAgent {
         }
         Ok(AgentOutput::default())
     }
+}
 
+impl ScriptAgent {
     async fn run_step(
         &self,
         turn: &mut TurnContext,

@@ -16,9 +16,7 @@ use super::{
     AppTokensConfig, AuthConfig, Config, ConfigError, DatabaseConfig, EventLogConfig, IdentityProviderConfig,
     LogConfig, QuotaConfig, ScriptAgentConfig, TenantConfig, TurnsConfig,
 };
-use crate::agents::agui::AguiAgentConfig;
-use crate::agents::openai::OpenaiAgentConfig;
-use crate::agents::script::{CallSpec, ToolPolicy};
+use super::{AguiAgentConfig, CallSpec, OpenaiAgentConfig, ToolPolicy};
 
 /// The keys every agent takes whatever its kind ([`AgentConfig`](super::AgentConfig) without
 /// its flattened kind).
@@ -341,7 +339,7 @@ mod tests {
         let own = AGENT_KEYS.iter().copied().chain(fields_of::<ScriptAgentConfig>().iter().copied());
         assert_eq!(keys_of(&agent), sorted(own));
 
-        let tool: crate::agents::openai::HttpTool = toml::from_str("name = 't'\nurl = 'http://x'").expect("tool");
+        let tool: crate::config::HttpTool = toml::from_str("name = 't'\nurl = 'http://x'").expect("tool");
         let own = HTTP_TOOL_KEYS.iter().copied().chain(fields_of::<ToolPolicy>().iter().copied());
         assert_eq!(keys_of(&tool), sorted(own));
 
@@ -361,7 +359,7 @@ mod tests {
         ];
         assert_eq!(samples.len(), STEP_KINDS.len());
         for (sample, (name, others, policy)) in samples.iter().zip(STEP_KINDS) {
-            let step: crate::agents::script::ScriptStep = toml::from_str(sample).expect(sample);
+            let step: crate::config::ScriptStep = toml::from_str(sample).expect(sample);
             let mut own: Vec<&'static str> = vec![name];
             own.extend(*others);
             if *policy {

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::{board, Engine, RunRequest};
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::protocol::now_ms;
 use crate::store::{AuditEntry, StoreError, ThreadRow, TurnRow};
 

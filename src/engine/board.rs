@@ -70,7 +70,7 @@ pub struct Clearance {
 
 impl Clearance {
     /// What this caller may see: content with `threads:content`, labels from its clearance.
-    pub fn of(caller: &crate::auth::Caller) -> Clearance {
+    pub fn of(caller: &crate::caller::Caller) -> Clearance {
         Clearance { content: caller.scopes().may_read_content(), labels: caller.clearance().to_vec() }
     }
 

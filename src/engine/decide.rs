@@ -11,7 +11,7 @@ use super::plan::{refuse, viewer_of};
 use super::read_log;
 use super::runner::TurnStart;
 use super::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
 use crate::protocol::now_ms;

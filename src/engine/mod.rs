@@ -12,6 +12,7 @@
 //! is [`turn::TurnContext`], spread the same way over [`turn`], `waits`, `delegation`,
 //! `budget`, `cards` and `lifecycle`; every gateway event of the log is named in [`log_events`].
 
+pub mod agent;
 mod audit;
 pub mod board;
 mod budget;
@@ -33,13 +34,14 @@ mod sweeper;
 pub mod turn;
 mod waits;
 
+pub use agent::{Agent, AgentRegistry};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::agents::Agent;
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::config::Config;
 use crate::ids::{EventId, RunId, ThreadId};
 use crate::metrics::Metrics;
@@ -197,7 +199,7 @@ struct Inner {
     store: Arc<dyn Store>,
     log: EventLog,
     hub: Arc<Hub>,
-    agents: Arc<HashMap<String, Agent>>,
+    agents: Arc<AgentRegistry>,
     /// Agents' card schemas (§3), by name.
     cards: Arc<HashMap<String, Value>>,
     /// Names this instance in turn leases.
@@ -214,24 +216,36 @@ struct Inner {
 impl Engine {
     /// Starts the log writers, the wake-ups from other instances (PostgreSQL) and the lease
     /// keeper; on SQLite, first takes over the turns an earlier start left running.
-    pub async fn start(config: Arc<Config>, store: Arc<dyn Store>) -> Result<Engine, StoreError> {
-        Engine::start_with(config, store, true).await
+    pub async fn start(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        agents: Arc<AgentRegistry>,
+    ) -> Result<Engine, StoreError> {
+        Engine::start_with(config, store, agents, true).await
     }
 
     /// An engine for a one-off command next to serving instances: it neither takes turns over
     /// nor keeps leases (a decision it makes hands the turn to them).
-    pub async fn start_passive(config: Arc<Config>, store: Arc<dyn Store>) -> Result<Engine, StoreError> {
-        Engine::start_with(config, store, false).await
+    pub async fn start_passive(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        agents: Arc<AgentRegistry>,
+    ) -> Result<Engine, StoreError> {
+        Engine::start_with(config, store, agents, false).await
     }
 
-    async fn start_with(config: Arc<Config>, store: Arc<dyn Store>, serving: bool) -> Result<Engine, StoreError> {
+    async fn start_with(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        agents: Arc<AgentRegistry>,
+        serving: bool,
+    ) -> Result<Engine, StoreError> {
         let hub = Arc::new(Hub::default());
         let shared = store.is_shared();
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();
         let log =
             EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events, metrics.clone());
-        let agents = Arc::new(config.agents.iter().map(|a| (a.name.clone(), Agent::from_config(a))).collect());
         let cards = Arc::new(config.agents.iter().filter_map(|a| Some((a.name.clone(), a.card.clone()?))).collect());
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {

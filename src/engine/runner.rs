@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use super::turn::{self, AgentError, Checkpoint, TokenBudget, TurnContext, TurnSetup, TurnSignal};
 use super::{board, Engine, EngineError, Inner};
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::ids::ThreadId;
 use crate::metrics::OutcomeLabels;
 use crate::protocol::{Event, PROTOCOL_VERSION};

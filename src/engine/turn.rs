@@ -166,7 +166,7 @@ pub struct TurnContext {
     pub(super) board: Option<Vec<Value>>,
     pub(super) tenant: String,
     pub(super) token_budget: Option<TokenBudget>,
-    pub(super) agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
+    pub(super) agents: Arc<super::AgentRegistry>,
     /// Delegations under way, outermost first; the innermost child is the one running.
     pub(super) nest: Vec<NestFrame>,
     pub(super) cards: Arc<std::collections::HashMap<String, Value>>,
@@ -203,7 +203,7 @@ pub(crate) struct TurnSetup {
     pub tenant: String,
     pub token_budget: Option<TokenBudget>,
     /// The configured agents, for delegation.
-    pub agents: Arc<std::collections::HashMap<String, crate::agents::Agent>>,
+    pub agents: Arc<super::AgentRegistry>,
     /// Agents' card schemas, by agent name.
     pub cards: Arc<std::collections::HashMap<String, Value>>,
 }

@@ -642,7 +642,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Arc<dyn Store>, 
     } else if url.starts_with("sqlite:") {
         Ok(Arc::new(SqliteStore::connect(url).await?))
     } else {
-        Err(StoreError::UnsupportedUrl(crate::config::redact_url(url)))
+        Err(StoreError::UnsupportedUrl(crate::redact::redact_url(url)))
     }
 }
 

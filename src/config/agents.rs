@@ -1,0 +1,344 @@
+//! Agent settings as the configuration states them: one struct per agent kind, plain data with
+//! their defaults and the checks loading makes. The `agents` module builds running agents from
+//! them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScriptAgentConfig {
+    /// Characters per `TEXT_MESSAGE_CONTENT` when a `say` step streams its text.
+    #[serde(default = "default_chunk_chars")]
+    pub chunk_chars: usize,
+    /// Pause between chunks, so a person watching sees the text stream.
+    #[serde(default)]
+    pub chunk_delay_ms: u64,
+    pub steps: Vec<ScriptStep>,
+}
+
+fn default_chunk_chars() -> usize {
+    16
+}
+
+/// One step of a script. In config each is a table whose first key names the step, e.g.
+/// `{ say = "Hello {input}" }` or `{ burst = 1000, bytes = 200 }`. `{input}` in any text is
+/// replaced by the user's message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ScriptStep {
+    /// An assistant message, streamed in chunks.
+    Say { say: String },
+    /// A tool call with its arguments, a canned result and the tool's policy (§5.1).
+    Tool {
+        tool: String,
+        #[serde(default = "empty_object")]
+        args: Value,
+        result: String,
+        #[serde(flatten)]
+        policy: ToolPolicy,
+    },
+    /// Several tool calls proposed at once, each waiting for its own approval under `policy`.
+    Tools {
+        tools: Vec<CallSpec>,
+        #[serde(flatten)]
+        policy: ToolPolicy,
+    },
+    /// A question for a person (`input_required`), free text or one of `choices`. The answer
+    /// fills `{answer}` in later steps.
+    Ask {
+        ask: String,
+        #[serde(default)]
+        choices: Vec<String>,
+        #[serde(default)]
+        deciders: Vec<String>,
+        #[serde(default = "default_ttl_secs")]
+        ttl_secs: u64,
+    },
+    /// A note pinned to the board.
+    Note {
+        note: String,
+        #[serde(default = "default_note_kind")]
+        kind: String,
+        #[serde(default)]
+        tags: Vec<String>,
+        /// Labels a reader needs clearance for (§7); others see the note redacted.
+        #[serde(default)]
+        labels: Vec<String>,
+        /// Supersedes the newest note of this kind on the board (taking its place).
+        #[serde(default)]
+        replaces: Option<String>,
+    },
+    /// A delegation marker: `STEP_STARTED` and `STEP_FINISHED` named `step`.
+    Step { step: String },
+    /// A call of a frontend tool the client declared (and the agent admits): the run ends
+    /// `success` with `pendingToolCallIds`; the client's `role: "tool"` message on its next run
+    /// is the result (`{answer}` in later steps). Skipped when the client did not declare it.
+    ClientTool {
+        client_tool: String,
+        #[serde(default = "empty_object")]
+        args: Value,
+    },
+    /// A child turn on another agent, inside a step named by its id (§3 steps); `input` (default
+    /// `{input}`) is what the child is asked.
+    Delegate {
+        delegate: String,
+        #[serde(default)]
+        input: Option<String>,
+    },
+    /// A pause (cancellable).
+    Wait { wait_ms: u64 },
+    /// The turn fails with this message (`RUN_ERROR` `failed`).
+    Fail { fail: String },
+    /// `tick` `CUSTOM` events named `gateway.tick`, one every `every_ms`, each carrying its
+    /// number and the microsecond it was made (`{"n", "madeAtUs"}`), for latency measurements.
+    Tick {
+        tick: u64,
+        #[serde(default = "default_tick_ms")]
+        every_ms: u64,
+    },
+    /// One message of `burst` content events of `bytes` characters each, as fast as possible.
+    Burst {
+        burst: u64,
+        #[serde(default = "default_burst_bytes")]
+        bytes: usize,
+    },
+}
+
+/// One call of a `tools` step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallSpec {
+    pub tool: String,
+    #[serde(default = "empty_object")]
+    pub args: Value,
+    pub result: String,
+}
+
+/// When a tool call needs a person's approval, and whose (§5.1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolPolicy {
+    /// `never` (default), `always`, or `when_tainted` (asks only for a tool that exfiltrates,
+    /// in a turn started from app text, which every AG-UI turn is).
+    #[serde(default)]
+    pub approval: Approval,
+    #[serde(default)]
+    pub exfiltrates: bool,
+    /// Person ids and `role:<name>` entries; empty: the person who started the turn.
+    #[serde(default)]
+    pub deciders: Vec<String>,
+    /// The person who started the turn may not approve.
+    #[serde(default)]
+    pub four_eyes: bool,
+    #[serde(default = "default_ttl_secs")]
+    pub ttl_secs: u64,
+    /// The approver may change the arguments (`editedArgs`).
+    #[serde(default)]
+    pub allow_edit: bool,
+    /// A value the approver must type to confirm.
+    #[serde(default)]
+    pub confirm: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    #[default]
+    Never,
+    Always,
+    WhenTainted,
+}
+
+impl ToolPolicy {
+    pub fn needs_approval(&self) -> bool {
+        match self.approval {
+            Approval::Never => false,
+            Approval::Always => true,
+            // Every turn started through AG-UI is tainted (§8).
+            Approval::WhenTainted => self.exfiltrates,
+        }
+    }
+}
+
+fn default_ttl_secs() -> u64 {
+    3600
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+fn default_note_kind() -> String {
+    "note".to_string()
+}
+
+fn default_tick_ms() -> u64 {
+    100
+}
+
+fn default_burst_bytes() -> usize {
+    64
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpenaiAgentConfig {
+    /// E.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// The environment variable holding the API key; none sent when empty or unset.
+    #[serde(default)]
+    pub api_key_env: String,
+    #[serde(default)]
+    pub system_prompt: String,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default = "default_request_timeout_secs")]
+    pub request_timeout_secs: u64,
+    /// Retries of a model call answered 429 or 5xx (or not answered), with backoff.
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    /// Model calls per turn at most (a tool loop ends there).
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+    #[serde(default)]
+    pub tools: Vec<HttpTool>,
+    /// Built-in tools offered to the model: `ask_user` (a question for the person, an
+    /// `input_required` interrupt) and `board_write` (pins a note to the thread's board).
+    #[serde(default = "default_builtins")]
+    pub builtins: Vec<String>,
+    /// Agents the `delegate` built-in may hand tasks to.
+    #[serde(default)]
+    pub delegates: Vec<String>,
+}
+
+fn default_builtins() -> Vec<String> {
+    vec![OpenaiAgentConfig::ASK_USER.into(), OpenaiAgentConfig::BOARD_WRITE.into()]
+}
+
+/// A tool the model may call: an HTTP endpoint taking the arguments as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HttpTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub url: String,
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// JSON Schema of the arguments; validated before the call.
+    #[serde(default = "any_object")]
+    pub parameters: Value,
+    #[serde(default = "default_tool_timeout_secs")]
+    pub timeout_secs: u64,
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// Header name → environment variable holding its value (secrets never reach the stream).
+    #[serde(default)]
+    pub secret_headers: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub policy: ToolPolicy,
+}
+
+fn default_request_timeout_secs() -> u64 {
+    60
+}
+fn default_retries() -> u32 {
+    2
+}
+fn default_max_steps() -> u32 {
+    8
+}
+fn default_method() -> String {
+    "POST".into()
+}
+fn any_object() -> Value {
+    json!({ "type": "object" })
+}
+fn default_tool_timeout_secs() -> u64 {
+    10
+}
+fn default_max_response_bytes() -> usize {
+    64 * 1024
+}
+
+impl OpenaiAgentConfig {
+    /// The built-in tools, by the name the model calls them with.
+    pub const ASK_USER: &'static str = "ask_user";
+    pub const BOARD_WRITE: &'static str = "board_write";
+    pub const DELEGATE: &'static str = "delegate";
+    const BUILTINS: [&'static str; 3] = [Self::ASK_USER, Self::BOARD_WRITE, Self::DELEGATE];
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+            return Err("base_url must be an http(s) URL".into());
+        }
+        if self.max_steps == 0 {
+            return Err("max_steps must be at least 1".into());
+        }
+        if let Some(unknown) = self.builtins.iter().find(|b| !Self::BUILTINS.contains(&b.as_str())) {
+            return Err(format!("unknown built-in tool '{unknown}' (ask_user, board_write, delegate)"));
+        }
+        if self.builtins.iter().any(|b| b == Self::DELEGATE) && self.delegates.is_empty() {
+            return Err("the delegate built-in needs `delegates`, the agents it may hand tasks to".into());
+        }
+        for tool in &self.tools {
+            jsonschema::validator_for(&tool.parameters)
+                .map_err(|e| format!("tool '{}': its parameters are not a valid JSON Schema: {e}", tool.name))?;
+            if !matches!(tool.method.as_str(), "GET" | "POST" | "PUT") {
+                return Err(format!("tool '{}': method must be GET, POST or PUT", tool.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AguiAgentConfig {
+    /// The upstream's AG-UI endpoint (the URL an `HttpAgent` would be given).
+    pub url: String,
+    /// Headers sent as they are.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Headers whose values come from environment variables (header → variable), for secrets.
+    #[serde(default)]
+    pub secret_headers: BTreeMap<String, String>,
+    /// Most seconds one upstream run may take, from the request to its last event.
+    #[serde(default = "default_upstream_timeout_secs")]
+    pub timeout_secs: u64,
+    /// How long an upstream interrupt stays open when the upstream gives no `expiresAt`.
+    #[serde(default = "default_interrupt_ttl_secs")]
+    pub interrupt_ttl_secs: u64,
+    /// Who decides the upstream's interrupts: person ids and `role:<name>`; empty: the person who
+    /// started the turn.
+    #[serde(default)]
+    pub deciders: Vec<String>,
+    /// The person who started the turn may not decide.
+    #[serde(default)]
+    pub four_eyes: bool,
+}
+
+fn default_upstream_timeout_secs() -> u64 {
+    300
+}
+fn default_interrupt_ttl_secs() -> u64 {
+    3600
+}
+
+impl AguiAgentConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+            return Err("url must be an http(s) URL".into());
+        }
+        if self.timeout_secs == 0 {
+            return Err("timeout_secs must be at least 1".into());
+        }
+        for name in self.headers.keys().chain(self.secret_headers.keys()) {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(format!("'{name}' is not a header name"));
+            }
+        }
+        Ok(())
+    }
+}
