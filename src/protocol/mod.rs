@@ -1,6 +1,6 @@
 //! AG-UI 1.0 wire types: the events the gateway streams and the `RunAgentInput` it accepts.
 //!
-//! Conventions of the protocol that these types keep (see `reference/agui-1.0.md` §0): field
+//! Conventions of the protocol that these types keep (see `docs/agui-1.0.md` §0): field
 //! names are camelCase, optional fields are omitted when they have no value (never `null`),
 //! timestamps are integer milliseconds, and unknown members of the input are ignored.
 
