@@ -89,16 +89,29 @@ impl Server {
         };
         let server = crate::http::serve(listener, state, stop_streams, shutdown);
         tokio::pin!(server);
-        tokio::select! {
-            served = &mut server => return served,
-            _ = stopping.wait_for(|stop| *stop) => {}
-        }
-        // Streams are ending (the server drains them); hand the turns over meanwhile.
-        let deadline = tokio::time::Instant::now() + grace;
-        let (_, served) = tokio::join!(engine.hand_over(grace), tokio::time::timeout_at(deadline, &mut server));
-        match served {
-            Ok(served) => served?,
-            Err(_) => tracing::warn!("the grace period ended before every connection closed"),
+        let finished_first = tokio::select! {
+            served = &mut server => Some(served),
+            _ = stopping.wait_for(|stop| *stop) => None,
+        };
+        match finished_first {
+            // The listener failed before any shutdown was asked for.
+            Some(served) if !*stopping.borrow() => return served,
+            // Shutdown was asked for and no connection was open, so the server was done at
+            // once: the turns are still handed over.
+            Some(served) => {
+                engine.hand_over(grace).await;
+                served?;
+            }
+            // Streams are ending (the server drains them); hand the turns over meanwhile.
+            None => {
+                let deadline = tokio::time::Instant::now() + grace;
+                let (_, served) =
+                    tokio::join!(engine.hand_over(grace), tokio::time::timeout_at(deadline, &mut server));
+                match served {
+                    Ok(served) => served?,
+                    Err(_) => tracing::warn!("the grace period ended before every connection closed"),
+                }
+            }
         }
         tracing::info!("stopped");
         Ok(())
