@@ -155,7 +155,7 @@ pub struct TurnsConfig {
 
 /// Who may call (§2.1): gateway-signed app tokens, identity providers' tokens, and the
 /// loopback mode for local development. Tenant API keys live in the database.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 pub struct AuthConfig {
     /// `auto` (anonymous loopback callers act as the local person only while no token
     /// verifier is configured, the store holds no API key and `listen` is a loopback address;
@@ -171,6 +171,24 @@ pub struct AuthConfig {
     /// Identity providers whose tokens are accepted as persons.
     #[serde(default)]
     pub identity_providers: Vec<IdentityProviderConfig>,
+    /// The bearer token Prometheus presents to scrape `GET /metrics` from beyond loopback (the
+    /// metrics name agents); empty: only loopback callers may read them.
+    #[serde(default)]
+    pub metrics_token: String,
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("local_dev", &self.local_dev)
+            .field("leeway_secs", &self.leeway_secs)
+            .field("revocation_check_ms", &self.revocation_check_ms)
+            .field("failure_report_secs", &self.failure_report_secs)
+            .field("app_tokens", &self.app_tokens)
+            .field("identity_providers", &self.identity_providers)
+            .field("metrics_token", &if self.metrics_token.is_empty() { "" } else { "***" })
+            .finish()
+    }
 }
 
 /// Gateway-signed app tokens: minted by `token mint` and by the token exchange.
