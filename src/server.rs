@@ -105,8 +105,7 @@ impl Server {
             // Streams are ending (the server drains them); hand the turns over meanwhile.
             None => {
                 let deadline = tokio::time::Instant::now() + grace;
-                let (_, served) =
-                    tokio::join!(engine.hand_over(grace), tokio::time::timeout_at(deadline, &mut server));
+                let (_, served) = tokio::join!(engine.hand_over(grace), tokio::time::timeout_at(deadline, &mut server));
                 match served {
                     Ok(served) => served?,
                     Err(_) => tracing::warn!("the grace period ended before every connection closed"),

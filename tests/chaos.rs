@@ -396,7 +396,12 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
         let _ = instance.child.kill();
         let _ = instance.child.wait();
     }
-    let failures = verdict_text.lines().filter(|l| l.starts_with("FAIL") || l.starts_with("WARN")).take(8).collect::<Vec<_>>().join("\n");
+    let failures = verdict_text
+        .lines()
+        .filter(|l| l.starts_with("FAIL") || l.starts_with("WARN"))
+        .take(8)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert_eq!(completed, TURNS, "every turn completes\n{text}");
     assert!(records.iter().all(|r| r.finished), "every client saw its run end\n{text}");
     assert_eq!((missing, duplicated, mismatched), (0, 0, 0), "the joined streams are the log\n{text}");

@@ -12,11 +12,11 @@
 
 use serde::de::{DeserializeOwned, Visitor};
 
+use super::{AguiAgentConfig, CallSpec, OpenaiAgentConfig, ToolPolicy};
 use super::{
     AppTokensConfig, AuthConfig, Config, ConfigError, DatabaseConfig, EventLogConfig, IdentityProviderConfig,
     LogConfig, QuotaConfig, ScriptAgentConfig, TenantConfig, TurnsConfig,
 };
-use super::{AguiAgentConfig, CallSpec, OpenaiAgentConfig, ToolPolicy};
 
 /// The keys every agent takes whatever its kind ([`AgentConfig`](super::AgentConfig) without
 /// its flattened kind).

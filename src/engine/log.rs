@@ -198,7 +198,11 @@ async fn write_batches(
                     committed.extend(writes.ops);
                 }
                 Err(LogError::Fenced) => {
-                    tracing::warn!(turn = append.turn, epoch = append.epoch, "the log refused a stale runner's append; the runner stops");
+                    tracing::warn!(
+                        turn = append.turn,
+                        epoch = append.epoch,
+                        "the log refused a stale runner's append; the runner stops"
+                    );
                     append.health.fenced.store(true, Ordering::Release);
                     append.health.failed.store(true, Ordering::Release);
                 }

@@ -52,8 +52,8 @@ use interrupts::Viewer;
 use log::EventLog;
 use runner::Runner;
 
-pub use quota::{quota_refusal, quota_window};
 pub(crate) use log::read_log;
+pub use quota::{quota_refusal, quota_window};
 pub use stream::{StreamItem, StreamOptions};
 
 /// Errors that stop a request before its stream opens; each documents its HTTP status.

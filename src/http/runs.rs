@@ -127,7 +127,8 @@ async fn run(
             sse::response_in_slot(end_when_revoked(events, revoked), slot)
         }
         RunPlan::Refused(refusal) => {
-            let refused = futures_util::stream::iter([lone_run_error(refusal.code.as_str(), refusal.message, refusal.figures)?]);
+            let refused =
+                futures_util::stream::iter([lone_run_error(refusal.code.as_str(), refusal.message, refusal.figures)?]);
             sse::response_in_slot(refused, slot)
         }
     })

@@ -302,12 +302,7 @@ macro_rules! impl_store {
             }
 
             async fn release_turn(&self, turn: i64, instance: &str, epoch: i64) -> Result<(), StoreError> {
-                sqlx::query(sql::RELEASE_TURN)
-                    .bind(turn)
-                    .bind(instance)
-                    .bind(epoch)
-                    .execute(self.write_pool())
-                    .await?;
+                sqlx::query(sql::RELEASE_TURN).bind(turn).bind(instance).bind(epoch).execute(self.write_pool()).await?;
                 Ok(())
             }
 

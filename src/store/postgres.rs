@@ -59,12 +59,11 @@ impl PgStore {
         // The fence: the batch's turns are locked (in id order, so overlapping batches, claims
         // and renewals never deadlock) and their epochs read under the lock, so a claim either
         // committed before (and the stale writes are dropped here) or waits for this commit.
-        let current: Vec<(i64, i64, String)> = sqlx::query_as(
-            "SELECT id, epoch, status FROM turns WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-        )
-        .bind(batch_turns(batch))
-        .fetch_all(&mut *tx)
-        .await?;
+        let current: Vec<(i64, i64, String)> =
+            sqlx::query_as("SELECT id, epoch, status FROM turns WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+                .bind(batch_turns(batch))
+                .fetch_all(&mut *tx)
+                .await?;
         let outcome = fence_batch(batch, &current);
         let ops = outcome.admitted(batch);
         let mut turns = Vec::new();
@@ -103,7 +102,12 @@ impl PgStore {
     }
 
     /// One statement for every held turn; rows are locked in id order (as batches lock them).
-    async fn renew_impl(&self, instance: &str, lease_until_ms: i64, held: &[(i64, i64)]) -> Result<Vec<i64>, StoreError> {
+    async fn renew_impl(
+        &self,
+        instance: &str,
+        lease_until_ms: i64,
+        held: &[(i64, i64)],
+    ) -> Result<Vec<i64>, StoreError> {
         let (ids, epochs): (Vec<i64>, Vec<i64>) = held.iter().copied().unzip();
         let renewed: Vec<(i64,)> = sqlx::query_as(
             "WITH held AS (SELECT t.id FROM turns t \

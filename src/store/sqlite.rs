@@ -59,12 +59,11 @@ impl SqliteStore {
         let mut tx = self.writes.begin_with("BEGIN IMMEDIATE").await?;
         let ids = serde_json::to_string(&batch_turns(batch))
             .map_err(|e| StoreError::Corrupt(format!("turn ids could not be encoded: {e}")))?;
-        let current: Vec<(i64, i64, String)> = sqlx::query_as(
-            "SELECT id, epoch, status FROM turns WHERE id IN (SELECT value FROM json_each($1))",
-        )
-        .bind(ids)
-        .fetch_all(&mut *tx)
-        .await?;
+        let current: Vec<(i64, i64, String)> =
+            sqlx::query_as("SELECT id, epoch, status FROM turns WHERE id IN (SELECT value FROM json_each($1))")
+                .bind(ids)
+                .fetch_all(&mut *tx)
+                .await?;
         let outcome = fence_batch(batch, &current);
         let ops = outcome.admitted(batch);
         let events: Vec<(i64, &StoredEvent)> = ops
@@ -100,7 +99,12 @@ impl SqliteStore {
     }
 
     /// One instance writes: a statement per held turn in one transaction costs nothing here.
-    async fn renew_impl(&self, instance: &str, lease_until_ms: i64, held: &[(i64, i64)]) -> Result<Vec<i64>, StoreError> {
+    async fn renew_impl(
+        &self,
+        instance: &str,
+        lease_until_ms: i64,
+        held: &[(i64, i64)],
+    ) -> Result<Vec<i64>, StoreError> {
         let mut tx = self.writes.begin().await?;
         let mut renewed = Vec::with_capacity(held.len());
         for (turn, epoch) in held {

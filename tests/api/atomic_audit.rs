@@ -40,7 +40,8 @@ async fn a_decision_whose_audit_row_cannot_be_written_is_not_recorded(backend: B
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let events = app.run_to_end("approver", &first_run("th-audit-decide", "run-1", "send it")).await;
-    let interrupt = events.last().expect("end").data["outcome"]["interrupts"][0]["id"].as_str().expect("id").to_string();
+    let interrupt =
+        events.last().expect("end").data["outcome"]["interrupts"][0]["id"].as_str().expect("id").to_string();
     refuse_audit_rows(&db.url, "interrupt.decide").await;
     let before = app.counts().await;
     let resume = json!({"threadId": "th-audit-decide", "runId": "run-2", "protocolVersion": "1.0", "messages": [],
@@ -71,15 +72,16 @@ async fn notes_are_not_shown_when_their_read_cannot_be_audited(backend: Backend)
     // A new run would open with the board: it does not start.
     let mut next = first_run("th-audit-read", "run-2", "again");
     let history = app.client.get(app.url("/v1/threads/th-audit-read/messages")).send().await.expect("messages");
-    let mut messages: Vec<Value> = history.json::<Value>().await.expect("json")["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let mut messages: Vec<Value> =
+        history.json::<Value>().await.expect("json")["messages"].as_array().cloned().unwrap_or_default();
     messages.push(json!({"id": "u2", "role": "user", "content": "again"}));
     next["messages"] = Value::Array(messages);
     let response = app.post_run("demo", &next).await;
     assert_eq!(response.status(), 500, "{}", response.text().await.unwrap_or_default());
     let after = app.counts().await;
-    assert_eq!((after.turns, after.runs, after.events, after.audit), (before.turns, before.runs, before.events, before.audit));
+    assert_eq!(
+        (after.turns, after.runs, after.events, after.audit),
+        (before.turns, before.runs, before.events, before.audit)
+    );
 }
 on_both_stores!(notes_are_not_shown_when_their_read_cannot_be_audited);

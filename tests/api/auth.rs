@@ -745,7 +745,8 @@ async fn the_logs_of_a_full_run_hold_no_token_key_or_message_text() {
     }
     // Key secrets never appear even in part (the id is public; the secret is not).
     // `agk_<id>_<secret>`: the id is hex, the secret (URL-safe base64) may hold `_` itself.
-    let key_secret = key.strip_prefix("agk_").and_then(|rest| rest.split_once('_')).map(|(_, secret)| secret).expect("secret");
+    let key_secret =
+        key.strip_prefix("agk_").and_then(|rest| rest.split_once('_')).map(|(_, secret)| secret).expect("secret");
     assert!(!text.contains(key_secret));
 }
 

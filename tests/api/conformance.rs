@@ -1,7 +1,6 @@
 //! The official client as the judge: `@ag-ui/client` 1.0 with verification on, and every event
 //! validated by `@ag-ui/core/schemas` (via `tests/clients/agui-check.mjs`, `--strict`).
 
-
 use serde_json::json;
 
 use crate::helpers::*;

@@ -77,10 +77,14 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
     // A wakes up: its renewal, its append and its hand-back are all refused.
     assert_eq!(store.renew_leases("a", 20_000, &[(turn.pk, 1)]).await.expect("renew"), Vec::<i64>::new());
     let stale = store
-        .commit_batch(&[writes(&turn, 1, vec![event(turn.pk, 2, EventKind::Plain), WriteOp::Checkpoint {
-            turn: turn.pk,
-            checkpoint: "{\"step\":9}".into(),
-        }])])
+        .commit_batch(&[writes(
+            &turn,
+            1,
+            vec![
+                event(turn.pk, 2, EventKind::Plain),
+                WriteOp::Checkpoint { turn: turn.pk, checkpoint: "{\"step\":9}".into() },
+            ],
+        )])
         .await
         .expect("commit");
     assert_eq!(stale.refused, vec![0], "the stale runner's append is refused");
@@ -103,11 +107,14 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
     // epoch, is refused: the terminal event seals the log.
     let end = store
         .commit_batch(&[
-            writes(&turn, 2, vec![event(turn.pk, 3, EventKind::RunFinished), WriteOp::FinishTurn {
-                turn: turn.pk,
-                status: TurnStatus::Succeeded,
-                at_ms: 5,
-            }]),
+            writes(
+                &turn,
+                2,
+                vec![
+                    event(turn.pk, 3, EventKind::RunFinished),
+                    WriteOp::FinishTurn { turn: turn.pk, status: TurnStatus::Succeeded, at_ms: 5 },
+                ],
+            ),
             writes(&turn, 2, vec![event(turn.pk, 4, EventKind::Plain)]),
         ])
         .await
@@ -181,8 +188,7 @@ async fn paused_outside_a_transaction(database: &str) -> bool {
             Ok(options) => options,
             Err(_) => return false,
         };
-        let Ok(mut connection) =
-            sqlx::ConnectOptions::connect(&options.busy_timeout(Duration::from_millis(0))).await
+        let Ok(mut connection) = sqlx::ConnectOptions::connect(&options.busy_timeout(Duration::from_millis(0))).await
         else {
             return false;
         };
@@ -267,8 +273,10 @@ async fn a_paused_runner_woken_after_a_takeover_writes_nothing(backend: Backend)
     signal(pid, "CONT");
     let store = store::connect(&db.url, 1).await.expect("store");
     let (turn, _, _, _) = the_turn_row(&db.url).await;
-    wait_until(Duration::from_secs(40), "the turn to finish", || async { the_turn_row(&db.url).await.1 == "succeeded" })
-        .await;
+    wait_until(Duration::from_secs(40), "the turn to finish", || async {
+        the_turn_row(&db.url).await.1 == "succeeded"
+    })
+    .await;
     let ended = log_of(store.as_ref(), turn).await;
     // An absence: for 1.5 s the woken runner's writes keep being refused (checked throughout).
     holds_throughout(Duration::from_millis(1500), "the log as it was at the end", || async {
@@ -279,8 +287,13 @@ async fn a_paused_runner_woken_after_a_takeover_writes_nothing(backend: Backend)
     assert_eq!(after, ended, "nothing was written after the end");
     assert_eq!(seal_violation(&after, true), None, "{after:?}");
     // Each answer and the tool call are in the log once: the woken runner said none of them.
-    let bodies: Vec<String> =
-        store.events_after(turn, 0, 1000).await.expect("log").iter().map(|e| String::from_utf8_lossy(&e.body).into_owned()).collect();
+    let bodies: Vec<String> = store
+        .events_after(turn, 0, 1000)
+        .await
+        .expect("log")
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.body).into_owned())
+        .collect();
     let count = |kind: &str| bodies.iter().filter(|b| b.contains(&format!("\"type\":\"{kind}\""))).count();
     assert_eq!((count("TEXT_MESSAGE_START"), count("TOOL_CALL_START")), (3, 1), "{bodies:#?}");
     let (_, status, _, owner) = the_turn_row(&db.url).await;

@@ -132,14 +132,7 @@ impl TestApp {
                 })
                 .await;
         });
-        TestApp {
-            address,
-            store,
-            auth,
-            client: reqwest::Client::new(),
-            shutdown: Some(shutdown),
-            server: Some(server),
-        }
+        TestApp { address, store, auth, client: reqwest::Client::new(), shutdown: Some(shutdown), server: Some(server) }
     }
 
     pub fn url(&self, path: &str) -> String {

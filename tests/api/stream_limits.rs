@@ -2,7 +2,6 @@
 //! either, a run is refused with 429 `too_many_streams` before anything starts, and a stream's
 //! place is given back however it ends.
 
-
 use serde_json::{json, Value};
 
 use crate::helpers::*;

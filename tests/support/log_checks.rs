@@ -17,7 +17,8 @@ pub fn seal_violation(log: &[(i64, i16)], finished: bool) -> Option<String> {
             return Some(format!("seq {seq} at position {} (a gap or a repeat)", index + 1));
         }
     }
-    let terminals: Vec<i64> = log.iter().filter(|(_, kind)| TERMINAL_KINDS.contains(kind)).map(|(seq, _)| *seq).collect();
+    let terminals: Vec<i64> =
+        log.iter().filter(|(_, kind)| TERMINAL_KINDS.contains(kind)).map(|(seq, _)| *seq).collect();
     match terminals.as_slice() {
         [] if finished => Some("the turn ended but its log holds no terminal event".into()),
         [] => None,
