@@ -109,8 +109,12 @@ impl EventLog {
         ops: Vec<WriteOp>,
         health: &Arc<AppendHealth>,
     ) -> Result<(), LogError> {
-        let append = Append { turn, epoch, ops, health: health.clone(), committed: None };
-        self.writer(turn).send(append).await.map_err(|_| LogError::Stopped)
+        self.enqueue(Append { turn, epoch, ops, health: health.clone(), committed: None }).await
+    }
+
+    /// Hands an append to its turn's writer (waiting for room when the queue is full).
+    async fn enqueue(&self, append: Append) -> Result<(), LogError> {
+        self.writer(append.turn).send(append).await.map_err(|_| LogError::Stopped)
     }
 
     /// Events committed outside the writer (a decision, recorded in its own transaction): the
@@ -131,8 +135,7 @@ impl EventLog {
         health: &Arc<AppendHealth>,
     ) -> Result<(), LogError> {
         let (done_tx, done_rx) = oneshot::channel();
-        let append = Append { turn, epoch, ops, health: health.clone(), committed: Some(done_tx) };
-        self.writer(turn).send(append).await.map_err(|_| LogError::Stopped)?;
+        self.enqueue(Append { turn, epoch, ops, health: health.clone(), committed: Some(done_tx) }).await?;
         done_rx.await.map_err(|_| LogError::Stopped)?
     }
 }

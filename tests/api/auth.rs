@@ -347,16 +347,7 @@ async fn every_kind_of_credential_starts_a_run_and_the_audit_trail_names_it(back
     assert_eq!(read("th-nonexistent", &alice).await.expect("sent").status(), 403);
 
     // The agents a key lists are the agents it may start.
-    let listed: Value = app
-        .client
-        .get(app.url("/v1/agents?tenant=acme"))
-        .header("authorization", bearer(&key))
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("JSON");
+    let listed = listed_agents(&app, "acme", &key).await;
     let names: Vec<&str> =
         listed["agents"].as_array().expect("agents").iter().filter_map(|a| a["name"].as_str()).collect();
     assert_eq!(names, ["demo"]);
@@ -878,16 +869,7 @@ async fn a_gateway_token_stating_no_scope_or_exchanged_without_one_reaches_nothi
         let token = app_token(&claims);
         let run = post(&app, "demo", "acme", &first_run("th-ivan", "r-1", "hi"), Some(&bearer(&token)), &[]).await;
         assert_eq!(status_and_code(run).await, (403, "permission_denied".to_string()), "{name}");
-        let listed: Value = app
-            .client
-            .get(app.url("/v1/agents?tenant=acme"))
-            .header("authorization", bearer(&token))
-            .send()
-            .await
-            .expect("sent")
-            .json()
-            .await
-            .expect("JSON");
+        let listed = listed_agents(&app, "acme", &token).await;
         assert_eq!(listed["agents"], json!([]), "{name}");
     }
     assert_eq!(app.counts().await, before);
@@ -998,6 +980,13 @@ fn partner_token(tenant: &str, sub: &str) -> String {
     let pem = std::fs::read(fixture("app-ed25519.pem")).expect("fixture");
     let key = EncodingKey::from_ed_pem(&pem).expect("Ed25519 key");
     jsonwebtoken::encode(&Header::new(Algorithm::EdDSA), &claims, &key).expect("sign")
+}
+
+/// `GET /v1/agents` of `tenant` as `credential` sees it, as JSON.
+async fn listed_agents(app: &TestApp, tenant: &str, credential: &str) -> Value {
+    let url = app.url(&format!("/v1/agents?tenant={tenant}"));
+    let response = app.client.get(url).header("authorization", bearer(credential)).send().await.expect("sent");
+    response.json().await.expect("JSON")
 }
 
 async fn one_tenants_identity_provider_cannot_assert_another_tenants_people(backend: Backend) {
