@@ -13,10 +13,13 @@ use serde::{Deserialize, Serialize};
 
 mod agents;
 mod known_keys;
+mod tls;
 
 pub use agents::{
     AguiAgentConfig, Approval, CallSpec, HttpTool, OpenaiAgentConfig, ScriptAgentConfig, ScriptStep, ToolPolicy,
 };
+
+pub use tls::TlsConfig;
 
 /// Kept here too: commands print the configured database URL through it.
 pub use crate::redact::redact_url;
@@ -56,6 +59,7 @@ pub struct Config {
     pub console_url: String,
     pub log: LogConfig,
     pub database: DatabaseConfig,
+    pub tls: TlsConfig,
     pub limits: Limits,
     pub event_log: EventLogConfig,
     pub turns: TurnsConfig,
@@ -71,6 +75,7 @@ impl std::fmt::Debug for Config {
             .field("console_url", &self.console_url)
             .field("log", &self.log)
             .field("database", &self.database)
+            .field("tls", &self.tls)
             .field("limits", &self.limits)
             .field("event_log", &self.event_log)
             .field("turns", &self.turns)

@@ -93,6 +93,7 @@ fn settings_shape() -> Shape {
     Shape::of::<Config>()
         .nest("log", Shape::of::<LogConfig>())
         .nest("database", Shape::of::<DatabaseConfig>())
+        .nest("tls", Shape::of::<super::TlsConfig>())
         .nest("limits", Shape::of::<super::Limits>())
         .nest("event_log", Shape::of::<EventLogConfig>())
         .nest("turns", Shape::of::<TurnsConfig>())
