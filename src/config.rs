@@ -427,6 +427,16 @@ impl Config {
         if !(self.database.url.starts_with("sqlite:") || self.database.url.starts_with("postgres")) {
             return invalid("database.url must start with sqlite: or postgres://".into());
         }
+        if self.tls.cert_file.is_empty() != self.tls.key_file.is_empty() {
+            let (set, unset) = if self.tls.cert_file.is_empty() {
+                ("tls.key_file", "tls.cert_file")
+            } else {
+                ("tls.cert_file", "tls.key_file")
+            };
+            return invalid(format!(
+                "{set} is set but {unset} is not: serving HTTPS takes both (or neither, for plain HTTP)"
+            ));
+        }
         if self.event_log.batch_max_events == 0 || self.event_log.writers == 0 {
             return invalid("event_log.batch_max_events and event_log.writers must be at least 1".into());
         }

@@ -286,6 +286,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             let listener = tokio::net::TcpListener::bind(address).await?;
             tracing::info!(
                 address = %listener.local_addr()?,
+                scheme = %if server.serves_tls() { "https" } else { "http" },
                 database = %config::redact_url(&config.database.url),
                 instance = %server.state().engine.instance(),
                 "agui-gateway listening"

@@ -13,6 +13,7 @@ use crate::agents;
 use crate::auth::{Auth, AuthSetupError};
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::http::tls::{TlsError, TlsServing};
 use crate::http::AppState;
 use crate::store::{self, StoreError};
 
@@ -22,6 +23,8 @@ pub enum BuildError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Auth(#[from] AuthSetupError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// An engine for a one-off command (`decide`, `threads show`) beside serving instances.
@@ -48,13 +51,22 @@ pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), Bu
 pub struct Server {
     state: AppState,
     stop_streams: watch::Sender<bool>,
+    /// Set when `tls.cert_file` / `tls.key_file` are: `listen` serves HTTPS.
+    tls: Option<TlsServing>,
 }
 
 impl Server {
-    /// Everything [`build`] does; the server then waits for [`Server::serve`].
+    /// Everything [`build`] does, and loads the served certificate (a bad file is an error
+    /// here, before anything listens); the server then waits for [`Server::serve`].
     pub async fn start(config: Config) -> Result<Server, BuildError> {
+        let tls = TlsServing::from_config(&config.tls)?;
         let (state, stop_streams) = build(config).await?;
-        Ok(Server { state, stop_streams })
+        Ok(Server { state, stop_streams, tls })
+    }
+
+    /// Whether `listen` serves HTTPS.
+    pub fn serves_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// What the handlers share: the engine, authentication and configuration.
@@ -78,7 +90,7 @@ impl Server {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let Server { state, stop_streams } = self;
+        let Server { state, stop_streams, tls } = self;
         let engine = state.engine.clone();
         let grace = Duration::from_secs(state.config.turns.shutdown_grace_secs);
         let (stopping_tx, mut stopping) = watch::channel(false);
@@ -87,7 +99,7 @@ impl Server {
             tracing::info!("shutting down: closing streams (clients resume with Last-Event-ID) and handing turns over");
             let _ = stopping_tx.send(true);
         };
-        let server = crate::http::serve(listener, state, stop_streams, shutdown);
+        let server = crate::http::serve(listener, tls.as_ref(), state, stop_streams, shutdown);
         tokio::pin!(server);
         let finished_first = tokio::select! {
             served = &mut server => Some(served),

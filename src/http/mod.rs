@@ -11,6 +11,7 @@ pub mod permissions;
 mod runs;
 pub mod sse;
 mod threads;
+pub mod tls;
 mod token;
 
 use std::future::Future;
@@ -112,10 +113,16 @@ pub fn router(state: AppState) -> Router {
 static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The span every log line of a request (and of a turn it starts) is under. The path only:
-/// query strings are not logged.
+/// query strings are not logged. The HTTP version tells HTTP/2 streams from HTTP/1.1 requests.
 fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
     let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-    tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path())
+    tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %request.method(),
+        path = %request.uri().path(),
+        version = ?request.version()
+    )
 }
 
 /// Unknown paths get the same JSON error body as every other error.
@@ -144,18 +151,34 @@ fn cors(config: Arc<Config>) -> CorsLayer {
         .max_age(Duration::from_secs(600))
 }
 
-/// Serves until `shutdown` resolves; then open streams end and the server drains.
+/// Serves until `shutdown` resolves; then open streams end and the server drains. With `tls`,
+/// the connections are HTTPS ([`tls::TlsListener`]); either way one port speaks HTTP/1.1 and
+/// HTTP/2 (over TLS by ALPN, in plain text by prior knowledge), and the same shutdown applies.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<&tls::TlsServing>,
     state: AppState,
     stop_streams: watch::Sender<bool>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            stop_streams.send_replace(true);
-        })
-        .await
+    let shutdown = async move {
+        shutdown.await;
+        stop_streams.send_replace(true);
+    };
+    let app = router(state);
+    match tls {
+        None => {
+            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        Some(tls) => {
+            // `tap_io` only so that axum's `ConnectInfo<SocketAddr>` applies to this listener
+            // (the handlers see the peer as they do on plain HTTP); it touches nothing.
+            let listener = axum::serve::ListenerExt::tap_io(tls::TlsListener::new(listener, tls)?, |_| {});
+            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    }
 }

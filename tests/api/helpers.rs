@@ -97,6 +97,8 @@ impl Drop for TestDatabase {
 /// A running gateway.
 pub struct TestApp {
     pub address: SocketAddr,
+    /// `https` when the config names a certificate (`tls.cert_file`), else `http`.
+    pub scheme: &'static str,
     pub store: Arc<dyn Store>,
     pub auth: agui_gateway::auth::Auth,
     pub client: reqwest::Client,
@@ -120,6 +122,7 @@ impl TestApp {
 
     pub async fn start_with(config: Config) -> TestApp {
         let server = agui_gateway::server::Server::start(config).await.expect("gateway starts");
+        let scheme = if server.serves_tls() { "https" } else { "http" };
         let store = server.state().engine.store().clone();
         let auth = server.state().auth.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -132,11 +135,19 @@ impl TestApp {
                 })
                 .await;
         });
-        TestApp { address, store, auth, client: reqwest::Client::new(), shutdown: Some(shutdown), server: Some(server) }
+        TestApp {
+            address,
+            scheme,
+            store,
+            auth,
+            client: reqwest::Client::new(),
+            shutdown: Some(shutdown),
+            server: Some(server),
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.address)
+        format!("{}://{}{path}", self.scheme, self.address)
     }
 
     pub fn run_url(&self, agent: &str) -> String {
@@ -363,6 +374,17 @@ fn checker() -> PathBuf {
 /// Runs the official client (with verification and schema validation) against `url` with
 /// `input`; returns its report. Fails the test when the packages are not installed.
 pub async fn agui_check(url: &str, input: &Value) -> (bool, String) {
+    agui_check_with(url, input, &[], &[]).await
+}
+
+/// As [`agui_check`], with more checker arguments (`--http2`) and environment variables
+/// (`NODE_EXTRA_CA_CERTS`).
+pub async fn agui_check_with(
+    url: &str,
+    input: &Value,
+    args: &[&str],
+    envs: &[(&str, &std::ffi::OsStr)],
+) -> (bool, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     let input_path = dir.path().join("input.json");
     std::fs::write(&input_path, input.to_string()).expect("write input");
@@ -378,6 +400,8 @@ pub async fn agui_check(url: &str, input: &Value) -> (bool, String) {
         .arg("--strict")
         .arg("--timeout")
         .arg("30")
+        .args(args)
+        .envs(envs.iter().copied())
         .current_dir(clients_dir())
         .output()
         .await

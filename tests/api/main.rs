@@ -6,6 +6,8 @@ mod gateway_process;
 mod helpers;
 #[path = "../support/log_checks.rs"]
 mod log_checks;
+#[path = "../support/test_ca.rs"]
+mod test_ca;
 
 mod atomic_audit;
 mod auth;
@@ -19,6 +21,7 @@ mod deciders;
 mod decisions;
 mod delegation;
 mod fencing;
+mod https;
 mod instances;
 mod interrupts;
 mod metrics;

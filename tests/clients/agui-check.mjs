@@ -3,7 +3,7 @@
 //
 //   cd tests/clients && npm ci
 //   node agui-check.mjs <url> [--message TEXT] [--input run-input.json]
-//        [--header "Name: value"]... [--timeout SECONDS] [--strict] [--quiet]
+//        [--header "Name: value"]... [--timeout SECONDS] [--strict] [--quiet] [--http2]
 //
 // `@ag-ui/client` and `@ag-ui/core` are loaded from the current directory (tests/clients has
 // them pinned in its package-lock.json), so run it from there. It POSTs one run and judges it
@@ -19,6 +19,10 @@
 //             MAJOR.MINOR protocolVersion, each RUN_FINISHED names the run its RUN_STARTED
 //             opened.
 //
+// Over https:// the report names the protocol each connection negotiated (ALPN); --http2 lets
+// Node's fetch offer h2 (an undici agent with `allowH2`) and fails unless h2 was used. A private
+// CA is trusted with NODE_EXTRA_CA_CERTS=ca.pem.
+//
 // What the client prints with console.warn is a WARN, or a FAIL with --strict.
 // Prints a short report and a last line `PASS  <url>` or `FAIL  <url>`.
 // Exit status: 0 PASS, 1 FAIL, 2 usage (bad arguments, unreadable input, packages missing).
@@ -26,10 +30,11 @@ import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
 import { readFileSync } from "node:fs";
 import { randomUUID } from "node:crypto";
+import { recordProtocols } from "./lib/protocols.mjs";
 
 const USAGE =
   "usage: node agui-check.mjs <url> [--message TEXT] [--input run-input.json] " +
-  '[--header "Name: value"]... [--timeout SECONDS] [--strict] [--quiet]';
+  '[--header "Name: value"]... [--timeout SECONDS] [--strict] [--quiet] [--http2]';
 
 function usage(problem) {
   process.stderr.write(`${problem}\n${USAGE}\n`);
@@ -37,7 +42,7 @@ function usage(problem) {
 }
 
 function parseArgs(args) {
-  const options = { message: "ping", input: {}, headers: {}, timeoutSecs: 60, strict: false, quiet: false };
+  const options = { message: "ping", input: {}, headers: {}, timeoutSecs: 60, strict: false, quiet: false, http2: false };
   const value = (i, flag) => {
     if (i >= args.length) usage(`${flag} needs a value`);
     return args[i];
@@ -77,19 +82,27 @@ function parseArgs(args) {
       case "--quiet":
         options.quiet = true;
         break;
+      case "--http2":
+        options.http2 = true;
+        break;
       default:
         if (arg.startsWith("--") || options.url !== undefined) usage(`unexpected argument ${arg}`);
         options.url = arg;
     }
   }
   if (options.url === undefined) usage("no url given");
+  if (options.http2 && !options.url.startsWith("https://")) usage("--http2 needs an https:// url (h2 is negotiated by ALPN)");
   return options;
 }
 
 function loadPackages() {
   const require = createRequire(pathToFileURL(`${process.cwd()}/`));
   try {
-    return { HttpAgent: require("@ag-ui/client").HttpAgent, EventSchema: require("@ag-ui/core/schemas").EventSchema };
+    return {
+      HttpAgent: require("@ag-ui/client").HttpAgent,
+      EventSchema: require("@ag-ui/core/schemas").EventSchema,
+      undici: options.url.startsWith("https://") ? require("undici") : undefined,
+    };
   } catch (e) {
     process.stderr.write(
       `cannot load @ag-ui/client and @ag-ui/core from ${process.cwd()}: ${e.message}\n` +
@@ -100,7 +113,8 @@ function loadPackages() {
 }
 
 const options = parseArgs(process.argv.slice(2));
-const { HttpAgent, EventSchema } = loadPackages();
+const { HttpAgent, EventSchema, undici } = loadPackages();
+const protocols = undici ? recordProtocols(undici, { allowH2: options.http2 }) : undefined;
 
 const failures = [];
 const warnings = [];
@@ -327,6 +341,10 @@ if (events.length > 0) {
 
 for (const text of clientWarnings) failOrWarn(`client: ${text.slice(0, 300)}`);
 
+if (options.http2 && !protocols.includes("h2")) {
+  fail(`--http2: no connection negotiated h2 (${protocols.join(", ") || "no TLS connection"})`);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The report.
 
@@ -351,6 +369,7 @@ if (!options.quiet) {
   const lines = [
     `AG-UI 1.0 check of ${options.url}`,
     `  http     ${response.status ?? "-"} ${response.contentType ?? ""}`.trimEnd(),
+    ...(protocols ? [`  tls      protocol ${[...new Set(protocols)].join(", ") || "-"}`] : []),
     `  events   ${events.length}: ${events.map((e) => e.type).join(" ")}`.trimEnd(),
     `  client   ${clientVerdict}`,
     `  outcome  ${outcomeLine()}`,
