@@ -1,7 +1,12 @@
 #!/usr/bin/env node
 // conformance.mjs: the official AG-UI 1.0 client against every stream shape the gateway makes.
 //
-//   (cd tests/clients && npm ci) && node tests/clients/conformance.mjs
+//   (cd tests/clients && npm ci) && node tests/clients/conformance.mjs [--https]
+//
+// --https: the gateway serves HTTPS with a certificate from a private CA made for the run
+// (examples/tls/make-test-ca.sh), and every request goes through Node's fetch allowed to speak
+// HTTP/2 (an undici agent with `allowH2`, trusting that CA). The run fails unless every
+// connection negotiated h2 and the gateway logged its requests as HTTP/2.
 //
 // Starts one gateway (tests/clients/lib/gateway.mjs: AGUI_GATEWAY_BIN, else target/debug) with the
 // agents of tests/fixtures/agents.toml and drives `@ag-ui/client` 1.0.0's HttpAgent through text,
@@ -20,8 +25,12 @@
 import { createRequire } from "node:module";
 import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
-import { readFileSync } from "node:fs";
+import { readFileSync, mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { startGateway } from "./lib/gateway.mjs";
+import { recordProtocols } from "./lib/protocols.mjs";
 
 const require = createRequire(import.meta.url);
 const { HttpAgent, buildResumeArray, isInterruptExpired } = require("@ag-ui/client");
@@ -1026,7 +1035,18 @@ async function editableState(problems) {
 
 // AGUI_GATEWAY_BIN names the binary for lib/gateway.mjs; the gateway refuses any AGUI_GATEWAY_*
 // variable that is not one of its settings, so the child must not inherit it.
-gateway = await startGateway({ configToml: CONFIG, env: { AGUI_GATEWAY_BIN: undefined } });
+const https = process.argv.slice(2).includes("--https");
+let certDir;
+let protocols;
+let tlsConfig = "";
+if (https) {
+  certDir = mkdtempSync(path.join(tmpdir(), "agui-tls-"));
+  execFileSync(new URL("../../examples/tls/make-test-ca.sh", import.meta.url).pathname, [certDir, "127.0.0.1"]);
+  tlsConfig = `[tls]\ncert_file = ${JSON.stringify(path.join(certDir, "server.crt"))}\nkey_file = ${JSON.stringify(path.join(certDir, "server.key"))}\n\n`;
+  protocols = recordProtocols(require("undici"), { allowH2: true, ca: readFileSync(path.join(certDir, "ca.crt"), "utf8") });
+}
+gateway = await startGateway({ configToml: tlsConfig + CONFIG, env: { AGUI_GATEWAY_BIN: undefined } });
+if (https && !gateway.url.startsWith("https://")) throw new Error(`--https: the gateway serves ${gateway.url}`);
 try {
   await scenario("text, tool call, state delta, step; a second turn (demo)", textToolStateStep);
   await scenario("the tenant's AI label leads each message (demo, acme)", aiLabel);
@@ -1047,12 +1067,22 @@ try {
   await scenario("delegated steps: a child's approval through the parent's resume (manager, mailer, summariser)", delegatedSteps);
   await scenario("a card before RUN_FINISHED (carder)", card);
   await scenario("editable state: admitted keys in the snapshot, a bad value refused with 400 (editor)", editableState);
+  if (https) {
+    await scenario("over HTTPS every connection negotiated h2, and the gateway served HTTP/2", async (problems) => {
+      const seen = [...new Set(protocols)];
+      expect(protocols.length > 0 && seen.length === 1 && seen[0] === "h2", `negotiated: ${seen.join(", ") || "nothing"} over ${protocols.length} connection(s)`, problems);
+      const served = gateway.logs.filter((l) => l.includes("finished processing request"));
+      const h2 = served.filter((l) => l.includes("version=HTTP/2.0")).length;
+      expect(served.length > 0 && h2 === served.length, `${h2} of ${served.length} requests logged as HTTP/2.0`, problems);
+    });
+  }
 } finally {
   await gateway.stop();
+  if (certDir) rmSync(certDir, { recursive: true, force: true });
 }
 
 const passed = results.filter((r) => r.ok).length;
 const skipped = results.filter((r) => r.skipped).length;
 const failed = results.length - passed - skipped;
-console.log(`conformance: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+console.log(`conformance${https ? " (HTTPS, HTTP/2)" : ""}: ${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(failed ? 1 : 0);

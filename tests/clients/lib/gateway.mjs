@@ -47,9 +47,11 @@ export async function startGateway({ configToml, env = {}, args = [] } = {}) {
         if (line.includes("agui-gateway listening")) {
           // Pretty logs say `address=127.0.0.1:1234`; JSON logs say `"address":"127.0.0.1:1234"`.
           const match = line.match(/address"?[=:]"?([0-9.]+:[0-9]+)/);
+          // `scheme=https` when it serves a certificate (tls.cert_file).
+          const scheme = line.match(/scheme"?[=:]"?(https?)/)?.[1] ?? "http";
           if (match) {
             clearTimeout(timer);
-            resolve(`http://${match[1]}`);
+            resolve(`${scheme}://${match[1]}`);
           }
         }
       }

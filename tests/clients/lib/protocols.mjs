@@ -5,13 +5,15 @@
 // its global dispatcher is the one Node's own fetch uses.
 
 /**
- * Installs an undici Agent as the global dispatcher. Returns the list it appends each new TLS
+ * Installs an undici Agent as the global dispatcher (`allowH2`: offer h2; `ca`: trust only it). Returns the list it appends each new TLS
  * connection's negotiated protocol to (`h2`, `http/1.1`, or `none` without ALPN).
  */
-export function recordProtocols(undici, { allowH2 }) {
+export function recordProtocols(undici, { allowH2, ca }) {
   const { Agent, buildConnector, setGlobalDispatcher } = undici;
   const protocols = [];
-  const connectTls = buildConnector({ allowH2 });
+  // `ca` (PEM) replaces the trusted roots for these connections; without it Node's own apply
+  // (NODE_EXTRA_CA_CERTS included).
+  const connectTls = buildConnector({ allowH2, ...(ca ? { ca } : {}) });
   const connect = (options, callback) =>
     connectTls(options, (error, socket) => {
       if (!error && options.protocol === "https:") protocols.push(socket.alpnProtocol || "none");
