@@ -457,3 +457,31 @@ async fn the_official_client_passes_over_https_http2(backend: Backend) {
     }
 }
 on_both_stores!(the_official_client_passes_over_https_http2);
+
+/// Failed and stalled handshakes are the failing client's alone: an open stream goes on, and a
+/// new client connects while a half-open one sits in its handshake.
+#[tokio::test]
+async fn failed_and_stalled_handshakes_disturb_no_other_connection() {
+    use tokio::io::AsyncWriteExt;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let https = https_app(&db, |_| {}).await;
+    let open = open_until_waiting(&https.app, "waiter", &first_run("th-bystander", "run-1", "x")).await;
+
+    // A TCP connection that never says anything, and one that speaks plain HTTP to the TLS port.
+    let _stalled = tokio::net::TcpStream::connect(https.app.address).await.expect("connect");
+    let mut plain = tokio::net::TcpStream::connect(https.app.address).await.expect("connect");
+    plain.write_all(b"GET /livez HTTP/1.1\r\nhost: x\r\n\r\n").await.expect("write");
+    // A client that does not trust the gateway's CA.
+    let stranger = client_trusting(&TestCa::new(), Protocol::Negotiated);
+    let refused = stranger.get(https.app.url("/livez")).send().await;
+    assert!(refused.is_err(), "a certificate from an unknown CA is refused by the client");
+
+    let answer = tokio::time::timeout(Duration::from_secs(5), served_certificate(&https))
+        .await
+        .expect("a new handshake is not held up by the stalled one");
+    assert_eq!(answer, https.first.der);
+    let cancel = https.app.client.post(https.app.url("/v1/threads/th-bystander/cancel")).send().await.expect("cancel");
+    assert_eq!(cancel.status(), 202);
+    let events = tokio::time::timeout(PATIENCE, open.rest()).await.expect("the open stream ends");
+    assert_eq!(events.last().map(|e| e.data["outcome"].clone()), Some(json!({"type": "cancelled"})));
+}
