@@ -220,7 +220,7 @@ async fn a_dropped_http2_stream_gives_its_place_back_and_the_turn_runs_on(backen
     let https = https_app(&db, |config| config.limits.max_streams_per_caller = 2).await;
     let app = &https.app;
     let first = open_until_waiting(app, "waiter", &first_run("th-h2-a", "run-1", "x")).await;
-    let _second = open_until_waiting(app, "waiter", &first_run("th-h2-b", "run-1", "x")).await;
+    let second = open_until_waiting(app, "waiter", &first_run("th-h2-b", "run-1", "x")).await;
     let refused = app.post_run("waiter", &first_run("th-h2-c", "run-1", "x")).await;
     assert_eq!(refused.version(), Version::HTTP_2);
     assert_eq!(refused.status(), 429, "the per-caller limit holds over HTTP/2");
@@ -242,7 +242,7 @@ async fn a_dropped_http2_stream_gives_its_place_back_and_the_turn_runs_on(backen
     // An explicit cancel over h2 ends the turn, on the stream still following it.
     let cancel = app.client.post(app.url("/v1/threads/th-h2-b/cancel")).send().await.expect("cancel");
     assert_eq!(cancel.status(), 202);
-    let events = tokio::time::timeout(PATIENCE, _second.rest()).await.expect("the stream ends");
+    let events = tokio::time::timeout(PATIENCE, second.rest()).await.expect("the stream ends");
     assert_eq!(events.last().map(|e| e.data["outcome"].clone()), Some(json!({"type": "cancelled"})));
 }
 on_both_stores!(a_dropped_http2_stream_gives_its_place_back_and_the_turn_runs_on);
