@@ -22,7 +22,6 @@ use super::permissions::{configured_tenant, refuse, tenant_name};
 use super::{ApiError, AppState};
 use crate::auth::{AppKey, MintError, MintRequest};
 use crate::config::TenantConfig;
-use crate::protocol::now_ms;
 use crate::store::AuditEntry;
 
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -185,10 +184,10 @@ async fn exchange(
             "expiresAt": expires_at,
         })
         .to_string(),
-        at_ms: now_ms(),
+        at_ms: state.auth.clock().now_ms(),
     };
     state.auth.audit(audit).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
-    let expires_in = expires_at.saturating_sub(jsonwebtoken::get_current_timestamp());
+    let expires_in = expires_at.saturating_sub(state.auth.clock().now_secs());
     let mut response = Json(json!({
         "access_token": token,
         "issued_token_type": JWT_TYPE,
