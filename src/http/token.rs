@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 use super::openapi::{ErrorBody, JsonObject, TenantQuery};
 use super::permissions::{configured_tenant, refuse, tenant_name};
 use super::{ApiError, AppState};
-use crate::auth::{AppKey, MintError, MintRequest};
+use crate::auth::{AppKey, MintRequest};
 use crate::config::TenantConfig;
 use crate::store::AuditEntry;
 
@@ -165,13 +165,7 @@ async fn exchange(
         ttl_secs: state.auth.exchange_ttl_secs(),
         not_after: Some(identity.expires_at),
     });
-    let (token, expires_at) = match minted {
-        Ok(minted) => minted,
-        Err(MintError::NoSigningKey) => {
-            return Err(ApiError::Unavailable("this gateway has no signing key for app tokens".into()))
-        }
-        Err(error) => return Err(ApiError::Internal(Box::new(error))),
-    };
+    let (token, expires_at) = minted?;
     let audit = AuditEntry {
         tenant: tenant.name.clone(),
         action: "token.exchange".into(),
@@ -186,7 +180,7 @@ async fn exchange(
         .to_string(),
         at_ms: state.auth.clock().now_ms(),
     };
-    state.auth.audit(audit).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
+    state.auth.audit(audit).await?;
     let expires_in = expires_at.saturating_sub(state.auth.clock().now_secs());
     let mut response = Json(json!({
         "access_token": token,
