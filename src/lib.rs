@@ -7,13 +7,15 @@
 //! [`engine`] (turns, the [`engine::Agent`] trait, the group-commit event log and stream
 //! wake-ups); [`agents`] (one file per agent kind); [`http`] (routes, extractors, SSE rendering)
 //! and [`admin`] (operator commands); [`server`] (wires everything and builds the agent
-//! registry). [`metrics`], [`redact`] and [`telemetry`] (logs and traces) sit low, for anyone.
+//! registry). [`metrics`], [`redact`], [`clock`] (wall-clock time, injectable) and [`telemetry`]
+//! (logs and traces) sit low, for anyone.
 //! `main.rs` only parses the command line.
 
 pub mod admin;
 pub mod agents;
 pub mod auth;
 pub mod caller;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod http;

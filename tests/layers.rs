@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Each top-level module of the library and the modules it may import: the ones below it in
 /// the layering `protocol`, `ids` → `config` → `store` → `caller` → `auth` → `engine` →
-/// `agents` → `http` → `server`. `metrics` and `redact` sit at the bottom and `telemetry` just
+/// `agents` → `http` → `server`. `metrics`, `redact` and `clock` sit at the bottom and `telemetry` just
 /// above `config`: anyone above them may use them. `admin` (the operator commands) sits beside
 /// `http`. `main.rs` is its own crate and uses the library from outside.
 ///
@@ -17,22 +17,52 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("metrics", &[]),
     ("redact", &[]),
+    ("clock", &[]),
     ("protocol", &[]),
     ("ids", &[]),
     ("config", &["protocol", "ids", "redact", "metrics"]),
     ("telemetry", &["config", "protocol", "ids", "redact", "metrics"]),
     ("store", &["protocol", "ids", "redact", "metrics", "telemetry"]),
     ("caller", &["store", "config", "protocol", "ids", "redact", "metrics", "telemetry"]),
-    ("auth", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry"]),
-    ("engine", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry"]),
-    ("agents", &["engine", "auth", "caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry"]),
+    ("auth", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "clock"]),
+    ("engine", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "clock"]),
+    (
+        "agents",
+        &["engine", "auth", "caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "clock"],
+    ),
     (
         "http",
-        &["agents", "engine", "auth", "caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry"],
+        &[
+            "agents",
+            "engine",
+            "auth",
+            "caller",
+            "store",
+            "config",
+            "protocol",
+            "ids",
+            "redact",
+            "metrics",
+            "telemetry",
+            "clock",
+        ],
     ),
     (
         "admin",
-        &["agents", "engine", "auth", "caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry"],
+        &[
+            "agents",
+            "engine",
+            "auth",
+            "caller",
+            "store",
+            "config",
+            "protocol",
+            "ids",
+            "redact",
+            "metrics",
+            "telemetry",
+            "clock",
+        ],
     ),
     (
         "server",
@@ -50,6 +80,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "redact",
             "metrics",
             "telemetry",
+            "clock",
         ],
     ),
 ];

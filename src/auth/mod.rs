@@ -26,8 +26,8 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 
+use crate::clock::Clock;
 use crate::config::{AuthConfig, Config};
-use crate::protocol::now_ms;
 use crate::store::{AuditEntry, KeyKind, Store, StoreError};
 use jwt::{AppClaims, AppTokens, KeyError};
 use providers::Provider;
@@ -154,6 +154,8 @@ struct Inner {
     providers: Vec<Arc<Provider>>,
     failures: Mutex<Failures>,
     revoked: watch::Sender<Arc<HashSet<String>>>,
+    /// What time it is for minted tokens' lifetimes and the failure and revocation windows.
+    clock: Arc<dyn Clock>,
 }
 
 #[derive(Default)]
@@ -169,6 +171,15 @@ impl Auth {
     /// Loads the keys, fetches the identity providers' JWKS, and starts the revocation watcher
     /// and the failure reporter.
     pub async fn start(config: &Config, store: Arc<dyn Store>) -> Result<Auth, AuthSetupError> {
+        Auth::start_with_clock(config, store, crate::clock::system()).await
+    }
+
+    /// [`Auth::start`] reading the time from `clock`.
+    pub async fn start_with_clock(
+        config: &Config,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Auth, AuthSetupError> {
         let app = AppTokens::from_config(&config.auth.app_tokens).map_err(AuthSetupError::AppTokens)?;
         let mut providers = Vec::new();
         for provider in &config.auth.identity_providers {
@@ -195,8 +206,9 @@ impl Auth {
                 store,
                 app,
                 providers,
-                failures: Mutex::new(Failures { pending_since_ms: now_ms(), ..Failures::default() }),
+                failures: Mutex::new(Failures { pending_since_ms: clock.now_ms(), ..Failures::default() }),
                 revoked,
+                clock,
             }),
         };
         spawn_revocation_watcher(Arc::downgrade(&auth.inner));
@@ -316,9 +328,14 @@ impl Auth {
         Ok(IdentityToken { person, tenant, provider: config.name.clone(), expires_at })
     }
 
+    /// The clock tokens are minted by.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
     /// Signs an app token acting as `person` (`token mint`, the token exchange).
     pub fn mint(&self, request: &MintRequest<'_>) -> Result<(String, u64), MintError> {
-        let now = jsonwebtoken::get_current_timestamp();
+        let now = self.inner.clock.now_secs();
         let mut expires_at = now + request.ttl_secs;
         if let Some(limit) = request.not_after {
             expires_at = expires_at.min(limit);
@@ -410,7 +427,7 @@ impl Inner {
     async fn report_failures(&self) -> Result<(), StoreError> {
         let (pending, since) = {
             let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-            let since = std::mem::replace(&mut failures.pending_since_ms, now_ms());
+            let since = std::mem::replace(&mut failures.pending_since_ms, self.clock.now_ms());
             (std::mem::take(&mut failures.pending), since)
         };
         for (tenant, reasons) in pending {
@@ -421,7 +438,7 @@ impl Inner {
                 actor: "gateway".into(),
                 via: None,
                 detail: json!({ "count": count, "reasons": reasons, "sinceMs": since }).to_string(),
-                at_ms: now_ms(),
+                at_ms: self.clock.now_ms(),
             };
             self.store.append_audit(&entry).await?;
         }
@@ -518,7 +535,7 @@ fn spawn_revocation_watcher(inner: Weak<Inner>) {
             inner.end_local_dev_once_a_key_exists().await;
             // Revocations are stamped by whoever made them (another instance, the CLI): look a
             // minute back to forgive their clocks.
-            let started = now_ms();
+            let started = inner.clock.now_ms();
             match inner.store.revoked_keys_since(since).await {
                 Ok(ids) => {
                     since = started - 60_000;

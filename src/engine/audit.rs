@@ -5,12 +5,11 @@ use serde_json::{json, Value};
 
 use super::{board, Engine, RunRequest};
 use crate::caller::Caller;
-use crate::protocol::now_ms;
 use crate::store::{AuditEntry, StoreError, ThreadRow, TurnRow};
 
 impl Engine {
     /// The `run.start` audit row (§8): who started the turn, through which door.
-    pub(super) fn run_start_entry(request: &RunRequest<'_>, turn_id: &str) -> AuditEntry {
+    pub(super) fn run_start_entry(request: &RunRequest<'_>, turn_id: &str, at_ms: i64) -> AuditEntry {
         AuditEntry {
             tenant: request.tenant.to_string(),
             action: "run.start".into(),
@@ -24,7 +23,7 @@ impl Engine {
                 "door": "agui",
             })
             .to_string(),
-            at_ms: now_ms(),
+            at_ms,
         }
     }
 
@@ -36,6 +35,7 @@ impl Engine {
         thread_id: &str,
         clearance: &board::Clearance,
         board: &[Value],
+        at_ms: i64,
     ) -> Option<AuditEntry> {
         if !clearance.reads_text(board) {
             return None;
@@ -47,7 +47,7 @@ impl Engine {
             actor: caller.label(),
             via: caller.via().map(str::to_string),
             detail: json!({ "thread": thread_id, "notes": shown }).to_string(),
-            at_ms: now_ms(),
+            at_ms,
         })
     }
 
@@ -60,7 +60,7 @@ impl Engine {
         clearance: &board::Clearance,
         board: &[Value],
     ) -> Result<(), StoreError> {
-        match Engine::board_read_entry(caller, &thread.tenant, &thread.thread_id, clearance, board) {
+        match Engine::board_read_entry(caller, &thread.tenant, &thread.thread_id, clearance, board, self.now_ms()) {
             Some(entry) => self.inner.store.append_audit(&entry).await,
             None => Ok(()),
         }
@@ -79,6 +79,7 @@ impl Engine {
         let Some(thread) = self.inner.store.thread_by_pk(turn.thread).await? else {
             return Err(StoreError::Corrupt(format!("turn {} names a missing thread", turn.public_id)));
         };
+        let at_ms = self.now_ms();
         Ok(outcomes
             .iter()
             .map(|outcome| AuditEntry {
@@ -87,7 +88,7 @@ impl Engine {
                 actor: actor.to_string(),
                 via: via.map(str::to_string),
                 detail: json!({ "turn": turn.public_id, "decision": outcome }).to_string(),
-                at_ms: now_ms(),
+                at_ms,
             })
             .collect())
     }

@@ -4,7 +4,6 @@
 
 use super::turn::{AgentError, TurnContext};
 use super::RunErrorCode;
-use crate::protocol::now_ms;
 
 /// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
 #[derive(Debug, Clone, Copy)]
@@ -20,7 +19,7 @@ impl TurnContext {
             return Ok(());
         }
         let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
-        let at_ms = now_ms();
+        let at_ms = self.now_ms();
         self.patiently("the token count could not be recorded", || {
             self.store.add_tokens(&self.tenant, self.turn_pk, tokens, at_ms)
         })
@@ -31,7 +30,7 @@ impl TurnContext {
     /// is spent.
     pub async fn check_token_budget(&self) -> Result<(), AgentError> {
         let Some(budget) = self.token_budget else { return Ok(()) };
-        let now = now_ms();
+        let now = self.now_ms();
         let (period, next_period) = super::quota_window(now, budget.period_secs);
         let usage = self
             .patiently("the token budget could not be read", || self.store.tenant_usage(&self.tenant, now, period))

@@ -14,7 +14,6 @@ use super::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
 use crate::caller::Caller;
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
-use crate::protocol::now_ms;
 use crate::store::{
     AuditEntry, Decided, Decision, EventKind, InterruptRow, InterruptStatus, StoreError, StoredEvent, ThreadRow,
     TurnRow,
@@ -67,7 +66,8 @@ impl Engine {
                 &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
             ));
         }
-        let Some(seq) = self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?)?, &[]).await?
+        let Some(seq) =
+            self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?, self.now_ms())?, &[]).await?
         else {
             return Ok(refuse(RunErrorCode::TurnInProgress, "the results were already given"));
         };
@@ -98,7 +98,8 @@ impl Engine {
         }
         let interrupts = self.inner.store.turn_interrupts(latest.pk).await?;
         let viewer = viewer_of(request);
-        let plans = match check_resume(request.input.resume(), &interrupts, person, &viewer.roles, now_ms(), true) {
+        let plans = match check_resume(request.input.resume(), &interrupts, person, &viewer.roles, self.now_ms(), true)
+        {
             Ok(plans) => plans,
             Err(refusal) => return Ok(refuse(refusal.code, &refusal.message)),
         };
@@ -158,7 +159,7 @@ impl Engine {
             let audit = self
                 .decision_audit(turn, &format!("person:{person}"), Some(via), "interrupt.decide", &recorded)
                 .await?;
-            let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?)?;
+            let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?, self.now_ms())?;
             if let Some(seq) = self.record(turn, &decisions, marker, &audit).await? {
                 let decided = CodeLabel { code: "decided".into() };
                 inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
@@ -194,7 +195,7 @@ impl Engine {
         audit: &[AuditEntry],
     ) -> Result<Option<i64>, EngineError> {
         let inner = &self.inner;
-        let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
+        let lease_until = self.now_ms() + inner.config.turns.lease_ms as i64;
         match inner.store.decide_interrupts(turn.pk, decisions, &marker, audit, &inner.instance, lease_until).await? {
             Decided::Recorded { seq, resumed } => {
                 inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
@@ -259,7 +260,7 @@ impl Engine {
             return Err(EngineError::PermissionDenied);
         }
         let interrupts = store.turn_interrupts(turn.pk).await?;
-        let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, &roles, now_ms(), false)
+        let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, &roles, self.now_ms(), false)
             .map_err(|r| EngineError::DecisionRefused(Refusal { code: r.code, message: r.message, figures: None }))?;
         let (outcomes, _) = self.decide(&turn, &plans, person, via).await?.unwrap_or_default();
         Ok(outcomes.into_iter().next().unwrap_or(Value::Null))
@@ -313,8 +314,8 @@ pub(super) fn resumed_marker(
     outcomes: &[Value],
     tool_results: std::collections::BTreeMap<String, String>,
     board: Vec<Value>,
+    at_ms: i64,
 ) -> Result<StoredEvent, StoreError> {
-    let at_ms = now_ms();
     let event = GatewayEvent::Resumed(ResumedEvent { decisions: outcomes.to_vec(), tool_results, board: Some(board) })
         .into_event()
         .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;

@@ -11,7 +11,7 @@ use super::log::{AppendHealth, LogError};
 use super::turn::{AgentError, AgentOutput, TurnContext, TurnSignal};
 use super::RunErrorCode;
 use crate::protocol::events::Envelope;
-use crate::protocol::{now_ms, Event, RunOutcome};
+use crate::protocol::{Event, RunOutcome};
 use crate::store::{StoredEvent, TurnStatus, WriteOp};
 
 impl TurnContext {
@@ -129,7 +129,8 @@ impl TurnContext {
             }
             Err(error) => return self.fail(&error).await.map(|()| Some(TurnStatus::Failed)),
         };
-        self.append_terminal(Envelope::new(terminal, now_ms()), status).await?;
+        let at_ms = self.now_ms();
+        self.append_terminal(Envelope::new(terminal, at_ms), status).await?;
         Ok(Some(status))
     }
 
@@ -154,7 +155,7 @@ impl TurnContext {
             _ => RunErrorCode::Failed,
         };
         let event = Event::RunError { message: error.to_string(), code: Some(code.as_str().into()), usage: None };
-        let mut envelope = Envelope::new(event, now_ms());
+        let mut envelope = Envelope::new(event, self.now_ms());
         if let AgentError::QuotaExceeded { figures, .. } = error {
             envelope.raw_event = Some(json!({ "gateway": figures }));
         }
@@ -170,7 +171,7 @@ impl TurnContext {
         // reach the log (the store still refuses it if this runner's epoch is stale).
         self.health = Arc::new(AppendHealth::default());
         let op = self.envelope_op(envelope).map_err(|_| LogError::Stopped)?;
-        let finish = WriteOp::FinishTurn { turn: self.turn_pk, status, at_ms: now_ms() };
+        let finish = WriteOp::FinishTurn { turn: self.turn_pk, status, at_ms: self.now_ms() };
         self.log.append_committed(self.turn_pk, self.epoch, vec![op, finish], &self.health).await
     }
 }

@@ -17,6 +17,8 @@ mod audit;
 pub mod board;
 mod budget;
 mod cards;
+#[cfg(test)]
+mod clock_tests;
 pub mod conversation;
 mod decide;
 mod delegation;
@@ -42,6 +44,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::caller::Caller;
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::ids::{EventId, RunId, ThreadId};
 use crate::metrics::Metrics;
@@ -211,6 +214,9 @@ struct Inner {
     /// Set by [`Engine::hand_over`]: this instance takes no turn over and runs no new one.
     stopping: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
+    /// What time it is, for every decision by the time of day (leases, expiries, quota
+    /// windows) and every timestamp written.
+    clock: Arc<dyn Clock>,
 }
 
 impl Engine {
@@ -221,7 +227,17 @@ impl Engine {
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
     ) -> Result<Engine, StoreError> {
-        Engine::start_with(config, store, agents, true).await
+        Engine::start_with(config, store, agents, crate::clock::system(), true).await
+    }
+
+    /// [`Engine::start`] reading the time from `clock` (a test's, moved by hand).
+    pub async fn start_with_clock(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        agents: Arc<AgentRegistry>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Engine, StoreError> {
+        Engine::start_with(config, store, agents, clock, true).await
     }
 
     /// An engine for a one-off command next to serving instances: it neither takes turns over
@@ -231,13 +247,14 @@ impl Engine {
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
     ) -> Result<Engine, StoreError> {
-        Engine::start_with(config, store, agents, false).await
+        Engine::start_with(config, store, agents, crate::clock::system(), false).await
     }
 
     async fn start_with(
         config: Arc<Config>,
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
+        clock: Arc<dyn Clock>,
         serving: bool,
     ) -> Result<Engine, StoreError> {
         let hub = Arc::new(Hub::default());
@@ -261,6 +278,7 @@ impl Engine {
                 running: Mutex::new(HashMap::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 metrics,
+                clock,
             }),
         };
         if !serving {
@@ -292,6 +310,16 @@ impl Engine {
 
     pub fn config(&self) -> &Arc<Config> {
         &self.inner.config
+    }
+
+    /// The clock the engine decides by.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// Milliseconds since the epoch, by the engine's clock.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
     }
 
     /// The thread's board: its notes folded in pin order (§7), whole (callers see it through

@@ -12,7 +12,6 @@ use super::runner::TurnStart;
 use super::{board, Engine, EngineError, FollowPlan, Refusal, RunErrorCode, RunPlan, RunRequest};
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
-use crate::protocol::now_ms;
 use crate::store::{InterruptRow, InterruptStatus, NewTurn, StartTurn, StoreError, ThreadRow, TurnRow, TurnStatus};
 
 impl Engine {
@@ -187,12 +186,19 @@ impl Engine {
             None => Vec::new(),
         };
         let public_id = ids::new_turn_id();
-        let audit = Engine::run_start_entry(request, &public_id);
+        let now = self.now_ms();
+        let audit = Engine::run_start_entry(request, &public_id, now);
         // The run opens with the board (§3): reading its notes' text is audited with the start.
         let board = board::from_stored(&notes);
         let clearance = viewer_of(request).clearance;
-        let board_read =
-            Engine::board_read_entry(request.caller, request.tenant, request.thread_id.as_str(), &clearance, &board);
+        let board_read = Engine::board_read_entry(
+            request.caller,
+            request.tenant,
+            request.thread_id.as_str(),
+            &clearance,
+            &board,
+            now,
+        );
         let new = NewTurn {
             audit: std::iter::once(audit).chain(board_read).collect(),
             tenant: request.tenant.to_string(),
@@ -202,7 +208,7 @@ impl Engine {
             public_id,
             ordinal: i32::try_from(known_turns + 1).unwrap_or(i32::MAX),
             owner_instance: inner.instance.clone(),
-            lease_until_ms: now_ms() + inner.config.turns.lease_ms as i64,
+            lease_until_ms: now + inner.config.turns.lease_ms as i64,
             client_tools: match request.input.tools() {
                 [] => None,
                 tools => serde_json::to_string(tools).ok(),
@@ -211,7 +217,7 @@ impl Engine {
             user_message_id: message_id,
             user_text: text,
             started_by: request.caller.label(),
-            at_ms: now_ms(),
+            at_ms: now,
         };
         match inner.store.start_turn(&new).await? {
             StartTurn::Started { thread, turn } => {
@@ -269,7 +275,7 @@ impl Engine {
         resume_outcomes: Option<Vec<Value>>,
     ) -> Result<RunPlan, EngineError> {
         let store = &self.inner.store;
-        let started = store.add_run(thread.pk, run_key, turn, start_seq, now_ms()).await?;
+        let started = store.add_run(thread.pk, run_key, turn, start_seq, self.now_ms()).await?;
         match store.find_run(thread.pk, run_key).await? {
             Some((turn, start_seq)) if turn.pk == started => {
                 self.follow(request, thread, &turn, start_seq, resume_outcomes).await

@@ -7,7 +7,6 @@ use serde_json::json;
 
 use super::{Engine, EngineError, Refusal, RunErrorCode};
 use crate::metrics::CodeLabel;
-use crate::protocol::now_ms;
 
 impl Engine {
     /// The tenant's limits (§8) for one more turn: the first one it would pass, as a refusal
@@ -21,7 +20,7 @@ impl Engine {
         {
             return Ok(None);
         }
-        let now = now_ms();
+        let now = self.now_ms();
         let (minute, next_minute) = quota_window(now, 60);
         let (period, next_period) = quota_window(now, quotas.token_period_secs);
         let usage = self.inner.store.tenant_usage(tenant, minute, period).await?;

@@ -105,6 +105,7 @@ impl Engine {
                 token_budget,
                 agents: inner.agents.clone(),
                 cards: inner.cards.clone(),
+                clock: inner.clock.clone(),
             });
             let ending = run_turn(&inner, &mut context, &turn, start).await;
             let finished = context.finish(ending).await;

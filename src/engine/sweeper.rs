@@ -13,7 +13,6 @@ use super::runner::{TurnStart, CANCEL_SIGNAL};
 use super::turn::TurnSignal;
 use super::{Engine, EngineError, Inner};
 use crate::metrics::CodeLabel;
-use crate::protocol::now_ms;
 use crate::store::{Decision, InterruptStatus, StoreError, TurnRow};
 
 impl Engine {
@@ -35,18 +34,23 @@ impl Engine {
                     }
                     _ = sweep.tick() => {
                         let Some(inner) = weak.upgrade() else { return };
-                        let engine = Engine { inner };
-                        // On SQLite too: a turn released by a command-line decision is picked up.
-                        if let Err(error) = engine.take_over_lapsed(now_ms(), 64, true).await {
-                            tracing::warn!(%error, "looking for lapsed turns failed");
-                        }
-                        if let Err(error) = engine.expire_interrupts().await {
-                            tracing::warn!(%error, "expiring interrupts failed");
-                        }
+                        Engine { inner }.sweep().await;
                     }
                 }
             }
         });
+    }
+
+    /// One sweep, by the engine's clock: takes over turns whose lease lapsed and denies
+    /// interrupts past their expiry. The lease keeper runs it every `turns.sweep_ms`.
+    pub async fn sweep(&self) {
+        // On SQLite too: a turn released by a command-line decision is picked up.
+        if let Err(error) = self.take_over_lapsed(self.now_ms(), 64, true).await {
+            tracing::warn!(%error, "looking for lapsed turns failed");
+        }
+        if let Err(error) = self.expire_interrupts().await {
+            tracing::warn!(%error, "expiring interrupts failed");
+        }
     }
 
     /// Claims up to `limit` running turns whose lease lapsed before `now` and continues them.
@@ -59,7 +63,7 @@ impl Engine {
             return Ok(());
         }
         for _ in 0..limit {
-            let lease_until = now_ms() + inner.config.turns.lease_ms as i64;
+            let lease_until = self.now_ms() + inner.config.turns.lease_ms as i64;
             let Some(turn) = inner.store.claim_lapsed_turn(&inner.instance, now, lease_until, include_own).await?
             else {
                 break;
@@ -93,7 +97,7 @@ impl Engine {
     /// their turns going again (§5.1 `expiresAt`).
     pub(super) async fn expire_interrupts(&self) -> Result<(), StoreError> {
         let store = &self.inner.store;
-        for row in store.lapsed_interrupts(now_ms()).await? {
+        for row in store.lapsed_interrupts(self.now_ms()).await? {
             let Some(turn) = store.turn(row.turn).await? else { continue };
             let plan = EntryPlan::Decide {
                 interrupt_id: row.id.clone(),
@@ -121,7 +125,7 @@ impl Engine {
         let outcomes = [json!({ "interruptId": interrupt_id, "outcome": "expired" })];
         let expired = outcomes.iter().collect::<Vec<_>>();
         let audit = self.decision_audit(turn, "gateway", None, "interrupt.expire", &expired).await?;
-        let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?)?;
+        let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?, self.now_ms())?;
         if self.record(turn, &decisions, marker, &audit).await?.is_some() {
             tracing::info!(interrupt = %interrupt_id, "an interrupt expired and was denied");
             inner.metrics.interrupts_decided.get_or_create(&CodeLabel { code: "expired".into() }).inc();
@@ -135,7 +139,7 @@ impl Inner {
     /// running turn missing from the renewal was claimed by another runner (this one was away
     /// too long) and stops; the store would refuse its writes anyway.
     pub(super) async fn renew_leases(&self) {
-        let until = now_ms() + self.config.turns.lease_ms as i64;
+        let until = self.clock.now_ms() + self.config.turns.lease_ms as i64;
         let held: Vec<(i64, i64)> = self
             .running
             .lock()

@@ -17,8 +17,9 @@ use tokio::sync::watch;
 
 use super::log::{AppendHealth, EventLog, LogError};
 use super::log_events::GatewayEvent;
+use crate::clock::Clock;
 use crate::protocol::events::{Envelope, TextRole, ToolResultContent};
-use crate::protocol::{iso8601, now_ms, Event, TokenUsage};
+use crate::protocol::{iso8601, Event, TokenUsage};
 use crate::store::{Store, StoredEvent, WriteOp};
 
 pub use super::budget::TokenBudget;
@@ -172,6 +173,8 @@ pub struct TurnContext {
     pub(super) cards: Arc<std::collections::HashMap<String, Value>>,
     /// The latest answer's message id and its text as the agent wrote it (for cards).
     pub(super) answer: (String, String),
+    /// The engine's clock: event timestamps, interrupt expiries, token budget windows.
+    pub(super) clock: Arc<dyn Clock>,
 }
 
 #[derive(Default)]
@@ -206,6 +209,7 @@ pub(crate) struct TurnSetup {
     pub agents: Arc<super::AgentRegistry>,
     /// Agents' card schemas, by agent name.
     pub cards: Arc<std::collections::HashMap<String, Value>>,
+    pub clock: Arc<dyn Clock>,
 }
 
 /// How long a running turn waits for a database that is away before it fails.
@@ -244,7 +248,13 @@ impl TurnContext {
             nest: Vec::new(),
             cards: setup.cards,
             answer: (String::new(), String::new()),
+            clock: setup.clock,
         }
+    }
+
+    /// Milliseconds since the epoch, by the engine's clock (what an agent should stamp with).
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     /// The turn's public id (message ids and event ids are named after it).
@@ -335,7 +345,7 @@ impl TurnContext {
     }
 
     pub(super) fn event_op(&mut self, event: Event) -> Result<WriteOp, AgentError> {
-        self.envelope_op(Envelope::new(event, now_ms()))
+        self.envelope_op(Envelope::new(event, self.now_ms()))
     }
 
     pub(super) fn envelope_op(&mut self, envelope: Envelope) -> Result<WriteOp, AgentError> {
@@ -345,7 +355,7 @@ impl TurnContext {
             return Err(AgentError::Stopped);
         }
         let kind = super::log_events::kind_of(&envelope.event);
-        let at_ms = envelope.timestamp.unwrap_or_else(now_ms);
+        let at_ms = envelope.timestamp.unwrap_or_else(|| self.now_ms());
         let body = serde_json::to_vec(&envelope)
             .map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))?;
         if body.len() > self.max_event_bytes {
@@ -506,7 +516,7 @@ impl TurnContext {
             "text": pin.text,
             "turn": self.turn_id,
             "agent": self.agent,
-            "createdAt": iso8601(now_ms()),
+            "createdAt": iso8601(self.now_ms()),
             "supersedes": supersedes,
             // Every turn started through AG-UI is tainted: its text came from an app (§8).
             "tainted": true,

@@ -7,7 +7,7 @@ use super::interrupts::{describe_deciders, Deciders, Waiting};
 use super::log_events::{self, ClientWaitEvent, GatewayEvent, ResumedEvent, WaitingEvent};
 use super::turn::{logged, AgentError, Checkpoint, TurnContext};
 use crate::protocol::Interrupt;
-use crate::protocol::{iso8601, now_ms, Event};
+use crate::protocol::{iso8601, Event};
 use crate::store::{EventKind, InterruptRow, InterruptStatus, WriteOp};
 
 /// A fresh interrupt id (`int_…`).
@@ -62,7 +62,7 @@ impl TurnContext {
         checkpoint: &mut Checkpoint,
     ) -> Result<(), AgentError> {
         self.check_stopped()?;
-        let now = now_ms();
+        let now = self.now_ms();
         let mut rows = Vec::new();
         let mut waiting = Vec::new();
         for spec in specs {

@@ -1,5 +1,7 @@
 //! [`ApiError`]: every error that ends a request before its stream opens, mapped in this one
-//! place to an HTTP status and the body `{"error": {"code", "message"}}` (§2.4).
+//! place to an HTTP status and the body `{"error": {"code", "message"}}` (§2.4). The lower
+//! layers' errors (engine, store, auth, minting) convert with `From`, so handlers use `?`; a
+//! 500 keeps its cause, which is logged with its whole chain of sources and never shown.
 
 use axum::http::header::WWW_AUTHENTICATE;
 use axum::http::{HeaderValue, StatusCode};
@@ -7,8 +9,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use crate::auth::AuthError;
+use crate::auth::{AuthError, MintError};
 use crate::engine::EngineError;
+use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -18,7 +21,7 @@ pub enum ApiError {
     BadRequest { code: &'static str, message: String },
     /// 401 `unauthenticated`.
     #[error(transparent)]
-    Unauthenticated(#[from] AuthError),
+    Unauthenticated(AuthError),
     /// 403 `permission_denied`: says nothing about whether the thing exists.
     #[error("permission denied")]
     PermissionDenied,
@@ -101,16 +104,58 @@ impl From<EngineError> for ApiError {
             EngineError::DecisionRefused(refusal) => {
                 ApiError::DecisionRefused { code: refusal.code.as_str(), message: refusal.message }
             }
-            EngineError::Store(error) => ApiError::Internal(Box::new(error)),
+            EngineError::Store(error) => ApiError::from(error),
         }
     }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> ApiError {
+        ApiError::Internal(Box::new(error))
+    }
+}
+
+/// A credential refused is a 401; one that could not be checked (the database failed) a 500.
+impl From<AuthError> for ApiError {
+    fn from(error: AuthError) -> ApiError {
+        match error {
+            AuthError::Store(cause) => ApiError::from(cause),
+            refused => ApiError::Unauthenticated(refused),
+        }
+    }
+}
+
+impl From<MintError> for ApiError {
+    fn from(error: MintError) -> ApiError {
+        match error {
+            MintError::NoSigningKey => ApiError::Unavailable("this gateway has no signing key for app tokens".into()),
+            MintError::Sign(_) => ApiError::Internal(Box::new(error)),
+        }
+    }
+}
+
+/// An error and each of its sources, joined with ": " (a source whose text its parent already
+/// ends with is left out, as `#[error("…: {0}")]` wrappers repeat it).
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !chain.ends_with(&text) {
+            chain.push_str(": ");
+            chain.push_str(&text);
+        }
+        source = cause.source();
+    }
+    chain
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
         if let ApiError::Internal(cause) = &self {
-            tracing::error!(error = %cause, "request failed");
+            let cause: &(dyn std::error::Error + 'static) = cause.as_ref();
+            tracing::error!(error = %cause, chain = %error_chain(cause), "request failed");
         }
         let mut response =
             (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response();
@@ -118,5 +163,42 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the disk is full")]
+    struct DiskFull;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("writing the log failed")]
+    struct WriteFailed(#[source] DiskFull);
+
+    #[test]
+    fn the_chain_names_every_source_once() {
+        assert_eq!(error_chain(&WriteFailed(DiskFull)), "writing the log failed: the disk is full");
+        // `#[error("database error: {0}")]` already shows its source: it is not repeated.
+        let store = StoreError::Database(sqlx::Error::PoolTimedOut);
+        assert_eq!(error_chain(&store), store.to_string());
+    }
+
+    #[test]
+    fn lower_layers_errors_map_to_their_statuses() {
+        let internal = ApiError::from(AuthError::Store(StoreError::Corrupt("a bad row".into())));
+        assert_eq!(internal.status_and_code(), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+        let ApiError::Internal(cause) = &internal else { panic!("{internal:?}") };
+        assert_eq!(error_chain(cause.as_ref()), "stored data is inconsistent: a bad row", "the cause is kept");
+        assert_eq!(internal.to_string(), "internal error", "the client sees no cause");
+
+        let refused = ApiError::from(AuthError::UnknownKey);
+        assert_eq!(refused.status_and_code(), (StatusCode::UNAUTHORIZED, "unauthenticated"));
+        let engine = ApiError::from(EngineError::Store(StoreError::Corrupt("x".into())));
+        assert_eq!(engine.status_and_code(), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+        let unsigned = ApiError::from(MintError::NoSigningKey);
+        assert_eq!(unsigned.status_and_code(), (StatusCode::SERVICE_UNAVAILABLE, "unavailable"));
     }
 }

@@ -31,11 +31,10 @@ pub(super) fn configured_tenant(state: &AppState, name: &str) -> Result<TenantCo
 /// Counts a refused credential against the tenant, then answers 401 (or 500 when the
 /// credential could not be checked at all).
 pub(super) fn refuse(state: &AppState, tenant: &str, error: AuthError) -> ApiError {
-    if let AuthError::Store(cause) = error {
-        return ApiError::Internal(Box::new(cause));
+    if !matches!(error, AuthError::Store(_)) {
+        state.auth_failed(tenant, error.reason());
     }
-    state.auth_failed(tenant, error.reason());
-    ApiError::Unauthenticated(error)
+    ApiError::from(error)
 }
 
 /// An authenticated caller of the tenant the request names.

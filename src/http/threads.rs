@@ -52,24 +52,18 @@ async fn show_thread(
 ) -> Result<Json<Value>, ApiError> {
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     let store = state.engine.store();
-    let turns = store.thread_turns(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
+    let turns = store.thread_turns(thread.pk).await?;
     let clearance = crate::engine::board::Clearance::of(&caller);
     let notes: Vec<Value> = if clearance.content {
-        let board = state.engine.thread_board(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
-        state
-            .engine
-            .audit_board_read(&caller, &thread, &clearance, &board)
-            .await
-            .map_err(|e| ApiError::Internal(Box::new(e)))?;
+        let board = state.engine.thread_board(thread.pk).await?;
+        state.engine.audit_board_read(&caller, &thread, &clearance, &board).await?;
         board.iter().map(|note| clearance.show(note)).collect()
     } else {
         Vec::new()
     };
     // The editable state runs wrote (§7) is content too.
     let editable = match clearance.content {
-        true => crate::engine::board::stored_state(
-            store.thread_state(thread.pk).await.map_err(|e| ApiError::Internal(Box::new(e)))?.as_deref(),
-        ),
+        true => crate::engine::board::stored_state(store.thread_state(thread.pk).await?.as_deref()),
         false => serde_json::Map::new(),
     };
     let latest = turns.last();

@@ -20,9 +20,8 @@ use utoipa_axum::routes;
 use super::openapi::{ErrorBody, JsonObject, TenantQuery};
 use super::permissions::{configured_tenant, refuse, tenant_name};
 use super::{ApiError, AppState};
-use crate::auth::{AppKey, MintError, MintRequest};
+use crate::auth::{AppKey, MintRequest};
 use crate::config::TenantConfig;
-use crate::protocol::now_ms;
 use crate::store::AuditEntry;
 
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -166,13 +165,7 @@ async fn exchange(
         ttl_secs: state.auth.exchange_ttl_secs(),
         not_after: Some(identity.expires_at),
     });
-    let (token, expires_at) = match minted {
-        Ok(minted) => minted,
-        Err(MintError::NoSigningKey) => {
-            return Err(ApiError::Unavailable("this gateway has no signing key for app tokens".into()))
-        }
-        Err(error) => return Err(ApiError::Internal(Box::new(error))),
-    };
+    let (token, expires_at) = minted?;
     let audit = AuditEntry {
         tenant: tenant.name.clone(),
         action: "token.exchange".into(),
@@ -185,10 +178,10 @@ async fn exchange(
             "expiresAt": expires_at,
         })
         .to_string(),
-        at_ms: now_ms(),
+        at_ms: state.auth.clock().now_ms(),
     };
-    state.auth.audit(audit).await.map_err(|e| ApiError::Internal(Box::new(e)))?;
-    let expires_in = expires_at.saturating_sub(jsonwebtoken::get_current_timestamp());
+    state.auth.audit(audit).await?;
+    let expires_in = expires_at.saturating_sub(state.auth.clock().now_secs());
     let mut response = Json(json!({
         "access_token": token,
         "issued_token_type": JWT_TYPE,

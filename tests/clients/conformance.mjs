@@ -51,7 +51,6 @@ const uid = (prefix) => `${prefix}-${randomUUID()}`;
 const userMessage = (content) => ({ id: uid("u"), role: "user", content });
 const agentUrl = (agent, tenant = "default") => `${gateway.url}/v1/agui/agents/${agent}?tenant=${tenant}`;
 const short = (value, n = 300) => String(value).replace(/\s+/g, " ").slice(0, n);
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // The client reports what it strips or drops with console.warn; any of that is a finding here.
 const clientWarnings = [];
@@ -218,17 +217,18 @@ function messageTexts(events) {
 
 /**
  * One runAgent() of the official client, with the response body teed off before the client
- * reads it so the wire can be judged too.
+ * reads it so the wire can be judged too. `onWire(textSoFar)` is told each time more of that
+ * copy arrives, so a test can wait for something on the wire (a keepalive comment) that the
+ * client never reports as an event.
  */
-async function clientRun(agent, params, { timeoutMs = 30_000, onEvent } = {}) {
+async function clientRun(agent, params, { timeoutMs = 30_000, onEvent, onWire } = {}) {
   const wire = {};
   agent.fetch = async (url, init) => {
     wire.request = JSON.parse(init.body);
     const res = await fetch(url, init);
     wire.status = res.status;
     wire.headers = res.headers;
-    const copy = res.clone();
-    wire.body = copy.text().catch(() => "");
+    wire.body = readWireCopy(res.clone(), onWire);
     return res;
   };
   const run = { events: [], finished: undefined, runError: undefined, rejected: undefined };
@@ -254,6 +254,38 @@ async function clientRun(agent, params, { timeoutMs = 30_000, onEvent } = {}) {
   run.wire = { ...wire, text: wire.body ? await wire.body : "" };
   run.input = wire.request;
   return run;
+}
+
+/** The whole text of a teed-off response body, told to `onWire` as it grows; "" if it fails. */
+async function readWireCopy(copy, onWire) {
+  if (!onWire) return copy.text().catch(() => "");
+  const reader = copy.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+      onWire(text);
+    }
+    return text + decoder.decode();
+  } catch {
+    return "";
+  }
+}
+
+/** Resolves with `promise`, or rejects saying `what` did not happen within `ms`. */
+async function within(ms, promise, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The common verdict on a run the client should accept: returns the wire's event frames. */
@@ -752,9 +784,24 @@ async function cancelledWithKeepalives(problems) {
   const saidIt = new Promise((resolve) => {
     said = resolve;
   });
-  const running = clientRun(agent, { runId: uid("run") }, { onEvent: (e) => e.type === "TEXT_MESSAGE_END" && said() });
+  // keepalive_secs = 1: once the turn has said its piece and waits, its idle stream must carry a
+  // keepalive comment; the cancel goes out once one has come over the wire after the text.
+  let keptAlive;
+  const keepaliveArrived = new Promise((resolve) => {
+    keptAlive = resolve;
+  });
+  const keepaliveAfterText = /"TEXT_MESSAGE_END"[\s\S]*\n\n: keepalive\n\n/;
+  const running = clientRun(
+    agent,
+    { runId: uid("run") },
+    { onEvent: (e) => e.type === "TEXT_MESSAGE_END" && said(), onWire: (text) => keepaliveAfterText.test(text) && keptAlive() },
+  );
   await saidIt;
-  await sleep(1_600); // past keepalive_secs = 1: the idle stream carries a keepalive comment
+  try {
+    await within(10_000, keepaliveArrived, "no `: keepalive` comment on the waiting turn's stream");
+  } catch (e) {
+    problems.push(e.message);
+  }
   const cancel = await fetch(`${gateway.url}/v1/threads/${threadId}/cancel?tenant=default`, { method: "POST" });
   const body = await cancel.json();
   expect(cancel.status === 202 && body.status === "cancelling", `cancel: ${cancel.status} ${JSON.stringify(body)}`, problems);

@@ -26,6 +26,20 @@ export interface ResumableHttpAgentConfig extends HttpAgentConfig {
    * without progress, up to 30 s. Default 250.
    */
   reconnectDelayMs?: number;
+  /**
+   * Told when the connection was lost before the run's end and the agent starts its pause before
+   * reconnecting: how long the pause is, which reconnect in a row without progress follows it
+   * (from 1), and the id it will resume after. For an app's "reconnecting…" notice; what it
+   * returns is ignored, and an exception it throws fails the run.
+   */
+  onReconnecting?: (pause: ReconnectPause) => void;
+}
+
+/** What `onReconnecting` is told about the pause before a reconnect. */
+export interface ReconnectPause {
+  delayMs: number;
+  attempt: number;
+  lastEventId: string | undefined;
 }
 
 const DEFAULT_MAX_RECONNECTS = 5;
@@ -164,7 +178,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 /**
  * A drop-in `HttpAgent` whose runs survive dropped connections.
  *
- * Same options as `HttpAgent`, plus `maxReconnects` and `reconnectDelayMs`. While a run streams,
+ * Same options as `HttpAgent`, plus `maxReconnects`, `reconnectDelayMs` and `onReconnecting`. While a run streams,
  * `lastEventId` is the id of the last whole event received. When the connection fails or ends
  * before the run's terminal event (RUN_FINISHED or RUN_ERROR), the agent waits, POSTs the same
  * body again with `Last-Event-ID: <lastEventId>` (without it when no event had arrived yet) and
@@ -176,6 +190,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 export class ResumableHttpAgent extends HttpAgent {
   public maxReconnects: number;
   public reconnectDelayMs: number;
+  public onReconnecting: ((pause: ReconnectPause) => void) | undefined;
   /** The `id:` of the last whole event of the current (or last) run; undefined before the first. */
   public lastEventId: string | undefined;
 
@@ -183,6 +198,7 @@ export class ResumableHttpAgent extends HttpAgent {
     super(config);
     this.maxReconnects = config.maxReconnects ?? DEFAULT_MAX_RECONNECTS;
     this.reconnectDelayMs = config.reconnectDelayMs ?? DEFAULT_RECONNECT_DELAY_MS;
+    this.onReconnecting = config.onReconnecting;
     this.lastEventId = undefined;
     if (!Number.isInteger(this.maxReconnects) || this.maxReconnects < 0) {
       throw new TypeError(`maxReconnects must be a whole number ≥ 0, got ${config.maxReconnects}`);
@@ -200,6 +216,7 @@ export class ResumableHttpAgent extends HttpAgent {
     const cloned = super.clone() as ResumableHttpAgent;
     cloned.maxReconnects = this.maxReconnects;
     cloned.reconnectDelayMs = this.reconnectDelayMs;
+    cloned.onReconnecting = this.onReconnecting;
     cloned.lastEventId = this.lastEventId;
     return cloned;
   }
@@ -375,6 +392,7 @@ export class ResumableHttpAgent extends HttpAgent {
           }
           const delay = Math.min(this.reconnectDelayMs * 2 ** (attemptsWithoutProgress - 1), MAX_RECONNECT_DELAY_MS);
           try {
+            this.onReconnecting?.({ delayMs: delay, attempt: attemptsWithoutProgress, lastEventId: this.lastEventId });
             await sleep(delay, local.signal);
           } catch (error) {
             if (!closed) subscriber.error(error);

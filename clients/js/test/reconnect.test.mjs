@@ -142,14 +142,19 @@ async function catchingStrayRejections(fn) {
   process.on("unhandledRejection", collect);
   try {
     const result = await fn();
-    // Unhandled rejections are reported after the microtask queue drains.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Node reports a promise left rejected and unhandled once the callback that left it returns
+    // and the microtask queue drains; one turn of the event loop later every such rejection of
+    // the run has been reported.
+    await oneEventLoopTurn();
     return { result, stray };
   } finally {
     process.off("unhandledRejection", collect);
     for (const listener of installed) process.on("unhandledRejection", listener);
   }
 }
+
+/** Resolves after everything already due on the event loop (callbacks, microtasks) has run. */
+const oneEventLoopTurn = () => new Promise((resolve) => setImmediate(resolve));
 
 /** The assistant messages' text as the log spells it, by message id. */
 function textsOfLog(log) {
@@ -303,7 +308,26 @@ test("an HTTP error answering a reconnect fails the run", async (t) => {
 test("abortRun during the pause before a reconnect ends the run at once and reconnects no more", async (t) => {
   const proxy = await startCuttingProxy(gateway.url, (i) => [Math.floor(fullRunBytes * 0.3)][i]);
   t.after(() => proxy.close());
-  const agent = newAgent(`${proxy.url}/v1/agui/agents/slow?tenant=default`, { reconnectDelayMs: 5_000 });
+  // Every request the agent makes goes through this fetch, so a reconnect is counted the moment
+  // the agent starts it, before any byte reaches the proxy.
+  let fetches = 0;
+  const countingFetch = (url, init) => {
+    fetches += 1;
+    return fetch(url, init);
+  };
+  const pauses = [];
+  let paused;
+  const inThePause = new Promise((resolve) => {
+    paused = resolve;
+  });
+  const agent = newAgent(`${proxy.url}/v1/agui/agents/slow?tenant=default`, {
+    reconnectDelayMs: 5_000,
+    fetch: countingFetch,
+    onReconnecting: (pause) => {
+      pauses.push(pause);
+      paused();
+    },
+  });
   const errors = [];
   const started = Date.now();
   const received = [];
@@ -311,8 +335,9 @@ test("abortRun during the pause before a reconnect ends the run at once and reco
     { runId: `run-${randomUUID()}` },
     { onEvent: ({ event }) => void received.push(event), onRunErrorEvent: ({ event }) => void errors.push(event) },
   );
-  while (proxy.cuts === 0) await new Promise((resolve) => setTimeout(resolve, 10));
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await inThePause;
+  assert.equal(proxy.cuts, 1, "the pause follows the proxy's cut");
+  assert.equal(pauses[0].delayMs, 5_000, "the pause is the configured 5 s");
   agent.abortRun();
 
   await run.catch(() => {});
@@ -320,7 +345,11 @@ test("abortRun during the pause before a reconnect ends the run at once and reco
 
   assert.ok(elapsed < 5_000, `the run ended without waiting out the pause (${elapsed} ms)`);
   assert.equal(errors.at(-1)?.code, "abort", "the app sees HttpAgent's own abort RUN_ERROR");
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  // A pause that ended early instead of failing would reconnect at once; by one turn of the
+  // event loop after the run settled, that reconnect would have called fetch.
+  await oneEventLoopTurn();
+  assert.equal(fetches, 1, "no request after the abort");
+  assert.equal(pauses.length, 1, "no further pause after the abort");
   assert.equal(proxy.connections.length, 1, "no reconnect after the abort");
   console.log(`measured: aborted in the pause after ${received.length} events, run over in ${elapsed} ms, ${proxy.connections.length} connection`);
 });

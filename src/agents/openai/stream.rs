@@ -1,0 +1,190 @@
+//! One model call of the `openai` agent: the chat-completions request (the configured tools,
+//! the built-ins and the client's), sent with retries, and its streamed answer read chunk by
+//! chunk, with text and tool-call argument deltas written to the log as they arrive.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use super::{builtin_definition, OpenaiAgent, PendingCall, Usage, DELEGATE};
+use crate::engine::turn::{AgentError, TurnContext};
+
+impl OpenaiAgent {
+    /// One streamed model call: text deltas and tool-call argument deltas go to the log as
+    /// they arrive. The events that close the answer are held back for the checkpoint.
+    #[tracing::instrument(name = "agent_call", skip_all, fields(model = %self.config.model))]
+    pub(super) async fn call_model(
+        &self,
+        turn: &mut TurnContext,
+        messages: &[Value],
+    ) -> Result<ModelAnswer, AgentError> {
+        let mut body = json!({
+            "model": self.config.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        });
+        let client_tools = turn.client_tools().iter().map(|t| {
+            let parameters = t.parameters.clone().unwrap_or_else(|| json!({ "type": "object" }));
+            json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": parameters } })
+        });
+        let tools: Vec<Value> = self
+            .config
+            .tools
+            .iter()
+            .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } }))
+            .chain(self.config.builtins.iter().filter_map(|b| {
+                let mut definition = builtin_definition(b)?;
+                if b == DELEGATE {
+                    definition["function"]["parameters"]["properties"]["agent"]["enum"] = json!(self.config.delegates);
+                }
+                Some(definition)
+            }))
+            .chain(client_tools)
+            .collect();
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
+        }
+        if let Some(temperature) = self.config.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(max_tokens) = self.config.max_tokens {
+            body["max_tokens"] = json!(max_tokens);
+        }
+        let response = self.send_with_retries(&body).await?;
+        let mut answer = ModelAnswer::default();
+        let mut message: Option<String> = None;
+        let mut calls: BTreeMap<u64, PendingCall> = BTreeMap::new();
+        let mut started: Vec<u64> = Vec::new();
+        let mut buffer = String::new();
+        let mut stream = response.bytes_stream();
+        'read: while let Some(chunk) = stream.next().await {
+            let chunk =
+                chunk.map_err(|e| AgentError::Failed(format!("the model's stream broke off ({})", e.without_url())))?;
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find('\n') {
+                let line: String = buffer.drain(..=end).collect();
+                let Some(data) = line.trim_end().strip_prefix("data:").map(str::trim) else { continue };
+                if data == "[DONE]" {
+                    break 'read;
+                }
+                let Ok(event) = serde_json::from_str::<Value>(data) else { continue };
+                if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
+                    answer.usage.input += usage["prompt_tokens"].as_u64().unwrap_or(0);
+                    answer.usage.output += usage["completion_tokens"].as_u64().unwrap_or(0);
+                }
+                let Some(delta) = event["choices"].get(0).map(|c| &c["delta"]) else { continue };
+                if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                    let id = match &message {
+                        Some(id) => id.clone(),
+                        None => {
+                            let id = turn.text_start().await?;
+                            message = Some(id.clone());
+                            id
+                        }
+                    };
+                    turn.text_delta(&id, text).await?;
+                    answer.text.push_str(text);
+                }
+                for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                    let index = call["index"].as_u64().unwrap_or(0);
+                    let entry = calls.entry(index).or_insert_with(|| PendingCall {
+                        model_id: String::new(),
+                        gateway_id: String::new(),
+                        name: String::new(),
+                        arguments: String::new(),
+                        client: false,
+                        interrupt: None,
+                    });
+                    if let Some(id) = call["id"].as_str() {
+                        entry.model_id = id.to_string();
+                    }
+                    if let Some(name) = call["function"]["name"].as_str() {
+                        entry.name.push_str(name);
+                    }
+                    let arguments = call["function"]["arguments"].as_str().unwrap_or("");
+                    if !started.contains(&index) && !entry.name.is_empty() {
+                        entry.gateway_id = turn.tool_call_open(&entry.name).await?;
+                        started.push(index);
+                    }
+                    if !arguments.is_empty() {
+                        entry.arguments.push_str(arguments);
+                        if started.contains(&index) {
+                            turn.tool_call_args(&entry.gateway_id, arguments).await?;
+                        }
+                    }
+                }
+            }
+        }
+        // Close what this answer opened, held back to commit with the checkpoint.
+        turn.begin_step();
+        if let Some(id) = message {
+            turn.text_end(&id).await?;
+        }
+        for call in calls.values() {
+            if !call.gateway_id.is_empty() {
+                turn.tool_call_close(&call.gateway_id).await?;
+            }
+        }
+        let client_names: Vec<&str> = turn.client_tools().iter().map(|t| t.name.as_str()).collect();
+        answer.calls = calls
+            .into_values()
+            .filter(|c| !c.gateway_id.is_empty())
+            .map(|mut c| {
+                if c.model_id.is_empty() {
+                    c.model_id = c.gateway_id.clone();
+                }
+                c.client = client_names.contains(&c.name.as_str()) && self.tool(&c.name).is_none();
+                c
+            })
+            .collect();
+        Ok(answer)
+    }
+
+    async fn send_with_retries(&self, body: &Value) -> Result<reqwest::Response, AgentError> {
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+        let key = std::env::var(&self.config.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty() && !self.config.api_key_env.is_empty());
+        let http = self.http.client().map_err(|why| AgentError::Failed(why.to_string()))?;
+        let mut delay = Duration::from_millis(250);
+        let mut last_problem = String::new();
+        for attempt in 0..=self.config.retries {
+            if attempt > 0 {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            let mut request = http.post(&url).json(body).timeout(Duration::from_secs(self.config.request_timeout_secs));
+            if let Some(key) = &key {
+                request = request.bearer_auth(key);
+            }
+            match request.send().await {
+                Ok(response) if response.status().is_success() => return Ok(response),
+                Ok(response) if response.status().is_redirection() => {
+                    // Not followed: the redirect could carry the API key to another address.
+                    return Err(AgentError::Failed(format!(
+                        "the model answered {}, a redirect, which is not followed; base_url must be the final address",
+                        response.status()
+                    )));
+                }
+                Ok(response) if response.status().as_u16() == 429 || response.status().is_server_error() => {
+                    last_problem = format!("the model answered {}", response.status());
+                }
+                Ok(response) => {
+                    return Err(AgentError::Failed(format!("the model refused the request ({})", response.status())))
+                }
+                Err(e) => last_problem = format!("the model could not be reached ({})", e.without_url()),
+            }
+        }
+        Err(AgentError::Failed(last_problem))
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct ModelAnswer {
+    pub(super) text: String,
+    pub(super) calls: Vec<PendingCall>,
+    pub(super) usage: Usage,
+}

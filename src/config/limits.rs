@@ -1,0 +1,37 @@
+//! The `[limits]`, `[event_log]` and `[turns]` sections: request and event sizes, stream
+//! limits, the log writer's batching, and turn leases.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_event_bytes: usize,
+    pub keepalive_secs: u64,
+    pub stream_max_secs: u64,
+    pub max_open_steps: usize,
+    /// Streams one caller may hold open on this instance (429 `too_many_streams` beyond).
+    pub max_streams_per_caller: usize,
+    /// Streams open on one thread on this instance, whoever holds them.
+    pub max_streams_per_thread: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventLogConfig {
+    /// Most events committed in one transaction.
+    pub batch_max_events: usize,
+    /// Writer tasks (each with its own connection); turns are spread over them by id.
+    pub writers: usize,
+}
+
+/// Turn ownership across instances (§4.6) and shutdown.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnsConfig {
+    pub lease_ms: u64,
+    pub heartbeat_ms: u64,
+    pub sweep_ms: u64,
+    pub shutdown_grace_secs: u64,
+}

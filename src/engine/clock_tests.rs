@@ -1,0 +1,214 @@
+//! The engine's decisions by the time of day, driven by a [`TestClock`] moved by hand: nothing
+//! here sleeps to let time pass. Each test runs a real engine on a real SQLite file, with a
+//! small agent of its own behind the engine's `Agent` trait.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use super::interrupts::Deciders;
+use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
+use super::waits::{new_interrupt_id, InterruptSpec};
+use super::{Agent, AgentRegistry, Engine, RunErrorCode, RunPlan, RunRequest, StreamOptions};
+use crate::caller::Caller;
+use crate::clock::{Clock, TestClock};
+use crate::config::Config;
+use crate::ids::{RunId, ThreadId};
+use crate::protocol::RunAgentInput;
+use crate::store::{self, InterruptStatus, Store};
+
+/// How long an interrupt of [`Asker`] stays open.
+const TTL: Duration = Duration::from_secs(60);
+/// A guard against a hung test, never a wait for time to pass.
+const GUARD: Duration = Duration::from_secs(20);
+
+/// Asks one question, and finishes once it is answered (or denied by expiry).
+struct Asker;
+
+#[async_trait]
+impl Agent for Asker {
+    async fn run(&self, turn: &mut TurnContext, checkpoint: Checkpoint) -> Result<AgentOutput, AgentError> {
+        if !checkpoint.awaiting.is_empty() {
+            return Ok(AgentOutput { result: None, usage: None });
+        }
+        let spec = InterruptSpec {
+            id: new_interrupt_id(),
+            reason: "input_required".into(),
+            message: "which one?".into(),
+            tool_call_id: None,
+            response_schema: json!({ "type": "object" }),
+            ttl_ms: TTL.as_millis() as i64,
+            deciders: Deciders::default(),
+            four_eyes: false,
+            details: None,
+            choices: Vec::new(),
+        };
+        Err(turn.wait_for(vec![spec], Checkpoint { step: 1, ..Checkpoint::default() }).await)
+    }
+}
+
+/// Answers at once.
+struct Quick;
+
+#[async_trait]
+impl Agent for Quick {
+    async fn run(&self, _turn: &mut TurnContext, _checkpoint: Checkpoint) -> Result<AgentOutput, AgentError> {
+        Ok(AgentOutput { result: None, usage: None })
+    }
+}
+
+struct Setup {
+    engine: Engine,
+    store: Arc<dyn Store>,
+    clock: Arc<TestClock>,
+    _dir: tempfile::TempDir,
+}
+
+/// An engine on a fresh SQLite file whose `demo` agent is `agent`, reading `clock`. The
+/// background sweep is left far apart so that each test sweeps when it means to.
+async fn engine_with(agent: Arc<dyn Agent>, configure: impl FnOnce(&mut Config)) -> Setup {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("gateway.db").display());
+    let store = store::connect(&url, 2).await.expect("sqlite opens");
+    store.migrate().await.expect("migrations apply");
+    let mut config = Config::builtin().expect("the built-in configuration");
+    config.turns.sweep_ms = 3_600_000;
+    configure(&mut config);
+    // 2023-11-14T22:13:20Z, a few seconds into its minute (no quota window starts at once).
+    let clock = TestClock::at(1_700_000_000_000);
+    let agents: AgentRegistry = std::iter::once(("demo".to_string(), agent)).collect();
+    let engine = Engine::start_with_clock(Arc::new(config), store.clone(), Arc::new(agents), clock.clone())
+        .await
+        .expect("the engine starts");
+    Setup { engine, store, clock, _dir: dir }
+}
+
+fn input(thread: &str, run: &str) -> RunAgentInput {
+    serde_json::from_value(json!({
+        "threadId": thread,
+        "runId": run,
+        "protocolVersion": "1.0",
+        "messages": [{ "id": format!("u-{run}"), "role": "user", "content": "hello" }],
+    }))
+    .expect("a valid input")
+}
+
+/// Starts a run of `demo` on `thread` as the local person.
+async fn begin(engine: &Engine, thread: &str, run: &str) -> RunPlan {
+    let input = input(thread, run);
+    let caller = Caller::local();
+    let thread_id = ThreadId::parse(thread).expect("a thread id");
+    let run_id = RunId::parse(run).expect("a run id");
+    let request = RunRequest {
+        tenant: "default",
+        caller: &caller,
+        agent: "demo",
+        thread_id: &thread_id,
+        run_id: &run_id,
+        input: &input,
+        last_event_id: None,
+        state_writes: Default::default(),
+    };
+    engine.begin_run(request).await.expect("the run is planned")
+}
+
+/// The run's events up to its terminal one.
+async fn run_to_end(engine: &Engine, plan: RunPlan) -> Vec<Value> {
+    let RunPlan::Follow(plan) = plan else { panic!("the run was refused: {plan:?}") };
+    let options = StreamOptions { keepalive: Duration::from_secs(60), max_duration: GUARD };
+    let mut stream = Box::pin(engine.stream(plan, options));
+    let mut events = Vec::new();
+    let collected = tokio::time::timeout(GUARD, async {
+        while let Some(item) = stream.next().await {
+            if let super::StreamItem::Event { json, .. } = item {
+                let event: Value = serde_json::from_slice(&json).expect("events are JSON");
+                let last = matches!(event["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
+                events.push(event);
+                if last {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(collected.is_ok(), "the run did not end within {GUARD:?}: {events:?}");
+    events
+}
+
+#[tokio::test]
+async fn the_sweeper_expires_an_interrupt_once_the_clock_passes_its_deadline() {
+    let Setup { engine, store, clock, _dir } = engine_with(Arc::new(Asker), |_| {}).await;
+    let plan = begin(&engine, "th-expiry", "run-1").await;
+    let events = run_to_end(&engine, plan).await;
+    let finished = events.last().expect("events");
+    assert_eq!(finished["outcome"]["type"], "interrupt", "{finished}");
+    let expires_at = finished["outcome"]["interrupts"][0]["expiresAt"].as_str().expect("expiresAt").to_string();
+    assert_eq!(expires_at, crate::protocol::iso8601(clock.now_ms() + TTL.as_millis() as i64));
+
+    let thread = store.find_thread("default", "th-expiry").await.expect("query").expect("the thread");
+    let turn = store.thread_turns(thread.pk).await.expect("query").pop().expect("the turn");
+    let status = || async { store.turn_interrupts(turn.pk).await.expect("query")[0].status };
+
+    // One millisecond before the deadline the sweeper leaves it open.
+    clock.advance(TTL - Duration::from_millis(1));
+    engine.sweep().await;
+    assert_eq!(status().await, InterruptStatus::Open);
+
+    // Past the deadline it is denied as expired, and the turn goes on to its end. (The store
+    // reads "past" strictly: at the very millisecond the interrupt is still open to the sweep.)
+    clock.advance(Duration::from_millis(2));
+    engine.sweep().await;
+    let interrupt = store.turn_interrupts(turn.pk).await.expect("query").remove(0);
+    assert_eq!(interrupt.status, InterruptStatus::Expired);
+    assert_eq!(interrupt.decided_by.as_deref(), Some("gateway"));
+    let decided_seq = interrupt.decided_seq.expect("the expiry is in the log");
+
+    // A later sweep decides nothing again.
+    clock.advance(TTL);
+    engine.sweep().await;
+    let again = store.turn_interrupts(turn.pk).await.expect("query").remove(0);
+    assert_eq!(again.decided_seq, Some(decided_seq), "the expiry was recorded once");
+
+    let ended = tokio::time::timeout(GUARD, async {
+        loop {
+            let turn = store.turn(turn.pk).await.expect("query").expect("the turn");
+            if turn.status == crate::store::TurnStatus::Succeeded {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the turn did not finish after its interrupt expired");
+}
+
+#[tokio::test]
+async fn a_turns_per_minute_quota_refuses_until_its_window_rolls_over() {
+    let Setup { engine, clock, _dir, .. } = engine_with(Arc::new(Quick), |config| {
+        let tenant = config.tenants.iter_mut().find(|t| t.name == "default").expect("the default tenant");
+        tenant.quotas.turns_per_minute = Some(1);
+    })
+    .await;
+    let first = run_to_end(&engine, begin(&engine, "th-q1", "run-1").await).await;
+    assert_eq!(first.last().expect("events")["type"], "RUN_FINISHED");
+
+    let refused = begin(&engine, "th-q2", "run-2").await;
+    let RunPlan::Refused(refusal) = refused else { panic!("a second turn in the minute was let through") };
+    assert_eq!(refusal.code, RunErrorCode::QuotaExceeded);
+    let figures = refusal.figures.expect("the limit's figures");
+    assert_eq!(figures["scope"], "turns_per_minute", "{figures}");
+    let (_, next_minute) = super::quota_window(clock.now_ms(), 60);
+    assert_eq!(figures["resetsAt"], crate::protocol::iso8601(next_minute), "{figures}");
+
+    // Still inside the minute: refused again.
+    clock.set(next_minute - 1);
+    assert!(matches!(begin(&engine, "th-q2", "run-3").await, RunPlan::Refused(_)));
+
+    // The next minute: the count starts over.
+    clock.set(next_minute);
+    let later = run_to_end(&engine, begin(&engine, "th-q2", "run-4").await).await;
+    assert_eq!(later.last().expect("events")["type"], "RUN_FINISHED", "{later:?}");
+}
