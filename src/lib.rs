@@ -24,3 +24,4 @@ pub mod redact;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod tls;

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::http::AppState;
 use crate::store::{self, StoreError};
+use crate::tls::{self, TlsSetupError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -22,24 +23,29 @@ pub enum BuildError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Auth(#[from] AuthSetupError),
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
 }
 
 /// An engine for a one-off command (`decide`, `threads show`) beside serving instances.
 pub async fn build_passive(config: Config) -> Result<crate::engine::Engine, BuildError> {
     let config = Arc::new(config);
+    let outbound = tls::client_config(&config.tls)?;
     let store = store::connect(&config.database.url, 2).await?;
     store.migrate().await?;
-    let agents = Arc::new(agents::registry(&config));
+    let agents = Arc::new(agents::registry(&config, &outbound));
     Ok(Engine::start_passive(config, store, agents).await?)
 }
 
 /// Connects to the configured database, applies migrations, loads the keys and starts the engine.
 pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), BuildError> {
     let config = Arc::new(config);
+    // Read first: a bad certificate file is reported before anything connects anywhere.
+    let outbound = tls::client_config(&config.tls)?;
     let store = store::connect(&config.database.url, config.database.max_connections).await?;
     store.migrate().await?;
-    let auth = Auth::start(&config, store.clone()).await?;
-    let agents = Arc::new(agents::registry(&config));
+    let auth = Auth::start(&config, store.clone(), &outbound).await?;
+    let agents = Arc::new(agents::registry(&config, &outbound));
     let engine = Engine::start(config, store, agents).await?;
     Ok(AppState::new(engine, auth))
 }

@@ -143,8 +143,8 @@ pub struct OpenaiAgent {
 }
 
 impl OpenaiAgent {
-    pub fn new(config: OpenaiAgentConfig) -> OpenaiAgent {
-        OpenaiAgent { config, http: super::AgentHttp::new() }
+    pub fn new(config: OpenaiAgentConfig, tls: &std::sync::Arc<rustls::ClientConfig>) -> OpenaiAgent {
+        OpenaiAgent { config, http: super::AgentHttp::new(tls) }
     }
 }
 
@@ -516,7 +516,7 @@ impl OpenaiAgent {
         }
         let response = match request.send().await {
             Ok(response) => response,
-            Err(e) => return format!("error: the tool could not be reached ({})", e.without_url()),
+            Err(e) => return format!("error: the tool could not be reached: {}", super::unreachable_reason(e)),
         };
         let status = response.status();
         if status.is_redirection() {
@@ -702,7 +702,7 @@ impl OpenaiAgent {
                 Ok(response) => {
                     return Err(AgentError::Failed(format!("the model refused the request ({})", response.status())))
                 }
-                Err(e) => last_problem = format!("the model could not be reached ({})", e.without_url()),
+                Err(e) => last_problem = format!("the model could not be reached: {}", super::unreachable_reason(e)),
             }
         }
         Err(AgentError::Failed(last_problem))

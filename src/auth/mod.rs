@@ -168,11 +168,16 @@ struct Failures {
 impl Auth {
     /// Loads the keys, fetches the identity providers' JWKS, and starts the revocation watcher
     /// and the failure reporter.
-    pub async fn start(config: &Config, store: Arc<dyn Store>) -> Result<Auth, AuthSetupError> {
+    /// JWKS URLs are fetched over `tls` when they are `https://`.
+    pub async fn start(
+        config: &Config,
+        store: Arc<dyn Store>,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> Result<Auth, AuthSetupError> {
         let app = AppTokens::from_config(&config.auth.app_tokens).map_err(AuthSetupError::AppTokens)?;
         let mut providers = Vec::new();
         for provider in &config.auth.identity_providers {
-            let started = Provider::start(provider.clone())
+            let started = Provider::start(provider.clone(), tls)
                 .await
                 .map_err(|source| AuthSetupError::Provider { name: provider.name.clone(), source })?;
             providers.push(started);

@@ -440,7 +440,7 @@ async fn jwks_rotation_is_picked_up_on_refresh_and_a_failed_refresh_keeps_the_ke
     });
     let provider = format!(
         "[[auth.identity_providers]]\nname = \"rotating\"\nissuer = \"{IDP_ISSUER}\"\naudience = [\"agui-gateway\"]\n\
-         jwks_url = \"http://{jwks_address}/jwks.json\"\nalgorithms = [\"EdDSA\"]\nrefresh_secs = 1\n\
+         jwks_url = \"http://{jwks_address}/jwks.json\"\nallow_insecure_http = true\nalgorithms = [\"EdDSA\"]\nrefresh_secs = 1\n\
          tenants = [\"acme\"]\n"
     );
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -1091,7 +1091,7 @@ async fn a_jwks_url_that_redirects_is_not_followed() {
     let provider = |name: &str, issuer: &str, path: &str| {
         format!(
             "[[auth.identity_providers]]\nname = \"{name}\"\nissuer = \"{issuer}\"\naudience = [\"agui-gateway\"]\n\
-             jwks_url = \"http://{address}{path}\"\nalgorithms = [\"EdDSA\"]\ntenants = [\"acme\"]\n"
+             jwks_url = \"http://{address}{path}\"\nallow_insecure_http = true\nalgorithms = [\"EdDSA\"]\ntenants = [\"acme\"]\n"
         )
     };
     let providers = format!(
