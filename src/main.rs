@@ -224,6 +224,8 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::CheckConfig { common } => {
             let config = common.load()?;
+            // The files `serve` reads at start, read the same way.
+            agui_gateway::tls::client_config(&config.tls)?;
             println!(
                 "config ok: listen {}, database {}, {} tenant(s), agents: {}",
                 config.listen,

@@ -18,7 +18,7 @@ use crate::helpers::*;
 use crate::on_both_stores;
 
 const SECRET: &str = "an-app-token-secret-for-the-tests-0123456789";
-const IDP_ISSUER: &str = "https://idp.test/";
+pub(crate) const IDP_ISSUER: &str = "https://idp.test/";
 const ACME_ORIGIN: &str = "https://app.acme.test";
 
 fn fixture(name: &str) -> String {
@@ -68,7 +68,7 @@ pub(crate) fn claims(tenant: &str, sub: &str) -> Value {
     json!({ "iss": "agui-gateway", "aud": "agui-gateway", "sub": sub, "tenant": tenant, "iat": now(), "exp": now() + 600 })
 }
 
-fn idp_claims(tenant: &str, sub: &str) -> Value {
+pub(crate) fn idp_claims(tenant: &str, sub: &str) -> Value {
     json!({ "iss": IDP_ISSUER, "aud": "agui-gateway", "sub": sub, "tenant": tenant, "iat": now(), "exp": now() + 600,
             "scope": "openid profile", "roles": ["analyst"] })
 }

@@ -6,6 +6,8 @@ mod gateway_process;
 mod helpers;
 #[path = "../support/log_checks.rs"]
 mod log_checks;
+#[path = "../support/tls.rs"]
+mod tls_support;
 
 mod atomic_audit;
 mod auth;
@@ -31,4 +33,5 @@ mod run_route;
 mod stream_limits;
 mod takeover;
 mod threads;
+mod tls;
 mod upstream;
