@@ -25,13 +25,38 @@ pub enum BuildError {
     Auth(#[from] AuthSetupError),
     #[error(transparent)]
     Tls(#[from] TlsSetupError),
+    /// The database's TLS handshake failed at start (`sslmode=verify-full` and a certificate
+    /// that does not verify, …).
+    #[error("database: TLS: {0}")]
+    DatabaseTls(String),
+}
+
+/// Connects to the database; a failed TLS handshake is told as the certificate problem it is.
+pub async fn connect_store(url: &str, max_connections: u32) -> Result<Arc<dyn store::Store>, BuildError> {
+    let parsed = reqwest::Url::parse(url).ok();
+    // The driver reports an unreadable certificate file without its name; name it here.
+    for (parameter, path) in parsed.iter().flat_map(|u| u.query_pairs()) {
+        if matches!(&*parameter, "sslrootcert" | "sslcert" | "sslkey") {
+            if let Err(error) = std::fs::metadata(&*path) {
+                return Err(BuildError::DatabaseTls(format!("{parameter} '{path}' cannot be read ({error})")));
+            }
+        }
+    }
+    store::connect(url, max_connections).await.map_err(|error| {
+        let host = parsed.as_ref().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_default();
+        let trusted = "sslrootcert in the database URL, or the platform's";
+        match tls::describe_failure_trusting(&error, &host, trusted) {
+            Some(problem) => BuildError::DatabaseTls(problem),
+            None => BuildError::Store(error),
+        }
+    })
 }
 
 /// An engine for a one-off command (`decide`, `threads show`) beside serving instances.
 pub async fn build_passive(config: Config) -> Result<crate::engine::Engine, BuildError> {
     let config = Arc::new(config);
     let outbound = tls::client_config(&config.tls)?;
-    let store = store::connect(&config.database.url, 2).await?;
+    let store = connect_store(&config.database.url, 2).await?;
     store.migrate().await?;
     let agents = Arc::new(agents::registry(&config, &outbound));
     Ok(Engine::start_passive(config, store, agents).await?)
@@ -42,7 +67,7 @@ pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), Bu
     let config = Arc::new(config);
     // Read first: a bad certificate file is reported before anything connects anywhere.
     let outbound = tls::client_config(&config.tls)?;
-    let store = store::connect(&config.database.url, config.database.max_connections).await?;
+    let store = connect_store(&config.database.url, config.database.max_connections).await?;
     store.migrate().await?;
     let auth = Auth::start(&config, store.clone(), &outbound).await?;
     let agents = Arc::new(agents::registry(&config, &outbound));

@@ -144,8 +144,18 @@ fn read_key(path: &str) -> Result<PrivateKeyDer<'static>, TlsSetupError> {
 /// its source chain) is a TLS failure; `None` for any other error. `host` is the host the
 /// connection was for. The words name the problem and the rustls reason, never a secret.
 pub fn describe_failure(error: &(dyn std::error::Error + 'static), host: &str) -> Option<String> {
+    describe_failure_trusting(error, host, "the platform's, SSL_CERT_FILE, tls.extra_ca_file")
+}
+
+/// As [`describe_failure`], for a connection whose trusted roots are `trusted` (named in the
+/// words for an unknown issuer), e.g. the database's `sslrootcert`.
+pub fn describe_failure_trusting(
+    error: &(dyn std::error::Error + 'static),
+    host: &str,
+    trusted: &str,
+) -> Option<String> {
     let tls = find_rustls_error(error)?;
-    Some(describe_rustls(tls, host))
+    Some(describe_rustls(tls, host, trusted))
 }
 
 /// The rustls error behind `error`. A rustls error reaches the HTTP client wrapped in an
@@ -169,7 +179,7 @@ fn find_rustls_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option
     None
 }
 
-fn describe_rustls(error: &rustls::Error, host: &str) -> String {
+fn describe_rustls(error: &rustls::Error, host: &str, trusted: &str) -> String {
     use rustls::{AlertDescription, CertificateError, Error};
     match error {
         Error::InvalidCertificate(problem) => {
@@ -177,7 +187,7 @@ fn describe_rustls(error: &rustls::Error, host: &str) -> String {
             match problem {
                 CertificateError::UnknownIssuer => format!(
                     "certificate not trusted ({reason}) for host {host}: its issuer is not among the trusted roots \
-                     (the platform's, SSL_CERT_FILE, tls.extra_ca_file)"
+                     ({trusted})"
                 ),
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
                     format!("certificate not valid for host {host} ({reason})")
@@ -220,7 +230,10 @@ fn certificate_reason(problem: &rustls::CertificateError) -> String {
             if presented.is_empty() {
                 "NotValidForName; it names no host".to_string()
             } else {
-                format!("NotValidForName; it names {}", presented.join(", "))
+                // rustls renders each as `DnsName("host")`; the name alone reads better.
+                let names: Vec<&str> =
+                    presented.iter().map(|name| name.split('"').nth(1).unwrap_or(name.as_str())).collect();
+                format!("NotValidForName; it names {}", names.join(", "))
             }
         }
         CertificateError::ExpiredContext { .. } => "Expired".to_string(),

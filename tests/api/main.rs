@@ -26,6 +26,7 @@ mod interrupts;
 mod metrics;
 mod openai;
 mod operations;
+mod postgres_tls;
 mod quotas;
 mod reconnect;
 mod redirects;
