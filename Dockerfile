@@ -44,6 +44,14 @@ RUN touch src/main.rs src/lib.rs \
 # stack: docs/config.md), so the slim base needs no extra package and no package index.
 FROM debian:bookworm-slim
 
+# The platform's trust roots for outbound HTTPS (models, tools, upstream agents, JWKS,
+# PostgreSQL's verify-full); the slim image has none. Unpinned: the bundle should follow
+# Debian's security updates.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+
 RUN groupadd --system --gid 10001 agui-gateway \
     && useradd --system --uid 10001 --gid agui-gateway --no-create-home \
         --home-dir /var/lib/agui-gateway --shell /usr/sbin/nologin agui-gateway \

@@ -374,10 +374,18 @@ impl Config {
                     "identity provider '{name}': give exactly one of jwks_url, jwks_file, public_key_file"
                 ));
             }
-            if !provider.jwks_url.is_empty() && !provider.jwks_url.starts_with("http://") {
-                return invalid(format!(
-                    "identity provider '{name}': jwks_url must be an http:// URL (see docs/config.md)"
-                ));
+            let url = provider.jwks_url.as_str();
+            if !url.is_empty() && !url.starts_with("https://") {
+                if !url.starts_with("http://") {
+                    return invalid(format!("identity provider '{name}': jwks_url must be an https:// URL"));
+                }
+                if !provider.allow_insecure_http {
+                    return invalid(format!(
+                        "identity provider '{name}': jwks_url must be an https:// URL; a plain http:// one lets anyone \
+                         on the path hand the gateway a signing key (set allow_insecure_http = true to accept that \
+                         risk, see docs/config.md)"
+                    ));
+                }
             }
             for algorithm in &provider.algorithms {
                 if !matches!(algorithm.as_str(), "RS256" | "RS384" | "RS512" | "PS256" | "ES256" | "ES384" | "EdDSA") {

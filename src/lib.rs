@@ -26,3 +26,4 @@ pub mod redact;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod tls;

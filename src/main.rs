@@ -224,6 +224,8 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::CheckConfig { common } => {
             let config = common.load()?;
+            // The files `serve` reads at start, read the same way.
+            agui_gateway::tls::client_config(&config.tls)?;
             println!(
                 "config ok: listen {}, database {}, {} tenant(s), agents: {}",
                 config.listen,
@@ -260,7 +262,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
         Command::Migrate { common } => {
             let config = common.load()?;
             let _telemetry = init_logging(&config);
-            let store = agui_gateway::store::connect(&config.database.url, 2).await?;
+            let store = agui_gateway::server::connect_store(&config.database.url, 2).await?;
             store.migrate().await?;
             println!("migrations applied to {}", config::redact_url(&config.database.url));
             Ok(())
@@ -297,7 +299,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn open_store(config: &Config) -> Result<std::sync::Arc<dyn Store>, Box<dyn std::error::Error>> {
-    let store = agui_gateway::store::connect(&config.database.url, 2).await?;
+    let store = agui_gateway::server::connect_store(&config.database.url, 2).await?;
     store.migrate().await?;
     Ok(store)
 }

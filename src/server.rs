@@ -16,6 +16,7 @@ use crate::engine::Engine;
 use crate::http::tls::{TlsError, TlsServing};
 use crate::http::AppState;
 use crate::store::{self, StoreError};
+use crate::tls::{self, TlsSetupError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -24,25 +25,55 @@ pub enum BuildError {
     #[error(transparent)]
     Auth(#[from] AuthSetupError),
     #[error(transparent)]
-    Tls(#[from] TlsError),
+    Serving(#[from] TlsError),
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
+    /// The database's TLS handshake failed at start (`sslmode=verify-full` and a certificate
+    /// that does not verify, …).
+    #[error("database: TLS: {0}")]
+    DatabaseTls(String),
+}
+
+/// Connects to the database; a failed TLS handshake is told as the certificate problem it is.
+pub async fn connect_store(url: &str, max_connections: u32) -> Result<Arc<dyn store::Store>, BuildError> {
+    let parsed = reqwest::Url::parse(url).ok();
+    // The driver reports an unreadable certificate file without its name; name it here.
+    for (parameter, path) in parsed.iter().flat_map(|u| u.query_pairs()) {
+        if matches!(&*parameter, "sslrootcert" | "sslcert" | "sslkey") {
+            if let Err(error) = std::fs::metadata(&*path) {
+                return Err(BuildError::DatabaseTls(format!("{parameter} '{path}' cannot be read ({error})")));
+            }
+        }
+    }
+    store::connect(url, max_connections).await.map_err(|error| {
+        let host = parsed.as_ref().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_default();
+        let trusted = "sslrootcert in the database URL, or the platform's";
+        match tls::describe_failure_trusting(&error, &host, trusted) {
+            Some(problem) => BuildError::DatabaseTls(problem),
+            None => BuildError::Store(error),
+        }
+    })
 }
 
 /// An engine for a one-off command (`decide`, `threads show`) beside serving instances.
 pub async fn build_passive(config: Config) -> Result<crate::engine::Engine, BuildError> {
     let config = Arc::new(config);
-    let store = store::connect(&config.database.url, 2).await?;
+    let outbound = tls::client_config(&config.tls)?;
+    let store = connect_store(&config.database.url, 2).await?;
     store.migrate().await?;
-    let agents = Arc::new(agents::registry(&config));
+    let agents = Arc::new(agents::registry(&config, &outbound));
     Ok(Engine::start_passive(config, store, agents).await?)
 }
 
 /// Connects to the configured database, applies migrations, loads the keys and starts the engine.
 pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), BuildError> {
     let config = Arc::new(config);
-    let store = store::connect(&config.database.url, config.database.max_connections).await?;
+    // Read first: a bad certificate file is reported before anything connects anywhere.
+    let outbound = tls::client_config(&config.tls)?;
+    let store = connect_store(&config.database.url, config.database.max_connections).await?;
     store.migrate().await?;
-    let auth = Auth::start(&config, store.clone()).await?;
-    let agents = Arc::new(agents::registry(&config));
+    let auth = Auth::start(&config, store.clone(), &outbound).await?;
+    let agents = Arc::new(agents::registry(&config, &outbound));
     let engine = Engine::start(config, store, agents).await?;
     Ok(AppState::new(engine, auth))
 }

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 /// Each top-level module of the library and the modules it may import: the ones below it in
 /// the layering `protocol`, `ids` → `config` → `store` → `caller` → `auth` → `engine` →
-/// `agents` → `http` → `server`. `metrics`, `redact` and `clock` sit at the bottom and `telemetry` just
-/// above `config`: anyone above them may use them. `admin` (the operator commands) sits beside
+/// `agents` → `http` → `server`. `metrics`, `redact` and `clock` sit at the bottom, and `telemetry` and
+/// `tls` (the outbound TLS configuration) just above `config`: anyone above them may use them. `admin` (the operator commands) sits beside
 /// `http`. `main.rs` is its own crate and uses the library from outside.
 ///
 /// Two edges the order would allow are kept out on purpose: `store` takes its settings as
@@ -22,13 +22,27 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ids", &[]),
     ("config", &["protocol", "ids", "redact", "metrics"]),
     ("telemetry", &["config", "protocol", "ids", "redact", "metrics"]),
+    ("tls", &["config", "protocol", "ids", "redact", "metrics"]),
     ("store", &["protocol", "ids", "redact", "metrics", "telemetry"]),
-    ("caller", &["store", "config", "protocol", "ids", "redact", "metrics", "telemetry"]),
-    ("auth", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "clock"]),
-    ("engine", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "clock"]),
+    ("caller", &["store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
+    ("auth", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
+    ("engine", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
     (
         "agents",
-        &["engine", "auth", "caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "clock"],
+        &[
+            "engine",
+            "auth",
+            "caller",
+            "store",
+            "config",
+            "protocol",
+            "ids",
+            "redact",
+            "metrics",
+            "telemetry",
+            "tls",
+            "clock",
+        ],
     ),
     (
         "http",
@@ -45,6 +59,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "metrics",
             "telemetry",
             "clock",
+            "tls",
         ],
     ),
     (
@@ -62,6 +77,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "metrics",
             "telemetry",
             "clock",
+            "tls",
         ],
     ),
     (
@@ -81,6 +97,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "metrics",
             "telemetry",
             "clock",
+            "tls",
         ],
     ),
 ];

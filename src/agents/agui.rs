@@ -61,8 +61,8 @@ enum Ending {
 }
 
 impl AguiAgent {
-    pub fn new(config: AguiAgentConfig) -> AguiAgent {
-        AguiAgent { config, http: super::AgentHttp::new() }
+    pub fn new(config: AguiAgentConfig, tls: &std::sync::Arc<rustls::ClientConfig>) -> AguiAgent {
+        AguiAgent { config, http: super::AgentHttp::new(tls) }
     }
 }
 
@@ -185,7 +185,7 @@ impl AguiAgent {
             }
         }
         let response = request.send().await.map_err(|e| {
-            AgentError::Failed(format!("the upstream agent could not be reached ({})", e.without_url()))
+            AgentError::Failed(format!("the upstream agent could not be reached: {}", super::unreachable_reason(e)))
         })?;
         let status = response.status();
         if status.is_redirection() {

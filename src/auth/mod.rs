@@ -170,20 +170,26 @@ struct Failures {
 impl Auth {
     /// Loads the keys, fetches the identity providers' JWKS, and starts the revocation watcher
     /// and the failure reporter.
-    pub async fn start(config: &Config, store: Arc<dyn Store>) -> Result<Auth, AuthSetupError> {
-        Auth::start_with_clock(config, store, crate::clock::system()).await
+    /// JWKS URLs are fetched over `tls` when they are `https://`.
+    pub async fn start(
+        config: &Config,
+        store: Arc<dyn Store>,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> Result<Auth, AuthSetupError> {
+        Auth::start_with_clock(config, store, tls, crate::clock::system()).await
     }
 
     /// [`Auth::start`] reading the time from `clock`.
     pub async fn start_with_clock(
         config: &Config,
         store: Arc<dyn Store>,
+        tls: &Arc<rustls::ClientConfig>,
         clock: Arc<dyn Clock>,
     ) -> Result<Auth, AuthSetupError> {
         let app = AppTokens::from_config(&config.auth.app_tokens).map_err(AuthSetupError::AppTokens)?;
         let mut providers = Vec::new();
         for provider in &config.auth.identity_providers {
-            let started = Provider::start(provider.clone())
+            let started = Provider::start(provider.clone(), tls)
                 .await
                 .map_err(|source| AuthSetupError::Provider { name: provider.name.clone(), source })?;
             providers.push(started);

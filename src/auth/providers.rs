@@ -26,7 +26,10 @@ pub struct Provider {
 impl Provider {
     /// Loads the provider's keys. A JWKS URL that does not answer at start is not fatal: the
     /// provider starts with no keys (its tokens fail) and the refresh keeps trying.
-    pub async fn start(config: IdentityProviderConfig) -> Result<Arc<Provider>, KeyError> {
+    pub async fn start(
+        config: IdentityProviderConfig,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> Result<Arc<Provider>, KeyError> {
         let allowed: Vec<Algorithm> = if config.algorithms.is_empty() {
             DEFAULT_ALGORITHMS.to_vec()
         } else {
@@ -40,6 +43,7 @@ impl Provider {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())
+            .use_preconfigured_tls(rustls::ClientConfig::clone(tls))
             .build()
             .map_err(|e| KeyError::Invalid(format!("HTTP client: {e}")))?;
         let provider = Arc::new(Provider { config, allowed, keys: RwLock::new(Arc::new(Vec::new())), http });
@@ -83,7 +87,7 @@ impl Provider {
                 .send()
                 .await
                 .and_then(reqwest::Response::error_for_status)
-                .map_err(|e| KeyError::Invalid(format!("fetching the JWKS: {e}")))?;
+                .map_err(|e| KeyError::Invalid(format!("fetching the JWKS: {}", unreachable_reason(e))))?;
             if !response.status().is_success() {
                 return Err(KeyError::Invalid(format!(
                     "fetching the JWKS: the URL answered {} (redirects are not followed)",
@@ -104,6 +108,13 @@ impl Provider {
         let keys = self.current_keys();
         jwt::verify(token, &keys, &Rules { issuer: &self.config.issuer, audience: &self.config.audience, leeway_secs })
     }
+}
+
+/// Why a JWKS request failed: a TLS failure in words naming the certificate problem and host,
+/// anything else as the client says it (the URL is the operator's own and is kept).
+fn unreachable_reason(error: reqwest::Error) -> String {
+    let host = error.url().and_then(|url| url.host_str()).unwrap_or("?").to_string();
+    crate::tls::describe_failure(&error, &host).unwrap_or_else(|| error.to_string())
 }
 
 /// Re-reads the JWKS every `every` while the provider lives; a failure keeps the last keys.

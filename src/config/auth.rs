@@ -118,6 +118,10 @@ pub struct IdentityProviderConfig {
     /// is configured. A token naming another tenant is refused.
     #[serde(default)]
     pub tenants: Vec<String>,
+    /// Lets `jwks_url` be a plain `http://` URL. Unsafe: anyone on the path can hand the
+    /// gateway a signing key of their own.
+    #[serde(default)]
+    pub allow_insecure_http: bool,
 }
 
 fn default_refresh_secs() -> u64 {

@@ -18,7 +18,7 @@ use crate::helpers::*;
 use crate::on_both_stores;
 
 const SECRET: &str = "an-app-token-secret-for-the-tests-0123456789";
-const IDP_ISSUER: &str = "https://idp.test/";
+pub(crate) const IDP_ISSUER: &str = "https://idp.test/";
 const ACME_ORIGIN: &str = "https://app.acme.test";
 
 fn fixture(name: &str) -> String {
@@ -68,7 +68,7 @@ pub(crate) fn claims(tenant: &str, sub: &str) -> Value {
     json!({ "iss": "agui-gateway", "aud": "agui-gateway", "sub": sub, "tenant": tenant, "iat": now(), "exp": now() + 600 })
 }
 
-fn idp_claims(tenant: &str, sub: &str) -> Value {
+pub(crate) fn idp_claims(tenant: &str, sub: &str) -> Value {
     json!({ "iss": IDP_ISSUER, "aud": "agui-gateway", "sub": sub, "tenant": tenant, "iat": now(), "exp": now() + 600,
             "scope": "openid profile", "roles": ["analyst"] })
 }
@@ -440,7 +440,7 @@ async fn jwks_rotation_is_picked_up_on_refresh_and_a_failed_refresh_keeps_the_ke
     });
     let provider = format!(
         "[[auth.identity_providers]]\nname = \"rotating\"\nissuer = \"{IDP_ISSUER}\"\naudience = [\"agui-gateway\"]\n\
-         jwks_url = \"http://{jwks_address}/jwks.json\"\nalgorithms = [\"EdDSA\"]\nrefresh_secs = 1\n\
+         jwks_url = \"http://{jwks_address}/jwks.json\"\nallow_insecure_http = true\nalgorithms = [\"EdDSA\"]\nrefresh_secs = 1\n\
          tenants = [\"acme\"]\n"
     );
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -1091,7 +1091,7 @@ async fn a_jwks_url_that_redirects_is_not_followed() {
     let provider = |name: &str, issuer: &str, path: &str| {
         format!(
             "[[auth.identity_providers]]\nname = \"{name}\"\nissuer = \"{issuer}\"\naudience = [\"agui-gateway\"]\n\
-             jwks_url = \"http://{address}{path}\"\nalgorithms = [\"EdDSA\"]\ntenants = [\"acme\"]\n"
+             jwks_url = \"http://{address}{path}\"\nallow_insecure_http = true\nalgorithms = [\"EdDSA\"]\ntenants = [\"acme\"]\n"
         )
     };
     let providers = format!(

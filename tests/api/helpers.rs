@@ -59,9 +59,9 @@ impl TestDatabase {
                 TestDatabase { url, postgres_name: None, _dir: Some(dir) }
             }
             Backend::Postgres => {
-                let server = pg_server::server_url();
+                let (server, query) = postgres_server();
                 let name = format!("agui_test_{}", uuid::Uuid::new_v4().simple());
-                let admin_url = format!("{server}/postgres");
+                let admin_url = format!("{server}/postgres{query}");
                 let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
                     .await
                     .unwrap_or_else(|e| panic!("cannot connect to PostgreSQL at {server}: {e}"));
@@ -69,10 +69,57 @@ impl TestDatabase {
                     .execute(&mut admin)
                     .await
                     .expect("create test database");
-                TestDatabase { url: format!("{server}/{name}"), postgres_name: Some(name), _dir: None }
+                TestDatabase { url: format!("{server}/{name}{query}"), postgres_name: Some(name), _dir: None }
             }
         }
     }
+}
+
+/// The variable that runs the PostgreSQL tests over TLS: `AGUI_TEST_POSTGRES_TLS=1` (as
+/// `scripts/test` does for one pass of the PostgreSQL half of this suite).
+pub const POSTGRES_TLS_VARIABLE: &str = "AGUI_TEST_POSTGRES_TLS";
+
+/// The PostgreSQL server the tests create their databases on, as its base URL and the query
+/// each database URL ends with: the shared server, or under [`POSTGRES_TLS_VARIABLE`] the TLS
+/// cluster of this process with `sslmode=verify-full`.
+fn postgres_server() -> (String, String) {
+    if std::env::var(POSTGRES_TLS_VARIABLE).is_ok_and(|v| v == "1") {
+        let cluster = tls_cluster();
+        (cluster.base.clone(), cluster.verify_full_query())
+    } else {
+        (pg_server::server_url(), String::new())
+    }
+}
+
+/// A throwaway PostgreSQL cluster serving TLS with a certificate for `localhost` from a CA
+/// made for it, started once per test process and shared.
+pub struct TlsCluster {
+    /// `postgres://postgres@localhost:<port>`, without a database.
+    pub base: String,
+    pub port: u16,
+    pub ca: crate::tls_support::TestCa,
+    _cluster: pg_server::Cluster,
+}
+
+impl TlsCluster {
+    /// `?sslmode=verify-full&sslrootcert=<the CA>`.
+    pub fn verify_full_query(&self) -> String {
+        format!("?sslmode=verify-full&sslrootcert={}", self.ca.ca_file().display())
+    }
+}
+
+pub fn tls_cluster() -> &'static TlsCluster {
+    static CLUSTER: std::sync::OnceLock<TlsCluster> = std::sync::OnceLock::new();
+    CLUSTER.get_or_init(|| {
+        let ca = crate::tls_support::TestCa::new("postgres");
+        let served = ca.server("postgres", &["localhost"]);
+        let cluster = pg_server::throwaway_tls_cluster(pg_server::ServerTls {
+            cert_file: &served.cert_file,
+            key_file: &served.key_file,
+        });
+        let port: u16 = cluster.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the cluster's port");
+        TlsCluster { base: format!("postgres://postgres@localhost:{port}"), port, ca, _cluster: cluster }
+    })
 }
 
 impl Drop for TestDatabase {
@@ -80,13 +127,14 @@ impl Drop for TestDatabase {
         let Some(name) = self.postgres_name.take() else {
             return;
         };
-        let server = pg_server::server_url();
+        let (server, query) = postgres_server();
         // The test's runtime is going away; drop the database from a runtime of our own.
         let _ = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
             runtime.block_on(async {
-                let mut admin =
-                    <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{server}/postgres")).await.ok()?;
+                let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{server}/postgres{query}"))
+                    .await
+                    .ok()?;
                 sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await.ok()
             })
         })

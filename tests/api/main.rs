@@ -8,6 +8,8 @@ mod helpers;
 mod log_checks;
 #[path = "../support/test_ca.rs"]
 mod test_ca;
+#[path = "../support/tls.rs"]
+mod tls_support;
 
 mod atomic_audit;
 mod auth;
@@ -27,6 +29,7 @@ mod interrupts;
 mod metrics;
 mod openai;
 mod operations;
+mod postgres_tls;
 mod quotas;
 mod reconnect;
 mod redirects;
@@ -34,4 +37,5 @@ mod run_route;
 mod stream_limits;
 mod takeover;
 mod threads;
+mod tls;
 mod upstream;

@@ -7,9 +7,11 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+use agui_gateway::config::TlsConfig;
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use crate::tls_support::{address_of, server_config, TestCa, TlsFront};
 
 #[derive(Debug, Clone, Copy)]
 enum Upstream {
@@ -76,7 +78,14 @@ impl UpstreamServer {
 
 /// A gateway whose agent `upstream` fronts `route` of the upstream server.
 async fn gateway_in_front_of(upstream: &UpstreamServer, route: &str, db: &TestDatabase) -> TestApp {
+    gateway_at(&upstream.url, route, db, TlsConfig::default()).await
+}
+
+/// A gateway whose agent `upstream` fronts `route` of the AG-UI server at `base` (http:// or
+/// https://), with `tls` as its outbound TLS settings.
+async fn gateway_at(base: &str, route: &str, db: &TestDatabase, tls: TlsConfig) -> TestApp {
     let mut config = test_config(&db.url);
+    config.tls = tls;
     let toml = format!(
         r#"
 name = "upstream"
@@ -85,7 +94,7 @@ url = "{}/agents/{route}"
 timeout_secs = 20
 secret_headers = {{ authorization = "AGUI_TEST_UPSTREAM_AUTHORIZATION" }}
 "#,
-        upstream.url
+        base
     );
     config.agents.push(toml::from_str(&toml).expect("agent config"));
     TestApp::start_with(config).await
@@ -221,6 +230,48 @@ async fn an_upstream_that_breaks_the_protocol_fails_the_turn(kind: Upstream) {
     }
 }
 
+/// The upstream served over HTTPS (a TLS front before the real server): with its CA trusted
+/// through `tls.extra_ca_file` the run is relayed and the official client accepts it; with a
+/// certificate from a CA trusted nowhere, the run ends in a `RUN_ERROR` naming the problem and
+/// the upstream is never asked.
+async fn an_https_upstream_is_reached_over_verified_tls(kind: Upstream) {
+    let server = upstream_of(kind);
+    let ca = TestCa::new("upstream");
+    let stranger = TestCa::new("stranger");
+    let backend = address_of(&server.url);
+    let trusted = TlsFront::start(backend, server_config(&ca.server("upstream", &["127.0.0.1"]), None)).await;
+    let untrusted = TlsFront::start(backend, server_config(&stranger.server("upstream", &["127.0.0.1"]), None)).await;
+    let tls = TlsConfig { extra_ca_file: ca.ca_file().display().to_string(), ..TlsConfig::default() };
+
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = gateway_at(&trusted.url(""), "chat", &db, tls.clone()).await;
+    let events = app.run_to_end("upstream", &first_run("th-up-tls", "run-1", "hello over tls")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let text: String = events
+        .iter()
+        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e.data["delta"].as_str().unwrap_or(""))
+        .collect();
+    assert!(text.starts_with("Upstream heard: hello over tls"), "{text}");
+    let (ok, report) = agui_check(&app.run_url("upstream"), &first_run("th-up-tls-check", "run-1", "check")).await;
+    assert!(ok, "{report}");
+    let asked = server.requests().await.len();
+
+    let other = TestDatabase::new(Backend::Sqlite).await;
+    let refusing = gateway_at(&untrusted.url(""), "chat", &other, tls).await;
+    let events = refusing.run_to_end("upstream", &first_run("th-up-tls", "run-1", "hello")).await;
+    let end = &events.last().expect("end").data;
+    assert_eq!(end["type"], "RUN_ERROR", "{:?}", kinds(&events));
+    let message = end["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "the upstream agent could not be reached: certificate not trusted (UnknownIssuer) for host 127.0.0.1"
+        ),
+        "{message}"
+    );
+    assert_eq!(server.requests().await.len(), asked, "the untrusted front passed nothing on");
+}
+
 macro_rules! on_both_upstreams {
     ($name:ident) => {
         mod $name {
@@ -239,3 +290,4 @@ macro_rules! on_both_upstreams {
 on_both_upstreams!(a_normal_run_is_relayed_under_the_gateways_ids);
 on_both_upstreams!(an_upstream_interrupt_is_decided_through_the_gateway);
 on_both_upstreams!(an_upstream_that_breaks_the_protocol_fails_the_turn);
+on_both_upstreams!(an_https_upstream_is_reached_over_verified_tls);

@@ -21,7 +21,20 @@ pub fn spawn_instance(config: &Path, database: &str, logs: Arc<Mutex<Vec<String>
 
 /// As [`spawn_instance`], with more `serve` arguments (e.g. `--log-format json`).
 pub fn spawn_instance_with(config: &Path, database: &str, logs: Arc<Mutex<Vec<String>>>, args: &[&str]) -> Instance {
+    spawn_instance_env(config, database, logs, args, &[])
+}
+
+/// As [`spawn_instance_with`], with variables added to the process's environment (e.g.
+/// `SSL_CERT_FILE`).
+pub fn spawn_instance_env(
+    config: &Path,
+    database: &str,
+    logs: Arc<Mutex<Vec<String>>>,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Instance {
     let mut child = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .envs(env.iter().copied())
         .args(["serve", "--listen", "127.0.0.1:0", "--database", database, "--config"])
         .arg(config)
         .args(args)

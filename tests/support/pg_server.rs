@@ -84,6 +84,25 @@ fn strip_path(url: &str) -> String {
 /// Starts a private cluster in a temp dir, plus a watchdog that stops it and
 /// deletes the dir once this process has exited.
 pub fn throwaway_cluster() -> Cluster {
+    start_cluster(None)
+}
+
+/// A server certificate and its key (PEM files) for a cluster that serves TLS.
+#[allow(dead_code)]
+pub struct ServerTls<'a> {
+    pub cert_file: &'a Path,
+    pub key_file: &'a Path,
+}
+
+/// As [`throwaway_cluster`], with `ssl=on` and the given certificate: clients may connect with
+/// `sslmode=require|verify-ca|verify-full`. The files are copied into the cluster's directory
+/// (the server's user must own its key, readable by it alone).
+#[allow(dead_code)]
+pub fn throwaway_tls_cluster(tls: ServerTls<'_>) -> Cluster {
+    start_cluster(Some(tls))
+}
+
+fn start_cluster(tls: Option<ServerTls<'_>>) -> Cluster {
     let bin = find_pg_bin_dir().unwrap_or_else(|| {
         panic!(
             "no PostgreSQL server for the tests: DATABASE_URL is unset, nothing accepts \
@@ -98,6 +117,16 @@ pub fn throwaway_cluster() -> Cluster {
     let dir = std::env::temp_dir().join(format!("pgtest-{}-{nanos}", std::process::id()));
     let data = dir.join("data");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create temp dir {}: {e}", dir.display()));
+    let mut ssl_options = String::new();
+    if let Some(tls) = &tls {
+        let (cert, key) = (dir.join("server.crt"), dir.join("server.key"));
+        std::fs::copy(tls.cert_file, &cert).unwrap_or_else(|e| panic!("cannot copy the server certificate: {e}"));
+        std::fs::copy(tls.key_file, &key).unwrap_or_else(|e| panic!("cannot copy the server key: {e}"));
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+            .unwrap_or_else(|e| panic!("cannot restrict the server key: {e}"));
+        ssl_options = format!(" -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}", cert.display(), key.display());
+    }
     if as_root {
         // PostgreSQL refuses to run as root, so the `postgres` OS user owns the cluster.
         run_checked(Command::new("chown").arg("-R").arg("postgres").arg(&dir), "chown");
@@ -117,8 +146,10 @@ pub fn throwaway_cluster() -> Cluster {
         .expect("cannot bind 127.0.0.1:0 to pick a free port")
         .port();
     let log = dir.join("log");
-    let options =
-        format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", dir.display());
+    let options = format!(
+        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300{ssl_options}",
+        dir.display()
+    );
     let start = pg_user_argv(
         as_root,
         vec![

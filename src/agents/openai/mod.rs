@@ -147,8 +147,8 @@ pub struct OpenaiAgent {
 }
 
 impl OpenaiAgent {
-    pub fn new(config: OpenaiAgentConfig) -> OpenaiAgent {
-        OpenaiAgent { config, http: super::AgentHttp::new() }
+    pub fn new(config: OpenaiAgentConfig, tls: &std::sync::Arc<rustls::ClientConfig>) -> OpenaiAgent {
+        OpenaiAgent { config, http: super::AgentHttp::new(tls) }
     }
 }
 

@@ -175,7 +175,9 @@ impl OpenaiAgent {
                 Ok(response) => {
                     return Err(AgentError::Failed(format!("the model refused the request ({})", response.status())))
                 }
-                Err(e) => last_problem = format!("the model could not be reached ({})", e.without_url()),
+                Err(e) => {
+                    last_problem = format!("the model could not be reached: {}", crate::agents::unreachable_reason(e))
+                }
             }
         }
         Err(AgentError::Failed(last_problem))
