@@ -33,5 +33,6 @@ mod redirects;
 mod run_route;
 mod stream_limits;
 mod takeover;
+mod tenant_scope;
 mod threads;
 mod upstream;
