@@ -13,7 +13,7 @@
 //!
 //! [`Store`] is all of them plus what concerns the database as a whole; the gateway holds an
 //! `Arc<dyn Store>`, opened by [`connect`] from the database URL's scheme. What differs between
-//! PostgreSQL (`postgres.rs`) and SQLite (`sqlite.rs`) is the [`Backend`](backend::Backend)
+//! PostgreSQL (`postgres.rs`) and SQLite (`sqlite.rs`) is the `Backend`
 //! trait; the shared statements run through the checked bound in `sql.rs`. SQL lives only in
 //! this folder.
 //!
