@@ -274,7 +274,7 @@ impl Auth {
 
     async fn find_key(&self, credential: &str) -> Result<crate::store::ApiKeyRow, AuthError> {
         let presented = keys::parse(credential).ok_or(AuthError::UnknownKey)?;
-        let row = self.inner.store.find_api_key(presented.id).await.map_err(AuthError::Store)?;
+        let row = self.inner.store.key_for_credential(presented.id).await.map_err(AuthError::Store)?;
         let row = row.ok_or(AuthError::UnknownKey)?;
         if !keys::same_hash(&row.secret_sha256, &keys::hash_secret(presented.secret)) {
             return Err(AuthError::UnknownKey);
@@ -296,7 +296,7 @@ impl Auth {
             let (person, tenant) = person_from(&claims, "tenant", "roles", "clearance", scopes, true)?;
             if let Some(app_key) = &person.app_key {
                 // An exchanged token lives only as long as the app key that exchanged it.
-                let key = inner.store.find_api_key(app_key).await.map_err(AuthError::Store)?;
+                let key = inner.store.find_api_key(&tenant, app_key).await.map_err(AuthError::Store)?;
                 if !key.is_some_and(|k| k.revoked_at_ms.is_none() && k.kind == KeyKind::App) {
                     return Err(AuthError::Revoked);
                 }

@@ -174,7 +174,7 @@ async fn the_sweeper_expires_an_interrupt_once_the_clock_passes_its_deadline() {
 
     let ended = tokio::time::timeout(GUARD, async {
         loop {
-            let turn = store.turn(turn.pk).await.expect("query").expect("the turn");
+            let turn = store.turn_by_pk(turn.pk).await.expect("query").expect("the turn");
             if turn.status == crate::store::TurnStatus::Succeeded {
                 return;
             }

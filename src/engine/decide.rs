@@ -220,7 +220,7 @@ impl Engine {
         if !inner.serving {
             return inner.store.release_turn(turn, &inner.instance, epoch).await;
         }
-        if let Some(mut turn) = inner.store.turn(turn).await? {
+        if let Some(mut turn) = inner.store.turn_by_pk(turn).await? {
             // The row may already show a later claim; this runner holds the decision's epoch
             // and is fenced off if that claim happened.
             turn.epoch = epoch;
@@ -242,10 +242,10 @@ impl Engine {
             return Err(EngineError::PersonOnly(self.console_hint()));
         };
         let store = &self.inner.store;
-        let Some(row) = store.find_interrupt(&entry.interrupt_id).await? else {
+        let Some(row) = store.find_interrupt(tenant, &entry.interrupt_id).await? else {
             return Err(EngineError::PermissionDenied);
         };
-        let Some(turn) = store.turn(row.turn).await? else { return Err(EngineError::PermissionDenied) };
+        let Some(turn) = store.turn_by_pk(row.turn).await? else { return Err(EngineError::PermissionDenied) };
         let Some(thread) = self.thread_by_pk(tenant, row.thread).await? else {
             return Err(EngineError::PermissionDenied);
         };

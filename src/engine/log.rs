@@ -172,7 +172,7 @@ async fn write_batches(
         metrics.append_batch_events.observe(batch.iter().map(events).sum::<usize>() as f64);
         let outcomes: Vec<Result<(), LogError>> = match outcome {
             Ok(outcome) => (0..batch.len())
-                .map(|index| if outcome.refused.contains(&index) { Err(LogError::Fenced) } else { Ok(()) })
+                .map(|index| if outcome.is_refused(index) { Err(LogError::Fenced) } else { Ok(()) })
                 .collect(),
             Err(error) => {
                 // One turn's bad append must not sink the others that shared its batch: commit

@@ -248,7 +248,7 @@ impl Engine {
                 self.spawn_turn(turn, start, ai_label);
                 Ok(RunPlan::Follow(plan))
             }
-            StartTurn::RunExists(turn, start_seq) => match inner.store.turn(turn.pk).await? {
+            StartTurn::RunExists(turn, start_seq) => match inner.store.turn_by_pk(turn.pk).await? {
                 Some(turn) => {
                     let thread = inner.store.thread_by_pk(turn.thread).await?.ok_or(EngineError::PermissionDenied)?;
                     self.follow(request, &thread, &turn, start_seq, None).await

@@ -129,7 +129,7 @@ impl Engine {
                 || (!ended
                     && inner
                         .store
-                        .turn(turn.pk)
+                        .turn_by_pk(turn.pk)
                         .await
                         .is_ok_and(|row| row.is_some_and(|r| r.status == TurnStatus::Running)));
             if unfinished {

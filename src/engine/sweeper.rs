@@ -98,7 +98,7 @@ impl Engine {
     pub(super) async fn expire_interrupts(&self) -> Result<(), StoreError> {
         let store = &self.inner.store;
         for row in store.lapsed_interrupts(self.now_ms()).await? {
-            let Some(turn) = store.turn(row.turn).await? else { continue };
+            let Some(turn) = store.turn_by_pk(row.turn).await? else { continue };
             let plan = EntryPlan::Decide {
                 interrupt_id: row.id.clone(),
                 decision: json!({ "approved": false, "expired": true }),

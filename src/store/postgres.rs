@@ -4,14 +4,16 @@
 //! instances are woken by one `pg_notify` per batch, sent after the commit on its own (a notify
 //! inside each append's transaction would serialise all commits).
 
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sqlx::Row;
+use sqlx::{Postgres, Transaction};
 
-use super::rows::{self, sql};
-use super::*;
+use super::backend::{fence_rows, Backend, Wakeups};
+use super::{StoreError, StoredEvent, TurnStatus};
 
 const APPENDS_CHANNEL: &str = "agui_gateway_appends";
 /// `pg_notify` payloads must stay under 8000 bytes; larger batches announce "everything".
@@ -24,13 +26,6 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    const SKIP_LOCKED: &'static str = "FOR UPDATE SKIP LOCKED";
-    /// How a transaction that writes decisions begins.
-    const BEGIN_WRITE: &'static str = "BEGIN";
-    const LOCK_ROW: &'static str = "FOR UPDATE";
-    /// Several instances may serve from one PostgreSQL database.
-    const SHARED: bool = true;
-
     pub async fn connect(url: &str, max_connections: u32) -> Result<PgStore, StoreError> {
         let options = PgConnectOptions::from_str(url)?.application_name("agui-gateway");
         let pool = PgPoolOptions::new()
@@ -40,6 +35,17 @@ impl PgStore {
             .await?;
         Ok(PgStore { pool, instance: uuid::Uuid::new_v4().simple().to_string()[..12].to_string() })
     }
+}
+
+#[async_trait]
+impl Backend for PgStore {
+    type Db = Postgres;
+
+    /// Several instances may serve from one PostgreSQL database.
+    const SHARED: bool = true;
+    const SKIP_LOCKED: &'static str = "FOR UPDATE SKIP LOCKED";
+    const BEGIN_WRITE: &'static str = "BEGIN";
+    const LOCK_ROW: &'static str = "FOR UPDATE";
 
     fn read_pool(&self) -> &PgPool {
         &self.pool
@@ -49,60 +55,58 @@ impl PgStore {
         &self.pool
     }
 
-    async fn migrate_impl(&self) -> Result<(), StoreError> {
+    async fn run_migrations(&self) -> Result<(), StoreError> {
         sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
         Ok(())
     }
 
-    async fn commit_batch_impl(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        // The fence: the batch's turns are locked (in id order, so overlapping batches, claims
-        // and renewals never deadlock) and their epochs read under the lock, so a claim either
-        // committed before (and the stale writes are dropped here) or waits for this commit.
-        let current: Vec<(i64, i64, String)> =
+    async fn lock_turns(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        turns: &[i64],
+    ) -> Result<HashMap<i64, (i64, TurnStatus)>, StoreError> {
+        let rows: Vec<(i64, i64, String)> =
             sqlx::query_as("SELECT id, epoch, status FROM turns WHERE id = ANY($1) ORDER BY id FOR UPDATE")
-                .bind(batch_turns(batch))
-                .fetch_all(&mut *tx)
+                .bind(turns)
+                .fetch_all(&mut **tx)
                 .await?;
-        let outcome = fence_batch(batch, &current);
-        let ops = outcome.admitted(batch);
-        let mut turns = Vec::new();
-        let mut seqs = Vec::new();
-        let mut kinds = Vec::new();
-        let mut bodies = Vec::new();
-        let mut times = Vec::new();
-        for op in &ops {
-            if let WriteOp::Event { turn, event } = op {
-                turns.push(*turn);
-                seqs.push(event.seq);
-                kinds.push(event.kind as i16);
-                bodies.push(
-                    std::str::from_utf8(&event.body)
-                        .map_err(|_| StoreError::Corrupt("event body is not UTF-8".into()))?,
-                );
-                times.push(event.at_ms);
-            }
+        Ok(fence_rows(rows))
+    }
+
+    /// One `INSERT … SELECT FROM UNNEST(…)` for the whole batch.
+    async fn insert_events(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        events: &[(i64, &StoredEvent)],
+    ) -> Result<(), StoreError> {
+        let mut turns = Vec::with_capacity(events.len());
+        let mut seqs = Vec::with_capacity(events.len());
+        let mut kinds = Vec::with_capacity(events.len());
+        let mut bodies = Vec::with_capacity(events.len());
+        let mut times = Vec::with_capacity(events.len());
+        for (turn, event) in events {
+            turns.push(*turn);
+            seqs.push(event.seq);
+            kinds.push(event.kind as i16);
+            bodies.push(event.body_text()?);
+            times.push(event.at_ms);
         }
-        if !turns.is_empty() {
-            sqlx::query(
-                "INSERT INTO events (turn, seq, kind, body, at_ms) \
-                 SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::smallint[], $4::text[], $5::bigint[])",
-            )
-            .bind(&turns)
-            .bind(&seqs)
-            .bind(&kinds)
-            .bind(&bodies)
-            .bind(&times)
-            .execute(&mut *tx)
-            .await?;
-        }
-        apply_side_ops!(tx, ops);
-        tx.commit().await?;
-        Ok(outcome)
+        sqlx::query(
+            "INSERT INTO events (turn, seq, kind, body, at_ms) \
+             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::smallint[], $4::text[], $5::bigint[])",
+        )
+        .bind(&turns)
+        .bind(&seqs)
+        .bind(&kinds)
+        .bind(&bodies)
+        .bind(&times)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
     }
 
     /// One statement for every held turn; rows are locked in id order (as batches lock them).
-    async fn renew_impl(
+    async fn renew_held(
         &self,
         instance: &str,
         lease_until_ms: i64,
@@ -124,7 +128,7 @@ impl PgStore {
         Ok(renewed.into_iter().map(|(id,)| id).collect())
     }
 
-    async fn listen_impl(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
+    async fn listen(&self) -> Result<Option<Wakeups>, StoreError> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(APPENDS_CHANNEL).await?;
         let (sender, receiver) = tokio::sync::mpsc::channel(1024);
@@ -157,7 +161,7 @@ impl PgStore {
         Ok(Some(receiver))
     }
 
-    async fn announce_impl(&self, appended: &[(i64, i64)]) -> Result<(), StoreError> {
+    async fn announce(&self, appended: &[(i64, i64)]) -> Result<(), StoreError> {
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(APPENDS_CHANNEL)
             .bind(announcement(&self.instance, appended))
@@ -166,8 +170,6 @@ impl PgStore {
         Ok(())
     }
 }
-
-impl_store!(PgStore);
 
 /// `instance|turn:seq,turn:seq…`, or `instance|` ("re-check everything") when too long.
 fn announcement(instance: &str, appended: &[(i64, i64)]) -> String {

@@ -2,17 +2,22 @@
 //! commit). Writes go through a one-connection pool so transactions never fight over SQLite's
 //! single write lock; reads use a pool of their own and never wait for the writer.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 
-use super::rows::{self, sql};
-use super::*;
+use super::backend::{fence_rows, Backend, Wakeups};
+use super::{StoreError, StoredEvent, TurnStatus};
 
 /// Rows per multi-row INSERT (5 parameters each, well under SQLite's parameter limit).
 const ROWS_PER_INSERT: usize = 500;
+
+const RENEW_LEASE: &str = "UPDATE turns SET lease_until_ms = $1 \
+     WHERE id = $2 AND epoch = $3 AND owner_instance = $4 AND status = 'running' RETURNING id";
 
 pub struct SqliteStore {
     reads: SqlitePool,
@@ -20,14 +25,6 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// SQLite has no row locks; its single writer connection already serialises claims.
-    const SKIP_LOCKED: &'static str = "";
-    /// How a transaction that writes decisions begins.
-    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
-    const LOCK_ROW: &'static str = "";
-    /// A SQLite file serves one instance.
-    const SHARED: bool = false;
-
     pub async fn connect(url: &str) -> Result<SqliteStore, StoreError> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
@@ -39,6 +36,20 @@ impl SqliteStore {
         let reads = SqlitePoolOptions::new().max_connections(8).connect_with(options.read_only(false)).await?;
         Ok(SqliteStore { reads, writes })
     }
+}
+
+#[async_trait]
+impl Backend for SqliteStore {
+    type Db = Sqlite;
+
+    /// A SQLite file serves one instance.
+    const SHARED: bool = false;
+    /// SQLite has no row locks; its single writer connection already serialises claims.
+    const SKIP_LOCKED: &'static str = "";
+    /// IMMEDIATE takes the database's write lock first, so what the transaction reads cannot
+    /// change before it commits (a second process on the same file waits or fails).
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    const LOCK_ROW: &'static str = "";
 
     fn read_pool(&self) -> &SqlitePool {
         &self.reads
@@ -48,58 +59,51 @@ impl SqliteStore {
         &self.writes
     }
 
-    async fn migrate_impl(&self) -> Result<(), StoreError> {
+    async fn run_migrations(&self) -> Result<(), StoreError> {
         sqlx::migrate!("./migrations/sqlite").run(&self.writes).await?;
         Ok(())
     }
 
-    async fn commit_batch_impl(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
-        // IMMEDIATE takes the database's write lock first, so the epochs read below cannot
-        // change before this commit (a second process on the same file waits or fails).
-        let mut tx = self.writes.begin_with("BEGIN IMMEDIATE").await?;
-        let ids = serde_json::to_string(&batch_turns(batch))
+    /// The write lock taken at `BEGIN IMMEDIATE` covers every row: this only reads.
+    async fn lock_turns(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        turns: &[i64],
+    ) -> Result<HashMap<i64, (i64, TurnStatus)>, StoreError> {
+        let ids = serde_json::to_string(turns)
             .map_err(|e| StoreError::Corrupt(format!("turn ids could not be encoded: {e}")))?;
-        let current: Vec<(i64, i64, String)> =
+        let rows: Vec<(i64, i64, String)> =
             sqlx::query_as("SELECT id, epoch, status FROM turns WHERE id IN (SELECT value FROM json_each($1))")
                 .bind(ids)
-                .fetch_all(&mut *tx)
+                .fetch_all(&mut **tx)
                 .await?;
-        let outcome = fence_batch(batch, &current);
-        let ops = outcome.admitted(batch);
-        let events: Vec<(i64, &StoredEvent)> = ops
-            .iter()
-            .filter_map(|op| match op {
-                WriteOp::Event { turn, event } => Some((*turn, event)),
-                _ => None,
-            })
-            .collect();
+        Ok(fence_rows(rows))
+    }
+
+    /// Multi-row INSERTs of up to [`ROWS_PER_INSERT`] events.
+    async fn insert_events(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        events: &[(i64, &StoredEvent)],
+    ) -> Result<(), StoreError> {
         for chunk in events.chunks(ROWS_PER_INSERT) {
+            let bodies = chunk.iter().map(|(_, event)| event.body_text()).collect::<Result<Vec<&str>, _>>()?;
             let mut insert: QueryBuilder<Sqlite> =
                 QueryBuilder::new("INSERT INTO events (turn, seq, kind, body, at_ms) ");
-            let mut failed_utf8 = false;
-            insert.push_values(chunk, |mut row, (turn, event)| {
-                let body = std::str::from_utf8(&event.body).unwrap_or_else(|_| {
-                    failed_utf8 = true;
-                    ""
-                });
+            insert.push_values(chunk.iter().zip(bodies), |mut row, ((turn, event), body)| {
                 row.push_bind(*turn)
                     .push_bind(event.seq)
                     .push_bind(event.kind as i16)
                     .push_bind(body)
                     .push_bind(event.at_ms);
             });
-            if failed_utf8 {
-                return Err(StoreError::Corrupt("event body is not UTF-8".into()));
-            }
-            insert.build().execute(&mut *tx).await?;
+            insert.build().execute(&mut **tx).await?;
         }
-        apply_side_ops!(tx, ops);
-        tx.commit().await?;
-        Ok(outcome)
+        Ok(())
     }
 
     /// One instance writes: a statement per held turn in one transaction costs nothing here.
-    async fn renew_impl(
+    async fn renew_held(
         &self,
         instance: &str,
         lease_until_ms: i64,
@@ -108,7 +112,7 @@ impl SqliteStore {
         let mut tx = self.writes.begin().await?;
         let mut renewed = Vec::with_capacity(held.len());
         for (turn, epoch) in held {
-            let row = sqlx::query(sql::RENEW_LEASE)
+            let row = sqlx::query(RENEW_LEASE)
                 .bind(lease_until_ms)
                 .bind(turn)
                 .bind(epoch)
@@ -124,13 +128,11 @@ impl SqliteStore {
     }
 
     /// One instance only: there is nobody else to hear from.
-    async fn listen_impl(&self) -> Result<Option<tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>>, StoreError> {
+    async fn listen(&self) -> Result<Option<Wakeups>, StoreError> {
         Ok(None)
     }
 
-    async fn announce_impl(&self, _appended: &[(i64, i64)]) -> Result<(), StoreError> {
+    async fn announce(&self, _appended: &[(i64, i64)]) -> Result<(), StoreError> {
         Ok(())
     }
 }
-
-impl_store!(SqliteStore);

@@ -50,7 +50,7 @@ async fn a_decision_whose_audit_row_cannot_be_written_is_not_recorded(backend: B
     assert_eq!(response.status(), 500, "the decision fails whole");
     let body: Value = response.json().await.expect("error body");
     assert_eq!(body["error"]["code"], "internal");
-    let row = app.store.find_interrupt(&interrupt).await.expect("query").expect("row");
+    let row = app.store.find_interrupt("default", &interrupt).await.expect("query").expect("row");
     assert_eq!((row.status.as_str(), row.decision.as_deref()), ("open", None), "nothing was decided");
     let after = app.counts().await;
     assert_eq!((after.events, after.runs, after.audit), (before.events, before.runs, before.audit));

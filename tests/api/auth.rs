@@ -1114,3 +1114,34 @@ async fn a_jwks_url_that_redirects_is_not_followed() {
     assert_eq!(status("https://moved.test/").await, 401, "the keys behind a redirect are not");
     server.abort();
 }
+
+/// An interrupt id is found only within the caller's tenant: a person of another tenant who
+/// learns the id can neither decide the interrupt nor learn that it exists, and it stays open
+/// for its own tenant.
+async fn another_tenants_interrupt_cannot_be_decided(backend: Backend) {
+    let (app, _db) = secured(backend).await;
+    let alice = bearer(&app_token(&claims("acme", "alice")));
+    let response = post(&app, "approver", "acme", &first_run("th-int", "r-1", "please"), Some(&alice), &[]).await;
+    assert_eq!(response.status(), 200);
+    let events = EventStream::new(response).rest().await;
+    let last = events.last().expect("events");
+    assert_eq!(last.data["outcome"]["type"], "interrupt", "{}", last.data);
+    let id = last.data["outcome"]["interrupts"][0]["id"].as_str().expect("an interrupt id").to_string();
+    let decide = |tenant: &'static str, token: String| {
+        app.client
+            .post(app.url(&format!("/v1/interrupts/{id}/decision?tenant={tenant}")))
+            .header("authorization", bearer(&token))
+            .json(&json!({"status": "resolved", "payload": {"approved": true}}))
+            .send()
+    };
+    let before = app.counts().await;
+    let foreign = decide("default", app_token(&claims("default", "alice"))).await.expect("decision route");
+    assert_eq!(status_and_code(foreign).await, (403, "permission_denied".to_string()));
+    assert_eq!(app.counts().await, before, "nothing was recorded");
+    let row = app.store.find_interrupt("acme", &id).await.expect("query").expect("the interrupt");
+    assert_eq!(row.status.as_str(), "open");
+    // Its own tenant decides it.
+    let own = decide("acme", app_token(&claims("acme", "alice"))).await.expect("decision route");
+    assert_eq!(own.status(), 200);
+}
+on_both_stores!(another_tenants_interrupt_cannot_be_decided);

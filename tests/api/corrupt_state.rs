@@ -60,7 +60,7 @@ async fn unreadable_deciders_refuse_the_decision_and_change_nothing(backend: Bac
     assert_eq!(body["error"]["code"], "internal", "{body}");
     let after = app.counts().await;
     assert_eq!((after.events, after.audit), (before.events, before.audit), "nothing was recorded");
-    let interrupts = app.store.find_interrupt(&interrupt).await.expect("query").expect("row");
+    let interrupts = app.store.find_interrupt("default", &interrupt).await.expect("query").expect("row");
     assert_eq!(interrupts.status.as_str(), "open");
 }
 on_both_stores!(unreadable_deciders_refuse_the_decision_and_change_nothing);

@@ -89,7 +89,7 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
         .expect("commit");
     assert_eq!(stale.refused, vec![0], "the stale runner's append is refused");
     store.release_turn(turn.pk, "a", 1).await.expect("release");
-    let row = store.turn(turn.pk).await.expect("turn").expect("row");
+    let row = store.turn_by_pk(turn.pk).await.expect("turn").expect("row");
     assert_eq!((row.epoch, row.checkpoint.as_deref()), (2, None), "nothing of A's stale writes landed");
     assert_eq!(store.renew_leases("b", 20_000, &[(turn.pk, 2)]).await.expect("renew"), vec![turn.pk]);
 

@@ -262,7 +262,7 @@ async fn an_expired_interrupt_is_denied_once_with_two_instances_running() {
     let turn = a.store.find_thread("default", "th-expire").await.expect("q").expect("thread");
     let turn = a.store.thread_turns(turn.pk).await.expect("turns").pop().expect("turn");
     wait_until(PATIENCE, "the turn to go on and finish after the expiry", || async {
-        a.store.turn(turn.pk).await.expect("q").expect("turn").status.is_finished()
+        a.store.turn_by_pk(turn.pk).await.expect("q").expect("turn").status.is_finished()
     })
     .await;
     let stored = a.store.turn_interrupts(turn.pk).await.expect("interrupts");

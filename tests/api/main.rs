@@ -36,6 +36,7 @@ mod redirects;
 mod run_route;
 mod stream_limits;
 mod takeover;
+mod tenant_scope;
 mod threads;
 mod tls;
 mod upstream;

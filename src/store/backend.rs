@@ -1,0 +1,68 @@
+//! What differs between the two databases, as one trait: [`Backend`]. Each role of the store
+//! (`threads.rs`, `events.rs`, …) is written once, generically, for every `B: Backend`; the
+//! backends (`postgres.rs`, `sqlite.rs`) supply their pools, their locking and the few
+//! statements that cannot be shared (array parameters, notifications).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use sqlx::{Pool, Transaction};
+
+use super::sql::SqlDb;
+use super::{StoreError, StoredEvent, TurnStatus};
+
+/// The wake-ups other instances send: `(turn, seq)` pairs.
+pub(crate) type Wakeups = tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>;
+
+#[async_trait]
+pub(crate) trait Backend: Send + Sync + 'static {
+    type Db: SqlDb;
+
+    /// Whether other instances may share this database.
+    const SHARED: bool;
+    /// Appended to the claim's inner `SELECT` so racing claimers pass over a row another one
+    /// holds (`FOR UPDATE SKIP LOCKED`), or empty where the database has no row locks.
+    const SKIP_LOCKED: &'static str;
+    /// How a transaction that must not interleave with another writer begins (a decision, a
+    /// batch): PostgreSQL locks rows within it, SQLite takes its write lock at once.
+    const BEGIN_WRITE: &'static str;
+    /// Appended to a `SELECT` of one row the transaction then changes (`FOR UPDATE`).
+    const LOCK_ROW: &'static str;
+
+    fn read_pool(&self) -> &Pool<Self::Db>;
+    fn write_pool(&self) -> &Pool<Self::Db>;
+
+    async fn run_migrations(&self) -> Result<(), StoreError>;
+
+    /// Locks the rows of `turns` (ascending ids) for the committing transaction and reads each
+    /// one's epoch and status under the lock: the fence of a batch.
+    async fn lock_turns(
+        &self,
+        tx: &mut Transaction<'static, Self::Db>,
+        turns: &[i64],
+    ) -> Result<HashMap<i64, (i64, TurnStatus)>, StoreError>;
+
+    /// Inserts a batch's admitted events, in order.
+    async fn insert_events(
+        &self,
+        tx: &mut Transaction<'static, Self::Db>,
+        events: &[(i64, &StoredEvent)],
+    ) -> Result<(), StoreError>;
+
+    /// Extends the leases of held turns (never empty), each only under its epoch.
+    async fn renew_held(
+        &self,
+        instance: &str,
+        lease_until_ms: i64,
+        held: &[(i64, i64)],
+    ) -> Result<Vec<i64>, StoreError>;
+
+    async fn listen(&self) -> Result<Option<Wakeups>, StoreError>;
+    async fn announce(&self, appended: &[(i64, i64)]) -> Result<(), StoreError>;
+}
+
+/// The fence's rows, `(id, epoch, status)` as read, by turn. A row whose status the gateway
+/// does not know is left out: its turn is fenced like a missing one, never written to.
+pub(crate) fn fence_rows(rows: impl IntoIterator<Item = (i64, i64, String)>) -> HashMap<i64, (i64, TurnStatus)> {
+    rows.into_iter().filter_map(|(id, epoch, status)| Some((id, (epoch, TurnStatus::parse(&status).ok()?)))).collect()
+}

@@ -1,0 +1,360 @@
+//! The event log: [`EventLog`]. It is written only through [`EventLog::commit_batch`], which the
+//! group-commit writer calls with many turns' writes at once: one transaction per batch, never
+//! one per event, each turn's writes fenced by its ownership epoch inside that transaction.
+
+use std::collections::{HashMap, HashSet};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sqlx::Transaction;
+
+use super::backend::{Backend, Wakeups};
+use super::sql::{Record, SqlDb, Stmt};
+use super::{InterruptRow, StoreError, TurnStatus};
+
+/// What kind of event a log row holds. Run-boundary events are re-rendered per run (they carry
+/// the run's ids); the rest are sent as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    Plain = 0,
+    RunStarted = 1,
+    RunFinished = 2,
+    RunError = 3,
+    StateSnapshot = 4,
+    /// The turn waits for interrupts: rendered per caller (§5.2). Ends the run that reaches it
+    /// for a caller who may decide something.
+    Waiting = 5,
+    /// Interrupts were decided (or client tool results arrived) and the turn goes on: the run
+    /// that brought them starts here.
+    Resumed = 6,
+    /// The turn waits for the results of client-declared tools: the run ends `success` with
+    /// `pendingToolCallIds` (§9.2).
+    ClientWait = 7,
+}
+
+impl EventKind {
+    pub fn from_i16(value: i16) -> Result<Self, StoreError> {
+        Ok(match value {
+            0 => EventKind::Plain,
+            1 => EventKind::RunStarted,
+            2 => EventKind::RunFinished,
+            3 => EventKind::RunError,
+            4 => EventKind::StateSnapshot,
+            5 => EventKind::Waiting,
+            6 => EventKind::Resumed,
+            7 => EventKind::ClientWait,
+            other => return Err(StoreError::Corrupt(format!("event kind {other}"))),
+        })
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, EventKind::RunFinished | EventKind::RunError)
+    }
+}
+
+/// One row of the event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    pub seq: i64,
+    pub kind: EventKind,
+    /// The event's JSON, as the agent produced it (run ids are added when rendered).
+    pub body: Bytes,
+    pub at_ms: i64,
+}
+
+impl StoredEvent {
+    /// The body as text: the log stores JSON text, so a body that is not UTF-8 is refused.
+    pub(crate) fn body_text(&self) -> Result<&str, StoreError> {
+        std::str::from_utf8(&self.body).map_err(|_| StoreError::Corrupt("event body is not UTF-8".into()))
+    }
+}
+
+/// One runner's writes for its turn, fenced by the ownership epoch the runner holds: the store
+/// writes them only while `epoch` is the turn's current one and the turn runs, checked inside
+/// the committing transaction. An append that ends the turn (its terminal event, a wait) seals
+/// it: nothing after it in the same batch is written either.
+#[derive(Debug, Clone)]
+pub struct TurnWrites {
+    pub turn: i64,
+    pub epoch: i64,
+    pub ops: Vec<WriteOp>,
+}
+
+impl TurnWrites {
+    /// Whether these writes end the runner's hold on the turn (it finishes or waits).
+    fn seals(&self) -> bool {
+        self.ops.iter().any(|op| {
+            matches!(op, WriteOp::FinishTurn { .. } | WriteOp::WaitTurn { .. } | WriteOp::OpenInterrupt(_))
+                || matches!(op, WriteOp::Event { event, .. } if event.kind.is_terminal())
+        })
+    }
+}
+
+/// One write of a group-committed batch. A batch commits whole or not at all.
+#[derive(Debug, Clone)]
+pub enum WriteOp {
+    Event {
+        turn: i64,
+        event: StoredEvent,
+    },
+    PinNote {
+        thread: i64,
+        note_no: i64,
+        body: String,
+    },
+    Checkpoint {
+        turn: i64,
+        checkpoint: String,
+    },
+    FinishTurn {
+        turn: i64,
+        status: TurnStatus,
+        at_ms: i64,
+    },
+    /// An interrupt opens; its turn is marked waiting in the same batch.
+    OpenInterrupt(InterruptRow),
+    /// The turn waits for something other than an interrupt (client tool results).
+    WaitTurn {
+        turn: i64,
+    },
+}
+
+/// Which appends of a batch the store refused because their epoch was stale or their turn had
+/// ended (their indexes in the batch, ascending); everything else was committed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub refused: Vec<usize>,
+}
+
+impl BatchOutcome {
+    /// Whether the append at `index` of the batch was refused.
+    pub fn is_refused(&self, index: usize) -> bool {
+        self.refused.binary_search(&index).is_ok()
+    }
+
+    /// The ops of the appends the fence let through, in batch order: what the store writes.
+    pub(crate) fn admitted<'a>(&self, batch: &'a [TurnWrites]) -> Vec<&'a WriteOp> {
+        batch
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !self.is_refused(*index))
+            .flat_map(|(_, writes)| writes.ops.iter())
+            .collect()
+    }
+}
+
+/// Decides, from the turns' rows as locked by the committing transaction (turn → epoch and
+/// status), which appends of a batch may be written: those whose epoch is current on a running
+/// turn, up to and including the first append that seals the turn. One pass over the batch.
+pub(crate) fn fence_batch(batch: &[TurnWrites], current: &HashMap<i64, (i64, TurnStatus)>) -> BatchOutcome {
+    let mut sealed: HashSet<i64> = HashSet::new();
+    let mut refused = Vec::new();
+    for (index, writes) in batch.iter().enumerate() {
+        // An empty append only waits for what was queued before it: it writes nothing to fence.
+        if writes.ops.is_empty() {
+            continue;
+        }
+        let current_ok = current.get(&writes.turn) == Some(&(writes.epoch, TurnStatus::Running));
+        if !current_ok || sealed.contains(&writes.turn) {
+            refused.push(index);
+            continue;
+        }
+        if writes.seals() {
+            sealed.insert(writes.turn);
+        }
+    }
+    BatchOutcome { refused }
+}
+
+/// The distinct turns of a batch, in ascending order: rows are locked in this order so two
+/// transactions locking overlapping sets never deadlock.
+pub(crate) fn batch_turns(batch: &[TurnWrites]) -> Vec<i64> {
+    let mut turns: Vec<i64> = batch.iter().map(|w| w.turn).collect();
+    turns.sort_unstable();
+    turns.dedup();
+    turns
+}
+
+#[async_trait]
+pub trait EventLog: Send + Sync {
+    /// Group commit: every runner's writes in one transaction, each fenced by its epoch (see
+    /// [`TurnWrites`]); the refused ones write nothing and are named in the outcome.
+    async fn commit_batch(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError>;
+    /// Up to `limit` events of a turn after `after_seq`, in order.
+    async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError>;
+    async fn last_seq(&self, turn: i64) -> Result<i64, StoreError>;
+    /// Wake-ups from other instances sharing the database: `(turn, seq)` pairs. `None` where
+    /// the store serves one instance only (SQLite).
+    async fn listen_for_appends(&self) -> Result<Option<Wakeups>, StoreError>;
+    /// Tells other instances that these turns' logs grew (one notification per batch).
+    async fn announce_appends(&self, appended: &[(i64, i64)]) -> Result<(), StoreError>;
+}
+
+/// Sequence numbers are dense within a turn, so a page is a key range: the planner reads at
+/// most `$3` rows whatever its statistics say (an open-ended `seq > $2` was planned, on a fresh
+/// table, as a scan and sort of the turn's whole rest).
+const EVENTS_IN_RANGE: &str = "SELECT seq, kind, body, at_ms FROM events \
+     WHERE turn = $1 AND seq > $2 AND seq <= $2 + $3 ORDER BY seq";
+/// The fallback when a range comes back empty: a gap (events of a batch that failed) must not
+/// stall a stream.
+const EVENTS_AFTER: &str =
+    "SELECT seq, kind, body, at_ms FROM events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+pub(super) const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE turn = $1";
+pub(super) const INSERT_EVENT: &str = "INSERT INTO events (turn, seq, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5)";
+const INSERT_NOTE: &str = "INSERT INTO notes (thread, note_no, body) VALUES ($1, $2, $3)";
+const SET_CHECKPOINT: &str = "UPDATE turns SET checkpoint = $1 WHERE id = $2";
+const FINISH_TURN: &str = "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";
+const INSERT_INTERRUPT: &str = "INSERT INTO interrupts (id, thread, turn, shown, deciders, four_eyes, \
+     started_by, expires_at_ms, status, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9)";
+const WAIT_TURN: &str = "UPDATE turns SET status = 'waiting', owner_instance = NULL, lease_until_ms = 0 WHERE id = $1";
+
+fn event_row<DB: SqlDb>(row: &Record<DB>) -> Result<StoredEvent, StoreError> {
+    Ok(StoredEvent {
+        seq: row.get("seq")?,
+        kind: EventKind::from_i16(row.get("kind")?)?,
+        body: Bytes::from(row.get::<String>("body")?),
+        at_ms: row.get("at_ms")?,
+    })
+}
+
+/// Runs each non-event op of a batch (notes, checkpoints, finished turns, waits) on `tx`.
+async fn apply_side_ops<DB: SqlDb>(tx: &mut Transaction<'static, DB>, ops: &[&WriteOp]) -> Result<(), StoreError> {
+    for op in ops {
+        match op {
+            WriteOp::Event { .. } => {}
+            WriteOp::PinNote { thread, note_no, body } => {
+                Stmt::new(INSERT_NOTE).bind(*thread).bind(*note_no).bind(body).execute(&mut *tx).await?;
+            }
+            WriteOp::Checkpoint { turn, checkpoint } => {
+                Stmt::new(SET_CHECKPOINT).bind(checkpoint).bind(*turn).execute(&mut *tx).await?;
+            }
+            WriteOp::FinishTurn { turn, status, at_ms } => {
+                Stmt::new(FINISH_TURN).bind(status.as_str()).bind(*at_ms).bind(*turn).execute(&mut *tx).await?;
+            }
+            WriteOp::OpenInterrupt(row) => {
+                Stmt::new(INSERT_INTERRUPT)
+                    .bind(&row.id)
+                    .bind(row.thread)
+                    .bind(row.turn)
+                    .bind(&row.shown)
+                    .bind(&row.deciders)
+                    .bind(row.four_eyes)
+                    .bind(&row.started_by)
+                    .bind(row.expires_at_ms)
+                    .bind(row.created_at_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                Stmt::new(WAIT_TURN).bind(row.turn).execute(&mut *tx).await?;
+            }
+            WriteOp::WaitTurn { turn } => {
+                Stmt::new(WAIT_TURN).bind(*turn).execute(&mut *tx).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl<B: Backend> EventLog for B {
+    async fn commit_batch(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
+        // The fence: the batch's turns are locked (in id order, so overlapping batches, claims
+        // and renewals never deadlock; on SQLite the write lock is taken at BEGIN) and their
+        // epochs read under the lock, so a claim either committed before (and the stale
+        // writes are dropped here) or waits for this commit.
+        let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
+        let current = self.lock_turns(&mut tx, &batch_turns(batch)).await?;
+        let outcome = fence_batch(batch, &current);
+        let ops = outcome.admitted(batch);
+        let events: Vec<(i64, &StoredEvent)> = ops
+            .iter()
+            .filter_map(|op| match op {
+                WriteOp::Event { turn, event } => Some((*turn, event)),
+                _ => None,
+            })
+            .collect();
+        if !events.is_empty() {
+            self.insert_events(&mut tx, &events).await?;
+        }
+        apply_side_ops(&mut tx, &ops).await?;
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {
+        let in_range =
+            Stmt::new(EVENTS_IN_RANGE).bind(turn).bind(after_seq).bind(limit).fetch_all(self.read_pool()).await?;
+        let page = if in_range.is_empty() {
+            Stmt::new(EVENTS_AFTER).bind(turn).bind(after_seq).bind(limit).fetch_all(self.read_pool()).await?
+        } else {
+            in_range
+        };
+        page.iter().map(event_row).collect()
+    }
+
+    async fn last_seq(&self, turn: i64) -> Result<i64, StoreError> {
+        Stmt::new(LAST_SEQ).bind(turn).fetch_one(self.read_pool()).await?.get("last")
+    }
+
+    async fn listen_for_appends(&self) -> Result<Option<Wakeups>, StoreError> {
+        self.listen().await
+    }
+
+    async fn announce_appends(&self, appended: &[(i64, i64)]) -> Result<(), StoreError> {
+        self.announce(appended).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(turn: i64, seq: i64, kind: EventKind) -> WriteOp {
+        WriteOp::Event { turn, event: StoredEvent { seq, kind, body: Bytes::from_static(b"{}"), at_ms: seq } }
+    }
+
+    fn writes(turn: i64, epoch: i64, ops: Vec<WriteOp>) -> TurnWrites {
+        TurnWrites { turn, epoch, ops }
+    }
+
+    #[test]
+    fn the_fence_admits_current_running_turns_up_to_their_seal() {
+        let current = HashMap::from([
+            (1, (1, TurnStatus::Running)),
+            (2, (3, TurnStatus::Running)),
+            (3, (1, TurnStatus::Waiting)),
+        ]);
+        let batch = [
+            writes(1, 1, vec![event(1, 1, EventKind::Plain)]),
+            // A stale epoch on a running turn.
+            writes(2, 2, vec![event(2, 5, EventKind::Plain)]),
+            // A turn that no longer runs.
+            writes(3, 1, vec![event(3, 2, EventKind::Plain)]),
+            writes(1, 1, vec![event(1, 2, EventKind::RunFinished)]),
+            // An empty append writes nothing, so nothing is refused.
+            writes(1, 1, Vec::new()),
+            // After the seal, even the current epoch writes nothing.
+            writes(1, 1, vec![event(1, 3, EventKind::Plain)]),
+            // A turn whose row is missing (or whose status is unknown).
+            writes(9, 1, vec![event(9, 1, EventKind::Plain)]),
+            writes(2, 3, vec![event(2, 5, EventKind::Plain)]),
+        ];
+        let outcome = fence_batch(&batch, &current);
+        assert_eq!(outcome.refused, vec![1, 2, 5, 6]);
+        assert!(outcome.is_refused(5) && !outcome.is_refused(4));
+        let seqs: Vec<(i64, i64)> = outcome
+            .admitted(&batch)
+            .iter()
+            .filter_map(|op| match op {
+                WriteOp::Event { turn, event } => Some((*turn, event.seq)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(seqs, vec![(1, 1), (1, 2), (2, 5)]);
+    }
+
+    #[test]
+    fn a_fence_row_with_an_unknown_status_is_left_out() {
+        let rows = super::super::backend::fence_rows([(1, 4, "running".to_string()), (2, 1, "paused".to_string())]);
+        assert_eq!(rows, HashMap::from([(1, (4, TurnStatus::Running))]));
+    }
+}

@@ -1,0 +1,250 @@
+//! Interrupts and their decisions (§5): [`InterruptStore`]. Interrupts open inside a log batch
+//! (`WriteOp::OpenInterrupt`); they are decided here, all of a turn's decisions in one
+//! transaction with their decision event and audit rows.
+
+use async_trait::async_trait;
+
+use super::audit::insert_audit;
+use super::backend::Backend;
+use super::events::{INSERT_EVENT, LAST_SEQ};
+use super::sql::{Record, SqlDb, Stmt};
+use super::{AuditEntry, StoreError, StoredEvent, TurnStatus};
+
+/// Where an interrupt is in its life (§5.1). Only `Open` interrupts can be decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterruptStatus {
+    Open,
+    /// A person decided it (approved, denied, answered or cancelled).
+    Decided,
+    /// Its time ran out: the gateway denied it.
+    Expired,
+    /// The call it asked about changed since it was shown.
+    Superseded,
+}
+
+impl InterruptStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InterruptStatus::Open => "open",
+            InterruptStatus::Decided => "decided",
+            InterruptStatus::Expired => "expired",
+            InterruptStatus::Superseded => "superseded",
+        }
+    }
+
+    fn parse(value: &str) -> Result<Self, StoreError> {
+        Ok(match value {
+            "open" => InterruptStatus::Open,
+            "decided" => InterruptStatus::Decided,
+            "expired" => InterruptStatus::Expired,
+            "superseded" => InterruptStatus::Superseded,
+            other => return Err(StoreError::Corrupt(format!("interrupt status '{other}'"))),
+        })
+    }
+}
+
+/// An interrupt as stored (§5.1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InterruptRow {
+    pub id: String,
+    pub thread: i64,
+    pub turn: i64,
+    /// The AG-UI `Interrupt` shown to clients, as JSON.
+    pub shown: String,
+    /// `{"persons": [...], "roles": [...]}`; both empty: the person who started the turn.
+    pub deciders: String,
+    pub four_eyes: bool,
+    pub started_by: String,
+    pub expires_at_ms: i64,
+    pub status: InterruptStatus,
+    pub decision: Option<String>,
+    pub decided_by: Option<String>,
+    pub decided_seq: Option<i64>,
+    pub created_at_ms: i64,
+}
+
+/// One decision of a resume, the decision route or the expiry sweeper.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub interrupt_id: String,
+    /// [`InterruptStatus::Decided`] or [`InterruptStatus::Expired`].
+    pub status: InterruptStatus,
+    /// What was decided, as JSON (`{"approved", "comment", "editedArgs", "answer"}`).
+    pub decision: String,
+    pub decided_by: String,
+    pub decided_via: String,
+}
+
+/// What [`InterruptStore::decide_interrupts`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decided {
+    /// All decisions recorded; the decision event is at `seq`; `resumed` (with the turn's new
+    /// ownership epoch) when nothing of the turn is open any more and it was handed to the
+    /// deciding instance to run on.
+    Recorded { seq: i64, resumed: Option<i64> },
+    /// One of them was decided by someone else first: nothing was recorded.
+    AlreadyDecided,
+}
+
+#[async_trait]
+pub trait InterruptStore: Send + Sync {
+    /// The turn's interrupts, oldest first.
+    async fn turn_interrupts(&self, turn: i64) -> Result<Vec<InterruptRow>, StoreError>;
+    /// The tenant's interrupt with this id (a client names it on the decision route): none
+    /// when the id is another tenant's.
+    async fn find_interrupt(&self, tenant: &str, id: &str) -> Result<Option<InterruptRow>, StoreError>;
+    /// Open interrupts past their expiry at `now_ms`, of every tenant (the expiry sweeper).
+    async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError>;
+    /// Records `decisions` of one waiting turn in one transaction, all or nothing, with the
+    /// decision event `marker` (its seq is assigned here) and the decisions' `audit` rows. When
+    /// no interrupt of the turn stays open the turn runs again, leased to `instance` until
+    /// `lease_until_ms` under a new epoch. A turn that no longer waits records nothing.
+    async fn decide_interrupts(
+        &self,
+        turn: i64,
+        decisions: &[Decision],
+        marker: &StoredEvent,
+        audit: &[AuditEntry],
+        instance: &str,
+        lease_until_ms: i64,
+    ) -> Result<Decided, StoreError>;
+}
+
+const TURN_INTERRUPTS: &str = "SELECT * FROM interrupts WHERE turn = $1 ORDER BY created_at_ms, id";
+const FIND_INTERRUPT: &str =
+    "SELECT i.* FROM interrupts i JOIN threads h ON h.id = i.thread WHERE h.tenant = $1 AND i.id = $2";
+const LAPSED_INTERRUPTS: &str =
+    "SELECT * FROM interrupts WHERE status = 'open' AND expires_at_ms < $1 ORDER BY expires_at_ms LIMIT 100";
+const DECIDE_INTERRUPT: &str = "UPDATE interrupts SET status = $1, decision = $2, decided_by = $3, \
+     decided_via = $4, decided_at_ms = $5 WHERE id = $6 AND turn = $7 AND status = 'open'";
+const MARK_DECIDED_SEQ: &str = "UPDATE interrupts SET decided_seq = $1 WHERE id = $2";
+const OPEN_INTERRUPTS_LEFT: &str = "SELECT COUNT(*) AS open FROM interrupts WHERE turn = $1 AND status = 'open'";
+const RESUME_TURN: &str = "UPDATE turns SET status = 'running', owner_instance = $1, lease_until_ms = $2, \
+     epoch = epoch + 1 WHERE id = $3 AND status = 'waiting' RETURNING epoch";
+
+fn interrupt_row<DB: SqlDb>(row: &Record<DB>) -> Result<InterruptRow, StoreError> {
+    Ok(InterruptRow {
+        id: row.get("id")?,
+        thread: row.get("thread")?,
+        turn: row.get("turn")?,
+        shown: row.get("shown")?,
+        deciders: row.get("deciders")?,
+        four_eyes: row.get("four_eyes")?,
+        started_by: row.get("started_by")?,
+        expires_at_ms: row.get("expires_at_ms")?,
+        status: InterruptStatus::parse(&row.get::<String>("status")?)?,
+        decision: row.get("decision")?,
+        decided_by: row.get("decided_by")?,
+        decided_seq: row.get("decided_seq")?,
+        created_at_ms: row.get("created_at_ms")?,
+    })
+}
+
+#[async_trait]
+impl<B: Backend> InterruptStore for B {
+    async fn turn_interrupts(&self, turn: i64) -> Result<Vec<InterruptRow>, StoreError> {
+        Stmt::new(TURN_INTERRUPTS).bind(turn).fetch_all(self.read_pool()).await?.iter().map(interrupt_row).collect()
+    }
+
+    async fn find_interrupt(&self, tenant: &str, id: &str) -> Result<Option<InterruptRow>, StoreError> {
+        Stmt::new(FIND_INTERRUPT)
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(self.read_pool())
+            .await?
+            .as_ref()
+            .map(interrupt_row)
+            .transpose()
+    }
+
+    async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError> {
+        Stmt::new(LAPSED_INTERRUPTS).bind(now_ms).fetch_all(self.read_pool()).await?.iter().map(interrupt_row).collect()
+    }
+
+    async fn decide_interrupts(
+        &self,
+        turn: i64,
+        decisions: &[Decision],
+        marker: &StoredEvent,
+        audit: &[AuditEntry],
+        instance: &str,
+        lease_until_ms: i64,
+    ) -> Result<Decided, StoreError> {
+        let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
+        // Deciders of one turn queue up here, so the decision event's seq is theirs alone; and
+        // only a waiting turn takes decisions (or client results): a running one has a runner
+        // appending, whose numbering a decision event would cut into.
+        let status: Option<String> = match Stmt::new(&format!("SELECT status FROM turns WHERE id = $1 {}", B::LOCK_ROW))
+            .bind(turn)
+            .fetch_optional(&mut tx)
+            .await?
+        {
+            Some(row) => Some(row.get("status")?),
+            None => None,
+        };
+        if status.as_deref() != Some(TurnStatus::Waiting.as_str()) {
+            tx.rollback().await?;
+            return Ok(Decided::AlreadyDecided);
+        }
+        let at_ms = marker.at_ms;
+        for decision in decisions {
+            let changed = Stmt::new(DECIDE_INTERRUPT)
+                .bind(decision.status.as_str())
+                .bind(&decision.decision)
+                .bind(&decision.decided_by)
+                .bind(&decision.decided_via)
+                .bind(at_ms)
+                .bind(&decision.interrupt_id)
+                .bind(turn)
+                .execute(&mut tx)
+                .await?;
+            if changed == 0 {
+                tx.rollback().await?;
+                return Ok(Decided::AlreadyDecided);
+            }
+        }
+        let last: i64 = Stmt::new(LAST_SEQ).bind(turn).fetch_one(&mut tx).await?.get("last")?;
+        let seq = last + 1;
+        Stmt::new(INSERT_EVENT)
+            .bind(turn)
+            .bind(seq)
+            .bind(marker.kind as i16)
+            .bind(marker.body_text()?)
+            .bind(at_ms)
+            .execute(&mut tx)
+            .await?;
+        for decision in decisions {
+            Stmt::new(MARK_DECIDED_SEQ).bind(seq).bind(&decision.interrupt_id).execute(&mut tx).await?;
+        }
+        // The decisions' audit rows commit with them: no decision without its record.
+        for entry in audit {
+            insert_audit(&mut tx, entry).await?;
+        }
+        let open: i64 = Stmt::new(OPEN_INTERRUPTS_LEFT).bind(turn).fetch_one(&mut tx).await?.get("open")?;
+        let resumed = if open == 0 {
+            match Stmt::new(RESUME_TURN).bind(instance).bind(lease_until_ms).bind(turn).fetch_optional(&mut tx).await? {
+                Some(row) => Some(row.get::<i64>("epoch")?),
+                None => None,
+            }
+        } else {
+            None
+        };
+        tx.commit().await?;
+        Ok(Decided::Recorded { seq, resumed })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interrupt_statuses_read_back_as_written_and_an_unknown_one_is_corrupt() {
+        for status in
+            [InterruptStatus::Open, InterruptStatus::Decided, InterruptStatus::Expired, InterruptStatus::Superseded]
+        {
+            assert_eq!(InterruptStatus::parse(status.as_str()).ok(), Some(status));
+        }
+        assert!(matches!(InterruptStatus::parse("approved"), Err(StoreError::Corrupt(_))));
+    }
+}
