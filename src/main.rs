@@ -39,6 +39,10 @@ enum Command {
         /// Seconds to wait for the answer.
         #[arg(long, default_value_t = 3)]
         timeout_secs: u64,
+        /// A PEM bundle of CA certificates to trust for an `https://` URL, besides the
+        /// platform's roots and `SSL_CERT_FILE`: the CA of the gateway's own certificate.
+        #[arg(long, value_name = "FILE")]
+        cacert: Option<String>,
     },
     /// Apply the database migrations and exit.
     Migrate {
@@ -267,7 +271,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             println!("migrations applied to {}", config::redact_url(&config.database.url));
             Ok(())
         }
-        Command::Healthcheck { url, timeout_secs } => healthcheck(&url, timeout_secs).await,
+        Command::Healthcheck { url, timeout_secs, cacert } => healthcheck(&url, timeout_secs, cacert).await,
         Command::Serve { common, listen, log_format } => {
             let mut config = common.load()?;
             if let Some(format) = log_format {
@@ -435,9 +439,23 @@ fn init_logging(config: &Config) -> agui_gateway::telemetry::Telemetry {
 }
 
 /// One GET: success only for `200`, so a container is healthy exactly when `/readyz` says so.
-async fn healthcheck(url: &str, timeout_secs: u64) -> Result<(), Box<dyn std::error::Error>> {
-    let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(timeout_secs)).build()?;
-    let status = client.get(url).send().await?.status();
+/// An `https://` URL is verified like every outbound connection (certificate and host name),
+/// trusting `cacert` too.
+async fn healthcheck(url: &str, timeout_secs: u64, cacert: Option<String>) -> Result<(), Box<dyn std::error::Error>> {
+    let trust = config::TlsConfig { extra_ca_file: cacert.unwrap_or_default(), ..Default::default() };
+    let tls = agui_gateway::tls::client_config(&trust)?;
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(timeout_secs))
+        .use_preconfigured_tls(rustls::ClientConfig::clone(&tls))
+        .build()?;
+    let host = reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_default();
+    let status = match client.get(url).send().await {
+        Ok(response) => response.status(),
+        Err(error) => {
+            let why = agui_gateway::tls::describe_failure(&error, &host).unwrap_or_else(|| error.to_string());
+            return Err(format!("{url}: {why}").into());
+        }
+    };
     if status == reqwest::StatusCode::OK {
         Ok(())
     } else {

@@ -485,3 +485,28 @@ async fn failed_and_stalled_handshakes_disturb_no_other_connection() {
     let events = tokio::time::timeout(PATIENCE, open.rest()).await.expect("the open stream ends");
     assert_eq!(events.last().map(|e| e.data["outcome"].clone()), Some(json!({"type": "cancelled"})));
 }
+
+/// The container health check over the gateway's own TLS: trusted through `--cacert` it
+/// passes; without it the certificate is refused and the reason named.
+#[tokio::test]
+async fn the_healthcheck_command_verifies_the_gateways_own_certificate() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let https = https_app(&db, |_| {}).await;
+    // Run beside the in-process gateway, which must go on answering meanwhile.
+    let healthcheck = |args: &[&str]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+            .arg("healthcheck")
+            .args(args)
+            .env_remove("SSL_CERT_FILE")
+            .output()
+    };
+    let ca = https.ca_file().display().to_string();
+    let url = https.app.url("/readyz");
+    assert!(url.starts_with("https://"), "{url}");
+    let trusted = healthcheck(&["--cacert", &ca, &url]).await.expect("healthcheck runs");
+    assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
+    let untrusted = healthcheck(&[&url]).await.expect("healthcheck runs");
+    assert!(!untrusted.status.success(), "a certificate from an unknown CA is not healthy");
+    let said = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(said.contains("certificate not trusted"), "the reason is named: {said}");
+}
