@@ -157,9 +157,9 @@ async fn the_sweeper_expires_an_interrupt_once_the_clock_passes_its_deadline() {
     engine.sweep().await;
     assert_eq!(status().await, InterruptStatus::Open);
 
-    // Past the deadline it is denied as expired, and the turn goes on to its end. (The store
-    // reads "past" strictly: at the very millisecond the interrupt is still open to the sweep.)
-    clock.advance(Duration::from_millis(2));
+    // At the deadline it is denied as expired — the same instant a resume is refused as
+    // expired — and the turn goes on to its end.
+    clock.advance(Duration::from_millis(1));
     engine.sweep().await;
     let interrupt = store.turn_interrupts(turn.pk).await.expect("query").remove(0);
     assert_eq!(interrupt.status, InterruptStatus::Expired);

@@ -93,7 +93,8 @@ pub trait InterruptStore: Send + Sync {
     /// The tenant's interrupt with this id (a client names it on the decision route): none
     /// when the id is another tenant's.
     async fn find_interrupt(&self, tenant: &str, id: &str) -> Result<Option<InterruptRow>, StoreError>;
-    /// Open interrupts past their expiry at `now_ms`, of every tenant (the expiry sweeper).
+    /// Open interrupts whose deadline has come at `now_ms` (a resume at that instant is refused as
+    /// expired too), of every tenant (the expiry sweeper).
     async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError>;
     /// Records `decisions` of one waiting turn in one transaction, all or nothing, with the
     /// decision event `marker` (its seq is assigned here) and the decisions' `audit` rows. When
@@ -114,7 +115,7 @@ const TURN_INTERRUPTS: &str = "SELECT * FROM interrupts WHERE turn = $1 ORDER BY
 const FIND_INTERRUPT: &str =
     "SELECT i.* FROM interrupts i JOIN threads h ON h.id = i.thread WHERE h.tenant = $1 AND i.id = $2";
 const LAPSED_INTERRUPTS: &str =
-    "SELECT * FROM interrupts WHERE status = 'open' AND expires_at_ms < $1 ORDER BY expires_at_ms LIMIT 100";
+    "SELECT * FROM interrupts WHERE status = 'open' AND expires_at_ms <= $1 ORDER BY expires_at_ms LIMIT 100";
 const DECIDE_INTERRUPT: &str = "UPDATE interrupts SET status = $1, decision = $2, decided_by = $3, \
      decided_via = $4, decided_at_ms = $5 WHERE id = $6 AND turn = $7 AND status = 'open'";
 const MARK_DECIDED_SEQ: &str = "UPDATE interrupts SET decided_seq = $1 WHERE id = $2";
