@@ -175,3 +175,118 @@ async fn reasoning_streams_in_order_and_never_goes_back_to_the_model(backend: Ba
     assert!(sent[2]["messages"].to_string().contains("It is sunny."), "the earlier answer is there");
 }
 on_both_stores!(reasoning_streams_in_order_and_never_goes_back_to_the_model);
+
+/// A model that thinks for ever on its first call (two reasoning deltas, then nothing), and
+/// answers as [`reasoning_answer`] on the calls after.
+async fn start_model_stuck_in_thought() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let recorded = requests.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |Json(request): Json<Value>| {
+            let recorded = recorded.clone();
+            async move {
+                let calls = {
+                    let mut all = recorded.lock().unwrap_or_else(|p| p.into_inner());
+                    all.push(request.clone());
+                    all.len()
+                };
+                let body = if calls == 1 {
+                    let head = [THINKING[0], THINKING[1]]
+                        .map(|t| Ok::<_, std::convert::Infallible>(chunk(json!({"reasoning_content": t}))));
+                    let stuck = futures_util::stream::iter(head).chain(futures_util::stream::pending());
+                    axum::body::Body::from_stream(stuck)
+                } else {
+                    axum::body::Body::from(reasoning_answer(&request))
+                };
+                ([("content-type", "text/event-stream")], body)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, requests)
+}
+
+use futures_util::StreamExt;
+
+/// SPEC §4.6 in the middle of a thought: the instance is killed (SIGKILL) while the model is
+/// reasoning; the instance that takes the turn over closes the reasoning where the log stopped
+/// and asks the model again, whose new reasoning is a new span. The whole turn passes the
+/// official client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_killed_mid_reasoning_closes_it_and_thinks_again_elsewhere() {
+    let (model_url, requests) = start_model_stuck_in_thought().await;
+    let (tool_url, tool_calls) = start_tool("sunny").await;
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[turns]
+lease_ms = 2000
+heartbeat_ms = 400
+sweep_ms = 300
+
+[[agents]]
+name = "assistant"
+kind = "openai"
+base_url = "{model_url}"
+model = "scripted"
+request_timeout_secs = 60
+[[agents.tools]]
+name = "get_weather"
+url = "{tool_url}"
+"#
+        ),
+    )
+    .expect("config");
+    crate::gateway_process::migrate(&db.url);
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let mut a = crate::gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let b = crate::gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let client = reqwest::Client::new();
+    let input = first_run("th-think-kill", "run-1", "weather in Paris?");
+    let post = |address: &str, last_event_id: Option<String>| {
+        let mut request = client
+            .post(format!("http://{address}/v1/agui/agents/assistant"))
+            .header("content-type", "application/json")
+            .body(input.to_string());
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        request.send()
+    };
+    let mut on_a = EventStream::new(post(&a.address, None).await.expect("run on A"));
+    on_a.until("both reasoning deltas", |e| e.data["delta"] == THINKING[1]).await;
+    a.child.kill().expect("SIGKILL");
+    let _ = a.child.wait();
+    let head = on_a.rest().await;
+    let last_id = head.last().and_then(|e| e.id.clone());
+    let tail = tokio::time::timeout(
+        std::time::Duration::from_secs(40),
+        read_events(post(&b.address, last_id).await.expect("resume on B"), None),
+    )
+    .await
+    .expect("B finished the turn");
+    let mut joined = head;
+    joined.extend(tail);
+    assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
+    let order = said(&joined);
+    let cut = ["REASONING_MESSAGE_END thought1", "REASONING_END reasoning1", "REASONING_START reasoning2"];
+    let at = order.iter().position(|e| e == cut[0]).unwrap_or_else(|| panic!("thought1 closed: {order:?}"));
+    assert_eq!(order[at..at + 3], cut, "the cut thought is closed, then the model thinks anew: {order:?}");
+    assert!(!order[..at].iter().any(|e| e.starts_with("TEXT_") || e.starts_with("TOOL_")), "{order:?}");
+    assert_eq!(requests.lock().expect("requests").len(), 3, "the cut call was made again, then the one after the tool");
+    assert_eq!(tool_calls.lock().expect("calls").len(), 1);
+    let seqs: Vec<i64> = joined.iter().filter_map(|e| e.id.as_deref()?.rsplit('.').next()?.parse().ok()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap, no duplicate");
+    // The whole turn, replayed from B's log, passes the official client.
+    let (passed, report) = agui_check(&format!("http://{}/v1/agui/agents/assistant", b.address), &input).await;
+    assert!(passed, "{report}");
+}
