@@ -79,6 +79,9 @@ impl TurnContext {
                 Event::ReasoningMessageEnd { message_id, .. } => {
                     self.open_reasoning_messages.retain(|m| *m != message_id)
                 }
+                Event::ActivitySnapshot { message_id, .. } => {
+                    self.counters.activities = self.counters.activities.max(count(&message_id, ":a"));
+                }
                 Event::StepStarted { step_name, .. } => self.open_steps.push(step_name),
                 Event::StepFinished { step_name, .. } => self.open_steps.retain(|s| *s != step_name),
                 _ => {}

@@ -187,6 +187,7 @@ pub(super) struct Counters {
     pub(super) tool_calls: u32,
     pub(super) reasoning_spans: u32,
     pub(super) reasoning_messages: u32,
+    pub(super) activities: u32,
 }
 
 /// One reasoning block as the `openai` agent streams it: a span with one message in it.
@@ -492,6 +493,14 @@ impl TurnContext {
     pub async fn reasoning_span_end(&mut self, span_id: &str) -> Result<(), AgentError> {
         self.open_reasoning_spans.retain(|s| s != span_id);
         self.emit(Event::ReasoningEnd { message_id: span_id.to_string(), subagent_run_id: None }).await
+    }
+
+    /// A new activity message id (`<turn>:a<n>`), for `ACTIVITY_SNAPSHOT` / `ACTIVITY_DELTA`.
+    /// Activity messages share the id space of text messages on the client, hence their own
+    /// marker.
+    pub fn activity_id(&mut self) -> String {
+        self.counters.activities += 1;
+        format!("{}:a{}", self.turn_id, self.counters.activities)
     }
 
     /// A span with one reasoning message open in it: what a model's reasoning deltas go into.
