@@ -3,7 +3,8 @@
 //! `docs/config.md` with its environment name and its default value; every `AGUI_GATEWAY_*` name
 //! the reference mentions is a real setting; and every example configuration (under `examples/`,
 //! and the TOML blocks of the reference) loads exactly as `agui-gateway serve --config` would
-//! load it.
+//! load it. The README's interrupt example is run as written against the binary started with
+//! no config, so its commands and output cannot drift either.
 
 use std::path::{Path, PathBuf};
 
@@ -173,4 +174,188 @@ fn every_toml_example_in_the_reference_loads() {
             panic!("an example of docs/config.md does not load: {error}\n{block}");
         }
     }
+}
+
+/// The gateway binary with no config at all, as the README starts it, on a fresh SQLite file;
+/// stopped on drop.
+struct DefaultGateway {
+    child: std::process::Child,
+    address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl DefaultGateway {
+    fn start() -> DefaultGateway {
+        use std::io::{BufRead, BufReader};
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let database = format!("sqlite://{}", dir.path().join("gateway.db").display());
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--database", &database])
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the gateway starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (ready, address) = std::sync::mpsc::channel();
+        // Drained to the end, so the gateway never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut ready = Some(ready);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("agui-gateway listening") {
+                    let found = line.split_whitespace().find_map(|w| w.strip_prefix("address=")).map(str::to_string);
+                    if let (Some(ready), Some(found)) = (ready.take(), found) {
+                        let _ = ready.send(found);
+                    }
+                }
+            }
+        });
+        let address = address.recv_timeout(std::time::Duration::from_secs(30)).unwrap_or_else(|_| {
+            let _ = child.kill();
+            panic!("the gateway did not start without a config")
+        });
+        DefaultGateway { child, address, _dir: dir }
+    }
+}
+
+impl Drop for DefaultGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One `$ command` of a README console block (continuation lines joined) and the output shown
+/// under it.
+#[derive(Debug)]
+struct ShownCommand {
+    command: String,
+    output: Vec<String>,
+}
+
+/// The console block that follows `marker` in the README.
+fn console_after(readme: &str, marker: &str) -> Vec<ShownCommand> {
+    let from = readme.find(marker).unwrap_or_else(|| panic!("the README has no '{marker}'"));
+    let block = readme[from..].split("```console\n").nth(1).expect("a console block").split("\n```").next();
+    let mut commands: Vec<ShownCommand> = Vec::new();
+    let mut continued = false;
+    for line in block.unwrap_or_default().lines() {
+        if let Some(command) = line.strip_prefix("$ ") {
+            commands.push(ShownCommand { command: command.to_string(), output: Vec::new() });
+            continued = command.ends_with('\\');
+        } else if let Some(last) = commands.last_mut() {
+            if continued {
+                last.command.push('\n');
+                last.command.push_str(line);
+                continued = line.ends_with('\\');
+            } else if line.starts_with("data: ") {
+                last.output.push(line.to_string());
+            }
+        }
+    }
+    commands
+}
+
+/// Words of `length` characters from `alphabet` after `prefix`, in order of appearance.
+fn ids_in(text: &str, prefix: &str, length: usize) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        let candidate = &rest[at + prefix.len()..];
+        let word: String = candidate.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+        if word.len() == length {
+            let id = format!("{prefix}{word}");
+            if !found.contains(&id) {
+                found.push(id);
+            }
+        }
+        rest = &rest[at + prefix.len()..];
+    }
+    found
+}
+
+/// An event line with what differs from run to run (ids, times) made the same.
+fn normalized(line: &str) -> String {
+    let mut line = line.to_string();
+    for id in ids_in(&line, "int_", 32) {
+        line = line.replace(&id, "int_…");
+    }
+    for turn in ids_in(&line, "\"t", 24).into_iter().chain(ids_in(&line, "\"gateway/turn\":\"t", 24)) {
+        let bare = turn.trim_start_matches('"').trim_start_matches("gateway/turn\":\"");
+        line = line.replace(bare, "t…");
+    }
+    let mut value: serde_json::Value =
+        serde_json::from_str(line.trim_start_matches("data: ")).unwrap_or_else(|e| panic!("{line}: {e}"));
+    value["timestamp"] = serde_json::Value::Null;
+    if let Some(interrupts) = value.pointer_mut("/outcome/interrupts").and_then(|i| i.as_array_mut()) {
+        for interrupt in interrupts {
+            interrupt["expiresAt"] = serde_json::Value::Null;
+        }
+    }
+    value.to_string()
+}
+
+/// The README's "A person decides" commands, run as written against the binary started with
+/// no config (only the address and each interrupt's id put in): each run ends as the README
+/// shows, and every event the README shows is what the gateway sends, in that order.
+#[test]
+fn the_readmes_interrupt_example_runs_against_the_default_config() {
+    let readme = read("README.md");
+    let shown = console_after(&readme, "**A person decides.**");
+    assert_eq!(shown.len(), 3, "a run and two resumes: {shown:?}");
+    let gateway = DefaultGateway::start();
+    let base = format!("http://{}", gateway.address);
+    let curl = |command: &str| -> String {
+        let output =
+            std::process::Command::new("sh").arg("-c").arg(command).output().expect("curl runs (it must be installed)");
+        assert!(output.status.success(), "{command}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let agents = curl(&format!("curl -sS {base}/v1/agents"));
+    let agents: serde_json::Value = serde_json::from_str(&agents).expect("JSON");
+    let names: Vec<&str> =
+        agents["agents"].as_array().expect("agents").iter().filter_map(|a| a["name"].as_str()).collect();
+    assert!(names.contains(&"demo") && names.contains(&"approvals"), "{names:?}");
+
+    // The README's interrupt ids, and the ones this gateway gives, in the order they appear.
+    let mut readme_ids: Vec<String> = Vec::new();
+    let mut real_ids: Vec<String> = Vec::new();
+    let mut endings = Vec::new();
+    for step in &shown {
+        let mut command = step.command.replace("http://127.0.0.1:8080", &base);
+        for (theirs, ours) in readme_ids.iter().zip(&real_ids) {
+            command = command.replace(theirs, ours);
+        }
+        let got = curl(&command);
+        let events: Vec<String> = got.lines().filter(|l| l.starts_with("data: ")).map(normalized).collect();
+        let mut remaining = events.iter();
+        for line in &step.output {
+            let want = normalized(line);
+            assert!(
+                remaining.any(|e| *e == want),
+                "the README shows {want}\nwhich the gateway did not send in order: {events:#?}"
+            );
+        }
+        assert_eq!(step.output.last().map(|l| normalized(l)), events.last().cloned(), "the run ends as shown");
+        readme_ids.extend(
+            step.output
+                .iter()
+                .flat_map(|l| ids_in(l, "int_", 32))
+                .filter(|id| !readme_ids.contains(id))
+                .collect::<Vec<_>>(),
+        );
+        real_ids.extend(ids_in(&got, "int_", 32).into_iter().filter(|id| !real_ids.contains(id)).collect::<Vec<_>>());
+        let last: serde_json::Value = serde_json::from_str(events.last().expect("an event")).expect("JSON");
+        endings.push((
+            last["type"].as_str().unwrap_or("").to_string(),
+            last["outcome"]["type"].as_str().unwrap_or("").to_string(),
+        ));
+    }
+    let ended = |t: &str, o: &str| (t.to_string(), o.to_string());
+    assert_eq!(
+        endings,
+        [ended("RUN_FINISHED", "interrupt"), ended("RUN_FINISHED", "interrupt"), ended("RUN_FINISHED", "success")]
+    );
 }

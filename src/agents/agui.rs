@@ -41,6 +41,10 @@ struct Upstream {
     waiting: Vec<UpstreamInterrupt>,
     /// Upstream tool call ids → the gateway's, so a later result names the right call.
     calls: BTreeMap<String, String>,
+    /// Upstream activity message ids → the gateway's: a later run's snapshot or delta of the
+    /// same activity updates the same message.
+    #[serde(default)]
+    activities: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -209,7 +213,7 @@ impl AguiAgent {
             )));
         }
         let mut checker = UpstreamOrder::default();
-        let mut relay = Relay { state, messages: BTreeMap::new() };
+        let mut relay = Relay { state, messages: BTreeMap::new(), spans: BTreeMap::new(), thoughts: BTreeMap::new() };
         let mut frames = SseFrames::default();
         let mut body = response.bytes_stream();
         while let Some(chunk) = body.next().await {
@@ -306,6 +310,9 @@ struct UpstreamOrder {
     messages: HashSet<String>,
     calls: HashSet<String>,
     steps: HashSet<String>,
+    /// Reasoning spans and reasoning messages are tracked apart, as the client tracks them.
+    reasoning_spans: HashSet<String>,
+    reasoning_messages: HashSet<String>,
 }
 
 impl UpstreamOrder {
@@ -358,9 +365,38 @@ impl UpstreamOrder {
                 open(&self.steps, step_name, "STEP_FINISHED")?;
                 self.steps.remove(step_name);
             }
+            Event::ReasoningStart { message_id, .. } => {
+                if !self.reasoning_spans.insert(message_id.clone()) {
+                    return Err(format!("started reasoning span '{message_id}' twice"));
+                }
+            }
+            Event::ReasoningEnd { message_id, .. } => {
+                open(&self.reasoning_spans, message_id, "REASONING_END")?;
+                self.reasoning_spans.remove(message_id);
+            }
+            Event::ReasoningMessageStart { message_id, role, .. } => {
+                if role != "reasoning" {
+                    return Err(format!("sent REASONING_MESSAGE_START with role '{role}', not 'reasoning'"));
+                }
+                if !self.reasoning_messages.insert(message_id.clone()) {
+                    return Err(format!("started reasoning message '{message_id}' twice"));
+                }
+            }
+            Event::ReasoningMessageContent { message_id, .. } => {
+                open(&self.reasoning_messages, message_id, "REASONING_MESSAGE_CONTENT")?
+            }
+            Event::ReasoningMessageEnd { message_id, .. } => {
+                open(&self.reasoning_messages, message_id, "REASONING_MESSAGE_END")?;
+                self.reasoning_messages.remove(message_id);
+            }
+            Event::ActivityDelta { patch, .. } => check_patch(patch, "ACTIVITY_DELTA")?,
+            Event::StateDelta { delta, .. } => check_patch(delta, "STATE_DELTA")?,
             Event::RunFinished { outcome, .. } => {
                 if !(self.messages.is_empty() && self.calls.is_empty() && self.steps.is_empty()) {
                     return Err("sent RUN_FINISHED with messages, tool calls or steps still open".into());
+                }
+                if !(self.reasoning_spans.is_empty() && self.reasoning_messages.is_empty()) {
+                    return Err("sent RUN_FINISHED with reasoning still open".into());
                 }
                 if let Some(RunOutcome::Interrupt { interrupts }) = outcome {
                     if interrupts.is_empty() {
@@ -368,13 +404,34 @@ impl UpstreamOrder {
                     }
                 }
             }
-            Event::TextMessageChunk { .. } | Event::ToolCallChunk { .. } => {
+            Event::TextMessageChunk { .. } | Event::ToolCallChunk { .. } | Event::ReasoningMessageChunk { .. } => {
                 return Err("sent chunk events, which this gateway does not relay yet".into())
             }
             _ => {}
         }
         Ok(())
     }
+}
+
+/// A JSON Patch as the client's schema wants it: a known op, RFC 6901 pointers, and a value
+/// where the op needs one.
+fn check_patch(patch: &[crate::protocol::events::PatchOp], kind: &str) -> Result<(), String> {
+    let pointer = |p: &str| p.is_empty() || p.starts_with('/');
+    for op in patch {
+        if !["add", "remove", "replace", "move", "copy", "test"].contains(&op.op.as_str()) {
+            return Err(format!("sent {kind} with an unknown patch op '{}'", op.op));
+        }
+        if !pointer(&op.path) || op.from.as_deref().is_some_and(|from| !pointer(from)) {
+            return Err(format!("sent {kind} with a path that is not a JSON pointer"));
+        }
+        if ["add", "replace", "test"].contains(&op.op.as_str()) && op.value.is_none() {
+            return Err(format!("sent {kind} with a '{}' op without a value", op.op));
+        }
+        if ["move", "copy"].contains(&op.op.as_str()) && op.from.is_none() {
+            return Err(format!("sent {kind} with a '{}' op without 'from'", op.op));
+        }
+    }
+    Ok(())
 }
 
 fn event_name(event: &Event) -> String {
@@ -386,6 +443,10 @@ struct Relay<'a> {
     state: &'a mut Upstream,
     /// Upstream message ids → the gateway's, for this upstream run.
     messages: BTreeMap<String, String>,
+    /// Upstream reasoning span ids → the gateway's, for this upstream run.
+    spans: BTreeMap<String, String>,
+    /// Upstream reasoning message ids → the gateway's, for this upstream run.
+    thoughts: BTreeMap<String, String>,
 }
 
 impl Relay<'_> {
@@ -429,6 +490,54 @@ impl Relay<'_> {
                     turn.tool_result(&id, &text).await?;
                 }
             }
+            Event::ReasoningStart { message_id, .. } => {
+                let id = turn.reasoning_span_start().await?;
+                self.spans.insert(message_id, id);
+            }
+            Event::ReasoningEnd { message_id, .. } => {
+                if let Some(id) = self.spans.remove(&message_id) {
+                    turn.reasoning_span_end(&id).await?;
+                }
+            }
+            Event::ReasoningMessageStart { message_id, .. } => {
+                let id = turn.reasoning_message_start().await?;
+                self.thoughts.insert(message_id, id);
+            }
+            Event::ReasoningMessageContent { message_id, delta, .. } => {
+                if let Some(id) = self.thoughts.get(&message_id).cloned() {
+                    turn.reasoning_delta(&id, &delta).await?;
+                }
+            }
+            Event::ReasoningMessageEnd { message_id, .. } => {
+                if let Some(id) = self.thoughts.remove(&message_id) {
+                    turn.reasoning_message_end(&id).await?;
+                }
+            }
+            Event::ActivitySnapshot { message_id, activity_type, content, replace, .. } => {
+                let id = match self.state.activities.get(&message_id) {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = turn.activity_id();
+                        self.state.activities.insert(message_id, id.clone());
+                        id
+                    }
+                };
+                turn.emit(Event::ActivitySnapshot {
+                    message_id: id,
+                    activity_type,
+                    content,
+                    replace,
+                    subagent_run_id: None,
+                })
+                .await?;
+            }
+            Event::ActivityDelta { message_id, activity_type, patch, .. } => {
+                // A delta of an activity never shown has nothing to apply to (the client drops it too).
+                if let Some(id) = self.state.activities.get(&message_id).cloned() {
+                    turn.emit(Event::ActivityDelta { message_id: id, activity_type, patch, subagent_run_id: None })
+                        .await?;
+                }
+            }
             // The upstream's state, steps and custom events pass through as they are.
             event @ (Event::StateSnapshot { .. }
             | Event::StateDelta { .. }
@@ -446,8 +555,9 @@ impl Relay<'_> {
                     _ => Ending::Finished { result, usage },
                 }));
             }
-            // The gateway keeps the conversation itself (MESSAGES_SNAPSHOT), and does not relay
-            // reasoning, activity or subagent events yet.
+            // The gateway keeps the conversation itself (MESSAGES_SNAPSHOT). Encrypted reasoning
+            // is for the upstream's own model and names upstream ids; subagent events are not
+            // relayed yet.
             _ => {}
         }
         Ok(None)
@@ -516,6 +626,52 @@ mod tests {
         let started = parse_upstream_event(r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#).unwrap();
         assert!(order.check(&started).is_ok());
         assert!(order.check(&content).is_err(), "content of a message never started");
+    }
+
+    fn checked(order: &mut UpstreamOrder, event: &str) -> Result<(), String> {
+        order.check(&parse_upstream_event(event).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn upstream_reasoning_and_activity_are_checked_like_the_official_client() {
+        let mut order = UpstreamOrder::default();
+        checked(&mut order, r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#).expect("started");
+        assert!(checked(&mut order, r#"{"type":"REASONING_MESSAGE_CONTENT","messageId":"x","delta":"a"}"#).is_err());
+        assert!(checked(&mut order, r#"{"type":"REASONING_END","messageId":"s"}"#).is_err(), "a span never started");
+        checked(&mut order, r#"{"type":"REASONING_START","messageId":"s"}"#).expect("span");
+        assert!(checked(&mut order, r#"{"type":"REASONING_START","messageId":"s"}"#).is_err(), "twice");
+        // Spans and messages are tracked apart: one id may name both.
+        checked(&mut order, r#"{"type":"REASONING_MESSAGE_START","messageId":"s","role":"reasoning"}"#).expect("msg");
+        assert!(
+            parse_upstream_event(r#"{"type":"REASONING_MESSAGE_START","messageId":"m"}"#).is_err(),
+            "role is required"
+        );
+        assert!(
+            checked(&mut order, r#"{"type":"REASONING_MESSAGE_START","messageId":"m","role":"assistant"}"#).is_err()
+        );
+        let finish = r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#;
+        assert!(checked(&mut order, finish).is_err(), "reasoning still open");
+        checked(&mut order, r#"{"type":"REASONING_MESSAGE_END","messageId":"s"}"#).expect("msg end");
+        checked(&mut order, r#"{"type":"REASONING_END","messageId":"s"}"#).expect("span end");
+        assert!(checked(&mut order, r#"{"type":"REASONING_MESSAGE_CHUNK","messageId":"s","delta":"x"}"#).is_err());
+        checked(
+            &mut order,
+            r#"{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"plan","patch":[{"op":"add","path":"/x","value":null}]}"#,
+        )
+        .expect("a delta of any activity");
+        for bad in [
+            r#"{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"p","patch":[{"op":"add","path":"x","value":1}]}"#,
+            r#"{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"p","patch":[{"op":"replace","path":"/x"}]}"#,
+            r#"{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"p","patch":[{"op":"merge","path":"/x"}]}"#,
+            r#"{"type":"STATE_DELTA","delta":[{"op":"move","path":"/x"}]}"#,
+        ] {
+            assert!(checked(&mut order, bad).is_err(), "{bad}");
+        }
+        assert!(parse_upstream_event(
+            r#"{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"p","content":[1]}"#
+        )
+        .is_err());
+        checked(&mut order, finish).expect("nothing open");
     }
 
     #[test]

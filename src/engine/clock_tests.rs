@@ -60,16 +60,16 @@ impl Agent for Quick {
     }
 }
 
-struct Setup {
-    engine: Engine,
-    store: Arc<dyn Store>,
+pub(super) struct Setup {
+    pub(super) engine: Engine,
+    pub(super) store: Arc<dyn Store>,
     clock: Arc<TestClock>,
     _dir: tempfile::TempDir,
 }
 
 /// An engine on a fresh SQLite file whose `demo` agent is `agent`, reading `clock`. The
 /// background sweep is left far apart so that each test sweeps when it means to.
-async fn engine_with(agent: Arc<dyn Agent>, configure: impl FnOnce(&mut Config)) -> Setup {
+pub(super) async fn engine_with(agent: Arc<dyn Agent>, configure: impl FnOnce(&mut Config)) -> Setup {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("gateway.db").display());
     let store = store::connect(&url, 2).await.expect("sqlite opens");
@@ -97,7 +97,7 @@ fn input(thread: &str, run: &str) -> RunAgentInput {
 }
 
 /// Starts a run of `demo` on `thread` as the local person.
-async fn begin(engine: &Engine, thread: &str, run: &str) -> RunPlan {
+pub(super) async fn begin(engine: &Engine, thread: &str, run: &str) -> RunPlan {
     let input = input(thread, run);
     let caller = Caller::local();
     let thread_id = ThreadId::parse(thread).expect("a thread id");
@@ -116,7 +116,7 @@ async fn begin(engine: &Engine, thread: &str, run: &str) -> RunPlan {
 }
 
 /// The run's events up to its terminal one.
-async fn run_to_end(engine: &Engine, plan: RunPlan) -> Vec<Value> {
+pub(super) async fn run_to_end(engine: &Engine, plan: RunPlan) -> Vec<Value> {
     let RunPlan::Follow(plan) = plan else { panic!("the run was refused: {plan:?}") };
     let options = StreamOptions { keepalive: Duration::from_secs(60), max_duration: GUARD };
     let mut stream = Box::pin(engine.stream(plan, options));

@@ -23,8 +23,20 @@ impl TurnContext {
         for message in std::mem::take(&mut self.open_messages).into_iter().rev() {
             self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
         }
+        self.close_reasoning().await?;
         for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
             self.emit(Event::StepFinished { step_name: step, subagent_run_id: None }).await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the open reasoning messages, then the spans they sit in (newest first).
+    async fn close_reasoning(&mut self) -> Result<(), AgentError> {
+        for message in std::mem::take(&mut self.open_reasoning_messages).into_iter().rev() {
+            self.emit(Event::ReasoningMessageEnd { message_id: message, subagent_run_id: None }).await?;
+        }
+        for span in std::mem::take(&mut self.open_reasoning_spans).into_iter().rev() {
+            self.emit(Event::ReasoningEnd { message_id: span, subagent_run_id: None }).await?;
         }
         Ok(())
     }
@@ -54,6 +66,22 @@ impl TurnContext {
                 }
                 Event::ToolCallEnd { tool_call_id, .. } => self.open_tool_calls.retain(|c| *c != tool_call_id),
                 Event::ToolCallResult { .. } => self.last_message = None,
+                Event::ReasoningStart { message_id, .. } => {
+                    self.counters.reasoning_spans = self.counters.reasoning_spans.max(count(&message_id, ":reasoning"));
+                    self.open_reasoning_spans.push(message_id);
+                }
+                Event::ReasoningEnd { message_id, .. } => self.open_reasoning_spans.retain(|s| *s != message_id),
+                Event::ReasoningMessageStart { message_id, .. } => {
+                    self.counters.reasoning_messages =
+                        self.counters.reasoning_messages.max(count(&message_id, ":thought"));
+                    self.open_reasoning_messages.push(message_id);
+                }
+                Event::ReasoningMessageEnd { message_id, .. } => {
+                    self.open_reasoning_messages.retain(|m| *m != message_id)
+                }
+                Event::ActivitySnapshot { message_id, .. } => {
+                    self.counters.activities = self.counters.activities.max(count(&message_id, ":a"));
+                }
                 Event::StepStarted { step_name, .. } => self.open_steps.push(step_name),
                 Event::StepFinished { step_name, .. } => self.open_steps.retain(|s| *s != step_name),
                 _ => {}
@@ -71,6 +99,8 @@ impl TurnContext {
         for message in std::mem::take(&mut self.open_messages) {
             self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
         }
+        // Reasoning cut off mid-thought is closed as it stands; the step thinks again anew.
+        self.close_reasoning().await?;
         self.unlabelled.clear();
         self.last_message = None;
         Ok(())

@@ -139,6 +139,10 @@ pub enum PlainEvent {
     StateDelta,
     /// A card: content (§3).
     Card,
+    /// A `REASONING_*` event: the agent's thinking, content like its text.
+    Reasoning,
+    /// An `ACTIVITY_*` event (relayed from an upstream): content too.
+    Activity,
     /// Anything else: sent as stored.
     Other,
 }
@@ -156,6 +160,8 @@ pub fn classify_plain(stored: &[u8]) -> PlainEvent {
     match serde_json::from_slice::<Head>(stored) {
         Ok(head) if head.kind == "STATE_DELTA" => PlainEvent::StateDelta,
         Ok(head) if head.kind == "CUSTOM" && head.name.as_deref() == Some(CARD_EVENT) => PlainEvent::Card,
+        Ok(head) if head.kind.starts_with("REASONING_") => PlainEvent::Reasoning,
+        Ok(head) if head.kind.starts_with("ACTIVITY_") => PlainEvent::Activity,
         _ => PlainEvent::Other,
     }
 }
@@ -198,6 +204,15 @@ mod tests {
             PlainEvent::Other
         );
         assert_eq!(classify_plain(b"not json"), PlainEvent::Other);
+        assert_eq!(classify_plain(br#"{"type":"REASONING_START","messageId":"r"}"#), PlainEvent::Reasoning);
+        assert_eq!(
+            classify_plain(br#"{"messageId":"r","delta":"x","type":"REASONING_MESSAGE_CONTENT"}"#),
+            PlainEvent::Reasoning
+        );
+        assert_eq!(
+            classify_plain(br#"{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"x","content":{}}"#),
+            PlainEvent::Activity
+        );
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub mod log;
 pub mod log_events;
 mod plan;
 mod quota;
+#[cfg(test)]
+mod reasoning_tests;
 mod runner;
 pub mod stream;
 mod sweeper;

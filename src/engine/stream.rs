@@ -290,8 +290,14 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
         EventKind::Plain => match log_events::classify_plain(&event.body) {
             PlainEvent::StateDelta => state_for(&plan.viewer, id, &event.body),
             // A card is content (§3): only for callers who may read it.
-            PlainEvent::Card if !plan.viewer.clearance.content => Ok(Vec::new()),
-            PlainEvent::Card | PlainEvent::Other => Ok(vec![StreamItem::Event { id, json: event.body }]),
+            // So are reasoning and activity: a caller without content sees none of their events
+            // (not even empty ones), as it would see no card.
+            PlainEvent::Card | PlainEvent::Reasoning | PlainEvent::Activity if !plan.viewer.clearance.content => {
+                Ok(Vec::new())
+            }
+            PlainEvent::Card | PlainEvent::Reasoning | PlainEvent::Activity | PlainEvent::Other => {
+                Ok(vec![StreamItem::Event { id, json: event.body }])
+            }
         },
         EventKind::RunError => Ok(vec![StreamItem::Event { id, json: event.body }]),
     }

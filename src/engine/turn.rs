@@ -162,6 +162,10 @@ pub struct TurnContext {
     pub(super) unlabelled: Vec<String>,
     pub(super) open_tool_calls: Vec<String>,
     pub(super) open_steps: Vec<String>,
+    /// Reasoning spans (`REASONING_START`) not yet ended, oldest first.
+    pub(super) open_reasoning_spans: Vec<String>,
+    /// Reasoning messages (`REASONING_MESSAGE_START`) not yet ended, oldest first.
+    pub(super) open_reasoning_messages: Vec<String>,
     pub(super) last_message: Option<String>,
     /// The board with this turn's pins ([`TurnContext::board`]).
     pub(super) board: Option<Vec<Value>>,
@@ -181,6 +185,16 @@ pub struct TurnContext {
 pub(super) struct Counters {
     pub(super) messages: u32,
     pub(super) tool_calls: u32,
+    pub(super) reasoning_spans: u32,
+    pub(super) reasoning_messages: u32,
+    pub(super) activities: u32,
+}
+
+/// One reasoning block as the `openai` agent streams it: a span with one message in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reasoning {
+    pub span_id: String,
+    pub message_id: String,
 }
 
 /// Everything a new [`TurnContext`] needs; built by the engine.
@@ -240,6 +254,8 @@ impl TurnContext {
             unlabelled: Vec::new(),
             open_tool_calls: Vec::new(),
             open_steps: Vec::new(),
+            open_reasoning_spans: Vec::new(),
+            open_reasoning_messages: Vec::new(),
             last_message: None,
             board: None,
             tenant: setup.tenant,
@@ -432,6 +448,72 @@ impl TurnContext {
         self.open_messages.retain(|m| m != message_id);
         self.unlabelled.retain(|m| m != message_id);
         self.emit(Event::TextMessageEnd { message_id: message_id.to_string(), subagent_run_id: None }).await
+    }
+
+    /// Opens a reasoning span (`REASONING_START`) and returns its id (`<turn>:reasoning<n>`).
+    pub async fn reasoning_span_start(&mut self) -> Result<String, AgentError> {
+        self.counters.reasoning_spans += 1;
+        let span_id = format!("{}:reasoning{}", self.turn_id, self.counters.reasoning_spans);
+        self.emit(Event::ReasoningStart { message_id: span_id.clone(), subagent_run_id: None }).await?;
+        self.open_reasoning_spans.push(span_id.clone());
+        Ok(span_id)
+    }
+
+    /// Opens a reasoning message (`REASONING_MESSAGE_START`, role `reasoning`) and returns its
+    /// id (`<turn>:thought<n>`). It is not an assistant message: it is never part of the
+    /// conversation, so it does not become the parent of later tool calls.
+    pub async fn reasoning_message_start(&mut self) -> Result<String, AgentError> {
+        self.counters.reasoning_messages += 1;
+        let message_id = format!("{}:thought{}", self.turn_id, self.counters.reasoning_messages);
+        self.emit(Event::ReasoningMessageStart {
+            message_id: message_id.clone(),
+            role: "reasoning".into(),
+            subagent_run_id: None,
+        })
+        .await?;
+        self.open_reasoning_messages.push(message_id.clone());
+        Ok(message_id)
+    }
+
+    /// Streams a piece of an open reasoning message (no AI label: it is not an answer).
+    pub async fn reasoning_delta(&mut self, message_id: &str, delta: &str) -> Result<(), AgentError> {
+        self.emit(Event::ReasoningMessageContent {
+            message_id: message_id.to_string(),
+            delta: delta.to_string(),
+            subagent_run_id: None,
+        })
+        .await
+    }
+
+    pub async fn reasoning_message_end(&mut self, message_id: &str) -> Result<(), AgentError> {
+        self.open_reasoning_messages.retain(|m| m != message_id);
+        self.emit(Event::ReasoningMessageEnd { message_id: message_id.to_string(), subagent_run_id: None }).await
+    }
+
+    pub async fn reasoning_span_end(&mut self, span_id: &str) -> Result<(), AgentError> {
+        self.open_reasoning_spans.retain(|s| s != span_id);
+        self.emit(Event::ReasoningEnd { message_id: span_id.to_string(), subagent_run_id: None }).await
+    }
+
+    /// A new activity message id (`<turn>:a<n>`), for `ACTIVITY_SNAPSHOT` / `ACTIVITY_DELTA`.
+    /// Activity messages share the id space of text messages on the client, hence their own
+    /// marker.
+    pub fn activity_id(&mut self) -> String {
+        self.counters.activities += 1;
+        format!("{}:a{}", self.turn_id, self.counters.activities)
+    }
+
+    /// A span with one reasoning message open in it: what a model's reasoning deltas go into.
+    pub async fn reasoning_open(&mut self) -> Result<Reasoning, AgentError> {
+        let span_id = self.reasoning_span_start().await?;
+        let message_id = self.reasoning_message_start().await?;
+        Ok(Reasoning { span_id, message_id })
+    }
+
+    /// Ends the message and then its span, in the order the protocol nests them.
+    pub async fn reasoning_close(&mut self, reasoning: &Reasoning) -> Result<(), AgentError> {
+        self.reasoning_message_end(&reasoning.message_id).await?;
+        self.reasoning_span_end(&reasoning.span_id).await
     }
 
     /// A whole tool call with its result: `TOOL_CALL_START/ARGS/END` then `TOOL_CALL_RESULT`.

@@ -47,9 +47,15 @@ pub struct PatchOp {
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
-    /// Required for add, replace and test; may itself be `null` there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Required for add, replace and test; may itself be `null` there: a `null` read is
+    /// `Some(Value::Null)` (written back as `null`), an absent one `None`.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
+}
+
+/// A field that is there, even as `null` (serde's own `Option` reads `null` as absent).
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 /// How a run ended, on `RUN_FINISHED`.
@@ -400,6 +406,16 @@ impl Event {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_patch_value_of_null_is_kept_and_an_absent_one_stays_absent() {
+        let null: PatchOp = serde_json::from_str(r#"{"op":"add","path":"/x","value":null}"#).expect("parses");
+        assert_eq!(null.value, Some(Value::Null));
+        assert_eq!(serde_json::to_string(&null).expect("encodes"), r#"{"op":"add","path":"/x","value":null}"#);
+        let absent: PatchOp = serde_json::from_str(r#"{"op":"remove","path":"/x"}"#).expect("parses");
+        assert_eq!(absent.value, None);
+        assert_eq!(serde_json::to_string(&absent).expect("encodes"), r#"{"op":"remove","path":"/x"}"#);
+    }
 
     #[test]
     fn optional_fields_are_omitted_not_null() {

@@ -31,6 +31,7 @@ mod openai;
 mod operations;
 mod postgres_tls;
 mod quotas;
+mod reasoning;
 mod reconnect;
 mod redirects;
 mod run_route;

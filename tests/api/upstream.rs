@@ -272,6 +272,70 @@ async fn an_https_upstream_is_reached_over_verified_tls(kind: Upstream) {
     assert_eq!(server.requests().await.len(), asked, "the untrusted front passed nothing on");
 }
 
+/// An upstream's reasoning and activity are relayed under the gateway's ids, in order, and
+/// pass the official client; neither becomes part of the thread's conversation.
+async fn upstream_reasoning_and_activity_are_relayed(kind: Upstream) {
+    let server = upstream_of(kind);
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = gateway_in_front_of(&server, "thinking", &db).await;
+    let input = first_run("th-up-think", "run-1", "decide for me");
+    let events = app.run_to_end("upstream", &input).await;
+    let turn = events[0].id.as_deref().and_then(|id| id.split('.').next()).expect("id").to_string();
+    let relayed: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| {
+            e.kind().starts_with("REASONING_") || e.kind().starts_with("ACTIVITY_") || e.kind().starts_with("TEXT_")
+        })
+        .map(|e| (e.kind().to_string(), e.data["messageId"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let ours = |suffix: &str| format!("{turn}:{suffix}");
+    let expected: Vec<(String, String)> = [
+        ("REASONING_START", ours("reasoning1")),
+        ("REASONING_MESSAGE_START", ours("thought1")),
+        ("REASONING_MESSAGE_CONTENT", ours("thought1")),
+        ("REASONING_MESSAGE_CONTENT", ours("thought1")),
+        ("REASONING_MESSAGE_END", ours("thought1")),
+        ("REASONING_END", ours("reasoning1")),
+        ("ACTIVITY_SNAPSHOT", ours("a1")),
+        ("ACTIVITY_DELTA", ours("a1")),
+        ("TEXT_MESSAGE_START", ours("m1")),
+        ("TEXT_MESSAGE_CONTENT", ours("m1")),
+        ("TEXT_MESSAGE_END", ours("m1")),
+    ]
+    .into_iter()
+    .map(|(k, id)| (k.to_string(), id))
+    .collect();
+    assert_eq!(relayed, expected);
+    let thought: String = events
+        .iter()
+        .filter(|e| e.kind() == "REASONING_MESSAGE_CONTENT")
+        .filter_map(|e| e.data["delta"].as_str())
+        .collect();
+    assert_eq!(thought, "Weighing the options.");
+    let snapshot = events.iter().find(|e| e.kind() == "ACTIVITY_SNAPSHOT").expect("snapshot");
+    assert_eq!(snapshot.data["activityType"], "plan");
+    assert_eq!(snapshot.data["content"], json!({"steps": ["search", "answer"], "done": 0}));
+    let delta = events.iter().find(|e| e.kind() == "ACTIVITY_DELTA").expect("delta");
+    assert_eq!(delta.data["patch"], json!([{"op": "replace", "path": "/done", "value": 1}]));
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
+
+    let body: Value = app
+        .client
+        .get(app.url("/v1/threads/th-up-think/messages"))
+        .send()
+        .await
+        .expect("messages")
+        .json()
+        .await
+        .expect("json");
+    let roles: Vec<&str> =
+        body["messages"].as_array().expect("list").iter().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(roles, ["user", "assistant"], "{body}");
+
+    let (ok, report) = agui_check(&app.run_url("upstream"), &input).await;
+    assert!(ok, "{report}");
+}
+
 macro_rules! on_both_upstreams {
     ($name:ident) => {
         mod $name {
@@ -291,3 +355,4 @@ on_both_upstreams!(a_normal_run_is_relayed_under_the_gateways_ids);
 on_both_upstreams!(an_upstream_interrupt_is_decided_through_the_gateway);
 on_both_upstreams!(an_upstream_that_breaks_the_protocol_fails_the_turn);
 on_both_upstreams!(an_https_upstream_is_reached_over_verified_tls);
+on_both_upstreams!(upstream_reasoning_and_activity_are_relayed);

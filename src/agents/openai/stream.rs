@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::{builtin_definition, OpenaiAgent, PendingCall, Usage, DELEGATE};
-use crate::engine::turn::{AgentError, TurnContext};
+use crate::engine::turn::{AgentError, Reasoning, TurnContext};
 
 impl OpenaiAgent {
     /// One streamed model call: text deltas and tool-call argument deltas go to the log as
@@ -56,6 +56,7 @@ impl OpenaiAgent {
         let response = self.send_with_retries(&body).await?;
         let mut answer = ModelAnswer::default();
         let mut message: Option<String> = None;
+        let mut reasoning: Option<Reasoning> = None;
         let mut calls: BTreeMap<u64, PendingCall> = BTreeMap::new();
         let mut started: Vec<u64> = Vec::new();
         let mut buffer = String::new();
@@ -76,6 +77,26 @@ impl OpenaiAgent {
                     answer.usage.output += usage["completion_tokens"].as_u64().unwrap_or(0);
                 }
                 let Some(delta) = event["choices"].get(0).map(|c| &c["delta"]) else { continue };
+                if let Some(thought) = reasoning_of(delta) {
+                    let id = match &reasoning {
+                        Some(open) => open.message_id.clone(),
+                        None => {
+                            let open = turn.reasoning_open().await?;
+                            let id = open.message_id.clone();
+                            reasoning = Some(open);
+                            id
+                        }
+                    };
+                    turn.reasoning_delta(&id, thought).await?;
+                }
+                let says_more = delta["content"].as_str().is_some_and(|t| !t.is_empty())
+                    || delta["tool_calls"].as_array().is_some_and(|calls| !calls.is_empty());
+                if says_more {
+                    // The thinking is over once the answer or a call begins.
+                    if let Some(open) = reasoning.take() {
+                        turn.reasoning_close(&open).await?;
+                    }
+                }
                 if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
                     let id = match &message {
                         Some(id) => id.clone(),
@@ -120,6 +141,9 @@ impl OpenaiAgent {
         }
         // Close what this answer opened, held back to commit with the checkpoint.
         turn.begin_step();
+        if let Some(open) = reasoning {
+            turn.reasoning_close(&open).await?;
+        }
         if let Some(id) = message {
             turn.text_end(&id).await?;
         }
@@ -182,6 +206,11 @@ impl OpenaiAgent {
         }
         Err(AgentError::Failed(last_problem))
     }
+}
+
+/// A reasoning delta, by either name OpenAI-compatible servers give it.
+fn reasoning_of(delta: &Value) -> Option<&str> {
+    ["reasoning_content", "reasoning"].iter().find_map(|field| delta[*field].as_str().filter(|text| !text.is_empty()))
 }
 
 #[derive(Debug, Default)]

@@ -12,6 +12,8 @@
 //   POST /agents/empty-delta    a valid edge: an empty TEXT_MESSAGE_CONTENT delta
 //   POST /agents/out-of-order   content for a message that was never started
 //   POST /agents/slow           /agents/chat with 200 ms between events
+//   POST /agents/thinking       a reasoning span with one message, an activity (snapshot, then a
+//                               delta), text, success
 //   GET|DELETE /requests        every POST received, as {path, headers, body}, in order
 //
 // Chat's STATE_SNAPSHOT is {"upstream":{"runs":N}}: every run this process has started, on any
@@ -173,6 +175,26 @@ function outOfOrderEvents(input) {
   ];
 }
 
+function thinkingEvents(input) {
+  const { runId } = input;
+  const span = `${runId}-think`;
+  const thought = `${runId}-thought`;
+  const plan = `${runId}-plan`;
+  return [
+    runStarted(input),
+    { type: EventType.REASONING_START, messageId: span },
+    { type: EventType.REASONING_MESSAGE_START, messageId: thought, role: "reasoning" },
+    { type: EventType.REASONING_MESSAGE_CONTENT, messageId: thought, delta: "Weighing " },
+    { type: EventType.REASONING_MESSAGE_CONTENT, messageId: thought, delta: "the options." },
+    { type: EventType.REASONING_MESSAGE_END, messageId: thought },
+    { type: EventType.REASONING_END, messageId: span },
+    { type: EventType.ACTIVITY_SNAPSHOT, messageId: plan, activityType: "plan", content: { steps: ["search", "answer"], done: 0 } },
+    { type: EventType.ACTIVITY_DELTA, messageId: plan, activityType: "plan", patch: [{ op: "replace", path: "/done", value: 1 }] },
+    ...textMessage(`${runId}-answer`, ["Decided."]),
+    runFinished(input, { type: "success" }),
+  ];
+}
+
 function sendJson(res, status, value) {
   const body = JSON.stringify(value);
   res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
@@ -198,6 +220,7 @@ const ROUTES = {
   "/agents/invalid": { events: invalidEvents, sseOnly: true },
   "/agents/empty-delta": { events: emptyDeltaEvents },
   "/agents/out-of-order": { events: outOfOrderEvents },
+  "/agents/thinking": { events: thinkingEvents },
 };
 
 async function handle(req, res) {

@@ -27,8 +27,15 @@ import time
 
 import uvicorn
 from ag_ui.core import (
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
     EventType,
     Interrupt,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
@@ -206,6 +213,24 @@ def out_of_order_events(inp: RunAgentInput, _case: str | None) -> list:
     ]
 
 
+def thinking_events(inp: RunAgentInput, _case: str | None) -> list:
+    run = inp.run_id
+    span, thought, plan = f"{run}-think", f"{run}-thought", f"{run}-plan"
+    return [
+        run_started(inp),
+        ReasoningStartEvent(message_id=span),
+        ReasoningMessageStartEvent(message_id=thought, role="reasoning"),
+        ReasoningMessageContentEvent(message_id=thought, delta="Weighing "),
+        ReasoningMessageContentEvent(message_id=thought, delta="the options."),
+        ReasoningMessageEndEvent(message_id=thought),
+        ReasoningEndEvent(message_id=span),
+        ActivitySnapshotEvent(message_id=plan, activity_type="plan", content={"steps": ["search", "answer"], "done": 0}),
+        ActivityDeltaEvent(message_id=plan, activity_type="plan", patch=[{"op": "replace", "path": "/done", "value": 1}]),
+        *text_message(f"{run}-answer", ["Decided."]),
+        run_finished(inp, RunFinishedSuccessOutcome()),
+    ]
+
+
 def record(request: Request, raw: bytes) -> object:
     try:
         body = json.loads(raw)
@@ -278,6 +303,7 @@ app = Starlette(
         Route("/agents/invalid", agent(invalid_events), methods=["POST"]),
         Route("/agents/empty-delta", agent(empty_delta_events), methods=["POST"]),
         Route("/agents/out-of-order", agent(out_of_order_events), methods=["POST"]),
+        Route("/agents/thinking", agent(thinking_events), methods=["POST"]),
         Route("/requests", requests_endpoint, methods=["GET", "DELETE"]),
         # Recorded too, so a test can see a request the gateway sent to the wrong place.
         Route("/{path:path}", no_agent, methods=["POST"]),
