@@ -39,4 +39,5 @@ mod takeover;
 mod tenant_scope;
 mod threads;
 mod tls;
+mod tool_effects;
 mod upstream;

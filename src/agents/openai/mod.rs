@@ -134,6 +134,27 @@ impl Decisions {
     }
 }
 
+/// The idempotency key a tool call is made with (docs/agents.md): the same for every attempt
+/// at one call, so a tool can make its effect once. The gateway's call id (`<turn>:c<n>`) is
+/// saved in the checkpoint with the pending call, so a takeover that re-issues a call whose
+/// result was never recorded sends the key the first attempt sent.
+async fn idempotency_key(turn: &TurnContext, call: &PendingCall) -> Result<String, AgentError> {
+    let (tenant, thread) = turn.thread().await?;
+    Ok(tool_call_key(&tenant, &thread, &call.gateway_id))
+}
+
+/// A SHA-256 over the tenant, the thread and the call id, each prefixed by its length (no
+/// two triples hash alike by shifting a separator), in hex: a header-safe value that names no
+/// tenant or thread to the tool.
+fn tool_call_key(tenant: &str, thread: &str, call_id: &str) -> String {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [tenant, thread, call_id] {
+        digest.update(&(part.len() as u64).to_be_bytes());
+        digest.update(part.as_bytes());
+    }
+    digest.finish().as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 struct Usage {
     input: u64,
@@ -407,14 +428,18 @@ impl OpenaiAgent {
                             .get("editedArgs")
                             .filter(|a| a.is_object() && tool.policy.allow_edit)
                             .map(Value::to_string);
-                        self.run_tool(tool, edited.as_deref().unwrap_or(&call.arguments)).await
+                        let key = idempotency_key(turn, &call).await?;
+                        self.run_tool(tool, edited.as_deref().unwrap_or(&call.arguments), &key).await
                     } else {
                         let why = decision["comment"].as_str().map(|c| format!(": {c}")).unwrap_or_default();
                         let denied = if decision["expired"] == Value::Bool(true) { "expired" } else { "denied" };
                         format!("not run: the call was {denied}{why}")
                     }
                 }
-                (CallKind::Http(tool), None) => self.run_tool(tool, &call.arguments).await,
+                (CallKind::Http(tool), None) => {
+                    let key = idempotency_key(turn, &call).await?;
+                    self.run_tool(tool, &call.arguments, &key).await
+                }
                 _ => format!("error: the tool '{}' is not available; nothing was run", call.name),
             };
             turn.tool_result(&call.gateway_id, &outcome).await?;
@@ -475,5 +500,22 @@ impl OpenaiAgent {
             DELEGATE => CallKind::Delegate,
             _ => CallKind::Unoffered,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tool_call_key;
+
+    #[test]
+    fn a_tool_calls_key_is_stable_and_names_its_call_alone() {
+        let key = tool_call_key("acme", "th-1", "t-1:c1");
+        assert_eq!(key, tool_call_key("acme", "th-1", "t-1:c1"));
+        assert_eq!(key.len(), 64);
+        assert!(key.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(key, tool_call_key("acme", "th-1", "t-1:c2"));
+        assert_ne!(key, tool_call_key("acme2", "th-1", "t-1:c1"));
+        // The length prefix keeps a separator from shifting between parts.
+        assert_ne!(tool_call_key("a:b", "c", "d"), tool_call_key("a", "b:c", "d"));
     }
 }
