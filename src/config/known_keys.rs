@@ -30,6 +30,9 @@ const AGENT_KINDS: &[&str] = &["script", "openai", "agui"];
 const HTTP_TOOL_KEYS: &[&str] =
     &["name", "description", "url", "method", "parameters", "timeout_secs", "max_response_bytes", "secret_headers"];
 
+/// The keys of an `openai` agent's MCP server besides its approval policy (flattened).
+const MCP_SERVER_KEYS: &[&str] = &["name", "url", "headers", "secret_headers", "tools", "timeout_secs"];
+
 /// Each kind of script step: the key naming it, the other keys it takes, and whether it takes
 /// a tool call's approval policy too (flattened into it).
 const STEP_KINDS: &[(&str, &[&str], bool)] = &[
@@ -136,6 +139,12 @@ fn check_agent(agent: &toml::Table, path: &str) -> Result<(), ConfigError> {
             Shape::with_keys(HTTP_TOOL_KEYS.iter().copied().chain(fields_of::<ToolPolicy>().iter().copied()).collect());
         for (tool_path, table) in tables_at(agent, path, "tools") {
             tool.check(table, &tool_path)?;
+        }
+        let server = Shape::with_keys(
+            MCP_SERVER_KEYS.iter().copied().chain(fields_of::<ToolPolicy>().iter().copied()).collect(),
+        );
+        for (server_path, table) in tables_at(agent, path, "mcp_servers") {
+            server.check(table, &server_path)?;
         }
     }
     Ok(())
@@ -343,6 +352,10 @@ mod tests {
         let tool: crate::config::HttpTool = toml::from_str("name = 't'\nurl = 'http://x'").expect("tool");
         let own = HTTP_TOOL_KEYS.iter().copied().chain(fields_of::<ToolPolicy>().iter().copied());
         assert_eq!(keys_of(&tool), sorted(own));
+
+        let server: crate::config::McpServerConfig = toml::from_str("name = 's'\nurl = 'http://x'").expect("server");
+        let own = MCP_SERVER_KEYS.iter().copied().chain(fields_of::<ToolPolicy>().iter().copied());
+        assert_eq!(keys_of(&server), sorted(own));
 
         let samples = [
             "say = 'x'",

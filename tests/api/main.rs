@@ -26,6 +26,7 @@ mod fencing;
 mod https;
 mod instances;
 mod interrupts;
+mod mcp;
 mod metrics;
 mod openai;
 mod operations;

@@ -1,0 +1,191 @@
+//! The `openai` agent's MCP tool servers (docs/agents.md) against a real MCP server: the
+//! official Python `mcp` package's, over Streamable HTTP (tests/mcp/server.py), which records
+//! every call it gets. Each scenario on SQLite and PostgreSQL.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::openai::{start_model, ScriptedModel};
+
+/// The MCP server, stopped on drop.
+struct McpServer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl McpServer {
+    fn start() -> McpServer {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp");
+        let python = dir.join(".venv/bin/python");
+        assert!(python.exists(), "create tests/mcp/.venv (scripts/test does)");
+        let mut child = Command::new(python)
+            .arg(dir.join("server.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the MCP server starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("the MCP server says where it listens");
+        let url = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("unexpected: {line}")).to_string();
+        McpServer { child, url }
+    }
+
+    /// The calls the server got: `{tool, arguments, idempotencyKey}`.
+    async fn calls(&self) -> Vec<Value> {
+        let answer = reqwest::get(format!("{}/calls", self.url)).await.expect("calls");
+        answer.json().await.expect("JSON")
+    }
+}
+
+/// A gateway whose agent `assistant` talks to `model` and takes the tools `add` and `charge` of
+/// the MCP server at `mcp_url` (server name `calc`), under `approval`.
+async fn gateway(model: &ScriptedModel, mcp_url: &str, approval: &str, backend: Backend) -> (TestApp, TestDatabase) {
+    let db = TestDatabase::new(backend).await;
+    let mut config = test_config(&db.url);
+    let agent = format!(
+        r#"
+name = "assistant"
+kind = "openai"
+base_url = "{}"
+model = "scripted"
+[[mcp_servers]]
+name = "calc"
+url = "{mcp_url}/mcp"
+tools = ["add", "charge"]
+timeout_secs = 10
+approval = "{approval}"
+"#,
+        model.url
+    );
+    config.agents.push(toml::from_str(&agent).expect("agent config"));
+    (TestApp::start_with(config).await, db)
+}
+
+fn result_of(events: &[SseEvent]) -> String {
+    let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the call's result");
+    result.data["content"].as_str().expect("text").to_string()
+}
+
+fn offered(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["function"]["name"].as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_model_is_offered_the_servers_tools_and_a_call_reaches_the_server() {
+    let server = McpServer::start();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model = start_model(vec![("calc__add", json!({"a": 2, "b": 3}))], "It is five.", false).await;
+        let (app, _db) = gateway(&model, &server.url, "never", backend).await;
+        let before = server.calls().await.len();
+        let input = first_run("th-mcp", "run-1", "2 + 3?");
+        let events = app.run_to_end("assistant", &input).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+
+        let requests = model.requests.lock().expect("requests").clone();
+        let names = offered(&requests[0]);
+        assert!(names.contains(&"calc__add".to_string()) && names.contains(&"calc__charge".to_string()), "{names:?}");
+        assert!(!names.contains(&"calc__wipe".to_string()), "the allow-list keeps wipe out: {names:?}");
+        let add = requests[0]["tools"].as_array().expect("tools").iter().find(|t| t["function"]["name"] == "calc__add");
+        let add = add.expect("add offered");
+        assert_eq!(add["function"]["description"], "Adds two whole numbers.");
+        assert_eq!(add["function"]["parameters"]["properties"]["a"]["type"], "integer", "{add}");
+
+        // Text and structured content: the sum reaches the log and the model.
+        let result = result_of(&events);
+        assert_eq!(result, "5", "the text, its structured twin not repeated");
+        let to_model = requests[1]["messages"].as_array().expect("messages").last().expect("tool").clone();
+        assert_eq!(to_model["role"], "tool");
+        assert_eq!(to_model["content"], result.as_str());
+
+        let calls = server.calls().await;
+        let new: Vec<&Value> = calls[before..].iter().collect();
+        assert_eq!(new.len(), 1, "{new:?}");
+        assert_eq!(new[0]["tool"], "add");
+        assert_eq!(new[0]["arguments"], json!({"a": 2, "b": 3}));
+        // The idempotency key arrives in `_meta`.
+        let key = new[0]["idempotencyKey"].as_str().expect("a key in _meta");
+        assert!(key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
+        let (passed, report) = agui_check(&app.run_url("assistant"), &input).await;
+        assert!(passed, "{report}");
+    }
+}
+
+#[tokio::test]
+async fn arguments_off_the_tools_schema_are_refused_before_the_server_is_called() {
+    let server = McpServer::start();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model = start_model(vec![("calc__add", json!({"a": "two", "b": 3}))], "I could not add.", false).await;
+        let (app, _db) = gateway(&model, &server.url, "never", backend).await;
+        let events = app.run_to_end("assistant", &first_run("th-mcp-bad", "run-1", "two + 3?")).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+        let result = result_of(&events);
+        assert!(result.starts_with("error: the arguments do not match the tool's schema"), "{result}");
+        assert!(server.calls().await.is_empty(), "the server was never called");
+    }
+}
+
+#[tokio::test]
+async fn an_mcp_tool_under_approval_waits_and_runs_once_approved() {
+    let server = McpServer::start();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model =
+            start_model(vec![("calc__charge", json!({"amount": 42, "currency": "EUR"}))], "Charged.", false).await;
+        let (app, _db) = gateway(&model, &server.url, "always", backend).await;
+        let before = server.calls().await.len();
+        let events = app.run_to_end("assistant", &first_run("th-mcp-approve", "run-1", "charge me")).await;
+        let last = events.last().expect("end");
+        assert_eq!(last.data["outcome"]["type"], "interrupt", "{:?}", kinds(&events));
+        let interrupt = &last.data["outcome"]["interrupts"][0];
+        assert_eq!(interrupt["reason"], "tool_call");
+        assert_eq!(server.calls().await.len(), before, "nothing ran before the approval");
+        let id = interrupt["id"].as_str().expect("id");
+        let resumed = app
+            .run_to_end(
+                "assistant",
+                &json!({"threadId": "th-mcp-approve", "runId": "run-2", "messages": [],
+                        "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]}),
+            )
+            .await;
+        assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&resumed));
+        assert_eq!(result_of(&resumed), "charged 42 EUR");
+        let calls = server.calls().await;
+        assert_eq!(calls.len(), before + 1);
+        assert_eq!(calls[before]["arguments"], json!({"amount": 42, "currency": "EUR"}));
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_fails_the_call_not_the_turn() {
+    // An address nothing listens on.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let down = format!("http://{}", listener.local_addr().expect("address"));
+    drop(listener);
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model = start_model(vec![("calc__add", json!({"a": 1, "b": 1}))], "The tool is down.", false).await;
+        let (app, _db) = gateway(&model, &down, "never", backend).await;
+        let events = app.run_to_end("assistant", &first_run("th-mcp-down", "run-1", "1 + 1?")).await;
+        assert_eq!(events.last().expect("end").kind(), "RUN_FINISHED", "{:?}", kinds(&events));
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
+        let result = result_of(&events);
+        assert!(result.starts_with("error: the MCP server 'calc'"), "{result}");
+        let requests = model.requests.lock().expect("requests").clone();
+        assert!(offered(&requests[0]).iter().all(|n| !n.starts_with("calc__")), "a server down offers no tools");
+        assert_eq!(requests.len(), 2, "the model read the error and answered");
+    }
+}
