@@ -420,3 +420,33 @@ impl AguiAgentConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::OpenaiAgentConfig;
+
+    fn openai(extra: &str) -> Result<(), String> {
+        let toml = format!("base_url = 'http://127.0.0.1:1/v1'\nmodel = 'm'\n{extra}");
+        let config: OpenaiAgentConfig = toml::from_str(&toml).map_err(|e| e.to_string())?;
+        config.validate()
+    }
+
+    #[test]
+    fn mcp_servers_are_checked_at_load() {
+        let server = "[[mcp_servers]]\nname = 'billing'\nurl = 'http://127.0.0.1:1/mcp'\napproval = 'always'\n";
+        assert_eq!(openai(server), Ok(()));
+        let twice = format!("{server}{server}");
+        assert!(openai(&twice).is_err_and(|e| e.contains("two MCP servers are named 'billing'")));
+        for bad in ["bill.ing", "bill__ing", "billing_", ""] {
+            let named = format!("[[mcp_servers]]\nname = '{bad}'\nurl = 'http://127.0.0.1:1/mcp'\n");
+            assert!(openai(&named).is_err_and(|e| e.contains("is not an MCP server name")), "{bad}");
+        }
+        let ftp = "[[mcp_servers]]\nname = 'b'\nurl = 'ftp://127.0.0.1/mcp'\n";
+        assert!(openai(ftp).is_err_and(|e| e.contains("url must be an http(s) URL")));
+        let header = "[[mcp_servers]]\nname = 'b'\nurl = 'http://127.0.0.1:1/mcp'\nheaders = { 'bad header' = 'x' }\n";
+        assert!(openai(header).is_err_and(|e| e.contains("is not a header name")));
+        // An HTTP tool whose name the model would take for one of the server's.
+        let clash = format!("{server}[[tools]]\nname = 'billing__refund'\nurl = 'http://127.0.0.1:1/t'\n");
+        assert!(openai(&clash).is_err_and(|e| e.contains("would be taken for a tool of the MCP server 'billing'")));
+    }
+}

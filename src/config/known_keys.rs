@@ -414,6 +414,16 @@ mod tests {
         let error = refusal(&tool);
         assert!(error.contains("agents[0].tools[0].aproval") && error.contains("did you mean 'approval'?"), "{error}");
 
+        let server = format!(
+            "{TENANT}[[agents]]\nname = 'llm'\nkind = 'openai'\nbase_url = 'http://127.0.0.1:1/v1'\nmodel = 'm'\n\
+             mcp_servers = [{{ name = 'billing', url = 'http://127.0.0.1:1/mcp', aproval = 'always' }}]\n"
+        );
+        let error = refusal(&server);
+        assert!(
+            error.contains("agents[0].mcp_servers[0].aproval") && error.contains("did you mean 'approval'?"),
+            "{error}"
+        );
+
         let stepz = format!("{TENANT}[[agents]]\nname = 'a'\nkind = 'script'\nstepz = [{{ say = 'hi' }}]\n");
         let error = refusal(&stepz);
         assert!(error.contains("agents[0].stepz") && error.contains("did you mean 'steps'?"), "{error}");

@@ -8,7 +8,8 @@
 //! taken over by another instance continues without redoing a finished tool call.
 //!
 //! This file holds the turn's course (checkpoints, pending calls, decisions, delegation);
-//! [`stream`] makes one model call and reads its streamed answer, [`tools`] calls HTTP tools.
+//! [`stream`] makes one model call and reads its streamed answer, [`tools`] calls HTTP tools,
+//! [`mcp`] the tools of MCP servers.
 
 use std::collections::BTreeMap;
 
