@@ -51,8 +51,8 @@ impl McpServer {
 }
 
 /// A gateway whose agent `assistant` talks to `model` and takes the tools `add` and `charge` of
-/// the MCP server at `mcp_url` (server name `calc`), under `approval`.
-async fn gateway(model: &ScriptedModel, mcp_url: &str, approval: &str, backend: Backend) -> (TestApp, TestDatabase) {
+/// the MCP server at `mcp_url` (server name `calc`), under `policy` (tool policy fields).
+async fn gateway(model: &ScriptedModel, mcp_url: &str, policy: &str, backend: Backend) -> (TestApp, TestDatabase) {
     let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
     let agent = format!(
@@ -66,7 +66,7 @@ name = "calc"
 url = "{mcp_url}/mcp"
 tools = ["add", "charge"]
 timeout_secs = 10
-approval = "{approval}"
+{policy}
 "#,
         model.url
     );
@@ -91,7 +91,7 @@ async fn the_model_is_offered_the_servers_tools_and_a_call_reaches_the_server() 
     let server = McpServer::start();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let model = start_model(vec![("calc__add", json!({"a": 2, "b": 3}))], "It is five.", false).await;
-        let (app, _db) = gateway(&model, &server.url, "never", backend).await;
+        let (app, _db) = gateway(&model, &server.url, "", backend).await;
         let before = server.calls().await.len();
         let input = first_run("th-mcp", "run-1", "2 + 3?");
         let events = app.run_to_end("assistant", &input).await;
@@ -131,7 +131,7 @@ async fn arguments_off_the_tools_schema_are_refused_before_the_server_is_called(
     let server = McpServer::start();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let model = start_model(vec![("calc__add", json!({"a": "two", "b": 3}))], "I could not add.", false).await;
-        let (app, _db) = gateway(&model, &server.url, "never", backend).await;
+        let (app, _db) = gateway(&model, &server.url, "", backend).await;
         let events = app.run_to_end("assistant", &first_run("th-mcp-bad", "run-1", "two + 3?")).await;
         assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
         let result = result_of(&events);
@@ -141,12 +141,12 @@ async fn arguments_off_the_tools_schema_are_refused_before_the_server_is_called(
 }
 
 #[tokio::test]
-async fn an_mcp_tool_under_approval_waits_and_runs_once_approved() {
+async fn an_mcp_tool_under_approval_waits_and_runs_once_approved_with_the_approvers_edit() {
     let server = McpServer::start();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let model =
             start_model(vec![("calc__charge", json!({"amount": 42, "currency": "EUR"}))], "Charged.", false).await;
-        let (app, _db) = gateway(&model, &server.url, "always", backend).await;
+        let (app, _db) = gateway(&model, &server.url, "approval = \"always\"\nallow_edit = true", backend).await;
         let before = server.calls().await.len();
         let events = app.run_to_end("assistant", &first_run("th-mcp-approve", "run-1", "charge me")).await;
         let last = events.last().expect("end");
@@ -159,14 +159,15 @@ async fn an_mcp_tool_under_approval_waits_and_runs_once_approved() {
             .run_to_end(
                 "assistant",
                 &json!({"threadId": "th-mcp-approve", "runId": "run-2", "messages": [],
-                        "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]}),
+                        "resume": [{"interruptId": id, "status": "resolved",
+                                    "payload": {"approved": true, "editedArgs": {"amount": 40, "currency": "EUR"}}}]}),
             )
             .await;
         assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&resumed));
-        assert_eq!(result_of(&resumed), "charged 42 EUR");
+        assert_eq!(result_of(&resumed), "charged 40 EUR");
         let calls = server.calls().await;
         assert_eq!(calls.len(), before + 1);
-        assert_eq!(calls[before]["arguments"], json!({"amount": 42, "currency": "EUR"}));
+        assert_eq!(calls[before]["arguments"], json!({"amount": 40, "currency": "EUR"}), "the edited arguments ran");
     }
 }
 
@@ -178,7 +179,7 @@ async fn a_server_that_is_down_fails_the_call_not_the_turn() {
     drop(listener);
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let model = start_model(vec![("calc__add", json!({"a": 1, "b": 1}))], "The tool is down.", false).await;
-        let (app, _db) = gateway(&model, &down, "never", backend).await;
+        let (app, _db) = gateway(&model, &down, "", backend).await;
         let events = app.run_to_end("assistant", &first_run("th-mcp-down", "run-1", "1 + 1?")).await;
         assert_eq!(events.last().expect("end").kind(), "RUN_FINISHED", "{:?}", kinds(&events));
         assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
