@@ -91,7 +91,11 @@ async fn the_model_is_offered_the_servers_tools_and_a_call_reaches_the_server() 
     let server = McpServer::start();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let model = start_model(vec![("calc__add", json!({"a": 2, "b": 3}))], "It is five.", false).await;
-        let (app, _db) = gateway(&model, &server.url, "", backend).await;
+        // The secret header's value comes from the environment; the stream never shows it.
+        std::env::set_var("AGUI_TEST_MCP_TOKEN", "mcp-secret-token");
+        let headers =
+            "secret_headers = { authorization = \"AGUI_TEST_MCP_TOKEN\" }\nheaders = { x-client = \"gateway-tests\" }";
+        let (app, _db) = gateway(&model, &server.url, headers, backend).await;
         let before = server.calls().await.len();
         let input = first_run("th-mcp", "run-1", "2 + 3?");
         let events = app.run_to_end("assistant", &input).await;
@@ -121,6 +125,10 @@ async fn the_model_is_offered_the_servers_tools_and_a_call_reaches_the_server() 
         // The idempotency key arrives in `_meta`.
         let key = new[0]["idempotencyKey"].as_str().expect("a key in _meta");
         assert!(key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
+        assert_eq!(new[0]["authorization"], "Bearer mcp-secret-token");
+        assert_eq!(new[0]["xClient"], "gateway-tests");
+        let stream: String = events.iter().map(|e| e.data.to_string()).collect();
+        assert!(!stream.contains("mcp-secret-token"), "the secret never reaches the stream");
         let (passed, report) = agui_check(&app.run_url("assistant"), &input).await;
         assert!(passed, "{report}");
     }

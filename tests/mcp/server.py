@@ -1,7 +1,8 @@
 """An MCP tool server for the gateway's tests, on the official `mcp` package (Streamable HTTP).
 
 Prints `listening http://127.0.0.1:<port>` once it serves; its MCP endpoint is `/mcp`. Every
-tool call is recorded (tool, arguments, the `_meta` idempotency key) and `GET /calls` answers
+tool call is recorded (tool, arguments, the `_meta` idempotency key, the `authorization` and
+`x-client` headers it came with) and `GET /calls` answers
 the record, so a test can tell what reached the server and what never did.
 """
 
@@ -35,8 +36,22 @@ def idempotency_key(ctx: Context) -> Any:
     return extra.get("idempotencyKey", getattr(meta, "idempotencyKey", None))
 
 
+def header(ctx: Context, name: str) -> Any:
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None)
+    return headers.get(name) if headers is not None else None
+
+
 def record(ctx: Context, tool: str, arguments: dict[str, Any]) -> None:
-    CALLS.append({"tool": tool, "arguments": arguments, "idempotencyKey": idempotency_key(ctx)})
+    CALLS.append(
+        {
+            "tool": tool,
+            "arguments": arguments,
+            "idempotencyKey": idempotency_key(ctx),
+            "authorization": header(ctx, "authorization"),
+            "xClient": header(ctx, "x-client"),
+        }
+    )
 
 
 @server.tool(description="Adds two whole numbers.")
