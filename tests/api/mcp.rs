@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{json, Value};
 
+use crate::gateway_process;
 use crate::helpers::*;
 use crate::openai::{start_model, ScriptedModel};
 
@@ -197,4 +198,83 @@ async fn a_server_that_is_down_fails_the_call_not_the_turn() {
         assert!(offered(&requests[0]).iter().all(|n| !n.starts_with("calc__")), "a server down offers no tools");
         assert_eq!(requests.len(), 2, "the model read the error and answered");
     }
+}
+
+/// Exactly-once over MCP: the instance running the turn is killed (SIGKILL) inside a slow MCP
+/// call; another instance takes the turn over (PostgreSQL) and re-issues the call with the
+/// same `_meta.idempotencyKey`: the server saw one key, at most twice, and acted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_call_cut_by_a_crash_is_reissued_under_its_key_and_acts_once() {
+    let server = McpServer::start();
+    let model = start_model(vec![("calc__slow_charge", json!({"amount": 7}))], "Charged.", false).await;
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[turns]
+lease_ms = 2000
+heartbeat_ms = 400
+sweep_ms = 300
+
+[[agents]]
+name = "assistant"
+kind = "openai"
+base_url = "{}"
+model = "scripted"
+[[agents.mcp_servers]]
+name = "calc"
+url = "{}/mcp"
+timeout_secs = 60
+"#,
+            model.url, server.url
+        ),
+    )
+    .expect("config");
+    gateway_process::migrate(&db.url);
+    let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let mut b = gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let client = reqwest::Client::new();
+    let input = first_run("th-mcp-once", "run-1", "charge 7");
+    let post = |address: &str, last_event_id: Option<String>| {
+        let mut request = client
+            .post(format!("http://{address}/v1/agui/agents/assistant"))
+            .header("content-type", "application/json")
+            .body(input.to_string());
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        request.send()
+    };
+    let reader = tokio::spawn(read_events(post(&a.address, None).await.expect("run on A"), None));
+    wait_until(std::time::Duration::from_secs(20), "the MCP server to receive A's call", || async {
+        !server.calls().await.is_empty()
+    })
+    .await;
+    a.child.kill().expect("SIGKILL");
+    let _ = a.child.wait();
+    let head = reader.await.expect("reader");
+    let last_id = head.last().and_then(|e| e.id.clone());
+    let tail = tokio::time::timeout(
+        std::time::Duration::from_secs(40),
+        read_events(post(&b.address, last_id).await.expect("resume on B"), None),
+    )
+    .await
+    .expect("B finished the turn");
+    let mut joined = head;
+    joined.extend(tail);
+    let _ = b.child.kill();
+    let _ = b.child.wait();
+
+    assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
+    assert_eq!(result_of(&joined), "charged 7 EUR");
+    let calls = server.calls().await;
+    assert!((1..=2).contains(&calls.len()), "at most twice: {calls:?}");
+    let key = calls[0]["idempotencyKey"].as_str().expect("a key in _meta");
+    assert_eq!(key.len(), 64, "{key}");
+    assert!(calls.iter().all(|c| c["idempotencyKey"] == key), "one key for every attempt: {calls:?}");
+    assert_eq!(calls.iter().filter(|c| c["acted"] == true).count(), 1, "the server acted once: {calls:?}");
 }

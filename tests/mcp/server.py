@@ -15,6 +15,7 @@ import sys
 import threading
 from typing import Any
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from starlette.requests import Request
@@ -64,6 +65,24 @@ def add(a: int, b: int, ctx: Context) -> int:
 def charge(amount: int, currency: str, ctx: Context) -> str:
     record(ctx, "charge", {"amount": amount, "currency": currency})
     return f"charged {amount} {currency}"
+
+
+# Idempotency keys `slow_charge` acted on, and its answer for each.
+CHARGED: dict[str, str] = {}
+
+
+@server.tool(description="Charges a card, once per idempotency key; its very first call never answers.")
+async def slow_charge(amount: int, ctx: Context) -> str:
+    key = idempotency_key(ctx)
+    record(ctx, "slow_charge", {"amount": amount})
+    CALLS[-1]["acted"] = key not in CHARGED
+    first_ever = len([c for c in CALLS if c["tool"] == "slow_charge"]) == 1
+    if key not in CHARGED:
+        CHARGED[key] = f"charged {amount} EUR"
+    if first_ever:
+        # A slow tool: the gateway instance making this call is killed while it waits.
+        await anyio.sleep(3600)
+    return CHARGED[key]
 
 
 @server.tool(description="A tool no allow-list names.")
