@@ -6,11 +6,13 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+use agui_gateway::config::TlsConfig;
 use serde_json::{json, Value};
 
 use crate::gateway_process;
 use crate::helpers::*;
 use crate::openai::{start_model, ScriptedModel};
+use crate::tls_support::{address_of, server_config, TestCa, TlsFront};
 
 /// The MCP server, stopped on drop.
 struct McpServer {
@@ -54,8 +56,20 @@ impl McpServer {
 /// A gateway whose agent `assistant` talks to `model` and takes the tools `add` and `charge` of
 /// the MCP server at `mcp_url` (server name `calc`), under `policy` (tool policy fields).
 async fn gateway(model: &ScriptedModel, mcp_url: &str, policy: &str, backend: Backend) -> (TestApp, TestDatabase) {
+    gateway_with_tls(model, mcp_url, policy, backend, TlsConfig::default()).await
+}
+
+/// As [`gateway`], with `tls` as the gateway's outbound TLS settings.
+async fn gateway_with_tls(
+    model: &ScriptedModel,
+    mcp_url: &str,
+    policy: &str,
+    backend: Backend,
+    tls: TlsConfig,
+) -> (TestApp, TestDatabase) {
     let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
+    config.tls = tls;
     let agent = format!(
         r#"
 name = "assistant"
@@ -193,7 +207,8 @@ async fn a_server_that_is_down_fails_the_call_not_the_turn() {
         assert_eq!(events.last().expect("end").kind(), "RUN_FINISHED", "{:?}", kinds(&events));
         assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
         let result = result_of(&events);
-        assert!(result.starts_with("error: the MCP server 'calc'"), "{result}");
+        assert!(result.starts_with("error: the MCP server 'calc': it could not be reached: "), "{result}");
+        assert!(result.contains("Connection refused"), "the cause, not the SDK's types: {result}");
         let requests = model.requests.lock().expect("requests").clone();
         assert!(offered(&requests[0]).iter().all(|n| !n.starts_with("calc__")), "a server down offers no tools");
         assert_eq!(requests.len(), 2, "the model read the error and answered");
@@ -277,4 +292,39 @@ timeout_secs = 60
     assert_eq!(key.len(), 64, "{key}");
     assert!(calls.iter().all(|c| c["idempotencyKey"] == key), "one key for every attempt: {calls:?}");
     assert_eq!(calls.iter().filter(|c| c["acted"] == true).count(), 1, "the server acted once: {calls:?}");
+}
+
+/// An MCP server over HTTPS (a TLS front before the real server) is reached with the gateway's
+/// outbound TLS settings: with its CA trusted through `tls.extra_ca_file` the call goes
+/// through; behind a certificate of a CA trusted nowhere the call fails (the model reads why)
+/// and nothing reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_mcp_server_is_reached_over_verified_tls() {
+    let server = McpServer::start();
+    let ca = TestCa::new("mcp");
+    let stranger = TestCa::new("stranger");
+    let backend = address_of(&server.url);
+    let trusted = TlsFront::start(backend, server_config(&ca.server("mcp", &["127.0.0.1"]), None)).await;
+    let untrusted = TlsFront::start(backend, server_config(&stranger.server("mcp", &["127.0.0.1"]), None)).await;
+    let tls = TlsConfig { extra_ca_file: ca.ca_file().display().to_string(), ..TlsConfig::default() };
+
+    let model = start_model(vec![("calc__add", json!({"a": 20, "b": 22}))], "42.", false).await;
+    let (app, _db) = gateway_with_tls(&model, &trusted.url(""), "", Backend::Sqlite, tls.clone()).await;
+    let events = app.run_to_end("assistant", &first_run("th-mcp-tls", "run-1", "20 + 22?")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    assert_eq!(result_of(&events), "42");
+    assert_eq!(server.calls().await.len(), 1);
+
+    let model = start_model(vec![("calc__add", json!({"a": 1, "b": 2}))], "No.", false).await;
+    let (refusing, _other) = gateway_with_tls(&model, &untrusted.url(""), "", Backend::Sqlite, tls).await;
+    let events = refusing.run_to_end("assistant", &first_run("th-mcp-tls", "run-1", "1 + 2?")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let result = result_of(&events);
+    assert!(
+        result.starts_with(
+            "error: the MCP server 'calc': it could not be reached: certificate not trusted (UnknownIssuer) for host 127.0.0.1"
+        ),
+        "{result}"
+    );
+    assert_eq!(server.calls().await.len(), 1, "the untrusted front passed nothing on");
 }

@@ -13,8 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::streamable_http_client::{StreamableHttpClientTransport, StreamableHttpClientTransportConfig};
+use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig, StreamableHttpError,
+};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
@@ -216,8 +218,37 @@ impl McpServers {
             transport_config = transport_config.auth_header(token);
         }
         let transport = StreamableHttpClientTransport::with_client(http, transport_config);
-        ().serve(transport).await.map_err(|e| format!("it could not be reached ({e})"))
+        let host = reqwest_mcp::Url::parse(&config.url).ok().and_then(|url| url.host_str().map(str::to_string));
+        ().serve(transport).await.map_err(|e| {
+            let host = host.as_deref().unwrap_or("?");
+            // The transport's error and the HTTP client's within it keep their causes out of the
+            // source chain: both are opened by hand.
+            let reason = match &e {
+                ClientInitializeError::TransportError { error, .. } => {
+                    match error.error.downcast_ref::<StreamableHttpError<reqwest_mcp::Error>>() {
+                        Some(StreamableHttpError::Client(client)) => failure_reason(client, host),
+                        _ => failure_reason(error, host),
+                    }
+                }
+                other => failure_reason(other, host),
+            };
+            format!("it could not be reached: {reason}")
+        })
     }
+}
+
+/// Why an exchange failed, in words: a failed TLS handshake says what was wrong with the
+/// certificate (as for HTTP tools); anything else is its innermost cause (the SDK's outer
+/// errors name its own types).
+fn failure_reason(error: &(dyn std::error::Error + 'static), host: &str) -> String {
+    if let Some(tls) = crate::tls::describe_failure(error, host) {
+        return tls;
+    }
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// The name the model calls a server's tool by.
