@@ -53,8 +53,9 @@ impl McpServer {
     }
 }
 
-/// A gateway whose agent `assistant` talks to `model` and takes the tools `add` and `charge` of
-/// the MCP server at `mcp_url` (server name `calc`), under `policy` (tool policy fields).
+/// A gateway whose agent `assistant` talks to `model` and takes the tools of the MCP server at
+/// `mcp_url` (server name `calc`) under `policy` (the server's other fields: by default the
+/// tools `add` and `charge`).
 async fn gateway(model: &ScriptedModel, mcp_url: &str, policy: &str, backend: Backend) -> (TestApp, TestDatabase) {
     gateway_with_tls(model, mcp_url, policy, backend, TlsConfig::default()).await
 }
@@ -79,11 +80,12 @@ model = "scripted"
 [[mcp_servers]]
 name = "calc"
 url = "{mcp_url}/mcp"
-tools = ["add", "charge"]
 timeout_secs = 10
 {policy}
+{allow}
 "#,
-        model.url
+        model.url,
+        allow = if policy.contains("tools =") { "" } else { "tools = [\"add\", \"charge\"]" },
     );
     config.agents.push(toml::from_str(&agent).expect("agent config"));
     (TestApp::start_with(config).await, db)
@@ -327,4 +329,20 @@ async fn an_https_mcp_server_is_reached_over_verified_tls() {
         "{result}"
     );
     assert_eq!(server.calls().await.len(), 1, "the untrusted front passed nothing on");
+}
+
+/// A name the server does not list stands for nothing: no person is asked to approve it, and
+/// the model reads that the tool is not available.
+#[tokio::test]
+async fn a_tool_the_server_does_not_list_is_not_offered_nor_put_to_a_person() {
+    let server = McpServer::start();
+    let model = start_model(vec![("calc__transfer", json!({"to": "mallory"}))], "It is not there.", false).await;
+    let (app, _db) = gateway(&model, &server.url, "tools = []\napproval = \"always\"", Backend::Sqlite).await;
+    let events = app.run_to_end("assistant", &first_run("th-mcp-none", "run-1", "transfer")).await;
+    let end = events.last().expect("end");
+    assert_eq!(end.data["outcome"]["type"], "success", "no interrupt: {:?}", kinds(&events));
+    assert_eq!(result_of(&events), "error: the tool 'calc__transfer' is not available; nothing was run");
+    let requests = model.requests.lock().expect("requests").clone();
+    assert!(offered(&requests[0]).contains(&"calc__wipe".to_string()), "an empty allow-list offers every tool");
+    assert!(server.calls().await.is_empty());
 }

@@ -9,7 +9,7 @@
 //! error result) becomes the text the model reads as the tool's result.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -41,8 +41,10 @@ pub(super) struct McpTool {
 #[derive(Debug)]
 struct McpServer {
     config: McpServerConfig,
-    /// Its tools once listed; `None` until a listing succeeded.
-    listed: Mutex<Option<Arc<Vec<McpTool>>>>,
+    /// Its tools once listed; empty until a listing succeeded, then never changed.
+    listed: OnceLock<Arc<Vec<McpTool>>>,
+    /// Held while listing, so concurrent turns ask the server once.
+    listing: Mutex<()>,
 }
 
 /// The agent's MCP servers, with the client (reqwest 0.13, as the SDK's transport takes it)
@@ -61,18 +63,25 @@ impl McpServers {
             .tls_backend_preconfigured(rustls::ClientConfig::clone(tls))
             .build()
             .map_err(|e| format!("the MCP client could not be set up ({e})"));
-        let servers = configs.iter().map(|config| McpServer { config: config.clone(), listed: Mutex::new(None) });
+        let servers = configs.iter().map(|config| McpServer {
+            config: config.clone(),
+            listed: OnceLock::new(),
+            listing: Mutex::new(()),
+        });
         McpServers { servers: Arc::new(servers.collect()), http }
     }
 
     /// The configured server and the server's name of the tool a model's name stands for
-    /// (`<server>__<tool>`); by the configuration alone, so a takeover knows its calls before
-    /// any server answers.
+    /// (`<server>__<tool>`): by the configuration, so a takeover knows its calls before any
+    /// server answers, and by the listing once there is one (a name it lacks stands for
+    /// nothing, so no person is asked to approve a tool that does not exist). The listing never
+    /// changes once made, so a call found absent is never found present later.
     pub(super) fn find(&self, offered: &str) -> Option<(&McpServerConfig, String)> {
         self.servers.iter().find_map(|server| {
             let tool = offered.strip_prefix(server.config.name.as_str())?.strip_prefix(McpServerConfig::SEPARATOR)?;
             let allowed = server.config.tools.is_empty() || server.config.tools.iter().any(|t| t == tool);
-            (allowed && !tool.is_empty()).then(|| (&server.config, tool.to_string()))
+            let listed = server.listed.get().is_none_or(|tools| tools.iter().any(|t| t.name == tool));
+            (allowed && listed && !tool.is_empty()).then(|| (&server.config, tool.to_string()))
         })
     }
 
@@ -151,8 +160,11 @@ impl McpServers {
 
     /// The server's tools: listed once, then kept.
     async fn tools(&self, server: &McpServer) -> Result<Arc<Vec<McpTool>>, String> {
-        let mut listed = server.listed.lock().await;
-        if let Some(tools) = listed.as_ref() {
+        if let Some(tools) = server.listed.get() {
+            return Ok(tools.clone());
+        }
+        let _listing = server.listing.lock().await;
+        if let Some(tools) = server.listed.get() {
             return Ok(tools.clone());
         }
         let config = &server.config;
@@ -189,9 +201,7 @@ impl McpServers {
                 input_schema,
             });
         }
-        let kept = Arc::new(kept);
-        *listed = Some(kept.clone());
-        Ok(kept)
+        Ok(server.listed.get_or_init(|| Arc::new(kept)).clone())
     }
 
     /// A new MCP session with the server (`initialize`), with its configured headers.
