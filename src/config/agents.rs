@@ -211,6 +211,68 @@ pub struct OpenaiAgentConfig {
     /// Agents the `delegate` built-in may hand tasks to.
     #[serde(default)]
     pub delegates: Vec<String>,
+    /// MCP servers whose tools the model may call (docs/agents.md).
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerConfig>,
+}
+
+/// An MCP server (Streamable HTTP transport) whose tools the agent offers the model, each as
+/// `<name>__<tool>`, under one approval policy for all of them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpServerConfig {
+    /// Letters, digits, `-` and single `_`: the prefix of its tools' names.
+    pub name: String,
+    /// The server's MCP endpoint, e.g. `http://127.0.0.1:8000/mcp`.
+    pub url: String,
+    /// Headers sent as they are.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Header name → environment variable holding its value (secrets never reach the stream).
+    #[serde(default)]
+    pub secret_headers: BTreeMap<String, String>,
+    /// The server's tools offered to the model, by the server's names; empty: all of them.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Most seconds one exchange with the server may take (listing its tools, or one call).
+    #[serde(default = "default_mcp_timeout_secs")]
+    pub timeout_secs: u64,
+    #[serde(flatten)]
+    pub policy: ToolPolicy,
+}
+
+fn default_mcp_timeout_secs() -> u64 {
+    30
+}
+
+impl McpServerConfig {
+    /// What separates the server's name from a tool's in the name the model sees (a dot is
+    /// not allowed in a function name).
+    pub const SEPARATOR: &'static str = "__";
+
+    fn validate(&self) -> Result<(), String> {
+        let name_ok = !self.name.is_empty()
+            && self.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && !self.name.contains(Self::SEPARATOR)
+            && !self.name.ends_with('_');
+        if !name_ok {
+            return Err(format!(
+                "'{}' is not an MCP server name: letters, digits, '-' and single '_' (not last)",
+                self.name
+            ));
+        }
+        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+            return Err(format!("MCP server '{}': url must be an http(s) URL", self.name));
+        }
+        if self.timeout_secs == 0 {
+            return Err(format!("MCP server '{}': timeout_secs must be at least 1", self.name));
+        }
+        for name in self.headers.keys().chain(self.secret_headers.keys()) {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(format!("MCP server '{}': '{name}' is not a header name", self.name));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_builtins() -> Vec<String> {
@@ -289,6 +351,22 @@ impl OpenaiAgentConfig {
                 return Err(format!("tool '{}': method must be GET, POST or PUT", tool.name));
             }
         }
+        for (n, server) in self.mcp_servers.iter().enumerate() {
+            server.validate()?;
+            if self.mcp_servers[..n].iter().any(|earlier| earlier.name == server.name) {
+                return Err(format!("two MCP servers are named '{}'", server.name));
+            }
+            // The model's names must say which tool is meant: none of another tool may look
+            // like one of this server's.
+            let prefix = format!("{}{}", server.name, McpServerConfig::SEPARATOR);
+            let others = self.tools.iter().map(|t| t.name.as_str()).chain(self.builtins.iter().map(String::as_str));
+            if let Some(clash) = others.into_iter().find(|name| name.starts_with(&prefix)) {
+                return Err(format!(
+                    "the tool '{clash}' would be taken for a tool of the MCP server '{}'; rename one",
+                    server.name
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -340,5 +418,35 @@ impl AguiAgentConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OpenaiAgentConfig;
+
+    fn openai(extra: &str) -> Result<(), String> {
+        let toml = format!("base_url = 'http://127.0.0.1:1/v1'\nmodel = 'm'\n{extra}");
+        let config: OpenaiAgentConfig = toml::from_str(&toml).map_err(|e| e.to_string())?;
+        config.validate()
+    }
+
+    #[test]
+    fn mcp_servers_are_checked_at_load() {
+        let server = "[[mcp_servers]]\nname = 'billing'\nurl = 'http://127.0.0.1:1/mcp'\napproval = 'always'\n";
+        assert_eq!(openai(server), Ok(()));
+        let twice = format!("{server}{server}");
+        assert!(openai(&twice).is_err_and(|e| e.contains("two MCP servers are named 'billing'")));
+        for bad in ["bill.ing", "bill__ing", "billing_", ""] {
+            let named = format!("[[mcp_servers]]\nname = '{bad}'\nurl = 'http://127.0.0.1:1/mcp'\n");
+            assert!(openai(&named).is_err_and(|e| e.contains("is not an MCP server name")), "{bad}");
+        }
+        let ftp = "[[mcp_servers]]\nname = 'b'\nurl = 'ftp://127.0.0.1/mcp'\n";
+        assert!(openai(ftp).is_err_and(|e| e.contains("url must be an http(s) URL")));
+        let header = "[[mcp_servers]]\nname = 'b'\nurl = 'http://127.0.0.1:1/mcp'\nheaders = { 'bad header' = 'x' }\n";
+        assert!(openai(header).is_err_and(|e| e.contains("is not a header name")));
+        // An HTTP tool whose name the model would take for one of the server's.
+        let clash = format!("{server}[[tools]]\nname = 'billing__refund'\nurl = 'http://127.0.0.1:1/t'\n");
+        assert!(openai(&clash).is_err_and(|e| e.contains("would be taken for a tool of the MCP server 'billing'")));
     }
 }

@@ -30,6 +30,9 @@ const AGENT_KINDS: &[&str] = &["script", "openai", "agui"];
 const HTTP_TOOL_KEYS: &[&str] =
     &["name", "description", "url", "method", "parameters", "timeout_secs", "max_response_bytes", "secret_headers"];
 
+/// The keys of an `openai` agent's MCP server besides its approval policy (flattened).
+const MCP_SERVER_KEYS: &[&str] = &["name", "url", "headers", "secret_headers", "tools", "timeout_secs"];
+
 /// Each kind of script step: the key naming it, the other keys it takes, and whether it takes
 /// a tool call's approval policy too (flattened into it).
 const STEP_KINDS: &[(&str, &[&str], bool)] = &[
@@ -136,6 +139,12 @@ fn check_agent(agent: &toml::Table, path: &str) -> Result<(), ConfigError> {
             Shape::with_keys(HTTP_TOOL_KEYS.iter().copied().chain(fields_of::<ToolPolicy>().iter().copied()).collect());
         for (tool_path, table) in tables_at(agent, path, "tools") {
             tool.check(table, &tool_path)?;
+        }
+        let server = Shape::with_keys(
+            MCP_SERVER_KEYS.iter().copied().chain(fields_of::<ToolPolicy>().iter().copied()).collect(),
+        );
+        for (server_path, table) in tables_at(agent, path, "mcp_servers") {
+            server.check(table, &server_path)?;
         }
     }
     Ok(())
@@ -344,6 +353,10 @@ mod tests {
         let own = HTTP_TOOL_KEYS.iter().copied().chain(fields_of::<ToolPolicy>().iter().copied());
         assert_eq!(keys_of(&tool), sorted(own));
 
+        let server: crate::config::McpServerConfig = toml::from_str("name = 's'\nurl = 'http://x'").expect("server");
+        let own = MCP_SERVER_KEYS.iter().copied().chain(fields_of::<ToolPolicy>().iter().copied());
+        assert_eq!(keys_of(&server), sorted(own));
+
         let samples = [
             "say = 'x'",
             "tool = 't'\nresult = 'r'",
@@ -400,6 +413,16 @@ mod tests {
         );
         let error = refusal(&tool);
         assert!(error.contains("agents[0].tools[0].aproval") && error.contains("did you mean 'approval'?"), "{error}");
+
+        let server = format!(
+            "{TENANT}[[agents]]\nname = 'llm'\nkind = 'openai'\nbase_url = 'http://127.0.0.1:1/v1'\nmodel = 'm'\n\
+             mcp_servers = [{{ name = 'billing', url = 'http://127.0.0.1:1/mcp', aproval = 'always' }}]\n"
+        );
+        let error = refusal(&server);
+        assert!(
+            error.contains("agents[0].mcp_servers[0].aproval") && error.contains("did you mean 'approval'?"),
+            "{error}"
+        );
 
         let stepz = format!("{TENANT}[[agents]]\nname = 'a'\nkind = 'script'\nstepz = [{{ say = 'hi' }}]\n");
         let error = refusal(&stepz);

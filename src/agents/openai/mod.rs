@@ -8,7 +8,8 @@
 //! taken over by another instance continues without redoing a finished tool call.
 //!
 //! This file holds the turn's course (checkpoints, pending calls, decisions, delegation);
-//! [`stream`] makes one model call and reads its streamed answer, [`tools`] calls HTTP tools.
+//! [`stream`] makes one model call and reads its streamed answer, [`tools`] calls HTTP tools,
+//! [`mcp`] the tools of MCP servers.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +17,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::config::{HttpTool, OpenaiAgentConfig};
+use crate::config::{HttpTool, McpServerConfig, OpenaiAgentConfig, ToolPolicy};
 use crate::engine::agent::Agent;
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
 use crate::engine::turn::{
@@ -26,6 +27,7 @@ use crate::engine::turn::{
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
+mod mcp;
 mod stream;
 mod tools;
 
@@ -88,6 +90,8 @@ enum CallKind<'a> {
     /// A tool the client declared: the client runs it.
     Client,
     Http(&'a HttpTool),
+    /// A tool of an MCP server: the server's config and its name for the tool.
+    Mcp(&'a McpServerConfig, String),
     AskUser,
     BoardWrite,
     Delegate,
@@ -134,6 +138,27 @@ impl Decisions {
     }
 }
 
+/// The idempotency key a tool call is made with (docs/agents.md): the same for every attempt
+/// at one call, so a tool can make its effect once. The gateway's call id (`<turn>:c<n>`) is
+/// saved in the checkpoint with the pending call, so a takeover that re-issues a call whose
+/// result was never recorded sends the key the first attempt sent.
+async fn idempotency_key(turn: &TurnContext, call: &PendingCall) -> Result<String, AgentError> {
+    let (tenant, thread) = turn.thread().await?;
+    Ok(tool_call_key(&tenant, &thread, &call.gateway_id))
+}
+
+/// A SHA-256 over the tenant, the thread and the call id, each prefixed by its length (no
+/// two triples hash alike by shifting a separator), in hex: a header-safe value that names no
+/// tenant or thread to the tool.
+fn tool_call_key(tenant: &str, thread: &str, call_id: &str) -> String {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [tenant, thread, call_id] {
+        digest.update(&(part.len() as u64).to_be_bytes());
+        digest.update(part.as_bytes());
+    }
+    digest.finish().as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 struct Usage {
     input: u64,
@@ -144,12 +169,45 @@ struct Usage {
 pub struct OpenaiAgent {
     config: OpenaiAgentConfig,
     http: super::AgentHttp,
+    mcp: mcp::McpServers,
 }
 
 impl OpenaiAgent {
     pub fn new(config: OpenaiAgentConfig, tls: &std::sync::Arc<rustls::ClientConfig>) -> OpenaiAgent {
-        OpenaiAgent { config, http: super::AgentHttp::new(tls) }
+        let mcp = mcp::McpServers::new(&config.mcp_servers, tls);
+        OpenaiAgent { config, http: super::AgentHttp::new(tls), mcp }
     }
+}
+
+/// The approval interrupt of a call of a tool (HTTP or MCP) under `policy`.
+fn approval_for(call: &PendingCall, policy: &ToolPolicy) -> InterruptSpec {
+    InterruptSpec {
+        id: new_interrupt_id(),
+        reason: "tool_call".into(),
+        message: format!("Allow the tool '{}' to run?", call.name),
+        tool_call_id: Some(call.gateway_id.clone()),
+        response_schema: tool_call_schema(policy.allow_edit, policy.confirm.as_deref()),
+        ttl_ms: policy.ttl_secs as i64 * 1000,
+        deciders: Deciders::from_config(&policy.deciders),
+        four_eyes: policy.four_eyes,
+        details: serde_json::from_str(&call.arguments).ok(),
+        choices: Vec::new(),
+    }
+}
+
+/// The arguments an approved call runs with: the approver's edit where the policy allows one.
+fn approved_arguments(decision: &Value, policy: &ToolPolicy, call: &PendingCall) -> String {
+    decision
+        .get("editedArgs")
+        .filter(|a| a.is_object() && policy.allow_edit)
+        .map_or_else(|| call.arguments.clone(), Value::to_string)
+}
+
+/// The result of a call a person did not approve.
+fn not_run(decision: &Value) -> String {
+    let why = decision["comment"].as_str().map(|c| format!(": {c}")).unwrap_or_default();
+    let denied = if decision["expired"] == Value::Bool(true) { "expired" } else { "denied" };
+    format!("not run: the call was {denied}{why}")
 }
 
 #[async_trait]
@@ -314,18 +372,8 @@ impl OpenaiAgent {
                     choices,
                 })
             }
-            CallKind::Http(tool) if tool.policy.needs_approval() => Some(InterruptSpec {
-                id: new_interrupt_id(),
-                reason: "tool_call".into(),
-                message: format!("Allow the tool '{}' to run?", call.name),
-                tool_call_id: Some(call.gateway_id.clone()),
-                response_schema: tool_call_schema(tool.policy.allow_edit, tool.policy.confirm.as_deref()),
-                ttl_ms: tool.policy.ttl_secs as i64 * 1000,
-                deciders: Deciders::from_config(&tool.policy.deciders),
-                four_eyes: tool.policy.four_eyes,
-                details: serde_json::from_str(&call.arguments).ok(),
-                choices: Vec::new(),
-            }),
+            CallKind::Http(tool) if tool.policy.needs_approval() => Some(approval_for(call, &tool.policy)),
+            CallKind::Mcp(server, _) if server.policy.needs_approval() => Some(approval_for(call, &server.policy)),
             _ => None,
         }
     }
@@ -403,18 +451,28 @@ impl OpenaiAgent {
                 }
                 (CallKind::Http(tool), Some(decision)) => {
                     if decision["approved"] == Value::Bool(true) {
-                        let edited = decision
-                            .get("editedArgs")
-                            .filter(|a| a.is_object() && tool.policy.allow_edit)
-                            .map(Value::to_string);
-                        self.run_tool(tool, edited.as_deref().unwrap_or(&call.arguments)).await
+                        let key = idempotency_key(turn, &call).await?;
+                        self.run_tool(tool, &approved_arguments(decision, &tool.policy, &call), &key).await
                     } else {
-                        let why = decision["comment"].as_str().map(|c| format!(": {c}")).unwrap_or_default();
-                        let denied = if decision["expired"] == Value::Bool(true) { "expired" } else { "denied" };
-                        format!("not run: the call was {denied}{why}")
+                        not_run(decision)
                     }
                 }
-                (CallKind::Http(tool), None) => self.run_tool(tool, &call.arguments).await,
+                (CallKind::Mcp(server, tool), Some(decision)) => {
+                    if decision["approved"] == Value::Bool(true) {
+                        let key = idempotency_key(turn, &call).await?;
+                        self.mcp.call(server, &tool, &approved_arguments(decision, &server.policy, &call), &key).await
+                    } else {
+                        not_run(decision)
+                    }
+                }
+                (CallKind::Mcp(server, tool), None) => {
+                    let key = idempotency_key(turn, &call).await?;
+                    self.mcp.call(server, &tool, &call.arguments, &key).await
+                }
+                (CallKind::Http(tool), None) => {
+                    let key = idempotency_key(turn, &call).await?;
+                    self.run_tool(tool, &call.arguments, &key).await
+                }
                 _ => format!("error: the tool '{}' is not available; nothing was run", call.name),
             };
             turn.tool_result(&call.gateway_id, &outcome).await?;
@@ -466,6 +524,9 @@ impl OpenaiAgent {
         if let Some(tool) = self.tool(&call.name) {
             return CallKind::Http(tool);
         }
+        if let Some((server, tool)) = self.mcp.find(&call.name) {
+            return CallKind::Mcp(server, tool);
+        }
         if !self.config.builtins.iter().any(|b| *b == call.name) {
             return CallKind::Unoffered;
         }
@@ -475,5 +536,22 @@ impl OpenaiAgent {
             DELEGATE => CallKind::Delegate,
             _ => CallKind::Unoffered,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tool_call_key;
+
+    #[test]
+    fn a_tool_calls_key_is_stable_and_names_its_call_alone() {
+        let key = tool_call_key("acme", "th-1", "t-1:c1");
+        assert_eq!(key, tool_call_key("acme", "th-1", "t-1:c1"));
+        assert_eq!(key.len(), 64);
+        assert!(key.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(key, tool_call_key("acme", "th-1", "t-1:c2"));
+        assert_ne!(key, tool_call_key("acme2", "th-1", "t-1:c1"));
+        // The length prefix keeps a separator from shifting between parts.
+        assert_ne!(tool_call_key("a:b", "c", "d"), tool_call_key("a", "b:c", "d"));
     }
 }

@@ -42,6 +42,7 @@ impl OpenaiAgent {
                 }
                 Some(definition)
             }))
+            .chain(self.mcp.definitions().await)
             .chain(client_tools)
             .collect();
         if !tools.is_empty() {

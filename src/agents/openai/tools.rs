@@ -10,14 +10,18 @@ use serde_json::Value;
 use super::OpenaiAgent;
 use crate::config::HttpTool;
 
+/// The header an HTTP tool call carries its idempotency key in (the IETF draft's name).
+pub(super) const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
 impl OpenaiAgent {
     pub(super) fn tool(&self, name: &str) -> Option<&HttpTool> {
         self.config.tools.iter().find(|tool| tool.name == name)
     }
 
-    /// Calls an HTTP tool; any failure becomes the result the model reads.
+    /// Calls an HTTP tool; any failure becomes the result the model reads. `idempotency_key`
+    /// goes in the `Idempotency-Key` header: the same for each attempt at one call.
     #[tracing::instrument(name = "tool_call", skip_all, fields(tool = %tool.name))]
-    pub(super) async fn run_tool(&self, tool: &HttpTool, arguments: &str) -> String {
+    pub(super) async fn run_tool(&self, tool: &HttpTool, arguments: &str, idempotency_key: &str) -> String {
         let args: Value = match serde_json::from_str(arguments) {
             Ok(args) => args,
             Err(e) => return format!("error: the arguments are not JSON ({e})"),
@@ -47,6 +51,7 @@ impl OpenaiAgent {
         } else {
             request.json(&args)
         };
+        request = request.header(IDEMPOTENCY_KEY, idempotency_key);
         for (header, variable) in &tool.secret_headers {
             if let Ok(value) = std::env::var(variable) {
                 request = request.header(header.as_str(), value);

@@ -1,0 +1,329 @@
+//! The `openai` agent's MCP tool servers (docs/agents.md): tools published by MCP servers over
+//! the Streamable HTTP transport, through the official SDK's client (`rmcp`).
+//!
+//! A server's tools are listed (`tools/list`) the first time a turn needs them and kept once
+//! listed; a server that cannot be listed is left out of that model call and asked again on
+//! the next one, so a server down at start never stops the gateway or a turn. Each call opens
+//! its own MCP session: no session outlives a call, so a server restarted between two calls is
+//! simply reached again. As with HTTP tools, every failure (unreachable, schema mismatch, an
+//! error result) becomes the text the model reads as the tool's result.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig, StreamableHttpError,
+};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+use crate::config::McpServerConfig;
+
+/// The key of a `tools/call` request's `_meta` that carries the call's idempotency key.
+pub(super) const IDEMPOTENCY_META_KEY: &str = "idempotencyKey";
+
+/// The longest function name chat-completions servers take (OpenAI's limit).
+const MAX_FUNCTION_NAME: usize = 64;
+
+/// One tool of an MCP server, as listed.
+#[derive(Debug, Clone)]
+pub(super) struct McpTool {
+    /// The server's name for it.
+    name: String,
+    description: String,
+    input_schema: Value,
+}
+
+#[derive(Debug)]
+struct McpServer {
+    config: McpServerConfig,
+    /// Its tools once listed; empty until a listing succeeded, then never changed.
+    listed: OnceLock<Arc<Vec<McpTool>>>,
+    /// Held while listing, so concurrent turns ask the server once.
+    listing: Mutex<()>,
+}
+
+/// The agent's MCP servers, with the client (reqwest 0.13, as the SDK's transport takes it)
+/// built on the gateway's outbound TLS configuration.
+#[derive(Debug, Clone)]
+pub(super) struct McpServers {
+    servers: Arc<Vec<McpServer>>,
+    http: Result<reqwest_mcp::Client, String>,
+}
+
+impl McpServers {
+    pub(super) fn new(configs: &[McpServerConfig], tls: &Arc<rustls::ClientConfig>) -> McpServers {
+        let http = reqwest_mcp::Client::builder()
+            // A redirect could carry the configured (secret) headers to another address.
+            .redirect(reqwest_mcp::redirect::Policy::none())
+            .tls_backend_preconfigured(rustls::ClientConfig::clone(tls))
+            .build()
+            .map_err(|e| format!("the MCP client could not be set up ({e})"));
+        let servers = configs.iter().map(|config| McpServer {
+            config: config.clone(),
+            listed: OnceLock::new(),
+            listing: Mutex::new(()),
+        });
+        McpServers { servers: Arc::new(servers.collect()), http }
+    }
+
+    /// The configured server and the server's name of the tool a model's name stands for
+    /// (`<server>__<tool>`): by the configuration, so a takeover knows its calls before any
+    /// server answers, and by the listing once there is one (a name it lacks stands for
+    /// nothing, so no person is asked to approve a tool that does not exist). The listing never
+    /// changes once made, so a call found absent is never found present later.
+    pub(super) fn find(&self, offered: &str) -> Option<(&McpServerConfig, String)> {
+        self.servers.iter().find_map(|server| {
+            let tool = offered.strip_prefix(server.config.name.as_str())?.strip_prefix(McpServerConfig::SEPARATOR)?;
+            let allowed = server.config.tools.is_empty() || server.config.tools.iter().any(|t| t == tool);
+            let listed = server.listed.get().is_none_or(|tools| tools.iter().any(|t| t.name == tool));
+            (allowed && listed && !tool.is_empty()).then(|| (&server.config, tool.to_string()))
+        })
+    }
+
+    /// The function definitions of every listed tool, for a model call. A server that cannot
+    /// be listed now is left out (and logged); the next model call asks it again.
+    pub(super) async fn definitions(&self) -> Vec<Value> {
+        let mut definitions = Vec::new();
+        for server in self.servers.iter() {
+            match self.tools(server).await {
+                Ok(tools) => definitions.extend(tools.iter().map(|tool| {
+                    json!({ "type": "function", "function": {
+                        "name": offered_name(&server.config, &tool.name),
+                        "description": tool.description,
+                        "parameters": tool.input_schema } })
+                })),
+                Err(why) => {
+                    tracing::warn!(server = %server.config.name, "MCP tools left out of this model call: {why}")
+                }
+            }
+        }
+        definitions
+    }
+
+    /// Calls `tool` of `server` with the model's `arguments`, validated against the tool's
+    /// listed input schema first (a mismatch never reaches the server). `idempotency_key` goes
+    /// in the request's `_meta`.
+    #[tracing::instrument(name = "mcp_tool_call", skip_all, fields(server = %server.name, tool = %tool))]
+    pub(super) async fn call(
+        &self,
+        server: &McpServerConfig,
+        tool: &str,
+        arguments: &str,
+        idempotency_key: &str,
+    ) -> String {
+        let Some(state) = self.servers.iter().find(|s| s.config.name == server.name) else {
+            return format!("error: the MCP server '{}' is not configured", server.name);
+        };
+        let args: Value = match serde_json::from_str(arguments) {
+            Ok(Value::Object(args)) => Value::Object(args),
+            Ok(_) => return "error: the arguments are not a JSON object".to_string(),
+            Err(e) => return format!("error: the arguments are not JSON ({e})"),
+        };
+        let listed = match self.tools(state).await {
+            Ok(listed) => listed,
+            Err(why) => return format!("error: {why}; nothing was run"),
+        };
+        let Some(described) = listed.iter().find(|t| t.name == tool) else {
+            return format!("error: the MCP server '{}' offers no tool '{tool}'; nothing was run", server.name);
+        };
+        if let Ok(validator) = jsonschema::validator_for(&described.input_schema) {
+            let errors: Vec<String> = validator.iter_errors(&args).map(|e| e.to_string()).collect();
+            if !errors.is_empty() {
+                return format!("error: the arguments do not match the tool's schema: {}", errors.join("; "));
+            }
+        }
+        let request = json!({ "name": tool, "arguments": args, "_meta": { IDEMPOTENCY_META_KEY: idempotency_key } });
+        let params: CallToolRequestParams = match serde_json::from_value(request) {
+            Ok(params) => params,
+            Err(e) => return format!("error: the call could not be made ({e})"),
+        };
+        let exchange = async {
+            let session = self.connect(server).await?;
+            let result = session.call_tool(params).await.map_err(|e| format!("the call failed ({e})"));
+            // Ends the session (the server may free it); the result is in either way.
+            let _ = session.cancel().await;
+            result
+        };
+        match tokio::time::timeout(Duration::from_secs(server.timeout_secs), exchange).await {
+            Ok(Ok(result)) => result_text(&result),
+            Ok(Err(why)) => format!("error: the MCP server '{}': {why}", server.name),
+            Err(_) => {
+                format!("error: the MCP server '{}' did not answer within {} s", server.name, server.timeout_secs)
+            }
+        }
+    }
+
+    /// The server's tools: listed once, then kept.
+    async fn tools(&self, server: &McpServer) -> Result<Arc<Vec<McpTool>>, String> {
+        if let Some(tools) = server.listed.get() {
+            return Ok(tools.clone());
+        }
+        let _listing = server.listing.lock().await;
+        if let Some(tools) = server.listed.get() {
+            return Ok(tools.clone());
+        }
+        let config = &server.config;
+        let listing = async {
+            let session = self.connect(config).await?;
+            let tools = session.list_all_tools().await.map_err(|e| format!("its tools could not be listed ({e})"));
+            let _ = session.cancel().await;
+            tools
+        };
+        let tools = match tokio::time::timeout(Duration::from_secs(config.timeout_secs), listing).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(why)) => return Err(format!("the MCP server '{}': {why}", config.name)),
+            Err(_) => {
+                return Err(format!("the MCP server '{}' did not answer within {} s", config.name, config.timeout_secs))
+            }
+        };
+        let mut kept = Vec::new();
+        for tool in tools {
+            let name = tool.name.to_string();
+            if !config.tools.is_empty() && !config.tools.contains(&name) {
+                continue;
+            }
+            let offered = offered_name(config, &name);
+            let valid = offered.len() <= MAX_FUNCTION_NAME
+                && offered.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            let input_schema = Value::Object((*tool.input_schema).clone());
+            if !valid || jsonschema::validator_for(&input_schema).is_err() {
+                tracing::warn!(server = %config.name, tool = %name, "an MCP tool left out: its name does not make a function name, or its input schema is no JSON Schema");
+                continue;
+            }
+            kept.push(McpTool {
+                name,
+                description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
+                input_schema,
+            });
+        }
+        Ok(server.listed.get_or_init(|| Arc::new(kept)).clone())
+    }
+
+    /// A new MCP session with the server (`initialize`), with its configured headers.
+    async fn connect(&self, config: &McpServerConfig) -> Result<RunningService<RoleClient, ()>, String> {
+        let http = self.http.clone()?;
+        let mut headers = HashMap::new();
+        let mut authorization = None;
+        let secrets = config.secret_headers.iter().filter_map(|(h, var)| Some((h, std::env::var(var).ok()?)));
+        for (name, value) in config.headers.iter().map(|(h, v)| (h, v.clone())).chain(secrets) {
+            // The transport sends the authorization header itself.
+            if name.eq_ignore_ascii_case("authorization") {
+                authorization = Some(value.strip_prefix("Bearer ").unwrap_or(&value).to_string());
+                continue;
+            }
+            let header = reqwest_mcp::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("'{name}' is not a header name"))?;
+            let value = reqwest_mcp::header::HeaderValue::from_str(&value)
+                .map_err(|_| format!("the value of the header '{name}' is not a header value"))?;
+            headers.insert(header, value);
+        }
+        let mut transport_config =
+            StreamableHttpClientTransportConfig::with_uri(config.url.as_str()).custom_headers(headers);
+        if let Some(token) = authorization {
+            transport_config = transport_config.auth_header(token);
+        }
+        let transport = StreamableHttpClientTransport::with_client(http, transport_config);
+        let host = reqwest_mcp::Url::parse(&config.url).ok().and_then(|url| url.host_str().map(str::to_string));
+        ().serve(transport).await.map_err(|e| {
+            let host = host.as_deref().unwrap_or("?");
+            // The transport's error and the HTTP client's within it keep their causes out of the
+            // source chain: both are opened by hand.
+            let reason = match &e {
+                ClientInitializeError::TransportError { error, .. } => {
+                    match error.error.downcast_ref::<StreamableHttpError<reqwest_mcp::Error>>() {
+                        Some(StreamableHttpError::Client(client)) => failure_reason(client, host),
+                        _ => failure_reason(error, host),
+                    }
+                }
+                other => failure_reason(other, host),
+            };
+            format!("it could not be reached: {reason}")
+        })
+    }
+}
+
+/// Why an exchange failed, in words: a failed TLS handshake says what was wrong with the
+/// certificate (as for HTTP tools); anything else is its innermost cause (the SDK's outer
+/// errors name its own types).
+fn failure_reason(error: &(dyn std::error::Error + 'static), host: &str) -> String {
+    if let Some(tls) = crate::tls::describe_failure(error, host) {
+        return tls;
+    }
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// The name the model calls a server's tool by.
+fn offered_name(server: &McpServerConfig, tool: &str) -> String {
+    format!("{}{}{tool}", server.name, McpServerConfig::SEPARATOR)
+}
+
+/// What the model reads of a call's result: its text content, and its structured content when
+/// no text block already carries it (servers are asked to put it in a text block too). An
+/// error result says so.
+fn result_text(result: &CallToolResult) -> String {
+    let texts: Vec<String> = result
+        .content
+        .iter()
+        .map(|block| match serde_json::to_value(block) {
+            Ok(value) if value["type"] == "text" => value["text"].as_str().unwrap_or_default().to_string(),
+            Ok(value) => format!("[{} content not shown]", value["type"].as_str().unwrap_or("other")),
+            Err(_) => "[content not shown]".to_string(),
+        })
+        .collect();
+    let mut text = texts.join("\n");
+    if let Some(structured) = &result.structured_content {
+        let echoed = texts.iter().any(|text| says(text, structured));
+        if !echoed {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&structured.to_string());
+        }
+    }
+    if result.is_error == Some(true) {
+        format!("error: {text}")
+    } else {
+        text
+    }
+}
+
+/// Whether `text` already says `structured`: it is its JSON, or `structured` is the one-key
+/// wrapper SDKs put around a value that is not an object (`{"result": …}`) and `text` is that
+/// value (as JSON, or the string itself).
+fn says(text: &str, structured: &Value) -> bool {
+    let parsed = serde_json::from_str::<Value>(text).ok();
+    if parsed.as_ref() == Some(structured) {
+        return true;
+    }
+    match structured.as_object() {
+        Some(object) if object.len() == 1 => {
+            object.values().next().is_some_and(|value| value.as_str() == Some(text) || parsed.as_ref() == Some(value))
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::says;
+
+    #[test]
+    fn text_that_carries_the_structured_content_is_not_repeated() {
+        assert!(says(r#"{"sum": 5}"#, &json!({"sum": 5})));
+        assert!(says("5", &json!({"result": 5})));
+        assert!(says("charged 42 EUR", &json!({"result": "charged 42 EUR"})));
+        assert!(!says("done", &json!({"sum": 5})));
+        assert!(!says("5", &json!({"a": 5, "b": 1})));
+    }
+}

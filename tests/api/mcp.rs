@@ -1,0 +1,348 @@
+//! The `openai` agent's MCP tool servers (docs/agents.md) against a real MCP server: the
+//! official Python `mcp` package's, over Streamable HTTP (tests/mcp/server.py), which records
+//! every call it gets. Each scenario on SQLite and PostgreSQL.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use agui_gateway::config::TlsConfig;
+use serde_json::{json, Value};
+
+use crate::gateway_process;
+use crate::helpers::*;
+use crate::openai::{start_model, ScriptedModel};
+use crate::tls_support::{address_of, server_config, TestCa, TlsFront};
+
+/// The MCP server, stopped on drop.
+struct McpServer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl McpServer {
+    fn start() -> McpServer {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp");
+        let python = dir.join(".venv/bin/python");
+        assert!(python.exists(), "create tests/mcp/.venv (scripts/test does)");
+        let mut child = Command::new(python)
+            .arg(dir.join("server.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the MCP server starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("the MCP server says where it listens");
+        let url = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("unexpected: {line}")).to_string();
+        McpServer { child, url }
+    }
+
+    /// The calls the server got: `{tool, arguments, idempotencyKey}`.
+    async fn calls(&self) -> Vec<Value> {
+        let answer = reqwest::get(format!("{}/calls", self.url)).await.expect("calls");
+        answer.json().await.expect("JSON")
+    }
+}
+
+/// A gateway whose agent `assistant` talks to `model` and takes the tools of the MCP server at
+/// `mcp_url` (server name `calc`) under `policy` (the server's other fields: by default the
+/// tools `add` and `charge`).
+async fn gateway(model: &ScriptedModel, mcp_url: &str, policy: &str, backend: Backend) -> (TestApp, TestDatabase) {
+    gateway_with_tls(model, mcp_url, policy, backend, TlsConfig::default()).await
+}
+
+/// As [`gateway`], with `tls` as the gateway's outbound TLS settings.
+async fn gateway_with_tls(
+    model: &ScriptedModel,
+    mcp_url: &str,
+    policy: &str,
+    backend: Backend,
+    tls: TlsConfig,
+) -> (TestApp, TestDatabase) {
+    let db = TestDatabase::new(backend).await;
+    let mut config = test_config(&db.url);
+    config.tls = tls;
+    let agent = format!(
+        r#"
+name = "assistant"
+kind = "openai"
+base_url = "{}"
+model = "scripted"
+[[mcp_servers]]
+name = "calc"
+url = "{mcp_url}/mcp"
+timeout_secs = 10
+{policy}
+{allow}
+"#,
+        model.url,
+        allow = if policy.contains("tools =") { "" } else { "tools = [\"add\", \"charge\"]" },
+    );
+    config.agents.push(toml::from_str(&agent).expect("agent config"));
+    (TestApp::start_with(config).await, db)
+}
+
+fn result_of(events: &[SseEvent]) -> String {
+    let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the call's result");
+    result.data["content"].as_str().expect("text").to_string()
+}
+
+fn offered(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["function"]["name"].as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_model_is_offered_the_servers_tools_and_a_call_reaches_the_server() {
+    let server = McpServer::start();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model = start_model(vec![("calc__add", json!({"a": 2, "b": 3}))], "It is five.", false).await;
+        // The secret header's value comes from the environment; the stream never shows it.
+        std::env::set_var("AGUI_TEST_MCP_TOKEN", "mcp-secret-token");
+        let headers =
+            "secret_headers = { authorization = \"AGUI_TEST_MCP_TOKEN\" }\nheaders = { x-client = \"gateway-tests\" }";
+        let (app, _db) = gateway(&model, &server.url, headers, backend).await;
+        let before = server.calls().await.len();
+        let input = first_run("th-mcp", "run-1", "2 + 3?");
+        let events = app.run_to_end("assistant", &input).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+
+        let requests = model.requests.lock().expect("requests").clone();
+        let names = offered(&requests[0]);
+        assert!(names.contains(&"calc__add".to_string()) && names.contains(&"calc__charge".to_string()), "{names:?}");
+        assert!(!names.contains(&"calc__wipe".to_string()), "the allow-list keeps wipe out: {names:?}");
+        let add = requests[0]["tools"].as_array().expect("tools").iter().find(|t| t["function"]["name"] == "calc__add");
+        let add = add.expect("add offered");
+        assert_eq!(add["function"]["description"], "Adds two whole numbers.");
+        assert_eq!(add["function"]["parameters"]["properties"]["a"]["type"], "integer", "{add}");
+
+        // Text and structured content: the sum reaches the log and the model.
+        let result = result_of(&events);
+        assert_eq!(result, "5", "the text, its structured twin not repeated");
+        let to_model = requests[1]["messages"].as_array().expect("messages").last().expect("tool").clone();
+        assert_eq!(to_model["role"], "tool");
+        assert_eq!(to_model["content"], result.as_str());
+
+        let calls = server.calls().await;
+        let new: Vec<&Value> = calls[before..].iter().collect();
+        assert_eq!(new.len(), 1, "{new:?}");
+        assert_eq!(new[0]["tool"], "add");
+        assert_eq!(new[0]["arguments"], json!({"a": 2, "b": 3}));
+        // The idempotency key arrives in `_meta`.
+        let key = new[0]["idempotencyKey"].as_str().expect("a key in _meta");
+        assert!(key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
+        assert_eq!(new[0]["authorization"], "Bearer mcp-secret-token");
+        assert_eq!(new[0]["xClient"], "gateway-tests");
+        let stream: String = events.iter().map(|e| e.data.to_string()).collect();
+        assert!(!stream.contains("mcp-secret-token"), "the secret never reaches the stream");
+        let (passed, report) = agui_check(&app.run_url("assistant"), &input).await;
+        assert!(passed, "{report}");
+    }
+}
+
+#[tokio::test]
+async fn arguments_off_the_tools_schema_are_refused_before_the_server_is_called() {
+    let server = McpServer::start();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model = start_model(vec![("calc__add", json!({"a": "two", "b": 3}))], "I could not add.", false).await;
+        let (app, _db) = gateway(&model, &server.url, "", backend).await;
+        let events = app.run_to_end("assistant", &first_run("th-mcp-bad", "run-1", "two + 3?")).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+        let result = result_of(&events);
+        assert!(result.starts_with("error: the arguments do not match the tool's schema"), "{result}");
+        assert!(server.calls().await.is_empty(), "the server was never called");
+    }
+}
+
+#[tokio::test]
+async fn an_mcp_tool_under_approval_waits_and_runs_once_approved_with_the_approvers_edit() {
+    let server = McpServer::start();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model =
+            start_model(vec![("calc__charge", json!({"amount": 42, "currency": "EUR"}))], "Charged.", false).await;
+        let (app, _db) = gateway(&model, &server.url, "approval = \"always\"\nallow_edit = true", backend).await;
+        let before = server.calls().await.len();
+        let events = app.run_to_end("assistant", &first_run("th-mcp-approve", "run-1", "charge me")).await;
+        let last = events.last().expect("end");
+        assert_eq!(last.data["outcome"]["type"], "interrupt", "{:?}", kinds(&events));
+        let interrupt = &last.data["outcome"]["interrupts"][0];
+        assert_eq!(interrupt["reason"], "tool_call");
+        assert_eq!(server.calls().await.len(), before, "nothing ran before the approval");
+        let id = interrupt["id"].as_str().expect("id");
+        let resumed = app
+            .run_to_end(
+                "assistant",
+                &json!({"threadId": "th-mcp-approve", "runId": "run-2", "messages": [],
+                        "resume": [{"interruptId": id, "status": "resolved",
+                                    "payload": {"approved": true, "editedArgs": {"amount": 40, "currency": "EUR"}}}]}),
+            )
+            .await;
+        assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&resumed));
+        assert_eq!(result_of(&resumed), "charged 40 EUR");
+        let calls = server.calls().await;
+        assert_eq!(calls.len(), before + 1);
+        assert_eq!(calls[before]["arguments"], json!({"amount": 40, "currency": "EUR"}), "the edited arguments ran");
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_fails_the_call_not_the_turn() {
+    // An address nothing listens on.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let down = format!("http://{}", listener.local_addr().expect("address"));
+    drop(listener);
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model = start_model(vec![("calc__add", json!({"a": 1, "b": 1}))], "The tool is down.", false).await;
+        let (app, _db) = gateway(&model, &down, "", backend).await;
+        let events = app.run_to_end("assistant", &first_run("th-mcp-down", "run-1", "1 + 1?")).await;
+        assert_eq!(events.last().expect("end").kind(), "RUN_FINISHED", "{:?}", kinds(&events));
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
+        let result = result_of(&events);
+        assert!(result.starts_with("error: the MCP server 'calc': it could not be reached: "), "{result}");
+        assert!(result.contains("Connection refused"), "the cause, not the SDK's types: {result}");
+        let requests = model.requests.lock().expect("requests").clone();
+        assert!(offered(&requests[0]).iter().all(|n| !n.starts_with("calc__")), "a server down offers no tools");
+        assert_eq!(requests.len(), 2, "the model read the error and answered");
+    }
+}
+
+/// Exactly-once over MCP: the instance running the turn is killed (SIGKILL) inside a slow MCP
+/// call; another instance takes the turn over (PostgreSQL) and re-issues the call with the
+/// same `_meta.idempotencyKey`: the server saw one key, at most twice, and acted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_call_cut_by_a_crash_is_reissued_under_its_key_and_acts_once() {
+    let server = McpServer::start();
+    let model = start_model(vec![("calc__slow_charge", json!({"amount": 7}))], "Charged.", false).await;
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[turns]
+lease_ms = 2000
+heartbeat_ms = 400
+sweep_ms = 300
+
+[[agents]]
+name = "assistant"
+kind = "openai"
+base_url = "{}"
+model = "scripted"
+[[agents.mcp_servers]]
+name = "calc"
+url = "{}/mcp"
+timeout_secs = 60
+"#,
+            model.url, server.url
+        ),
+    )
+    .expect("config");
+    gateway_process::migrate(&db.url);
+    let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let mut b = gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let client = reqwest::Client::new();
+    let input = first_run("th-mcp-once", "run-1", "charge 7");
+    let post = |address: &str, last_event_id: Option<String>| {
+        let mut request = client
+            .post(format!("http://{address}/v1/agui/agents/assistant"))
+            .header("content-type", "application/json")
+            .body(input.to_string());
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        request.send()
+    };
+    let reader = tokio::spawn(read_events(post(&a.address, None).await.expect("run on A"), None));
+    wait_until(std::time::Duration::from_secs(20), "the MCP server to receive A's call", || async {
+        !server.calls().await.is_empty()
+    })
+    .await;
+    a.child.kill().expect("SIGKILL");
+    let _ = a.child.wait();
+    let head = reader.await.expect("reader");
+    let last_id = head.last().and_then(|e| e.id.clone());
+    let tail = tokio::time::timeout(
+        std::time::Duration::from_secs(40),
+        read_events(post(&b.address, last_id).await.expect("resume on B"), None),
+    )
+    .await
+    .expect("B finished the turn");
+    let mut joined = head;
+    joined.extend(tail);
+    let _ = b.child.kill();
+    let _ = b.child.wait();
+
+    assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
+    assert_eq!(result_of(&joined), "charged 7 EUR");
+    let calls = server.calls().await;
+    assert!((1..=2).contains(&calls.len()), "at most twice: {calls:?}");
+    let key = calls[0]["idempotencyKey"].as_str().expect("a key in _meta");
+    assert_eq!(key.len(), 64, "{key}");
+    assert!(calls.iter().all(|c| c["idempotencyKey"] == key), "one key for every attempt: {calls:?}");
+    assert_eq!(calls.iter().filter(|c| c["acted"] == true).count(), 1, "the server acted once: {calls:?}");
+}
+
+/// An MCP server over HTTPS (a TLS front before the real server) is reached with the gateway's
+/// outbound TLS settings: with its CA trusted through `tls.extra_ca_file` the call goes
+/// through; behind a certificate of a CA trusted nowhere the call fails (the model reads why)
+/// and nothing reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_mcp_server_is_reached_over_verified_tls() {
+    let server = McpServer::start();
+    let ca = TestCa::new("mcp");
+    let stranger = TestCa::new("stranger");
+    let backend = address_of(&server.url);
+    let trusted = TlsFront::start(backend, server_config(&ca.server("mcp", &["127.0.0.1"]), None)).await;
+    let untrusted = TlsFront::start(backend, server_config(&stranger.server("mcp", &["127.0.0.1"]), None)).await;
+    let tls = TlsConfig { extra_ca_file: ca.ca_file().display().to_string(), ..TlsConfig::default() };
+
+    let model = start_model(vec![("calc__add", json!({"a": 20, "b": 22}))], "42.", false).await;
+    let (app, _db) = gateway_with_tls(&model, &trusted.url(""), "", Backend::Sqlite, tls.clone()).await;
+    let events = app.run_to_end("assistant", &first_run("th-mcp-tls", "run-1", "20 + 22?")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    assert_eq!(result_of(&events), "42");
+    assert_eq!(server.calls().await.len(), 1);
+
+    let model = start_model(vec![("calc__add", json!({"a": 1, "b": 2}))], "No.", false).await;
+    let (refusing, _other) = gateway_with_tls(&model, &untrusted.url(""), "", Backend::Sqlite, tls).await;
+    let events = refusing.run_to_end("assistant", &first_run("th-mcp-tls", "run-1", "1 + 2?")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let result = result_of(&events);
+    assert!(
+        result.starts_with(
+            "error: the MCP server 'calc': it could not be reached: certificate not trusted (UnknownIssuer) for host 127.0.0.1"
+        ),
+        "{result}"
+    );
+    assert_eq!(server.calls().await.len(), 1, "the untrusted front passed nothing on");
+}
+
+/// A name the server does not list stands for nothing: no person is asked to approve it, and
+/// the model reads that the tool is not available.
+#[tokio::test]
+async fn a_tool_the_server_does_not_list_is_not_offered_nor_put_to_a_person() {
+    let server = McpServer::start();
+    let model = start_model(vec![("calc__transfer", json!({"to": "mallory"}))], "It is not there.", false).await;
+    let (app, _db) = gateway(&model, &server.url, "tools = []\napproval = \"always\"", Backend::Sqlite).await;
+    let events = app.run_to_end("assistant", &first_run("th-mcp-none", "run-1", "transfer")).await;
+    let end = events.last().expect("end");
+    assert_eq!(end.data["outcome"]["type"], "success", "no interrupt: {:?}", kinds(&events));
+    assert_eq!(result_of(&events), "error: the tool 'calc__transfer' is not available; nothing was run");
+    let requests = model.requests.lock().expect("requests").clone();
+    assert!(offered(&requests[0]).contains(&"calc__wipe".to_string()), "an empty allow-list offers every tool");
+    assert!(server.calls().await.is_empty());
+}
