@@ -280,3 +280,41 @@ async fn connect_streams_count_against_the_stream_limits(backend: Backend) {
     .await;
 }
 on_both_stores!(connect_streams_count_against_the_stream_limits);
+
+async fn a_connect_stream_shows_a_wait_and_the_run_its_decision_opens(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let asked = app.run_to_end("approver", &first_run("th-wait", "run-1", "mail the team")).await;
+    let outcome = &asked.last().expect("events").data["outcome"];
+    assert_eq!(outcome["type"], "interrupt", "{outcome}");
+    let id = outcome["interrupts"][0]["id"].as_str().expect("interrupt id").to_string();
+
+    // Connected while the turn waits for this caller: the turn from its start, ending with the
+    // interrupt outcome as a following run shows it; the stream stays open.
+    let mut stream = EventStream::new(connect(&app, "th-wait", "watch-w", &[]).await);
+    stream.until_kind("RUN_FINISHED").await;
+    assert_eq!(kinds(&stream.events)[..3], ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]);
+    assert_eq!(stream.events.last().expect("end").data["outcome"]["type"], "interrupt");
+
+    // Decided on another route: the decision opens the next run, which the turn finishes.
+    let decided = app
+        .client
+        .post(app.url(&format!("/v1/interrupts/{id}/decision")))
+        .json(&json!({"status": "resolved", "payload": {"approved": true}}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(decided.status(), 200);
+    until_runs_ended(&mut stream, 2).await;
+    let events = stream.events.clone();
+    drop(stream);
+    let opened = events.iter().position(|e| e.kind() == "RUN_FINISHED").expect("first end") + 1;
+    assert_eq!(kinds(&events[opened..])[..2], ["RUN_STARTED", "MESSAGES_SNAPSHOT"]);
+    let resumed = events[opened..].iter().find(|e| e.kind() == "CUSTOM").expect("gateway.resume");
+    assert_eq!(resumed.data["name"], "gateway.resume");
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
+
+    official_client_accepts(&events, &connect_input("th-wait", "watch-w")).await;
+    every_cut_continues_exactly(&[&app], "th-wait", "watch-w", &events).await;
+}
+on_both_stores!(a_connect_stream_shows_a_wait_and_the_run_its_decision_opens);
