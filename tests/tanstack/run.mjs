@@ -270,3 +270,39 @@ test("a client that does not declare 1.0 gets the approval as on_interrupt, a cl
   const thread = await gatewayGet(`/v1/threads/${client.threadId}?tenant=default`);
   assert.equal(thread.latestTurn.status, "succeeded");
 });
+
+test("a chat reopened with a stale or empty history shows the gateway's conversation (MESSAGES_SNAPSHOT)", async () => {
+  // The first page: two turns on the thread.
+  const first = chat("helper");
+  await first.client.sendMessage("What is on my calendar today?");
+  await first.client.sendMessage("And tomorrow?");
+  assert.deepEqual(first.errors, []);
+  const threadId = first.client.threadId;
+
+  // A page reopened on the same thread that lost its copy (a reload without persistence), and
+  // one that kept only the first turn (another device, stale): each sends one more message.
+  for (const [what, initialMessages] of [
+    ["empty", []],
+    ["stale", first.client.getMessages().slice(0, 2)],
+  ]) {
+    const reopened = chat("helper", { threadId, initialMessages });
+    await reopened.client.sendMessage(`Reopened with ${what} history`);
+    assert.deepEqual(reopened.errors, [], `${what}: the run succeeds`);
+    const record = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`);
+    // The run opened with the gateway's conversation, which TanStack takes as its own: the same
+    // messages, in order, with the gateway's ids, then this turn's answer.
+    assert.deepEqual(
+      reopened.client.getMessages().map((m) => m.id),
+      record.messages.map((m) => m.id),
+      `${what}: TanStack holds the gateway's messages, ids and order`,
+    );
+    assert.deepEqual(
+      assistantTexts(reopened.client),
+      record.messages.filter((m) => m.role === "assistant" && m.content).map((m) => m.content),
+      `${what}: every answer of the thread is shown`,
+    );
+    assert.equal(assistantTexts(reopened.client).at(-1), `Hello from the gateway: Reopened with ${what} history`);
+  }
+  const thread = await gatewayGet(`/v1/threads/${threadId}?tenant=default`);
+  assert.equal(thread.turnCount, 4);
+});
