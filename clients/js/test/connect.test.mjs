@@ -69,7 +69,11 @@ const asJson = (value) => JSON.parse(JSON.stringify(value));
 
 /** Runs one turn on `threadId` from a page that holds the gateway's conversation. */
 async function runTurn(threadId, text, subscriber = {}) {
-  const agent = new ResumableHttpAgent({ url: runUrl, threadId, initialMessages: await conversationOf(threadId) });
+  // A thread with no turn yet is not one the gateway shows (403): its history is empty.
+  const known = await fetch(`${gateway.url}/v1/threads/${encodeURIComponent(threadId)}?tenant=default`);
+  await known.body?.cancel();
+  const history = known.status === 200 ? await conversationOf(threadId) : [];
+  const agent = new ResumableHttpAgent({ url: runUrl, threadId, initialMessages: history });
   agent.addMessage({ id: `user-${randomUUID()}`, role: "user", content: text });
   await agent.runAgent({ runId: `run-${randomUUID()}` }, subscriber);
   return agent;
@@ -79,13 +83,23 @@ async function runTurn(threadId, text, subscriber = {}) {
 function connectFresh(threadId, options = {}) {
   const agent = new ResumableHttpAgent({ url: runUrl, threadId, reconnectDelayMs: 50, ...options });
   const received = [];
-  const done = agent
+  const connection = { agent, received, outcome: undefined };
+  connection.done = agent
     .connectAgent({ runId: `connect-${randomUUID()}` }, { onEvent: ({ event }) => void received.push(event) })
     .then(
       () => ({ error: undefined }),
       (error) => ({ error }),
-    );
-  return { agent, received, done };
+    )
+    .then((outcome) => (connection.outcome = outcome));
+  return connection;
+}
+
+/** waitFor on a connection's events, failing at once if the connection ends with an error. */
+function until(connection, condition, what) {
+  return waitFor(() => {
+    if (connection.outcome?.error) throw new Error(`the connection failed while waiting for ${what}: ${connection.outcome.error.message}`);
+    return condition();
+  }, what);
 }
 
 /** Ends a connection and asserts it ended without an error. */
@@ -112,7 +126,7 @@ test("connectAgent restores a finished thread's conversation and board into a fr
   assert.ok(thread.board?.notes?.length >= 1, "the turn pinned a note");
 
   const connection = connectFresh(threadId);
-  await waitFor(() => connection.received.some((e) => e.type === "STATE_SNAPSHOT"), "the connection's STATE_SNAPSHOT");
+  await until(connection, () => connection.received.some((e) => e.type === "STATE_SNAPSHOT"), "the connection's STATE_SNAPSHOT");
 
   assert.deepStrictEqual(asJson(connection.agent.messages), asJson(expectedMessages), "the agent holds the gateway's conversation, its ids included");
   assert.deepStrictEqual(asJson(connection.agent.state.board), asJson(thread.board), "the agent holds the thread's board");
@@ -127,7 +141,7 @@ test("a connected agent follows later turns started elsewhere, each as its own r
   const threadId = `watch-${randomUUID()}`;
   await runTurn(threadId, "first");
   const connection = connectFresh(threadId);
-  await waitFor(() => connection.received.some((e) => e.type === "STATE_SNAPSHOT"), "the connection's STATE_SNAPSHOT");
+  await until(connection, () => connection.received.some((e) => e.type === "STATE_SNAPSHOT"), "the connection's STATE_SNAPSHOT");
   const runsBefore = connection.received.filter((e) => e.type === "RUN_STARTED").length;
 
   // Two more turns, each from another "device"; the connected agent is told nothing but its stream.
@@ -203,7 +217,7 @@ test("abortRun ends a connection at once; connecting again starts from the threa
   const threadId = `abort-${randomUUID()}`;
   await runTurn(threadId, "hello");
   const connection = connectFresh(threadId);
-  await waitFor(() => connection.received.some((e) => e.type === "STATE_SNAPSHOT"), "the first connection's snapshot");
+  await until(connection, () => connection.received.some((e) => e.type === "STATE_SNAPSHOT"), "the first connection's snapshot");
   connection.agent.abortRun();
   const { error } = await connection.done;
   assert.equal(error, undefined, `an aborted connection resolves: ${error}`);
