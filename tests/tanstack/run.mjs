@@ -271,38 +271,51 @@ test("a client that does not declare 1.0 gets the approval as on_interrupt, a cl
   assert.equal(thread.latestTurn.status, "succeeded");
 });
 
-test("a chat reopened with a stale or empty history shows the gateway's conversation (MESSAGES_SNAPSHOT)", async () => {
+test("a chat reopened with a stale copy shows the gateway's conversation once it sends (MESSAGES_SNAPSHOT)", async () => {
   // The first page: two turns on the thread.
   const first = chat("helper");
   await first.client.sendMessage("What is on my calendar today?");
   await first.client.sendMessage("And tomorrow?");
   assert.deepEqual(first.errors, []);
   const threadId = first.client.threadId;
+  const before = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`);
 
-  // A page reopened on the same thread that lost its copy (a reload without persistence), and
-  // one that kept only the first turn (another device, stale): each sends one more message.
-  for (const [what, initialMessages] of [
-    ["empty", []],
-    ["stale", first.client.getMessages().slice(0, 2)],
+  // A page reopened from its own stale copy (what it persisted while the answers were still
+  // streaming): the person's questions under ids of its own, each answer cut short. The gateway
+  // takes the questions by their words and the last answer by its id (SPEC §6); the run then
+  // opens with the conversation as the gateway recorded it.
+  const stale = first.client.getMessages().map((message) => ({
+    ...message,
+    id: message.role === "user" ? `stale-${randomUUID()}` : message.id,
+    parts: message.parts.map((part) => (part.type === "text" && message.role === "assistant" ? { ...part, content: part.content.slice(0, 5) } : part)),
+  }));
+  for (const [variant, fetchClient] of [
+    ["as TanStack sends it", undefined],
+    ["declaring 1.0 (gatewayFetch)", gatewayFetch],
   ]) {
-    const reopened = chat("helper", { threadId, initialMessages });
-    await reopened.client.sendMessage(`Reopened with ${what} history`);
-    assert.deepEqual(reopened.errors, [], `${what}: the run succeeds`);
+    const reopened = chat("helper", { threadId, initialMessages: structuredClone(stale), fetchClient });
+    assert.notDeepEqual(assistantTexts(reopened.client), assistantTexts(first.client), "the copy is stale");
+    await reopened.client.sendMessage(`Reopened, ${variant}`);
+    assert.deepEqual(reopened.errors, [], `${variant}: the run succeeds`);
     const record = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`);
-    // The run opened with the gateway's conversation, which TanStack takes as its own: the same
-    // messages, in order, with the gateway's ids, then this turn's answer.
     assert.deepEqual(
       reopened.client.getMessages().map((m) => m.id),
       record.messages.map((m) => m.id),
-      `${what}: TanStack holds the gateway's messages, ids and order`,
+      `${variant}: TanStack holds the gateway's messages, their ids and order`,
     );
     assert.deepEqual(
       assistantTexts(reopened.client),
       record.messages.filter((m) => m.role === "assistant" && m.content).map((m) => m.content),
-      `${what}: every answer of the thread is shown`,
+      `${variant}: every answer whole`,
     );
-    assert.equal(assistantTexts(reopened.client).at(-1), `Hello from the gateway: Reopened with ${what} history`);
+    assert.equal(assistantTexts(reopened.client).at(-1), `Hello from the gateway: Reopened, ${variant}`);
+    // Continue from the corrected copy next time.
+    stale.splice(0, stale.length, ...reopened.client.getMessages().map((message) => ({
+      ...message,
+      id: message.role === "user" ? `stale-${randomUUID()}` : message.id,
+    })));
   }
+  assert.equal(before.messages.filter((m) => m.role === "user").length, 2);
   const thread = await gatewayGet(`/v1/threads/${threadId}?tenant=default`);
   assert.equal(thread.turnCount, 4);
 });
