@@ -854,6 +854,15 @@ async function stopWatching() {
   await current.done;
 }
 
+// What a connect stream's opening run holds when no turn is running: the thread, nothing live.
+const OPENING_EVENTS = new Set(["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED", "RUN_ERROR"]);
+
+function goLive(run) {
+  run.live = true;
+  setBusy(true);
+  setStatus("streaming", "Streaming…");
+}
+
 async function followThread(current, shown) {
   const { agent, threadId, controller } = current;
   let lastEventId = null;
@@ -889,22 +898,26 @@ async function followThread(current, shown) {
           if (event.type === "RUN_STARTED") {
             // A later turn (not the stream's opening run) answered whatever this page still
             // offered to answer: someone decided elsewhere, in another tab or on another device.
-            if (current.runs > 0 && state.pending) settledElsewhere();
+            const later = current.runs > 0;
+            if (later && state.pending) settledElsewhere();
             current.runs += 1;
-            run = { agent, started: true, finished: false, error: null, watching: true };
-            setBusy(true);
-            setStatus("streaming", "Streaming…");
+            run = { agent, started: true, finished: false, error: null, watching: true, live: false };
+            if (later) goLive(run);
           }
           if (!run) continue;
+          // The opening run only shows the thread, unless a turn is running: then its events
+          // follow, and the page is busy like the tab that started it.
+          if (!run.live && !OPENING_EVENTS.has(event.type)) goLive(run);
           applyEvent(event, run);
           if (event.type === "STATE_SNAPSHOT") shown();
           if (run.finished) {
             shown();
-            setBusy(false);
+            if (run.live) setBusy(false);
             if (run.error) {
               notice("error", `${run.error.message ?? "the turn failed"}${run.error.code ? ` [${run.error.code}]` : ""}`);
               setStatus("error", "Error");
-            } else setStatus(state.pending ? "waiting" : "idle", state.pending ? "Waiting for you" : "Ready");
+            } else if (state.pending) setStatus("waiting", "Waiting for you");
+            else if (run.live) setStatus("idle", "Ready");
             refreshComposer();
             run = null;
           }
