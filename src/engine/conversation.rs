@@ -28,6 +28,29 @@ pub async fn load_through(store: &dyn Store, thread: i64, turn: &str) -> Result<
     load_until(store, thread, Some(turn), true).await
 }
 
+/// The conversation as it stood just before event `before_seq` of turn `turn`: the earlier
+/// turns whole, then the turn's user message and what its log says up to that event. What a run
+/// that opens at that event restates (`MESSAGES_SNAPSHOT`): a pure function of the log, so a
+/// reconnect renders it again exactly, and it never repeats what the run streams after it.
+pub async fn load_at(
+    store: &dyn Store,
+    thread: i64,
+    turn: i64,
+    before_seq: i64,
+) -> Result<Vec<InputMessage>, StoreError> {
+    let mut messages = Vec::new();
+    for row in store.thread_turns(thread).await? {
+        let mut events = super::read_log(store, row.pk).await?;
+        if row.pk == turn {
+            events.retain(|event| event.seq < before_seq);
+            fold_turn(&mut messages, &row, &events);
+            break;
+        }
+        fold_turn(&mut messages, &row, &events);
+    }
+    Ok(messages)
+}
+
 /// The turns before `stop` (every turn for `None`), and `stop`'s user message when asked.
 async fn load_until(
     store: &dyn Store,

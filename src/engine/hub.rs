@@ -4,6 +4,10 @@
 //! checked the log and then waits can never miss a wake-up) and, for turns this instance runs,
 //! the recently committed events themselves, so live streams read them from memory instead of
 //! the database. Feeds are held by whoever uses them; the hub only keeps weak references.
+//!
+//! A thread being watched (a connect stream) has a [`ThreadWatch`] too: woken when a turn
+//! starts on it, here or (by the start's announcement) on another instance, so the stream looks
+//! for the new turn without polling the table.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +23,23 @@ const FEED_CAPACITY: usize = 16_384;
 #[derive(Default)]
 pub struct Hub {
     feeds: Mutex<HashMap<i64, Weak<Feed>>>,
+    threads: Mutex<HashMap<i64, Weak<ThreadWatch>>>,
+}
+
+/// Wakes whoever watches a thread when a turn may have started on it. A counter in a `watch`,
+/// so a stream that looked at the thread's turns and then waits cannot miss a start.
+pub struct ThreadWatch {
+    started: watch::Sender<u64>,
+}
+
+impl ThreadWatch {
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.started.subscribe()
+    }
+
+    fn wake(&self) {
+        self.started.send_modify(|count| *count = count.wrapping_add(1));
+    }
 }
 
 pub struct Feed {
@@ -128,6 +149,34 @@ impl Hub {
         feeds.get(&turn).and_then(Weak::upgrade)
     }
 
+    /// The thread's watch, created on first use.
+    pub fn thread_watch(&self, thread: i64) -> Arc<ThreadWatch> {
+        let mut threads = self.threads.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(watch) = threads.get(&thread).and_then(Weak::upgrade) {
+            return watch;
+        }
+        if threads.len() > 1024 && threads.len().is_power_of_two() {
+            threads.retain(|_, watch| watch.strong_count() > 0);
+        }
+        let watch = Arc::new(ThreadWatch { started: watch::channel(0).0 });
+        threads.insert(thread, Arc::downgrade(&watch));
+        watch
+    }
+
+    /// A turn started on `thread` (`None`: announcements may have been lost, wake every watch).
+    pub fn wake_thread(&self, thread: Option<i64>) {
+        let watches: Vec<Arc<ThreadWatch>> = {
+            let threads = self.threads.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match thread {
+                Some(thread) => threads.get(&thread).and_then(Weak::upgrade).into_iter().collect(),
+                None => threads.values().filter_map(Weak::upgrade).collect(),
+            }
+        };
+        for watch in watches {
+            watch.wake();
+        }
+    }
+
     /// Called by the writer after a commit with the turn's new events.
     pub fn publish(&self, turn: i64, events: Vec<StoredEvent>) {
         if let Some(feed) = self.existing(turn) {
@@ -185,6 +234,20 @@ mod tests {
         hub.publish(1, vec![event(5), event(6)]);
         assert!(feed.recent_after(2, 10).is_none());
         assert!(feed.recent_after(4, 10).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_turn_start_wakes_the_watchers_of_its_thread_only() {
+        let hub = Hub::default();
+        let watch = hub.thread_watch(4);
+        let other = hub.thread_watch(5);
+        let mut woken = watch.subscribe();
+        let not_woken = other.subscribe();
+        hub.wake_thread(Some(4));
+        woken.changed().await.expect("woken");
+        assert!(!not_woken.has_changed().expect("open"));
+        hub.wake_thread(None);
+        assert!(not_woken.has_changed().expect("open"), "a lost announcement wakes every watch");
     }
 
     #[test]

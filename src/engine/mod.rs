@@ -19,6 +19,7 @@ mod budget;
 mod cards;
 #[cfg(test)]
 mod clock_tests;
+pub mod connect;
 pub mod conversation;
 mod decide;
 mod delegation;
@@ -55,6 +56,7 @@ use interrupts::Viewer;
 use log::EventLog;
 use runner::Runner;
 
+pub use connect::{ConnectPlan, ConnectRequest};
 pub(crate) use log::read_log;
 pub use quota::{quota_refusal, quota_window};
 pub use stream::{StreamItem, StreamOptions};
@@ -174,6 +176,10 @@ pub struct FollowPlan {
     pub skip_parts: u32,
     /// Who the stream is rendered for.
     pub viewer: Viewer,
+    /// Whether the run restates the conversation (`MESSAGES_SNAPSHOT`) right after its
+    /// `RUN_STARTED`: when the thread had turns before this one (or on a connect stream) and
+    /// the caller may read content.
+    pub snapshot_on_open: bool,
     /// This run's answers to its resume entries (`CUSTOM gateway.resume`), when it resumed.
     pub resume_outcomes: Option<Vec<Value>>,
 }

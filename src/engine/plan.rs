@@ -221,6 +221,7 @@ impl Engine {
         };
         match inner.store.start_turn(&new).await? {
             StartTurn::Started { thread, turn } => {
+                self.announce_turn_start(thread.pk).await;
                 if !request.state_writes.is_empty() {
                     let mut state = board::stored_state(inner.store.thread_state(thread.pk).await?.as_deref());
                     state.extend(request.state_writes.clone());
@@ -235,6 +236,7 @@ impl Engine {
                     run_start_seq: 0,
                     after_seq: 0,
                     skip_parts: 0,
+                    snapshot_on_open: turn.ordinal > 1 && viewer_of(request).clearance.content,
                     viewer: viewer_of(request),
                     resume_outcomes: None,
                 };
@@ -316,9 +318,22 @@ impl Engine {
             run_start_seq: start_seq,
             after_seq,
             skip_parts,
+            snapshot_on_open: turn.ordinal > 1 && viewer_of(request).clearance.content,
             viewer: viewer_of(request),
             resume_outcomes,
         }))
+    }
+}
+
+impl Engine {
+    /// Tells the connect streams watching the thread, here and on other instances, that a turn
+    /// started. A lost announcement only delays them: they look at the thread's turns again on
+    /// a slow timer.
+    async fn announce_turn_start(&self, thread: i64) {
+        self.inner.hub.wake_thread(Some(thread));
+        if let Err(error) = self.inner.store.announce_appends(&[(thread, super::runner::NEW_TURN_SIGNAL)]).await {
+            tracing::warn!(%error, thread, "announcing a turn start failed; watchers will find it on their timer");
+        }
     }
 }
 

@@ -190,6 +190,9 @@ impl Inner {
 
 /// Marks a cancel request in the wake-up channel shared with other instances.
 pub(super) const CANCEL_SIGNAL: i64 = -1;
+/// The "sequence number" that announces, with a thread's key in place of a turn's, that a turn
+/// started on the thread (connect streams watching it look for the new turn).
+pub(super) const NEW_TURN_SIGNAL: i64 = -2;
 
 /// How a turn task begins.
 pub(super) enum TurnStart {

@@ -27,10 +27,10 @@ use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
 use crate::store::{EventKind, Store, StoredEvent};
 
 /// Events read from the table per query.
-const PAGE: i64 = 1000;
+pub(super) const PAGE: i64 = 1000;
 /// How often a stream re-reads the table of a turn another instance runs, in case a wake-up
 /// notification was lost.
-const REMOTE_POLL: Duration = Duration::from_secs(2);
+pub(super) const REMOTE_POLL: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Copy)]
 pub struct StreamOptions {
@@ -138,7 +138,7 @@ pub fn follow(
 
 /// Every SSE event rendered from one logged event but the last gets a part id (see
 /// [`EventId::part`]); the last carries the event's own id.
-fn name_part(item: StreamItem, turn: &str, seq: i64, index: usize, parts: usize) -> StreamItem {
+pub(super) fn name_part(item: StreamItem, turn: &str, seq: i64, index: usize, parts: usize) -> StreamItem {
     match item {
         StreamItem::Event { json, .. } if index + 1 < parts => {
             let part = u32::try_from(index + 1).unwrap_or(u32::MAX);
@@ -149,10 +149,10 @@ fn name_part(item: StreamItem, turn: &str, seq: i64, index: usize, parts: usize)
 }
 
 /// Counts a stream as open for as long as it lives.
-struct OpenStream(Arc<Metrics>);
+pub(super) struct OpenStream(Arc<Metrics>);
 
 impl OpenStream {
-    fn new(metrics: Arc<Metrics>) -> OpenStream {
+    pub(super) fn new(metrics: Arc<Metrics>) -> OpenStream {
         metrics.streams_open.inc();
         OpenStream(metrics)
     }
@@ -166,7 +166,7 @@ impl Drop for OpenStream {
 
 /// Whether the run ends at this event for its caller: a terminal event, or a wait on
 /// interrupts the caller may decide (every interrupt, for an API key).
-fn ends_run_for(plan: &FollowPlan, event: &StoredEvent) -> bool {
+pub(super) fn ends_run_for(plan: &FollowPlan, event: &StoredEvent) -> bool {
     match event.kind {
         EventKind::RunFinished | EventKind::RunError | EventKind::ClientWait => true,
         EventKind::Waiting => waiting_of(event).is_some_and(|w| split_for(&plan.viewer, &w).0.len() > 0),
@@ -187,7 +187,11 @@ fn split_for<'a>(viewer: &Viewer, waiting: &'a WaitingEvent) -> (Vec<&'a Waiting
 /// ids; a wait becomes the caller's ending (or `gateway.waiting`); a decision opens the run
 /// that made it (with the board as it stood then). Several items rendered from one event are
 /// told apart by part ids ([`name_part`]).
-async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Result<Vec<StreamItem>, RenderError> {
+pub(super) async fn render(
+    plan: &FollowPlan,
+    store: &dyn Store,
+    event: StoredEvent,
+) -> Result<Vec<StreamItem>, RenderError> {
     let id = EventId { turn: plan.turn_id.clone(), seq: event.seq, part: 0 }.to_string();
     let item = |event: Event, at_ms: i64| -> Result<StreamItem, RenderError> {
         Ok(StreamItem::Event { id: id.clone(), json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
@@ -209,7 +213,15 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
                 }
                 _ => {}
             }
-            Ok(vec![StreamItem::Event { id: id.clone(), json: Bytes::from(serde_json::to_vec(&envelope)?) }])
+            let mut items =
+                vec![StreamItem::Event { id: id.clone(), json: Bytes::from(serde_json::to_vec(&envelope)?) }];
+            if event.kind == EventKind::RunStarted && plan.snapshot_on_open {
+                // A reopened thread (§3): the conversation the gateway recorded, so a page that
+                // sent a stale or empty history shows the thread as it is.
+                let messages = conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq).await?;
+                items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
+            }
+            Ok(items)
         }
         EventKind::Waiting => {
             let Some(waiting) = waiting_of(&event) else { return Ok(Vec::new()) };
@@ -263,6 +275,10 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
                 input: None,
             };
             let mut items = vec![item(started, event.at_ms)?];
+            if plan.snapshot_on_open {
+                let messages = conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq).await?;
+                items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
+            }
             if let Some(board) = recorded.board.filter(|_| plan.viewer.clearance.content) {
                 let notes: Vec<Value> = board.iter().map(|note| plan.viewer.clearance.show(note)).collect();
                 let snapshot = json!({ "board": { "notes": notes } });
@@ -297,7 +313,7 @@ async fn render(plan: &FollowPlan, store: &dyn Store, event: StoredEvent) -> Res
     }
 }
 
-fn state_for(viewer: &Viewer, id: String, body: &Bytes) -> Result<Vec<StreamItem>, RenderError> {
+pub(super) fn state_for(viewer: &Viewer, id: String, body: &Bytes) -> Result<Vec<StreamItem>, RenderError> {
     // No labelled note in it: nothing to redact, sent as stored.
     let labelled = body.windows(11).any(|w| w == br#""labels":[""#);
     if viewer.clearance.content && !labelled {
@@ -311,7 +327,7 @@ fn state_for(viewer: &Viewer, id: String, body: &Bytes) -> Result<Vec<StreamItem
 }
 
 #[derive(Debug, thiserror::Error)]
-enum RenderError {
+pub(super) enum RenderError {
     #[error(transparent)]
     Json(#[from] serde_json::Error),
     #[error(transparent)]

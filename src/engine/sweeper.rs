@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::decide::resumed_marker;
 use super::interrupts::EntryPlan;
-use super::runner::{TurnStart, CANCEL_SIGNAL};
+use super::runner::{TurnStart, CANCEL_SIGNAL, NEW_TURN_SIGNAL};
 use super::turn::TurnSignal;
 use super::{Engine, EngineError, Inner};
 use crate::metrics::CodeLabel;
@@ -85,6 +85,14 @@ impl Engine {
                     pairs.into_iter().partition(|(_, seq)| *seq == CANCEL_SIGNAL);
                 for (turn, _) in cancels {
                     inner.signal_cancel(turn);
+                }
+                let (starts, appends): (Vec<_>, Vec<_>) =
+                    appends.into_iter().partition(|(_, seq)| *seq == NEW_TURN_SIGNAL);
+                for (thread, _) in starts {
+                    inner.hub.wake_thread(Some(thread));
+                }
+                if wake_all {
+                    inner.hub.wake_thread(None);
                 }
                 if wake_all || !appends.is_empty() {
                     inner.hub.wake(&appends);

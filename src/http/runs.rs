@@ -8,6 +8,10 @@
 //! the engine's decisions (a key's resume: 403), which either open the stream or refuse the run
 //! with a lone `RUN_ERROR` in a 200 stream. An open stream whose key is revoked ends with
 //! `RUN_ERROR revoked`.
+//!
+//! `POST /v1/agui/agents/{agent}/connect` streams a thread rather than one run (see
+//! `engine/connect.rs`): the same caller, tenant, agent, header and body checks and the same
+//! stream slots, then 404 for a thread with no turn yet and 403 for one the caller may not read.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +33,7 @@ use super::sse::{SlotLimits, SlotRefused, StreamSlots};
 use super::{sse, ApiError, AppState};
 use crate::auth::Caller;
 use crate::config::AgentConfig;
-use crate::engine::{RunPlan, RunRequest, StreamItem, StreamOptions};
+use crate::engine::{ConnectRequest, RunPlan, RunRequest, StreamItem, StreamOptions};
 use crate::ids::{EventId, RunId, ThreadId};
 use crate::protocol::events::Envelope;
 use crate::protocol::{now_ms, Event, InputMessage, RunAgentInput};
@@ -37,6 +41,7 @@ use crate::protocol::{now_ms, Event, InputMessage, RunAgentInput};
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(run))
+        .routes(routes!(connect))
         // The route measures its own body limit while reading (413), from config.
         .layer(DefaultBodyLimit::disable())
         // One count of open streams for this server, made with its routes.
@@ -132,6 +137,106 @@ async fn run(
             sse::response_in_slot(refused, slot)
         }
     })
+}
+
+/// Watches the thread: its conversation and board, the turn going on, and every later turn of
+/// it as runs of their own, until the client leaves or `limits.stream_max_secs`.
+#[utoipa::path(
+    post,
+    path = "/v1/agui/agents/{agent}/connect",
+    tag = "runs",
+    params(
+        ("agent" = String, Path, description = "The configured agent's name."),
+        TenantQuery,
+        ("Last-Event-ID" = Option<String>, Header, description = "Continue the connect stream after this event id."),
+    ),
+    request_body(content = RunAgentInput, content_type = "application/json", description = "Only `threadId` is read (and `runId`, which the stream's runs carry, and `protocolVersion`); the rest is ignored."),
+    responses(
+        (status = 200, description = "The thread: `RUN_STARTED`, `MESSAGES_SNAPSHOT` (with `threads:content`), `STATE_SNAPSHOT`, the turn going on, then each later turn as a run of its own; every event has an `id:` (`<turn>.<seq>[.<part>]`) that `Last-Event-ID` continues after, on any instance.", content_type = "text/event-stream", body = SseEvent),
+        (status = 400, description = "a bad body, id or Last-Event-ID (`bad_request`, `bad_last_event_id`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant or agent, or a thread with no turn yet (`not_found`)", body = ErrorBody),
+        (status = 406, description = "Accept rules out text/event-stream (`not_acceptable`)", body = ErrorBody),
+        (status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)", body = ErrorBody),
+        (status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)", body = ErrorBody),
+        (status = 429, description = "the caller or the thread holds as many open streams on this instance as the limits allow (`too_many_streams`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn connect(
+    State(state): State<AppState>,
+    CanStart { caller, tenant, agent: _ }: CanStart,
+    Extension(slots): Extension<Arc<StreamSlots>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    check_accept(&headers)?;
+    check_content_type(&headers)?;
+    let last_event_id = parse_last_event_id(&headers)?;
+    let bytes = read_limited(body, state.config.limits.max_body_bytes).await?;
+    let input = parse_connect_input(&bytes)?;
+    let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
+    let run_id = match input.run_id.as_deref() {
+        Some(run_id) => RunId::parse(run_id).map_err(|m| ApiError::bad_request("runId", m))?.as_str().to_string(),
+        None => format!("connect-{}", uuid::Uuid::new_v4().simple()),
+    };
+    let slot = take_stream_slot(&slots, &state, &tenant.name, &caller, &thread_id)?;
+    let pre_1_0 = input.protocol_version.as_deref().is_none_or(|v| v.split('.').next() == Some("0"));
+    let plan = state
+        .engine
+        .begin_connect(ConnectRequest {
+            tenant: &tenant.name,
+            caller: &caller,
+            thread_id: &thread_id,
+            run_id: &run_id,
+            pre_1_0,
+            last_event_id: last_event_id.as_ref(),
+        })
+        .await?;
+    tracing::info!(tenant = %tenant.name, thread = %plan.thread_id(), caller = %caller.label(), "connect");
+    let mut shutting_down = state.shutting_down.clone();
+    let stop = async move {
+        let _ = shutting_down.wait_for(|stop| *stop).await;
+    };
+    let limits = &state.config.limits;
+    let options = StreamOptions {
+        keepalive: Duration::from_secs(limits.keepalive_secs),
+        max_duration: Duration::from_secs(limits.stream_max_secs),
+    };
+    let events = state.engine.connect_stream(plan, options).take_until(Box::pin(stop));
+    let auth = state.auth.clone();
+    let keys = caller.revocable_keys();
+    let revoked = async move { auth.revoked(keys).await };
+    Ok(sse::response_in_slot(end_when_revoked(events, revoked), slot))
+}
+
+/// What a connect request reads of its RunAgentInput.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConnectInput {
+    thread_id: String,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    protocol_version: Option<String>,
+}
+
+fn parse_connect_input(bytes: &[u8]) -> Result<ConnectInput, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let input: ConnectInput = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::bad_request("body", format!("not JSON ({inner})"))
+        } else if path == "." {
+            ApiError::bad_request("body", format!("not a RunAgentInput ({inner})"))
+        } else {
+            ApiError::bad_request(&path, inner)
+        }
+    })?;
+    deserializer.end().map_err(|error| ApiError::bad_request("body", format!("not JSON ({error})")))?;
+    Ok(input)
 }
 
 /// A place among this instance's open streams for the caller's stream on the thread, or 429

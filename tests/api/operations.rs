@@ -13,6 +13,7 @@ use crate::helpers::*;
 /// exactly these, and each must answer at its path.
 const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/agui/agents/{agent}"),
+    ("post", "/v1/agui/agents/{agent}/connect"),
     ("get", "/v1/agents"),
     ("get", "/v1/threads/{thread}"),
     ("get", "/v1/threads/{thread}/messages"),

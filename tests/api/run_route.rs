@@ -127,7 +127,12 @@ async fn a_second_message_needs_the_gateways_own_answer_in_the_history(backend: 
     });
     let second = app.run_to_end("demo", &honest).await;
     assert_eq!(kinds(&second).last(), Some(&"RUN_FINISHED"));
-    let snapshot = &second[1].data["snapshot"]["board"]["notes"];
+    assert_eq!(
+        kinds(&second)[..3],
+        ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"],
+        "a reopened thread restates its conversation"
+    );
+    let snapshot = &second[2].data["snapshot"]["board"]["notes"];
     assert_eq!(snapshot.as_array().map(Vec::len), Some(1), "the board carries turn 1's note: {snapshot}");
     assert_eq!(app.counts().await.turns, 2);
 }

@@ -1,0 +1,423 @@
+//! A connect stream: a thread watched across its turns, not one run (`POST …/connect`).
+//!
+//! It opens with the thread as it stands and then follows it: each turn of the thread, the one
+//! running when the stream opened and every later one (whoever started it, on whichever
+//! instance), is rendered as runs of its own — `RUN_STARTED` … `RUN_FINISHED`/`RUN_ERROR` —
+//! from the turn's log, for this caller, exactly as a run following that turn renders it.
+//!
+//! Every event's id names a position in the log of the turn being streamed
+//! (`<turn>.<seq>[.<part>]`), so a `Last-Event-ID` is resumed on any instance by reading the
+//! log again — no replay window. What a position renders to depends only on the log before it
+//! and on the caller, so the stream re-derives where it was (which run was open) from the log.
+//!
+//! The opening:
+//! - the latest turn is still going (running, or waiting for a decision or tool results): the
+//!   stream renders it from its start — `RUN_STARTED`, `MESSAGES_SNAPSHOT` (the conversation up
+//!   to that turn's user message), the turn's `STATE_SNAPSHOT`, and the rest of its log live;
+//! - the latest turn ended: one run of its own, `RUN_STARTED`, `MESSAGES_SNAPSHOT` (the whole
+//!   conversation), `STATE_SNAPSHOT` (the board), `RUN_FINISHED`, named after the position just
+//!   past that turn's sealed log (`<turn>.<last seq + 1>.<part>`, the last one without a part).
+//!
+//! A turn's log does not always read as one run: a wait the caller may answer ends the run
+//! (`RUN_FINISHED` with the interrupt or the pending tool calls), and whatever the log says
+//! next opens a new one (a decision renders as a resume run does; anything else is preceded
+//! by a `RUN_STARTED` of the stream's own). A failed turn ends its run with its `RUN_ERROR`;
+//! the next turn opens with a new `RUN_STARTED`, which AG-UI allows after `RUN_ERROR`.
+//!
+//! New turns are noticed through the hub's thread watch (woken by a turn start here, or by
+//! its announcement from another instance), backed by a slow timer in case an announcement was
+//! lost; each look reads the thread's turns in order, so no turn is skipped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::hub::Hub;
+use super::interrupts::Viewer;
+use super::stream::{ends_run_for, name_part, render, state_for, OpenStream, RenderError, PAGE, REMOTE_POLL};
+use super::{board, conversation, Engine, EngineError, FollowPlan, StreamItem, StreamOptions};
+use crate::caller::Caller;
+use crate::ids::{EventId, ThreadId};
+use crate::metrics::Metrics;
+use crate::protocol::events::Envelope;
+use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
+use crate::store::{EventKind, Store, StoredEvent, TurnRow};
+
+/// How often a connect stream looks at its thread's turns when no start was announced, in case
+/// an announcement from another instance was lost.
+const THREAD_POLL: Duration = Duration::from_secs(10);
+
+/// One connect request, after the HTTP layer validated its shape.
+pub struct ConnectRequest<'a> {
+    pub tenant: &'a str,
+    pub caller: &'a Caller,
+    pub thread_id: &'a ThreadId,
+    /// The runId the stream's runs carry (the request's, or one the gateway made up).
+    pub run_id: &'a str,
+    /// A client whose `protocolVersion` is absent or 0.x (the §5.4 interrupt shape).
+    pub pre_1_0: bool,
+    pub last_event_id: Option<&'a EventId>,
+}
+
+/// What a connect stream renders, for whom, and where it starts.
+#[derive(Debug, Clone)]
+pub struct ConnectPlan {
+    thread_id: String,
+    thread_pk: i64,
+    run_id: String,
+    viewer: Viewer,
+    resume: Option<EventId>,
+}
+
+impl ConnectPlan {
+    pub fn thread_id(&self) -> &str {
+        &self.thread_id
+    }
+}
+
+impl Engine {
+    /// Checks a connect request: the thread must exist with a turn (404 — a thread that does
+    /// not exist yet is not waited for: its first run creates it) and be readable by the
+    /// caller (403); a `Last-Event-ID` must name a position of one of its turns (400).
+    pub async fn begin_connect(&self, request: ConnectRequest<'_>) -> Result<ConnectPlan, EngineError> {
+        let store = &self.inner.store;
+        let not_found = || EngineError::NotFound(format!("thread '{}' has no turns yet", request.thread_id));
+        let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?.ok_or_else(not_found)?;
+        if !request.caller.may_read(&thread) {
+            return Err(EngineError::PermissionDenied);
+        }
+        let turns = store.thread_turns(thread.pk).await?;
+        if turns.is_empty() {
+            return Err(not_found());
+        }
+        if let Some(id) = request.last_event_id {
+            let bad = || EngineError::BadLastEventId(id.to_string());
+            let turn = turns.iter().find(|t| t.public_id == id.turn).ok_or_else(bad)?;
+            let last = store.last_seq(turn.pk).await?;
+            let past_sealed_log = id.seq == last + 1 && ended(store.as_ref(), turn.pk, last).await?;
+            if id.seq > last && !past_sealed_log {
+                return Err(bad());
+            }
+        }
+        let viewer = Viewer {
+            person: request.caller.person_id().map(str::to_string),
+            roles: request.caller.roles().to_vec(),
+            pre_1_0: request.pre_1_0,
+            clearance: board::Clearance::of(request.caller),
+        };
+        Ok(ConnectPlan {
+            thread_id: request.thread_id.as_str().to_string(),
+            thread_pk: thread.pk,
+            run_id: request.run_id.to_string(),
+            viewer,
+            resume: request.last_event_id.cloned(),
+        })
+    }
+
+    /// The connect stream (see the module docs).
+    pub fn connect_stream(
+        &self,
+        plan: ConnectPlan,
+        options: StreamOptions,
+    ) -> impl Stream<Item = StreamItem> + Send + 'static {
+        watch(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan, options)
+    }
+}
+
+/// Whether the turn's log ended with a terminal event at `last` (it is sealed).
+async fn ended(store: &dyn Store, turn: i64, last: i64) -> Result<bool, crate::store::StoreError> {
+    if last < 1 {
+        return Ok(false);
+    }
+    let events = store.events_after(turn, last - 1, 1).await?;
+    Ok(events.first().is_some_and(|e| is_terminal(e.kind)))
+}
+
+fn is_terminal(kind: EventKind) -> bool {
+    matches!(kind, EventKind::RunFinished | EventKind::RunError)
+}
+
+/// Where the stream goes on from: a turn, after `after_seq` (and `skip` parts of the next
+/// event), or the opening of an ended turn (its first `skip` parts already sent).
+enum Position {
+    Turn { turn: TurnRow, after_seq: i64, skip: usize },
+    EndedOpening { turn: TurnRow, last_seq: i64, skip: usize },
+}
+
+fn watch(
+    store: Arc<dyn Store>,
+    hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
+    plan: ConnectPlan,
+    options: StreamOptions,
+) -> impl Stream<Item = StreamItem> + Send + 'static {
+    async_stream::stream! {
+        let _open = OpenStream::new(metrics.clone());
+        let thread_watch = hub.thread_watch(plan.thread_pk);
+        let mut started = thread_watch.subscribe();
+        let deadline = Instant::now() + options.max_duration;
+        macro_rules! or_close {
+            ($result:expr) => {
+                match $result {
+                    Ok(value) => value,
+                    Err(error) => {
+                        // Ending the stream lets the client resume from its last id.
+                        tracing::warn!(error = %error, thread = %plan.thread_id, "the connect stream failed; closing it");
+                        return;
+                    }
+                }
+            };
+        }
+        let turns = or_close!(store.thread_turns(plan.thread_pk).await);
+        let mut position = match &plan.resume {
+            None => {
+                let Some(latest) = turns.last().cloned() else { return };
+                let last = or_close!(store.last_seq(latest.pk).await);
+                if or_close!(ended(store.as_ref(), latest.pk, last).await) {
+                    Position::EndedOpening { turn: latest, last_seq: last, skip: 0 }
+                } else {
+                    Position::Turn { turn: latest, after_seq: 0, skip: 0 }
+                }
+            }
+            Some(id) => {
+                let Some(turn) = turns.iter().find(|t| t.public_id == id.turn).cloned() else { return };
+                let last = or_close!(store.last_seq(turn.pk).await);
+                if id.seq > last {
+                    Position::EndedOpening { turn, last_seq: last, skip: id.part as usize }
+                } else if id.part == 0 {
+                    Position::Turn { turn, after_seq: id.seq, skip: 0 }
+                } else {
+                    Position::Turn { turn, after_seq: id.seq - 1, skip: id.part as usize }
+                }
+            }
+        };
+        loop {
+            // Stream the position's turn to its end; `done` is the turn streamed.
+            let done = match position {
+                Position::EndedOpening { turn, last_seq, skip } => {
+                    let items = or_close!(ended_opening(&plan, store.as_ref(), &turn, last_seq).await);
+                    metrics.events_streamed.inc_by(items.len() as u64);
+                    for item in items.into_iter().skip(skip) {
+                        yield item;
+                    }
+                    turn
+                }
+                Position::Turn { turn, after_seq, mut skip } => {
+                    let feed = hub.feed(turn.pk);
+                    let mut wake = feed.subscribe();
+                    let mut run = TurnRun::new(&plan, &turn);
+                    if after_seq > 0 {
+                        // Which run was open at the client's position, from the log before it.
+                        let earlier = or_close!(super::read_log(store.as_ref(), turn.pk).await);
+                        for event in earlier.into_iter().take_while(|e| e.seq <= after_seq) {
+                            or_close!(run.render(store.as_ref(), event).await);
+                        }
+                    }
+                    let mut cursor = after_seq;
+                    let mut finished = false;
+                    while !finished {
+                        wake.borrow_and_update();
+                        let batch = match feed.recent_after(cursor, PAGE as usize) {
+                            Some(events) if !events.is_empty() || feed.is_local() => events,
+                            _ => or_close!(store.events_after(turn.pk, cursor, PAGE).await),
+                        };
+                        if !batch.is_empty() {
+                            for event in batch {
+                                cursor = event.seq;
+                                finished = is_terminal(event.kind);
+                                let items = or_close!(run.render(store.as_ref(), event).await);
+                                metrics.events_streamed.inc_by(items.len() as u64);
+                                for item in items {
+                                    if skip > 0 {
+                                        skip -= 1;
+                                        continue;
+                                    }
+                                    yield item;
+                                }
+                                if finished {
+                                    break;
+                                }
+                            }
+                            continue;
+                        }
+                        tokio::select! {
+                            changed = wake.changed() => {
+                                if changed.is_err() {
+                                    return;
+                                }
+                            }
+                            _ = tokio::time::sleep(options.keepalive) => yield StreamItem::Keepalive,
+                            _ = tokio::time::sleep(REMOTE_POLL), if !feed.is_local() => {}
+                            _ = tokio::time::sleep_until(deadline) => return,
+                        }
+                        if Instant::now() >= deadline {
+                            return;
+                        }
+                    }
+                    turn
+                }
+            };
+            // Wait for the thread's next turn.
+            loop {
+                started.borrow_and_update();
+                let turns = or_close!(store.thread_turns(plan.thread_pk).await);
+                let next = turns.iter().skip_while(|t| t.pk != done.pk).nth(1).cloned();
+                if let Some(next) = next {
+                    position = Position::Turn { turn: next, after_seq: 0, skip: 0 };
+                    break;
+                }
+                tokio::select! {
+                    changed = started.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                    }
+                    _ = tokio::time::sleep(options.keepalive) => yield StreamItem::Keepalive,
+                    _ = tokio::time::sleep(THREAD_POLL) => {}
+                    _ = tokio::time::sleep_until(deadline) => return,
+                }
+                if Instant::now() >= deadline {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One turn rendered as the runs of a connect stream: which run is open, and the plan the
+/// run renderer is given.
+struct TurnRun {
+    plan: FollowPlan,
+    open: bool,
+}
+
+impl TurnRun {
+    fn new(connect: &ConnectPlan, turn: &TurnRow) -> TurnRun {
+        let plan = FollowPlan {
+            thread_id: connect.thread_id.clone(),
+            thread_pk: connect.thread_pk,
+            run_id: connect.run_id.clone(),
+            turn_pk: turn.pk,
+            turn_id: turn.public_id.clone(),
+            run_start_seq: NO_RESUME,
+            after_seq: 0,
+            skip_parts: 0,
+            viewer: connect.viewer.clone(),
+            snapshot_on_open: connect.viewer.clearance.content,
+            resume_outcomes: None,
+        };
+        TurnRun { plan, open: false }
+    }
+
+    /// The SSE events one logged event becomes on this stream, named with part ids.
+    async fn render(&mut self, store: &dyn Store, event: StoredEvent) -> Result<Vec<StreamItem>, RenderError> {
+        let seq = event.seq;
+        let opens_itself = match event.kind {
+            EventKind::RunStarted => true,
+            EventKind::Resumed if !self.open => true,
+            _ => false,
+        };
+        // A decision opens a run only when none is open (it renders as a resume run's start);
+        // within an open run it is someone else's decision, shown as nothing.
+        self.plan.run_start_seq = if event.kind == EventKind::Resumed && !self.open { seq - 1 } else { NO_RESUME };
+        let ends = ends_run_for(&self.plan, &event);
+        let at_ms = event.at_ms;
+        let mut items = render(&self.plan, store, event).await?;
+        if !self.open && !items.is_empty() && !opens_itself {
+            items.insert(0, event_item(&self.plan.turn_id, seq, run_started(&self.plan), at_ms)?);
+        }
+        if !items.is_empty() {
+            self.open = true;
+        }
+        if ends {
+            self.open = false;
+        }
+        let parts = items.len();
+        Ok(items.into_iter().enumerate().map(|(i, item)| name_part(item, &self.plan.turn_id, seq, i, parts)).collect())
+    }
+}
+
+/// A `run_start_seq` no decision event follows.
+const NO_RESUME: i64 = -2;
+
+fn run_started(plan: &FollowPlan) -> Event {
+    Event::RunStarted {
+        thread_id: plan.thread_id.clone(),
+        run_id: plan.run_id.clone(),
+        protocol_version: Some(PROTOCOL_VERSION.to_string()),
+        parent_run_id: None,
+        input: None,
+    }
+}
+
+fn event_item(turn: &str, seq: i64, event: Event, at_ms: i64) -> Result<StreamItem, RenderError> {
+    let id = EventId { turn: turn.to_string(), seq, part: 0 }.to_string();
+    Ok(StreamItem::Event { id, json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
+}
+
+/// The opening of a thread whose latest turn ended: the conversation and the state as that
+/// turn left them, as one run, named after the position just past the turn's sealed log. Made
+/// from the turn's log alone (stamped with its terminal event's time), so a reconnect renders
+/// it again exactly.
+async fn ended_opening(
+    plan: &ConnectPlan,
+    store: &dyn Store,
+    turn: &TurnRow,
+    last_seq: i64,
+) -> Result<Vec<StreamItem>, RenderError> {
+    let seq = last_seq + 1;
+    let log = super::read_log(store, turn.pk).await?;
+    let at_ms = log.last().map_or(0, |e| e.at_ms);
+    let follow = TurnRun::new(plan, turn).plan;
+    let mut items = vec![event_item(&turn.public_id, seq, run_started(&follow), at_ms)?];
+    if plan.viewer.clearance.content {
+        let messages = conversation::load_at(store, plan.thread_pk, turn.pk, seq).await?;
+        items.push(event_item(&turn.public_id, seq, Event::MessagesSnapshot { messages }, at_ms)?);
+    }
+    let state = Event::StateSnapshot { snapshot: state_at_end(&log), subagent_run_id: None };
+    let body = Bytes::from(serde_json::to_vec(&Envelope::new(state, at_ms))?);
+    let id = EventId { turn: turn.public_id.clone(), seq, part: 0 }.to_string();
+    items.extend(state_for(&plan.viewer, id, &body)?);
+    let finished = Event::RunFinished {
+        thread_id: plan.thread_id.clone(),
+        run_id: plan.run_id.clone(),
+        result: None,
+        outcome: Some(RunOutcome::Success { pending_tool_call_ids: vec![] }),
+        usage: None,
+    };
+    items.push(event_item(&turn.public_id, seq, finished, at_ms)?);
+    let parts = items.len();
+    Ok(items.into_iter().enumerate().map(|(i, item)| name_part(item, &turn.public_id, seq, i, parts)).collect())
+}
+
+/// The state (board and editable keys) as a turn's log leaves it: its last `STATE_SNAPSHOT`
+/// with the `STATE_DELTA`s after it applied. A delta that does not apply is skipped, as the
+/// official client skips it.
+fn state_at_end(log: &[StoredEvent]) -> Value {
+    let mut state = json!({});
+    for stored in log {
+        let is_delta = stored.kind == EventKind::Plain
+            && matches!(super::log_events::classify_plain(&stored.body), super::log_events::PlainEvent::StateDelta);
+        if stored.kind != EventKind::StateSnapshot && !is_delta {
+            continue;
+        }
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else { continue };
+        match envelope.event {
+            Event::StateSnapshot { snapshot, .. } => state = snapshot,
+            Event::StateDelta { delta, .. } => {
+                if let Ok(patch) = serde_json::to_value(&delta).and_then(serde_json::from_value::<json_patch::Patch>) {
+                    let mut patched = state.clone();
+                    if json_patch::patch(&mut patched, &patch).is_ok() {
+                        state = patched;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    state
+}
