@@ -184,6 +184,7 @@ test("a connection joining a running turn gets the rest of it live, across a cut
   let streamed = 0;
   const runner = runTurn(threadId, "join me", { onTextMessageContentEvent: () => void (streamed += 1) });
   await waitFor(() => streamed >= 3, "the turn to be under way");
+  const joinedAt = streamed;
   const connection = connectFresh(threadId, { url: `${proxy.url}/v1/agui/agents/slow?tenant=default` });
   const runnerAgent = await runner;
   const expected = await conversationOf(threadId);
@@ -208,7 +209,7 @@ test("a connection joining a running turn gets the rest of it live, across a cut
   assert.equal(new Set(starts).size, starts.length, "no message started twice");
   await leave(connection);
   console.log(
-    `measured: joined after ${streamed} deltas; cut after ${passed.whole.length} whole events, resumed after ${resumedAfter}; ` +
+    `measured: joined after ${joinedAt} of ${streamed} deltas; cut after ${passed.whole.length} whole events, resumed after ${resumedAfter}; ` +
       `${connection.received.length} events; messages = the gateway's (${expected.length})`,
   );
 });
