@@ -252,21 +252,39 @@ const idsOf = (messages) => messages.map((m) => m.id);
 
 test("a chat reopened with a stale copy shows the gateway's conversation once it sends (MESSAGES_SNAPSHOT)", async () => {
   const { threadId, messages } = await threadStartedElsewhere();
-  // The copy a tab kept while the answers were still streaming: the person's questions under
-  // ids of its own, each answer cut short. The gateway takes the questions by their words and the
-  // last answer by its id (SPEC §6); the run then opens with the thread as the gateway has it.
-  const stale = messages.map((m) =>
-    m.role === "user" ? { ...m, id: randomUUID() } : m.role === "assistant" && m.content ? { ...m, content: m.content.slice(0, 5) } : m,
-  );
-  const { copilotkit, agent, errors } = browser("helper");
-  agent.threadId = threadId;
-  agent.setMessages(stale);
-  await send(copilotkit, agent, "Back with a stale copy");
-  assert.deepEqual(errors, [], "no error");
-  const record = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`, stack.tokens.server);
-  assert.deepEqual(idsOf(agent.messages), idsOf(record.messages), "CopilotKit holds the gateway's conversation, its ids and order");
-  assert.deepEqual(assistantTexts(agent.messages), assistantTexts(record.messages), "every answer whole");
-  assert.equal(agent.messages.at(-1).content, "Hello from the gateway: Back with a stale copy");
+  const byId = (list) => new Map(list.map((m) => [m.id, m]));
+
+  // The copy a tab kept while the answers were still streaming: the same ids, each answer cut
+  // short. The run opens with the thread as the gateway has it, and CopilotKit takes it whole.
+  const cutShort = messages.map((m) => (m.role === "assistant" && m.content ? { ...m, content: m.content.slice(0, 5) } : m));
+  const tab = browser("helper");
+  tab.agent.threadId = threadId;
+  tab.agent.setMessages(cutShort);
+  await send(tab.copilotkit, tab.agent, "Back with answers cut short");
+  assert.deepEqual(tab.errors, [], "no error");
+  let record = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`, stack.tokens.server);
+  assert.deepEqual(idsOf(tab.agent.messages), idsOf(record.messages), "CopilotKit holds the gateway's conversation, its ids and order");
+  assert.deepEqual(assistantTexts(tab.agent.messages), assistantTexts(record.messages), "every answer whole");
+
+  // A copy that names the person's messages with ids of its own (the gateway takes them by their
+  // words, SPEC §6). @ag-ui/client 0.0.59 merges a snapshot into what it holds: it keeps the
+  // messages it already had in their places, drops the ones the snapshot lacks, and appends
+  // the rest. So CopilotKit ends up with exactly the gateway's messages and contents, but the
+  // person's messages (new ids to it) after the answers: the order is CopilotKit's, not the
+  // gateway's (docs/copilotkit.md).
+  const renamed = record.messages.map((m) => (m.role === "user" ? { ...m, id: randomUUID() } : m));
+  const other = browser("helper");
+  other.agent.threadId = threadId;
+  other.agent.setMessages(renamed);
+  await send(other.copilotkit, other.agent, "Back with ids of my own");
+  assert.deepEqual(other.errors, [], "no error");
+  record = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`, stack.tokens.server);
+  assert.deepEqual(idsOf(other.agent.messages).sort(), idsOf(record.messages).sort(), "the gateway's messages, none of the copy's own ids");
+  const gateway = byId(record.messages);
+  for (const message of other.agent.messages) {
+    assert.equal(message.content, gateway.get(message.id).content, `message ${message.id} says what the gateway recorded`);
+  }
+  assert.equal(other.agent.messages.at(-1).content, "Hello from the gateway: Back with ids of my own");
 });
 
 test("connectAgent through the runtime: the in-memory runner knows nothing of turns it did not relay; the gateway runner restores them", async () => {
