@@ -144,8 +144,18 @@ fn is_terminal(kind: EventKind) -> bool {
 /// Where the stream goes on from: a turn, after `after_seq` (and `skip` parts of the next
 /// event), or the opening of an ended turn (its first `skip` parts already sent).
 enum Position {
-    Turn { turn: TurnRow, after_seq: i64, skip: usize },
-    EndedOpening { turn: TurnRow, last_seq: i64, skip: usize },
+    Turn {
+        turn: TurnRow,
+        after_seq: i64,
+        skip: usize,
+    },
+    EndedOpening {
+        turn: TurnRow,
+        last_seq: i64,
+        skip: usize,
+    },
+    /// Everything of the turn was sent: the next turn is next.
+    After(TurnRow),
 }
 
 fn watch(
@@ -186,8 +196,12 @@ fn watch(
             Some(id) => {
                 let Some(turn) = turns.iter().find(|t| t.public_id == id.turn).cloned() else { return };
                 let last = or_close!(store.last_seq(turn.pk).await);
-                if id.seq > last {
+                if id.seq > last && id.part == 0 {
+                    Position::After(turn)
+                } else if id.seq > last {
                     Position::EndedOpening { turn, last_seq: last, skip: id.part as usize }
+                } else if id.part == 0 && id.seq == last && or_close!(ended(store.as_ref(), turn.pk, last).await) {
+                    Position::After(turn)
                 } else if id.part == 0 {
                     Position::Turn { turn, after_seq: id.seq, skip: 0 }
                 } else {
@@ -198,6 +212,7 @@ fn watch(
         loop {
             // Stream the position's turn to its end; `done` is the turn streamed.
             let done = match position {
+                Position::After(turn) => turn,
                 Position::EndedOpening { turn, last_seq, skip } => {
                     let items = or_close!(ended_opening(&plan, store.as_ref(), &turn, last_seq).await);
                     metrics.events_streamed.inc_by(items.len() as u64);

@@ -18,6 +18,7 @@ mod board;
 mod cards;
 mod config_check;
 mod conformance;
+mod connect;
 mod corrupt_state;
 mod deciders;
 mod decisions;

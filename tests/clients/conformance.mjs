@@ -508,6 +508,109 @@ async function textToolStateStep(problems) {
   return `${events.length} + ${events2.length} events`;
 }
 
+/**
+ * A reopened thread: the second turn's run restates the recorded conversation right after
+ * RUN_STARTED, so a client whose copy was edited shows the gateway's messages after the run.
+ */
+async function reopenedThread(problems) {
+  const threadId = uid("th-reopen");
+  const agent = new HttpAgent({ url: agentUrl("demo"), threadId, initialMessages: [userMessage("first")] });
+  judgeClientRun(await clientRun(agent, { runId: uid("run") }), problems, "turn 1");
+  const before = await getJson(`/v1/threads/${threadId}/messages?tenant=default`);
+  agent.addMessage(userMessage("second"));
+  const second = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(second, problems, "turn 2");
+  expectEqual(shape(events).slice(0, 3), ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"], "turn 2 opens", problems);
+  const snapshot = events.find((e) => e.type === "MESSAGES_SNAPSHOT");
+  const record = await getJson(`/v1/threads/${threadId}/messages?tenant=default`);
+  expectEqual(conversation(snapshot?.messages ?? []), conversation(record.body.messages.slice(0, before.body.messages.length + 1)), "the snapshot vs GET .../messages", problems);
+  expectEqual(conversation(agent.messages), conversation(record.body.messages), "the client's messages after turn 2", problems);
+  return `${snapshot?.messages.length} messages restated`;
+}
+
+/** POSTs to the connect route and reads frames until `stopWhen(frames)` (then drops it). */
+async function rawConnect(input, { lastEventId, stopWhen, onFrame }) {
+  const controller = new AbortController();
+  const headers = { "content-type": "application/json", accept: "text/event-stream" };
+  if (lastEventId !== undefined) headers["last-event-id"] = lastEventId;
+  const res = await fetch(`${gateway.url}/v1/agui/agents/demo/connect?tenant=default`, { method: "POST", headers, body: JSON.stringify(input), signal: controller.signal });
+  const out = { status: res.status, frames: [] };
+  if (res.status !== 200) {
+    out.text = await res.text();
+    return out;
+  }
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  try {
+    while (!stopWhen(out.frames)) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const frame = parseBlock(buffer.slice(0, cut));
+        buffer = buffer.slice(cut + 2);
+        if (!frame.comment) {
+          out.frames.push(frame);
+          onFrame?.(out.frames);
+        }
+        if (stopWhen(out.frames)) break;
+      }
+    }
+  } finally {
+    controller.abort();
+  }
+  return out;
+}
+
+const runsEnded = (frames) => frames.filter((f) => TERMINAL.has(f.event.type)).length;
+
+/**
+ * The connect route: the thread's opening, a later turn and a failed one as runs of their own;
+ * the official client accepts the whole stream, and a reconnect after every event goes on
+ * exactly.
+ */
+async function connectStream(problems) {
+  const threadId = uid("th-connect");
+  const agent = new HttpAgent({ url: agentUrl("demo"), threadId, initialMessages: [userMessage("first")] });
+  judgeClientRun(await clientRun(agent, { runId: uid("run") }), problems, "turn 1");
+  const input = { threadId, runId: uid("watch"), protocolVersion: "1.0", messages: [] };
+  let opened;
+  const openingSeen = new Promise((resolve) => {
+    opened = resolve;
+  });
+  const watching = rawConnect(input, { stopWhen: (frames) => runsEnded(frames) >= 3, onFrame: (frames) => runsEnded(frames) >= 1 && opened() });
+  await within(10_000, openingSeen, "the connect stream's opening");
+  // Two more turns while the stream is open: a good one, then a failing one.
+  agent.addMessage(userMessage("second"));
+  judgeClientRun(await clientRun(agent, { runId: uid("run") }), problems, "turn 2");
+  const failing = new HttpAgent({ url: agentUrl("failing"), threadId, initialMessages: agent.messages });
+  failing.addMessage(userMessage("third"));
+  await clientRun(failing, { runId: uid("run") });
+  const watched = await within(20_000, watching, "three runs on the connect stream");
+  if (watched.status !== 200) {
+    problems.push(`connect: HTTP ${watched.status} ${short(watched.text)}`);
+    return;
+  }
+  const events = watched.frames.map((f) => f.event);
+  expectEqual(shape(events).slice(0, 4), ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"], "the opening", problems);
+  expect(events.at(-1)?.type === "RUN_ERROR", `the failed turn ends with ${events.at(-1)?.type}`, problems);
+  events.forEach((e, n) => validateEvent(e, `connect #${n}`, problems));
+  expect(watched.frames.every((f) => f.id), "every event has an id", problems);
+  const text = eventBytes(watched.frames);
+  await verifyRecorded(text, input, problems, "connect");
+  for (let k = 1; k < watched.frames.length; k += 1) {
+    const rest = watched.frames.length - k;
+    const after = await rawConnect(input, { lastEventId: watched.frames[k - 1].id, stopWhen: (frames) => frames.length >= rest });
+    if (eventBytes(after.frames) !== eventBytes(watched.frames.slice(k))) {
+      problems.push(`connect: Last-Event-ID ${watched.frames[k - 1].id} gives ${shape(after.frames.map((f) => f.event)).join(" ")}`);
+      break;
+    }
+  }
+  return `${events.length} events over ${runsEnded(watched.frames)} runs, every cut resumed`;
+}
+
 async function aiLabel(problems) {
   const threadId = uid("th-label");
   const agent = new HttpAgent({ url: agentUrl("demo", "acme"), threadId, initialMessages: [userMessage("hi")] });
@@ -1096,6 +1199,8 @@ gateway = await startGateway({ configToml: tlsConfig + CONFIG, env: { AGUI_GATEW
 if (https && !gateway.url.startsWith("https://")) throw new Error(`--https: the gateway serves ${gateway.url}`);
 try {
   await scenario("text, tool call, state delta, step; a second turn (demo)", textToolStateStep);
+  await scenario("a reopened thread restates its conversation: MESSAGES_SNAPSHOT after RUN_STARTED (demo)", reopenedThread);
+  await scenario("connect: the thread's opening, a later turn, a failed turn, every cut resumed (demo, failing)", connectStream);
   await scenario("the tenant's AI label leads each message (demo, acme)", aiLabel);
   await scenario("a burst of 400 deltas (burst)", burst);
   await scenario("frontend tools: declared and admitted, or refused with 400 (slow)", frontendToolsDeclared);
