@@ -38,7 +38,7 @@ const RECONNECT_ATTEMPTS = 8;
 const RECONNECT_FIRST_DELAY_MS = 250;
 const RECONNECT_MAX_DELAY_MS = 4000;
 
-// A link to a thread (`#thread=<id>`, what "Open in another tab" copies) opens that thread in
+// A link to a thread (`/#thread=<id>`, e.g. to open it on another tab or device) opens it in
 // this tab: it becomes the tab's thread, and the page connects to it like a reloaded one.
 const linkedThread = new URLSearchParams(location.hash.slice(1)).get("thread");
 if (linkedThread && /^[A-Za-z0-9._:@-]{1,200}$/.test(linkedThread)) sessionStorage.setItem(STORAGE.thread, linkedThread);
