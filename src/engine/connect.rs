@@ -436,3 +436,32 @@ fn state_at_end(log: &[StoredEvent]) -> Value {
     }
     state
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(seq: i64, kind: EventKind, event: Value) -> StoredEvent {
+        StoredEvent { seq, kind, body: Bytes::from(event.to_string()), at_ms: 0 }
+    }
+
+    #[test]
+    fn the_state_a_turn_leaves_is_its_snapshot_with_the_deltas_after_it() {
+        let log = vec![
+            stored(
+                1,
+                EventKind::StateSnapshot,
+                json!({"type": "STATE_SNAPSHOT", "snapshot": {"board": {"notes": []}}}),
+            ),
+            stored(
+                2,
+                EventKind::Plain,
+                json!({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/board/notes/-", "value": {"text": "a"}}]}),
+            ),
+            // A delta that does not apply is skipped, as the official client skips it.
+            stored(3, EventKind::Plain, json!({"type": "STATE_DELTA", "delta": [{"op": "remove", "path": "/nope"}]})),
+        ];
+        assert_eq!(state_at_end(&log), json!({"board": {"notes": [{"text": "a"}]}}));
+        assert_eq!(state_at_end(&[]), json!({}));
+    }
+}

@@ -318,3 +318,46 @@ async fn a_connect_stream_shows_a_wait_and_the_run_its_decision_opens(backend: B
     every_cut_continues_exactly(&[&app], "th-wait", "watch-w", &events).await;
 }
 on_both_stores!(a_connect_stream_shows_a_wait_and_the_run_its_decision_opens);
+
+/// A page that waits for another person's approval sees `gateway.waiting` on its connect stream,
+/// and the turn go on in the same run once they decide.
+#[tokio::test]
+async fn a_connect_stream_shows_waiting_for_others_and_the_turn_going_on() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start_with(auth_config(&db.url, "")).await;
+    let person = |sub: &str, roles: &[&str]| {
+        let mut claims = claims("default", sub);
+        claims["roles"] = json!(roles);
+        format!("Bearer {}", app_token(&claims))
+    };
+    let (alice, bob) = (person("alice", &[]), person("bob", &["finance"]));
+    let started = app
+        .post_run_with("foureyes", &first_run("th-4e-watch", "run-1", "wire it"), &[("authorization", &alice)])
+        .await;
+    let mut run = EventStream::new(started);
+    run.until("gateway.waiting", |e| e.data["name"] == "gateway.waiting").await;
+
+    let mut watching = EventStream::new(connect(&app, "th-4e-watch", "watch-a", &[("authorization", &alice)]).await);
+    watching.until("gateway.waiting", |e| e.data["name"] == "gateway.waiting").await;
+    assert_eq!(count(&watching.events, "RUN_FINISHED"), 0, "waiting for others does not end the run");
+
+    let row = app.store.find_thread("default", "th-4e-watch").await.expect("q").expect("thread");
+    let turn = app.store.thread_turns(row.pk).await.expect("turns").pop().expect("turn");
+    let id = app.store.turn_interrupts(turn.pk).await.expect("interrupts").first().map(|i| i.id.clone()).expect("id");
+    let decided = app
+        .client
+        .post(app.url(&format!("/v1/interrupts/{id}/decision")))
+        .header("authorization", &bob)
+        .json(&json!({"status": "resolved", "payload": {"approved": true}}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(decided.status(), 200);
+    watching.until_kind("RUN_FINISHED").await;
+    let events = watching.events.clone();
+    drop(watching);
+    assert_eq!(count(&events, "RUN_STARTED"), 1, "one run through the wait");
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
+    assert_eq!(count(&events, "TOOL_CALL_RESULT"), 1, "the wire ran once approved");
+    official_client_accepts(&events, &connect_input("th-4e-watch", "watch-a")).await;
+}
