@@ -6,6 +6,7 @@
 //
 // Routes (all same-origin for the page, so the gateway needs no CORS entry):
 //   POST /api/agents/:agent              -> POST /v1/agui/agents/:agent?tenant=…  (an SSE stream, piped)
+//   POST /api/agents/:agent/connect      -> POST /v1/agui/agents/:agent/connect?tenant=…  (the thread's stream)
 //   GET  /api/agents                     -> GET  /v1/agents?tenant=…
 //   GET  /api/threads/:thread            -> GET  /v1/threads/:thread?tenant=…
 //   GET  /api/threads/:thread/messages   -> GET  /v1/threads/:thread/messages?tenant=…
@@ -172,6 +173,14 @@ async function handle(req, res) {
     const body = await readBody(req);
     if (body === null) return sendError(res, 413, "payload_too_large", "the request body is too large");
     return passThrough(req, res, { method: "POST", gatewayPath: `/v1/agui/agents/${parts[2]}`, body });
+  }
+  // POST /api/agents/:agent/connect: the thread's connect stream (a reloaded page, a second tab).
+  if (parts[1] === "agents" && parts.length === 4 && parts[3] === "connect") {
+    if (req.method !== "POST") return sendError(res, 405, "method_not_allowed", "connections are POSTed");
+    if (!AGENT_NAME.test(parts[2])) return sendError(res, 404, "not_found", "no such agent");
+    const body = await readBody(req);
+    if (body === null) return sendError(res, 413, "payload_too_large", "the request body is too large");
+    return passThrough(req, res, { method: "POST", gatewayPath: `/v1/agui/agents/${parts[2]}/connect`, body });
   }
   if (parts[1] === "agents" && parts.length === 2 && req.method === "GET") {
     return passThrough(req, res, { method: "GET", gatewayPath: "/v1/agents" });

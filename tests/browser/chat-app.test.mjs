@@ -15,8 +15,12 @@
 //   3. the question agent: its choices are buttons, and a click answers the question
 //   4. a reload puts the conversation back together from the gateway, mid-answer and while
 //      the turn waits for approval too
-//   5. a stream cut mid-answer reconnects with Last-Event-ID: nothing missed, nothing twice
-//   6. Reject: the call is reported not run and the turn goes on
+//   5. a reload in the middle of a later turn's answer (the connect stream): the conversation,
+//      the board, the rest of the answer and the approval all appear
+//   6. a second tab on the same thread (a #thread= link) shows the first tab's turns as they
+//      stream, and the approval answered there goes away
+//   7. a stream cut mid-answer reconnects with Last-Event-ID: nothing missed, nothing twice
+//   8. Reject: the call is reported not run and the turn goes on
 // Prints PASS/FAIL per case; exits non-zero on any failure.
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
@@ -420,6 +424,99 @@ try {
     await approval.getByRole("button", { name: "Approve", exact: true }).click();
     await page.locator(".bubble-assistant", { hasText: ASSISTANT_LAST }).waitFor();
     assert.deepEqual(await texts(page.locator(".tool-result-text")), ["Email delivered to team@example.com"]);
+  }, context);
+
+  // A request long enough that its answer (which repeats it) streams for well over a second, so a
+  // reload lands in the middle of it and the page still sees the rest arrive.
+  const LONG_REQUEST = `Share the launch notes: ${"the date moved, the venue stays, the agenda is in the doc; ".repeat(5)}`.trim();
+  const LONG_FIRST = `Sure. I drafted an email to the team about "${LONG_REQUEST}". It goes out as soon as you approve it.`;
+
+  await runCase("a reload mid-answer restores the conversation, the board, the approval and the rest of the answer (connect)", async () => {
+    await page.getByRole("button", { name: "New chat" }).click();
+    await page.locator("#agent").selectOption("assistant");
+    // Turn 1, to its end: a board note and a finished exchange to restore.
+    await sendMessage(page, REQUEST);
+    await page.locator(".approval").getByRole("button", { name: "Approve", exact: true }).click();
+    await page.locator(".bubble-assistant", { hasText: ASSISTANT_LAST }).waitFor();
+    await page.locator('#status[data-state="idle"]').waitFor();
+    const threadId = await threadIdOf(page);
+
+    // Turn 2: reload while its answer is still being written.
+    await sendMessage(page, LONG_REQUEST);
+    const streaming = page.locator(".bubble-assistant.streaming");
+    await page.waitForFunction(() => (document.querySelector(".bubble-assistant.streaming")?.textContent.length ?? 0) >= 12);
+    const before = (await streaming.textContent()).length;
+    assert.ok(before < LONG_FIRST.length, `the reload comes mid-answer (${before} of ${LONG_FIRST.length} characters)`);
+    const connects = [];
+    const onRequest = (request) => {
+      if (request.url().endsWith("/connect")) connects.push(request.url());
+    };
+    page.on("request", onRequest);
+    await page.reload();
+    await page.waitForSelector("body[data-ready=true]");
+    // Right after load the page shows the thread as the connect stream's snapshot had it: both
+    // questions and the first answer; the second answer is still arriving (not yet whole).
+    assert.equal(await threadIdOf(page), threadId, "the tab keeps its thread");
+    assert.deepEqual(await texts(page.locator(".bubble-user")), [REQUEST, LONG_REQUEST]);
+    assert.deepEqual(await texts(page.locator(".notes .note .note-text")), [`Follow up with the team: ${REQUEST}`], "the board is restored");
+    const firstTexts = await texts(page.locator(".bubble-assistant"));
+    assert.deepEqual(firstTexts.slice(0, 2), [ASSISTANT_FIRST, ASSISTANT_LAST]);
+    const stopSampling = await sampleStreaming(page);
+    // The rest of the answer arrives live, then the approval the turn waits for.
+    const approval = page.locator(".approval");
+    await approval.waitFor();
+    const lengths = await stopSampling();
+    assert.deepEqual(await texts(page.locator(".bubble-assistant")), [ASSISTANT_FIRST, ASSISTANT_LAST, LONG_FIRST], "the answer is whole and shown once");
+    const partialAfterReload = lengths.filter((n) => n > 0 && n < LONG_FIRST.length);
+    assert.ok(
+      partialAfterReload.length >= 1 || (firstTexts[2] ?? "").length < LONG_FIRST.length,
+      `after the reload the answer was still streaming (${lengths}; shown at load: ${(firstTexts[2] ?? "").length} characters)`,
+    );
+    assert.equal(await page.locator("#status").textContent(), "Waiting for you");
+    assert.ok(connects.length >= 1, "the reloaded page opened the thread's connect stream");
+    assert.equal(await page.locator('.tool-card[data-tool-name="send_email"]').count(), 2, "both calls, once each");
+    page.off("request", onRequest);
+    console.log(`  measured: reloaded at ${before}/${LONG_FIRST.length} characters; after the reload ${partialAfterReload.length} partial lengths streamed; ${connects.length} connect request(s)`);
+  }, context);
+
+  await runCase("a second tab on the thread shows the first tab's turns as they stream (connect)", async () => {
+    const threadId = await threadIdOf(page);
+    const second = await browserContext.newPage();
+    second.setDefaultTimeout(15_000);
+    second.on("pageerror", (error) => pageErrors.push(`second tab: ${error.message}`));
+    try {
+      await second.goto(`${backend.url}/#thread=${threadId}`);
+      await second.waitForSelector("body[data-ready=true]");
+      assert.equal(await threadIdOf(second), threadId, "the link opens the thread");
+      assert.deepEqual(await texts(second.locator(".bubble-user")), await texts(page.locator(".bubble-user")), "the second tab shows the conversation");
+      assert.deepEqual(await texts(second.locator(".bubble-assistant")), await texts(page.locator(".bubble-assistant")));
+      assert.deepEqual(await texts(second.locator(".notes .note .note-text")), await texts(page.locator(".notes .note .note-text")));
+      await second.locator(".approval").waitFor();
+
+      // The first tab approves; the second sees the call run, the note and the last words stream.
+      const stopSampling = await sampleStreaming(second);
+      await page.locator(".approval").getByRole("button", { name: "Approve", exact: true }).click();
+      await second.locator(".bubble-assistant", { hasText: ASSISTANT_LAST }).nth(1).waitFor();
+      const lengths = await stopSampling();
+      const partial = lengths.filter((n) => n > 0 && n < ASSISTANT_LAST.length);
+      assert.ok(partial.length >= 2, `the second tab saw the answer stream in parts (${lengths})`);
+      await second.locator('#status[data-state="idle"]').waitFor();
+      assert.equal(await second.locator(".approval").count(), 0, "the approval answered in the first tab is gone from the second");
+      await page.locator('#status[data-state="idle"]').waitFor();
+      assert.deepEqual(await texts(second.locator(".notes .note .note-text")), await texts(page.locator(".notes .note .note-text")));
+      assert.equal(await second.locator(".notes .note").count(), 2, "both notes on the second tab's board");
+
+      // A new message typed in the first tab appears in the second, its answer streaming there.
+      const stopAgain = await sampleStreaming(second);
+      await sendMessage(page, "One more thing for the team");
+      await second.locator(".bubble-user", { hasText: "One more thing for the team" }).waitFor();
+      await second.locator(".approval").waitFor();
+      const third = await stopAgain();
+      assert.ok(third.filter((n) => n > 0).length >= 2, `the new answer streamed in the second tab (${third})`);
+      assert.deepEqual(await texts(second.locator(".bubble-assistant")), await texts(page.locator(".bubble-assistant")), "both tabs show the same answers");
+    } finally {
+      await second.close();
+    }
   }, context);
 
   await runCase("a stream cut mid-answer reconnects with Last-Event-ID: nothing missed, nothing twice", async () => {

@@ -26,11 +26,11 @@ after(async () => {
 });
 
 /** A browser-side CopilotKit: its core and the proxy agent for one runtime agent, on a fresh thread. */
-function browser(agentId, headers = {}) {
+function browser(agentId, headers = {}, runtimeUrl = stack.runtimeUrl) {
   const errors = [];
-  const copilotkit = new CopilotKitCore({ runtimeUrl: stack.runtimeUrl, headers });
+  const copilotkit = new CopilotKitCore({ runtimeUrl, headers });
   copilotkit.subscribe({ onError: ({ error }) => errors.push(error.message) });
-  const agent = new ProxiedCopilotRuntimeAgent({ runtimeUrl: stack.runtimeUrl, agentId });
+  const agent = new ProxiedCopilotRuntimeAgent({ runtimeUrl, agentId });
   agent.threadId = `ck-${randomUUID()}`;
   return { copilotkit, agent, errors };
 }
@@ -228,4 +228,88 @@ test("after the approval shows, CopilotKit still lists the question before the p
   // below the answer it asked for.
   const conversation = flow.agent.messages.map((m) => `${m.role}: ${m.content}`);
   assert.deepEqual(conversation, ["user: Ship the Q3 report", "assistant: Let me send that."]);
+});
+
+/** Two turns on a new thread, straight at the gateway (another device, another runtime instance). */
+async function threadStartedElsewhere() {
+  const threadId = `ck-elsewhere-${randomUUID()}`;
+  let messages = [];
+  for (const text of ["First, from another device", "Second, from another device"]) {
+    messages = [...messages, { id: randomUUID(), role: "user", content: text }];
+    const response = await fetch(`${stack.gateway.url}/v1/agui/agents/helper?tenant=default`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${stack.tokens.server}`, "content-type": "application/json" },
+      body: JSON.stringify({ threadId, runId: randomUUID(), messages }),
+    });
+    assert.equal(response.status, 200);
+    assert.match(await response.text(), /"type":"RUN_FINISHED"/);
+    messages = (await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`, stack.tokens.server)).messages;
+  }
+  return { threadId, messages };
+}
+
+const idsOf = (messages) => messages.map((m) => m.id);
+
+test("a chat reopened with a stale copy shows the gateway's conversation once it sends (MESSAGES_SNAPSHOT)", async () => {
+  const { threadId, messages } = await threadStartedElsewhere();
+  const byId = (list) => new Map(list.map((m) => [m.id, m]));
+
+  // The copy a tab kept while the answers were still streaming: the same ids, each answer cut
+  // short. The run opens with the thread as the gateway has it, and CopilotKit takes it whole.
+  const cutShort = messages.map((m) => (m.role === "assistant" && m.content ? { ...m, content: m.content.slice(0, 5) } : m));
+  const tab = browser("helper");
+  tab.agent.threadId = threadId;
+  tab.agent.setMessages(cutShort);
+  await send(tab.copilotkit, tab.agent, "Back with answers cut short");
+  assert.deepEqual(tab.errors, [], "no error");
+  let record = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`, stack.tokens.server);
+  assert.deepEqual(idsOf(tab.agent.messages), idsOf(record.messages), "CopilotKit holds the gateway's conversation, its ids and order");
+  assert.deepEqual(assistantTexts(tab.agent.messages), assistantTexts(record.messages), "every answer whole");
+
+  // A copy that names the person's messages with ids of its own (the gateway takes them by their
+  // words, SPEC §6). @ag-ui/client 0.0.59 merges a snapshot into what it holds: it keeps the
+  // messages it already had in their places, drops the ones the snapshot lacks, and appends
+  // the rest. So CopilotKit ends up with exactly the gateway's messages and contents, but the
+  // person's messages (new ids to it) after the answers: the order is CopilotKit's, not the
+  // gateway's (docs/copilotkit.md).
+  const renamed = record.messages.map((m) => (m.role === "user" ? { ...m, id: randomUUID() } : m));
+  const other = browser("helper");
+  other.agent.threadId = threadId;
+  other.agent.setMessages(renamed);
+  await send(other.copilotkit, other.agent, "Back with ids of my own");
+  assert.deepEqual(other.errors, [], "no error");
+  record = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`, stack.tokens.server);
+  assert.deepEqual(idsOf(other.agent.messages).sort(), idsOf(record.messages).sort(), "the gateway's messages, none of the copy's own ids");
+  const gateway = byId(record.messages);
+  for (const message of other.agent.messages) {
+    assert.equal(message.content, gateway.get(message.id).content, `message ${message.id} says what the gateway recorded`);
+  }
+  assert.equal(other.agent.messages.at(-1).content, "Hello from the gateway: Back with ids of my own");
+});
+
+test("connectAgent through the runtime: the in-memory runner knows nothing of turns it did not relay; the gateway runner restores them", async () => {
+  const { threadId, messages } = await threadStartedElsewhere();
+
+  // CopilotKit's default runner: a thread this runtime did not relay comes back empty.
+  const plain = browser("helper");
+  plain.agent.threadId = threadId;
+  await plain.copilotkit.connectAgent({ agent: plain.agent });
+  assert.deepEqual(plain.agent.messages, [], "the in-memory runner restores nothing");
+
+  // GatewayThreadRunner (gateway-runner.mjs, shown in docs/copilotkit.md): the gateway's
+  // connect stream, up to the end of its opening run.
+  const restoring = browser("helper", {}, stack.restoringRuntimeUrl);
+  restoring.agent.threadId = threadId;
+  await restoring.copilotkit.connectAgent({ agent: restoring.agent });
+  assert.deepEqual(restoring.errors, []);
+  assert.deepEqual(idsOf(restoring.agent.messages), idsOf(messages), "the gateway's conversation, its ids and order");
+  assert.deepEqual(assistantTexts(restoring.agent.messages), assistantTexts(messages));
+  assert.equal(restoring.agent.isRunning, false, "CopilotKit's connect ends once the thread is shown");
+
+  // And the restored chat goes on: the next message is one more turn of the same thread.
+  await send(restoring.copilotkit, restoring.agent, "Third, after the restore");
+  assert.deepEqual(restoring.errors, []);
+  const record = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`, stack.tokens.server);
+  assert.deepEqual(idsOf(restoring.agent.messages), idsOf(record.messages));
+  assert.deepEqual(outboundRequests, [], "nothing may leave the machine");
 });

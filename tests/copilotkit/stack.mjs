@@ -14,6 +14,7 @@ process.env.COPILOTKIT_TELEMETRY_DISABLED = "true";
 const { CopilotRuntime } = await import("@copilotkit/runtime/v2");
 const { createCopilotNodeListener } = await import("@copilotkit/runtime/v2/node");
 const { HttpAgent } = await import("@ag-ui/client");
+const { GatewayThreadRunner } = await import("./gateway-runner.mjs");
 
 export const GATEWAY_CONFIG = `
 [[tenants]]
@@ -90,7 +91,9 @@ function mintToken(env, person) {
  * - `mailer`: the gateway's approval agent, with no credential of its own, so the one the
  *   browser sends (`Authorization`) is forwarded to the gateway by CopilotKit's default
  *   header policy: the person who answers the approval is the person who asked.
- * Returns `{ gateway, runtimeUrl, tokens: { server, person }, stop }`.
+ * A second runtime with the same agents answers connects from the gateway (GatewayThreadRunner,
+ * gateway-runner.mjs) instead of from its own memory: `restoringRuntimeUrl`.
+ * Returns `{ gateway, runtimeUrl, restoringRuntimeUrl, tokens: { server, person }, stop }`.
  */
 export async function startStack() {
   const env = {
@@ -103,25 +106,38 @@ export async function startStack() {
   const tokens = { server: mintToken(env, "app-server"), person: mintToken(env, "alice") };
   const agentUrl = (name) => `${gateway.url}/v1/agui/agents/${name}?tenant=default`;
 
-  const runtime = new CopilotRuntime({
-    agents: {
-      helper: new HttpAgent({
-        url: agentUrl("helper"),
-        headers: { Authorization: `Bearer ${tokens.server}` },
-        fetch: recordingFetch("helper"),
-      }),
-      mailer: new HttpAgent({ url: agentUrl("mailer"), fetch: recordingFetch("mailer") }),
-    },
+  const agents = () => ({
+    helper: new HttpAgent({
+      url: agentUrl("helper"),
+      headers: { Authorization: `Bearer ${tokens.server}` },
+      fetch: recordingFetch("helper"),
+    }),
+    mailer: new HttpAgent({ url: agentUrl("mailer"), fetch: recordingFetch("mailer") }),
   });
-  const listener = createCopilotNodeListener({ runtime, basePath: "/api/copilotkit" });
-  const server = createServer((req, res) => listener(req, res));
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const runtimeUrl = `http://127.0.0.1:${server.address().port}/api/copilotkit`;
+  const servers = [];
+  const serve = async (runtime) => {
+    const listener = createCopilotNodeListener({ runtime, basePath: "/api/copilotkit" });
+    const server = createServer((req, res) => listener(req, res));
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    servers.push(server);
+    return `http://127.0.0.1:${server.address().port}/api/copilotkit`;
+  };
+  const runtimeUrl = await serve(new CopilotRuntime({ agents: agents() }));
+  const restoringRuntimeUrl = await serve(
+    new CopilotRuntime({
+      agents: agents(),
+      runner: new GatewayThreadRunner({
+        connectUrl: (agentId) => `${gateway.url}/v1/agui/agents/${agentId}/connect?tenant=default`,
+      }),
+    }),
+  );
 
   const stop = async () => {
-    server.closeAllConnections?.();
-    await new Promise((resolve) => server.close(resolve));
+    for (const server of servers) {
+      server.closeAllConnections?.();
+      await new Promise((resolve) => server.close(resolve));
+    }
     await gateway.stop();
   };
-  return { gateway, runtimeUrl, tokens, stop };
+  return { gateway, runtimeUrl, restoringRuntimeUrl, tokens, stop };
 }

@@ -270,3 +270,52 @@ test("a client that does not declare 1.0 gets the approval as on_interrupt, a cl
   const thread = await gatewayGet(`/v1/threads/${client.threadId}?tenant=default`);
   assert.equal(thread.latestTurn.status, "succeeded");
 });
+
+test("a chat reopened with a stale copy shows the gateway's conversation once it sends (MESSAGES_SNAPSHOT)", async () => {
+  // The first page: two turns on the thread.
+  const first = chat("helper");
+  await first.client.sendMessage("What is on my calendar today?");
+  await first.client.sendMessage("And tomorrow?");
+  assert.deepEqual(first.errors, []);
+  const threadId = first.client.threadId;
+  const before = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`);
+
+  // A page reopened from its own stale copy (what it persisted while the answers were still
+  // streaming): the person's questions under ids of its own, each answer cut short. The gateway
+  // takes the questions by their words and the last answer by its id (SPEC §6); the run then
+  // opens with the conversation as the gateway recorded it.
+  const stale = first.client.getMessages().map((message) => ({
+    ...message,
+    id: message.role === "user" ? `stale-${randomUUID()}` : message.id,
+    parts: message.parts.map((part) => (part.type === "text" && message.role === "assistant" ? { ...part, content: part.content.slice(0, 5) } : part)),
+  }));
+  for (const [variant, fetchClient] of [
+    ["as TanStack sends it", undefined],
+    ["declaring 1.0 (gatewayFetch)", gatewayFetch],
+  ]) {
+    const reopened = chat("helper", { threadId, initialMessages: structuredClone(stale), fetchClient });
+    assert.notDeepEqual(assistantTexts(reopened.client), assistantTexts(first.client), "the copy is stale");
+    await reopened.client.sendMessage(`Reopened, ${variant}`);
+    assert.deepEqual(reopened.errors, [], `${variant}: the run succeeds`);
+    const record = await gatewayGet(`/v1/threads/${threadId}/messages?tenant=default`);
+    assert.deepEqual(
+      reopened.client.getMessages().map((m) => m.id),
+      record.messages.map((m) => m.id),
+      `${variant}: TanStack holds the gateway's messages, their ids and order`,
+    );
+    assert.deepEqual(
+      assistantTexts(reopened.client),
+      record.messages.filter((m) => m.role === "assistant" && m.content).map((m) => m.content),
+      `${variant}: every answer whole`,
+    );
+    assert.equal(assistantTexts(reopened.client).at(-1), `Hello from the gateway: Reopened, ${variant}`);
+    // Continue from the corrected copy next time.
+    stale.splice(0, stale.length, ...reopened.client.getMessages().map((message) => ({
+      ...message,
+      id: message.role === "user" ? `stale-${randomUUID()}` : message.id,
+    })));
+  }
+  assert.equal(before.messages.filter((m) => m.role === "user").length, 2);
+  const thread = await gatewayGet(`/v1/threads/${threadId}?tenant=default`);
+  assert.equal(thread.turnCount, 4);
+});

@@ -7,8 +7,14 @@
 // of every connection are handed to the official parser (transformHttpEventStream) as one
 // response, so everything above it (enforcement, chunk expansion, verification, the reducer and
 // the app's subscribers) sees a single unbroken run.
+//
+// It also implements AG-UI's `connect()`, which HttpAgent 1.0 leaves unimplemented: the gateway's
+// connect route streams a whole thread (its conversation, its board, the turn in progress and
+// every later turn, each as its own run), so `connectAgent()` restores a thread after a reload
+// and follows it live. That stream has no end of its own, so it is resumed with Last-Event-ID
+// after every drop or close, between runs as well as inside one.
 import { HttpAgent, enforceOutgoingInput, transformHttpEventStream } from "@ag-ui/client";
-import type { HttpAgentConfig } from "@ag-ui/client";
+import type { AgentSubscriber, HttpAgentConfig, RunAgentParameters, RunAgentResult } from "@ag-ui/client";
 import type { BaseEvent, RunAgentInput } from "@ag-ui/core";
 import { Observable } from "rxjs";
 
@@ -33,6 +39,28 @@ export interface ResumableHttpAgentConfig extends HttpAgentConfig {
    * returns is ignored, and an exception it throws fails the run.
    */
   onReconnecting?: (pause: ReconnectPause) => void;
+  /**
+   * Where `connect()` (and so `connectAgent()`) follows the thread. Default: the gateway's
+   * connect route beside `url`, i.e. `url` with `/connect` appended to its path
+   * (`…/v1/agui/agents/demo?tenant=t` → `…/v1/agui/agents/demo/connect?tenant=t`).
+   */
+  connectUrl?: string;
+}
+
+/** `connectAgent()`'s parameters: those of `runAgent()`, with HttpAgent's `abortController`. */
+export interface ConnectAgentParameters extends RunAgentParameters {
+  abortController?: AbortController;
+}
+
+/**
+ * The gateway's connect route for an agent's run URL: `/connect` appended to the path, the query
+ * (the tenant) kept. A relative URL (a page's own backend) is kept relative.
+ */
+export function connectUrlFor(runUrl: string): string {
+  const cut = runUrl.search(/[?#]/);
+  const path = cut < 0 ? runUrl : runUrl.slice(0, cut);
+  const rest = cut < 0 ? "" : runUrl.slice(cut);
+  return `${path.replace(/\/+$/, "")}/connect${rest}`;
 }
 
 /** What `onReconnecting` is told about the pause before a reconnect. */
@@ -193,6 +221,8 @@ export class ResumableHttpAgent extends HttpAgent {
   public onReconnecting: ((pause: ReconnectPause) => void) | undefined;
   /** The `id:` of the last whole event of the current (or last) run; undefined before the first. */
   public lastEventId: string | undefined;
+  /** Where `connect()` follows the thread (see `ResumableHttpAgentConfig.connectUrl`). */
+  public connectUrl: string;
 
   constructor(config: ResumableHttpAgentConfig) {
     super(config);
@@ -200,6 +230,7 @@ export class ResumableHttpAgent extends HttpAgent {
     this.reconnectDelayMs = config.reconnectDelayMs ?? DEFAULT_RECONNECT_DELAY_MS;
     this.onReconnecting = config.onReconnecting;
     this.lastEventId = undefined;
+    this.connectUrl = config.connectUrl ?? connectUrlFor(config.url);
     if (!Number.isInteger(this.maxReconnects) || this.maxReconnects < 0) {
       throw new TypeError(`maxReconnects must be a whole number ≥ 0, got ${config.maxReconnects}`);
     }
@@ -209,7 +240,27 @@ export class ResumableHttpAgent extends HttpAgent {
   }
 
   run(input: RunAgentInput): Observable<BaseEvent> {
-    return transformHttpEventStream(this.resumableRequest(input), this.debugLogger);
+    return transformHttpEventStream(this.resumableRequest(input, this.url, "run"), this.debugLogger);
+  }
+
+  /**
+   * The thread as the gateway's connect route streams it: RUN_STARTED, MESSAGES_SNAPSHOT and
+   * STATE_SNAPSHOT (which the reducer turns into `messages` and `state`), the turn in progress
+   * live, then each later turn of the thread as its own run, whoever starts it. It goes on until
+   * `abortRun()` or `detachActiveRun()`; a drop or a close by the gateway (its
+   * `stream_max_secs`), inside a run or between two, is resumed with `Last-Event-ID`.
+   */
+  protected connect(input: RunAgentInput): Observable<BaseEvent> {
+    return transformHttpEventStream(this.resumableRequest(input, this.connectUrl, "thread"), this.debugLogger);
+  }
+
+  /**
+   * `AbstractAgent.connectAgent()`, with a fresh abort controller as `runAgent()` takes one, so
+   * `abortRun()` ends this connection and not an earlier, already aborted one.
+   */
+  async connectAgent(parameters?: ConnectAgentParameters, subscriber?: AgentSubscriber): Promise<RunAgentResult> {
+    this.abortController = parameters?.abortController ?? new AbortController();
+    return super.connectAgent(parameters, subscriber);
   }
 
   public clone(): ResumableHttpAgent {
@@ -218,15 +269,17 @@ export class ResumableHttpAgent extends HttpAgent {
     cloned.reconnectDelayMs = this.reconnectDelayMs;
     cloned.onReconnecting = this.onReconnecting;
     cloned.lastEventId = this.lastEventId;
+    cloned.connectUrl = this.connectUrl;
     return cloned;
   }
 
   /**
    * The run's HTTP response as transformHttpEventStream expects it (one headers event, then
    * data), spliced together from as many connections as it takes. Data is only ever whole frames,
-   * each ending in a blank line, so the parser downstream never sees half an event.
+   * each ending in a blank line, so the parser downstream never sees half an event. A `run` is
+   * over at its terminal event; a `thread` (the connect stream) is never over by itself.
    */
-  private resumableRequest(input: RunAgentInput): Observable<HttpEvent> {
+  private resumableRequest(input: RunAgentInput, url: string, follows: "run" | "thread"): Observable<HttpEvent> {
     return new Observable<HttpEvent>((subscriber) => {
       // Built when subscribed, as HttpAgent does, so a malformed input fails inside the run's
       // error handling. The input is enforced with HttpAgent's own exported check, so the body is
@@ -337,7 +390,7 @@ export class ResumableHttpAgent extends HttpAgent {
           let response: Response | undefined;
           const resumeFrom = this.lastEventId;
           try {
-            response = await this.fetch(this.url, {
+            response = await this.fetch(url, {
               ...init,
               headers: resumeFrom === undefined ? init.headers : withLastEventId(init.headers, resumeFrom),
               signal: local.signal,
@@ -367,7 +420,7 @@ export class ResumableHttpAgent extends HttpAgent {
             subscriber.error(failure ?? abortError(external));
             return;
           }
-          if (runEnded) {
+          if (runEnded && follows === "run") {
             // Everything up to the terminal event arrived; a drop after it loses nothing.
             subscriber.complete();
             return;
@@ -381,9 +434,10 @@ export class ResumableHttpAgent extends HttpAgent {
           attemptsWithoutProgress = progressed ? 1 : attemptsWithoutProgress + 1;
           if (attemptsWithoutProgress > this.maxReconnects) {
             const why = failure === undefined ? "the stream ended" : `the connection failed (${String(failure)})`;
+            const before = follows === "run" ? "before the run finished" : "while following the thread";
             subscriber.error(
               new Error(
-                `${why} before the run finished, and ${this.maxReconnects} reconnect(s) in a row brought nothing new` +
+                `${why} ${before}, and ${this.maxReconnects} reconnect(s) in a row brought nothing new` +
                   (this.lastEventId === undefined ? "" : ` (last event id ${this.lastEventId})`),
                 { cause: failure },
               ),

@@ -38,6 +38,11 @@ const RECONNECT_ATTEMPTS = 8;
 const RECONNECT_FIRST_DELAY_MS = 250;
 const RECONNECT_MAX_DELAY_MS = 4000;
 
+// A link to a thread (`/#thread=<id>`, e.g. to open it on another tab or device) opens it in
+// this tab: it becomes the tab's thread, and the page connects to it like a reloaded one.
+const linkedThread = new URLSearchParams(location.hash.slice(1)).get("thread");
+if (linkedThread && /^[A-Za-z0-9._:@-]{1,200}$/.test(linkedThread)) sessionStorage.setItem(STORAGE.thread, linkedThread);
+
 const state = {
   threadId: sessionStorage.getItem(STORAGE.thread) || newThreadId(),
   agents: [],
@@ -277,6 +282,9 @@ function applyEvent(event, run) {
     case "RUN_STARTED":
       run.started = true;
       break;
+    case "MESSAGES_SNAPSHOT":
+      adoptConversation(event.messages ?? [], run);
+      break;
     case "STATE_SNAPSHOT":
       setBoard(event.snapshot ?? { board: { notes: [] } });
       break;
@@ -446,12 +454,16 @@ async function runAgent(agent, body) {
   const run = { agent, started: false, finished: false, error: null };
   setBusy(true);
   setStatus("streaming", "Streaming…");
+  // The run's own stream shows this turn; the thread's connect stream would show it a second
+  // time, so it pauses for the run and picks the thread up again after it.
+  await stopWatching();
   try {
     await streamRun(agent, body, (event) => applyEvent(event, run), run);
   } catch (error) {
     run.error = { message: error.message, code: error.status ? `http_${error.status}` : "network" };
   } finally {
     setBusy(false);
+    if (body.threadId === state.threadId) startWatching(agent);
   }
   if (run.error) {
     notice("error", `${run.error.message}${run.error.code ? ` [${run.error.code}]` : ""}`);
@@ -501,6 +513,8 @@ async function send(text) {
 
 function openInterrupts(interrupts, agent) {
   if (!interrupts.length) return;
+  // The page's own run and the thread's connect stream both report the same wait: show it once.
+  if (state.pending && interrupts.every((interrupt) => state.pending.entries.has(interrupt.id))) return;
   state.pending = { agent, entries: new Map(interrupts.map((interrupt) => [interrupt.id, { interrupt, decision: null }])) };
   for (const interrupt of interrupts) renderInterrupt(interrupt, agent);
   refreshComposer();
@@ -783,35 +797,179 @@ function renderHistory(messages, agent) {
 async function loadThread() {
   ui.threadId.textContent = state.threadId;
   if (!sessionStorage.getItem(STORAGE.thread)) return;
+  // Which agent the thread last spoke with: the connect route is an agent's. 403: a thread that
+  // does not exist yet (the gateway answers it like one we may not read).
   const response = await fetch(`/api/threads/${encodeURIComponent(state.threadId)}`);
-  // 403: a thread that does not exist yet (the gateway answers it like one we may not read).
   if (response.status === 403) return;
   if (!response.ok) throw new HttpError(response.status, await response.json().catch(() => null));
   const thread = await response.json();
-  const messagesResponse = await fetch(`/api/threads/${encodeURIComponent(state.threadId)}/messages`);
-  if (!messagesResponse.ok) throw new HttpError(messagesResponse.status, await messagesResponse.json().catch(() => null));
-  const { messages } = await messagesResponse.json();
   const agent = thread.latestTurn?.agent ?? state.agent;
-  setBoard({ board: thread.board ?? { notes: [] } });
+  if (state.agents.some((a) => a.name === agent)) {
+    state.agent = agent;
+    ui.agent.value = agent;
+  }
+  // The connect stream says the rest: the conversation, the board, a turn still running (live,
+  // to its end), a pending approval, and every later turn, whichever tab or device starts it.
+  const opened = startWatching(agent);
+  await opened.snapshot;
+}
 
-  const follow = thread.status === "running" || (thread.status === "waiting" && !(thread.interrupts ?? []).length);
-  if (follow) {
-    // Following the latest turn streams it from its start: show the history up to its user
-    // message, and let the stream say the rest.
-    const lastUser = messages.map((m) => m.role).lastIndexOf("user");
-    state.history = messages.slice(0, lastUser + 1);
-    renderHistory(state.history, agent);
-    await runAgent(agent, { threadId: state.threadId, runId: newRunId(), protocolVersion: "1.0", messages: state.history });
-  } else {
-    state.history = messages;
-    renderHistory(messages, agent);
-    openInterrupts(thread.interrupts ?? [], agent);
-    if (state.pending) setStatus("waiting", "Waiting for you");
+// ---------------------------------------------------------------------------------------------
+// Watching the thread: the gateway's connect stream, open whenever this page runs nothing itself.
+
+// { agent, threadId, controller, done, snapshot } while a connect stream is open or reconnecting.
+let watch = null;
+
+/**
+ * Opens the thread's connect stream (unless one is open): its events go through applyEvent like
+ * a run's, a drop is picked up again with Last-Event-ID. Returns the watch; `snapshot` resolves
+ * once the stream has shown the thread (or failed to).
+ */
+function startWatching(agent) {
+  if (watch) return watch;
+  const controller = new AbortController();
+  let shown;
+  const snapshot = new Promise((resolve) => (shown = resolve));
+  const current = { agent, threadId: state.threadId, controller, snapshot, runs: 0 };
+  current.done = followThread(current, shown)
+    .catch((error) => {
+      if (controller.signal.aborted) return;
+      notice("error", `Stopped following the thread: ${error.message}`);
+      setStatus("error", "Error");
+    })
+    .finally(() => {
+      shown();
+      if (watch === current) watch = null;
+    });
+  watch = current;
+  return current;
+}
+
+/** Closes the connect stream, if one is open, and waits until it no longer touches the page. */
+async function stopWatching() {
+  const current = watch;
+  watch = null;
+  if (!current) return;
+  current.controller.abort();
+  await current.done;
+}
+
+// What a connect stream's opening run holds when no turn is running: the thread, nothing live.
+const OPENING_EVENTS = new Set(["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED", "RUN_ERROR"]);
+
+function goLive(run) {
+  run.live = true;
+  setBusy(true);
+  setStatus("streaming", "Streaming…");
+}
+
+async function followThread(current, shown) {
+  const { agent, threadId, controller } = current;
+  let lastEventId = null;
+  let run = null;
+  let fruitless = 0;
+  for (;;) {
+    let progressed = false;
+    try {
+      const response = await fetch(`/api/agents/${encodeURIComponent(agent)}/connect`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: "text/event-stream",
+          ...(lastEventId ? { "last-event-id": lastEventId } : {}),
+        },
+        body: JSON.stringify({ threadId, runId: newRunId(), protocolVersion: "1.0", messages: [] }),
+        signal: controller.signal,
+      });
+      if (!response.ok) {
+        const error = new HttpError(response.status, await response.json().catch(() => null));
+        if (![502, 503, 504].includes(response.status)) throw error;
+      } else {
+        for await (const frame of readSse(response.body)) {
+          if (controller.signal.aborted) return;
+          if (frame.id && frame.id !== "0") lastEventId = frame.id;
+          progressed = true;
+          let event;
+          try {
+            event = JSON.parse(frame.data);
+          } catch {
+            continue;
+          }
+          if (event.type === "RUN_STARTED") {
+            // A later turn (not the stream's opening run) answered whatever this page still
+            // offered to answer: someone decided elsewhere, in another tab or on another device.
+            const later = current.runs > 0;
+            if (later && state.pending) settledElsewhere();
+            current.runs += 1;
+            run = { agent, started: true, finished: false, error: null, watching: true, live: false };
+            if (later) goLive(run);
+          }
+          if (!run) continue;
+          // The opening run only shows the thread, unless a turn is running: then its events
+          // follow, and the page is busy like the tab that started it.
+          if (!run.live && !OPENING_EVENTS.has(event.type)) goLive(run);
+          applyEvent(event, run);
+          if (event.type === "STATE_SNAPSHOT") shown();
+          if (run.finished) {
+            shown();
+            if (run.live) setBusy(false);
+            if (run.error) {
+              notice("error", `${run.error.message ?? "the turn failed"}${run.error.code ? ` [${run.error.code}]` : ""}`);
+              setStatus("error", "Error");
+            } else if (state.pending) setStatus("waiting", "Waiting for you");
+            else if (run.live) setStatus("idle", "Ready");
+            refreshComposer();
+            run = null;
+          }
+        }
+      }
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      if (error instanceof HttpError) throw error;
+      console.warn(`the thread's stream dropped: ${error.message}`);
+    }
+    if (controller.signal.aborted) return;
+    // A connect stream has no end of its own: the gateway closed it (its stream_max_secs, a
+    // restart) or the network dropped it. Pick it up after the last event seen.
+    fruitless = progressed ? 0 : fruitless + 1;
+    if (fruitless >= RECONNECT_ATTEMPTS) throw new Error("the connection to the thread was lost; reload the page to pick it up again");
+    await sleep(Math.min(RECONNECT_FIRST_DELAY_MS * 2 ** fruitless, RECONNECT_MAX_DELAY_MS));
   }
 }
 
+/** Retires the open approval and question cards: the turn went on without this page. */
+function settledElsewhere() {
+  state.pending = null;
+  for (const card of ui.transcript.querySelectorAll(".approval:not(.decided), .question:not(.decided)")) {
+    card.replaceWith(h("div", { class: "decision" }, "Answered elsewhere"));
+  }
+  refreshComposer();
+}
+
+/**
+ * The conversation as the gateway recorded it (MESSAGES_SNAPSHOT) becomes the page's history.
+ * When it says something the page does not show (a reload, another tab's message), the
+ * transcript is drawn again from it; interrupts still open come again with the run's outcome.
+ */
+function adoptConversation(messages, run) {
+  const same = messages.length === state.history.length
+    && messages.every((message, i) => message.id === state.history[i].id
+      && JSON.stringify(message.content ?? "") === JSON.stringify(state.history[i].content ?? ""));
+  state.history = messages;
+  if (same) return;
+  for (const row of [...ui.transcript.querySelectorAll(".row")]) row.remove();
+  bubbles.clear();
+  toolCards.clear();
+  state.pending = null;
+  renderHistory(messages, run.agent);
+  refreshComposer();
+}
+
 function startNewChat() {
-  if (state.busy) return;
+  if (state.busy && !watch) return;
+  // The old thread is not this page's any more: stop showing its turns.
+  stopWatching();
+  setBusy(false);
   state.threadId = newThreadId();
   sessionStorage.removeItem(STORAGE.thread);
   state.history = [];
