@@ -476,3 +476,93 @@ impl H1Body {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A TLS server on loopback with the run's certificate, offering `alpn`.
+    async fn tls_listener(material: &Material, alpn: &[u8]) -> (TcpListener, tokio_rustls::TlsAcceptor) {
+        let (chain, key) = material.server_pem();
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(chain.as_bytes()).collect::<std::result::Result<_, _>>().expect("chain");
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("server config");
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        (listener, tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_is_decoded_over_tls_with_http1() {
+        let material = Material::new().expect("material");
+        let (listener, acceptor) = tls_listener(&material, b"http/1.1").await;
+        let port = listener.local_addr().expect("address").port();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.expect("accept");
+            let mut tls = acceptor.accept(tcp).await.expect("handshake");
+            let mut request = vec![0; 4096];
+            let _ = tls.read(&mut request).await.expect("request");
+            let response =
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n";
+            tls.write_all(response.as_bytes()).await.expect("response");
+            tls.shutdown().await.expect("close");
+        });
+        let client = Client::new(Transport::TlsH1, &material);
+        let response = client.get(&format!("https://127.0.0.1:{port}/livez")).await.expect("GET");
+        assert_eq!(response.status, 200);
+        assert_eq!(response.into_bytes().await.expect("body"), b"hello, world");
+    }
+
+    #[tokio::test]
+    async fn streams_share_one_http2_connection_and_read_every_data_frame() {
+        let material = Material::new().expect("material");
+        let (listener, acceptor) = tls_listener(&material, b"h2").await;
+        let port = listener.local_addr().expect("address").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = listener.accept().await.expect("accept");
+                counted.fetch_add(1, Ordering::Relaxed);
+                let tls = acceptor.accept(tcp).await.expect("handshake");
+                tokio::spawn(async move {
+                    let mut connection = h2::server::handshake(tls).await.expect("h2 handshake");
+                    while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                        let response = http::Response::builder().status(200).body(()).expect("response");
+                        let mut body = respond.send_response(response, false).expect("head");
+                        for part in ["data: 1\n\n", "data: 2\n\n", "data: 3\n\n"] {
+                            body.send_data(Bytes::from(part), false).expect("data");
+                        }
+                        body.send_data(Bytes::new(), true).expect("end");
+                    }
+                });
+            }
+        });
+        let client = Client::new(Transport::TlsH2, &material);
+        let url = format!("https://127.0.0.1:{port}/v1/agui/agents/bench");
+        for _ in 0..3 {
+            let response = client.post(&url, "{}", &[("accept", "text/event-stream")]).await.expect("POST");
+            assert_eq!(response.status, 200);
+            assert_eq!(response.into_bytes().await.expect("body"), b"data: 1\n\ndata: 2\n\ndata: 3\n\n");
+        }
+        assert_eq!(accepted.load(Ordering::Relaxed), 1, "three requests, one connection");
+        // A fresh client shares nothing: its request opens a connection of its own.
+        let response = client.fresh().get(&url).await.expect("GET");
+        assert_eq!(response.into_bytes().await.expect("body").len(), 27);
+        assert_eq!(accepted.load(Ordering::Relaxed), 2);
+    }
+}

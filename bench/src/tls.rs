@@ -76,6 +76,12 @@ impl Material {
         std::fs::write(&key, &self.key_pem).with_context(|| format!("writing {}", key.display()))?;
         Ok((cert, key))
     }
+
+    /// The full chain and the key, as PEM.
+    #[cfg(test)]
+    pub fn server_pem(&self) -> (&str, &str) {
+        (&self.chain_pem, &self.key_pem)
+    }
 }
 
 impl std::fmt::Debug for Material {
