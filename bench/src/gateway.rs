@@ -1,10 +1,13 @@
 //! The gateway as a child process: a config with the scenario's `script` agent, a fresh
 //! database, `agui-gateway serve` started through `sh` with the open-file limit raised to its
-//! hard limit, ready when `/readyz` answers, stopped with SIGTERM (then SIGKILL).
+//! hard limit, ready when `/readyz` answers, stopped with SIGTERM (then SIGKILL). A TLS
+//! transport gives it the run's server certificate (`tls.cert_file`/`tls.key_file`), so its
+//! listener serves HTTPS only, with ALPN `h2` and `http/1.1`.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
@@ -12,7 +15,9 @@ use tokio::process::{Child, Command};
 use crate::bail;
 use crate::database::{Database, Store};
 use crate::error::{Context, Result};
-use crate::target::{Script, Target, WARMUP};
+use crate::http::{Client, Transport};
+use crate::target::{gateway_name, Script, Target, WARMUP};
+use crate::tls::Material;
 
 /// How to start gateways.
 #[derive(Debug, Clone)]
@@ -21,6 +26,8 @@ pub struct GatewaySettings {
     pub postgres: String,
     /// TOML appended to every generated config (e.g. a `[turns]` table); empty by default.
     pub extra_config: String,
+    /// The run's CA and server certificate (TLS transports).
+    pub tls: Arc<Material>,
 }
 
 pub struct Gateway {
@@ -28,6 +35,9 @@ pub struct Gateway {
     pub pid: u32,
     pub address: String,
     pub database: Database,
+    pub transport: Transport,
+    /// A client for `transport` (the template [`Target::client`] copies).
+    connector: Client,
     dir: tempfile::TempDir,
 }
 
@@ -44,8 +54,13 @@ fn agent_toml(name: &str, script: &Script) -> String {
 
 impl Gateway {
     /// Starts a gateway on a fresh database of `store`, with a `bench` agent running `script`
-    /// and a `warmup` agent.
-    pub async fn start(settings: &GatewaySettings, store: Store, script: &Script) -> Result<Gateway> {
+    /// and a `warmup` agent, serving `transport`.
+    pub async fn start(
+        settings: &GatewaySettings,
+        store: Store,
+        transport: Transport,
+        script: &Script,
+    ) -> Result<Gateway> {
         if !settings.binary.exists() {
             bail!(
                 "no gateway binary at {} (build it with `cargo build --release`, or pass --gateway)",
@@ -63,7 +78,12 @@ impl Gateway {
         let log = std::fs::File::create(&log_path).context("creating the gateway log")?;
         let port = free_port()?;
         let address = format!("127.0.0.1:{port}");
-        let child = Command::new("sh")
+        let mut command = Command::new("sh");
+        if transport.is_tls() {
+            let (cert, key) = settings.tls.write_server_files(dir.path())?;
+            command.env("AGUI_GATEWAY_TLS_CERT_FILE", cert).env("AGUI_GATEWAY_TLS_KEY_FILE", key);
+        }
+        let child = command
             .arg("-c")
             .arg(r#"ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$0" "$@""#)
             .arg(&settings.binary)
@@ -84,7 +104,8 @@ impl Gateway {
             .spawn()
             .with_context(|| format!("starting {}", settings.binary.display()))?;
         let pid = child.id().context("the gateway exited at once")?;
-        let mut gateway = Gateway { child, pid, address, database, dir };
+        let connector = Client::new(transport, &settings.tls);
+        let mut gateway = Gateway { child, pid, address, database, transport, connector, dir };
         if let Err(error) = gateway.wait_ready().await {
             let log = gateway.log_tail();
             let _ = gateway.stop().await;
@@ -94,15 +115,15 @@ impl Gateway {
     }
 
     async fn wait_ready(&mut self) -> Result<()> {
-        let client = reqwest::Client::builder().no_proxy().build().context("HTTP client")?;
-        let url = format!("http://{}/readyz", self.address);
+        let url = format!("{}://{}/readyz", self.transport.scheme(), self.address);
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(30) {
             if let Some(status) = self.child.try_wait().context("checking the gateway")? {
                 bail!("the gateway exited during start-up ({status})");
             }
-            if let Ok(response) = client.get(&url).send().await {
-                if response.status().is_success() {
+            // Over the transport itself, so a TLS set-up that cannot work fails here.
+            if let Ok(response) = self.connector.fresh().get(&url).await {
+                if response.status == 200 {
                     return Ok(());
                 }
             }
@@ -111,15 +132,27 @@ impl Gateway {
         bail!("the gateway was not ready within 30 s")
     }
 
-    /// This gateway as a [`Target`] (`name` like "gateway/postgres").
+    /// This gateway as a [`Target`] (`name` like "gateway/postgres", see [`gateway_name`]).
     pub fn target(&self) -> Target {
+        let base = format!("{}://{}", self.transport.scheme(), self.address);
         Target {
-            name: format!("gateway/{}", self.database.store),
-            run_url: format!("http://{}/v1/agui/agents/bench", self.address),
-            warmup_url: format!("http://{}/v1/agui/agents/warmup", self.address),
+            name: gateway_name(self.database.store, self.transport),
+            run_url: format!("{base}/v1/agui/agents/bench"),
+            warmup_url: format!("{base}/v1/agui/agents/warmup"),
             pid: self.pid,
             is_gateway: true,
+            connector: self.connector.clone(),
         }
+    }
+
+    /// `path` on this gateway, e.g. `/livez`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}://{}{path}", self.transport.scheme(), self.address)
+    }
+
+    /// A client for this gateway's transport sharing no connection with another.
+    pub fn client(&self) -> Client {
+        self.connector.fresh()
     }
 
     /// The last lines of the gateway's log (for error reports).

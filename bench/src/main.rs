@@ -20,6 +20,7 @@ mod scenarios;
 mod sse;
 mod stats;
 mod target;
+mod tls;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,9 +31,10 @@ use clap::{Parser, ValueEnum};
 use database::Store;
 use error::{Context, Error, Result};
 use gateway::{Gateway, GatewaySettings};
+use http::Transport;
 use report::Report;
 use scenarios::{Settings, Sizes};
-use target::Script;
+use target::{gateway_name, Script};
 
 #[derive(Parser, Debug)]
 #[command(name = "agui-bench", about = "Load tool for agui-gateway (see BENCHMARKS.md)")]
@@ -107,6 +109,17 @@ struct Cli {
     /// …at most this many extra times per scenario.
     #[arg(long, default_value_t = 4)]
     retries: usize,
+    /// How the burst, ticking, idle and handshake scenarios reach the gateway (repeatable):
+    /// HTTP/1.1 over TCP, HTTP/1.1 over TLS, HTTP/2 over TLS (fan-in and replay: plain only).
+    #[arg(long, value_enum, default_values_t = [Transport::Plain])]
+    transport: Vec<Transport>,
+    /// All three transports side by side (`--transport plain --transport tls-h1 --transport
+    /// tls-h2`); `smoke` always runs all three.
+    #[arg(long)]
+    tls: bool,
+    /// New connections per repetition of the handshake scenario.
+    #[arg(long, default_value_t = 1_000)]
+    handshakes: u64,
     /// Upper bound of one repetition of a scenario.
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
@@ -120,6 +133,7 @@ enum Scenario {
     Idle,
     Replay,
     Raw,
+    Handshake,
     All,
     Smoke,
 }
@@ -144,6 +158,7 @@ impl Cli {
                 replay_events: 1_000,
                 raw_secs: 0.2,
                 copilotkit_burst_events: 300,
+                handshakes: 20,
             }
         } else {
             Sizes {
@@ -158,6 +173,7 @@ impl Cli {
                 replay_events: self.replay_events,
                 raw_secs: self.raw_secs,
                 copilotkit_burst_events: self.copilotkit_burst_events,
+                handshakes: self.handshakes,
             }
         };
         Settings {
@@ -168,6 +184,17 @@ impl Cli {
             noisy_above: if smoke { f64::INFINITY } else { self.noisy_above },
             retries: self.retries,
         }
+    }
+
+    /// The transports of this run, in a fixed order.
+    fn transports(&self) -> Vec<Transport> {
+        if self.tls || self.scenario == Scenario::Smoke {
+            return Transport::ALL.to_vec();
+        }
+        let mut transports = self.transport.clone();
+        transports.sort();
+        transports.dedup();
+        transports
     }
 
     fn runs(&self, scenario: Scenario) -> bool {
@@ -217,7 +244,9 @@ async fn run(cli: &Cli) -> Result<()> {
         Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
         None => String::new(),
     };
-    let gateways = GatewaySettings { binary, postgres: cli.postgres.clone(), extra_config };
+    let tls = std::sync::Arc::new(tls::Material::new()?);
+    let gateways = GatewaySettings { binary, postgres: cli.postgres.clone(), extra_config, tls };
+    let transports = cli.transports();
     let quiet = Quiet {
         below: cli.quiet_below,
         wait: if settings.strict { Duration::ZERO } else { Duration::from_secs(cli.quiet_wait_secs) },
@@ -232,8 +261,11 @@ async fn run(cli: &Cli) -> Result<()> {
             failures.push(format!("{what}: {error}"));
         }
     };
-    for &store in &cli.store {
+    for (index, &store) in cli.store.iter().enumerate() {
         eprintln!("== gateway on {store}");
+        // Smoke checks the TLS transports on the first store only: the transport does not
+        // depend on the store, and smoke stays within about a minute.
+        let transports: &[Transport] = if settings.strict && index > 0 { &[Transport::Plain] } else { &transports };
         if cli.runs(Scenario::Raw) {
             let outcome = async {
                 quiet.wait().await?;
@@ -243,19 +275,37 @@ async fn run(cli: &Cli) -> Result<()> {
             record(format!("raw on {store}"), outcome);
         }
         for scenario in [Scenario::Burst, Scenario::FanIn, Scenario::Ticking, Scenario::Replay] {
-            if cli.runs(scenario) {
+            if !cli.runs(scenario) {
+                continue;
+            }
+            let over: &[Transport] =
+                if matches!(scenario, Scenario::Burst | Scenario::Ticking) { transports } else { &[Transport::Plain] };
+            for &transport in over {
                 let outcome = async {
                     quiet.wait().await?;
-                    on_gateway(&gateways, store, scenario, &settings, &mut report).await
+                    on_gateway(&gateways, store, transport, scenario, &settings, &mut report).await
                 }
                 .await;
-                record(format!("{scenario:?} on gateway/{store}"), outcome);
+                record(format!("{scenario:?} on {}", gateway_name(store, transport)), outcome);
             }
         }
         if cli.runs(Scenario::Idle) {
-            let outcome = scenarios::idle::run(&gateways, store, &settings, &quiet, &mut report).await;
-            record(format!("Idle on gateway/{store}"), outcome);
+            for &transport in transports {
+                let outcome = scenarios::idle::run(&gateways, store, transport, &settings, &quiet, &mut report).await;
+                record(format!("Idle on {}", gateway_name(store, transport)), outcome);
+            }
         }
+    }
+    // What a new connection costs does not depend on the store: measured once, on the first.
+    if let (true, Some(&store)) = (cli.runs(Scenario::Handshake), cli.store.first()) {
+        eprintln!("== handshake cost, gateway on {store}");
+        // Plain TCP always, as the baseline TLS is compared with.
+        let mut over = transports.clone();
+        if !over.contains(&Transport::Plain) {
+            over.insert(0, Transport::Plain);
+        }
+        let outcome = scenarios::handshake::run(&gateways, store, &over, &settings, &quiet, &mut report).await;
+        record(format!("Handshake on gateway/{store}"), outcome);
     }
     if cli.peers && (cli.runs(Scenario::Burst) || cli.runs(Scenario::Ticking)) {
         for kind in peers::ALL {
@@ -318,6 +368,7 @@ async fn run(cli: &Cli) -> Result<()> {
 async fn on_gateway(
     gateways: &GatewaySettings,
     store: Store,
+    transport: Transport,
     scenario: Scenario,
     settings: &Settings,
     report: &mut Report,
@@ -329,7 +380,7 @@ async fn on_gateway(
         Scenario::Replay => scenarios::replay::script(settings),
         other => return Err(Error::msg(format!("{other:?} does not run on one gateway"))),
     };
-    let gateway = Gateway::start(gateways, store, &script).await?;
+    let gateway = Gateway::start(gateways, store, transport, &script).await?;
     let target = gateway.target();
     let outcome = async {
         let streamed = match scenario {

@@ -14,6 +14,7 @@ use tokio::process::{Child, Command};
 use crate::bail;
 use crate::error::{Context, Result};
 use crate::gateway::{log_tail, terminate};
+use crate::http::Client;
 use crate::target::Target;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +115,14 @@ impl Peer {
                 format!("http://127.0.0.1:{}/api/copilotkit/agent/bench/run", self.port)
             }
         };
-        Target { name: self.kind.to_string(), run_url: url.clone(), warmup_url: url, pid: self.pid, is_gateway: false }
+        Target {
+            name: self.kind.to_string(),
+            run_url: url.clone(),
+            warmup_url: url,
+            pid: self.pid,
+            is_gateway: false,
+            connector: Client::plain(),
+        }
     }
 
     pub async fn stop(mut self) {

@@ -11,11 +11,6 @@ use crate::bail;
 use crate::error::{Context, Error, Result};
 use crate::http::{Body, Client, Response};
 
-/// The client for a scenario's runs (see [`crate::http`]); the scenario bounds its own time.
-pub fn client() -> Result<Client> {
-    Ok(Client)
-}
-
 /// A RunAgentInput with one user message. `bench` goes into `forwardedProps.bench`: the peers
 /// read what to stream from it; the gateway ignores it (its `script` agent is configured).
 pub fn run_body(thread_id: &str, run_id: &str, bench: &Value) -> String {

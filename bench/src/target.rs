@@ -3,6 +3,9 @@
 
 use serde_json::{json, Value};
 
+use crate::database::Store;
+use crate::http::{Client, Transport};
+
 /// What a run streams, besides RUN_STARTED and the terminal event.
 #[derive(Debug, Clone, Copy)]
 pub enum Script {
@@ -49,6 +52,24 @@ pub struct Target {
     pub pid: u32,
     /// Whether it is the gateway (durable, `id:` lines, STATE_SNAPSHOT) or a peer.
     pub is_gateway: bool,
+    /// How runs reach it; [`Target::client`] makes a client of its own per scenario.
+    pub connector: Client,
+}
+
+impl Target {
+    /// A client for this target's transport sharing no connection with another.
+    pub fn client(&self) -> Client {
+        self.connector.fresh()
+    }
+}
+
+/// A gateway's name in the figures: "gateway/postgres" over plain HTTP (the keys the targets
+/// are judged on), "gateway/postgres/tls-h2" over TLS.
+pub fn gateway_name(store: Store, transport: Transport) -> String {
+    match transport {
+        Transport::Plain => format!("gateway/{store}"),
+        other => format!("gateway/{store}/{other}"),
+    }
 }
 
 /// The warm-up run each scenario makes first (connections, caches, JIT in the Node peer).

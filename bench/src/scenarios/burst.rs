@@ -19,7 +19,7 @@ pub fn script(settings: &Settings) -> Script {
 
 /// Runs the scenario with bursts of `events`; returns the events the target should have stored.
 pub async fn run(target: &Target, events: u64, settings: &Settings, report: &mut Report) -> Result<u64> {
-    let client = sse::client()?;
+    let client = target.client();
     let mut stored = warm_up(&client, target, settings).await?;
     let props = Script::Burst { events, bytes: settings.sizes.bytes }.peer_props();
     let mut rates = Vec::new();

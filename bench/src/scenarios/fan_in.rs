@@ -18,7 +18,7 @@ pub fn script(settings: &Settings) -> Script {
 
 /// Runs the scenario; returns the events the target should have stored.
 pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> Result<u64> {
-    let client = sse::client()?;
+    let client = target.client();
     let mut stored = warm_up(&client, target, settings).await?;
     let turns = settings.sizes.fan_in_turns;
     let per_turn = settings.sizes.fan_in_events;

@@ -15,10 +15,11 @@ use crate::bail;
 use crate::database::Store;
 use crate::error::Result;
 use crate::gateway::{Gateway, GatewaySettings};
+use crate::http::Transport;
 use crate::procfs::rss_kib;
 use crate::report::{Report, Unit};
 use crate::sse::{self, EventStream, ReadOptions, Received};
-use crate::target::{Script, Target};
+use crate::target::{gateway_name, Script, Target};
 
 /// Streams being opened at once.
 const OPENING: usize = 128;
@@ -34,24 +35,26 @@ enum Shape {
 pub async fn run(
     gateways: &GatewaySettings,
     store: Store,
+    transport: Transport,
     settings: &Settings,
     quiet: &crate::Quiet,
     report: &mut Report,
 ) -> Result<()> {
     let streams = settings.sizes.idle_streams;
+    let name = gateway_name(store, transport);
     for shape in [Shape::OwnTurns, Shape::SharedTurn] {
         let mut per_stream = Vec::new();
         let mut open_rates = Vec::new();
         for repetition in 1..=settings.repeats {
             quiet.wait().await?;
-            let gateway = Gateway::start(gateways, store, &Script::Wait { ms: WAIT_MS }).await?;
+            let gateway = Gateway::start(gateways, store, transport, &Script::Wait { ms: WAIT_MS }).await?;
             let outcome = measure(&gateway, shape, settings).await;
             let log = gateway.log_tail();
             gateway.stop().await?;
             let (kib, opened_per_sec, total_kib) =
                 outcome.map_err(|e| crate::error::Error::msg(format!("{e}\n--- gateway log ---\n{log}")))?;
             eprintln!(
-                "  gateway/{store} idle{} {repetition}/{}: {streams} streams, RSS {:.1} MiB, {kib:.1} KiB per stream (opened {opened_per_sec:.0}/s)",
+                "  {name} idle{} {repetition}/{}: {streams} streams, RSS {:.1} MiB, {kib:.1} KiB per stream (opened {opened_per_sec:.0}/s)",
                 if shape == Shape::SharedTurn { " (one shared turn)" } else { "" },
                 settings.repeats,
                 total_kib / 1024.0,
@@ -61,12 +64,12 @@ pub async fn run(
         }
         let (key, label) = match shape {
             Shape::OwnTurns => (
-                format!("gateway/{store}/idle"),
-                format!("idle {} streams, each its own waiting turn, gateway/{store}: RSS per stream", count(streams)),
+                format!("{name}/idle"),
+                format!("idle {} streams, each its own waiting turn, {name}: RSS per stream", count(streams)),
             ),
             Shape::SharedTurn => (
-                format!("gateway/{store}/idle-shared"),
-                format!("idle {} streams on one waiting turn, gateway/{store}: RSS per stream", count(streams)),
+                format!("{name}/idle-shared"),
+                format!("idle {} streams on one waiting turn, {name}: RSS per stream", count(streams)),
             ),
         };
         report.add(&key, &label, Unit::KiB, per_stream, None);
@@ -78,7 +81,7 @@ pub async fn run(
 /// Opens the streams; returns (KiB per stream, streams opened per second, RSS in KiB).
 async fn measure(gateway: &Gateway, shape: Shape, settings: &Settings) -> Result<(f64, f64, f64)> {
     let target = gateway.target();
-    let client = sse::client()?;
+    let client = target.client();
     let mut stored = warm_up(&client, &target, settings).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = rss_kib(target.pid)?;

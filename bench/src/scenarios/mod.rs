@@ -6,6 +6,7 @@
 
 pub mod burst;
 pub mod fan_in;
+pub mod handshake;
 pub mod idle;
 pub mod raw;
 pub mod replay;
@@ -35,6 +36,8 @@ pub struct Sizes {
     pub replay_events: u64,
     pub raw_secs: f64,
     pub copilotkit_burst_events: u64,
+    /// New connections per repetition of the handshake scenario.
+    pub handshakes: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -157,7 +160,7 @@ pub fn add_cpu(report: &mut Report, key: &str, label: &str, uses: &[CpuUse]) {
 
 /// The raw-limit figure a gateway throughput is compared with, by target name.
 pub fn raw_reference(target: &Target, figure: &str) -> Option<String> {
-    let store = target.name.strip_prefix("gateway/")?;
+    let store = target.name.strip_prefix("gateway/")?.split('/').next()?;
     Some(format!("{store}/raw/{figure}"))
 }
 

@@ -27,7 +27,7 @@ pub fn script(settings: &Settings) -> Script {
 
 /// Runs the scenario (gateway only); returns the events the gateway should have stored.
 pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> Result<u64> {
-    let client = sse::client()?;
+    let client = target.client();
     let mut stored = warm_up(&client, target, settings).await?;
     let props = script(settings).peer_props();
     let mut firsts = Vec::new();
