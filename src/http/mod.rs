@@ -168,6 +168,7 @@ pub async fn serve(
     let app = router(state);
     match tls {
         None => {
+            let listener = axum::serve::ListenerExt::tap_io(listener, no_delay);
             axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
                 .with_graceful_shutdown(shutdown)
                 .await
@@ -180,5 +181,14 @@ pub async fn serve(
                 .with_graceful_shutdown(shutdown)
                 .await
         }
+    }
+}
+
+/// Every event is written the moment it is committed; Nagle's algorithm would hold a small
+/// write back until the peer's delayed ACK (~40 ms on Linux), which a new HTTP/2 connection's
+/// first answer met every time.
+pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(error) = tcp.set_nodelay(true) {
+        tracing::debug!(%error, "could not set TCP_NODELAY");
     }
 }

@@ -247,13 +247,14 @@ async fn accept_loop(
     handed: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
 ) {
     loop {
-        let (tcp, peer) = match listener.accept().await {
+        let (mut tcp, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 accept_error(error).await;
                 continue;
             }
         };
+        super::no_delay(&mut tcp);
         let acceptor = acceptor.clone();
         let handed = handed.clone();
         tokio::spawn(async move {
