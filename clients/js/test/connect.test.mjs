@@ -316,12 +316,6 @@ async function readFrames(response, stop) {
 
 test(
   "Last-Event-ID after an idle thread's opening run continues after it, not with the opening again",
-  {
-    todo:
-      "gateway (src/engine/connect.rs): resuming after the opening run's RUN_FINISHED (id `<turn>.<last seq + 1>`) " +
-      "renders the whole opening run again, with the same ids; the client stays correct (the snapshot replaces " +
-      "what it holds) but the stream is not continued exactly after the id",
-  },
   async () => {
     const threadId = `resume-opening-${randomUUID()}`;
     await runTurn(threadId, "hello");
