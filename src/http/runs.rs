@@ -150,7 +150,7 @@ async fn run(
         TenantQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "Continue the connect stream after this event id."),
     ),
-    request_body(content = RunAgentInput, content_type = "application/json", description = "Only `threadId` is read (and `runId`, which the stream's runs carry, and `protocolVersion`); the rest is ignored."),
+    request_body(content = ConnectInput, content_type = "application/json", description = "A RunAgentInput, of which only `threadId` is read (and `runId`, which the stream's runs carry, and `protocolVersion`); the rest is ignored."),
     responses(
         (status = 200, description = "The thread: `RUN_STARTED`, `MESSAGES_SNAPSHOT` (with `threads:content`), `STATE_SNAPSHOT`, the turn going on, then each later turn as a run of its own; every event has an `id:` (`<turn>.<seq>[.<part>]`) that `Last-Event-ID` continues after, on any instance.", content_type = "text/event-stream", body = SseEvent),
         (status = 400, description = "a bad body, id or Last-Event-ID (`bad_request`, `bad_last_event_id`)", body = ErrorBody),
@@ -211,13 +211,18 @@ async fn connect(
     Ok(sse::response_in_slot(end_when_revoked(events, revoked), slot))
 }
 
-/// What a connect request reads of its RunAgentInput.
-#[derive(serde::Deserialize)]
+/// What a connect request reads of its RunAgentInput: a whole RunAgentInput is welcome, and
+/// every other member is ignored (a page's stale `messages` included), so the document asks
+/// for no more than this.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ConnectInput {
+    /// The thread to watch.
     thread_id: String,
+    /// Carried by every run of the stream; made up when absent.
     #[serde(default)]
     run_id: Option<String>,
+    /// `1.0` for AG-UI 1.0 clients; absent or `0.x`: the pre-1.0 interrupt shape.
     #[serde(default)]
     protocol_version: Option<String>,
 }
