@@ -3,6 +3,7 @@
 //! [`crate::server::Server::serve`] wraps it in the whole shutdown (turns handed over, grace).
 
 mod agents;
+mod connections;
 mod error;
 mod health;
 mod interrupts;
@@ -15,7 +16,6 @@ pub mod tls;
 mod token;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -166,22 +166,12 @@ pub async fn serve(
         stop_streams.send_replace(true);
     };
     let app = router(state);
-    match tls {
-        None => {
-            let listener = axum::serve::ListenerExt::tap_io(listener, no_delay);
-            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-        Some(tls) => {
-            // `tap_io` only so that axum's `ConnectInfo<SocketAddr>` applies to this listener
-            // (the handlers see the peer as they do on plain HTTP); it touches nothing.
-            let listener = axum::serve::ListenerExt::tap_io(tls::TlsListener::new(listener, tls)?, |_| {});
-            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-    }
+    let connections = match tls {
+        None => connections::Connections::Plain(listener),
+        Some(tls) => connections::Connections::Tls(tls::TlsListener::new(listener, tls)?),
+    };
+    connections::serve(connections, app, shutdown).await;
+    Ok(())
 }
 
 /// Every event is written the moment it is committed; Nagle's algorithm would hold a small

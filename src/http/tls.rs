@@ -272,7 +272,7 @@ async fn accept_loop(
 
 /// As `axum::serve` does for a TCP listener: a connection that failed before it was accepted is
 /// nobody's problem; anything else (out of file descriptors) is logged and waited out.
-async fn accept_error(error: io::Error) {
+pub(super) async fn accept_error(error: io::Error) {
     if matches!(
         error.kind(),
         io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
