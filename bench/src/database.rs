@@ -66,6 +66,12 @@ impl Database {
         }
     }
 
+    /// A second handle on a database another gateway of the run created (several instances on
+    /// one database): it is dropped by the owner's handle, never by this one.
+    pub fn shared(&self) -> Database {
+        Database { store: self.store, url: self.url.clone(), postgres: None, _dir: None }
+    }
+
     /// Rows in the gateway's `events` table (to check that what streamed was also stored).
     pub async fn event_count(&self) -> Result<i64> {
         let count: (i64,) = match self.store {

@@ -48,7 +48,7 @@ fn free_port() -> Result<u16> {
 }
 
 /// `name`'s steps as a `[[agents]]` entry.
-fn agent_toml(name: &str, script: &Script) -> String {
+pub fn agent_toml(name: &str, script: &Script) -> String {
     format!("[[agents]]\nname = \"{name}\"\nkind = \"script\"\ntitle = \"{name}\"\nsteps = {}\n\n", script.toml_steps())
 }
 
@@ -61,18 +61,28 @@ impl Gateway {
         transport: Transport,
         script: &Script,
     ) -> Result<Gateway> {
+        let database = Database::create(store, &settings.postgres).await?;
+        Gateway::start_on(settings, database, transport, &agent_toml("bench", script)).await
+    }
+
+    /// Starts a gateway on `database` (fresh, or [`Database::shared`] with another gateway's),
+    /// with `bench_agent` (a whole `[[agents]]` entry named `bench`) and a `warmup` agent.
+    pub async fn start_on(
+        settings: &GatewaySettings,
+        database: Database,
+        transport: Transport,
+        bench_agent: &str,
+    ) -> Result<Gateway> {
         if !settings.binary.exists() {
             bail!(
                 "no gateway binary at {} (build it with `cargo build --release`, or pass --gateway)",
                 settings.binary.display()
             );
         }
-        let database = Database::create(store, &settings.postgres).await?;
         let dir =
             tempfile::Builder::new().prefix("agui-bench-gw-").tempdir().context("creating a temporary directory")?;
         let config_path = dir.path().join("bench.toml");
-        let config =
-            format!("{}{}{}\n", agent_toml("bench", script), agent_toml("warmup", &WARMUP), settings.extra_config);
+        let config = format!("{bench_agent}{}{}\n", agent_toml("warmup", &WARMUP), settings.extra_config);
         std::fs::write(&config_path, config).context("writing the gateway config")?;
         let log_path = dir.path().join("gateway.log");
         let log = std::fs::File::create(&log_path).context("creating the gateway log")?;
@@ -114,6 +124,28 @@ impl Gateway {
         Ok(gateway)
     }
 
+    /// Applies the gateway's migrations to `database` and exits (`agui-gateway migrate`), so
+    /// the tool can add its own objects (the waiting scenario's counting triggers) before the
+    /// gateway serves.
+    pub async fn migrate(settings: &GatewaySettings, database: &Database) -> Result<()> {
+        let output = Command::new(&settings.binary)
+            .arg("migrate")
+            .arg("--database")
+            .arg(&database.url)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("running {} migrate", settings.binary.display()))?;
+        if !output.status.success() {
+            bail!(
+                "agui-gateway migrate failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).chars().take(2000).collect::<String>()
+            );
+        }
+        Ok(())
+    }
+
     async fn wait_ready(&mut self) -> Result<()> {
         let url = format!("{}://{}/readyz", self.transport.scheme(), self.address);
         let started = Instant::now();
@@ -141,6 +173,7 @@ impl Gateway {
             warmup_url: format!("{base}/v1/agui/agents/warmup"),
             pid: self.pid,
             is_gateway: true,
+            metrics_url: Some(self.url("/metrics")),
             connector: self.connector.clone(),
         }
     }

@@ -5,6 +5,9 @@
 //! repeated for min/median/max; prints each gateway throughput also as a ratio of the raw
 //! database limit measured in the same run, and judges the targets. With `--peers`, the
 //! AG-UI Python stack and CopilotKit's runtime run the burst and ticking scenarios side by side.
+//! Beyond those: `chat` (an `openai` agent on a scripted model the tool serves), `scale-out`
+//! (three instances on one PostgreSQL database) and `waiting` (many waiting turns on one
+//! instance, their memory and lease writes).
 //!
 //! `smoke` runs every gateway scenario tiny, in seconds, checking every event and the stored
 //! rows and nothing about timing: it fails loudly when a scenario breaks.
@@ -13,6 +16,7 @@ mod database;
 mod error;
 mod gateway;
 mod http;
+mod metrics;
 mod peers;
 mod procfs;
 mod report;
@@ -120,6 +124,24 @@ struct Cli {
     /// New connections per repetition of the handshake scenario.
     #[arg(long, default_value_t = 1_000)]
     handshakes: u64,
+    /// Concurrent chats of the chat scenario (an `openai` agent on a scripted model).
+    #[arg(long, default_value_t = 1_000)]
+    chats: u64,
+    /// Tokens in each chat's answer…
+    #[arg(long, default_value_t = 200)]
+    chat_tokens: u64,
+    /// …streamed at this many per second per chat.
+    #[arg(long, default_value_t = 50)]
+    token_rate: u64,
+    /// Waiting turns, a stream each, on one instance over plain HTTP/1.1…
+    #[arg(long, default_value_t = 10_000)]
+    waiting_turns: u64,
+    /// …and then this many over HTTP/2 with TLS (past the open-file limit; 0: skip).
+    #[arg(long, default_value_t = 50_000)]
+    waiting_turns_max: u64,
+    /// Seconds the waiting scenario counts lease writes over.
+    #[arg(long, default_value_t = 10)]
+    waiting_secs: u64,
     /// Upper bound of one repetition of a scenario.
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
@@ -134,6 +156,9 @@ enum Scenario {
     Replay,
     Raw,
     Handshake,
+    Chat,
+    ScaleOut,
+    Waiting,
     All,
     Smoke,
 }
@@ -159,6 +184,12 @@ impl Cli {
                 raw_secs: 0.2,
                 copilotkit_burst_events: 300,
                 handshakes: 20,
+                chats: 6,
+                chat_tokens: 25,
+                token_rate: 50,
+                waiting_turns: 40,
+                waiting_turns_max: 60,
+                waiting_window_secs: 1,
             }
         } else {
             Sizes {
@@ -174,6 +205,12 @@ impl Cli {
                 raw_secs: self.raw_secs,
                 copilotkit_burst_events: self.copilotkit_burst_events,
                 handshakes: self.handshakes,
+                chats: self.chats,
+                chat_tokens: self.chat_tokens.max(1),
+                token_rate: self.token_rate.max(1),
+                waiting_turns: self.waiting_turns,
+                waiting_turns_max: self.waiting_turns_max,
+                waiting_window_secs: self.waiting_secs.max(1),
             }
         };
         Settings {
@@ -225,6 +262,18 @@ async fn run(cli: &Cli) -> Result<()> {
         return Err(Error::msg(format!(
             "the open-file limit is {open_files}: too low for {} idle streams (raise `ulimit -Hn`)",
             settings.sizes.idle_streams
+        )));
+    }
+    if cli.runs(Scenario::Waiting) && open_files < settings.sizes.waiting_turns + 1024 {
+        return Err(Error::msg(format!(
+            "the open-file limit is {open_files}: too low for {} waiting streams over HTTP/1.1 (raise `ulimit -Hn`)",
+            settings.sizes.waiting_turns
+        )));
+    }
+    if cli.runs(Scenario::Chat) && open_files < 2 * settings.sizes.chats + 1024 {
+        return Err(Error::msg(format!(
+            "the open-file limit is {open_files}: too low for {} chats (a client and a model connection each)",
+            settings.sizes.chats
         )));
     }
     if cli.peers {
@@ -295,6 +344,27 @@ async fn run(cli: &Cli) -> Result<()> {
                 record(format!("Idle on {}", gateway_name(store, transport)), outcome);
             }
         }
+        if cli.runs(Scenario::Chat) {
+            let outcome =
+                scenarios::chat::run(&gateways, store, Transport::Plain, &settings, &quiet, &mut report).await;
+            record(format!("Chat on {}", gateway_name(store, Transport::Plain)), outcome);
+        }
+        if cli.runs(Scenario::Waiting) {
+            // Smoke checks the HTTP/2 size on the first store only, as it does TLS.
+            let with_max = !(settings.strict && index > 0);
+            let outcome = scenarios::waiting::run(&gateways, store, &settings, with_max, &quiet, &mut report).await;
+            record(format!("Waiting on gateway/{store}"), outcome);
+        }
+    }
+    // Several instances share one database: PostgreSQL only.
+    if cli.runs(Scenario::ScaleOut) {
+        if cli.store.contains(&Store::Postgres) {
+            eprintln!("== scale-out: {} gateways on one PostgreSQL database", scenarios::scale_out::INSTANCES);
+            let outcome = scenarios::scale_out::run(&gateways, &settings, &quiet, &mut report).await;
+            record("Scale-out on gateway/postgres".to_string(), outcome);
+        } else {
+            report.note("scale-out: not run (PostgreSQL only; no --store postgres)");
+        }
     }
     // What a new connection costs does not depend on the store: measured once, on the first.
     if let (true, Some(&store)) = (cli.runs(Scenario::Handshake), cli.store.first()) {
@@ -343,6 +413,13 @@ async fn run(cli: &Cli) -> Result<()> {
     }
     report.judge(cli.scenario == Scenario::All);
     println!("## Figures\n\n{}", report.table());
+    if !report.notes.is_empty() {
+        println!("## Notes\n");
+        for note in &report.notes {
+            println!("- {note}");
+        }
+        println!();
+    }
     if !settings.strict {
         println!("## Targets\n\n{}", report.targets_table());
     }

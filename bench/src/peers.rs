@@ -121,6 +121,7 @@ impl Peer {
             warmup_url: url,
             pid: self.pid,
             is_gateway: false,
+            metrics_url: None,
             connector: Client::plain(),
         }
     }

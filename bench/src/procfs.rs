@@ -65,10 +65,12 @@ fn machine_ticks() -> Result<(u64, u64)> {
 
 /// A snapshot of CPU time used so far by the server under test, PostgreSQL, this tool and the
 /// whole machine.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CpuSnapshot {
     at: Instant,
     server: u64,
+    /// Each server's own ticks when several were given ([`CpuSnapshot::take_all`]).
+    servers: Vec<u64>,
     postgres: u64,
     tool: u64,
     machine_busy: u64,
@@ -95,16 +97,37 @@ impl CpuSnapshot {
 
     /// A snapshot with `server_pid` as the server under test (0: none).
     pub fn take(server_pid: u32) -> Result<CpuSnapshot> {
+        if server_pid == 0 {
+            return CpuSnapshot::take_all(&[]);
+        }
+        CpuSnapshot::take_all(&[server_pid])
+    }
+
+    /// A snapshot with several servers under test (instances of one database): `server` is
+    /// their sum, and each is kept for [`CpuSnapshot::each_until`].
+    pub fn take_all(server_pids: &[u32]) -> Result<CpuSnapshot> {
+        let servers = server_pids.iter().map(|&pid| cpu_ticks(pid)).collect::<Result<Vec<u64>>>()?;
         let postgres = postgres_pids().into_iter().filter_map(|pid| cpu_ticks(pid).ok()).sum();
         let (machine_busy, machine_total) = machine_ticks()?;
         Ok(CpuSnapshot {
             at: Instant::now(),
-            server: if server_pid == 0 { 0 } else { cpu_ticks(server_pid)? },
+            server: servers.iter().sum(),
+            servers,
             postgres,
             tool: cpu_ticks(std::process::id())?,
             machine_busy,
             machine_total,
         })
+    }
+
+    /// Each server's CPU from `self` to `later` (% of one core), in the order given.
+    pub fn each_until(&self, later: &CpuSnapshot) -> Vec<f64> {
+        let seconds = later.at.duration_since(self.at).as_secs_f64().max(1e-6);
+        self.servers
+            .iter()
+            .zip(&later.servers)
+            .map(|(a, b)| b.saturating_sub(*a) as f64 / clock_ticks_per_sec() / seconds * 100.0)
+            .collect()
     }
 
     /// CPU used from `self` to `later`.

@@ -69,6 +69,8 @@ pub struct Figure {
 pub struct Report {
     pub figures: Vec<Figure>,
     pub targets: Vec<Verdict>,
+    /// What a run could not measure, in words (e.g. a histogram the gateway does not export).
+    pub notes: Vec<String>,
 }
 
 /// A target of the issue and how this run fared.
@@ -97,6 +99,14 @@ impl Report {
     ) {
         let summary = Summary::of(&samples);
         self.figures.push(Figure { key: key.into(), label: label.into(), unit, samples, summary, reference });
+    }
+
+    /// Records a note once (repetitions and transports may find the same thing).
+    pub fn note(&mut self, note: impl Into<String>) {
+        let note = note.into();
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
     }
 
     fn median(&self, key: &str) -> Option<f64> {

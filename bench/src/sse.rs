@@ -61,6 +61,9 @@ pub struct ReadOptions {
     pub stop_after_ticks: Option<usize>,
     /// Record append→receive latency of `gateway.tick` events.
     pub ticks: bool,
+    /// Record model→receive latency of text deltas that carry the microsecond they left the
+    /// model (` t<micros>`, the chat scenario's scripted model), and keep `STATE_DELTA`s.
+    pub tokens: bool,
 }
 
 /// One `gateway.tick` as received.
@@ -70,6 +73,15 @@ pub struct TickSample {
     pub received_us: u64,
     /// Arrival minus `madeAtUs`, in microseconds.
     pub latency_us: u64,
+}
+
+/// One model token as received (chat scenario).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenSample {
+    /// Wall-clock microsecond the model server sent it (the token's text).
+    pub sent_us: u64,
+    /// Wall-clock microsecond it arrived.
+    pub received_us: u64,
 }
 
 /// What a stream delivered.
@@ -89,6 +101,12 @@ pub struct Received {
     /// The terminal event's JSON when it was a `RUN_ERROR`.
     pub error: Option<String>,
     pub ticks: Vec<TickSample>,
+    /// With [`ReadOptions::tokens`]: the model tokens, in arrival order.
+    pub tokens: Vec<TokenSample>,
+    pub tool_call_starts: u64,
+    pub tool_call_results: u64,
+    /// With [`ReadOptions::tokens`]: every `STATE_DELTA`'s JSON.
+    pub state_deltas: Vec<String>,
     last_seq: Option<u64>,
 }
 
@@ -126,7 +144,8 @@ impl EventStream {
     /// `options`; frames after the stopping one stay buffered for the next call.
     pub async fn read(&mut self, received: &mut Received, options: ReadOptions) -> Result<()> {
         let mut now = Instant::now();
-        let mut now_us = if options.ticks { wall_us() } else { 0 };
+        let stamps = options.ticks || options.tokens;
+        let mut now_us = if stamps { wall_us() } else { 0 };
         loop {
             while let Some(offset) = memmem::find(&self.pending[self.scanned..], b"\n\n") {
                 let end = self.scanned + offset;
@@ -147,7 +166,7 @@ impl EventStream {
             }
             received.chunks += 1;
             now = Instant::now();
-            now_us = if options.ticks { wall_us() } else { 0 };
+            now_us = if stamps { wall_us() } else { 0 };
         }
     }
 }
@@ -201,7 +220,17 @@ fn on_frame(frame: &[u8], received: &mut Received, options: ReadOptions, now: In
         }
     }
     match kind {
-        b"TEXT_MESSAGE_CONTENT" => received.content_events += 1,
+        b"TEXT_MESSAGE_CONTENT" => {
+            received.content_events += 1;
+            if options.tokens {
+                if let Some(sent_us) = number_after(data, b"\"delta\":\" t") {
+                    received.tokens.push(TokenSample { sent_us, received_us: now_us });
+                }
+            }
+        }
+        b"TOOL_CALL_START" => received.tool_call_starts += 1,
+        b"TOOL_CALL_RESULT" => received.tool_call_results += 1,
+        b"STATE_DELTA" if options.tokens => received.state_deltas.push(String::from_utf8_lossy(data).into_owned()),
         b"CUSTOM" if options.ticks => {
             if let Some(made) = number_after(data, b"\"madeAtUs\":") {
                 received.ticks.push(TickSample { received_us: now_us, latency_us: now_us.saturating_sub(made) });
@@ -259,6 +288,12 @@ mod tests {
             br#"{"type":"CUSTOM","timestamp":1,"name":"gateway.tick","value":{"n":3,"madeAtUs":1700000000000123}}"#;
         assert_eq!(event_type(data), Some(&b"CUSTOM"[..]));
         assert_eq!(number_after(data, b"\"madeAtUs\":"), Some(1_700_000_000_000_123));
+        let token = br#"data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":" t1700000000000456"}"#;
+        let mut received = Received::default();
+        let options = ReadOptions { tokens: true, ..ReadOptions::default() };
+        assert!(!on_frame(token, &mut received, options, Instant::now(), 1_700_000_000_001_000).expect("frame"));
+        assert_eq!(received.tokens.len(), 1);
+        assert_eq!(received.tokens[0].sent_us, 1_700_000_000_000_456);
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct Target {
     pub pid: u32,
     /// Whether it is the gateway (durable, `id:` lines, STATE_SNAPSHOT) or a peer.
     pub is_gateway: bool,
+    /// The gateway's `GET /metrics` (None for a peer).
+    pub metrics_url: Option<String>,
     /// How runs reach it; [`Target::client`] makes a client of its own per scenario.
     pub connector: Client,
 }

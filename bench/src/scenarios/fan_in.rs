@@ -1,5 +1,6 @@
 //! Scenario 2, *fan-in*: C turns at once, N content events each, a client on each. The figure
 //! is all events received per second, from the first request sent to the last `RUN_FINISHED`.
+//! [`run_over`] spreads the turns round-robin over several instances of one database.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,20 +20,48 @@ pub fn script(settings: &Settings) -> Script {
 /// Runs the scenario; returns the events the target should have stored.
 pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> Result<u64> {
     let client = target.client();
-    let mut stored = warm_up(&client, target, settings).await?;
+    let stored = warm_up(&client, target, settings).await?;
+    let key = format!("{}/fan-in", target.name);
+    let label = format!(
+        "fan-in {} turns × {} events, {}",
+        count(settings.sizes.fan_in_turns),
+        count(settings.sizes.fan_in_events),
+        target.name
+    );
+    let reference = raw_reference(target, "b1000/c8");
+    let over = run_over(std::slice::from_ref(target), &key, &label, reference, settings, report).await?;
+    Ok(stored + over)
+}
+
+/// The scenario with turn `i` on `targets[i % n]` (the warm-up is the caller's); figures go
+/// under `key`, with each instance's CPU when there are several. Returns the events streamed.
+pub async fn run_over(
+    targets: &[Target],
+    key: &str,
+    label: &str,
+    reference: Option<String>,
+    settings: &Settings,
+    report: &mut Report,
+) -> Result<u64> {
+    let Some(target) = targets.first() else { crate::bail!("fan-in: no target") };
+    let clients: Vec<crate::http::Client> = targets.iter().map(Target::client).collect();
+    let pids: Vec<u32> = targets.iter().map(|t| t.pid).collect();
+    let mut stored = 0;
     let turns = settings.sizes.fan_in_turns;
     let per_turn = settings.sizes.fan_in_events;
     let props = Arc::new(script(settings).peer_props());
     let mut rates = Vec::new();
     let mut cpu = Vec::new();
+    let mut per_instance: Vec<Vec<f64>> = vec![Vec::new(); targets.len()];
     let mut repetitions = Repetitions::new(settings);
     while let Some(repetition) = repetitions.next() {
-        let before = CpuSnapshot::take(target.pid)?;
+        let before = CpuSnapshot::take_all(&pids)?;
         let started = Instant::now();
         let mut tasks = Vec::new();
-        for _ in 0..turns {
-            let client = client.clone();
-            let url = target.run_url.clone();
+        for i in 0..turns {
+            let on = i as usize % targets.len();
+            let client = clients[on].clone();
+            let url = targets[on].run_url.clone();
             let body = sse::run_body(&unique("fanin"), "run-1", &props);
             let options = settings.read_options();
             let timeout = settings.timeout;
@@ -55,13 +84,18 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
                 last = last.max(at);
             }
         }
-        let after = CpuSnapshot::take(target.pid)?;
+        let after = CpuSnapshot::take_all(&pids)?;
         let elapsed = last.duration_since(started).as_secs_f64().max(1e-9);
         let rate = events as f64 / elapsed;
         let use_ = before.until(&after);
+        let each = before.each_until(&after);
+        if targets.len() > 1 {
+            let each: Vec<String> = each.iter().map(|c| format!("{c:.0} %")).collect();
+            eprintln!("    CPU per instance: {}", each.join(", "));
+        }
         eprintln!(
-            "  {} fan-in {repetition}/{}: {events} events in {:.0} ms = {rate:.0}/s (CPU: server {:.0} %, postgres {:.0} %, tool {:.0} %, other {:.0} %)",
-            target.name,
+            "  {} {repetition}/{}: {events} events in {:.0} ms = {rate:.0}/s (CPU: server {:.0} %, postgres {:.0} %, tool {:.0} %, other {:.0} %)",
+            key,
             settings.repeats,
             elapsed * 1000.0,
             use_.server,
@@ -76,10 +110,22 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
         }
         rates.push(rate);
         cpu.push(use_);
+        for (all, one) in per_instance.iter_mut().zip(each) {
+            all.push(one);
+        }
     }
-    let key = format!("{}/fan-in", target.name);
-    let label = format!("fan-in {} turns × {} events, {}", count(turns), count(per_turn), target.name);
-    report.add(&key, &label, Unit::PerSec, rates, raw_reference(target, "b1000/c8"));
-    add_cpu(report, &key, &label, &cpu);
+    report.add(key, label, Unit::PerSec, rates, reference);
+    add_cpu(report, key, label, &cpu);
+    if targets.len() > 1 {
+        for (n, (samples, target)) in per_instance.into_iter().zip(targets).enumerate() {
+            report.add(
+                format!("{key}/cpu/instance{n}"),
+                format!("{label}: instance {n} CPU ({})", target.name),
+                Unit::Core,
+                samples,
+                None,
+            );
+        }
+    }
     Ok(stored)
 }

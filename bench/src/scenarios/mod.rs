@@ -5,12 +5,15 @@
 //! [`Settings::timeout`], against loopback only.
 
 pub mod burst;
+pub mod chat;
 pub mod fan_in;
 pub mod handshake;
 pub mod idle;
 pub mod raw;
 pub mod replay;
+pub mod scale_out;
 pub mod ticking;
+pub mod waiting;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -38,6 +41,15 @@ pub struct Sizes {
     pub copilotkit_burst_events: u64,
     /// New connections per repetition of the handshake scenario.
     pub handshakes: u64,
+    /// Concurrent chats of the chat scenario, tokens in each answer, tokens per second each.
+    pub chats: u64,
+    pub chat_tokens: u64,
+    pub token_rate: u64,
+    /// Waiting turns (a stream each) over plain HTTP, and the larger count over HTTP/2.
+    pub waiting_turns: u64,
+    pub waiting_turns_max: u64,
+    /// The window the lease writes are counted over.
+    pub waiting_window_secs: u64,
 }
 
 #[derive(Debug, Clone)]

@@ -3,7 +3,13 @@
 //! appended, so its arrival time gives append→receive latency (p50/p99/p999), durable commit
 //! included. Streams start spread over one second; the measurement window opens one second
 //! after every stream has received its first tick and lasts `tick_secs`; the server's CPU is
-//! read from `/proc/<pid>/stat` over the same window.
+//! read from `/proc/<pid>/stat` over the same window, and the gateway's phase histograms
+//! (`GET /metrics`, see `crate::metrics`) before and after it: where the time goes.
+//!
+//! [`run_routed`] spreads the streams over several instances of one database (the scale-out
+//! scenario): each run starts on one instance and, with [`Follow::Reconnect`], is followed on
+//! another after its first event (`Last-Event-ID`), so its ticks reach the client through that
+//! instance.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -40,13 +46,52 @@ fn wall_us() -> u64 {
 struct Window {
     from_us: u64,
     to_us: u64,
+    /// The servers' CPU as one (`server` is their sum).
     cpu: CpuUse,
+    /// Each server's CPU, in the order of the targets (% of one core).
+    each: Vec<f64>,
+    phases: Vec<crate::metrics::Phase>,
+}
+
+/// How a stream is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// On the instance the run was started on, on the same connection.
+    Direct,
+    /// The run is started on instance `i % n`, its first event read and the connection
+    /// dropped; then it is requested again with `Last-Event-ID` on instance `(i + offset) % n`
+    /// (offset 0: the same instance, for comparison).
+    Reconnect { offset: usize },
 }
 
 /// Runs the scenario; returns the events the target should have stored.
 pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> Result<u64> {
     let client = target.client();
-    let mut stored = warm_up(&client, target, settings).await?;
+    let stored = warm_up(&client, target, settings).await?;
+    let key = format!("{}/ticking", target.name);
+    let label = format!(
+        "ticking {} streams × {}/s, {}",
+        count(settings.sizes.tick_streams),
+        settings.sizes.tick_rate,
+        target.name
+    );
+    let routed = run_routed(std::slice::from_ref(target), Follow::Direct, &key, &label, settings, report).await?;
+    Ok(stored + routed)
+}
+
+/// The scenario over `targets` (the warm-up is the caller's); figures go under `key`.
+/// Returns the events streamed.
+pub async fn run_routed(
+    targets: &[Target],
+    follow: Follow,
+    key: &str,
+    label: &str,
+    settings: &Settings,
+    report: &mut Report,
+) -> Result<u64> {
+    let Some(target) = targets.first() else { bail!("ticking: no target") };
+    let clients: Vec<crate::http::Client> = targets.iter().map(Target::client).collect();
+    let mut stored = 0;
     let sizes = &settings.sizes;
     let streams = sizes.tick_streams;
     let Script::Tick { ticks, .. } = script(settings) else {
@@ -55,6 +100,8 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
     let props = Arc::new(script(settings).peer_props());
     let mut figures: [Vec<f64>; 5] = Default::default();
     let mut cpu = Vec::new();
+    let mut per_instance: Vec<Vec<f64>> = vec![Vec::new(); targets.len()];
+    let mut breakdowns = Vec::new();
     let mut repetitions = Repetitions::new(settings);
     while let Some(repetition) = repetitions.next() {
         let first_ticks = Arc::new(AtomicU64::new(0));
@@ -63,8 +110,14 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
         let stagger = Duration::from_secs(1) / streams.max(1) as u32;
         let mut tasks = Vec::new();
         for i in 0..streams {
-            let client = client.clone();
-            let url = target.run_url.clone();
+            let n = targets.len();
+            let (start_at, follow_at) = match follow {
+                Follow::Direct => (i as usize % n, None),
+                Follow::Reconnect { offset } => (i as usize % n, Some((i as usize + offset) % n)),
+            };
+            let client = clients[start_at].clone();
+            let url = targets[start_at].run_url.clone();
+            let follow_on = follow_at.map(|j| (clients[j].clone(), targets[j].run_url.clone()));
             let body = sse::run_body(&unique("tick"), "run-1", &props);
             let mut options = settings.read_options();
             options.ticks = true;
@@ -78,9 +131,18 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
                 let mut counted = false;
                 let work = async {
                     stages[i as usize].store(STAGE_SENT, Ordering::Relaxed);
-                    let response = sse::open(&client, &url, body, None).await?;
-                    stages[i as usize].store(STAGE_OPEN, Ordering::Relaxed);
+                    let mut response = sse::open(&client, &url, body.clone(), None).await?;
                     let mut received = Received::default();
+                    if let Some((other, other_url)) = &follow_on {
+                        // Its first event (RUN_STARTED, with an id), then the connection goes.
+                        let first = sse::ReadOptions { stop_after: Some(1), ..options };
+                        drop(sse::read(response, &mut received, first).await?);
+                        let Some(id) = received.first_id.clone() else {
+                            bail!("a ticking run's first event had no id to resume after");
+                        };
+                        response = sse::open(other, other_url, body, Some(&id)).await?;
+                    }
+                    stages[i as usize].store(STAGE_OPEN, Ordering::Relaxed);
                     // Read up to the first tick, count it, then read on to the end.
                     let start_options = sse::ReadOptions { stop_after_ticks: Some(1), ..options };
                     let mut stream = sse::read(response, &mut received, start_options).await?;
@@ -102,7 +164,8 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
                 outcome
             }));
         }
-        let window = match measure_window(target.pid, &first_ticks, streams, sizes.tick_secs, settings).await {
+        let pids: Vec<u32> = targets.iter().map(|t| t.pid).collect();
+        let window = match measure_window(targets, &pids, &first_ticks, streams, sizes.tick_secs, settings).await {
             Ok(window) => window,
             Err(error) => {
                 let mut counts = [0usize; 4];
@@ -142,8 +205,8 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
         let window_secs = (window.to_us - window.from_us) as f64 / 1e6;
         let rate = latencies.len() as f64 / window_secs;
         eprintln!(
-            "  {} ticking {repetition}/{}: {} ticks ({} in window, {rate:.0}/s): p50 {:.2} ms, p99 {:.2} ms, p999 {:.2} ms, max {:.2} ms; CPU: server {:.0} %, postgres {:.0} %, tool {:.0} %, other {:.0} %",
-            target.name,
+            "  {} {repetition}/{}: {} ticks ({} in window, {rate:.0}/s): p50 {:.2} ms, p99 {:.2} ms, p999 {:.2} ms, max {:.2} ms; CPU: server {:.0} %, postgres {:.0} %, tool {:.0} %, other {:.0} %",
+            key,
             settings.repeats,
             all_ticks,
             latencies.len(),
@@ -156,16 +219,25 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
             window.cpu.tool,
             window.cpu.other
         );
+        if targets.len() > 1 {
+            let each: Vec<String> = window.each.iter().map(|c| format!("{c:.0} %")).collect();
+            eprintln!("    CPU per instance: {}", each.join(", "));
+        }
+        if targets.iter().any(|t| t.metrics_url.is_some()) {
+            eprintln!("    where the time goes: {}", crate::metrics::describe(&window.phases));
+        }
         if !repetitions.keep(window.cpu.other) {
             continue;
         }
+        for (all, one) in per_instance.iter_mut().zip(&window.each) {
+            all.push(*one);
+        }
+        breakdowns.push(window.phases);
         for (figure, value) in figures.iter_mut().zip([ms(0.5), ms(0.99), ms(0.999), ms(1.0), rate]) {
             figure.push(value);
         }
         cpu.push(window.cpu);
     }
-    let key = format!("{}/ticking", target.name);
-    let label = format!("ticking {} streams × {}/s, {}", count(streams), sizes.tick_rate, target.name);
     let [p50, p99, p999, max, rate] = figures;
     for (suffix, name, values) in [
         ("p50", "latency p50", p50),
@@ -182,14 +254,29 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
         rate,
         super::raw_reference(target, "b100/c1"),
     );
-    add_cpu(report, &key, &label, &cpu);
+    add_cpu(report, key, label, &cpu);
+    if targets.len() > 1 {
+        for (n, (samples, target)) in per_instance.into_iter().zip(targets).enumerate() {
+            report.add(
+                format!("{key}/cpu/instance{n}"),
+                format!("{label}: instance {n} CPU ({})", target.name),
+                Unit::Core,
+                samples,
+                None,
+            );
+        }
+    }
+    if targets.iter().any(|t| t.metrics_url.is_some()) {
+        crate::metrics::add_breakdown(report, key, label, &breakdowns);
+    }
     Ok(stored)
 }
 
 /// Waits until every stream has its first tick, then one more second, then measures CPU over
 /// `secs` seconds.
 async fn measure_window(
-    pid: u32,
+    targets: &[Target],
+    pids: &[u32],
     first_ticks: &AtomicU64,
     streams: u64,
     secs: u64,
@@ -207,10 +294,13 @@ async fn measure_window(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = CpuSnapshot::take(pid)?;
+    let histograms_before = crate::metrics::scrape_all(targets).await;
+    let before = CpuSnapshot::take_all(pids)?;
     let from_us = wall_us();
     tokio::time::sleep(Duration::from_secs(secs)).await;
-    let after = CpuSnapshot::take(pid)?;
+    let after = CpuSnapshot::take_all(pids)?;
     let to_us = wall_us();
-    Ok(Window { from_us, to_us, cpu: before.until(&after) })
+    let histograms_after = crate::metrics::scrape_all(targets).await;
+    let phases = crate::metrics::breakdown(&histograms_before, &histograms_after);
+    Ok(Window { from_us, to_us, cpu: before.until(&after), each: before.each_until(&after), phases })
 }
