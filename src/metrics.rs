@@ -41,6 +41,13 @@ pub struct Metrics {
     pub append_batch_events: Histogram,
     pub append_commit_seconds: Histogram,
     pub stream_lag_seconds: Histogram,
+    /// The phases of an event's way to its client, in order (see docs/operations.md).
+    pub log_queue_seconds: Histogram,
+    pub log_write_seconds: Histogram,
+    pub log_commit_seconds: Histogram,
+    pub log_notify_seconds: Histogram,
+    pub stream_wakeup_seconds: Histogram,
+    pub stream_write_seconds: Histogram,
     pub interrupts_opened: Counter,
     pub interrupts_decided: Family<CodeLabel, Counter>,
     pub quota_refusals: Family<CodeLabel, Counter>,
@@ -64,6 +71,12 @@ impl Metrics {
             append_batch_events: Histogram::new(exponential_buckets(1.0, 4.0, 7)),
             append_commit_seconds: Histogram::new(exponential_buckets(0.0001, 3.0, 10)),
             stream_lag_seconds: Histogram::new(exponential_buckets(0.0005, 3.0, 10)),
+            log_queue_seconds: phase_histogram(),
+            log_write_seconds: phase_histogram(),
+            log_commit_seconds: phase_histogram(),
+            log_notify_seconds: phase_histogram(),
+            stream_wakeup_seconds: phase_histogram(),
+            stream_write_seconds: phase_histogram(),
             interrupts_opened: Counter::default(),
             interrupts_decided: Family::default(),
             quota_refusals: Family::default(),
@@ -99,6 +112,36 @@ impl Metrics {
             "From an event's append to its sending on a live stream",
             metrics.stream_lag_seconds.clone(),
         );
+        registry.register(
+            "log_queue_seconds",
+            "From an append's queueing to the start of the batch that writes it",
+            metrics.log_queue_seconds.clone(),
+        );
+        registry.register(
+            "log_write_seconds",
+            "From a batch's start to its COMMIT being sent (begin, insert, fence, side writes, waiting for the batch before it)",
+            metrics.log_write_seconds.clone(),
+        );
+        registry.register(
+            "log_commit_seconds",
+            "From a batch's COMMIT being sent to the database acknowledging it",
+            metrics.log_commit_seconds.clone(),
+        );
+        registry.register(
+            "log_notify_seconds",
+            "From a batch's commit to other instances being notified of it",
+            metrics.log_notify_seconds.clone(),
+        );
+        registry.register(
+            "stream_wakeup_seconds",
+            "From committed events being handed to the streams to a waiting stream task having them",
+            metrics.stream_wakeup_seconds.clone(),
+        );
+        registry.register(
+            "stream_write_seconds",
+            "From a stream task having events to their frames being taken by the response body",
+            metrics.stream_write_seconds.clone(),
+        );
         registry.register("interrupts_opened", "Interrupts opened", metrics.interrupts_opened.clone());
         registry.register(
             "interrupts_decided",
@@ -132,4 +175,10 @@ impl Metrics {
         }
         text
     }
+}
+
+/// Buckets for one phase of an event's way: 20 µs doubling to ≈ 2.6 s, fine enough to tell a
+/// 0.2 ms fsync from a 0.4 ms one.
+fn phase_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.00002, 2.0, 18))
 }

@@ -24,6 +24,9 @@ pub struct EventLogConfig {
     pub batch_max_events: usize,
     /// Writer tasks (each with its own connection); turns are spread over them by id.
     pub writers: usize,
+    /// Batches of one writer in flight at once (PostgreSQL; SQLite always 1): while one waits
+    /// for its commit the next is already being written, each on its own connection.
+    pub pipeline_depth: usize,
 }
 
 /// Turn ownership across instances (§4.6) and shutdown.

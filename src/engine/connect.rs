@@ -241,6 +241,8 @@ fn watch(
                             _ => or_close!(store.events_after(turn.pk, cursor, PAGE).await),
                         };
                         if !batch.is_empty() {
+                            // Timed as a run's stream times it (`stream_write_seconds`).
+                            let had = std::time::Instant::now();
                             for event in batch {
                                 cursor = event.seq;
                                 finished = is_terminal(event.kind);
@@ -257,12 +259,16 @@ fn watch(
                                     break;
                                 }
                             }
+                            metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
                             continue;
                         }
                         tokio::select! {
                             changed = wake.changed() => {
                                 if changed.is_err() {
                                     return;
+                                }
+                                if let Some(published) = feed.published_at() {
+                                    metrics.stream_wakeup_seconds.observe(published.elapsed().as_secs_f64());
                                 }
                             }
                             _ = tokio::time::sleep(options.keepalive) => yield StreamItem::Keepalive,

@@ -10,8 +10,9 @@
 //! for the new turn without polling the table.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -48,11 +49,34 @@ pub struct Feed {
     /// Set while this instance runs the turn: its writer publishes every event into memory, so
     /// streams need not poll the table.
     local: AtomicBool,
+    /// When the writer last published into this feed (nanoseconds after [`clock_base`], plus
+    /// one; 0: not since the last wake-up from elsewhere), for the streams' wake-up time.
+    published_at: AtomicU64,
+}
+
+/// The instant feeds count their publish times from (an `Instant` does not fit an atomic).
+fn clock_base() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    *BASE.get_or_init(Instant::now)
 }
 
 impl Feed {
     fn new() -> Feed {
-        Feed { committed: watch::channel(0).0, recent: RwLock::new(VecDeque::new()), local: AtomicBool::new(false) }
+        Feed {
+            committed: watch::channel(0).0,
+            recent: RwLock::new(VecDeque::new()),
+            local: AtomicBool::new(false),
+            published_at: AtomicU64::new(0),
+        }
+    }
+
+    /// When this instance's writer last handed events to this feed, if that is what the latest
+    /// wake-up was (not a wake-up from another instance or a turn leaving).
+    pub fn published_at(&self) -> Option<Instant> {
+        match self.published_at.load(Ordering::Acquire) {
+            0 => None,
+            nanos => clock_base().checked_add(Duration::from_nanos(nanos - 1)),
+        }
     }
 
     /// A receiver that is woken whenever the turn's log may have grown.
@@ -86,6 +110,7 @@ impl Feed {
     /// longer hold every new event, so streams read the log again, starting now.
     pub fn leave(&self) {
         self.local.store(false, Ordering::Release);
+        self.published_at.store(0, Ordering::Release);
         self.committed.send_modify(|_| {});
     }
 
@@ -107,6 +132,8 @@ impl Feed {
                 }
             }
         }
+        let nanos = u64::try_from(clock_base().elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        self.published_at.store(nanos + 1, Ordering::Release);
         self.committed.send_if_modified(|seq| {
             let grew = last > *seq;
             *seq = (*seq).max(last);
@@ -116,6 +143,7 @@ impl Feed {
 
     /// Another instance appended up to `seq` (or `None`: something may have been missed).
     fn wake(&self, seq: Option<i64>) {
+        self.published_at.store(0, Ordering::Release);
         match seq {
             Some(seq) => {
                 self.committed.send_if_modified(|current| {

@@ -269,8 +269,11 @@ impl Engine {
         let shared = store.is_shared();
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();
-        let log =
-            EventLog::start(store.clone(), hub.clone(), writers, config.event_log.batch_max_events, metrics.clone());
+        let batching = log::Batching {
+            batch_max_events: config.event_log.batch_max_events,
+            pipeline_depth: config.event_log.pipeline_depth,
+        };
+        let log = EventLog::start(store.clone(), hub.clone(), writers, batching, metrics.clone());
         let cards = Arc::new(config.agents.iter().filter_map(|a| Some((a.name.clone(), a.card.clone()?))).collect());
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {

@@ -88,6 +88,10 @@ pub fn follow(
                 },
             };
             if !batch.is_empty() {
+                // The stream task has these events: the rest of their way is rendering them and
+                // the response body taking their frames (it asks for the next only once it took
+                // the last), timed once per batch.
+                let had = std::time::Instant::now();
                 for event in batch {
                     cursor = event.seq;
                     let ends = ends_run_for(&plan, &event);
@@ -112,9 +116,11 @@ pub fn follow(
                         }
                     }
                     if ends {
+                        metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
                         return;
                     }
                 }
+                metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
                 continue;
             }
             let keepalive = tokio::time::sleep(options.keepalive);
@@ -123,6 +129,9 @@ pub fn follow(
                 changed = wake.changed() => {
                     if changed.is_err() {
                         return;
+                    }
+                    if let Some(published) = feed.published_at() {
+                        metrics.stream_wakeup_seconds.observe(published.elapsed().as_secs_f64());
                     }
                 }
                 _ = keepalive => yield StreamItem::Keepalive,

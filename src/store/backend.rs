@@ -28,6 +28,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     const BEGIN_WRITE: &'static str;
     /// Appended to a `SELECT` of one row the transaction then changes (`FOR UPDATE`).
     const LOCK_ROW: &'static str;
+    /// How many event log batches may be written and uncommitted at once (each holds a write
+    /// connection): 1 where writes go through one connection.
+    const MAX_PIPELINE_DEPTH: usize;
 
     fn read_pool(&self) -> &Pool<Self::Db>;
     fn write_pool(&self) -> &Pool<Self::Db>;

@@ -1,11 +1,16 @@
-//! The event log: [`EventLog`]. It is written only through [`EventLog::commit_batch`], which the
-//! group-commit writer calls with many turns' writes at once: one transaction per batch, never
-//! one per event, each turn's writes fenced by its ownership epoch inside that transaction.
+//! The event log: [`EventLog`]. It is written only in batches of many turns' writes at once:
+//! one transaction per batch, never one per event, each turn's writes fenced by its ownership
+//! epoch inside that transaction. [`EventLog::commit_batch`] does it in one call; the
+//! group-commit writer calls its two halves, [`EventLog::write_batch`] (or, to overlap a batch's
+//! writing with the previous batch's commit, [`EventLog::write_batch_ahead`]) and
+//! [`OpenBatch::commit`], so it can time them and order the commits of batches written side by
+//! side.
 
 use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use sqlx::Transaction;
 
 use super::backend::{Backend, Wakeups};
@@ -175,11 +180,74 @@ pub(crate) fn batch_turns(batch: &[TurnWrites]) -> Vec<i64> {
     turns
 }
 
+/// A batch written inside its transaction and not yet committed. Dropping it rolls it back
+/// (when its connection is next used); [`OpenBatch::rollback`] does so at once, releasing its
+/// locks before the caller goes on.
+#[async_trait]
+pub trait OpenBatch: Send {
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    async fn rollback(self: Box<Self>);
+}
+
+/// What [`EventLog::write_batch_ahead`] did.
+pub enum WrittenAhead {
+    /// Every append passed the fence: the batch is written, ready to commit.
+    Open(Box<dyn OpenBatch>),
+    /// The fence refused an append whose events were already inserted: rolled back, to be
+    /// written again with [`EventLog::write_batch`].
+    Refused,
+    /// The gate said no (an earlier batch failed): rolled back before the fence.
+    Abandoned,
+}
+
+/// A written batch: what its fence refused, and its open transaction.
+pub struct WrittenBatch {
+    pub outcome: BatchOutcome,
+    pub open: Box<dyn OpenBatch>,
+}
+
+struct OpenTx<DB: sqlx::Database>(Transaction<'static, DB>);
+
+#[async_trait]
+impl<DB: sqlx::Database> OpenBatch for OpenTx<DB> {
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.0.commit().await?;
+        Ok(())
+    }
+
+    async fn rollback(self: Box<Self>) {
+        if let Err(error) = self.0.rollback().await {
+            // The connection is gone: the server ends the transaction (and its locks) with it.
+            tracing::debug!(%error, "rolling back an event log batch failed");
+        }
+    }
+}
+
 #[async_trait]
 pub trait EventLog: Send + Sync {
     /// Group commit: every runner's writes in one transaction, each fenced by its epoch (see
     /// [`TurnWrites`]); the refused ones write nothing and are named in the outcome.
-    async fn commit_batch(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError>;
+    async fn commit_batch(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
+        let written = self.write_batch(batch).await?;
+        written.open.commit().await?;
+        Ok(written.outcome)
+    }
+    /// The batch written, fence first (`BEGIN`, the turns locked and their epochs read, the
+    /// admitted events inserted, the side ops), left open for its commit.
+    async fn write_batch(&self, batch: &[TurnWrites]) -> Result<WrittenBatch, StoreError>;
+    /// The batch written events first, fence after (`BEGIN`, every event inserted, then, once
+    /// `gate` yields `true`, the turns locked and fenced, then the side ops). The insert takes
+    /// no lock on `turns`, so it can run while an earlier batch of the same turns still holds
+    /// their rows; only the fence waits for that batch's commit, and `gate` lets the caller
+    /// hold the fence back until the earlier batch's own fence returned.
+    async fn write_batch_ahead(
+        &self,
+        batch: &[TurnWrites],
+        gate: BoxFuture<'_, bool>,
+    ) -> Result<WrittenAhead, StoreError>;
+    /// How many batches this store can have written and uncommitted at once, each on its own
+    /// connection: 1 where there is a single write connection (SQLite).
+    fn max_pipeline_depth(&self) -> usize;
     /// Up to `limit` events of a turn after `after_seq`, in order.
     async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError>;
     async fn last_seq(&self, turn: i64) -> Result<i64, StoreError>;
@@ -254,30 +322,87 @@ async fn apply_side_ops<DB: SqlDb>(tx: &mut Transaction<'static, DB>, ops: &[&Wr
     Ok(())
 }
 
+/// The events among `ops`, with their turns, in order.
+fn events_of<'a>(ops: impl Iterator<Item = &'a WriteOp>) -> Vec<(i64, &'a StoredEvent)> {
+    ops.filter_map(|op| match op {
+        WriteOp::Event { turn, event } => Some((*turn, event)),
+        _ => None,
+    })
+    .collect()
+}
+
+/// Rolls `tx` back after `error` and hands the error on: an aborted PostgreSQL transaction
+/// keeps its locks until it is rolled back, and a pipelined writer must not leave them held.
+async fn abandon<DB: SqlDb, T>(tx: Transaction<'static, DB>, error: StoreError) -> Result<T, StoreError> {
+    Box::new(OpenTx(tx)).rollback().await;
+    Err(error)
+}
+
 #[async_trait]
 impl<B: Backend> EventLog for B {
-    async fn commit_batch(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
+    async fn write_batch(&self, batch: &[TurnWrites]) -> Result<WrittenBatch, StoreError> {
         // The fence: the batch's turns are locked (in id order, so overlapping batches, claims
         // and renewals never deadlock; on SQLite the write lock is taken at BEGIN) and their
         // epochs read under the lock, so a claim either committed before (and the stale
         // writes are dropped here) or waits for this commit.
         let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
-        let current = self.lock_turns(&mut tx, &batch_turns(batch)).await?;
-        let outcome = fence_batch(batch, &current);
-        let ops = outcome.admitted(batch);
-        let events: Vec<(i64, &StoredEvent)> = ops
-            .iter()
-            .filter_map(|op| match op {
-                WriteOp::Event { turn, event } => Some((*turn, event)),
-                _ => None,
-            })
-            .collect();
-        if !events.is_empty() {
-            self.insert_events(&mut tx, &events).await?;
+        let written = async {
+            let current = self.lock_turns(&mut tx, &batch_turns(batch)).await?;
+            let outcome = fence_batch(batch, &current);
+            let ops = outcome.admitted(batch);
+            let events = events_of(ops.iter().copied());
+            if !events.is_empty() {
+                self.insert_events(&mut tx, &events).await?;
+            }
+            apply_side_ops(&mut tx, &ops).await?;
+            Ok::<_, StoreError>(outcome)
         }
-        apply_side_ops(&mut tx, &ops).await?;
-        tx.commit().await?;
-        Ok(outcome)
+        .await;
+        match written {
+            Ok(outcome) => Ok(WrittenBatch { outcome, open: Box::new(OpenTx(tx)) }),
+            Err(error) => abandon(tx, error).await,
+        }
+    }
+
+    async fn write_batch_ahead(
+        &self,
+        batch: &[TurnWrites],
+        gate: BoxFuture<'_, bool>,
+    ) -> Result<WrittenAhead, StoreError> {
+        // The events table has no foreign key to `turns`, so the insert locks no turn row: a
+        // claim or an earlier batch is never blocked by it. The rows stay invisible until the
+        // commit, and the fence below (taken, as in `write_batch`, under the turns' row locks
+        // held to the commit) decides whether they may be committed at all.
+        let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
+        let written = async {
+            let events = events_of(batch.iter().flat_map(|writes| writes.ops.iter()));
+            if !events.is_empty() {
+                self.insert_events(&mut tx, &events).await?;
+            }
+            if !gate.await {
+                return Ok(Some(WrittenAhead::Abandoned));
+            }
+            let current = self.lock_turns(&mut tx, &batch_turns(batch)).await?;
+            let outcome = fence_batch(batch, &current);
+            if !outcome.refused.is_empty() {
+                return Ok(Some(WrittenAhead::Refused));
+            }
+            apply_side_ops(&mut tx, &outcome.admitted(batch)).await?;
+            Ok::<_, StoreError>(None)
+        }
+        .await;
+        match written {
+            Ok(None) => Ok(WrittenAhead::Open(Box::new(OpenTx(tx)))),
+            Ok(Some(undone)) => {
+                Box::new(OpenTx(tx)).rollback().await;
+                Ok(undone)
+            }
+            Err(error) => abandon(tx, error).await,
+        }
+    }
+
+    fn max_pipeline_depth(&self) -> usize {
+        B::MAX_PIPELINE_DEPTH
     }
 
     async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {

@@ -38,7 +38,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use audit::{AuditEntry, AuditRow, AuditStore};
-pub use events::{BatchOutcome, EventKind, EventLog, StoredEvent, TurnWrites, WriteOp};
+pub use events::{
+    BatchOutcome, EventKind, EventLog, OpenBatch, StoredEvent, TurnWrites, WriteOp, WrittenAhead, WrittenBatch,
+};
 pub use interrupts::{Decided, Decision, InterruptRow, InterruptStatus, InterruptStore};
 pub use keys::{ApiKeyRow, KeyKind, KeyStore};
 pub use leases::LeaseStore;

@@ -46,6 +46,8 @@ impl Backend for PgStore {
     const SKIP_LOCKED: &'static str = "FOR UPDATE SKIP LOCKED";
     const BEGIN_WRITE: &'static str = "BEGIN";
     const LOCK_ROW: &'static str = "FOR UPDATE";
+    /// Each batch in flight holds a pooled connection; the writer's setting bounds it.
+    const MAX_PIPELINE_DEPTH: usize = 8;
 
     fn read_pool(&self) -> &PgPool {
         &self.pool

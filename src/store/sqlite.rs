@@ -50,6 +50,8 @@ impl Backend for SqliteStore {
     /// change before it commits (a second process on the same file waits or fails).
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const LOCK_ROW: &'static str = "";
+    /// One write connection: a second batch could not even begin before the first commits.
+    const MAX_PIPELINE_DEPTH: usize = 1;
 
     fn read_pool(&self) -> &SqlitePool {
         &self.reads

@@ -27,6 +27,7 @@ mod fencing;
 mod https;
 mod instances;
 mod interrupts;
+mod log_pipeline;
 mod mcp;
 mod metrics;
 mod openai;

@@ -1,0 +1,176 @@
+//! The pipelined log writer on PostgreSQL: several batches of one writer in flight at once
+//! (each inserted ahead of its fence, committed strictly after the batch before it) must still
+//! give every turn a contiguous log 1..n, write nothing of a runner after the claim that fenced
+//! it, and never commit an append queued behind one of the same runner that failed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agui_gateway::engine::hub::Hub;
+use agui_gateway::engine::log::{AppendHealth, Batching, EventLog, LogError};
+use agui_gateway::metrics::Metrics;
+use agui_gateway::store::{
+    self, EventKind, NewTurn, Owner, OwnerKind, StartTurn, Store, StoredEvent, TurnRow, WriteOp,
+};
+use bytes::Bytes;
+use serde_json::json;
+
+use crate::helpers::*;
+
+async fn open_store(db: &TestDatabase) -> Arc<dyn Store> {
+    let store = store::connect(&db.url, 16).await.expect("store opens");
+    store.migrate().await.expect("migrations");
+    store
+}
+
+async fn new_turn(store: &dyn Store, thread: &str, lease_until_ms: i64) -> TurnRow {
+    let new = NewTurn {
+        tenant: "default".into(),
+        thread_id: thread.into(),
+        owner: Owner { kind: OwnerKind::Tenant, id: String::new() },
+        run_id: "run-1".into(),
+        public_id: unique("t"),
+        ordinal: 1,
+        agent: "demo".into(),
+        user_message_id: "u1".into(),
+        user_text: "hi".into(),
+        started_by: "test".into(),
+        at_ms: 1,
+        client_tools: None,
+        owner_instance: "a".into(),
+        lease_until_ms,
+        audit: Vec::new(),
+    };
+    match store.start_turn(&new).await.expect("start") {
+        StartTurn::Started { turn, .. } => turn,
+        other => panic!("the turn did not start: {other:?}"),
+    }
+}
+
+fn event(turn: i64, seq: i64) -> WriteOp {
+    let body = json!({ "type": "CUSTOM", "name": "n", "value": seq }).to_string();
+    WriteOp::Event { turn, event: StoredEvent { seq, kind: EventKind::Plain, body: Bytes::from(body), at_ms: seq } }
+}
+
+async fn seqs_of(store: &dyn Store, turn: i64) -> Vec<i64> {
+    store.events_after(turn, 0, 10_000).await.expect("log").iter().map(|e| e.seq).collect()
+}
+
+fn pipelined_log(store: &Arc<dyn Store>, batch_max_events: usize) -> EventLog {
+    assert!(store.max_pipeline_depth() >= 3, "PostgreSQL pipelines the log writer");
+    EventLog::start(
+        store.clone(),
+        Arc::new(Hub::default()),
+        2,
+        Batching { batch_max_events, pipeline_depth: 3 },
+        Metrics::new(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_more() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let store = open_store(&db).await;
+    // Small batches, so every turn's events spread over many batches in flight together.
+    let log = pipelined_log(&store, 16);
+    const EVENTS: i64 = 300;
+    let far = i64::MAX / 2;
+    let mut turns = Vec::new();
+    for index in 0..12 {
+        turns.push(new_turn(store.as_ref(), &format!("th-{index}"), far).await);
+    }
+    // Its lease lapsed long ago: the only turn a claim can take.
+    let victim = new_turn(store.as_ref(), "th-victim", 10).await;
+
+    let mut runners = Vec::new();
+    for turn in turns.iter().chain(std::iter::once(&victim)) {
+        let (log, pk, epoch) = (log.clone(), turn.pk, turn.epoch);
+        // The victim writes slowly enough for the claim to land among its appends.
+        let slow = pk == victim.pk;
+        runners.push(tokio::spawn(async move {
+            let health = Arc::new(AppendHealth::default());
+            for seq in 1..EVENTS {
+                log.append(pk, epoch, vec![event(pk, seq)], &health).await.expect("queued");
+                if slow {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                } else if seq % 50 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            let last = log.append_committed(pk, epoch, vec![event(pk, EVENTS)], &health).await;
+            (pk, health, last)
+        }));
+    }
+    // Mid-way through the victim's appends another runner claims it (retried: the claim skips
+    // the row while a batch holds it).
+    let mid = wait_for(Duration::from_secs(20), "the victim's log to grow", || {
+        let store = store.clone();
+        async move {
+            let seqs = seqs_of(store.as_ref(), victim.pk).await;
+            (seqs.len() >= 40).then_some(seqs.len())
+        }
+    })
+    .await;
+    // A claim passes over a row a batch holds locked: it is tried again at once until it lands.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let claimed = loop {
+        if let Some(claimed) = store.claim_lapsed_turn("b", 100, far, true).await.expect("claim") {
+            break claimed;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the victim could not be claimed");
+        tokio::task::yield_now().await;
+    };
+    assert_eq!((claimed.pk, claimed.epoch), (victim.pk, victim.epoch + 1));
+    let at_claim = seqs_of(store.as_ref(), victim.pk).await;
+
+    for runner in runners {
+        let (pk, health, last) = runner.await.expect("runner");
+        let seqs = seqs_of(store.as_ref(), pk).await;
+        if pk == victim.pk {
+            assert!(health.is_fenced(), "the claimed runner is told it was fenced ({} events, {} at the claim, claim after {mid}, last {last:?})", seqs.len(), at_claim.len());
+            assert!(matches!(last, Err(LogError::Fenced)), "its last append is refused: {last:?}");
+            assert_eq!(seqs, at_claim, "nothing of the stale runner is committed after the claim");
+            assert!(seqs.len() >= mid && (seqs.len() as i64) < EVENTS, "the claim came mid-way: {}", seqs.len());
+            assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "the victim's log has no hole");
+        } else {
+            assert!(last.is_ok() && !health.is_failed(), "turn {pk}: {last:?}");
+            assert_eq!(seqs, (1..=EVENTS).collect::<Vec<_>>(), "turn {pk}'s log is 1..{EVENTS} in order");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_append_lets_no_later_batch_commit_the_same_runners_next_events() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let store = open_store(&db).await;
+    // One append per batch: the bad append's batch and the ones behind it are in flight
+    // together, the later ones inserted before the bad one fails.
+    let log = pipelined_log(&store, 1);
+    let far = i64::MAX / 2;
+    let turn = new_turn(store.as_ref(), "th-bad", far).await;
+    let other = new_turn(store.as_ref(), "th-other", far).await;
+    let (health, other_health) = (Arc::new(AppendHealth::default()), Arc::new(AppendHealth::default()));
+    for seq in 1..=5 {
+        log.append(turn.pk, turn.epoch, vec![event(turn.pk, seq)], &health).await.expect("queued");
+    }
+    log.append_committed(turn.pk, turn.epoch, Vec::new(), &health).await.expect("the first five commit");
+
+    // Seq 6 cannot be stored (PostgreSQL text holds no NUL): its batch fails in the database.
+    let bad = WriteOp::Event {
+        turn: turn.pk,
+        event: StoredEvent { seq: 6, kind: EventKind::Plain, body: Bytes::from_static(b"{\"x\":\"\0\"}"), at_ms: 6 },
+    };
+    log.append(turn.pk, turn.epoch, vec![bad], &health).await.expect("queued");
+    for seq in 7..=30 {
+        log.append(turn.pk, turn.epoch, vec![event(turn.pk, seq)], &health).await.expect("queued");
+        log.append(other.pk, other.epoch, vec![event(other.pk, seq - 6)], &other_health).await.expect("queued");
+    }
+    let after = log.append_committed(turn.pk, turn.epoch, vec![event(turn.pk, 31)], &health).await;
+    let other_done = log.append_committed(other.pk, other.epoch, Vec::new(), &other_health).await;
+
+    assert!(health.is_failed() && !health.is_fenced(), "the runner learns its append failed");
+    assert!(matches!(after, Err(LogError::Abandoned)), "what it queued after is not written: {after:?}");
+    assert_eq!(seqs_of(store.as_ref(), turn.pk).await, vec![1, 2, 3, 4, 5], "no event after the failed one commits");
+    assert!(other_done.is_ok() && !other_health.is_failed(), "the other turn is unharmed: {other_done:?}");
+    assert_eq!(seqs_of(store.as_ref(), other.pk).await, (1..=24).collect::<Vec<_>>());
+}
