@@ -27,6 +27,7 @@ mod fencing;
 mod https;
 mod instances;
 mod interrupts;
+mod leases;
 mod mcp;
 mod metrics;
 mod openai;
