@@ -1,5 +1,5 @@
 //! The `[limits]`, `[event_log]` and `[turns]` sections: request and event sizes, stream
-//! limits, the log writer's batching, and turn leases.
+//! limits, the log writer's batching, and instance leases.
 
 use serde::{Deserialize, Serialize};
 

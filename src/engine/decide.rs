@@ -195,8 +195,7 @@ impl Engine {
         audit: &[AuditEntry],
     ) -> Result<Option<i64>, EngineError> {
         let inner = &self.inner;
-        let lease_until = self.now_ms() + inner.config.turns.lease_ms as i64;
-        match inner.store.decide_interrupts(turn.pk, decisions, &marker, audit, &inner.instance, lease_until).await? {
+        match inner.store.decide_interrupts(turn.pk, decisions, &marker, audit, &inner.instance).await? {
             Decided::Recorded { seq, resumed } => {
                 inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
                 if let Some(epoch) = resumed {
@@ -213,8 +212,8 @@ impl Engine {
     }
 
     /// Sets a turn that a decision (or client results) made runnable going, under the epoch
-    /// the decision gave it: here on a serving engine; on a passive one (a command) its lease
-    /// is given back for the serving instances.
+    /// the decision gave it: here on a serving engine; on a passive one (a command, which holds
+    /// no lease, so the turn is lapsed already) it is released for the serving instances.
     pub(super) async fn go_on(&self, turn: i64, epoch: i64) -> Result<(), StoreError> {
         let inner = &self.inner;
         if !inner.serving {

@@ -213,7 +213,7 @@ struct Inner {
     agents: Arc<AgentRegistry>,
     /// Agents' card schemas (§3), by name.
     cards: Arc<HashMap<String, Value>>,
-    /// Names this instance in turn leases.
+    /// Names this instance: its lease (its `instances` row) and the turns it owns.
     instance: String,
     /// False for a command's engine, which never runs turns.
     serving: bool,
@@ -221,6 +221,9 @@ struct Inner {
     running: Mutex<HashMap<i64, Runner>>,
     /// Set by [`Engine::hand_over`]: this instance takes no turn over and runs no new one.
     stopping: std::sync::atomic::AtomicBool,
+    /// Set when this instance's lease was found lapsed: the next heartbeat checks which turns
+    /// it still holds (until a check succeeds).
+    must_reconcile: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
     /// What time it is, for every decision by the time of day (leases, expiries, quota
     /// windows) and every timestamp written.
@@ -249,7 +252,8 @@ impl Engine {
     }
 
     /// An engine for a one-off command next to serving instances: it neither takes turns over
-    /// nor keeps leases (a decision it makes hands the turn to them).
+    /// nor holds a lease (a turn a decision of its sets going names it only until it is
+    /// released for them, and is lapsed meanwhile, as its owner has no lease).
     pub async fn start_passive(
         config: Arc<Config>,
         store: Arc<dyn Store>,
@@ -288,6 +292,7 @@ impl Engine {
                 serving,
                 running: Mutex::new(HashMap::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
+                must_reconcile: std::sync::atomic::AtomicBool::new(false),
                 metrics,
                 clock,
             }),
@@ -295,6 +300,10 @@ impl Engine {
         if !serving {
             return Ok(engine);
         }
+        // The lease first: a turn this instance starts is lapsed while its owner has no row.
+        let now = engine.now_ms();
+        let until = now + engine.inner.config.turns.lease_ms as i64;
+        store.register_instance(&engine.inner.instance, now, until).await?;
         if let Some(wakeups) = store.listen_for_appends().await? {
             engine.spawn_wakeup_listener(wakeups);
         }
@@ -310,7 +319,7 @@ impl Engine {
         &self.inner.metrics
     }
 
-    /// This instance's name in turn leases.
+    /// This instance's name: the id of its lease and the owner its turns name.
     pub fn instance(&self) -> &str {
         &self.inner.instance
     }

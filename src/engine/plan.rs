@@ -208,7 +208,6 @@ impl Engine {
             public_id,
             ordinal: i32::try_from(known_turns + 1).unwrap_or(i32::MAX),
             owner_instance: inner.instance.clone(),
-            lease_until_ms: now + inner.config.turns.lease_ms as i64,
             client_tools: match request.input.tools() {
                 [] => None,
                 tools => serde_json::to_string(tools).ok(),

@@ -16,8 +16,9 @@ use crate::protocol::{Event, PROTOCOL_VERSION};
 use crate::store::{EventKind, TurnRow, TurnStatus};
 
 impl Engine {
-    /// Stops every turn this instance runs, commits what they said and gives their leases
-    /// back, so other instances take them over at once. Waits at most `grace`.
+    /// Stops every turn this instance runs, commits what they said and gives the turns back
+    /// (owner NULL), so other instances take them over at once; then gives the instance's own
+    /// lease up. Waits at most `grace` for the turns.
     pub async fn hand_over(&self, grace: Duration) {
         self.inner.stopping.store(true, std::sync::atomic::Ordering::Release);
         let switches: Vec<watch::Sender<TurnSignal>> =
@@ -34,10 +35,18 @@ impl Engine {
         let deadline = tokio::time::Instant::now() + grace;
         while !self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
             if tokio::time::Instant::now() >= deadline {
-                tracing::warn!("the grace period ended with turns still handing over; their leases will lapse");
-                return;
+                tracing::warn!("the grace period ended with turns still handing over; other instances take them now");
+                break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The instance's lease goes too: a turn that could not be handed over in time is
+        // lapsed at once (its runner here is fenced off by the claim), and the row does not
+        // outlive the process.
+        if self.inner.serving {
+            if let Err(error) = self.inner.store.retire_instance(&self.inner.instance).await {
+                tracing::warn!(%error, "could not give this instance's lease back; it will lapse");
+            }
         }
     }
 
@@ -55,7 +64,8 @@ impl Engine {
                 if earlier.epoch >= epoch {
                     return;
                 }
-                // This instance claimed the turn again (its runner here let the lease lapse):
+                // This instance claimed the turn again (it was given back while its runner here
+                // was still stopping, or its lease lapsed):
                 // the old runner is fenced off already; tell it to stop at once too.
                 earlier.switch.send_replace(TurnSignal::Lost);
             }

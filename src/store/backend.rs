@@ -31,6 +31,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// How many event log batches may be written and uncommitted at once (each holds a write
     /// connection): 1 where writes go through one connection.
     const MAX_PIPELINE_DEPTH: usize;
+    /// Appended to a `SELECT` of a row that must not change before the transaction commits,
+    /// while others may read it too (`FOR SHARE`): a claim reading the owner's lease.
+    const LOCK_SHARED: &'static str;
 
     fn read_pool(&self) -> &Pool<Self::Db>;
     fn write_pool(&self) -> &Pool<Self::Db>;
@@ -51,14 +54,6 @@ pub(crate) trait Backend: Send + Sync + 'static {
         tx: &mut Transaction<'static, Self::Db>,
         events: &[(i64, &StoredEvent)],
     ) -> Result<(), StoreError>;
-
-    /// Extends the leases of held turns (never empty), each only under its epoch.
-    async fn renew_held(
-        &self,
-        instance: &str,
-        lease_until_ms: i64,
-        held: &[(i64, i64)],
-    ) -> Result<Vec<i64>, StoreError>;
 
     async fn listen(&self) -> Result<Option<Wakeups>, StoreError>;
     async fn announce(&self, appended: &[(i64, i64)]) -> Result<(), StoreError>;

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use super::audit::insert_audit;
 use super::backend::Backend;
 use super::events::{INSERT_EVENT, LAST_SEQ};
+use super::leases::HELD_BY_INSTANCE;
 use super::sql::{Record, SqlDb, Stmt};
 use super::{AuditEntry, StoreError, StoredEvent, TurnStatus};
 
@@ -98,8 +99,9 @@ pub trait InterruptStore: Send + Sync {
     async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError>;
     /// Records `decisions` of one waiting turn in one transaction, all or nothing, with the
     /// decision event `marker` (its seq is assigned here) and the decisions' `audit` rows. When
-    /// no interrupt of the turn stays open the turn runs again, leased to `instance` until
-    /// `lease_until_ms` under a new epoch. A turn that no longer waits records nothing.
+    /// no interrupt of the turn stays open the turn runs again, owned by `instance` under a new
+    /// epoch (lapsed at once when `instance` holds no lease: a command's engine, which then
+    /// releases it). A turn that no longer waits records nothing.
     async fn decide_interrupts(
         &self,
         turn: i64,
@@ -107,7 +109,6 @@ pub trait InterruptStore: Send + Sync {
         marker: &StoredEvent,
         audit: &[AuditEntry],
         instance: &str,
-        lease_until_ms: i64,
     ) -> Result<Decided, StoreError>;
 }
 
@@ -169,7 +170,6 @@ impl<B: Backend> InterruptStore for B {
         marker: &StoredEvent,
         audit: &[AuditEntry],
         instance: &str,
-        lease_until_ms: i64,
     ) -> Result<Decided, StoreError> {
         let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
         // Deciders of one turn queue up here, so the decision event's seq is theirs alone; and
@@ -223,7 +223,13 @@ impl<B: Backend> InterruptStore for B {
         }
         let open: i64 = Stmt::new(OPEN_INTERRUPTS_LEFT).bind(turn).fetch_one(&mut tx).await?.get("open")?;
         let resumed = if open == 0 {
-            match Stmt::new(RESUME_TURN).bind(instance).bind(lease_until_ms).bind(turn).fetch_optional(&mut tx).await? {
+            match Stmt::new(RESUME_TURN)
+                .bind(instance)
+                .bind(HELD_BY_INSTANCE)
+                .bind(turn)
+                .fetch_optional(&mut tx)
+                .await?
+            {
                 Some(row) => Some(row.get::<i64>("epoch")?),
                 None => None,
             }

@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | [`ThreadStore`] | `threads.rs` | threads, turns, runs, a thread's state and notes |
 //! | [`EventLog`] | `events.rs` | the event log: group commit with its fence, reads, wake-ups |
-//! | [`LeaseStore`] | `leases.rs` | leases, takeover of lapsed turns, hand-over, cancellation |
+//! | [`LeaseStore`] | `leases.rs` | instance leases, takeover of lapsed turns, hand-over, cancellation |
 //! | [`InterruptStore`] | `interrupts.rs` | interrupts and their decisions |
 //! | [`KeyStore`] | `keys.rs` | API and app keys, revocations |
 //! | [`AuditStore`] | `audit.rs` | the audit trail |

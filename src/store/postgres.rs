@@ -48,6 +48,7 @@ impl Backend for PgStore {
     const LOCK_ROW: &'static str = "FOR UPDATE";
     /// Each batch in flight holds a pooled connection; the writer's setting bounds it.
     const MAX_PIPELINE_DEPTH: usize = 8;
+    const LOCK_SHARED: &'static str = "FOR SHARE";
 
     fn read_pool(&self) -> &PgPool {
         &self.pool
@@ -105,29 +106,6 @@ impl Backend for PgStore {
         .execute(&mut **tx)
         .await?;
         Ok(())
-    }
-
-    /// One statement for every held turn; rows are locked in id order (as batches lock them).
-    async fn renew_held(
-        &self,
-        instance: &str,
-        lease_until_ms: i64,
-        held: &[(i64, i64)],
-    ) -> Result<Vec<i64>, StoreError> {
-        let (ids, epochs): (Vec<i64>, Vec<i64>) = held.iter().copied().unzip();
-        let renewed: Vec<(i64,)> = sqlx::query_as(
-            "WITH held AS (SELECT t.id FROM turns t \
-               JOIN UNNEST($2::bigint[], $3::bigint[]) AS h(id, epoch) ON t.id = h.id AND t.epoch = h.epoch \
-               WHERE t.owner_instance = $4 AND t.status = 'running' ORDER BY t.id FOR UPDATE OF t) \
-             UPDATE turns SET lease_until_ms = $1 FROM held WHERE turns.id = held.id RETURNING turns.id",
-        )
-        .bind(lease_until_ms)
-        .bind(&ids)
-        .bind(&epochs)
-        .bind(instance)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(renewed.into_iter().map(|(id,)| id).collect())
     }
 
     async fn listen(&self) -> Result<Option<Wakeups>, StoreError> {

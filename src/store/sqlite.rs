@@ -8,16 +8,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
+use sqlx::{QueryBuilder, Sqlite, Transaction};
 
 use super::backend::{fence_rows, Backend, Wakeups};
 use super::{StoreError, StoredEvent, TurnStatus};
 
 /// Rows per multi-row INSERT (5 parameters each, well under SQLite's parameter limit).
 const ROWS_PER_INSERT: usize = 500;
-
-const RENEW_LEASE: &str = "UPDATE turns SET lease_until_ms = $1 \
-     WHERE id = $2 AND epoch = $3 AND owner_instance = $4 AND status = 'running' RETURNING id";
 
 pub struct SqliteStore {
     reads: SqlitePool,
@@ -52,6 +49,7 @@ impl Backend for SqliteStore {
     const LOCK_ROW: &'static str = "";
     /// One write connection: a second batch could not even begin before the first commits.
     const MAX_PIPELINE_DEPTH: usize = 1;
+    const LOCK_SHARED: &'static str = "";
 
     fn read_pool(&self) -> &SqlitePool {
         &self.reads
@@ -102,31 +100,6 @@ impl Backend for SqliteStore {
             insert.build().execute(&mut **tx).await?;
         }
         Ok(())
-    }
-
-    /// One instance writes: a statement per held turn in one transaction costs nothing here.
-    async fn renew_held(
-        &self,
-        instance: &str,
-        lease_until_ms: i64,
-        held: &[(i64, i64)],
-    ) -> Result<Vec<i64>, StoreError> {
-        let mut tx = self.writes.begin().await?;
-        let mut renewed = Vec::with_capacity(held.len());
-        for (turn, epoch) in held {
-            let row = sqlx::query(RENEW_LEASE)
-                .bind(lease_until_ms)
-                .bind(turn)
-                .bind(epoch)
-                .bind(instance)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if let Some(row) = row {
-                renewed.push(row.try_get("id")?);
-            }
-        }
-        tx.commit().await?;
-        Ok(renewed)
     }
 
     /// One instance only: there is nobody else to hear from.

@@ -126,9 +126,8 @@ pub struct NewTurn {
     pub at_ms: i64,
     /// Admitted client-declared tools, as JSON; `None` when the client declared none.
     pub client_tools: Option<String>,
-    /// The instance that will run the turn, and until when its lease holds.
+    /// The instance that will run the turn (its lease is the instance's own, in `instances`).
     pub owner_instance: String,
-    pub lease_until_ms: i64,
     /// The `run.start` audit row (and a `board.read` one when the run opens with notes the
     /// caller may read), written in the same transaction when the turn starts.
     pub audit: Vec<AuditEntry>,
@@ -319,7 +318,7 @@ impl<B: Backend> ThreadStore for B {
             .bind(&new.started_by)
             .bind(new.at_ms)
             .bind(&new.owner_instance)
-            .bind(new.lease_until_ms)
+            .bind(super::leases::HELD_BY_INSTANCE)
             .bind(&new.client_tools)
             .fetch_optional(&mut tx)
             .await?;

@@ -40,7 +40,6 @@ async fn new_turn(store: &dyn Store, thread: &str, instance: &str) -> TurnRow {
         at_ms: 1,
         client_tools: None,
         owner_instance: instance.into(),
-        lease_until_ms: 10,
         audit: Vec::new(),
     };
     match store.start_turn(&new).await.expect("start") {
@@ -71,11 +70,18 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
     let first = store.commit_batch(&[writes(&turn, 1, vec![event(turn.pk, 1, EventKind::RunStarted)])]).await;
     assert_eq!(first.expect("commit").refused, Vec::<usize>::new());
 
-    // Runner A (epoch 1) stalls past its lease; B claims the turn and gets epoch 2.
-    let claimed = store.claim_lapsed_turn("b", 100, 10_000, true).await.expect("claim").expect("a lapsed turn");
+    // Instance A (runner at epoch 1) stalls past its lease; B claims the turn and gets epoch 2.
+    store.register_instance("a", 0, 10).await.expect("a's lease");
+    store.register_instance("b", 0, 10_000).await.expect("b's lease");
+    assert_eq!(store.claim_lapsed_turn("b", 5, true).await.expect("claim"), None, "a's lease still holds");
+    let claimed = store.claim_lapsed_turn("b", 100, true).await.expect("claim").expect("a lapsed turn");
     assert_eq!((claimed.pk, claimed.epoch), (turn.pk, 2));
-    // A wakes up: its renewal, its append and its hand-back are all refused.
-    assert_eq!(store.renew_leases("a", 20_000, &[(turn.pk, 1)]).await.expect("renew"), Vec::<i64>::new());
+    assert_eq!(store.claim_lapsed_turn("c", 100, true).await.expect("claim"), None, "b holds it now");
+    // A wakes up: its renewal finds its lease lapsed, it no longer holds the turn, and its
+    // append and its hand-back are refused.
+    assert!(!store.renew_instance("a", 100, 20_000).await.expect("renew"), "a's lease had lapsed");
+    store.register_instance("a", 100, 20_000).await.expect("a takes its lease up again");
+    assert_eq!(store.owned_turns("a").await.expect("owned"), Vec::<(i64, i64)>::new());
     let stale = store
         .commit_batch(&[writes(
             &turn,
@@ -91,7 +97,8 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
     store.release_turn(turn.pk, "a", 1).await.expect("release");
     let row = store.turn_by_pk(turn.pk).await.expect("turn").expect("row");
     assert_eq!((row.epoch, row.checkpoint.as_deref()), (2, None), "nothing of A's stale writes landed");
-    assert_eq!(store.renew_leases("b", 20_000, &[(turn.pk, 2)]).await.expect("renew"), vec![turn.pk]);
+    assert!(store.renew_instance("b", 100, 20_000).await.expect("renew"));
+    assert_eq!(store.owned_turns("b").await.expect("owned"), vec![(turn.pk, 2)]);
 
     // In one batch: B's append goes in, a stale one beside it does not.
     let mixed = store
@@ -122,7 +129,7 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
     assert_eq!(end.refused, vec![1]);
     let after = store.commit_batch(&[writes(&turn, 2, vec![event(turn.pk, 4, EventKind::Plain)])]).await;
     assert_eq!(after.expect("commit").refused, vec![0], "nothing after the end");
-    assert_eq!(store.claim_lapsed_turn("c", i64::MAX, i64::MAX, true).await.expect("claim"), None);
+    assert_eq!(store.claim_lapsed_turn("c", i64::MAX, true).await.expect("claim"), None);
 
     // A decision event can only be written while the turn waits: not on a finished turn.
     let marker = StoredEvent { seq: 0, kind: EventKind::Resumed, body: Bytes::from("{}"), at_ms: 6 };
@@ -134,7 +141,7 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
         detail: "{}".into(),
         at_ms: 6,
     };
-    let decided = store.decide_interrupts(turn.pk, &[], &marker, &[audit], "b", 10_000).await.expect("decide");
+    let decided = store.decide_interrupts(turn.pk, &[], &marker, &[audit], "b").await.expect("decide");
     assert_eq!(decided, Decided::AlreadyDecided);
 
     let log = log_of(store.as_ref(), turn.pk).await;

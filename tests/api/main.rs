@@ -28,6 +28,7 @@ mod https;
 mod instances;
 mod interrupts;
 mod log_pipeline;
+mod leases;
 mod mcp;
 mod metrics;
 mod openai;

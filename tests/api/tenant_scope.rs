@@ -48,7 +48,6 @@ async fn another_tenants_ids_find_nothing(backend: Backend) {
         at_ms: 1,
         client_tools: None,
         owner_instance: "a".into(),
-        lease_until_ms: i64::MAX,
         audit: Vec::new(),
     };
     let (thread, turn) = match store.start_turn(&new).await.expect("start") {
