@@ -23,7 +23,7 @@ async fn open_store(db: &TestDatabase) -> Arc<dyn Store> {
     store
 }
 
-async fn new_turn(store: &dyn Store, thread: &str, lease_until_ms: i64) -> TurnRow {
+async fn new_turn(store: &dyn Store, thread: &str, owner: &str) -> TurnRow {
     let new = NewTurn {
         tenant: "default".into(),
         thread_id: thread.into(),
@@ -37,8 +37,7 @@ async fn new_turn(store: &dyn Store, thread: &str, lease_until_ms: i64) -> TurnR
         started_by: "test".into(),
         at_ms: 1,
         client_tools: None,
-        owner_instance: "a".into(),
-        lease_until_ms,
+        owner_instance: owner.into(),
         audit: Vec::new(),
     };
     match store.start_turn(&new).await.expect("start") {
@@ -74,13 +73,14 @@ async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_mor
     // Small batches, so every turn's events spread over many batches in flight together.
     let log = pipelined_log(&store, 16);
     const EVENTS: i64 = 300;
-    let far = i64::MAX / 2;
+    // Instance "a" holds its lease for good; the victim's owner has no lease at all: it is the
+    // only turn a claim can take.
+    store.register_instance("a", 0, i64::MAX / 2).await.expect("instance a");
     let mut turns = Vec::new();
     for index in 0..12 {
-        turns.push(new_turn(store.as_ref(), &format!("th-{index}"), far).await);
+        turns.push(new_turn(store.as_ref(), &format!("th-{index}"), "a").await);
     }
-    // Its lease lapsed long ago: the only turn a claim can take.
-    let victim = new_turn(store.as_ref(), "th-victim", 10).await;
+    let victim = new_turn(store.as_ref(), "th-victim", "gone").await;
 
     let mut runners = Vec::new();
     for turn in turns.iter().chain(std::iter::once(&victim)) {
@@ -114,7 +114,7 @@ async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_mor
     // A claim passes over a row a batch holds locked: it is tried again at once until it lands.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let claimed = loop {
-        if let Some(claimed) = store.claim_lapsed_turn("b", 100, far, true).await.expect("claim") {
+        if let Some(claimed) = store.claim_lapsed_turn("b", 100, true).await.expect("claim") {
             break claimed;
         }
         assert!(tokio::time::Instant::now() < deadline, "the victim could not be claimed");
@@ -146,9 +146,9 @@ async fn a_failed_append_lets_no_later_batch_commit_the_same_runners_next_events
     // One append per batch: the bad append's batch and the ones behind it are in flight
     // together, the later ones inserted before the bad one fails.
     let log = pipelined_log(&store, 1);
-    let far = i64::MAX / 2;
-    let turn = new_turn(store.as_ref(), "th-bad", far).await;
-    let other = new_turn(store.as_ref(), "th-other", far).await;
+    store.register_instance("a", 0, i64::MAX / 2).await.expect("instance a");
+    let turn = new_turn(store.as_ref(), "th-bad", "a").await;
+    let other = new_turn(store.as_ref(), "th-other", "a").await;
     let (health, other_health) = (Arc::new(AppendHealth::default()), Arc::new(AppendHealth::default()));
     for seq in 1..=5 {
         log.append(turn.pk, turn.epoch, vec![event(turn.pk, seq)], &health).await.expect("queued");
