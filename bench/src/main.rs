@@ -411,7 +411,7 @@ async fn run(cli: &Cli) -> Result<()> {
             peer.stop().await;
         }
     }
-    report.judge(cli.scenario == Scenario::All);
+    report.judge(cli.scenario == Scenario::All, settings.sizes.waiting_turns);
     println!("## Figures\n\n{}", report.table());
     if !report.notes.is_empty() {
         println!("## Notes\n");

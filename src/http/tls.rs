@@ -2,9 +2,9 @@
 //! ALPN `h2` then `http/1.1`, and a certificate that can be replaced while the gateway runs.
 //!
 //! [`TlsListener`] is an [`axum::serve::Listener`]: TCP connections are accepted and their
-//! handshakes run on tasks of their own, and finished handshakes are handed to `axum::serve`.
-//! So HTTPS goes through exactly the connection handling and graceful shutdown plain HTTP uses
-//! (hyper-util's auto builder: HTTP/1.1 or HTTP/2 by what the client speaks first), and a slow
+//! handshakes run on tasks of their own, and finished handshakes are handed to the connection
+//! server (`connections.rs`), which serves HTTP/2 or HTTP/1.1 as ALPN chose. So HTTPS goes
+//! through exactly the connection handling and graceful shutdown plain HTTP uses, and a slow
 //! or failed handshake never holds up another connection.
 //!
 //! The certificate lives in a [`CertificateStore`], which rustls asks at every handshake. The
@@ -40,7 +40,7 @@ pub const RELOAD_POLL: Duration = Duration::from_secs(2);
 /// A client that has not finished its handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Finished handshakes waiting for `axum::serve` to take them.
+/// Finished handshakes waiting for the connection server to take them.
 const ACCEPTED_QUEUE: usize = 128;
 
 /// Why the served certificate could not be loaded. Each names the file at fault.
@@ -192,7 +192,7 @@ impl TlsServing {
     }
 }
 
-/// A TCP listener whose connections come out TLS-terminated, for `axum::serve`. Dropping it
+/// A TCP listener whose connections come out TLS-terminated. Dropping it
 /// (when the server stops accepting) stops accepting, watching the files and any handshake not
 /// yet handed over.
 pub struct TlsListener {
