@@ -13,8 +13,6 @@
 //! batch before it took its own, then waits for the batch before it to commit before it sends
 //! its own COMMIT. So while batch k waits for its fsync, batch k+1 is already inserted and
 //! queued on k's row locks, and the commits, like the fences, happen strictly in batch order.
-//! A batch joins one in flight only when enough is waiting ([`PIPELINE_AFTER_APPENDS`]): a
-//! trickle of events commits in fewer, larger transactions, a burst is pipelined at once.
 //! When a batch fails (or its fence refuses an append it already inserted) the batches behind
 //! it roll back before it is retried, and go through again after it, screened: an append of a
 //! runner whose earlier append failed is never written, so a turn's log gets no hole.
@@ -34,14 +32,6 @@ use crate::store::{BatchOutcome, Store, StoreError, StoredEvent, TurnWrites, Wri
 
 /// Appends waiting per writer before `append` waits for room (back-pressure on fast agents).
 const QUEUE_DEPTH: usize = 8192;
-
-/// Appends that must be waiting before a writer puts another batch in flight beside one that
-/// is already. Below it the writer waits for the batch in flight, so a trickle of events (many
-/// streams ticking) makes few larger transactions rather than one tiny transaction per event:
-/// measured at 1,000 streams × 10 events/s, pipelining every append made ~1,100 transactions/s
-/// of ~9 events and kept PostgreSQL at 100 % of a core (58–68 % at depth 1, for the same
-/// latency). A burst fills the queue at once and is pipelined from its first batches.
-const PIPELINE_AFTER_APPENDS: usize = 32;
 
 /// How long a pipelined batch waits for the batch before it to take its fence. Two batches of
 /// one writer only meet on the same rows when two runners of a turn wrote the same sequence
@@ -289,10 +279,7 @@ impl Writer {
         let mut last: Option<Stages> = None;
         let mut closed = false;
         loop {
-            // A second batch goes in flight only when enough is waiting to be worth its own
-            // transaction; a trickle waits for the batch in flight and joins the next, larger one.
-            let worth_a_batch = in_flight.is_empty() || requeued.len() + queue.len() >= PIPELINE_AFTER_APPENDS;
-            if in_flight.len() < self.depth && worth_a_batch {
+            if in_flight.len() < self.depth {
                 let mut appends = self.gather(&mut requeued, &mut queue, &in_flight);
                 if appends.is_empty() && in_flight.is_empty() && requeued.is_empty() {
                     let Some(first) = queue.recv().await else { return };
