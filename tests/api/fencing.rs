@@ -9,8 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agui_gateway::store::{
-    self, AuditEntry, Decided, EventKind, NewTurn, Owner, OwnerKind, StartTurn, Store, StoredEvent, TurnRow,
-    TurnStatus, TurnWrites, WriteOp,
+    self, AuditEntry, Decided, EventKind, Store, StoredEvent, TurnRow, TurnStatus, TurnWrites, WriteOp,
 };
 use bytes::Bytes;
 use serde_json::json;
@@ -23,29 +22,6 @@ async fn open_store(db: &TestDatabase) -> Arc<dyn Store> {
     let store = store::connect(&db.url, 4).await.expect("store opens");
     store.migrate().await.expect("migrations");
     store
-}
-
-async fn new_turn(store: &dyn Store, thread: &str, instance: &str) -> TurnRow {
-    let new = NewTurn {
-        tenant: "default".into(),
-        thread_id: thread.into(),
-        owner: Owner { kind: OwnerKind::Tenant, id: String::new() },
-        run_id: "run-1".into(),
-        public_id: unique("t"),
-        ordinal: 1,
-        agent: "demo".into(),
-        user_message_id: "u1".into(),
-        user_text: "hi".into(),
-        started_by: "test".into(),
-        at_ms: 1,
-        client_tools: None,
-        owner_instance: instance.into(),
-        audit: Vec::new(),
-    };
-    match store.start_turn(&new).await.expect("start") {
-        StartTurn::Started { turn, .. } => turn,
-        other => panic!("the turn did not start: {other:?}"),
-    }
 }
 
 fn event(turn: i64, seq: i64, kind: EventKind) -> WriteOp {

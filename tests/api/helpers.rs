@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agui_gateway::config::Config;
-use agui_gateway::store::{RowCounts, Store};
+use agui_gateway::store::{NewTurn, Owner, OwnerKind, RowCounts, StartTurn, Store, TurnRow};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -504,4 +504,29 @@ macro_rules! on_both_stores {
             }
         }
     };
+}
+
+/// Starts a turn straight in the store (tenant `default`, agent `demo`), its row naming
+/// `instance` as its owner: for tests of the store's own rules (fencing, leases, the log).
+pub async fn new_turn(store: &dyn Store, thread: &str, instance: &str) -> TurnRow {
+    let new = NewTurn {
+        tenant: "default".into(),
+        thread_id: thread.into(),
+        owner: Owner { kind: OwnerKind::Tenant, id: String::new() },
+        run_id: "run-1".into(),
+        public_id: unique("t"),
+        ordinal: 1,
+        agent: "demo".into(),
+        user_message_id: "u1".into(),
+        user_text: "hi".into(),
+        started_by: "test".into(),
+        at_ms: 1,
+        client_tools: None,
+        owner_instance: instance.into(),
+        audit: Vec::new(),
+    };
+    match store.start_turn(&new).await.expect("start") {
+        StartTurn::Started { turn, .. } => turn,
+        other => panic!("the turn did not start: {other:?}"),
+    }
 }

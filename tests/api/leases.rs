@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use agui_gateway::store::{self, NewTurn, Owner, OwnerKind, StartTurn, Store, TurnRow};
+use agui_gateway::store;
 
 use crate::helpers::*;
 
@@ -149,29 +149,6 @@ async fn instance_ids(database_url: &str) -> Vec<String> {
 }
 
 crate::on_both_stores!(a_heartbeat_writes_one_row_per_instance_however_many_turns_run);
-
-async fn new_turn(store: &dyn Store, thread: &str, instance: &str) -> TurnRow {
-    let new = NewTurn {
-        tenant: "default".into(),
-        thread_id: thread.into(),
-        owner: Owner { kind: OwnerKind::Tenant, id: String::new() },
-        run_id: "run-1".into(),
-        public_id: unique("t"),
-        ordinal: 1,
-        agent: "demo".into(),
-        user_message_id: "u1".into(),
-        user_text: "hi".into(),
-        started_by: "test".into(),
-        at_ms: 1,
-        client_tools: None,
-        owner_instance: instance.into(),
-        audit: Vec::new(),
-    };
-    match store.start_turn(&new).await.expect("start") {
-        StartTurn::Started { turn, .. } => turn,
-        other => panic!("the turn did not start: {other:?}"),
-    }
-}
 
 /// Claims at the store, step by step: an instance whose lease lapsed loses all its turns at
 /// once and others claim them one at a time (each with a new epoch); a turn naming an owner

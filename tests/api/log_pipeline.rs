@@ -9,9 +9,7 @@ use std::time::Duration;
 use agui_gateway::engine::hub::Hub;
 use agui_gateway::engine::log::{AppendHealth, Batching, EventLog, LogError};
 use agui_gateway::metrics::Metrics;
-use agui_gateway::store::{
-    self, EventKind, NewTurn, Owner, OwnerKind, StartTurn, Store, StoredEvent, TurnRow, WriteOp,
-};
+use agui_gateway::store::{self, EventKind, Store, StoredEvent, WriteOp};
 use bytes::Bytes;
 use serde_json::json;
 
@@ -21,29 +19,6 @@ async fn open_store(db: &TestDatabase) -> Arc<dyn Store> {
     let store = store::connect(&db.url, 16).await.expect("store opens");
     store.migrate().await.expect("migrations");
     store
-}
-
-async fn new_turn(store: &dyn Store, thread: &str, owner: &str) -> TurnRow {
-    let new = NewTurn {
-        tenant: "default".into(),
-        thread_id: thread.into(),
-        owner: Owner { kind: OwnerKind::Tenant, id: String::new() },
-        run_id: "run-1".into(),
-        public_id: unique("t"),
-        ordinal: 1,
-        agent: "demo".into(),
-        user_message_id: "u1".into(),
-        user_text: "hi".into(),
-        started_by: "test".into(),
-        at_ms: 1,
-        client_tools: None,
-        owner_instance: owner.into(),
-        audit: Vec::new(),
-    };
-    match store.start_turn(&new).await.expect("start") {
-        StartTurn::Started { turn, .. } => turn,
-        other => panic!("the turn did not start: {other:?}"),
-    }
 }
 
 fn event(turn: i64, seq: i64) -> WriteOp {
