@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{add_cpu, count, raw_reference, run_to_end, unique, warm_up, Repetitions, Settings};
+use super::{add_cpu, add_instance_cpu, count, raw_reference, run_to_end, unique, warm_up, Repetitions, Settings};
 use crate::bail;
 use crate::error::{Context, Result};
 use crate::procfs::CpuSnapshot;
@@ -116,16 +116,6 @@ pub async fn run_over(
     }
     report.add(key, label, Unit::PerSec, rates, reference);
     add_cpu(report, key, label, &cpu);
-    if targets.len() > 1 {
-        for (n, (samples, target)) in per_instance.into_iter().zip(targets).enumerate() {
-            report.add(
-                format!("{key}/cpu/instance{n}"),
-                format!("{label}: instance {n} CPU ({})", target.name),
-                Unit::Core,
-                samples,
-                None,
-            );
-        }
-    }
+    add_instance_cpu(report, key, label, per_instance, targets);
     Ok(stored)
 }

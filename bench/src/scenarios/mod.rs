@@ -152,6 +152,22 @@ pub async fn warm_up(client: &crate::http::Client, target: &Target, settings: &S
 type CpuPart = (&'static str, &'static str, fn(&CpuUse) -> f64);
 
 /// Adds the CPU split of a scenario's runs (server, PostgreSQL, this tool, other work).
+/// Each instance's CPU per repetition, when a scenario ran on several (scale-out).
+pub fn add_instance_cpu(report: &mut Report, key: &str, label: &str, per_instance: Vec<Vec<f64>>, targets: &[Target]) {
+    if targets.len() < 2 {
+        return;
+    }
+    for (n, (samples, target)) in per_instance.into_iter().zip(targets).enumerate() {
+        report.add(
+            format!("{key}/cpu/instance{n}"),
+            format!("{label}: instance {n} CPU ({})", target.name),
+            Unit::Core,
+            samples,
+            None,
+        );
+    }
+}
+
 pub fn add_cpu(report: &mut Report, key: &str, label: &str, uses: &[CpuUse]) {
     let parts: [CpuPart; 4] = [
         ("server", "server CPU", |u| u.server),

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{add_cpu, count, unique, warm_up, Repetitions, Settings};
+use super::{add_cpu, add_instance_cpu, count, unique, warm_up, Repetitions, Settings};
 use crate::bail;
 use crate::error::{Context, Error, Result};
 use crate::procfs::{CpuSnapshot, CpuUse};
@@ -255,17 +255,7 @@ pub async fn run_routed(
         super::raw_reference(target, "b100/c1"),
     );
     add_cpu(report, key, label, &cpu);
-    if targets.len() > 1 {
-        for (n, (samples, target)) in per_instance.into_iter().zip(targets).enumerate() {
-            report.add(
-                format!("{key}/cpu/instance{n}"),
-                format!("{label}: instance {n} CPU ({})", target.name),
-                Unit::Core,
-                samples,
-                None,
-            );
-        }
-    }
+    add_instance_cpu(report, key, label, per_instance, targets);
     if targets.iter().any(|t| t.metrics_url.is_some()) {
         crate::metrics::add_breakdown(report, key, label, &breakdowns);
     }
