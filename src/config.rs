@@ -19,8 +19,8 @@ mod tenants;
 mod tls;
 
 pub use agents::{
-    AguiAgentConfig, Approval, CallSpec, HttpTool, McpServerConfig, OpenaiAgentConfig, ScriptAgentConfig, ScriptStep,
-    ToolPolicy,
+    AguiAgentConfig, Approval, CallSpec, HttpTool, McpServerConfig, OnCut, OpenaiAgentConfig, ScriptAgentConfig,
+    ScriptStep, ToolPolicy,
 };
 
 pub use auth::{default_person_scopes, AppTokensConfig, AuthConfig, IdentityProviderConfig};

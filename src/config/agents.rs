@@ -395,6 +395,34 @@ pub struct AguiAgentConfig {
     /// The person who started the turn may not decide.
     #[serde(default)]
     pub four_eyes: bool,
+    /// Send the client's `context` entries upstream.
+    #[serde(default = "yes")]
+    pub send_context: bool,
+    /// Send the client's `forwardedProps` upstream.
+    #[serde(default = "yes")]
+    pub send_forwarded_props: bool,
+    /// The `forwardedProps` keys sent upstream; absent: every key.
+    #[serde(default)]
+    pub forwarded_props_keys: Option<Vec<String>>,
+    /// What a takeover does with an upstream run its instance was relaying when it died.
+    #[serde(default)]
+    pub on_cut: OnCut,
+}
+
+/// What becomes of an upstream run cut by the death of the instance relaying it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnCut {
+    /// Continue it: reconnect with `Last-Event-ID` where the upstream gave its events ids (and
+    /// still knows the run), else close what the cut left open and run the upstream again.
+    #[default]
+    Continue,
+    /// End the turn `failed`.
+    Fail,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_upstream_timeout_secs() -> u64 {

@@ -15,6 +15,14 @@ use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
 pub trait Agent: Send + Sync {
     /// Answers the turn from `checkpoint` on (the default checkpoint, for a new turn).
     async fn run(&self, turn: &mut TurnContext, checkpoint: Checkpoint) -> Result<AgentOutput, AgentError>;
+
+    /// Whether a turn taken over at `checkpoint` goes on with the messages and tool calls the
+    /// cut left open (an upstream stream resumed where it stopped), instead of the engine
+    /// closing them first so the cut step can run again whole. An agent that says yes closes
+    /// them itself when it cannot go on after all ([`TurnContext::close_cut_items`]).
+    fn continues_cut_items(&self, _checkpoint: &Checkpoint) -> bool {
+        false
+    }
 }
 
 /// The configured agents by name: the ones turns run on and delegations hand tasks to.

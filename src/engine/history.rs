@@ -102,6 +102,7 @@ mod tests {
             checkpoint: None,
             cancel_requested: false,
             client_tools: None,
+            client_input: None,
             epoch: 1,
         }
     }

@@ -16,7 +16,7 @@ use crate::store::{StoredEvent, TurnStatus, WriteOp};
 
 impl TurnContext {
     /// Closes whatever is open (newest first), as `RUN_FINISHED` requires.
-    pub(super) async fn close_open_items(&mut self) -> Result<(), AgentError> {
+    pub(crate) async fn close_open_items(&mut self) -> Result<(), AgentError> {
         for call in std::mem::take(&mut self.open_tool_calls).into_iter().rev() {
             self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
         }

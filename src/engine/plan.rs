@@ -212,6 +212,7 @@ impl Engine {
                 [] => None,
                 tools => serde_json::to_string(tools).ok(),
             },
+            client_input: client_input(request.input),
             agent: request.agent.to_string(),
             user_message_id: message_id,
             user_text: text,
@@ -348,4 +349,15 @@ pub(super) fn viewer_of(request: &RunRequest<'_>) -> Viewer {
 
 pub(super) fn refuse(code: RunErrorCode, message: &str) -> RunPlan {
     RunPlan::Refused(Refusal { code, message: message.to_string(), figures: None })
+}
+
+/// What a turn keeps of its starting run's input for an upstream agent (§9.3): the `context`
+/// entries and the `forwardedProps`, when the client sent either.
+fn client_input(input: &crate::protocol::RunAgentInput) -> Option<String> {
+    let context = input.context.as_deref().unwrap_or_default();
+    let props = input.forwarded_props.as_ref().filter(|p| !p.is_null());
+    if context.is_empty() && props.is_none() {
+        return None;
+    }
+    serde_json::to_string(&serde_json::json!({ "context": context, "forwardedProps": props })).ok()
 }

@@ -111,6 +111,12 @@ impl Engine {
                     .as_deref()
                     .and_then(|t| serde_json::from_str(t).ok())
                     .unwrap_or_default(),
+                client_input: turn
+                    .client_input
+                    .as_deref()
+                    .and_then(|input| serde_json::from_str(input).ok())
+                    .unwrap_or_default(),
+                max_open_steps: inner.config.limits.max_open_steps,
                 tenant,
                 token_budget,
                 agents: inner.agents.clone(),
@@ -245,7 +251,8 @@ pub(super) async fn run_turn(
         snapshot.insert("board".into(), json!({ "notes": board }));
         Event::StateSnapshot { snapshot: Value::Object(snapshot), subagent_run_id: None }
     };
-    if context.is_fresh() {
+    let picked_up = !context.is_fresh();
+    if !picked_up {
         let board = board.unwrap_or_else(|| board::from_stored(&notes));
         let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
         let started = Event::RunStarted {
@@ -256,14 +263,11 @@ pub(super) async fn run_turn(
             input: None,
         };
         context.emit_together(vec![started, snapshot(state, board)]).await?;
-    } else {
-        if !opened {
-            // A log cut between its RUN_STARTED and its STATE_SNAPSHOT (written apart by an
-            // earlier version): the run still opens with the board before anything else.
-            let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
-            context.emit(snapshot(state, board::from_stored(&notes))).await?;
-        }
-        context.close_cut_items().await?;
+    } else if !opened {
+        // A log cut between its RUN_STARTED and its STATE_SNAPSHOT (written apart by an
+        // earlier version): the run still opens with the board before anything else.
+        let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
+        context.emit(snapshot(state, board::from_stored(&notes))).await?;
     }
     let Some(agent) = inner.agents.get(&turn.agent) else {
         return Err(AgentError::Failed(format!("agent '{}' is no longer configured", turn.agent)));
@@ -277,5 +281,8 @@ pub(super) async fn run_turn(
             AgentError::Internal("the turn's stored checkpoint is unreadable".into())
         })?,
     };
+    if picked_up && !agent.continues_cut_items(&checkpoint) {
+        context.close_cut_items().await?;
+    }
     agent.run(context, checkpoint).await
 }

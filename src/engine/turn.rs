@@ -157,6 +157,10 @@ pub struct TurnContext {
     pub(super) store: Arc<dyn Store>,
     pub(super) started_by: String,
     pub(super) client_tools: Vec<crate::protocol::input::Tool>,
+    /// The client's `context` and `forwardedProps` of the run that started the turn.
+    pub(super) client_input: ClientInput,
+    /// At most this many steps are shown open at once (`limits.max_open_steps`, §3).
+    pub(super) max_open_steps: usize,
     pub(super) open_messages: Vec<String>,
     /// Messages whose first content has not been sent yet (the AI label goes there).
     pub(super) unlabelled: Vec<String>,
@@ -197,6 +201,17 @@ pub struct Reasoning {
     pub message_id: String,
 }
 
+/// What the client sent with the run that started the turn, besides messages and tools, kept
+/// with the turn (`turns.client_input`) for an upstream agent (§9.3).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientInput {
+    #[serde(default)]
+    pub context: Vec<crate::protocol::input::Context>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_props: Option<Value>,
+}
+
 /// Everything a new [`TurnContext`] needs; built by the engine.
 pub(crate) struct TurnSetup {
     pub log: EventLog,
@@ -216,6 +231,9 @@ pub(crate) struct TurnSetup {
     pub started_by: String,
     /// Client-declared tools the turn admitted.
     pub client_tools: Vec<crate::protocol::input::Tool>,
+    /// The client's `context` and `forwardedProps` of the run that started the turn.
+    pub client_input: ClientInput,
+    pub max_open_steps: usize,
     /// The tenant, and its token budget when it has one (§8).
     pub tenant: String,
     pub token_budget: Option<TokenBudget>,
@@ -250,6 +268,8 @@ impl TurnContext {
             store: setup.store,
             started_by: setup.started_by,
             client_tools: setup.client_tools,
+            client_input: setup.client_input,
+            max_open_steps: setup.max_open_steps,
             open_messages: Vec::new(),
             unlabelled: Vec::new(),
             open_tool_calls: Vec::new(),
@@ -323,6 +343,16 @@ impl TurnContext {
         let mut ops = self.atomic.take().unwrap_or_default();
         ops.push(self.checkpoint_op(checkpoint)?);
         self.log.append_committed(self.turn_pk, self.epoch, ops, &self.health).await?;
+        Ok(())
+    }
+
+    /// Appends what the step said together with the checkpoint after it, as one write, without
+    /// waiting for the commit: a crash keeps both or neither, so the checkpoint always says
+    /// exactly how far the log got (an upstream stream's position, event by event).
+    pub async fn append_step(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
+        let mut ops = self.atomic.take().unwrap_or_default();
+        ops.push(self.checkpoint_op(checkpoint)?);
+        self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?;
         Ok(())
     }
 
@@ -626,6 +656,44 @@ impl TurnContext {
     /// The client-declared tools this turn may offer its model.
     pub fn client_tools(&self) -> &[crate::protocol::input::Tool] {
         &self.client_tools
+    }
+
+    /// The client's `context` and `forwardedProps` of the run that started the turn.
+    pub fn client_input(&self) -> &ClientInput {
+        &self.client_input
+    }
+
+    /// How many steps are shown open now, and how many may be (`limits.max_open_steps`).
+    pub fn open_step_room(&self) -> (usize, usize) {
+        (self.open_steps.len(), self.max_open_steps)
+    }
+
+    /// The sequence number the turn's next event gets: where what the agent says next begins.
+    pub fn next_seq(&self) -> i64 {
+        self.next_seq
+    }
+
+    /// The thread's conversation as the log holds it just before event `before_seq` of this
+    /// turn: earlier turns whole, this turn's user message, and what the turn said before that
+    /// event (its answers, tool calls and results, the client's tool results).
+    pub async fn conversation_before(&self, before_seq: i64) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
+        self.patiently("the thread could not be read", || {
+            super::conversation::load_at(self.store.as_ref(), self.thread_pk, self.turn_pk, before_seq)
+        })
+        .await
+    }
+
+    /// The checkpoints of the thread's earlier turns, newest first (an agent that keeps what an
+    /// upstream last said across turns reads it there).
+    pub async fn earlier_checkpoints(&self) -> Result<Vec<String>, AgentError> {
+        let turns = self.patiently("the thread could not be read", || self.store.thread_turns(self.thread_pk)).await?;
+        Ok(turns.into_iter().rev().filter(|turn| turn.pk != self.turn_pk).filter_map(|turn| turn.checkpoint).collect())
+    }
+
+    /// The thread's editable state (§7): the keys clients wrote, as an object.
+    pub async fn editable_state(&self) -> Result<serde_json::Map<String, Value>, AgentError> {
+        let stored = self.patiently("the thread could not be read", || self.store.thread_state(self.thread_pk)).await?;
+        Ok(super::board::stored_state(stored.as_deref()))
     }
 
     /// Reads (or records) something for the running turn, waiting out a database that is only

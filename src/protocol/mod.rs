@@ -6,6 +6,7 @@
 
 pub mod events;
 pub mod input;
+pub mod sse;
 
 pub use events::{Event, Interrupt, RunOutcome, TokenUsage};
 pub use input::{ContentPart, InputMessage, ResumeEntry, RunAgentInput, UserContent};

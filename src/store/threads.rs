@@ -105,6 +105,8 @@ pub struct TurnRow {
     pub cancel_requested: bool,
     /// The client-declared tools admitted when the turn started, as JSON (AG-UI `Tool`s).
     pub client_tools: Option<String>,
+    /// The client's `context` and `forwardedProps` of the run that started the turn, as JSON.
+    pub client_input: Option<String>,
     /// The ownership epoch: grows with each claim (start, takeover, resume). A runner's writes
     /// carry the epoch it was given and are refused once it is no longer the turn's.
     pub epoch: i64,
@@ -126,6 +128,8 @@ pub struct NewTurn {
     pub at_ms: i64,
     /// Admitted client-declared tools, as JSON; `None` when the client declared none.
     pub client_tools: Option<String>,
+    /// The client's `context` and `forwardedProps`, as JSON; `None` when it sent neither.
+    pub client_input: Option<String>,
     /// The instance that will run the turn (its lease is the instance's own, in `instances`).
     pub owner_instance: String,
     /// The `run.start` audit row (and a `board.read` one when the run opens with notes the
@@ -184,7 +188,7 @@ pub trait ThreadStore: Send + Sync {
 }
 
 pub(super) const TURN_COLUMNS: &str = "id, public_id, thread, ordinal, agent, status, user_message_id, \
-     user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools, epoch";
+     user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools, client_input, epoch";
 
 /// `SELECT <turn columns> FROM turns WHERE <condition>`.
 pub(super) fn select_turns(condition: &str) -> String {
@@ -205,8 +209,8 @@ const SET_THREAD_STATE: &str = "UPDATE threads SET state = $2 WHERE id = $1";
 fn insert_turn_returning() -> String {
     format!(
         "INSERT INTO turns (public_id, thread, ordinal, agent, status, user_message_id, user_text, \
-         started_by, created_at_ms, owner_instance, lease_until_ms, client_tools) \
-         VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11) \
+         started_by, created_at_ms, owner_instance, lease_until_ms, client_tools, client_input) \
+         VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11, $12) \
          ON CONFLICT (thread, ordinal) DO NOTHING RETURNING {TURN_COLUMNS}"
     )
 }
@@ -226,6 +230,7 @@ pub(super) fn turn_row<DB: SqlDb>(row: &Record<DB>) -> Result<TurnRow, StoreErro
         checkpoint: row.get("checkpoint")?,
         cancel_requested: row.get("cancel_requested")?,
         client_tools: row.get("client_tools")?,
+        client_input: row.get("client_input")?,
         epoch: row.get("epoch")?,
     })
 }
@@ -320,6 +325,7 @@ impl<B: Backend> ThreadStore for B {
             .bind(&new.owner_instance)
             .bind(super::leases::HELD_BY_INSTANCE)
             .bind(&new.client_tools)
+            .bind(&new.client_input)
             .fetch_optional(&mut tx)
             .await?;
         let Some(turn_row) = inserted else {

@@ -522,6 +522,7 @@ pub async fn new_turn(store: &dyn Store, thread: &str, instance: &str) -> TurnRo
         started_by: "test".into(),
         at_ms: 1,
         client_tools: None,
+        client_input: None,
         owner_instance: instance.into(),
         audit: Vec::new(),
     };

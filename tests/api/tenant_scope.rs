@@ -47,6 +47,7 @@ async fn another_tenants_ids_find_nothing(backend: Backend) {
         started_by: "test".into(),
         at_ms: 1,
         client_tools: None,
+        client_input: None,
         owner_instance: "a".into(),
         audit: Vec::new(),
     };

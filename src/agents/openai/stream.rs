@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::{builtin_definition, OpenaiAgent, PendingCall, Usage, DELEGATE};
 use crate::engine::turn::{AgentError, Reasoning, TurnContext};
+use crate::protocol::sse::SseDecoder;
 
 impl OpenaiAgent {
     /// One streamed model call: text deltas and tool-call argument deltas go to the log as
@@ -60,15 +61,13 @@ impl OpenaiAgent {
         let mut reasoning: Option<Reasoning> = None;
         let mut calls: BTreeMap<u64, PendingCall> = BTreeMap::new();
         let mut started: Vec<u64> = Vec::new();
-        let mut buffer = String::new();
+        let mut decoder = SseDecoder::new();
         let mut stream = response.bytes_stream();
         'read: while let Some(chunk) = stream.next().await {
             let chunk =
                 chunk.map_err(|e| AgentError::Failed(format!("the model's stream broke off ({})", e.without_url())))?;
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buffer.find('\n') {
-                let line: String = buffer.drain(..=end).collect();
-                let Some(data) = line.trim_end().strip_prefix("data:").map(str::trim) else { continue };
+            for sse in decoder.push(&chunk) {
+                let data = sse.data.trim();
                 if data == "[DONE]" {
                     break 'read;
                 }

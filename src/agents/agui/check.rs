@@ -1,0 +1,236 @@
+//! What an upstream may send: each event checked as the official client checks it (its JSON,
+//! its schema, and the order rules of its verification), before anything of it is relayed.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::engine::turn::AgentError;
+use crate::protocol::events::{Envelope, RunOutcome};
+use crate::protocol::Event;
+
+/// One upstream event, checked as the official client checks it: JSON, no `null` where AG-UI
+/// wants a field absent, an integer timestamp, and the event's own schema.
+pub(super) fn parse_upstream_event(data: &str) -> Result<Event, AgentError> {
+    let invalid = |why: String| AgentError::Failed(format!("the upstream agent sent an invalid event: {why}"));
+    let value: Value = serde_json::from_str(data).map_err(|e| invalid(format!("not JSON ({e})")))?;
+    let object = value.as_object().ok_or_else(|| invalid("not a JSON object".into()))?;
+    let kind = object.get("type").and_then(Value::as_str).unwrap_or("?").to_string();
+    // Required payloads may be null; every optional field must be absent instead.
+    const MAY_BE_NULL: [&str; 3] = ["snapshot", "value", "event"];
+    if let Some((field, _)) = object.iter().find(|(k, v)| v.is_null() && !MAY_BE_NULL.contains(&k.as_str())) {
+        return Err(invalid(format!("{kind}.{field} is null")));
+    }
+    if let Some(timestamp) = object.get("timestamp") {
+        if timestamp.as_i64().is_none() {
+            return Err(invalid(format!("{kind}.timestamp is not an integer")));
+        }
+    }
+    let envelope: Envelope = serde_json::from_value(value).map_err(|e| invalid(format!("{kind}: {e}")))?;
+    Ok(envelope.event)
+}
+
+/// The ordering rules of AG-UI 1.0 (what the official client's verification enforces), for
+/// the events the gateway relays.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(super) struct UpstreamOrder {
+    started: bool,
+    messages: BTreeSet<String>,
+    calls: BTreeSet<String>,
+    steps: BTreeSet<String>,
+    /// Reasoning spans and reasoning messages are tracked apart, as the client tracks them.
+    reasoning_spans: BTreeSet<String>,
+    reasoning_messages: BTreeSet<String>,
+}
+
+impl UpstreamOrder {
+    pub(super) fn check(&mut self, event: &Event) -> Result<(), String> {
+        if !self.started {
+            return match event {
+                Event::RunStarted { .. } => {
+                    self.started = true;
+                    Ok(())
+                }
+                Event::RunError { .. } => Ok(()),
+                _ => Err(format!("sent {} before RUN_STARTED", event_name(event))),
+            };
+        }
+        let open = |set: &BTreeSet<String>, id: &str, what: &str| {
+            if set.contains(id) {
+                Ok(())
+            } else {
+                Err(format!("sent {what} for '{id}', which is not open"))
+            }
+        };
+        match event {
+            Event::RunStarted { .. } => return Err("sent RUN_STARTED twice".into()),
+            Event::TextMessageStart { message_id, .. } => {
+                if !self.messages.insert(message_id.clone()) {
+                    return Err(format!("started message '{message_id}' twice"));
+                }
+            }
+            Event::TextMessageContent { message_id, .. } => open(&self.messages, message_id, "TEXT_MESSAGE_CONTENT")?,
+            Event::TextMessageEnd { message_id, .. } => {
+                open(&self.messages, message_id, "TEXT_MESSAGE_END")?;
+                self.messages.remove(message_id);
+            }
+            Event::ToolCallStart { tool_call_id, .. } => {
+                if !self.calls.insert(tool_call_id.clone()) {
+                    return Err(format!("started tool call '{tool_call_id}' twice"));
+                }
+            }
+            Event::ToolCallArgs { tool_call_id, .. } => open(&self.calls, tool_call_id, "TOOL_CALL_ARGS")?,
+            Event::ToolCallEnd { tool_call_id, .. } => {
+                open(&self.calls, tool_call_id, "TOOL_CALL_END")?;
+                self.calls.remove(tool_call_id);
+            }
+            Event::StepStarted { step_name, .. } => {
+                if !self.steps.insert(step_name.clone()) {
+                    return Err(format!("started step '{step_name}' twice"));
+                }
+            }
+            Event::StepFinished { step_name, .. } => {
+                open(&self.steps, step_name, "STEP_FINISHED")?;
+                self.steps.remove(step_name);
+            }
+            Event::ReasoningStart { message_id, .. } => {
+                if !self.reasoning_spans.insert(message_id.clone()) {
+                    return Err(format!("started reasoning span '{message_id}' twice"));
+                }
+            }
+            Event::ReasoningEnd { message_id, .. } => {
+                open(&self.reasoning_spans, message_id, "REASONING_END")?;
+                self.reasoning_spans.remove(message_id);
+            }
+            Event::ReasoningMessageStart { message_id, role, .. } => {
+                if role != "reasoning" {
+                    return Err(format!("sent REASONING_MESSAGE_START with role '{role}', not 'reasoning'"));
+                }
+                if !self.reasoning_messages.insert(message_id.clone()) {
+                    return Err(format!("started reasoning message '{message_id}' twice"));
+                }
+            }
+            Event::ReasoningMessageContent { message_id, .. } => {
+                open(&self.reasoning_messages, message_id, "REASONING_MESSAGE_CONTENT")?
+            }
+            Event::ReasoningMessageEnd { message_id, .. } => {
+                open(&self.reasoning_messages, message_id, "REASONING_MESSAGE_END")?;
+                self.reasoning_messages.remove(message_id);
+            }
+            Event::ActivityDelta { patch, .. } => check_patch(patch, "ACTIVITY_DELTA")?,
+            Event::StateDelta { delta, .. } => check_patch(delta, "STATE_DELTA")?,
+            Event::RunFinished { outcome, .. } => {
+                if !(self.messages.is_empty() && self.calls.is_empty() && self.steps.is_empty()) {
+                    return Err("sent RUN_FINISHED with messages, tool calls or steps still open".into());
+                }
+                if !(self.reasoning_spans.is_empty() && self.reasoning_messages.is_empty()) {
+                    return Err("sent RUN_FINISHED with reasoning still open".into());
+                }
+                if let Some(RunOutcome::Interrupt { interrupts }) = outcome {
+                    if interrupts.is_empty() {
+                        return Err("sent an interrupt outcome without interrupts".into());
+                    }
+                }
+            }
+            // Chunks reach the check only expanded (`super::chunks`).
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// A JSON Patch as the client's schema wants it: a known op, RFC 6901 pointers, and a value
+/// where the op needs one.
+fn check_patch(patch: &[crate::protocol::events::PatchOp], kind: &str) -> Result<(), String> {
+    let pointer = |p: &str| p.is_empty() || p.starts_with('/');
+    for op in patch {
+        if !["add", "remove", "replace", "move", "copy", "test"].contains(&op.op.as_str()) {
+            return Err(format!("sent {kind} with an unknown patch op '{}'", op.op));
+        }
+        if !pointer(&op.path) || op.from.as_deref().is_some_and(|from| !pointer(from)) {
+            return Err(format!("sent {kind} with a path that is not a JSON pointer"));
+        }
+        if ["add", "replace", "test"].contains(&op.op.as_str()) && op.value.is_none() {
+            return Err(format!("sent {kind} with a '{}' op without a value", op.op));
+        }
+        if ["move", "copy"].contains(&op.op.as_str()) && op.from.is_none() {
+            return Err(format!("sent {kind} with a '{}' op without 'from'", op.op));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn event_name(event: &Event) -> String {
+    serde_json::to_value(event).ok().and_then(|v| v["type"].as_str().map(str::to_string)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_events_are_checked_like_the_official_client() {
+        assert!(parse_upstream_event(r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""}"#).is_ok());
+        for bad in [
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":null}"#,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"tool"}"#,
+            r#"{"type":"RUN_STARTED","threadId":"t","runId":"r","timestamp":1.5}"#,
+            r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"interrupt"}}"#,
+            r#"not json"#,
+        ] {
+            assert!(parse_upstream_event(bad).is_err(), "{bad}");
+        }
+        let mut order = UpstreamOrder::default();
+        let content = parse_upstream_event(r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}"#).unwrap();
+        assert!(order.check(&content).is_err(), "before RUN_STARTED");
+        let started = parse_upstream_event(r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#).unwrap();
+        assert!(order.check(&started).is_ok());
+        assert!(order.check(&content).is_err(), "content of a message never started");
+    }
+
+    fn checked(order: &mut UpstreamOrder, event: &str) -> Result<(), String> {
+        order.check(&parse_upstream_event(event).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn upstream_reasoning_and_activity_are_checked_like_the_official_client() {
+        let mut order = UpstreamOrder::default();
+        checked(&mut order, r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#).expect("started");
+        assert!(checked(&mut order, r#"{"type":"REASONING_MESSAGE_CONTENT","messageId":"x","delta":"a"}"#).is_err());
+        assert!(checked(&mut order, r#"{"type":"REASONING_END","messageId":"s"}"#).is_err(), "a span never started");
+        checked(&mut order, r#"{"type":"REASONING_START","messageId":"s"}"#).expect("span");
+        assert!(checked(&mut order, r#"{"type":"REASONING_START","messageId":"s"}"#).is_err(), "twice");
+        // Spans and messages are tracked apart: one id may name both.
+        checked(&mut order, r#"{"type":"REASONING_MESSAGE_START","messageId":"s","role":"reasoning"}"#).expect("msg");
+        assert!(
+            parse_upstream_event(r#"{"type":"REASONING_MESSAGE_START","messageId":"m"}"#).is_err(),
+            "role is required"
+        );
+        assert!(
+            checked(&mut order, r#"{"type":"REASONING_MESSAGE_START","messageId":"m","role":"assistant"}"#).is_err()
+        );
+        let finish = r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#;
+        assert!(checked(&mut order, finish).is_err(), "reasoning still open");
+        checked(&mut order, r#"{"type":"REASONING_MESSAGE_END","messageId":"s"}"#).expect("msg end");
+        checked(&mut order, r#"{"type":"REASONING_END","messageId":"s"}"#).expect("span end");
+        checked(
+            &mut order,
+            r#"{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"plan","patch":[{"op":"add","path":"/x","value":null}]}"#,
+        )
+        .expect("a delta of any activity");
+        for bad in [
+            r#"{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"p","patch":[{"op":"add","path":"x","value":1}]}"#,
+            r#"{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"p","patch":[{"op":"replace","path":"/x"}]}"#,
+            r#"{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"p","patch":[{"op":"merge","path":"/x"}]}"#,
+            r#"{"type":"STATE_DELTA","delta":[{"op":"move","path":"/x"}]}"#,
+        ] {
+            assert!(checked(&mut order, bad).is_err(), "{bad}");
+        }
+        assert!(parse_upstream_event(
+            r#"{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"p","content":[1]}"#
+        )
+        .is_err());
+        checked(&mut order, finish).expect("nothing open");
+    }
+}

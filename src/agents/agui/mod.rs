@@ -1,0 +1,514 @@
+//! The `agui` agent (§9.3): fronts an existing AG-UI server (LangGraph, Mastra, Pydantic AI, any
+//! `@ag-ui` server). The gateway sends it the thread's conversation from its own record, the
+//! tools the client declared and the agent admits, the client's context, forwarded props and
+//! state; it checks every event the upstream answers against AG-UI 1.0 (shape and order, as the
+//! official client does, chunk events expanded first) and re-serves the events under the
+//! gateway's own ids. An upstream interrupt becomes a gateway interrupt (gateway id, deciders,
+//! expiry, schema check on resume), whose decisions go back upstream as the next run's
+//! `resume`; an upstream call of a client tool ends the run with `pendingToolCallIds`, and the
+//! client's result goes back upstream in the conversation of the next run.
+//!
+//! An upstream run outlives the instance relaying it: the instance that takes the turn over
+//! reconnects with `Last-Event-ID` when the upstream gave its events ids (and relays from
+//! exactly after the last event the log holds), or else closes what the cut left open and runs
+//! the upstream again on the same conversation (`on_cut = "fail"` ends the turn instead).
+//!
+//! [`check`] holds what an upstream may send, [`chunks`] the chunk expansion, [`relay`] the
+//! re-serving and the live run's position.
+
+mod check;
+mod chunks;
+mod relay;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use self::check::parse_upstream_event;
+use self::relay::{Ending, LiveRun, Relay};
+use crate::config::{AguiAgentConfig, OnCut};
+use crate::engine::agent::Agent;
+use crate::engine::interrupts::Deciders;
+use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
+use crate::protocol::sse::SseDecoder;
+use crate::protocol::Event;
+
+#[derive(Debug, Clone)]
+pub struct AguiAgent {
+    config: AguiAgentConfig,
+    http: super::AgentHttp,
+}
+
+/// What a turn remembers of its upstream (in its checkpoint).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Upstream {
+    /// Upstream runs started in this turn.
+    runs: u32,
+    /// An upstream run was under way at the last checkpoint.
+    streaming: bool,
+    /// The upstream interrupts the turn waits on, each with the gateway interrupt standing for it.
+    waiting: Vec<UpstreamInterrupt>,
+    /// Upstream tool call ids → the gateway's, so a later result names the right call.
+    calls: BTreeMap<String, String>,
+    /// Upstream activity message ids → the gateway's: a later run's snapshot or delta of the
+    /// same activity updates the same message.
+    #[serde(default)]
+    activities: BTreeMap<String, String>,
+    /// Client tool calls the turn waits for the client's results of (the gateway's ids).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    client_calls: Vec<String>,
+    /// The upstream's state as it last set it (`STATE_SNAPSHOT`, then its deltas), sent back on
+    /// its next run, in this turn and the thread's next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state: Option<Value>,
+    /// The upstream run under way, while `streaming`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    live: Option<LiveRun>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct UpstreamInterrupt {
+    /// The upstream's own id (what its `resume` names).
+    id: String,
+    /// The gateway interrupt opened for it, whose decision goes back upstream.
+    #[serde(default)]
+    gateway_id: Option<String>,
+    #[serde(default)]
+    response_schema: Option<Value>,
+}
+
+/// How the next upstream request goes.
+enum Attempt {
+    /// A new upstream run, with the `resume` entries of the decisions it answers.
+    New(Option<Vec<Value>>),
+    /// The cut run again, as a new upstream run on the same conversation.
+    Again,
+    /// The cut run continued after the last event the log holds (`Last-Event-ID`).
+    Reconnect,
+}
+
+/// Why an upstream request did not give a run to relay.
+enum RelayFailure {
+    /// The upstream answered no stream at all (unreachable, non-2xx, not SSE).
+    Refused(AgentError),
+    /// The run failed or broke off while being relayed.
+    Broke(AgentError),
+}
+
+impl From<AgentError> for RelayFailure {
+    fn from(error: AgentError) -> RelayFailure {
+        RelayFailure::Broke(error)
+    }
+}
+
+impl AguiAgent {
+    pub fn new(config: AguiAgentConfig, tls: &std::sync::Arc<rustls::ClientConfig>) -> AguiAgent {
+        AguiAgent { config, http: super::AgentHttp::new(tls) }
+    }
+}
+
+fn saved_state(from: &Checkpoint) -> Result<Option<Upstream>, AgentError> {
+    from.conversation
+        .as_ref()
+        .map(|saved| serde_json::from_value(saved.clone()))
+        .transpose()
+        .map_err(|e| AgentError::Internal(format!("the turn's saved upstream state does not parse: {e}")))
+}
+
+#[async_trait]
+impl Agent for AguiAgent {
+    async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
+        let mut state = match saved_state(&from)? {
+            Some(state) => state,
+            None => Upstream { state: self.last_upstream_state(turn).await?, ..Upstream::default() },
+        };
+        let mut attempt = if !from.awaiting.is_empty() {
+            // Each upstream interrupt takes the decision on the gateway interrupt opened for it.
+            let decided = turn.decisions(&from.awaiting).await?;
+            let entries = state
+                .waiting
+                .iter()
+                .map(|up| {
+                    let decision = decided
+                        .iter()
+                        .find(|d| up.gateway_id.as_deref() == Some(d.interrupt_id.as_str()))
+                        .ok_or_else(|| {
+                        AgentError::Failed(format!(
+                            "no decision answers the upstream interrupt '{}' the turn waited for",
+                            up.id
+                        ))
+                    })?;
+                    Ok(resume_entry(up, decision.decision.clone()))
+                })
+                .collect::<Result<Vec<_>, AgentError>>()?;
+            Attempt::New(Some(entries))
+        } else if state.streaming {
+            if self.config.on_cut == OnCut::Fail {
+                return Err(AgentError::Failed(
+                    "the upstream agent's run was cut off when the gateway instance relaying it stopped \
+                     (on_cut = \"fail\")"
+                        .into(),
+                ));
+            }
+            match state.live.as_ref() {
+                // The cut came after the upstream's last word: only its ending is left to act on.
+                Some(live) if live.finished.is_some() => {
+                    let ending = live.finished.clone().and_then(|finished| relay::ending_of(&finished));
+                    if let Some(ending) = ending {
+                        return self.conclude(turn, state, ending).await;
+                    }
+                    Attempt::Again
+                }
+                Some(live) if live.last_event_id.is_some() => Attempt::Reconnect,
+                _ => Attempt::Again,
+            }
+        } else {
+            // A new turn, or the client's results of its tools (in the log, so in the
+            // conversation the next run is given).
+            Attempt::New(None)
+        };
+        state.waiting.clear();
+        state.client_calls.clear();
+        let deadline = Duration::from_secs(self.config.timeout_secs);
+        let ending = loop {
+            let reconnecting = matches!(attempt, Attempt::Reconnect);
+            match attempt {
+                Attempt::New(resume) => {
+                    state.runs += 1;
+                    state.live = Some(LiveRun::new(turn, state.runs, turn.next_seq(), resume));
+                }
+                Attempt::Again => {
+                    // What the cut left open ends where the log stopped; the run starts over.
+                    turn.close_open_items().await?;
+                    let (before, resume) =
+                        state.live.take().map_or((turn.next_seq(), None), |cut| (cut.conversation_before, cut.resume));
+                    state.runs += 1;
+                    state.live = Some(LiveRun::new(turn, state.runs, before, resume));
+                }
+                Attempt::Reconnect => {}
+            }
+            state.streaming = true;
+            turn.checkpoint(&checkpoint(&state)).await?;
+            let relayed = tokio::time::timeout(deadline, self.relay(turn, &mut state, reconnecting)).await;
+            match relayed {
+                Ok(Ok(ending)) => break ending,
+                Ok(Err(RelayFailure::Refused(why))) if reconnecting => {
+                    tracing::info!(turn = %turn.turn_id(), kind = why.kind(), "the upstream did not continue the cut run; running it again");
+                    attempt = Attempt::Again;
+                }
+                Ok(Err(RelayFailure::Refused(error) | RelayFailure::Broke(error))) => return Err(error),
+                Err(_) => {
+                    return Err(AgentError::TimedOut(format!(
+                        "the upstream agent did not finish its run within {} s",
+                        self.config.timeout_secs
+                    )))
+                }
+            }
+        };
+        self.conclude(turn, state, ending).await
+    }
+
+    fn continues_cut_items(&self, checkpoint: &Checkpoint) -> bool {
+        self.config.on_cut == OnCut::Continue
+            && saved_state(checkpoint).ok().flatten().is_some_and(|state| {
+                state.streaming
+                    && state.live.is_some_and(|live| live.last_event_id.is_some() && live.finished.is_none())
+            })
+    }
+}
+
+impl AguiAgent {
+    /// Acts on how an upstream run ended: the turn ends, waits for people, or waits for the
+    /// client's results of its tools.
+    async fn conclude(
+        &self,
+        turn: &mut TurnContext,
+        mut state: Upstream,
+        ending: Ending,
+    ) -> Result<AgentOutput, AgentError> {
+        state.streaming = false;
+        let live = state.live.take().unwrap_or_default();
+        match ending {
+            Ending::Finished { result, usage, pending } => {
+                let mut owed = live.client_calls;
+                for upstream_id in pending {
+                    if let Some(id) = state.calls.get(&upstream_id) {
+                        if !owed.contains(id) {
+                            owed.push(id.clone());
+                        }
+                    }
+                }
+                if !owed.is_empty() {
+                    // Only the client can run these: the run ends with them pending (§9.2).
+                    state.client_calls = owed.clone();
+                    return Err(turn.wait_for_client(owed, checkpoint(&state)).await);
+                }
+                turn.checkpoint(&checkpoint(&state)).await?;
+                Ok(AgentOutput { result, usage })
+            }
+            Ending::Interrupted(interrupts) => {
+                let specs: Vec<InterruptSpec> = interrupts.iter().map(|i| self.spec(i, &state)).collect();
+                state.waiting = interrupts
+                    .into_iter()
+                    .zip(&specs)
+                    .map(|(i, spec)| UpstreamInterrupt {
+                        id: i.id,
+                        gateway_id: Some(spec.id.clone()),
+                        response_schema: i.response_schema,
+                    })
+                    .collect();
+                Err(turn.wait_for(specs, checkpoint(&state)).await)
+            }
+        }
+    }
+
+    /// What the upstream last set as its state in this thread, by the newest earlier turn of
+    /// this agent that says.
+    async fn last_upstream_state(&self, turn: &TurnContext) -> Result<Option<Value>, AgentError> {
+        for saved in turn.earlier_checkpoints().await? {
+            let Ok(checkpoint) = serde_json::from_str::<Checkpoint>(&saved) else { continue };
+            let Some(upstream) = checkpoint.conversation.and_then(|c| serde_json::from_value::<Upstream>(c).ok())
+            else {
+                continue;
+            };
+            return Ok(upstream.state);
+        }
+        Ok(None)
+    }
+
+    /// The upstream's input for the live run: its thread (per tenant, so tenants sharing an
+    /// upstream never share a thread), the conversation from the gateway's record, the client's
+    /// admitted tools, context, forwarded props, and the state (docs/agents.md, key by key).
+    async fn input(&self, turn: &TurnContext, state: &Upstream) -> Result<Value, AgentError> {
+        let live = state.live.clone().unwrap_or_default();
+        let (tenant, thread) = turn.thread().await?;
+        let messages = turn.conversation_before(live.conversation_before).await?;
+        let tools: Vec<Value> = turn
+            .client_tools()
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                })
+            })
+            .collect();
+        let client = turn.client_input();
+        let context = if self.config.send_context { json!(client.context) } else { json!([]) };
+        let forwarded_props = match (&client.forwarded_props, self.config.send_forwarded_props) {
+            (Some(Value::Object(props)), true) => {
+                let kept: Map<String, Value> = props
+                    .iter()
+                    .filter(|(key, _)| self.config.forwarded_props_keys.as_ref().is_none_or(|keys| keys.contains(key)))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect();
+                Value::Object(kept)
+            }
+            (Some(other), true) if self.config.forwarded_props_keys.is_none() => other.clone(),
+            _ => json!({}),
+        };
+        let mut upstream_state = match &state.state {
+            Some(Value::Object(own)) => own.clone(),
+            _ => Map::new(),
+        };
+        upstream_state.extend(turn.editable_state().await?);
+        let mut input = json!({
+            "threadId": format!("{tenant}:{thread}"),
+            "runId": live.run_id,
+            "protocolVersion": crate::protocol::PROTOCOL_VERSION,
+            "state": upstream_state,
+            "messages": messages,
+            "tools": tools,
+            "context": context,
+            "forwardedProps": forwarded_props,
+        });
+        if let Some(resume) = live.resume {
+            input["resume"] = Value::Array(resume);
+        }
+        Ok(input)
+    }
+
+    /// Posts the live run upstream (again, with `Last-Event-ID`, when `reconnecting`) and relays
+    /// its events to the turn, each checked first.
+    async fn relay(
+        &self,
+        turn: &mut TurnContext,
+        state: &mut Upstream,
+        reconnecting: bool,
+    ) -> Result<Ending, RelayFailure> {
+        let input = self.input(turn, state).await.map_err(RelayFailure::Refused)?;
+        let refused = |why: String| RelayFailure::Refused(AgentError::Failed(why));
+        let http = self.http.client().map_err(|why| refused(why.to_string()))?;
+        let mut request = http
+            .post(&self.config.url)
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(input.to_string());
+        for (name, value) in &self.config.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        for (name, variable) in &self.config.secret_headers {
+            if let Ok(value) = std::env::var(variable) {
+                request = request.header(name.as_str(), value);
+            }
+        }
+        let last_event_id = state.live.as_ref().and_then(|live| live.last_event_id.clone());
+        if let (true, Some(id)) = (reconnecting, &last_event_id) {
+            request = request.header("last-event-id", id.as_str());
+        }
+        let response = request.send().await.map_err(|e| {
+            refused(format!("the upstream agent could not be reached: {}", super::unreachable_reason(e)))
+        })?;
+        let status = response.status();
+        if status.is_redirection() {
+            // Not followed: the redirect could carry the secret headers to another address.
+            return Err(refused(format!(
+                "the upstream agent answered {status}, a redirect, which is not followed; url must be the final address"
+            )));
+        }
+        if !status.is_success() {
+            return Err(refused(format!("the upstream agent answered {status}")));
+        }
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !content_type.starts_with("text/event-stream") {
+            return Err(refused(format!("the upstream agent answered '{content_type}', not text/event-stream")));
+        }
+        let client_tools: Vec<String> = turn.client_tools().iter().map(|t| t.name.clone()).collect();
+        let mut decoder = SseDecoder::new();
+        let mut first = true;
+        let mut body = response.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| {
+                AgentError::Failed(format!("the upstream agent's stream broke off ({})", e.without_url()))
+            })?;
+            for message in decoder.push(&chunk) {
+                let event = parse_upstream_event(&message.data)?;
+                if std::mem::take(&mut first) && reconnecting && matches!(event, Event::RunStarted { .. }) {
+                    // The upstream began the run anew instead of continuing it: what the cut
+                    // left open ends, and this is the run from its start.
+                    turn.close_open_items().await?;
+                    if let Some(live) = state.live.as_mut() {
+                        live.restart();
+                    }
+                }
+                // Each event with an id commits with the position it leaves the run at.
+                let tracked = message.has_own_id;
+                if tracked {
+                    turn.begin_step();
+                }
+                let live = state.live.get_or_insert_with(LiveRun::default);
+                let expanded =
+                    live.chunks.expand(event).map_err(|why| AgentError::Failed(format!("the upstream agent {why}")))?;
+                let mut ending = None;
+                for event in expanded {
+                    let live = state.live.get_or_insert_with(LiveRun::default);
+                    live.order.check(&event).map_err(|why| AgentError::Failed(format!("the upstream agent {why}")))?;
+                    let finished = matches!(event, Event::RunFinished { .. }).then(|| message.data.clone());
+                    let mut relay = Relay { state: &mut *state, client_tools: client_tools.clone() };
+                    if let Some(end) = relay.forward(turn, event).await? {
+                        ending = Some(end);
+                        if let Some(live) = state.live.as_mut() {
+                            live.finished = finished;
+                        }
+                    }
+                }
+                if let Some(live) = state.live.as_mut() {
+                    live.last_event_id = if tracked { message.id.clone() } else { None };
+                }
+                if tracked {
+                    turn.append_step(&checkpoint(state)).await?;
+                }
+                if let Some(ending) = ending {
+                    return Ok(ending);
+                }
+            }
+        }
+        Err(RelayFailure::Broke(AgentError::Failed("the upstream agent's stream ended before its run finished".into())))
+    }
+
+    fn spec(&self, interrupt: &crate::protocol::events::Interrupt, state: &Upstream) -> InterruptSpec {
+        let now = crate::protocol::now_ms();
+        let ttl_ms = interrupt
+            .expires_at
+            .as_deref()
+            .filter(|at| at.contains('T'))
+            .and_then(|at| crate::auth::time::parse_since(at, now))
+            .map(|at| at - now)
+            .unwrap_or(self.config.interrupt_ttl_secs as i64 * 1000)
+            .max(1000);
+        InterruptSpec {
+            id: new_interrupt_id(),
+            reason: interrupt.reason.clone(),
+            message: interrupt.message.clone().unwrap_or_else(|| "The agent needs a decision.".into()),
+            tool_call_id: interrupt.tool_call_id.as_ref().and_then(|id| state.calls.get(id).cloned()),
+            // No schema upstream: any payload is passed on.
+            response_schema: interrupt.response_schema.clone().unwrap_or_else(|| json!({})),
+            ttl_ms,
+            deciders: Deciders::from_config(&self.config.deciders),
+            four_eyes: self.config.four_eyes,
+            details: None,
+            choices: Vec::new(),
+        }
+    }
+}
+
+fn checkpoint(state: &Upstream) -> Checkpoint {
+    Checkpoint { conversation: serde_json::to_value(state).ok(), ..Checkpoint::default() }
+}
+
+/// The upstream's resume entry for one decision: a cancel or an expiry is `cancelled`; else
+/// `resolved` with what the person sent (without the gateway's own `approved` flag, unless the
+/// upstream's schema asks for it).
+fn resume_entry(upstream: &UpstreamInterrupt, decision: Value) -> Value {
+    let cancelled = decision.get("cancelled").and_then(Value::as_bool).unwrap_or(false)
+        || decision.get("expired").and_then(Value::as_bool).unwrap_or(false);
+    if cancelled {
+        return json!({ "interruptId": upstream.id, "status": "cancelled" });
+    }
+    let mut payload = match decision {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    let wants_approved = upstream.response_schema.as_ref().is_some_and(|s| s["properties"].get("approved").is_some());
+    if !wants_approved {
+        payload.remove("approved");
+    }
+    json!({ "interruptId": upstream.id, "status": "resolved", "payload": payload })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_become_resume_entries() {
+        let plain = UpstreamInterrupt { id: "u1".into(), gateway_id: None, response_schema: None };
+        assert_eq!(
+            resume_entry(&plain, json!({"approved": true, "answer": "Paris"})),
+            json!({"interruptId": "u1", "status": "resolved", "payload": {"answer": "Paris"}})
+        );
+        assert_eq!(
+            resume_entry(&plain, json!({"approved": false, "expired": true})),
+            json!({"interruptId": "u1", "status": "cancelled"})
+        );
+        let approval = UpstreamInterrupt {
+            id: "u2".into(),
+            gateway_id: None,
+            response_schema: Some(json!({"type": "object", "properties": {"approved": {"type": "boolean"}}})),
+        };
+        assert_eq!(
+            resume_entry(&approval, json!({"approved": false})),
+            json!({"interruptId": "u2", "status": "resolved", "payload": {"approved": false}})
+        );
+    }
+}

@@ -1,0 +1,271 @@
+//! Re-serving one upstream run's checked events under the gateway's ids, and where that run
+//! stands ([`LiveRun`]): what it has open, its ids mapped to the gateway's, its chunk state,
+//! and the last upstream event id the log holds. The live run is saved in the turn's
+//! checkpoint with every event that carries an upstream id, in the same write, so an instance
+//! that takes the turn over knows exactly where the upstream stream stood when it was cut.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::check::UpstreamOrder;
+use super::chunks::ChunkExpander;
+use super::Upstream;
+use crate::engine::turn::{AgentError, TurnContext};
+use crate::protocol::events::{RunOutcome, ToolResultContent};
+use crate::protocol::{Event, TokenUsage};
+
+/// How an upstream run ended.
+pub(super) enum Ending {
+    Finished {
+        result: Option<Value>,
+        usage: Option<Vec<TokenUsage>>,
+        /// The upstream's own `pendingToolCallIds`, its ids.
+        pending: Vec<String>,
+    },
+    Interrupted(Vec<crate::protocol::events::Interrupt>),
+}
+
+/// One upstream run under way.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(super) struct LiveRun {
+    /// The run's `runId` upstream (the same on a reconnect).
+    pub run_id: String,
+    /// The conversation the run was given is the log before this event of the turn.
+    pub conversation_before: i64,
+    /// The `resume` entries the run was started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Vec<Value>>,
+    /// The upstream id of the last event whose relay the log holds; `None` when the upstream
+    /// gives its events no ids (or stopped giving them): a cut run cannot be reconnected then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_event_id: Option<String>,
+    /// The order check's state: what the upstream has open.
+    #[serde(default)]
+    pub order: UpstreamOrder,
+    #[serde(default)]
+    pub chunks: ChunkExpander,
+    /// Upstream message ids → the gateway's.
+    #[serde(default)]
+    pub messages: BTreeMap<String, String>,
+    /// Upstream reasoning span ids → the gateway's.
+    #[serde(default)]
+    pub spans: BTreeMap<String, String>,
+    /// Upstream reasoning message ids → the gateway's.
+    #[serde(default)]
+    pub thoughts: BTreeMap<String, String>,
+    /// Upstream steps run unshown: more were open than `limits.max_open_steps` allows (§3).
+    #[serde(default)]
+    pub unshown_steps: Vec<String>,
+    /// Calls of the client's (frontend) tools in this run that have no result yet, by the
+    /// gateway's ids: the client runs them.
+    #[serde(default)]
+    pub client_calls: Vec<String>,
+    /// The upstream's `RUN_FINISHED` as it sent it, once the log holds the run's last word: a
+    /// turn taken over after it only acts on the ending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
+}
+
+impl LiveRun {
+    /// A new upstream run, the turn's `number`th, given the conversation before `conversation_before`.
+    pub(super) fn new(
+        turn: &TurnContext,
+        number: u32,
+        conversation_before: i64,
+        resume: Option<Vec<Value>>,
+    ) -> LiveRun {
+        LiveRun { run_id: format!("{}-{number}", turn.turn_id()), conversation_before, resume, ..LiveRun::default() }
+    }
+
+    /// The same run from its start again: nothing of it is open or mapped any more.
+    pub(super) fn restart(&mut self) {
+        *self = LiveRun {
+            run_id: std::mem::take(&mut self.run_id),
+            conversation_before: self.conversation_before,
+            resume: self.resume.take(),
+            ..LiveRun::default()
+        };
+    }
+}
+
+/// How a run ends, read from its `RUN_FINISHED` as the upstream sent it.
+pub(super) fn ending_of(finished: &str) -> Option<Ending> {
+    match super::check::parse_upstream_event(finished).ok()? {
+        Event::RunFinished { result, outcome, usage, .. } => Some(ending(result, outcome, usage)),
+        _ => None,
+    }
+}
+
+fn ending(result: Option<Value>, outcome: Option<RunOutcome>, usage: Option<Vec<TokenUsage>>) -> Ending {
+    match outcome {
+        Some(RunOutcome::Interrupt { interrupts }) => Ending::Interrupted(interrupts),
+        Some(RunOutcome::Success { pending_tool_call_ids }) => {
+            Ending::Finished { result, usage, pending: pending_tool_call_ids }
+        }
+        _ => Ending::Finished { result, usage, pending: Vec::new() },
+    }
+}
+
+/// Re-serves checked upstream events under the gateway's ids.
+pub(super) struct Relay<'a> {
+    pub state: &'a mut Upstream,
+    /// The names of the tools the client declared (and the agent admits).
+    pub client_tools: Vec<String>,
+}
+
+impl Relay<'_> {
+    fn live(&mut self) -> &mut LiveRun {
+        self.state.live.get_or_insert_with(LiveRun::default)
+    }
+
+    pub(super) async fn forward(&mut self, turn: &mut TurnContext, event: Event) -> Result<Option<Ending>, AgentError> {
+        match event {
+            Event::TextMessageStart { message_id, .. } => {
+                let id = turn.text_start().await?;
+                self.live().messages.insert(message_id, id);
+            }
+            Event::TextMessageContent { message_id, delta, .. } => {
+                if let (Some(id), false) = (self.live().messages.get(&message_id).cloned(), delta.is_empty()) {
+                    turn.text_delta(&id, &delta).await?;
+                }
+            }
+            Event::TextMessageEnd { message_id, .. } => {
+                if let Some(id) = self.live().messages.remove(&message_id) {
+                    turn.text_end(&id).await?;
+                }
+            }
+            Event::ToolCallStart { tool_call_id, tool_call_name, .. } => {
+                let id = turn.tool_call_open(&tool_call_name).await?;
+                if self.client_tools.contains(&tool_call_name) {
+                    self.live().client_calls.push(id.clone());
+                }
+                self.state.calls.insert(tool_call_id, id);
+            }
+            Event::ToolCallArgs { tool_call_id, delta, .. } => {
+                if let Some(id) = self.state.calls.get(&tool_call_id).cloned() {
+                    turn.tool_call_args(&id, &delta).await?;
+                }
+            }
+            Event::ToolCallEnd { tool_call_id, .. } => {
+                if let Some(id) = self.state.calls.get(&tool_call_id).cloned() {
+                    turn.tool_call_close(&id).await?;
+                }
+            }
+            Event::ToolCallResult { tool_call_id, content, .. } => {
+                // A result for a call the gateway never relayed has nothing to attach to.
+                if let Some(id) = self.state.calls.get(&tool_call_id).cloned() {
+                    let text = match content {
+                        ToolResultContent::Text(text) => text,
+                        ToolResultContent::Parts(parts) => Value::Array(parts).to_string(),
+                    };
+                    turn.tool_result(&id, &text).await?;
+                    // The upstream answered it itself: the client owes nothing.
+                    self.live().client_calls.retain(|call| *call != id);
+                }
+            }
+            Event::ReasoningStart { message_id, .. } => {
+                let id = turn.reasoning_span_start().await?;
+                self.live().spans.insert(message_id, id);
+            }
+            Event::ReasoningEnd { message_id, .. } => {
+                if let Some(id) = self.live().spans.remove(&message_id) {
+                    turn.reasoning_span_end(&id).await?;
+                }
+            }
+            Event::ReasoningMessageStart { message_id, .. } => {
+                let id = turn.reasoning_message_start().await?;
+                self.live().thoughts.insert(message_id, id);
+            }
+            Event::ReasoningMessageContent { message_id, delta, .. } => {
+                if let Some(id) = self.live().thoughts.get(&message_id).cloned() {
+                    turn.reasoning_delta(&id, &delta).await?;
+                }
+            }
+            Event::ReasoningMessageEnd { message_id, .. } => {
+                if let Some(id) = self.live().thoughts.remove(&message_id) {
+                    turn.reasoning_message_end(&id).await?;
+                }
+            }
+            Event::ActivitySnapshot { message_id, activity_type, content, replace, .. } => {
+                let id = match self.state.activities.get(&message_id) {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = turn.activity_id();
+                        self.state.activities.insert(message_id, id.clone());
+                        id
+                    }
+                };
+                turn.emit(Event::ActivitySnapshot {
+                    message_id: id,
+                    activity_type,
+                    content,
+                    replace,
+                    subagent_run_id: None,
+                })
+                .await?;
+            }
+            Event::ActivityDelta { message_id, activity_type, patch, .. } => {
+                // A delta of an activity never shown has nothing to apply to (the client drops it too).
+                if let Some(id) = self.state.activities.get(&message_id).cloned() {
+                    turn.emit(Event::ActivityDelta { message_id: id, activity_type, patch, subagent_run_id: None })
+                        .await?;
+                }
+            }
+            Event::StepStarted { step_name, .. } => {
+                let (open, most) = turn.open_step_room();
+                if open >= most {
+                    self.live().unshown_steps.push(step_name);
+                } else {
+                    turn.step_start(&step_name).await?;
+                }
+            }
+            Event::StepFinished { step_name, .. } => {
+                let live = self.live();
+                match live.unshown_steps.iter().position(|s| *s == step_name) {
+                    Some(index) => {
+                        live.unshown_steps.remove(index);
+                    }
+                    None => turn.step_finish(&step_name).await?,
+                }
+            }
+            Event::StateSnapshot { snapshot, .. } => {
+                self.state.state = Some(snapshot.clone());
+                turn.emit(Event::StateSnapshot { snapshot, subagent_run_id: None }).await?;
+            }
+            Event::StateDelta { delta, .. } => {
+                self.remember_state_delta(&delta);
+                turn.emit(Event::StateDelta { delta, subagent_run_id: None }).await?;
+            }
+            // The upstream's custom and raw events pass through as they are.
+            event @ (Event::Custom { .. } | Event::Raw { .. }) => turn.emit(event).await?,
+            Event::RunError { message, code, .. } => {
+                let code = code.map(|c| format!(" ({c})")).unwrap_or_default();
+                return Err(AgentError::Failed(format!("the upstream agent failed{code}: {message}")));
+            }
+            Event::RunFinished { result, outcome, usage, .. } => return Ok(Some(ending(result, outcome, usage))),
+            // The gateway keeps the conversation itself (MESSAGES_SNAPSHOT). Encrypted reasoning
+            // is for the upstream's own model and names upstream ids; subagent events are not
+            // relayed yet.
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    /// Keeps the upstream's own state up to date with its delta, to send it back on its next
+    /// run. A delta that does not apply (the upstream patched state it never showed) leaves
+    /// nothing to send rather than a guess.
+    fn remember_state_delta(&mut self, delta: &[crate::protocol::events::PatchOp]) {
+        let Some(state) = self.state.state.as_mut() else { return };
+        let patch =
+            serde_json::to_value(delta).ok().and_then(|ops| serde_json::from_value::<json_patch::Patch>(ops).ok());
+        let applied = match patch {
+            Some(patch) => json_patch::patch(state, &patch).is_ok(),
+            None => false,
+        };
+        if !applied {
+            self.state.state = None;
+        }
+    }
+}
