@@ -33,6 +33,7 @@ pub struct SseDecoder {
     event: String,
     last_id: Option<String>,
     own_id: bool,
+    comments: usize,
 }
 
 impl SseDecoder {
@@ -78,6 +79,11 @@ impl SseDecoder {
         events
     }
 
+    /// How many comment lines (`: …`, a server's keepalives) the stream has had.
+    pub fn comments(&self) -> usize {
+        self.comments
+    }
+
     /// The last event id seen so far (what a reconnect sends as `Last-Event-ID`).
     pub fn last_event_id(&self) -> Option<&str> {
         self.last_id.as_deref()
@@ -89,6 +95,7 @@ impl SseDecoder {
             return;
         }
         if line[0] == b':' {
+            self.comments += 1;
             return;
         }
         let (name, value) = match line.iter().position(|b| *b == b':') {
@@ -184,6 +191,9 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].event, "custom");
         assert_eq!(events[0].data, "\n two spaces");
+        let mut decoder = SseDecoder::new();
+        decoder.push(b": keepalive\n\n: another\n");
+        assert_eq!(decoder.comments(), 2);
         // An empty id resets it to the empty string; an id with NUL is ignored.
         assert_eq!(events[0].id.as_deref(), Some(""));
         let events = all(&[b"id: 7\ndata: a\n\nid: b\0ad\ndata: b\n\n"]);

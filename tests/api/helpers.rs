@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agui_gateway::config::Config;
+use agui_gateway::protocol::sse::SseDecoder;
 use agui_gateway::store::{NewTurn, Owner, OwnerKind, RowCounts, StartTurn, Store, TurnRow};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -290,7 +291,9 @@ pub async fn read_frames(response: reqwest::Response, limit: Option<usize>) -> (
 /// reads the rest ([`EventStream::rest`]) — no guessing how long the server takes to get there.
 pub struct EventStream {
     response: reqwest::Response,
-    buffer: String,
+    decoder: SseDecoder,
+    /// Bytes of a character the last chunk cut, kept for `raw`.
+    cut: Vec<u8>,
     pub raw: String,
     pub events: Vec<SseEvent>,
     pub keepalives: usize,
@@ -298,34 +301,35 @@ pub struct EventStream {
 
 impl EventStream {
     pub fn new(response: reqwest::Response) -> EventStream {
-        EventStream { response, buffer: String::new(), raw: String::new(), events: Vec::new(), keepalives: 0 }
+        EventStream {
+            response,
+            decoder: SseDecoder::new(),
+            cut: Vec::new(),
+            raw: String::new(),
+            events: Vec::new(),
+            keepalives: 0,
+        }
     }
 
     /// Reads one chunk and the frames it completes; false once the stream ended. A connection
     /// that breaks (an instance killed mid-stream) ends the reading like an EOF.
     async fn read_chunk(&mut self) -> bool {
         let Ok(Some(chunk)) = self.response.chunk().await else { return false };
-        let text = std::str::from_utf8(&chunk).expect("UTF-8 stream");
-        self.raw.push_str(text);
-        self.buffer.push_str(text);
-        while let Some(end) = self.buffer.find("\n\n") {
-            let frame: String = self.buffer.drain(..end + 2).collect();
-            let mut id = None;
-            let mut data = Vec::new();
-            for line in frame.lines() {
-                if let Some(value) = line.strip_prefix("id: ") {
-                    id = Some(value.to_string());
-                } else if let Some(value) = line.strip_prefix("data: ") {
-                    data.push(value.to_string());
-                } else if line.starts_with(':') {
-                    self.keepalives += 1;
-                }
-            }
-            if !data.is_empty() {
-                let data: Value = serde_json::from_str(&data.join("\n")).expect("event is JSON");
-                self.events.push(SseEvent { id, data });
-            }
+        self.cut.extend_from_slice(&chunk);
+        let whole = match std::str::from_utf8(&self.cut) {
+            Ok(text) => text.len(),
+            Err(error) if error.error_len().is_none() => error.valid_up_to(),
+            Err(error) => panic!("the stream is not UTF-8: {error}"),
+        };
+        let rest = self.cut.split_off(whole);
+        self.raw.push_str(std::str::from_utf8(&self.cut).expect("checked above"));
+        self.cut = rest;
+        for message in self.decoder.push(&chunk) {
+            let data: Value = serde_json::from_str(&message.data).expect("event is JSON");
+            let id = if message.has_own_id { message.id } else { None };
+            self.events.push(SseEvent { id, data });
         }
+        self.keepalives = self.decoder.comments();
         true
     }
 

@@ -46,3 +46,5 @@ mod threads;
 mod tls;
 mod tool_effects;
 mod upstream;
+mod upstream_input;
+mod upstream_takeover;

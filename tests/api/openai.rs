@@ -424,3 +424,56 @@ async fn an_unreachable_model_fails_the_turn_with_a_helpful_message() {
     assert_eq!(last.data["code"], "failed");
     assert!(last.data["message"].as_str().is_some_and(|m| m.contains("could not be reached")), "{}", last.data);
 }
+
+/// A model answer in German, Chinese and with an emoji, its stream cut by the network inside
+/// each multi-byte character: the client gets every character exactly (no U+FFFD).
+#[tokio::test]
+async fn a_character_cut_by_the_network_reaches_the_client_whole() {
+    use futures_util::StreamExt;
+    const ANSWER: &str = "Grüße aus Köln, 你好世界 🎉!";
+    let mut body = String::new();
+    for piece in ANSWER.split_inclusive(' ') {
+        body.push_str(&chunk(json!({"content": piece})));
+    }
+    body.push_str("data: [DONE]\n\n");
+    // Every network chunk ends inside a character: the stream is cut one byte into each.
+    let bytes = body.into_bytes();
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let mut start = 0;
+    for (at, byte) in bytes.iter().enumerate() {
+        if *byte >= 0xC0 {
+            pieces.push(bytes[start..=at].to_vec());
+            start = at + 1;
+        }
+    }
+    pieces.push(bytes[start..].to_vec());
+    assert!(pieces.len() > 8, "the answer is cut inside characters");
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let pieces = pieces.clone();
+            async move {
+                let stream = futures_util::stream::iter(pieces).then(|piece| async move {
+                    // Apart in time too, so no layer joins two pieces again.
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    Ok::<_, std::convert::Infallible>(bytes::Bytes::from(piece))
+                });
+                ([("content-type", "text/event-stream")], axum::body::Body::from_stream(stream))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(openai_agent(&url, "http://127.0.0.1:1/tool", "never"));
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("assistant", &first_run("th-utf8", "run-1", "greet me")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let text: String =
+        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    assert_eq!(text, ANSWER);
+}

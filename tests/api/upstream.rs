@@ -14,15 +14,15 @@ use crate::helpers::*;
 use crate::tls_support::{address_of, server_config, TestCa, TlsFront};
 
 #[derive(Debug, Clone, Copy)]
-enum Upstream {
+pub(crate) enum Upstream {
     Node,
     Python,
 }
 
 /// A running upstream server, stopped on drop.
-struct UpstreamServer {
+pub(crate) struct UpstreamServer {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for UpstreamServer {
@@ -37,7 +37,7 @@ fn upstream_dir() -> PathBuf {
 }
 
 impl UpstreamServer {
-    fn start(kind: Upstream) -> UpstreamServer {
+    pub(crate) fn start(kind: Upstream) -> UpstreamServer {
         let dir = upstream_dir();
         let mut command = match kind {
             Upstream::Node => {
@@ -70,7 +70,7 @@ impl UpstreamServer {
         UpstreamServer { child, url }
     }
 
-    async fn requests(&self) -> Vec<Value> {
+    pub(crate) async fn requests(&self) -> Vec<Value> {
         let answer = reqwest::get(format!("{}/requests", self.url)).await.expect("requests");
         answer.json().await.expect("JSON")
     }
@@ -100,7 +100,7 @@ secret_headers = {{ authorization = "AGUI_TEST_UPSTREAM_AUTHORIZATION" }}
     TestApp::start_with(config).await
 }
 
-fn upstream_of(kind: Upstream) -> UpstreamServer {
+pub(crate) fn upstream_of(kind: Upstream) -> UpstreamServer {
     // The secret header's value comes from the environment; the stream never shows it.
     std::env::set_var("AGUI_TEST_UPSTREAM_AUTHORIZATION", "Bearer upstream-secret");
     UpstreamServer::start(kind)

@@ -14,7 +14,14 @@
 //   POST /agents/slow           /agents/chat with 200 ms between events
 //   POST /agents/thinking       a reasoning span with one message, an activity (snapshot, then a
 //                               delta), text, success
+//   POST /agents/frontend-tool  calls the first tool the client declared, unanswered; given a
+//                               role "tool" message last, says what the tool said
+//   POST /agents/chunks         TEXT_MESSAGE_CHUNK, TOOL_CALL_CHUNK and REASONING_MESSAGE_CHUNK,
+//                               the last chunked message left for RUN_FINISHED to close
+//   POST /agents/many-steps     40 nested steps around one message
 //   GET|DELETE /requests        every POST received, as {path, headers, body}, in order
+//
+// The Python server serves the routes above /agents/thinking; the last three are this one's.
 //
 // Chat's STATE_SNAPSHOT is {"upstream":{"runs":N}}: every run this process has started, on any
 // agent, this one included; DELETE /requests does not reset it.
@@ -195,6 +202,56 @@ function thinkingEvents(input) {
   ];
 }
 
+function frontendToolEvents(input) {
+  const { runId, messages } = input;
+  const last = messages[messages.length - 1];
+  if (last?.role === "tool") {
+    const said = typeof last.content === "string" ? last.content : JSON.stringify(last.content);
+    return [runStarted(input), ...textMessage(`${runId}-answer`, ["The tool said: ", said]), runFinished(input, { type: "success" })];
+  }
+  const tool = (input.tools ?? [])[0];
+  if (!tool) {
+    return [runStarted(input), ...textMessage(`${runId}-none`, ["No tool ", "to call."]), runFinished(input, { type: "success" })];
+  }
+  // A client tool: called, never answered here (the client runs it), as CopilotKit agents do.
+  const ask = `${runId}-ask`;
+  return [
+    runStarted(input),
+    ...textMessage(ask, ["Calling ", tool.name]),
+    ...toolCall(`${runId}-call`, tool.name, ask, ['{"color":', '"blue"}']),
+    runFinished(input, { type: "success" }),
+  ];
+}
+
+function chunkEvents(input) {
+  const { runId } = input;
+  return [
+    runStarted(input),
+    { type: EventType.REASONING_MESSAGE_CHUNK, messageId: `${runId}-thought`, delta: "Thinking it over." },
+    { type: EventType.TEXT_MESSAGE_CHUNK, messageId: `${runId}-m`, role: "assistant", delta: "Chunked " },
+    { type: EventType.TEXT_MESSAGE_CHUNK, delta: "text." },
+    { type: EventType.TOOL_CALL_CHUNK, toolCallId: `${runId}-c`, toolCallName: "lookup", parentMessageId: `${runId}-m`, delta: '{"q":' },
+    { type: EventType.TOOL_CALL_CHUNK, toolCallId: `${runId}-c`, delta: '"x"}' },
+    { type: EventType.TOOL_CALL_RESULT, messageId: `${runId}-r`, toolCallId: `${runId}-c`, content: "found", role: "tool" },
+    { type: EventType.TEXT_MESSAGE_CHUNK, messageId: `${runId}-m2`, delta: "After the call." },
+    // No end for the last chunked message: RUN_FINISHED closes it, as the client expands it.
+    runFinished(input, { type: "success" }),
+  ];
+}
+
+const STEPS = 40;
+
+function manyStepsEvents(input) {
+  const names = Array.from({ length: STEPS }, (_, i) => `step-${i + 1}`);
+  return [
+    runStarted(input),
+    ...names.map((stepName) => ({ type: EventType.STEP_STARTED, stepName })),
+    ...textMessage(`${input.runId}-deep`, [`${STEPS} steps deep.`]),
+    ...names.reverse().map((stepName) => ({ type: EventType.STEP_FINISHED, stepName })),
+    runFinished(input, { type: "success" }),
+  ];
+}
+
 function sendJson(res, status, value) {
   const body = JSON.stringify(value);
   res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
@@ -221,6 +278,9 @@ const ROUTES = {
   "/agents/empty-delta": { events: emptyDeltaEvents },
   "/agents/out-of-order": { events: outOfOrderEvents },
   "/agents/thinking": { events: thinkingEvents },
+  "/agents/frontend-tool": { events: frontendToolEvents },
+  "/agents/chunks": { events: chunkEvents },
+  "/agents/many-steps": { events: manyStepsEvents },
 };
 
 async function handle(req, res) {

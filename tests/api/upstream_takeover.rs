@@ -1,0 +1,168 @@
+//! An upstream run outlives the instance relaying it (§4.6, §9.3): the instance running an
+//! `agui` turn is killed (SIGKILL) in the middle of the upstream's stream, and another instance
+//! on the same PostgreSQL database takes the turn over. An upstream that gives its events ids
+//! (here another gateway) is reconnected with `Last-Event-ID` and relayed from exactly after
+//! the last event the log holds; one that gives none is run again on the same conversation,
+//! what the cut left open closed first; with `on_cut = "fail"` the turn fails instead. Every
+//! joined client stream has no gap and no duplicate, and passes the official client.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::gateway_process::{self, Instance};
+use crate::helpers::*;
+use crate::upstream::{upstream_of, Upstream};
+
+/// Two gateway instances on one fresh PostgreSQL database, with short leases, whose agent
+/// `upstream` is an `agui` agent at `url` with `extra` settings.
+struct TwoInstances {
+    a: Instance,
+    b: Instance,
+    _db: TestDatabase,
+    _dir: tempfile::TempDir,
+}
+
+async fn two_instances(url: &str, extra: &str) -> TwoInstances {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gateway.toml");
+    let toml = format!(
+        "[turns]\nlease_ms = 2000\nheartbeat_ms = 400\nsweep_ms = 300\n\n\
+         [[agents]]\nname = \"upstream\"\nkind = \"agui\"\nurl = \"{url}\"\ntimeout_secs = 30\n{extra}\n"
+    );
+    std::fs::write(&config, toml).expect("config");
+    gateway_process::migrate(&db.url);
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
+    let b = gateway_process::spawn_instance(&config, &db.url, logs);
+    TwoInstances { a, b, _db: db, _dir: dir }
+}
+
+async fn post(address: &str, input: &Value, last_event_id: Option<&str>) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(format!("http://{address}/v1/agui/agents/upstream"))
+        .header("content-type", "application/json")
+        .body(input.to_string());
+    if let Some(id) = last_event_id {
+        request = request.header("last-event-id", id);
+    }
+    request.send().await.expect("request sent")
+}
+
+/// Reads A's stream until `enough` events arrived, kills A, then follows the run on B from the
+/// last event A delivered. Returns the joined stream.
+async fn kill_a_and_follow_on_b(mut pair: TwoInstances, input: &Value, enough: usize) -> Vec<SseEvent> {
+    let mut stream = EventStream::new(post(&pair.a.address, input, None).await);
+    let far_enough = move |e: &SseEvent| {
+        let seq = e.id.as_deref().and_then(|id| id.rsplit('.').next()?.parse::<usize>().ok()).unwrap_or(0);
+        e.kind() == "TEXT_MESSAGE_CONTENT" && seq >= enough
+    };
+    stream.until("the upstream's text, relayed by A", far_enough).await;
+    let head = stream.events.clone();
+    pair.a.child.kill().expect("SIGKILL");
+    let _ = pair.a.child.wait();
+    let last_id = head.last().and_then(|e| e.id.clone());
+    let tail = tokio::time::timeout(
+        Duration::from_secs(40),
+        read_events(post(&pair.b.address, input, last_id.as_deref()).await, None),
+    )
+    .await
+    .expect("B finished the turn");
+    let mut joined = head;
+    joined.extend(tail);
+    let seqs: Vec<i64> = joined.iter().filter_map(|e| e.id.as_deref()?.rsplit('.').next()?.parse().ok()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap, no duplicate: {:?}", kinds(&joined));
+    joined
+}
+
+/// Each message's text, in the order the messages started.
+fn texts_by_message(events: &[SseEvent]) -> Vec<(String, String)> {
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for event in events {
+        let id = event.data["messageId"].as_str().unwrap_or_default().to_string();
+        match event.kind() {
+            "TEXT_MESSAGE_START" => texts.push((id, String::new())),
+            "TEXT_MESSAGE_CONTENT" => {
+                if let Some(text) = texts.iter_mut().find(|(m, _)| *m == id) {
+                    text.1.push_str(event.data["delta"].as_str().unwrap_or_default());
+                }
+            }
+            _ => {}
+        }
+    }
+    texts
+}
+
+async fn judged_by_the_official_client(events: &[SseEvent], input: &Value) {
+    let (url, _server) = serve_recorded_stream(sse_body(events)).await;
+    let (ok, report) = agui_check(&url, input).await;
+    assert!(ok, "the joined stream: {report}");
+}
+
+const TOLD: &str = "A story told slowly, four characters at a time, so that the gateway relaying it can be \
+                    killed in the middle of a sentence and another can pick it up.";
+
+/// A gateway fronting another gateway: B reconnects to the upstream with `Last-Event-ID` and
+/// relays from exactly after the last event the log holds; the message the cut left open goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_upstream_run_with_event_ids_continues_exactly_where_the_log_stopped() {
+    let upstream_db = TestDatabase::new(Backend::Sqlite).await;
+    let mut upstream_config = test_config(&upstream_db.url);
+    let teller = format!(
+        "name = \"teller\"\nkind = \"script\"\nchunk_chars = 4\nchunk_delay_ms = 40\nsteps = [ {{ say = \"{TOLD}\" }} ]\n"
+    );
+    upstream_config.agents.push(toml::from_str(&teller).expect("agent"));
+    let upstream = TestApp::start_with(upstream_config).await;
+    let pair = two_instances(&upstream.run_url("teller"), "").await;
+    let input = first_run("th-cut-ids", "run-1", "tell me a story");
+    let joined = kill_a_and_follow_on_b(pair, &input, 8).await;
+    assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
+    let texts = texts_by_message(&joined);
+    assert_eq!(texts.len(), 1, "the cut message went on: {texts:?}");
+    assert_eq!(texts[0].1, TOLD, "every character once, in order");
+    assert_eq!(joined.iter().filter(|e| e.kind() == "TEXT_MESSAGE_END").count(), 1);
+    // The upstream was followed, not asked again: one turn there.
+    assert_eq!(upstream.counts().await.turns, 1);
+    judged_by_the_official_client(&joined, &input).await;
+}
+
+/// An upstream whose events have no ids: B closes what the cut left open and runs the upstream
+/// again on the same conversation; no message shows its text twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_upstream_run_without_event_ids_is_run_again_on_the_same_conversation() {
+    let server = upstream_of(Upstream::Node);
+    let pair = two_instances(&format!("{}/agents/slow", server.url), "").await;
+    let input = first_run("th-cut-plain", "run-1", "take your time");
+    let joined = kill_a_and_follow_on_b(pair, &input, 4).await;
+    assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
+    let texts = texts_by_message(&joined);
+    let whole = ["Upstream heard: take your time", "Done after 1 messages."];
+    for (id, text) in &texts {
+        assert!(whole.iter().any(|w| w.starts_with(text.as_str())), "{id} shows its text once: {text:?}");
+    }
+    assert_eq!(texts.last().map(|t| t.1.as_str()), Some("Done after 1 messages."), "{texts:?}");
+    let requests = server.requests().await;
+    assert_eq!(requests.len(), 2, "asked once on A, once again on B");
+    let turn = joined[0].id.as_deref().and_then(|id| id.split('.').next()).expect("turn").to_string();
+    assert_eq!(requests[0]["body"]["runId"], json!(format!("{turn}-1")));
+    assert_eq!(requests[1]["body"]["runId"], json!(format!("{turn}-2")), "a new upstream run");
+    assert_eq!(requests[1]["body"]["messages"], requests[0]["body"]["messages"], "on the same conversation");
+    assert!(requests[1]["headers"]["last-event-id"].is_null(), "nothing to reconnect to");
+    judged_by_the_official_client(&joined, &input).await;
+}
+
+/// `on_cut = "fail"`: the turn taken over after the cut ends `failed`, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_upstream_run_fails_the_turn_when_the_agent_says_so() {
+    let server = upstream_of(Upstream::Node);
+    let pair = two_instances(&format!("{}/agents/slow", server.url), "on_cut = \"fail\"").await;
+    let input = first_run("th-cut-fail", "run-1", "take your time");
+    let joined = kill_a_and_follow_on_b(pair, &input, 4).await;
+    let end = &joined.last().expect("end").data;
+    assert_eq!((end["type"].as_str(), end["code"].as_str()), (Some("RUN_ERROR"), Some("failed")), "{end}");
+    assert!(end["message"].as_str().is_some_and(|m| m.contains("on_cut")), "{end}");
+    assert_eq!(server.requests().await.len(), 1, "the upstream was not asked again");
+    judged_by_the_official_client(&joined, &input).await;
+}
