@@ -395,6 +395,12 @@ pub struct AguiAgentConfig {
     /// The person who started the turn may not decide.
     #[serde(default)]
     pub four_eyes: bool,
+    /// Send the client's admitted tools upstream (as the run's `tools`).
+    #[serde(default = "yes")]
+    pub send_tools: bool,
+    /// Send the state upstream: the thread's editable keys and what the upstream last set.
+    #[serde(default = "yes")]
+    pub send_state: bool,
     /// Send the client's `context` entries upstream.
     #[serde(default = "yes")]
     pub send_context: bool,

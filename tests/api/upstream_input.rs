@@ -125,17 +125,24 @@ async fn context_props_and_state_go_upstream(backend: Backend) {
 crate::on_both_stores!(context_props_and_state_go_upstream);
 
 #[tokio::test]
-async fn an_agent_can_keep_context_and_props_from_the_upstream() {
+async fn an_agent_can_keep_tools_context_props_and_state_from_the_upstream() {
     let server = upstream_of(Upstream::Node);
     let db = TestDatabase::new(Backend::Sqlite).await;
-    let app = gateway(&server, "chat", &db, "send_context = false\nsend_forwarded_props = false\n").await;
+    let extra = "send_context = false\nsend_forwarded_props = false\nsend_tools = false\nsend_state = false\n\
+                 frontend_tools = [\"change_color\"]\neditable_state = { theme = { type = \"string\" } }\n";
+    let app = gateway(&server, "chat", &db, extra).await;
     let mut input = first_run("th-kept", "run-1", "hello");
     input["context"] = json!([{ "description": "secret page", "value": "admin" }]);
     input["forwardedProps"] = json!({ "locale": "de-DE" });
+    input["tools"] = json!([{ "name": "change_color", "description": "Paint", "parameters": { "type": "object" } }]);
+    input["state"] = json!({ "theme": "dark" });
     let events = app.run_to_end("upstream", &input).await;
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
     let sent = last_body(&server).await;
-    assert_eq!((sent["context"].clone(), sent["forwardedProps"].clone()), (json!([]), json!({})));
+    assert_eq!(
+        [&sent["context"], &sent["forwardedProps"], &sent["tools"], &sent["state"]],
+        [&json!([]), &json!({}), &json!([]), &json!({})]
+    );
 }
 
 /// Chunk events are expanded as the official client expands them and relayed under the

@@ -287,8 +287,8 @@ impl AguiAgent {
         let live = state.live.clone().unwrap_or_default();
         let (tenant, thread) = turn.thread().await?;
         let messages = turn.conversation_before(live.conversation_before).await?;
-        let tools: Vec<Value> = turn
-            .client_tools()
+        let offered = if self.config.send_tools { turn.client_tools() } else { &[] };
+        let tools: Vec<Value> = offered
             .iter()
             .map(|tool| {
                 json!({
@@ -313,10 +313,12 @@ impl AguiAgent {
             _ => json!({}),
         };
         let mut upstream_state = match &state.state {
-            Some(Value::Object(own)) => own.clone(),
+            Some(Value::Object(own)) if self.config.send_state => own.clone(),
             _ => Map::new(),
         };
-        upstream_state.extend(turn.editable_state().await?);
+        if self.config.send_state {
+            upstream_state.extend(turn.editable_state().await?);
+        }
         let mut input = json!({
             "threadId": format!("{tenant}:{thread}"),
             "runId": live.run_id,
@@ -383,7 +385,11 @@ impl AguiAgent {
         if !content_type.starts_with("text/event-stream") {
             return Err(refused(format!("the upstream agent answered '{content_type}', not text/event-stream")));
         }
-        let client_tools: Vec<String> = turn.client_tools().iter().map(|t| t.name.clone()).collect();
+        // A call of a tool the upstream was not offered is the upstream's own, relayed as it is.
+        let client_tools: Vec<String> = match self.config.send_tools {
+            true => turn.client_tools().iter().map(|t| t.name.clone()).collect(),
+            false => Vec::new(),
+        };
         let mut decoder = SseDecoder::new();
         let mut first = true;
         let mut body = response.bytes_stream();
