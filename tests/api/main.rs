@@ -24,6 +24,7 @@ mod deciders;
 mod decisions;
 mod delegation;
 mod fencing;
+mod frameworks;
 mod https;
 mod instances;
 mod interrupts;

@@ -7,7 +7,9 @@
 // on: a `ProxiedCopilotRuntimeAgent` (the agent the provider creates for each runtime agent)
 // and `CopilotKitCore.runAgent`, which is what `<CopilotChat>` calls after adding the user's
 // message. The interrupt test mirrors `useInterrupt` from @copilotkit/react-core 1.74.0 step by
-// step, with the same `ɵInterruptState` machine it uses. The server side is a real
+// step, with the same `ɵInterruptState` machine it uses. A frontend tool is registered as
+// `useFrontendTool` registers it, and called by a LangGraph graph (ag-ui-langgraph, from
+// tests/frameworks/langgraph) behind the gateway. The server side is a real
 // `@copilotkit/runtime` v2 endpoint (stack.mjs). CopilotKit 1.75 bundles @ag-ui/client 0.0.59,
 // which sends no `protocolVersion`: the gateway serves it as a pre-1.0 client (SPEC §5.4).
 import { test, before, after } from "node:test";
@@ -285,6 +287,38 @@ test("a chat reopened with a stale copy shows the gateway's conversation once it
     assert.equal(message.content, gateway.get(message.id).content, `message ${message.id} says what the gateway recorded`);
   }
   assert.equal(other.agent.messages.at(-1).content, "Hello from the gateway: Back with ids of my own");
+});
+
+test("a LangGraph agent behind the gateway calls the page's frontend tool, and answers from its result", async () => {
+  const { z } = await import("zod");
+  const { copilotkit, agent, errors } = browser("graph");
+  const shown = [];
+  // What `useFrontendTool({ name: "show_city", ... })` registers on a page.
+  copilotkit.addTool({
+    name: "show_city",
+    description: "Shows a city on the page.",
+    parameters: z.object({ city: z.string() }),
+    handler: async ({ city }) => {
+      shown.push(city);
+      return `shown ${city}`;
+    },
+  });
+
+  await send(copilotkit, agent, 'use show_city {"city": "Paris"}');
+
+  assert.deepEqual(errors, []);
+  const sent = gatewayExchanges.filter((x) => x.agent === "graph" && x.body.threadId === agent.threadId);
+  assert.deepEqual(sent[0]?.body.tools?.map((t) => t.name), ["show_city"], "CopilotKit declared the tool to the gateway");
+  assert.deepEqual(shown, ["Paris"], `the graph called the page's tool; it answered ${JSON.stringify(assistantTexts(agent.messages))}`);
+  const call = agent.messages.find((m) => m.role === "assistant" && m.toolCalls?.length)?.toolCalls[0];
+  assert.match(call.id, /^t[0-9a-f]{24}:c1$/, "the call under the gateway's id");
+  assert.equal(agent.messages.at(-1).role, "assistant");
+  assert.equal(agent.messages.at(-1).content, "The tool answered: shown Paris");
+  const record = await gatewayGet(`/v1/threads/${agent.threadId}/messages?tenant=default`, stack.tokens.server);
+  assert.deepEqual(record.messages.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+  const thread = await gatewayGet(`/v1/threads/${agent.threadId}?tenant=default`, stack.tokens.server);
+  assert.equal(thread.turnCount, 1, "the tool's result continued the same turn");
+  assert.deepEqual(outboundRequests, [], "nothing may leave the machine");
 });
 
 test("connectAgent through the runtime: the in-memory runner knows nothing of turns it did not relay; the gateway runner restores them", async () => {

@@ -2,7 +2,9 @@
 // gateway process (tests/clients/lib/gateway.mjs) with app tokens switched on, and a real
 // `@copilotkit/runtime` v2 endpoint on a loopback port whose agents are `HttpAgent`s pointed at
 // the gateway's AG-UI route. Nothing here fakes CopilotKit or the gateway.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { createServer } from "node:http";
 import { randomBytes } from "node:crypto";
 import { startGateway, gatewayBinary } from "../clients/lib/gateway.mjs";
@@ -15,6 +17,34 @@ const { CopilotRuntime } = await import("@copilotkit/runtime/v2");
 const { createCopilotNodeListener } = await import("@copilotkit/runtime/v2/node");
 const { HttpAgent } = await import("@ag-ui/client");
 const { GatewayThreadRunner } = await import("./gateway-runner.mjs");
+
+/**
+ * The LangGraph graph of tests/frameworks/langgraph (ag-ui-langgraph on a scripted fake model),
+ * started for the `graph` agent. Resolves to `{ url, stop }` once it listens.
+ */
+async function startLangGraph() {
+  const python = fileURLToPath(new URL("../frameworks/langgraph/.venv/bin/python", import.meta.url));
+  if (!existsSync(python)) {
+    throw new Error("create tests/frameworks/langgraph/.venv (scripts/test and scripts/test-clients do)");
+  }
+  const server = fileURLToPath(new URL("../frameworks/langgraph/server.py", import.meta.url));
+  // stdin a pipe: the server ends when this process does.
+  const child = spawn(python, [server], { stdio: ["pipe", "pipe", "inherit"] });
+  const url = await new Promise((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error("the LangGraph server did not start")), 30_000);
+    child.stdout.on("data", (d) => {
+      out += d.toString();
+      const match = /^listening (\S+)\n/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`the LangGraph server exited with ${code}`)));
+  });
+  return { url, stop: () => child.kill("SIGKILL") };
+}
 
 export const GATEWAY_CONFIG = `
 [[tenants]]
@@ -90,7 +120,9 @@ function mintToken(env, person) {
  * - `helper`: the gateway's text agent, with the gateway credential set on the server side;
  * - `mailer`: the gateway's approval agent, with no credential of its own, so the one the
  *   browser sends (`Authorization`) is forwarded to the gateway by CopilotKit's default
- *   header policy: the person who answers the approval is the person who asked.
+ *   header policy: the person who answers the approval is the person who asked;
+ * - `graph`: the gateway's `agui` agent in front of a LangGraph graph (ag-ui-langgraph,
+ *   tests/frameworks/langgraph), which admits the page's frontend tool `show_city`.
  * A second runtime with the same agents answers connects from the gateway (GatewayThreadRunner,
  * gateway-runner.mjs) instead of from its own memory: `restoringRuntimeUrl`.
  * Returns `{ gateway, runtimeUrl, restoringRuntimeUrl, tokens: { server, person }, stop }`.
@@ -102,7 +134,19 @@ export async function startStack() {
     // the binary for gateway.mjs) is one: keep it out of the child's environment.
     AGUI_GATEWAY_BIN: undefined,
   };
-  const gateway = await startGateway({ configToml: GATEWAY_CONFIG, env });
+  const langgraph = await startLangGraph();
+  // `graph`: the gateway's `agui` agent in front of the LangGraph graph, admitting the page's
+  // frontend tool `show_city`.
+  const graphAgent = `
+[[agents]]
+name = "graph"
+kind = "agui"
+title = "Graph"
+url = "${langgraph.url}/agent"
+timeout_secs = 20
+frontend_tools = ["show_city"]
+`;
+  const gateway = await startGateway({ configToml: GATEWAY_CONFIG + graphAgent, env });
   const tokens = { server: mintToken(env, "app-server"), person: mintToken(env, "alice") };
   const agentUrl = (name) => `${gateway.url}/v1/agui/agents/${name}?tenant=default`;
 
@@ -113,6 +157,11 @@ export async function startStack() {
       fetch: recordingFetch("helper"),
     }),
     mailer: new HttpAgent({ url: agentUrl("mailer"), fetch: recordingFetch("mailer") }),
+    graph: new HttpAgent({
+      url: agentUrl("graph"),
+      headers: { Authorization: `Bearer ${tokens.server}` },
+      fetch: recordingFetch("graph"),
+    }),
   });
   const servers = [];
   const serve = async (runtime) => {
@@ -138,6 +187,7 @@ export async function startStack() {
       await new Promise((resolve) => server.close(resolve));
     }
     await gateway.stop();
+    langgraph.stop();
   };
   return { gateway, runtimeUrl, restoringRuntimeUrl, tokens, stop };
 }

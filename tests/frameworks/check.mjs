@@ -1,0 +1,213 @@
+#!/usr/bin/env node
+// check.mjs: proves the two framework servers — a LangGraph graph on ag-ui-langgraph
+// (langgraph/server.py) and a Mastra agent on @ag-ui/mastra (mastra/server.mjs) — work as
+// their frameworks promise when the official @ag-ui/client HttpAgent (verification always on)
+// talks to them directly, with no gateway: a text answer, a frontend tool round trip, the
+// client's context reaching the agent and, for LangGraph, an `interrupt()` and its resume.
+// What passes here and fails through the gateway is the gateway's fault.
+//
+//   node tests/frameworks/check.mjs [langgraph|mastra]...      (default: both)
+//
+// Needs `npm ci` in tests/clients (the pinned client) and tests/frameworks/mastra, and the venv
+// of tests/frameworks/langgraph/requirements.txt (scripts/test installs all three). Prints a
+// summary; exits 1 on any failure.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+
+// The client is the one tests/clients pins, so every suite is judged by the same version.
+const require = createRequire(new URL("../clients/package.json", import.meta.url));
+const { HttpAgent, buildResumeArray } = require("@ag-ui/client");
+const { EventSchema } = require("@ag-ui/core/schemas");
+
+const here = (p) => fileURLToPath(new URL(p, import.meta.url));
+const SERVERS = {
+  langgraph: {
+    command: here("langgraph/.venv/bin/python"),
+    args: [here("langgraph/server.py")],
+    missing: "the venv is missing: python3 -m venv tests/frameworks/langgraph/.venv && " +
+      "tests/frameworks/langgraph/.venv/bin/pip install -r tests/frameworks/langgraph/requirements.txt",
+  },
+  mastra: {
+    command: process.execPath,
+    args: [here("mastra/server.mjs")],
+    needs: here("mastra/node_modules/@ag-ui/mastra"),
+    missing: "run npm ci --prefix tests/frameworks/mastra",
+  },
+};
+
+const SHOW_CITY = {
+  name: "show_city",
+  description: "Shows a city on the page.",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+};
+
+// The client reports stripped or dropped material through console.warn: a failure here.
+const clientWarnings = [];
+console.warn = (...a) => clientWarnings.push(a.map(String).join(" "));
+const consoleError = console.error;
+console.error = (...a) => { if (!String(a[0]).startsWith("Agent execution failed")) consoleError(...a); };
+
+function startServer(name) {
+  const spec = SERVERS[name];
+  if (!existsSync(spec.command) || (spec.needs && !existsSync(spec.needs))) throw new Error(spec.missing);
+  const child = spawn(spec.command, spec.args, { stdio: ["pipe", "pipe", "pipe"] });
+  const stderr = [];
+  child.stderr.on("data", (d) => stderr.push(d.toString()));
+  const ready = new Promise((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`${name} did not print its address:\n${stderr.join("")}`)), 30_000);
+    child.stdout.on("data", (d) => {
+      out += d.toString();
+      if (!out.includes("\n")) return;
+      clearTimeout(timer);
+      resolve(out);
+    });
+    child.once("exit", (code) => { clearTimeout(timer); reject(new Error(`${name} exited with ${code}:\n${stderr.join("")}`)); });
+  });
+  return { child, ready, stderr };
+}
+
+/** One run of the official client, every event it accepted kept and schema-checked. */
+async function run(url, { agent, text, input = {} } = {}) {
+  agent ??= new HttpAgent({ url, threadId: `thread-${Math.random().toString(36).slice(2)}` });
+  if (text !== undefined) agent.addMessage({ id: `u-${Math.random().toString(36).slice(2)}`, role: "user", content: text });
+  const events = [];
+  const warningsBefore = clientWarnings.length;
+  let rejected;
+  try {
+    await agent.runAgent({ runId: `run-${Math.random().toString(36).slice(2)}`, ...input }, {
+      onEvent: ({ event }) => { events.push(event); },
+    });
+  } catch (e) {
+    rejected = String(e?.message ?? e).replace(/\s+/g, " ");
+  }
+  const schemaProblems = events.flatMap((ev) => {
+    const r = EventSchema.safeParse(ev);
+    return r.success ? [] : [`${ev.type}: ${r.error.issues.map((i) => `/${i.path.join("/")} ${i.message}`).join("; ")}`];
+  });
+  return { agent, events, rejected, schemaProblems, warnings: clientWarnings.slice(warningsBefore) };
+}
+
+const types = (events) => [...new Set(events.map((e) => e.type))].join(" ");
+// What the client made of the run: the last assistant message's text (chunks expanded).
+const lastAnswer = (agent) => {
+  const m = [...agent.messages].reverse().find((x) => x.role === "assistant" && typeof x.content === "string" && x.content);
+  return m?.content ?? "";
+};
+
+async function checkServer(name) {
+  const results = [];
+  const check = (label, problems) => results.push({ label, problems: problems.filter(Boolean) });
+  const accepted = (r) => [
+    r.rejected && `client rejected: ${r.rejected.slice(0, 300)}`,
+    ...r.schemaProblems, ...r.warnings.map((w) => `client warning: ${w.slice(0, 200)}`),
+  ];
+  const server = startServer(name);
+  try {
+    const line = await server.ready;
+    const match = /^listening (http:\/\/127\.0\.0\.1:\d+)\n$/.exec(line);
+    check("prints exactly `listening http://127.0.0.1:<port>`", [!match && `stdout was ${JSON.stringify(line)}`]);
+    if (!match) return results;
+    const url = `${match[1]}/agent`;
+
+    {
+      const r = await run(url, { text: "hello there" });
+      check("text: accepted, the scripted answer", [
+        ...accepted(r),
+        lastAnswer(r.agent) !== "You said: hello there" && `answer ${JSON.stringify(lastAnswer(r.agent))} (${types(r.events)})`,
+        r.events[0]?.type !== "RUN_STARTED" && "RUN_STARTED is not first",
+        r.events.at(-1)?.type !== "RUN_FINISHED" && `last event ${r.events.at(-1)?.type}`,
+      ]);
+    }
+
+    {
+      const first = await run(url, { text: 'use show_city {"city": "Paris"}', input: { tools: [SHOW_CITY] } });
+      const call = first.events.find((e) => e.type === "TOOL_CALL_START");
+      const args = first.events.filter((e) => e.type === "TOOL_CALL_ARGS").map((e) => e.delta).join("");
+      check("frontend tool: the agent calls the tool the client declared, and stops", [
+        ...accepted(first),
+        call?.toolCallName !== "show_city" && `no show_city call (${types(first.events)})`,
+        (() => { try { return JSON.parse(args).city !== "Paris" && `args ${args}`; } catch { return `args ${args}`; } })(),
+        first.events.some((e) => e.type === "TOOL_CALL_RESULT") && "the server ran the client's tool",
+      ]);
+      if (call) {
+        first.agent.addMessage({ id: `tool-${call.toolCallId}`, role: "tool", toolCallId: call.toolCallId, content: "shown Paris" });
+        const second = await run(url, { agent: first.agent, input: { tools: [SHOW_CITY] } });
+        check("frontend tool: with the client's result the agent answers from it", [
+          ...accepted(second),
+          lastAnswer(second.agent) !== "The tool answered: shown Paris" && `answer ${JSON.stringify(lastAnswer(second.agent))}`,
+        ]);
+      }
+      const without = await run(url, { text: 'use show_city {"city": "Paris"}' });
+      check("frontend tool: without `tools` the agent knows no such tool", [
+        ...accepted(without),
+        without.events.some((e) => e.type === "TOOL_CALL_START") && "called a tool it was never given",
+        !lastAnswer(without.agent).startsWith("I was given no tool named show_city.") && `answer ${JSON.stringify(lastAnswer(without.agent))}`,
+      ]);
+    }
+
+    {
+      const context = [{ description: "user name", value: "Ada" }, { description: "city", value: "Paris" }];
+      const r = await run(url, { text: "what context", input: { context } });
+      const none = await run(url, { text: "what context" });
+      check("context: the client's entries reach the agent", [
+        ...accepted(r), ...accepted(none),
+        lastAnswer(r.agent) !== "Context seen: user name=Ada; city=Paris" && `answer ${JSON.stringify(lastAnswer(r.agent))}`,
+        lastAnswer(none.agent) !== "No context was given to me." && `without context: ${JSON.stringify(lastAnswer(none.agent))}`,
+      ]);
+    }
+
+    if (name === "langgraph") {
+      const first = await run(url, { text: "send the report" });
+      const call = first.events.find((e) => e.type === "TOOL_CALL_START");
+      const pending = first.agent.pendingInterrupts ?? [];
+      check("interrupt(): RUN_FINISHED with an interrupt outcome naming the call", [
+        ...accepted(first),
+        first.events.at(-1)?.outcome?.type !== "interrupt" && `outcome ${JSON.stringify(first.events.at(-1)?.outcome)}`,
+        pending.length !== 1 && `pendingInterrupts ${JSON.stringify(pending)}`,
+        pending[0]?.reason !== "tool_approval" && "reason",
+        pending[0]?.message !== "Send the report to team@example.com?" && `message ${pending[0]?.message}`,
+        call?.toolCallName !== "send_report" && "no send_report call",
+        pending[0]?.toolCallId !== call?.toolCallId && "the interrupt does not name the call",
+        JSON.stringify(pending[0]?.responseSchema?.required) !== '["approved"]' && "responseSchema",
+        first.events.some((e) => e.type === "TOOL_CALL_RESULT") && "the tool ran before approval",
+      ]);
+      if (pending.length === 1) {
+        const resume = buildResumeArray(pending, { [pending[0].id]: { status: "resolved", payload: { approved: true, note: "ship it" } } });
+        const second = await run(url, { agent: first.agent, input: { resume } });
+        const result = second.events.find((e) => e.type === "TOOL_CALL_RESULT");
+        check("interrupt(): resumed with the `resume` array, the tool runs and the graph answers", [
+          ...accepted(second),
+          result?.content !== "sent to team@example.com, note: ship it" && `result ${JSON.stringify(result)}`,
+          lastAnswer(second.agent) !== "Report sent to team@example.com, note: ship it." && `answer ${JSON.stringify(lastAnswer(second.agent))}`,
+          second.events.at(-1)?.outcome?.type === "interrupt" && "still interrupted",
+        ]);
+      }
+    }
+  } finally {
+    server.child.kill("SIGKILL");
+  }
+  return results;
+}
+
+const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(SERVERS);
+let failed = 0;
+for (const name of chosen) {
+  if (!SERVERS[name]) { console.log(`unknown server ${name}; one of ${Object.keys(SERVERS).join(", ")}`); process.exit(2); }
+  let results;
+  try {
+    results = await checkServer(name);
+  } catch (e) {
+    results = [{ label: "server starts", problems: [String(e?.message ?? e)] }];
+  }
+  console.log(`${name}`);
+  for (const { label, problems } of results) {
+    console.log(`  ${problems.length ? "FAIL" : "ok  "}  ${label}`);
+    for (const p of problems) console.log(`          ${p}`);
+    if (problems.length) failed += 1;
+  }
+}
+console.log(failed ? `FAIL: ${failed} check(s) failed` : "PASS: each framework's server works with the official client directly");
+process.exit(failed ? 1 : 0);
