@@ -62,6 +62,10 @@ pub(super) struct LiveRun {
     /// gateway's ids: the client runs them.
     #[serde(default)]
     pub client_calls: Vec<String>,
+    /// Upstream tool calls an earlier run of the turn already showed and this resumed run
+    /// announces again (LangGraph does): not shown twice; their results go to the first call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeated_calls: Vec<String>,
     /// The upstream's `RUN_FINISHED` as it sent it, once the log holds the run's last word: a
     /// turn taken over after it only acts on the ending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,6 +140,15 @@ impl Relay<'_> {
                     turn.text_end(&id).await?;
                 }
             }
+            // Only on a resume: a framework that numbers its calls per run may use an id again
+            // for a new call in a later run.
+            Event::ToolCallStart { tool_call_id, .. }
+                if self.live().resume.is_some() && self.state.calls.contains_key(&tool_call_id) =>
+            {
+                self.live().repeated_calls.push(tool_call_id);
+            }
+            Event::ToolCallArgs { tool_call_id, .. } | Event::ToolCallEnd { tool_call_id, .. }
+                if self.live().repeated_calls.contains(&tool_call_id) => {}
             Event::ToolCallStart { tool_call_id, tool_call_name, .. } => {
                 let id = turn.tool_call_open(&tool_call_name).await?;
                 if self.client_tools.contains(&tool_call_name) {
