@@ -305,6 +305,11 @@ pub(super) async fn render(
             // The run ends here for everyone: the client owes the results of these calls.
             serde_json::from_slice::<Envelope>(&event.body)?;
             let pending = log_events::body_of::<ClientWaitEvent>(&event.body).unwrap_or_default();
+            // A pre-1.0 client's schema has no `pendingToolCallIds` (it refuses the key): it
+            // runs the tool calls it saw, as it always did, from a plain ending (§5.4).
+            if plan.viewer.pre_1_0 {
+                return Ok(vec![item(run_finished(None), event.at_ms)?]);
+            }
             let outcome = RunOutcome::Success { pending_tool_call_ids: pending.pending_tool_call_ids };
             Ok(vec![item(run_finished(Some(outcome)), event.at_ms)?])
         }
