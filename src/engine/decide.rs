@@ -270,20 +270,21 @@ impl Engine {
     }
 
     /// The open interrupts of `turn` this caller may decide (every one, for an API key), as
-    /// AG-UI interrupts.
+    /// AG-UI interrupts; their arguments only for a caller with the content permission.
     pub async fn open_interrupts_for(&self, caller: &Caller, turn: &TurnRow) -> Result<Vec<Value>, EngineError> {
         let viewer = Viewer {
             person: caller.person_id().map(str::to_string),
             roles: caller.roles().to_vec(),
             ..Viewer::default()
         };
+        let content = super::board::Clearance::of(caller).content;
         let rows = self.inner.store.turn_interrupts(turn.pk).await?;
         Ok(rows
             .iter()
             .filter(|row| row.status == InterruptStatus::Open)
             .filter_map(waiting_of)
             .filter(|waiting| viewer.person.is_none() || waiting.may_be_decided_by(&viewer))
-            .filter_map(|waiting| serde_json::to_value(waiting.interrupt).ok())
+            .filter_map(|waiting| serde_json::to_value(waiting.shown(content)).ok())
             .collect())
     }
 

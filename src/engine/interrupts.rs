@@ -99,6 +99,18 @@ impl Waiting {
     }
 
     /// An entry of `gateway/waiting-for-others` and `gateway.waiting`.
+    /// The interrupt as a caller sees it: its arguments (`gateway/details`) only with the
+    /// content permission (§5.1); without it, that a call waits and who decides, nothing more.
+    pub fn shown(&self, content: bool) -> Interrupt {
+        let mut interrupt = self.interrupt.clone();
+        if !content {
+            if let Some(metadata) = interrupt.metadata.as_mut() {
+                metadata.remove("gateway/details");
+            }
+        }
+        interrupt
+    }
+
     pub fn for_others(&self) -> Value {
         json!({
             "turn": self.turn,

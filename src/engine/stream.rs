@@ -251,7 +251,7 @@ pub(super) async fn render(
                     let value = json!({
                         "id": waiting.interrupt.id,
                         "message": waiting.interrupt.message,
-                        "metadata": waiting.interrupt.metadata,
+                        "metadata": waiting.shown(plan.viewer.clearance.content).metadata,
                     });
                     items.push(item(
                         Event::Custom { name: ON_INTERRUPT.into(), value, subagent_run_id: None },
@@ -261,7 +261,7 @@ pub(super) async fn render(
                 items.push(item(run_finished(None), event.at_ms)?);
                 return Ok(items);
             }
-            let interrupts = mine.iter().map(|w| w.interrupt.clone()).collect();
+            let interrupts = mine.iter().map(|w| w.shown(plan.viewer.clearance.content)).collect();
             let mut envelope = Envelope::new(run_finished(Some(RunOutcome::Interrupt { interrupts })), event.at_ms);
             if !others.is_empty() {
                 let mut metadata = serde_json::Map::new();

@@ -132,3 +132,32 @@ async fn two_people_resuming_at_once_on_two_instances_decide_once_and_a_key_may_
     let audit = a.store.audit_rows(Some("default"), 0, 100).await.expect("audit");
     assert_eq!(audit.iter().filter(|row| row.entry.action == "interrupt.decide").count(), 1, "one decision recorded");
 }
+
+/// §5.1: a waiting call's arguments (`gateway/details`) are content: a person whose token holds
+/// `threads:read` without `threads:content` sees that the call waits and who decides, never what
+/// it would send — on `GET /v1/threads/{thread}` as on a stream.
+#[tokio::test]
+async fn a_waiting_calls_arguments_are_shown_only_with_the_content_permission() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
+    let alice = token("alice", &[]);
+    let events =
+        read_events(post_as(&app, &alice, "approver", &first_run("th-details", "run-1", "mail it")).await, None).await;
+    let shown = &events.last().expect("end").data["outcome"]["interrupts"][0];
+    assert_eq!(shown["metadata"]["gateway/details"]["to"], "team@example.com", "a content holder sees them");
+    let mut reading = claims("default", "alice");
+    reading["scope"] = json!("threads:read");
+    let reader = app_token(&reading);
+    let thread = |token: String| {
+        let request = app.client.get(app.url("/v1/threads/th-details")).bearer_auth(token);
+        async move { request.send().await.expect("get").json::<Value>().await.expect("json") }
+    };
+    let full = thread(alice.clone()).await;
+    assert_eq!(full["interrupts"][0]["metadata"]["gateway/details"]["to"], "team@example.com");
+    let limited = thread(reader).await;
+    let interrupt = &limited["interrupts"][0];
+    assert_eq!(interrupt["id"], shown["id"], "the call is shown waiting: {limited}");
+    assert!(interrupt["metadata"]["gateway/deciders"].is_string(), "and who decides: {interrupt}");
+    assert!(interrupt["metadata"].get("gateway/details").is_none(), "never its arguments: {interrupt}");
+    assert!(!limited.to_string().contains("team@example.com"), "{limited}");
+}
