@@ -118,10 +118,12 @@ pub struct CallSpec {
 /// When a tool call needs a person's approval, and whose (§5.1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolPolicy {
-    /// `never` (default), `always`, or `when_tainted` (asks only for a tool that exfiltrates,
-    /// in a turn started from app text, which every AG-UI turn is).
-    #[serde(default)]
-    pub approval: Approval,
+    /// `never`, `always`, or `when_tainted` (asks only for a tool that exfiltrates, in a turn
+    /// that carries outside content, which every AG-UI turn does). Unset: `when_tainted` for a
+    /// tool that exfiltrates (§8: data-sending tools ask on untrusted turns unless told
+    /// otherwise), `never` for any other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
     #[serde(default)]
     pub exfiltrates: bool,
     /// Person ids and `role:<name>` entries; empty: the person who started the turn.
@@ -140,10 +142,9 @@ pub struct ToolPolicy {
     pub confirm: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Approval {
-    #[default]
     Never,
     Always,
     WhenTainted,
@@ -152,10 +153,10 @@ pub enum Approval {
 impl ToolPolicy {
     pub fn needs_approval(&self) -> bool {
         match self.approval {
-            Approval::Never => false,
-            Approval::Always => true,
-            // Every turn started through AG-UI is tainted (§8).
-            Approval::WhenTainted => self.exfiltrates,
+            Some(Approval::Never) => false,
+            Some(Approval::Always) => true,
+            // Every turn started through AG-UI is tainted (§8): its text came from an app.
+            Some(Approval::WhenTainted) | None => self.exfiltrates,
         }
     }
 }

@@ -454,6 +454,25 @@ async fn the_decide_command_unblocks_a_turn_a_serving_gateway_then_finishes() {
     assert!(row.entry.detail.contains(&turn.public_id));
 }
 
+/// Taint (§8): a tool that sends data out asks a person first on a tainted turn by default —
+/// `exfiltrates = true` alone is enough — unless its policy says `approval = "never"`.
+#[tokio::test]
+async fn an_exfiltrating_tool_asks_by_default_unless_its_policy_says_otherwise() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let events = app.run_to_end("sender", &first_run("th-sender", "run-1", "the quarterly numbers")).await;
+    let results: Vec<&str> =
+        events.iter().filter(|e| e.kind() == "TOOL_CALL_RESULT").filter_map(|e| e.data["content"].as_str()).collect();
+    assert_eq!(results, vec!["mirrored"], "the explicit `never` ran at once, nothing else did");
+    let end = &events.last().expect("end").data;
+    assert_eq!(end["outcome"]["type"], "interrupt", "{:?}", kinds(&events));
+    let interrupt = &end["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["metadata"]["gateway/details"]["body"], "the quarterly numbers");
+    let asked = events.iter().rfind(|e| e.kind() == "TOOL_CALL_START").expect("call");
+    assert_eq!(asked.data["toolCallName"], "post_to_webhook");
+    assert_eq!(interrupt["toolCallId"], asked.data["toolCallId"]);
+}
+
 /// Taint (§8): a turn started through AG-UI is tainted (its text came from an app), so a tool
 /// that exfiltrates asks a person first under `approval = "when_tainted"`; one that does not,
 /// runs at once.
