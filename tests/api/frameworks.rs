@@ -10,9 +10,8 @@
 //! One server per framework serves the whole test process (each test on threads of its own);
 //! it ends when the process does (its stdin, a pipe from here, closes).
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
@@ -47,7 +46,7 @@ impl FrameworkServer {
 
     fn start(framework: Framework) -> FrameworkServer {
         let dir = frameworks_dir();
-        let mut command = match framework {
+        let command = match framework {
             Framework::LangGraph => {
                 let python = dir.join("langgraph/.venv/bin/python");
                 assert!(python.exists(), "create tests/frameworks/langgraph/.venv (scripts/test does)");
@@ -65,16 +64,7 @@ impl FrameworkServer {
                 command
             }
         };
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the framework's server starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("the framework's server says where it listens");
-        let url = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("unexpected: {line}")).to_string();
+        let (child, url) = start_listening(command, "the framework's server");
         FrameworkServer { _child: child, url }
     }
 

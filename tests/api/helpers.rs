@@ -535,3 +535,24 @@ pub async fn new_turn(store: &dyn Store, thread: &str, instance: &str) -> TurnRo
         other => panic!("the turn did not start: {other:?}"),
     }
 }
+
+/// Starts a test server process that prints `listening <url>` on its first line once ready
+/// (the upstream AG-UI servers, the framework servers); returns it with that URL. Its stdin is a
+/// pipe, so the server ends when the test process does.
+pub fn start_listening(mut command: std::process::Command, what: &str) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what} starts: {e}"));
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{what} says where it listens: {e}"));
+    let url = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("{what}: unexpected {line}")).to_string();
+    (child, url)
+}

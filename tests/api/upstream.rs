@@ -3,9 +3,8 @@
 //! scenario runs against both: a normal run, an upstream interrupt answered through the
 //! gateway, and upstreams that send an invalid or out-of-order event.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use agui_gateway::config::TlsConfig;
 use serde_json::{json, Value};
@@ -39,7 +38,7 @@ fn upstream_dir() -> PathBuf {
 impl UpstreamServer {
     pub(crate) fn start(kind: Upstream) -> UpstreamServer {
         let dir = upstream_dir();
-        let mut command = match kind {
+        let command = match kind {
             Upstream::Node => {
                 assert!(
                     dir.join("node/node_modules/@ag-ui/encoder").exists(),
@@ -57,16 +56,7 @@ impl UpstreamServer {
                 command
             }
         };
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the upstream server starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("the upstream server says where it listens");
-        let url = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("unexpected: {line}")).to_string();
+        let (child, url) = start_listening(command, "the upstream server");
         UpstreamServer { child, url }
     }
 
