@@ -109,6 +109,9 @@ pub struct Person {
     pub via: Option<String>,
     /// The app key that exchanged the token: revoking it withdraws the token.
     pub app_key: Option<String>,
+    /// When the person's token expires (its `exp`, seconds since the epoch): an open stream
+    /// ends then. `None` for a person with no token (local development, the operator's CLI).
+    pub expires_at: Option<u64>,
 }
 
 /// A tenant API key: no person behind it.
@@ -137,6 +140,7 @@ impl Caller {
             clearance: vec!["*".into()],
             via: None,
             app_key: None,
+            expires_at: None,
         })
     }
 
@@ -206,6 +210,14 @@ impl Caller {
         match self {
             Caller::Person(person) => &person.roles,
             Caller::TenantKey(_) => &[],
+        }
+    }
+
+    /// When the caller's credential expires (seconds since the epoch); `None`: it does not.
+    pub fn expires_at(&self) -> Option<u64> {
+        match self {
+            Caller::Person(person) => person.expires_at,
+            Caller::TenantKey(_) => None,
         }
     }
 

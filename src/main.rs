@@ -472,6 +472,7 @@ fn operator(person: &str, roles: Vec<String>) -> agui_gateway::auth::Caller {
         clearance: Vec::new(),
         via: Some("cli".into()),
         app_key: None,
+        expires_at: None,
     })
 }
 

@@ -407,9 +407,49 @@ impl Auth {
         }
     }
 
+    /// Resolves when `caller`'s right to read ends while a stream is open: a key it depends on
+    /// is revoked, or its token expires (past the same leeway its verification allowed).
+    pub async fn access_ends(&self, caller: &Caller) -> AccessEnd {
+        let keys = caller.revocable_keys();
+        let expiry = caller.expires_at().map(|exp| {
+            let ends_ms = (exp.saturating_add(self.inner.config.leeway_secs)).saturating_mul(1000);
+            let left_ms = i64::try_from(ends_ms).unwrap_or(i64::MAX).saturating_sub(self.inner.clock.now_ms());
+            std::time::Duration::from_millis(u64::try_from(left_ms).unwrap_or(0))
+        });
+        let expired = async {
+            match expiry {
+                Some(left) => tokio::time::sleep(left).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = self.revoked(keys) => AccessEnd::Revoked,
+            () = expired => AccessEnd::Expired,
+        }
+    }
+
     /// An audit row written by a request.
     pub async fn audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
         self.inner.store.append_audit(&entry).await
+    }
+}
+
+/// Why an open stream's caller may read no more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessEnd {
+    /// A key the caller's access depends on was revoked.
+    Revoked,
+    /// The caller's token expired.
+    Expired,
+}
+
+impl AccessEnd {
+    /// What the stream's `RUN_ERROR` (code `revoked`) says.
+    pub fn message(self) -> &'static str {
+        match self {
+            AccessEnd::Revoked => "the caller's access was withdrawn while the stream was open",
+            AccessEnd::Expired => "the caller's token expired while the stream was open; reconnect with a fresh one",
+        }
     }
 }
 
@@ -448,6 +488,7 @@ fn person_from(
         clearance: jwt::string_list(claims, clearance_claim),
         via: if own_token { text("via") } else { None },
         app_key: if own_token { text("akid") } else { None },
+        expires_at: claims.get("exp").and_then(Value::as_u64),
     };
     Ok((person, tenant.to_string()))
 }

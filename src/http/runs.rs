@@ -6,8 +6,8 @@
 //! reading it (413), its shape (400 naming the field), the caller's and the thread's open
 //! streams on this instance (429 `too_many_streams`, before the engine is asked anything), then
 //! the engine's decisions (a key's resume: 403), which either open the stream or refuse the run
-//! with a lone `RUN_ERROR` in a 200 stream. An open stream whose key is revoked ends with
-//! `RUN_ERROR revoked`.
+//! with a lone `RUN_ERROR` in a 200 stream. An open stream whose key is revoked, or whose
+//! person's token expires, ends with `RUN_ERROR revoked`.
 //!
 //! `POST /v1/agui/agents/{agent}/connect` streams a thread rather than one run (see
 //! `engine/connect.rs`): the same caller, tenant, agent, header and body checks and the same
@@ -127,9 +127,8 @@ async fn run(
             };
             let events = state.engine.stream(plan, options).take_until(Box::pin(stop));
             let auth = state.auth.clone();
-            let keys = caller.revocable_keys();
-            let revoked = async move { auth.revoked(keys).await };
-            sse::response_in_slot(end_when_revoked(events, revoked), slot)
+            let ends = async move { auth.access_ends(&caller).await };
+            sse::response_in_slot(end_when_revoked(events, ends), slot)
         }
         RunPlan::Refused(refusal) => {
             let refused =
@@ -206,9 +205,8 @@ async fn connect(
     };
     let events = state.engine.connect_stream(plan, options).take_until(Box::pin(stop));
     let auth = state.auth.clone();
-    let keys = caller.revocable_keys();
-    let revoked = async move { auth.revoked(keys).await };
-    Ok(sse::response_in_slot(end_when_revoked(events, revoked), slot))
+    let ends = async move { auth.access_ends(&caller).await };
+    Ok(sse::response_in_slot(end_when_revoked(events, ends), slot))
 }
 
 /// What a connect request reads of its RunAgentInput: a whole RunAgentInput is welcome, and
@@ -280,21 +278,21 @@ fn lone_run_error(code: &str, message: String, figures: Option<serde_json::Value
     Ok(StreamItem::Event { id: "0".into(), json: Bytes::from(json) })
 }
 
-/// Streams `events` until `revoked` resolves; then ends the run with `RUN_ERROR revoked` (§2.1).
+/// Streams `events` until the caller's right to read ends (a revoked key, an expired token);
+/// then ends the run with `RUN_ERROR revoked` (§2.1).
 /// The turn is not touched: it runs on, and a caller who still has access can follow it.
 fn end_when_revoked(
     events: impl futures_util::Stream<Item = StreamItem> + Send + 'static,
-    revoked: impl std::future::Future<Output = ()> + Send + 'static,
+    ends: impl std::future::Future<Output = crate::auth::AccessEnd> + Send + 'static,
 ) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
     async_stream::stream! {
         let mut events = Box::pin(events);
-        let mut revoked = Box::pin(revoked);
+        let mut ends = Box::pin(ends);
         loop {
             tokio::select! {
                 biased;
-                () = &mut revoked => {
-                    let message = "the caller's access was withdrawn while the stream was open".to_string();
-                    if let Ok(item) = lone_run_error("revoked", message, None) {
+                why = &mut ends => {
+                    if let Ok(item) = lone_run_error("revoked", why.message().to_string(), None) {
                         yield item;
                     }
                     return;

@@ -40,6 +40,7 @@ mod reasoning;
 mod reconnect;
 mod redirects;
 mod run_route;
+mod stream_access;
 mod stream_limits;
 mod takeover;
 mod tenant_scope;
