@@ -58,14 +58,21 @@ async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_mor
     let victim = new_turn(store.as_ref(), "th-victim", "gone").await;
 
     let mut runners = Vec::new();
+    // Half-way, the victim waits for the claim if it has not landed yet: however busy the
+    // machine, the claim comes among its appends, never after its last.
+    let (claimed_tx, claimed_rx) = tokio::sync::watch::channel(false);
     for turn in turns.iter().chain(std::iter::once(&victim)) {
         let (log, pk, epoch) = (log.clone(), turn.pk, turn.epoch);
         // The victim writes slowly enough for the claim to land among its appends.
         let slow = pk == victim.pk;
+        let mut claimed = claimed_rx.clone();
         runners.push(tokio::spawn(async move {
             let health = Arc::new(AppendHealth::default());
             for seq in 1..EVENTS {
                 log.append(pk, epoch, vec![event(pk, seq)], &health).await.expect("queued");
+                if slow && seq == EVENTS / 2 {
+                    let _ = claimed.wait_for(|claimed| *claimed).await;
+                }
                 if slow {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 } else if seq % 50 == 0 {
@@ -97,6 +104,7 @@ async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_mor
     };
     assert_eq!((claimed.pk, claimed.epoch), (victim.pk, victim.epoch + 1));
     let at_claim = seqs_of(store.as_ref(), victim.pk).await;
+    let _ = claimed_tx.send(true);
 
     for runner in runners {
         let (pk, health, last) = runner.await.expect("runner");
