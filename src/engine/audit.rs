@@ -66,6 +66,19 @@ impl Engine {
         }
     }
 
+    /// The `board.read` row of a stream about to open on thread `thread_pk` for `caller`, when
+    /// the board holds a note whose text it may read.
+    pub(super) async fn audit_stream_board_read(
+        &self,
+        caller: &Caller,
+        thread_pk: i64,
+        clearance: &board::Clearance,
+    ) -> Result<(), StoreError> {
+        let Some(thread) = self.inner.store.thread_by_pk(thread_pk).await? else { return Ok(()) };
+        let notes = self.inner.store.notes(thread_pk).await?;
+        self.audit_board_read(caller, &thread, clearance, &board::from_stored(&notes)).await
+    }
+
     /// One audit row per decision (§5.3.7): the person's (or the gateway's, for an expiry),
     /// with `via`. They commit with the decisions, so no decision stands unrecorded.
     pub(super) async fn decision_audit(

@@ -109,6 +109,8 @@ impl Engine {
             pre_1_0: request.pre_1_0,
             clearance: board::Clearance::of(request.caller),
         };
+        // A connect stream opens on the board: its reading is in the trail first (§8).
+        self.audit_stream_board_read(request.caller, thread.pk, &viewer.clearance).await?;
         Ok(ConnectPlan {
             thread_id: request.thread_id.as_str().to_string(),
             thread_pk: thread.pk,
@@ -330,6 +332,7 @@ impl TurnRun {
             viewer: connect.viewer.clone(),
             snapshot_on_open: connect.viewer.clearance.content,
             resume_outcomes: None,
+            board_read_audited: true,
         };
         TurnRun { plan, open: false }
     }

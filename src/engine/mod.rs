@@ -184,6 +184,8 @@ pub struct FollowPlan {
     pub snapshot_on_open: bool,
     /// This run's answers to its resume entries (`CUSTOM gateway.resume`), when it resumed.
     pub resume_outcomes: Option<Vec<Value>>,
+    /// The `board.read` row of this stream is written already (with the turn it started).
+    pub board_read_audited: bool,
 }
 
 /// One run request, after the HTTP layer validated its shape.

@@ -21,9 +21,15 @@ impl Engine {
         let metrics = &self.inner.metrics;
         let reconnect = request.last_event_id.is_some();
         let agent = request.agent.to_string();
+        let caller = request.caller;
         let plan = self.plan_run(request).await?;
         match &plan {
-            RunPlan::Follow(_) => {
+            RunPlan::Follow(follow) => {
+                // Every stream that opens on notes' text is in the trail before it shows them
+                // (§8): a follow, a reconnect, a resume, a reload. A new turn's row went in with it.
+                if !follow.board_read_audited {
+                    self.audit_stream_board_read(caller, follow.thread_pk, &follow.viewer.clearance).await?;
+                }
                 metrics.runs_started.get_or_create(&AgentLabel { agent }).inc();
                 if reconnect {
                     metrics.reconnects.inc();
@@ -239,6 +245,7 @@ impl Engine {
                     snapshot_on_open: turn.ordinal > 1 && viewer_of(request).clearance.content,
                     viewer: viewer_of(request),
                     resume_outcomes: None,
+                    board_read_audited: true,
                 };
                 let ai_label = inner.config.tenant(request.tenant).and_then(|t| t.ai_label.clone());
                 let start = TurnStart::New {
@@ -321,6 +328,7 @@ impl Engine {
             snapshot_on_open: turn.ordinal > 1 && viewer_of(request).clearance.content,
             viewer: viewer_of(request),
             resume_outcomes,
+            board_read_audited: false,
         }))
     }
 }

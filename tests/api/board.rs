@@ -97,3 +97,44 @@ async fn a_runs_state_writes_only_the_agents_editable_keys(backend: Backend) {
     assert_eq!(app.counts().await, before, "nothing stored");
 }
 on_both_stores!(a_runs_state_writes_only_the_agents_editable_keys);
+
+/// §8: every stream that opens on notes' text is audited — one `board.read` row per opening (a
+/// follow of the same run, a reconnect, a connect stream) and per `GET`, never one per event.
+async fn every_stream_opening_on_the_board_is_one_board_read(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let reads = || async {
+        let rows = app.store.audit_rows(Some("default"), 0, 1000).await.expect("audit");
+        rows.iter().filter(|row| row.entry.action == "board.read").count()
+    };
+    let input = first_run("th-reads", "run-1", "pin it");
+    let events = app.run_to_end("demo", &input).await;
+    assert!(events.iter().any(|e| e.kind() == "STATE_DELTA"), "the demo pins a note");
+    assert_eq!(reads().await, 0, "the run opened on an empty board");
+    // The same run again (a reload): it replays the note's text.
+    app.run_to_end("demo", &input).await;
+    assert_eq!(reads().await, 1, "a replay is a reading");
+    // A reconnect from the middle.
+    let middle = events[events.len() / 2].id.clone().expect("id");
+    let response = app.post_run_with("demo", &input, &[("last-event-id", &middle)]).await;
+    read_events(response, None).await;
+    assert_eq!(reads().await, 2, "a reconnect is one reading, whatever it shows");
+    // A connect stream on the thread.
+    let connect = app
+        .client
+        .post(app.url("/v1/agui/agents/demo/connect"))
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(json!({ "threadId": "th-reads", "runId": "watch-1" }).to_string())
+        .send()
+        .await
+        .expect("connect");
+    assert_eq!(connect.status(), 200);
+    let mut stream = EventStream::new(connect);
+    stream.until_kind("STATE_SNAPSHOT").await;
+    assert_eq!(reads().await, 3, "a connect stream is one reading");
+    drop(stream);
+    app.client.get(app.url("/v1/threads/th-reads")).send().await.expect("get");
+    assert_eq!(reads().await, 4, "and a GET of the thread");
+}
+on_both_stores!(every_stream_opening_on_the_board_is_one_board_read);
