@@ -122,7 +122,7 @@ pub struct ToolPolicy {
     /// that carries outside content, which every AG-UI turn does). Unset: `when_tainted` for a
     /// tool that exfiltrates (§8: data-sending tools ask on untrusted turns unless told
     /// otherwise), `never` for any other.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub approval: Option<Approval>,
     #[serde(default)]
     pub exfiltrates: bool,
