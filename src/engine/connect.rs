@@ -68,6 +68,8 @@ pub struct ConnectRequest<'a> {
 pub struct ConnectPlan {
     thread_id: String,
     thread_pk: i64,
+    /// Where people decide (`gateway/console`), when configured.
+    console: Option<String>,
     run_id: String,
     viewer: Viewer,
     resume: Option<EventId>,
@@ -114,6 +116,7 @@ impl Engine {
         Ok(ConnectPlan {
             thread_id: request.thread_id.as_str().to_string(),
             thread_pk: thread.pk,
+            console: self.console(),
             run_id: request.run_id.to_string(),
             viewer,
             resume: request.last_event_id.cloned(),
@@ -333,6 +336,7 @@ impl TurnRun {
             snapshot_on_open: connect.viewer.clearance.content,
             resume_outcomes: None,
             board_read_audited: true,
+            console: connect.console.clone(),
         };
         TurnRun { plan, open: false }
     }

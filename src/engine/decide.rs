@@ -284,8 +284,13 @@ impl Engine {
             .filter(|row| row.status == InterruptStatus::Open)
             .filter_map(waiting_of)
             .filter(|waiting| viewer.person.is_none() || waiting.may_be_decided_by(&viewer))
-            .filter_map(|waiting| serde_json::to_value(waiting.shown(content)).ok())
+            .filter_map(|waiting| serde_json::to_value(waiting.shown(content, self.console().as_deref())).ok())
             .collect())
+    }
+
+    /// The public console where people decide, when `console_url` is configured.
+    pub(super) fn console(&self) -> Option<String> {
+        Some(self.inner.config.console_url.clone()).filter(|url| !url.is_empty())
     }
 
     /// Where a person can decide, for a caller who cannot (`gateway/console`).

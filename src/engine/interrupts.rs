@@ -101,24 +101,37 @@ impl Waiting {
     /// An entry of `gateway/waiting-for-others` and `gateway.waiting`.
     /// The interrupt as a caller sees it: its arguments (`gateway/details`) only with the
     /// content permission (§5.1); without it, that a call waits and who decides, nothing more.
-    pub fn shown(&self, content: bool) -> Interrupt {
+    /// With a console configured, `gateway/console` links to where people decide.
+    pub fn shown(&self, content: bool, console: Option<&str>) -> Interrupt {
         let mut interrupt = self.interrupt.clone();
+        let metadata = interrupt.metadata.get_or_insert_with(serde_json::Map::new);
         if !content {
-            if let Some(metadata) = interrupt.metadata.as_mut() {
-                metadata.remove("gateway/details");
-            }
+            metadata.remove("gateway/details");
+        }
+        if let Some(url) = console {
+            metadata.insert("gateway/console".into(), console_link(url));
         }
         interrupt
     }
 
-    pub fn for_others(&self) -> Value {
-        json!({
+    /// What a caller who does not decide sees of it (a `gateway/waiting` entry).
+    pub fn for_others(&self, console: Option<&str>) -> Value {
+        let mut entry = json!({
             "turn": self.turn,
             "interruptId": self.interrupt.id,
             "what": self.interrupt.message.clone().unwrap_or_else(|| self.interrupt.reason.clone()),
             "deciders": describe_deciders(&self.deciders, self.four_eyes),
-        })
+        });
+        if let Some(url) = console {
+            entry["gateway/console"] = console_link(url);
+        }
+        entry
     }
+}
+
+/// `gateway/console` (§5.1): where the people who decide can do so.
+pub fn console_link(url: &str) -> Value {
+    json!({ "label": "Decide in the console", "url": url })
 }
 
 /// Why a resume was refused: a `RUN_ERROR` code and a message naming the entry.

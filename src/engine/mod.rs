@@ -186,6 +186,8 @@ pub struct FollowPlan {
     pub resume_outcomes: Option<Vec<Value>>,
     /// The `board.read` row of this stream is written already (with the turn it started).
     pub board_read_audited: bool,
+    /// Where people decide (`gateway/console`, `console_url`), when one is configured.
+    pub console: Option<String>,
 }
 
 /// One run request, after the HTTP layer validated its shape.

@@ -246,6 +246,7 @@ impl Engine {
                     viewer: viewer_of(request),
                     resume_outcomes: None,
                     board_read_audited: true,
+                    console: self.console(),
                 };
                 let ai_label = inner.config.tenant(request.tenant).and_then(|t| t.ai_label.clone());
                 let start = TurnStart::New {
@@ -329,6 +330,7 @@ impl Engine {
             viewer: viewer_of(request),
             resume_outcomes,
             board_read_audited: false,
+            console: self.console(),
         }))
     }
 }

@@ -235,7 +235,8 @@ pub(super) async fn render(
         EventKind::Waiting => {
             let Some(waiting) = waiting_of(&event) else { return Ok(Vec::new()) };
             let (mine, others) = split_for(&plan.viewer, &waiting);
-            let others: Vec<Value> = others.iter().map(|w| w.for_others()).collect();
+            let console = plan.console.as_deref();
+            let others: Vec<Value> = others.iter().map(|w| w.for_others(console)).collect();
             if mine.is_empty() {
                 let value = json!({ "waiting": others });
                 return Ok(vec![item(
@@ -251,7 +252,7 @@ pub(super) async fn render(
                     let value = json!({
                         "id": waiting.interrupt.id,
                         "message": waiting.interrupt.message,
-                        "metadata": waiting.shown(plan.viewer.clearance.content).metadata,
+                        "metadata": waiting.shown(plan.viewer.clearance.content, console).metadata,
                     });
                     items.push(item(
                         Event::Custom { name: ON_INTERRUPT.into(), value, subagent_run_id: None },
@@ -261,7 +262,7 @@ pub(super) async fn render(
                 items.push(item(run_finished(None), event.at_ms)?);
                 return Ok(items);
             }
-            let interrupts = mine.iter().map(|w| w.shown(plan.viewer.clearance.content)).collect();
+            let interrupts = mine.iter().map(|w| w.shown(plan.viewer.clearance.content, console)).collect();
             let mut envelope = Envelope::new(run_finished(Some(RunOutcome::Interrupt { interrupts })), event.at_ms);
             if !others.is_empty() {
                 let mut metadata = serde_json::Map::new();

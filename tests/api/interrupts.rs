@@ -503,3 +503,26 @@ async fn an_exfiltrating_tool_asks_first_in_a_tainted_turn() {
     let delta = notes.iter().find(|e| e.kind() == "STATE_DELTA").expect("a note");
     assert_eq!(delta.data["delta"][0]["value"]["tainted"], true);
 }
+
+/// `gateway/console` (§5.1): with `console_url` configured, an interrupt links to where people
+/// decide — on the stream, on `GET /v1/threads/{thread}` and on a `gateway.waiting` entry — and
+/// without it there is no link.
+#[tokio::test]
+async fn interrupts_link_to_the_console_where_one_is_configured() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.console_url = "https://console.example.com/decide".into();
+    let app = TestApp::start_with(config).await;
+    let link = json!({ "label": "Decide in the console", "url": "https://console.example.com/decide" });
+    let (_, interrupts) = run_until_interrupt(&app, "approver", "th-console").await;
+    assert_eq!(interrupts[0]["metadata"]["gateway/console"], link);
+    let thread: Value =
+        app.client.get(app.url("/v1/threads/th-console")).send().await.expect("get").json().await.expect("json");
+    assert_eq!(thread["interrupts"][0]["metadata"]["gateway/console"], link, "{thread}");
+    let (_, waiting) = run_until_interrupt_for_others(&app, "foureyes", "th-console-others").await;
+    assert_eq!(waiting["gateway/console"], link, "{waiting}");
+
+    let plain = TestApp::start(&TestDatabase::new(Backend::Sqlite).await.url).await;
+    let (_, interrupts) = run_until_interrupt(&plain, "approver", "th-no-console").await;
+    assert!(interrupts[0]["metadata"].get("gateway/console").is_none(), "no console, no link");
+}
