@@ -114,7 +114,7 @@ pub async fn serve(
                     let app = app.clone();
                     let stop = stop.clone();
                     tokio::spawn(async move {
-                        serve_connection(tls, peer, protocol, app, stop, limits).await;
+                        serve_connection(*tls, peer, protocol, app, stop, limits).await;
                         drop(permit);
                     });
                 }
@@ -131,7 +131,8 @@ pub async fn serve(
 
 enum Accepted {
     Plain(TcpStream, SocketAddr, OwnedSemaphorePermit),
-    Tls(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr, OwnedSemaphorePermit),
+    // Boxed: a TLS stream is over a kilobyte, a plain one a few words.
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>, SocketAddr, OwnedSemaphorePermit),
 }
 
 async fn accept(connections: &mut Connections, slots: &Arc<Semaphore>) -> Accepted {
@@ -155,7 +156,7 @@ async fn accept(connections: &mut Connections, slots: &Arc<Semaphore>) -> Accept
         }
         Connections::Tls(listener) => {
             let (tls, peer, permit) = listener.accept().await;
-            Accepted::Tls(tls, peer, permit)
+            Accepted::Tls(Box::new(tls), peer, permit)
         }
     }
 }

@@ -122,7 +122,7 @@ impl FromRequestParts<AppState> for CanStart {
         let agent = state
             .config
             .agent(&name)
-            .filter(|agent| agent.tenants.is_empty() || agent.tenants.iter().any(|t| *t == tenant.name))
+            .filter(|agent| agent.tenants.is_empty() || agent.tenants.contains(&tenant.name))
             .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))?;
         Ok(CanStart { caller, tenant, agent: agent.clone() })
     }

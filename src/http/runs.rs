@@ -87,6 +87,8 @@ async fn run(
     let last_event_id = parse_last_event_id(&headers)?;
     let bytes = super::body::read_json_body(&state, body).await?;
     let input = parse_input(&bytes)?;
+    // Parsed: the raw body is not held beside its copy while the run starts.
+    drop(bytes);
     let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
     let run_id = RunId::parse(&input.run_id).map_err(|m| ApiError::bad_request("runId", m))?;
     check_newest_user_message(&input)?;

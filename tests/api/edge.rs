@@ -562,6 +562,15 @@ async fn every_body_limit_refusal_has_the_json_error_body() {
         let error: Value = response.json().await.expect("error body");
         assert_eq!(error["error"]["code"], "payload_too_large", "{path}");
     }
+    // The API document says so, and that a body too slow to arrive is 408.
+    let document: Value =
+        app.client.get(app.url("/openapi.json")).send().await.expect("get").json().await.expect("JSON");
+    for path in
+        ["/v1/interrupts/{id}/decision", "/v1/agui/agents/{agent}", "/v1/agui/agents/{agent}/connect", "/v1/auth/token"]
+    {
+        let responses = &document["paths"][path]["post"]["responses"];
+        assert!(responses["413"].is_object() && responses["408"].is_object(), "{path}: {responses}");
+    }
 }
 
 /// A turn quota holds by default: past `quotas.max_concurrent_turns` (256 unless configured) a
