@@ -67,6 +67,23 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// `text` with every `http://` or `https://` URL in it passed through [`redact_url`]: for
+/// errors of HTTP clients, which name the URL they failed on.
+pub fn redact_urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = ["http://", "https://"].iter().filter_map(|scheme| rest.find(scheme)).min() {
+        out.push_str(&rest[..start]);
+        let url = &rest[start..];
+        let end =
+            url.find(|c: char| c.is_whitespace() || matches!(c, ')' | '"' | '\'' | '>' | ',')).unwrap_or(url.len());
+        out.push_str(&redact_url(&url[..end]));
+        rest = &url[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +100,14 @@ mod tests {
         assert!(!shown.contains("one") && !shown.contains("two") && !shown.contains("three"), "{shown}");
         let shown = redact_url("https://model.example/v1?api_key=sk-123");
         assert!(!shown.contains("sk-123"), "{shown}");
+    }
+
+    #[test]
+    fn urls_inside_a_message_are_masked() {
+        let message = "error sending request for url (https://mcp.example/mcp?token=abc123): connection refused";
+        let shown = redact_urls_in(message);
+        assert_eq!(shown, "error sending request for url (https://mcp.example/mcp?token=***): connection refused");
+        assert_eq!(redact_urls_in("no url here"), "no url here");
     }
 
     #[test]
