@@ -621,4 +621,13 @@ async fn printed_database_urls_mask_every_password() {
     let printed = run(&["migrate", "--database", &url], &url);
     assert!(printed.contains("migrations applied") && printed.contains("password=***"), "{printed}");
     assert!(!printed.contains("hunter2"), "{printed}");
+    // And the start line of `serve`.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let instance = spawn_instance_env(&config_file(&dir), &url, logs.clone(), &[], &[]);
+    drop(instance);
+    let logs = logs.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
+    let start = logs.lines().find(|line| line.contains("agui-gateway listening")).unwrap_or_default();
+    assert!(start.contains("password=***"), "{logs}");
+    assert!(!logs.contains("hunter2"), "{logs}");
 }
