@@ -69,16 +69,16 @@ async fn edge_gateway(extra: &[(&str, &str)]) -> Edge {
     Edge { instance, logs, _dir: dir, _db: db }
 }
 
-/// How long the peer took to close `socket`, reading (and dropping) whatever it sends; `None`
-/// when it is still open after `within`.
-async fn closed_within(socket: &mut (impl AsyncRead + Unpin), within: Duration) -> Option<Duration> {
-    let start = Instant::now();
-    let deadline = tokio::time::Instant::now() + within;
+/// How long after `since` (an instant no later than the gateway's clock for it started) the
+/// peer closed `socket`, reading (and dropping) whatever it sends; `None` when it is still open
+/// `within` after `since`.
+async fn closed_within(socket: &mut (impl AsyncRead + Unpin), since: Instant, within: Duration) -> Option<Duration> {
+    let deadline = tokio::time::Instant::from_std(since + within);
     let mut buffer = [0u8; 4096];
     loop {
         match tokio::time::timeout_at(deadline, socket.read(&mut buffer)).await {
             Err(_) => return None,
-            Ok(Ok(0)) | Ok(Err(_)) => return Some(start.elapsed()),
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(since.elapsed()),
             Ok(Ok(_)) => continue,
         }
     }
@@ -108,8 +108,10 @@ async fn stalled_plain_connections_are_closed_within_their_timeout_while_a_clien
     let patience = header + Duration::from_secs(3);
 
     // Connected, not a byte sent.
+    let silent_since = Instant::now();
     let mut silent = edge.connect().await;
     // A request head trickling in a byte at a time, never ending.
+    let trickle_since = Instant::now();
     let mut trickle = edge.connect().await;
     let (mut trickle_read, mut trickle_write) = trickle.split();
     // One whole request answered, then nothing (idle between keep-alive requests).
@@ -118,6 +120,8 @@ async fn stalled_plain_connections_are_closed_within_their_timeout_while_a_clien
     let mut answer = [0u8; 1024];
     let read = kept.read(&mut answer).await.expect("an answer");
     assert!(answer[..read].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer[..read]));
+    // The wait for the next request head starts once the answer is written, before it is read.
+    let kept_since = Instant::now() - Duration::from_millis(50);
 
     let dribble = async move {
         for byte in
@@ -130,9 +134,9 @@ async fn stalled_plain_connections_are_closed_within_their_timeout_while_a_clien
         }
     };
     let (silent_took, trickle_took, kept_took, (), ()) = tokio::join!(
-        closed_within(&mut silent, patience),
-        closed_within(&mut trickle_read, patience),
-        closed_within(&mut kept, patience),
+        closed_within(&mut silent, silent_since, patience),
+        closed_within(&mut trickle_read, trickle_since, patience),
+        closed_within(&mut kept, kept_since, patience),
         dribble,
         async {
             // Meanwhile a real client is served, at once, twice.
@@ -178,7 +182,7 @@ async fn past_max_connections_a_new_connection_waits_for_a_slot() {
     let waited = start.elapsed();
     assert!(waited >= Duration::from_millis(1200), "served after {waited:?}: the cap did not hold");
     for mut connection in held {
-        assert!(closed_within(&mut connection, Duration::from_secs(4)).await.is_some());
+        assert!(closed_within(&mut connection, Instant::now(), Duration::from_secs(4)).await.is_some());
     }
 }
 
@@ -246,14 +250,18 @@ async fn stalled_tls_connections_are_closed_within_their_timeout_while_a_client_
     let idle = Duration::from_secs(IDLE_SECS);
 
     // No ClientHello.
+    let no_hello_since = Instant::now();
     let mut no_hello = TcpStream::connect(&address).await.expect("connect");
     // A finished handshake (HTTP/1.1), then nothing.
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
     let tcp = TcpStream::connect(&address).await.expect("connect");
     let mut h1 = tls_client(&ca, b"http/1.1").connect(name.clone(), tcp).await.expect("handshake");
+    // (The server finished its side of the handshake before the client did.)
+    let h1_since = Instant::now() - Duration::from_millis(50);
     // A finished handshake (h2), then not even the preface.
     let tcp = TcpStream::connect(&address).await.expect("connect");
     let mut h2 = tls_client(&ca, b"h2").connect(name, tcp).await.expect("handshake");
+    let h2_since = Instant::now() - Duration::from_millis(50);
     assert_eq!(h2.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
 
     let root = reqwest::Certificate::from_pem(ca.cert_pem().as_bytes()).expect("CA certificate");
@@ -266,9 +274,9 @@ async fn stalled_tls_connections_are_closed_within_their_timeout_while_a_client_
         .expect("client");
     let patience = idle + header + Duration::from_secs(3);
     let (no_hello_took, h1_took, h2_took, ()) = tokio::join!(
-        closed_within(&mut no_hello, patience),
-        closed_within(&mut h1, patience),
-        closed_within(&mut h2, patience),
+        closed_within(&mut no_hello, no_hello_since, patience),
+        closed_within(&mut h1, h1_since, patience),
+        closed_within(&mut h2, h2_since, patience),
         async {
             let response = client.get(format!("https://{address}/livez")).send().await;
             assert_eq!(response.expect("a real client is served").status(), 200);
@@ -317,8 +325,8 @@ async fn an_h2_peer_that_stops_answering_pings_is_closed_while_streams_are_serve
     let mut stream = EventStream::new(response);
     stream.until_kind("TEXT_MESSAGE_END").await;
 
-    let took = closed_within(&mut stalled, Duration::from_secs(8)).await;
-    let took = took.map(|_| start.elapsed()).expect("the peer that never acknowledges a ping is closed");
+    let took = closed_within(&mut stalled, start, Duration::from_secs(8)).await;
+    let took = took.expect("the peer that never acknowledges a ping is closed");
     assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(6), "closed after {took:?}");
     // The stream of the client that answers pings is still open and ticking keepalives.
     let keepalives = stream.keepalives;
