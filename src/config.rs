@@ -242,6 +242,28 @@ impl Config {
                 "limits.max_streams_per_caller and limits.max_streams_per_thread must be at least 1".into(),
             );
         }
+        let limits = &self.limits;
+        let edge = [
+            ("max_connections", limits.max_connections as u64),
+            ("header_read_timeout_secs", limits.header_read_timeout_secs),
+            ("idle_timeout_secs", limits.idle_timeout_secs),
+            ("h2_keepalive_interval_secs", limits.h2_keepalive_interval_secs),
+            ("h2_keepalive_timeout_secs", limits.h2_keepalive_timeout_secs),
+            ("body_read_timeout_secs", limits.body_read_timeout_secs),
+            ("max_json_values", limits.max_json_values as u64),
+            ("max_tool_schema_bytes", limits.max_tool_schema_bytes as u64),
+            ("max_tool_schema_depth", limits.max_tool_schema_depth as u64),
+        ];
+        if let Some((name, _)) = edge.iter().find(|(_, value)| *value == 0) {
+            return invalid(format!("limits.{name} must be at least 1"));
+        }
+        if limits.max_connections > 1_000_000 {
+            return invalid("limits.max_connections must be at most 1000000".into());
+        }
+        // hyper's smallest read buffer: a smaller one would not hold a plain request line.
+        if limits.max_header_bytes < 8192 {
+            return invalid("limits.max_header_bytes must be at least 8192".into());
+        }
         let turns = &self.turns;
         if turns.heartbeat_ms == 0 || turns.sweep_ms == 0 || turns.lease_ms <= turns.heartbeat_ms * 2 {
             return invalid(
@@ -518,6 +540,38 @@ mod tests {
         std::fs::write(&path, "[limits]\nmax_body_byte = 10\n").expect("write");
         let error = Config::load(Some(&path), std::iter::empty()).expect_err("refused");
         assert!(error.to_string().contains("max_body_byte"), "{error}");
+    }
+
+    #[test]
+    fn the_edge_limits_have_defaults_overrides_and_bounds() {
+        let config = Config::builtin().expect("loads");
+        assert_eq!(config.limits.max_connections, 4096);
+        assert_eq!(config.limits.header_read_timeout_secs, 10);
+        assert_eq!(config.tenant("default").and_then(|t| t.quotas.max_concurrent_turns), Some(256));
+        let config = Config::load(
+            None,
+            [
+                ("AGUI_GATEWAY_LIMITS_MAX_CONNECTIONS".to_string(), "10".to_string()),
+                ("AGUI_GATEWAY_LIMITS_IDLE_TIMEOUT_SECS".to_string(), "3".to_string()),
+                ("AGUI_GATEWAY_LIMITS_MAX_TOOL_SCHEMA_DEPTH".to_string(), "4".to_string()),
+            ],
+        )
+        .expect("loads");
+        assert_eq!((config.limits.max_connections, config.limits.idle_timeout_secs), (10, 3));
+        assert_eq!(config.limits.max_tool_schema_depth, 4);
+        for (name, value, refusal) in [
+            ("AGUI_GATEWAY_LIMITS_HEADER_READ_TIMEOUT_SECS", "0", "limits.header_read_timeout_secs"),
+            ("AGUI_GATEWAY_LIMITS_MAX_CONNECTIONS", "0", "limits.max_connections"),
+            ("AGUI_GATEWAY_LIMITS_MAX_HEADER_BYTES", "100", "limits.max_header_bytes"),
+        ] {
+            let error = Config::load(None, [(name.to_string(), value.to_string())]).expect_err("refused");
+            assert!(error.to_string().contains(refusal), "{error}");
+        }
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("typo.toml");
+        std::fs::write(&path, "[limits]\nmax_conections = 10\n").expect("write");
+        let error = Config::load(Some(&path), std::iter::empty()).expect_err("refused").to_string();
+        assert!(error.contains("limits.max_conections") && error.contains("'max_connections'"), "{error}");
     }
 
     #[test]

@@ -452,14 +452,15 @@ async fn healthcheck(url: &str, timeout_secs: u64, cacert: Option<String>) -> Re
     let status = match client.get(url).send().await {
         Ok(response) => response.status(),
         Err(error) => {
-            let why = agui_gateway::tls::describe_failure(&error, &host).unwrap_or_else(|| error.to_string());
-            return Err(format!("{url}: {why}").into());
+            let why =
+                agui_gateway::tls::describe_failure(&error, &host).unwrap_or_else(|| error.without_url().to_string());
+            return Err(format!("{}: {why}", config::redact_url(url)).into());
         }
     };
     if status == reqwest::StatusCode::OK {
         Ok(())
     } else {
-        Err(format!("{url} answered {status}").into())
+        Err(format!("{} answered {status}", config::redact_url(url)).into())
     }
 }
 

@@ -82,7 +82,10 @@ impl Gateway {
         let dir =
             tempfile::Builder::new().prefix("agui-bench-gw-").tempdir().context("creating a temporary directory")?;
         let config_path = dir.path().join("bench.toml");
-        let config = format!("{bench_agent}{}{}\n", agent_toml("warmup", &WARMUP), settings.extra_config);
+        // The load runs thousands of turns of one tenant at once: past the default quota of
+        // concurrent turns (0: no limit).
+        let tenant = "[[tenants]]\nname = \"default\"\nquotas = { max_concurrent_turns = 0 }\n\n";
+        let config = format!("{tenant}{bench_agent}{}{}\n", agent_toml("warmup", &WARMUP), settings.extra_config);
         std::fs::write(&config_path, config).context("writing the gateway config")?;
         let log_path = dir.path().join("gateway.log");
         let log = std::fs::File::create(&log_path).context("creating the gateway log")?;
@@ -107,6 +110,8 @@ impl Gateway {
             // One load client is one caller holding thousands of streams, many on one thread.
             .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_CALLER", "10000000")
             .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_THREAD", "10000000")
+            // Every idle stream of the load is a connection of its own.
+            .env("AGUI_GATEWAY_LIMITS_MAX_CONNECTIONS", "1000000")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

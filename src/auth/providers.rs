@@ -111,10 +111,18 @@ impl Provider {
 }
 
 /// Why a JWKS request failed: a TLS failure in words naming the certificate problem and host,
-/// anything else as the client says it (the URL is the operator's own and is kept).
+/// anything else as the client says it, with the URL (the operator's own) its secrets masked.
 fn unreachable_reason(error: reqwest::Error) -> String {
     let host = error.url().and_then(|url| url.host_str()).unwrap_or("?").to_string();
-    crate::tls::describe_failure(&error, &host).unwrap_or_else(|| error.to_string())
+    if let Some(tls) = crate::tls::describe_failure(&error, &host) {
+        return tls;
+    }
+    let url = error.url().map(|url| crate::redact::redact_url(url.as_str()));
+    let why = error.without_url().to_string();
+    match url {
+        Some(url) => format!("{why} ({url})"),
+        None => why,
+    }
 }
 
 /// Re-reads the JWKS every `every` while the provider lives; a failure keeps the last keys.

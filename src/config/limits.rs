@@ -1,5 +1,6 @@
 //! The `[limits]`, `[event_log]` and `[turns]` sections: request and event sizes, stream
-//! limits, the log writer's batching, and instance leases.
+//! limits, the timeouts and caps of every connection, the log writer's batching, and instance
+//! leases.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,31 @@ pub struct Limits {
     pub max_streams_per_caller: usize,
     /// Streams open on one thread on this instance, whoever holds them.
     pub max_streams_per_thread: usize,
+    /// Connections open at once on this instance (TLS handshakes included); past it, new
+    /// connections wait in the listen backlog until one closes.
+    pub max_connections: usize,
+    /// How long a connection may take to finish its TLS handshake, to tell its protocol (the
+    /// h2c preface) and to send a whole request head; an HTTP/1.1 connection waiting for its
+    /// next request is waiting for a head too.
+    pub header_read_timeout_secs: u64,
+    /// A connection with no request in flight for this long is closed (HTTP/2 with GOAWAY). A
+    /// response still streaming (an SSE stream) is in flight.
+    pub idle_timeout_secs: u64,
+    /// How often an HTTP/2 connection is pinged when the peer has been silent.
+    pub h2_keepalive_interval_secs: u64,
+    /// An HTTP/2 connection whose ping is not answered within this is closed.
+    pub h2_keepalive_timeout_secs: u64,
+    /// The longest a request body may take to arrive whole (408 `request_timeout` beyond).
+    pub body_read_timeout_secs: u64,
+    /// The largest request head (request line and headers), HTTP/1.1 and HTTP/2 alike.
+    pub max_header_bytes: usize,
+    /// JSON values (objects, arrays, strings, numbers, …) one request body may hold: what a
+    /// parsed body costs in memory grows with them more than with its bytes.
+    pub max_json_values: usize,
+    /// The largest JSON Schema (`parameters`) of one client tool, in bytes as serialized.
+    pub max_tool_schema_bytes: usize,
+    /// The deepest nesting of objects and arrays in one client tool's schema.
+    pub max_tool_schema_depth: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -82,19 +82,22 @@ impl ConnectPlan {
 }
 
 impl Engine {
-    /// Checks a connect request: the thread must exist with a turn (404 — a thread that does
-    /// not exist yet is not waited for: its first run creates it) and be readable by the
-    /// caller (403); a `Last-Event-ID` must name a position of one of its turns (400).
+    /// Checks a connect request: the thread must exist with a turn and be readable by the
+    /// caller — a thread that does not exist yet (it is not waited for: its first run creates
+    /// it) is answered exactly as another person's, 403, never a hint that it exists (§8); a
+    /// `Last-Event-ID` must name a position of one of its turns (400).
     pub async fn begin_connect(&self, request: ConnectRequest<'_>) -> Result<ConnectPlan, EngineError> {
         let store = &self.inner.store;
-        let not_found = || EngineError::NotFound(format!("thread '{}' has no turns yet", request.thread_id));
-        let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?.ok_or_else(not_found)?;
+        let thread = store
+            .find_thread(request.tenant, request.thread_id.as_str())
+            .await?
+            .ok_or(EngineError::PermissionDenied)?;
         if !request.caller.may_read(&thread) {
             return Err(EngineError::PermissionDenied);
         }
         let turns = store.thread_turns(thread.pk).await?;
         if turns.is_empty() {
-            return Err(not_found());
+            return Err(EngineError::PermissionDenied);
         }
         if let Some(id) = request.last_event_id {
             let bad = || EngineError::BadLastEventId(id.to_string());

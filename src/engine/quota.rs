@@ -13,7 +13,9 @@ impl Engine {
     /// with its figures. (Counted, then started: instances starting turns at the same moment
     /// may each pass the last free place.)
     pub(super) async fn over_quota(&self, tenant: &str) -> Result<Option<Refusal>, EngineError> {
-        let Some(quotas) = self.inner.config.tenant(tenant).map(|t| t.quotas.clone()) else { return Ok(None) };
+        let Some(mut quotas) = self.inner.config.tenant(tenant).map(|t| t.quotas.clone()) else { return Ok(None) };
+        // `0` turns the concurrency limit off.
+        quotas.max_concurrent_turns = quotas.max_concurrent_turns.filter(|limit| *limit > 0);
         if quotas.max_concurrent_turns.is_none()
             && quotas.turns_per_minute.is_none()
             && quotas.tokens_per_period.is_none()

@@ -7,30 +7,65 @@
 //! it and, needing a full 8 KiB of room for the next read, doubles it to 16 KiB — for the whole
 //! life of every connection (≈ 8 KiB per open stream). Peeking leaves the socket untouched.
 //!
+//! The gateway faces the internet, so every stage of a connection is bounded ([`EdgeLimits`]):
+//! at most `max_connections` are open at once (the accept loop waits for one to close before
+//! taking the next from the backlog); the TLS handshake, the h2c preface and every request head
+//! must arrive within `header_read_timeout` (hyper's own timer, which only runs when the
+//! builder is given one); a connection with no request in flight for `idle_timeout` is closed;
+//! HTTP/2 peers are pinged and dropped when they stop answering. A streaming response counts as
+//! in flight for as long as its body lives, so an SSE stream is never idle.
+//!
 //! Shutdown is as `axum::serve`'s: accepting stops, every connection is asked to finish
 //! (HTTP/1.1 closes after its response, HTTP/2 sends GOAWAY), and `serve` returns once all have.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use axum::Router;
-use hyper::body::Incoming;
+use bytes::Bytes;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 use super::tls::TlsListener;
+use crate::config::Limits;
 
 /// The first bytes of every HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-/// How long a plain connection may take to send enough bytes to tell its protocol.
-const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The bounds every connection is held to (`[limits]`).
+#[derive(Debug, Clone, Copy)]
+pub struct EdgeLimits {
+    pub max_connections: usize,
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub h2_keepalive_interval: Duration,
+    pub h2_keepalive_timeout: Duration,
+    pub max_header_bytes: usize,
+}
+
+impl EdgeLimits {
+    pub fn from_limits(limits: &Limits) -> EdgeLimits {
+        EdgeLimits {
+            max_connections: limits.max_connections,
+            header_read_timeout: Duration::from_secs(limits.header_read_timeout_secs),
+            idle_timeout: Duration::from_secs(limits.idle_timeout_secs),
+            h2_keepalive_interval: Duration::from_secs(limits.h2_keepalive_interval_secs),
+            h2_keepalive_timeout: Duration::from_secs(limits.h2_keepalive_timeout_secs),
+            max_header_bytes: limits.max_header_bytes,
+        }
+    }
+}
 
 /// Where connections come from.
 pub enum Connections {
@@ -44,67 +79,124 @@ enum Protocol {
     Http2,
 }
 
-/// Serves `app` on every connection until `shutdown` resolves, then drains them.
-pub async fn serve(connections: Connections, app: Router, shutdown: impl Future<Output = ()> + Send) {
-    let graceful = GracefulShutdown::new();
+/// Serves `app` on every connection until `shutdown` resolves, then drains them. `slots` holds
+/// one permit per connection that may be open (`limits.max_connections`); a TLS listener takes
+/// its permits from the same semaphore before each accept.
+pub async fn serve(
+    connections: Connections,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send,
+    limits: EdgeLimits,
+    slots: Arc<Semaphore>,
+) {
+    let (stopping, stop) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut connections = connections;
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            accepted = accept(&mut connections) => match accepted {
-                Accepted::Plain(tcp, peer) => {
-                    let watcher = graceful.watcher();
+            accepted = accept(&mut connections, &slots) => match accepted {
+                Accepted::Plain(tcp, peer, permit) => {
                     let app = app.clone();
+                    let stop = stop.clone();
                     tokio::spawn(async move {
                         // Told apart before hyper reads: nothing to hand back in front of it.
-                        let Some(protocol) = plain_protocol(&tcp).await else { return };
-                        serve_connection(tcp, peer, protocol, app, watcher).await;
+                        let Some(protocol) = plain_protocol(&tcp, limits.header_read_timeout).await else { return };
+                        serve_connection(tcp, peer, protocol, app, stop, limits).await;
+                        drop(permit);
                     });
                 }
-                Accepted::Tls(tls, peer) => {
+                Accepted::Tls(tls, peer, permit) => {
                     let protocol = match tls.get_ref().1.alpn_protocol() {
                         Some(b"h2") => Protocol::Http2,
                         _ => Protocol::Http1,
                     };
-                    let watcher = graceful.watcher();
                     let app = app.clone();
-                    tokio::spawn(serve_connection(tls, peer, protocol, app, watcher));
+                    let stop = stop.clone();
+                    tokio::spawn(async move {
+                        serve_connection(*tls, peer, protocol, app, stop, limits).await;
+                        drop(permit);
+                    });
                 }
             }
         }
     }
     // Stop accepting before waiting for the connections, as `axum::serve` does.
     drop(connections);
-    graceful.shutdown().await;
+    let _ = stopping.send(true);
+    // Every open connection holds a permit: all of them back means all have closed.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let _ = slots.acquire_many(all).await;
 }
 
 enum Accepted {
-    Plain(TcpStream, SocketAddr),
-    Tls(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr),
+    Plain(TcpStream, SocketAddr, OwnedSemaphorePermit),
+    // Boxed: a TLS stream is over a kilobyte, a plain one a few words.
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>, SocketAddr, OwnedSemaphorePermit),
 }
 
-async fn accept(connections: &mut Connections) -> Accepted {
+async fn accept(connections: &mut Connections, slots: &Arc<Semaphore>) -> Accepted {
     match connections {
-        Connections::Plain(listener) => loop {
-            match listener.accept().await {
-                Ok((mut tcp, peer)) => {
-                    super::no_delay(&mut tcp);
-                    return Accepted::Plain(tcp, peer);
+        Connections::Plain(listener) => {
+            let mut backoff = AcceptBackoff::default();
+            loop {
+                // Never closed: acquiring only waits while `max_connections` are open.
+                let Ok(permit) = slots.clone().acquire_owned().await else { return std::future::pending().await };
+                match listener.accept().await {
+                    Ok((mut tcp, peer)) => {
+                        super::no_delay(&mut tcp);
+                        return Accepted::Plain(tcp, peer, permit);
+                    }
+                    Err(error) => {
+                        drop(permit);
+                        backoff.wait(error).await;
+                    }
                 }
-                Err(error) => super::tls::accept_error(error).await,
             }
-        },
+        }
         Connections::Tls(listener) => {
-            let (tls, peer) = axum::serve::Listener::accept(listener).await;
-            Accepted::Tls(tls, peer)
+            let (tls, peer, permit) = listener.accept().await;
+            Accepted::Tls(Box::new(tls), peer, permit)
         }
     }
 }
 
+/// How the accept loop waits out an error: a connection that failed before it was accepted is
+/// nobody's problem; anything else — above all running out of file descriptors (`EMFILE`,
+/// `ENFILE`), which stays true until some connection closes — is waited out, 5 ms at first and
+/// doubling up to a second, so the loop neither spins nor stops. Logged once per run of errors.
+#[derive(Default)]
+pub(super) struct AcceptBackoff {
+    delay: Option<Duration>,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(5);
+    const MOST: Duration = Duration::from_secs(1);
+
+    pub(super) async fn wait(&mut self, error: std::io::Error) {
+        use std::io::ErrorKind;
+        if matches!(
+            error.kind(),
+            ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+        ) {
+            return;
+        }
+        let delay = match self.delay {
+            None => {
+                tracing::error!(%error, "accepting a connection failed; accepting slows down until it succeeds again");
+                Self::FIRST
+            }
+            Some(delay) => (delay * 2).min(Self::MOST),
+        };
+        self.delay = Some(delay);
+        tokio::time::sleep(delay).await;
+    }
+}
+
 /// HTTP/2 when the connection opens with the preface, HTTP/1.1 as soon as its bytes differ from
-/// it; `None` when the peer closes or stalls before either is known.
-async fn plain_protocol(tcp: &TcpStream) -> Option<Protocol> {
+/// it; `None` when the peer closes or stalls (past `timeout`) before either is known.
+async fn plain_protocol(tcp: &TcpStream, timeout: Duration) -> Option<Protocol> {
     let tell = async {
         let mut seen = [0u8; H2_PREFACE.len()];
         loop {
@@ -123,7 +215,7 @@ async fn plain_protocol(tcp: &TcpStream) -> Option<Protocol> {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     };
-    tokio::time::timeout(PREFACE_TIMEOUT, tell).await.ok().flatten()
+    tokio::time::timeout(timeout, tell).await.ok().flatten()
 }
 
 async fn serve_connection<Io>(
@@ -131,24 +223,135 @@ async fn serve_connection<Io>(
     peer: SocketAddr,
     protocol: Protocol,
     app: Router,
-    watcher: hyper_util::server::graceful::Watcher,
+    mut stop: watch::Receiver<bool>,
+    limits: EdgeLimits,
 ) where
     Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let (in_flight, activity) = watch::channel(0usize);
+    let in_flight = Arc::new(in_flight);
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         // What `into_make_service_with_connect_info` gives the handlers.
         request.extensions_mut().insert(ConnectInfo(peer));
         let app = app.clone();
+        let guard = InFlight::begin(&in_flight);
         async move {
-            Ok::<_, Infallible>(app.oneshot(request.map(axum::body::Body::new)).await.unwrap_or_else(|e| match e {}))
+            let response = app.oneshot(request.map(axum::body::Body::new)).await.unwrap_or_else(|e| match e {});
+            // The request stays in flight until its body is written out or dropped.
+            Ok::<_, Infallible>(response.map(|body| axum::body::Body::new(GuardedBody { body, _guard: guard })))
         }
     });
     let io = TokioIo::new(io);
     let outcome = match protocol {
-        Protocol::Http1 => watcher.watch(http1::Builder::new().serve_connection(io, service)).await,
-        Protocol::Http2 => watcher.watch(http2::Builder::new(TokioExecutor::new()).serve_connection(io, service)).await,
+        Protocol::Http1 => {
+            let mut builder = http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
+                .max_buf_size(limits.max_header_bytes);
+            let connection = builder.serve_connection(io, service);
+            drive(connection, activity, &mut stop, limits, |c| c.graceful_shutdown()).await
+        }
+        Protocol::Http2 => {
+            let mut builder = http2::Builder::new(TokioExecutor::new());
+            builder
+                .timer(TokioTimer::new())
+                .keep_alive_interval(Some(limits.h2_keepalive_interval))
+                .keep_alive_timeout(limits.h2_keepalive_timeout)
+                .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+            let connection = builder.serve_connection(io, service);
+            drive(connection, activity, &mut stop, limits, |c| c.graceful_shutdown()).await
+        }
     };
     if let Err(error) = outcome {
         tracing::trace!(%peer, %error, "connection ended with an error");
+    }
+}
+
+/// Runs `connection` to its end; asks it to finish (`graceful`) when the server shuts down or
+/// when it has had no request in flight for `idle_timeout`. A connection asked to finish because
+/// it is idle that still has not closed a `header_read_timeout` later is dropped.
+async fn drive<C>(
+    connection: C,
+    activity: watch::Receiver<usize>,
+    stop: &mut watch::Receiver<bool>,
+    limits: EdgeLimits,
+    graceful: impl Fn(Pin<&mut C>),
+) -> Result<(), hyper::Error>
+where
+    C: Future<Output = Result<(), hyper::Error>>,
+{
+    let mut connection = std::pin::pin!(connection);
+    let mut idle = std::pin::pin!(idle_for(activity, limits.idle_timeout));
+    tokio::select! {
+        outcome = connection.as_mut() => return outcome,
+        () = &mut idle => {
+            graceful(connection.as_mut());
+            return match tokio::time::timeout(limits.header_read_timeout, connection.as_mut()).await {
+                Ok(outcome) => outcome,
+                Err(_) => Ok(()),
+            };
+        }
+        _ = async { stop.wait_for(|stop| *stop).await.is_ok() } => graceful(connection.as_mut()),
+    }
+    connection.await
+}
+
+/// Resolves once no request has been in flight for `timeout` straight.
+async fn idle_for(mut activity: watch::Receiver<usize>, timeout: Duration) {
+    loop {
+        // (The guards `wait_for` returns are let go at once: they must not be held across an
+        // await.)
+        let quiet = activity.wait_for(|in_flight| *in_flight == 0).await.is_ok();
+        if !quiet {
+            return std::future::pending().await;
+        }
+        let busy = tokio::time::timeout(timeout, async { activity.wait_for(|in_flight| *in_flight > 0).await.is_ok() });
+        match busy.await {
+            Err(_) => return,
+            Ok(false) => return std::future::pending().await,
+            Ok(true) => continue,
+        }
+    }
+}
+
+/// One request in flight on its connection, from the moment hyper hands it over until its
+/// response body is done.
+struct InFlight(Arc<watch::Sender<usize>>);
+
+impl InFlight {
+    fn begin(count: &Arc<watch::Sender<usize>>) -> InFlight {
+        count.send_modify(|n| *n += 1);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A response body carrying its request's [`InFlight`]; everything else is the body's own
+/// (its size hint too, so a sized response keeps its `Content-Length`).
+struct GuardedBody {
+    body: axum::body::Body,
+    _guard: InFlight,
+}
+
+impl hyper::body::Body for GuardedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }

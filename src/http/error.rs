@@ -3,7 +3,7 @@
 //! layers' errors (engine, store, auth, minting) convert with `From`, so handlers use `?`; a
 //! 500 keeps its cause, which is logged with its whole chain of sources and never shown.
 
-use axum::http::header::WWW_AUTHENTICATE;
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -47,6 +47,9 @@ pub enum ApiError {
     /// 409, with a code (`not_running`).
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// 408 `request_timeout`: the body did not arrive within `limits.body_read_timeout_secs`.
+    #[error("the request body did not arrive within {secs} s")]
+    RequestTimeout { secs: u64 },
     /// 413 `payload_too_large`.
     #[error("the request body exceeds {limit} bytes")]
     PayloadTooLarge { limit: usize },
@@ -81,6 +84,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            ApiError::RequestTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             ApiError::TooMany { code, .. } => (StatusCode::TOO_MANY_REQUESTS, code),
@@ -166,6 +170,43 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Every refusal carries the JSON error body (§2.4), those made outside [`ApiError`] too (an
+/// extractor's or a layer's plain-text rejection): a refusal that is not JSON is rewritten with
+/// the code its status stands for and its text as the message. Its other headers stay.
+pub(crate) async fn json_refusals(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // Rejection texts are a line; anything longer is cut rather than held.
+    let text = axum::body::to_bytes(body, 4096).await.map(|b| String::from_utf8_lossy(&b).trim().to_string());
+    let message = match text {
+        Ok(text) if !text.is_empty() => text,
+        _ => status.canonical_reason().unwrap_or("refused").to_string(),
+    };
+    let code = match status {
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::REQUEST_TIMEOUT => "request_timeout",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::TOO_MANY_REQUESTS => "too_many_requests",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        status if status.is_server_error() => "internal",
+        _ => "bad_request",
+    };
+    parts.headers.remove(CONTENT_LENGTH);
+    parts.headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let body = json!({ "error": { "code": code, "message": message } }).to_string();
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,6 +225,21 @@ mod tests {
         // `#[error("database error: {0}")]` already shows its source: it is not repeated.
         let store = StoreError::Database(sqlx::Error::PoolTimedOut);
         assert_eq!(error_chain(&store), store.to_string());
+    }
+
+    #[tokio::test]
+    async fn a_plain_text_refusal_is_given_the_json_error_body() {
+        let plain = (StatusCode::PAYLOAD_TOO_LARGE, "Failed to buffer the request body").into_response();
+        let rewritten = json_refusals(plain).await;
+        assert_eq!(rewritten.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(rewritten.headers()[CONTENT_TYPE], "application/json");
+        let body = axum::body::to_bytes(rewritten.into_body(), 4096).await.expect("body");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["error"]["code"], "payload_too_large");
+        assert_eq!(body["error"]["message"], "Failed to buffer the request body");
+
+        let ok = json_refusals((StatusCode::OK, "fine").into_response()).await;
+        assert_eq!(ok.headers()[CONTENT_TYPE], "text/plain; charset=utf-8", "a success is left alone");
     }
 
     #[test]

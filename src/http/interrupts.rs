@@ -1,7 +1,7 @@
 //! `POST /v1/interrupts/{id}/decision`: a person decides one interrupt out of band (§2, §5.3),
 //! with the same checks as a resume, so a decider who is not in the chat can unblock a turn.
 
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
@@ -14,7 +14,8 @@ use super::{ApiError, AppState};
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(decide))
+    // The route measures its own body limit while reading (413 with the JSON error body).
+    OpenApiRouter::new().routes(routes!(decide)).layer(DefaultBodyLimit::disable())
 }
 
 /// The body: what a resume entry says, without the id (it is in the path).
@@ -38,7 +39,9 @@ struct DecisionBody {
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "not a person, not a decider, or not the caller's thread (`permission_denied`, `not_a_decider`)", body = ErrorBody),
         (status = 404, description = "unknown tenant or interrupt (`not_found`)", body = ErrorBody),
+        (status = 408, description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)", body = ErrorBody),
         (status = 409, description = "the interrupt is decided, expired or changed (`interrupt_expired`, `interrupt_changed`, `invalid_resume`)", body = ErrorBody),
+        (status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)", body = ErrorBody),
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
 )]
@@ -46,8 +49,10 @@ async fn decide(
     State(state): State<AppState>,
     CanReadContent { caller, tenant }: CanReadContent,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<Json<Value>, ApiError> {
+    super::body::check_text("id", &id)?;
+    let body = super::body::read_json_body(&state, body).await?;
     let body: DecisionBody = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("body", e))?;
     let entry = ResumeEntry { interrupt_id: id, status: body.status, payload: body.payload, metadata: None };
     let outcome = state.engine.decide_out_of_band(&tenant.name, &caller, &entry, "decision-route").await?;

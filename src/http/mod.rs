@@ -3,6 +3,7 @@
 //! [`crate::server::Server::serve`] wraps it in the whole shutdown (turns handed over, grace).
 
 mod agents;
+mod body;
 mod connections;
 mod error;
 mod health;
@@ -96,6 +97,7 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::map_response(error::json_refusals))
         .layer(cors)
         // Layers run outside-in from the last one: the id is set (or kept from the caller's
         // `X-Request-Id`), the request's span records it, and the response echoes it.
@@ -165,12 +167,20 @@ pub async fn serve(
         shutdown.await;
         stop_streams.send_replace(true);
     };
+    let limits = connections::EdgeLimits::from_limits(&state.config.limits);
+    // One permit per connection that may be open; the TLS accept loop draws on it too.
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let app = router(state);
     let connections = match tls {
         None => connections::Connections::Plain(listener),
-        Some(tls) => connections::Connections::Tls(tls::TlsListener::new(listener, tls)?),
+        Some(tls) => connections::Connections::Tls(tls::TlsListener::new(
+            listener,
+            tls,
+            slots.clone(),
+            limits.header_read_timeout,
+        )?),
     };
-    connections::serve(connections, app, shutdown).await;
+    connections::serve(connections, app, shutdown, limits, slots).await;
     Ok(())
 }
 

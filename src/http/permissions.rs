@@ -114,14 +114,16 @@ impl FromRequestParts<AppState> for CanStart {
         let Path(name) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::NotFound("unknown agent".into()))?;
+        // The name is checked against the caller's scopes before it is looked up: to a caller
+        // who may not start it, an agent that exists and one that does not answer alike (§8).
+        if !caller.scopes().may_start(&name) {
+            return Err(ApiError::PermissionDenied);
+        }
         let agent = state
             .config
             .agent(&name)
-            .filter(|agent| agent.tenants.is_empty() || agent.tenants.iter().any(|t| *t == tenant.name))
+            .filter(|agent| agent.tenants.is_empty() || agent.tenants.contains(&tenant.name))
             .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))?;
-        if !caller.scopes().may_start(&agent.name) {
-            return Err(ApiError::PermissionDenied);
-        }
         Ok(CanStart { caller, tenant, agent: agent.clone() })
     }
 }

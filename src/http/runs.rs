@@ -1,8 +1,9 @@
 //! `POST /v1/agui/agents/{agent}`: the AG-UI run route (SPEC §2–§4).
 //!
 //! The order of checks is the contract: the caller (401, before any body byte is read), its
-//! tenant (403/404), the agent (404) and the caller's permission to start it (403) — all in the
-//! [`CanStart`] extractor —, `Accept` (406) and `Content-Type` (415), the body size while
+//! tenant (403/404), the caller's permission to start the agent (403, before the agent is looked
+//! up, so that an agent the caller may not use and one that does not exist answer alike) and
+//! the agent (404) — all in the [`CanStart`] extractor —, `Accept` (406) and `Content-Type` (415), the body size while
 //! reading it (413), its shape (400 naming the field), the caller's and the thread's open
 //! streams on this instance (429 `too_many_streams`, before the engine is asked anything), then
 //! the engine's decisions (a key's resume: 403), which either open the stream or refuse the run
@@ -11,7 +12,7 @@
 //!
 //! `POST /v1/agui/agents/{agent}/connect` streams a thread rather than one run (see
 //! `engine/connect.rs`): the same caller, tenant, agent, header and body checks and the same
-//! stream slots, then 404 for a thread with no turn yet and 403 for one the caller may not read.
+//! stream slots, then 403 alike for a thread with no turn yet and one the caller may not read.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +24,6 @@ use axum::response::Response;
 use axum::Extension;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -62,11 +62,12 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body(content = RunAgentInput, content_type = "application/json"),
     responses(
         (status = 200, description = "The run: AG-UI events as server-sent events, each with an `id:` (`<turn>.<seq>`). A refused run is a 200 stream of one `RUN_ERROR` with its `code`.", content_type = "text/event-stream", body = SseEvent),
-        (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`)", body = ErrorBody),
+        (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`): among them a body of more than `limits.max_json_values` JSON values, a client tool schema past `limits.max_tool_schema_bytes` or `limits.max_tool_schema_depth`, and text holding a NUL character, each naming the field", body = ErrorBody),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs or has no turn yet, answered alike (`permission_denied`)", body = ErrorBody),
         (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
         (status = 406, description = "Accept rules out text/event-stream (`not_acceptable`)", body = ErrorBody),
+        (status = 408, description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)", body = ErrorBody),
         (status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)", body = ErrorBody),
         (status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)", body = ErrorBody),
         (status = 429, description = "the caller or the thread holds as many open streams on this instance as `limits.max_streams_per_caller` / `limits.max_streams_per_thread` allow (`too_many_streams`); nothing was started", body = ErrorBody),
@@ -84,12 +85,15 @@ async fn run(
     check_accept(&headers)?;
     check_content_type(&headers)?;
     let last_event_id = parse_last_event_id(&headers)?;
-    let bytes = read_limited(body, state.config.limits.max_body_bytes).await?;
+    let bytes = super::body::read_json_body(&state, body).await?;
     let input = parse_input(&bytes)?;
+    // Parsed: the raw body is not held beside its copy while the run starts.
+    drop(bytes);
     let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
     let run_id = RunId::parse(&input.run_id).map_err(|m| ApiError::bad_request("runId", m))?;
     check_newest_user_message(&input)?;
     check_tools(&input, agent)?;
+    check_tool_schemas(&input, &state.config.limits)?;
     let state_writes = editable_state(&input, agent)?;
     let slot = take_stream_slot(&slots, &state, &tenant.name, &caller, &thread_id)?;
 
@@ -154,9 +158,10 @@ async fn run(
         (status = 200, description = "The thread: `RUN_STARTED`, `MESSAGES_SNAPSHOT` (with `threads:content`), `STATE_SNAPSHOT`, the turn going on, then each later turn as a run of its own; every event has an `id:` (`<turn>.<seq>[.<part>]`) that `Last-Event-ID` continues after, on any instance.", content_type = "text/event-stream", body = SseEvent),
         (status = 400, description = "a bad body, id or Last-Event-ID (`bad_request`, `bad_last_event_id`)", body = ErrorBody),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant or agent, or a thread with no turn yet (`not_found`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs or has no turn yet, answered alike (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
         (status = 406, description = "Accept rules out text/event-stream (`not_acceptable`)", body = ErrorBody),
+        (status = 408, description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)", body = ErrorBody),
         (status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)", body = ErrorBody),
         (status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)", body = ErrorBody),
         (status = 429, description = "the caller or the thread holds as many open streams on this instance as the limits allow (`too_many_streams`)", body = ErrorBody),
@@ -173,7 +178,7 @@ async fn connect(
     check_accept(&headers)?;
     check_content_type(&headers)?;
     let last_event_id = parse_last_event_id(&headers)?;
-    let bytes = read_limited(body, state.config.limits.max_body_bytes).await?;
+    let bytes = super::body::read_json_body(&state, body).await?;
     let input = parse_connect_input(&bytes)?;
     let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
     let run_id = match input.run_id.as_deref() {
@@ -357,15 +362,6 @@ fn parse_last_event_id(headers: &HeaderMap) -> Result<Option<EventId>, ApiError>
     EventId::parse(text).map(Some).ok_or_else(bad)
 }
 
-/// Reads the body, refusing it as soon as it grows past `limit` (never buffering more).
-async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::PayloadTooLarge { limit }),
-        Err(error) => Err(ApiError::bad_request("body", format!("could not be read: {error}"))),
-    }
-}
-
 fn parse_input(bytes: &[u8]) -> Result<RunAgentInput, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let input: RunAgentInput = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
@@ -427,6 +423,60 @@ fn check_tools(input: &RunAgentInput, agent: &AgentConfig) -> Result<(), ApiErro
             message: format!("tools: agent '{}' does not admit the client tool '{}'", agent.name, tool.name),
         }),
         None => Ok(()),
+    }
+}
+
+/// A client tool's schema is kept with the turn and sent to the model on every call: each is
+/// held to `limits.max_tool_schema_bytes` (as serialized) and `limits.max_tool_schema_depth`.
+fn check_tool_schemas(input: &RunAgentInput, limits: &crate::config::Limits) -> Result<(), ApiError> {
+    for (index, tool) in input.tools().iter().enumerate() {
+        let Some(schema) = &tool.parameters else { continue };
+        let field = format!("tools[{index}].parameters");
+        let depth = json_depth(schema);
+        if depth > limits.max_tool_schema_depth {
+            return Err(ApiError::bad_request(
+                &field,
+                format!(
+                    "the schema nests {depth} levels deep, more than limits.max_tool_schema_depth ({})",
+                    limits.max_tool_schema_depth
+                ),
+            ));
+        }
+        let mut size = ByteCount(0);
+        serde_json::to_writer(&mut size, schema).map_err(|e| ApiError::Internal(Box::new(e)))?;
+        if size.0 > limits.max_tool_schema_bytes {
+            return Err(ApiError::bad_request(
+                &field,
+                format!(
+                    "the schema is {} bytes, more than limits.max_tool_schema_bytes ({})",
+                    size.0, limits.max_tool_schema_bytes
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Objects and arrays nested in `value` (a scalar is 0, `{}` is 1).
+fn json_depth(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        serde_json::Value::Object(members) => 1 + members.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Counts what is written to it, keeping nothing.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

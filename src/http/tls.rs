@@ -1,8 +1,9 @@
 //! Serving HTTPS on `listen` (`tls.cert_file` / `tls.key_file`): rustls with the ring provider,
 //! ALPN `h2` then `http/1.1`, and a certificate that can be replaced while the gateway runs.
 //!
-//! [`TlsListener`] is an [`axum::serve::Listener`]: TCP connections are accepted and their
-//! handshakes run on tasks of their own, and finished handshakes are handed to the connection
+//! [`TlsListener`] accepts TCP connections (each under a connection permit, see
+//! `connections.rs`) and runs their handshakes on tasks of their own (bounded by
+//! `limits.header_read_timeout_secs`), and finished handshakes are handed to the connection
 //! server (`connections.rs`), which serves HTTP/2 or HTTP/1.1 as ALPN chose. So HTTPS goes
 //! through exactly the connection handling and graceful shutdown plain HTTP uses, and a slow
 //! or failed handshake never holds up another connection.
@@ -13,7 +14,6 @@
 //! connections are untouched by a reload: only new handshakes see the new certificate.
 
 use std::fmt;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -27,18 +27,16 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use super::connections::AcceptBackoff;
 use crate::config::TlsConfig;
 
 /// How often the certificate files' modification times are looked at.
 pub const RELOAD_POLL: Duration = Duration::from_secs(2);
-
-/// A client that has not finished its handshake by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Finished handshakes waiting for the connection server to take them.
 const ACCEPTED_QUEUE: usize = 128;
@@ -192,42 +190,40 @@ impl TlsServing {
     }
 }
 
-/// A TCP listener whose connections come out TLS-terminated. Dropping it
-/// (when the server stops accepting) stops accepting, watching the files and any handshake not
-/// yet handed over.
+/// A TCP listener whose connections come out TLS-terminated, each with the connection permit
+/// (`limits.max_connections`) it was accepted under. Dropping it (when the server stops
+/// accepting) stops accepting, watching the files and any handshake not yet handed over.
 pub struct TlsListener {
-    local_addr: SocketAddr,
-    accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    accepted: mpsc::Receiver<Handshaken>,
     _tasks: AbortOnDrop,
 }
 
+/// A finished handshake, its peer, and the permit it holds while open.
+type Handshaken = (TlsStream<TcpStream>, SocketAddr, OwnedSemaphorePermit);
+
 impl TlsListener {
-    pub fn new(listener: TcpListener, tls: &TlsServing) -> io::Result<TlsListener> {
-        let local_addr = listener.local_addr()?;
+    /// Accepts on `listener`, each connection under a permit of `slots`; a handshake not done
+    /// within `handshake_timeout` is dropped.
+    pub fn new(
+        listener: TcpListener,
+        tls: &TlsServing,
+        slots: Arc<Semaphore>,
+        handshake_timeout: Duration,
+    ) -> io::Result<TlsListener> {
         let (handed, accepted) = mpsc::channel(ACCEPTED_QUEUE);
         let acceptor = TlsAcceptor::from(tls.config.clone());
-        let accepting = tokio::spawn(accept_loop(listener, acceptor, handed));
+        let accepting = tokio::spawn(accept_loop(listener, acceptor, handed, slots, handshake_timeout));
         let watching = tokio::spawn(watch_files(tls.store.clone()));
-        Ok(TlsListener { local_addr, accepted, _tasks: AbortOnDrop(vec![accepting, watching]) })
+        Ok(TlsListener { accepted, _tasks: AbortOnDrop(vec![accepting, watching]) })
     }
-}
 
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    fn accept(&mut self) -> impl Future<Output = (Self::Io, Self::Addr)> + Send {
-        async {
-            match self.accepted.recv().await {
-                Some(connection) => connection,
-                // The accept loop never ends on its own; if it did, nothing more arrives.
-                None => std::future::pending().await,
-            }
+    /// The next connection whose handshake finished.
+    pub async fn accept(&mut self) -> Handshaken {
+        match self.accepted.recv().await {
+            Some(connection) => connection,
+            // The accept loop never ends on its own; if it did, nothing more arrives.
+            None => std::future::pending().await,
         }
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        Ok(self.local_addr)
     }
 }
 
@@ -244,13 +240,22 @@ impl Drop for AbortOnDrop {
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
-    handed: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
+    handed: mpsc::Sender<Handshaken>,
+    slots: Arc<Semaphore>,
+    handshake_timeout: Duration,
 ) {
+    let mut backoff = AcceptBackoff::default();
     loop {
+        // A handshake holds a descriptor too: it is counted from the accept on.
+        let Ok(permit) = slots.clone().acquire_owned().await else { return };
         let (mut tcp, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
+            Ok(accepted) => {
+                backoff = AcceptBackoff::default();
+                accepted
+            }
             Err(error) => {
-                accept_error(error).await;
+                drop(permit);
+                backoff.wait(error).await;
                 continue;
             }
         };
@@ -258,29 +263,16 @@ async fn accept_loop(
         let acceptor = acceptor.clone();
         let handed = handed.clone();
         tokio::spawn(async move {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => {
                     // Fails only once the server stopped accepting: the connection just closes.
-                    let _ = handed.send((tls, peer)).await;
+                    let _ = handed.send((tls, peer, permit)).await;
                 }
                 Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }
         });
     }
-}
-
-/// As `axum::serve` does for a TCP listener: a connection that failed before it was accepted is
-/// nobody's problem; anything else (out of file descriptors) is logged and waited out.
-pub(super) async fn accept_error(error: io::Error) {
-    if matches!(
-        error.kind(),
-        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
-    ) {
-        return;
-    }
-    tracing::error!(%error, "accepting a connection failed; retrying in a second");
-    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// Reloads the certificate on SIGHUP and when either file changes.

@@ -5,7 +5,7 @@
 //! person and the app key hold (an exchange whose shared scopes start no turn is refused). The
 //! app key is checked before the body is read, and is accepted by no other route.
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, State};
 use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::request::Parts;
@@ -24,13 +24,16 @@ use crate::auth::{AppKey, MintRequest};
 use crate::config::TenantConfig;
 use crate::store::AuditEntry;
 
+/// An exchange request is a few short fields and a token.
+const MAX_BODY_BYTES: usize = 64 * 1024;
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
 const SUBJECT_TYPES: [&str; 3] =
     [JWT_TYPE, "urn:ietf:params:oauth:token-type:access_token", "urn:ietf:params:oauth:token-type:id_token"];
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(exchange)).layer(DefaultBodyLimit::max(64 * 1024))
+    // The route measures its own body limit while reading (413 with the JSON error body).
+    OpenApiRouter::new().routes(routes!(exchange)).layer(DefaultBodyLimit::disable())
 }
 
 /// The app whose key authenticated the request, of the tenant the request names.
@@ -94,7 +97,8 @@ fn invalid(code: &'static str, message: impl Into<String>) -> ApiError {
         (status = 401, description = "no valid app key (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the key belongs to another tenant (`permission_denied`)", body = ErrorBody),
         (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 413, description = "the body exceeds 64 KiB", body = ErrorBody),
+        (status = 408, description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)", body = ErrorBody),
+        (status = 413, description = "the body exceeds 64 KiB (`payload_too_large`)", body = ErrorBody),
         (status = 415, description = "neither a form nor JSON (`unsupported_media_type`)", body = ErrorBody),
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
@@ -103,8 +107,9 @@ async fn exchange(
     State(state): State<AppState>,
     App { key, tenant }: App,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Result<Response, ApiError> {
+    let body = super::body::read_limited(body, MAX_BODY_BYTES, super::body::body_timeout(&state)).await?;
     let form = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
     let request: ExchangeRequest = if form.starts_with("application/x-www-form-urlencoded") {
         serde_urlencoded::from_bytes(&body).map_err(|e| invalid("invalid_request", format!("body: {e}")))?

@@ -231,8 +231,9 @@ async fn bad_connects_are_refused_clearly_and_store_nothing(backend: Backend) {
             assert_eq!(body["error"]["code"], code, "{body}");
         }
     };
-    // A thread with no turn yet is not waited for: its first run creates it.
-    expect(404, "not_found")(connect(&app, "th-none", "w", &[]).await).await;
+    // A thread with no turn yet is not waited for (its first run creates it), and is answered
+    // as another person's thread is: no hint whether it exists.
+    expect(403, "permission_denied")(connect(&app, "th-none", "w", &[]).await).await;
     let wrong_tenant = app
         .client
         .post(app.url("/v1/agui/agents/demo/connect?tenant=nope"))

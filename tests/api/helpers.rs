@@ -313,7 +313,7 @@ impl EventStream {
 
     /// Reads one chunk and the frames it completes; false once the stream ended. A connection
     /// that breaks (an instance killed mid-stream) ends the reading like an EOF.
-    async fn read_chunk(&mut self) -> bool {
+    pub async fn read_chunk(&mut self) -> bool {
         let Ok(Some(chunk)) = self.response.chunk().await else { return false };
         self.cut.extend_from_slice(&chunk);
         let whole = match std::str::from_utf8(&self.cut) {

@@ -23,6 +23,7 @@ mod corrupt_state;
 mod deciders;
 mod decisions;
 mod delegation;
+mod edge;
 mod fencing;
 mod frameworks;
 mod https;

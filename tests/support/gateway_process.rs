@@ -33,7 +33,33 @@ pub fn spawn_instance_env(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Instance {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+    spawn_command(Command::new(env!("CARGO_BIN_EXE_agui-gateway")), config, database, logs, args, env)
+}
+
+/// As [`spawn_instance_env`], the process's open-file limit (soft and hard) set to
+/// `open_files` by the shell that starts it (`ulimit -n`).
+#[allow(dead_code)]
+pub fn spawn_instance_limited(
+    config: &Path,
+    database: &str,
+    logs: Arc<Mutex<Vec<String>>>,
+    env: &[(&str, &str)],
+    open_files: u64,
+) -> Instance {
+    let mut shell = Command::new("sh");
+    shell.arg("-c").arg(format!(r#"ulimit -n {open_files} && exec "$0" "$@""#)).arg(env!("CARGO_BIN_EXE_agui-gateway"));
+    spawn_command(shell, config, database, logs, &[], env)
+}
+
+fn spawn_command(
+    mut command: Command,
+    config: &Path,
+    database: &str,
+    logs: Arc<Mutex<Vec<String>>>,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Instance {
+    let mut child = command
         .envs(env.iter().copied())
         .args(["serve", "--listen", "127.0.0.1:0", "--database", database, "--config"])
         .arg(config)

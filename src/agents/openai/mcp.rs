@@ -151,7 +151,8 @@ impl McpServers {
         };
         match tokio::time::timeout(Duration::from_secs(server.timeout_secs), exchange).await {
             Ok(Ok(result)) => result_text(&result),
-            Ok(Err(why)) => format!("error: the MCP server '{}': {why}", server.name),
+            // The client's errors name the server's URL, which may carry a secret.
+            Ok(Err(why)) => format!("error: the MCP server '{}': {}", server.name, crate::redact::redact_urls_in(&why)),
             Err(_) => {
                 format!("error: the MCP server '{}' did not answer within {} s", server.name, server.timeout_secs)
             }
@@ -176,7 +177,9 @@ impl McpServers {
         };
         let tools = match tokio::time::timeout(Duration::from_secs(config.timeout_secs), listing).await {
             Ok(Ok(tools)) => tools,
-            Ok(Err(why)) => return Err(format!("the MCP server '{}': {why}", config.name)),
+            Ok(Err(why)) => {
+                return Err(format!("the MCP server '{}': {}", config.name, crate::redact::redact_urls_in(&why)))
+            }
             Err(_) => {
                 return Err(format!("the MCP server '{}' did not answer within {} s", config.name, config.timeout_secs))
             }
