@@ -43,6 +43,7 @@ mod run_route;
 mod stream_limits;
 mod takeover;
 mod tenant_scope;
+mod thread_admin;
 mod threads;
 mod tls;
 mod tool_effects;
