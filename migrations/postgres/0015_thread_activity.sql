@@ -10,3 +10,9 @@ UPDATE threads SET updated_at_ms = COALESCE(
 -- sweep reads the oldest activity across tenants with the second.
 CREATE INDEX threads_by_activity ON threads (tenant, updated_at_ms, id);
 CREATE INDEX threads_idle ON threads (updated_at_ms);
+
+-- Erasing a thread deletes its interrupts by thread and its turns, whose rows `runs` and
+-- `interrupts` reference: without these, each deletion (and each foreign-key check it makes)
+-- would read those tables whole.
+CREATE INDEX interrupts_by_thread ON interrupts (thread);
+CREATE INDEX runs_by_turn ON runs (turn);
