@@ -4,7 +4,7 @@
 //! it was authenticated.
 
 use crate::config::default_person_scopes;
-use crate::store::{Owner, OwnerKind, ThreadRow};
+use crate::store::{Owner, OwnerKind, ThreadRow, Visibility};
 
 /// The person every anonymous loopback request acts as in local development.
 pub const LOCAL_PERSON: &str = "local";
@@ -170,6 +170,26 @@ impl Caller {
         }
     }
 
+    /// The threads [`Caller::may_read`] lets this caller read, as a list of them asks the store
+    /// for: the tenant's, and a person's own.
+    pub fn visibility(&self) -> Visibility {
+        match self {
+            Caller::Person(person) => Visibility::TenantAnd(Some(person.id.clone())),
+            Caller::TenantKey(_) => Visibility::TenantAnd(None),
+        }
+    }
+
+    /// Who may erase a thread it may read: its owner. A person erases their own threads; a
+    /// thread the tenant owns (started with an API key) is erased with a tenant API key, never
+    /// by whichever person of the tenant can read it.
+    pub fn may_delete(&self, thread: &ThreadRow) -> bool {
+        match (&thread.owner.kind, self) {
+            (OwnerKind::Person, Caller::Person(person)) => thread.owner.id == person.id,
+            (OwnerKind::Tenant, Caller::TenantKey(_)) => true,
+            _ => false,
+        }
+    }
+
     /// How the caller is named in records (`person:<id>` or `key:<id>`).
     pub fn label(&self) -> String {
         match self {
@@ -227,5 +247,64 @@ impl Caller {
             Caller::Person(person) => person.app_key.iter().cloned().collect(),
             Caller::TenantKey(key) => vec![key.id.clone()],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread(kind: OwnerKind, id: &str) -> ThreadRow {
+        ThreadRow {
+            pk: 1,
+            tenant: "t".into(),
+            thread_id: "th".into(),
+            owner: Owner { kind, id: id.into() },
+            created_at_ms: 0,
+        }
+    }
+
+    fn person(id: &str) -> Caller {
+        Caller::Person(Person {
+            id: id.into(),
+            roles: Vec::new(),
+            scopes: Scopes::all(),
+            clearance: Vec::new(),
+            via: None,
+            app_key: None,
+        })
+    }
+
+    /// What a list shows is what `may_read` allows, thread by thread.
+    fn listed(visibility: &Visibility, thread: &ThreadRow) -> bool {
+        match visibility {
+            Visibility::All => true,
+            Visibility::TenantAnd(person) => {
+                thread.owner.kind == OwnerKind::Tenant
+                    || (thread.owner.kind == OwnerKind::Person && person.as_deref() == Some(thread.owner.id.as_str()))
+            }
+        }
+    }
+
+    #[test]
+    fn a_list_shows_exactly_the_threads_a_caller_may_read() {
+        let key = Caller::TenantKey(KeyCaller { id: "k".into(), name: "k".into(), scopes: Scopes::all() });
+        let threads =
+            [thread(OwnerKind::Person, "ann"), thread(OwnerKind::Person, "bob"), thread(OwnerKind::Tenant, "")];
+        for caller in [person("ann"), person("bob"), key] {
+            for thread in &threads {
+                assert_eq!(listed(&caller.visibility(), thread), caller.may_read(thread), "{caller:?} {thread:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_threads_owner_erases_it() {
+        let key = Caller::TenantKey(KeyCaller { id: "k".into(), name: "k".into(), scopes: Scopes::all() });
+        assert!(person("ann").may_delete(&thread(OwnerKind::Person, "ann")));
+        assert!(!person("bob").may_delete(&thread(OwnerKind::Person, "ann")));
+        assert!(!person("ann").may_delete(&thread(OwnerKind::Tenant, "")));
+        assert!(key.may_delete(&thread(OwnerKind::Tenant, "")));
+        assert!(!key.may_delete(&thread(OwnerKind::Person, "ann")));
     }
 }

@@ -24,7 +24,7 @@ pub use agents::{
 };
 
 pub use auth::{default_person_scopes, AppTokensConfig, AuthConfig, IdentityProviderConfig};
-pub use limits::{EventLogConfig, Limits, TurnsConfig};
+pub use limits::{EventLogConfig, Limits, RetentionConfig, TurnsConfig};
 pub use tenants::{QuotaConfig, TenantConfig};
 pub use tls::TlsConfig;
 
@@ -70,6 +70,7 @@ pub struct Config {
     pub limits: Limits,
     pub event_log: EventLogConfig,
     pub turns: TurnsConfig,
+    pub retention: RetentionConfig,
     pub auth: AuthConfig,
     pub tenants: Vec<TenantConfig>,
     pub agents: Vec<AgentConfig>,
@@ -86,6 +87,7 @@ impl std::fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("event_log", &self.event_log)
             .field("turns", &self.turns)
+            .field("retention", &self.retention)
             .field("auth", &self.auth)
             .field("tenants", &self.tenants)
             .field("agents", &self.agents.iter().map(|a| &a.name).collect::<Vec<_>>())
@@ -269,6 +271,9 @@ impl Config {
             return invalid(
                 "turns: heartbeat_ms and sweep_ms must be at least 1, lease_ms over twice heartbeat_ms".into(),
             );
+        }
+        if self.retention.batch == 0 || self.retention.interval_secs == 0 {
+            return invalid("retention.batch and retention.interval_secs must be at least 1".into());
         }
         self.validate_auth()?;
         let mut names = HashSet::new();

@@ -100,7 +100,7 @@ enum Command {
         #[arg(long)]
         payload: Option<String>,
     },
-    /// Show a thread: its turns, open interrupts and conversation.
+    /// List, show and delete threads.
     Threads {
         #[command(subcommand)]
         command: ThreadsCommand,
@@ -109,6 +109,30 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ThreadsCommand {
+    /// List a tenant's threads, newest activity first, as JSON (`next_cursor` names the next
+    /// page).
+    List {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Only the threads this person would see listed (default: every thread).
+        #[arg(long = "as")]
+        person: Option<String>,
+        /// Only threads whose latest turn ran this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only threads whose latest turn is running, waiting, succeeded, failed or cancelled.
+        #[arg(long)]
+        status: Option<String>,
+        /// Threads per page (1 to 200).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// The previous page's `next_cursor`.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Show a thread: its turns, open interrupts and conversation.
     Show {
         #[command(flatten)]
         common: Common,
@@ -117,6 +141,15 @@ enum ThreadsCommand {
         /// Show it as this person sees it (a person's threads are private).
         #[arg(long = "as", default_value = "local")]
         person: String,
+        thread: String,
+    },
+    /// Erase a thread with its turns, events, interrupts and board (refused while a turn of it
+    /// runs or waits); audited as `cli`.
+    Delete {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value = "default")]
+        tenant: String,
         thread: String,
     },
 }
@@ -254,15 +287,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             println!("{}", serde_json::to_string_pretty(&outcome.map_err(|e| e.to_string())?)?);
             Ok(())
         }
-        Command::Threads { command: ThreadsCommand::Show { common, tenant, person, thread } } => {
-            let config = common.load()?;
-            let engine = agui_gateway::server::build_passive(config.clone()).await?;
-            let shown = agui_gateway::admin::show_thread(&engine, &tenant, &operator(&person, Vec::new()), &thread)
-                .await
-                .map_err(|e| e.to_string())?;
-            println!("{}", serde_json::to_string_pretty(&shown)?);
-            Ok(())
-        }
+        Command::Threads { command } => threads_command(command).await,
         Command::Migrate { common } => {
             let config = common.load()?;
             let _telemetry = init_logging(&config);
@@ -298,6 +323,40 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 "agui-gateway listening"
             );
             Ok(server.serve(listener, shutdown_signal()).await?)
+        }
+    }
+}
+
+async fn threads_command(command: ThreadsCommand) -> Result<(), Box<dyn std::error::Error>> {
+    match command {
+        ThreadsCommand::List { common, tenant, person, agent, status, limit, cursor } => {
+            let config = common.load()?;
+            known_tenant(&config, &tenant)?;
+            let engine = agui_gateway::server::build_passive(config).await?;
+            let person = person.map(|p| operator(&p, Vec::new()));
+            let filter = agui_gateway::engine::threads::ThreadFilter { agent, status, cursor, limit: Some(limit) };
+            let listed = agui_gateway::admin::list_threads(&engine, &tenant, person.as_ref(), &filter)
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("{}", serde_json::to_string_pretty(&listed)?);
+            Ok(())
+        }
+        ThreadsCommand::Show { common, tenant, person, thread } => {
+            let config = common.load()?;
+            let engine = agui_gateway::server::build_passive(config.clone()).await?;
+            let shown = agui_gateway::admin::show_thread(&engine, &tenant, &operator(&person, Vec::new()), &thread)
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("{}", serde_json::to_string_pretty(&shown)?);
+            Ok(())
+        }
+        ThreadsCommand::Delete { common, tenant, thread } => {
+            let config = common.load()?;
+            known_tenant(&config, &tenant)?;
+            let engine = agui_gateway::server::build_passive(config).await?;
+            agui_gateway::admin::delete_thread(&engine, &tenant, &thread).await.map_err(|e| e.to_string())?;
+            println!("deleted thread {thread} of tenant {tenant}");
+            Ok(())
         }
     }
 }

@@ -15,7 +15,7 @@ use serde::de::{DeserializeOwned, Visitor};
 use super::{AguiAgentConfig, CallSpec, OpenaiAgentConfig, ToolPolicy};
 use super::{
     AppTokensConfig, AuthConfig, Config, ConfigError, DatabaseConfig, EventLogConfig, IdentityProviderConfig,
-    LogConfig, QuotaConfig, ScriptAgentConfig, TenantConfig, TurnsConfig,
+    LogConfig, QuotaConfig, RetentionConfig, ScriptAgentConfig, TenantConfig, TurnsConfig,
 };
 
 /// The keys every agent takes whatever its kind ([`AgentConfig`](super::AgentConfig) without
@@ -100,6 +100,7 @@ fn settings_shape() -> Shape {
         .nest("limits", Shape::of::<super::Limits>())
         .nest("event_log", Shape::of::<EventLogConfig>())
         .nest("turns", Shape::of::<TurnsConfig>())
+        .nest("retention", Shape::of::<RetentionConfig>())
         .nest(
             "auth",
             Shape::of::<AuthConfig>()

@@ -1,6 +1,6 @@
-//! The `[limits]`, `[event_log]` and `[turns]` sections: request and event sizes, stream
-//! limits, the timeouts and caps of every connection, the log writer's batching, and instance
-//! leases.
+//! The `[limits]`, `[event_log]`, `[turns]` and `[retention]` sections: request and event
+//! sizes, stream limits, the timeouts and caps of every connection, the log writer's batching,
+//! instance leases, and how long idle threads are kept.
 
 use serde::{Deserialize, Serialize};
 
@@ -63,4 +63,17 @@ pub struct TurnsConfig {
     pub heartbeat_ms: u64,
     pub sweep_ms: u64,
     pub shutdown_grace_secs: u64,
+}
+
+/// Erasing idle threads (SPEC §10): off unless `thread_idle_days` is set.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Threads with no activity for this many days are erased, with everything stored for
+    /// them; 0 keeps every thread.
+    pub thread_idle_days: u64,
+    /// Most threads one pass erases, each in its own transaction.
+    pub batch: usize,
+    /// Seconds between passes.
+    pub interval_secs: u64,
 }

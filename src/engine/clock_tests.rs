@@ -212,3 +212,29 @@ async fn a_turns_per_minute_quota_refuses_until_its_window_rolls_over() {
     let later = run_to_end(&engine, begin(&engine, "th-q2", "run-4").await).await;
     assert_eq!(later.last().expect("events")["type"], "RUN_FINISHED", "{later:?}");
 }
+
+#[tokio::test]
+async fn retention_erases_by_the_engines_clock_only_a_thread_idle_past_its_threshold() {
+    let Setup { engine, store, clock, _dir } = engine_with(Arc::new(Quick), |config| {
+        config.retention.thread_idle_days = 30;
+    })
+    .await;
+    let day = Duration::from_secs(86_400);
+    let idle_since = clock.now_ms();
+    run_to_end(&engine, begin(&engine, "th-idle", "run-1").await).await;
+    clock.advance(20 * day);
+    run_to_end(&engine, begin(&engine, "th-fresh", "run-1").await).await;
+
+    // Exactly 30 days after its last activity the thread is not yet idle for longer.
+    clock.set(idle_since + (30 * day).as_millis() as i64);
+    assert_eq!(engine.sweep_retention().await.expect("a pass"), 0);
+    assert!(store.find_thread("default", "th-idle").await.expect("query").is_some());
+
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(engine.sweep_retention().await.expect("a pass"), 1);
+    assert!(store.find_thread("default", "th-idle").await.expect("query").is_none());
+    assert!(store.find_thread("default", "th-fresh").await.expect("query").is_some(), "idle for 10 days only");
+    let erased = store.audit_rows(Some("default"), 0, 100).await.expect("audit").pop().expect("a row").entry;
+    assert_eq!((erased.action.as_str(), erased.actor.as_str()), ("thread.delete", "gateway"));
+    assert_eq!(erased.at_ms, clock.now_ms(), "written at the engine's time");
+}

@@ -8,7 +8,8 @@
 //! run is answered with); each concept lives in a file of its own, as `impl Engine` blocks:
 //! [`plan`] (what a run follows), [`decide`] (resumes, decisions, client tool results),
 //! [`runner`] (the turns running here), [`sweeper`] (leases, takeovers, expiries, wake-ups),
-//! [`quota`] (tenant limits) and [`audit`] (audit rows). What an agent holds while it answers
+//! [`quota`] (tenant limits), [`audit`] (audit rows) and [`threads`] (lists, erasure,
+//! retention). What an agent holds while it answers
 //! is [`turn::TurnContext`], spread the same way over [`turn`], `waits`, `delegation`,
 //! `budget`, `cards` and `lifecycle`; every gateway event of the log is named in [`log_events`].
 
@@ -36,6 +37,7 @@ mod reasoning_tests;
 mod runner;
 pub mod stream;
 mod sweeper;
+pub mod threads;
 pub mod turn;
 mod waits;
 
@@ -81,6 +83,9 @@ pub enum EngineError {
     /// 409 `not_running`.
     #[error("{0}")]
     NotRunning(String),
+    /// 409 `turn_in_progress`: a turn of the thread runs or waits.
+    #[error("{0}")]
+    TurnInProgress(String),
     /// 403 `permission_denied`: only a person decides; the message names where they can.
     #[error("only a person can answer interrupts{0}")]
     PersonOnly(String),
@@ -312,6 +317,7 @@ impl Engine {
             engine.spawn_wakeup_listener(wakeups);
         }
         engine.spawn_lease_keeper();
+        engine.spawn_retention();
         if !shared {
             // One instance only: every turn still marked running was left by an earlier start.
             engine.take_over_lapsed(i64::MAX, usize::MAX, false).await?;

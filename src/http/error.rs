@@ -44,7 +44,7 @@ pub enum ApiError {
     /// 406 `not_acceptable`: the answer is always `text/event-stream`.
     #[error("this route answers only text/event-stream; the Accept header rules it out")]
     NotAcceptable,
-    /// 409, with a code (`not_running`).
+    /// 409, with a code (`not_running`, `turn_in_progress`).
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
     /// 408 `request_timeout`: the body did not arrive within `limits.body_read_timeout_secs`.
@@ -104,6 +104,7 @@ impl From<EngineError> for ApiError {
             EngineError::BadRequest { .. } => ApiError::BadRequest { code: "bad_request", message: error.to_string() },
             EngineError::NotFound(message) => ApiError::NotFound(message),
             EngineError::NotRunning(message) => ApiError::Conflict { code: "not_running", message },
+            EngineError::TurnInProgress(message) => ApiError::Conflict { code: "turn_in_progress", message },
             EngineError::PersonOnly(_) => ApiError::Forbidden(error.to_string()),
             EngineError::DecisionRefused(refusal) => {
                 ApiError::DecisionRefused { code: refusal.code.as_str(), message: refusal.message }

@@ -139,7 +139,8 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
 /// CORS per tenant (§8): a browser origin may call a tenant's routes only when the tenant's
 /// `cors_origins` lists it. The preflight allows `Authorization`, `Content-Type` and
 /// `Last-Event-ID`; no response header is exposed beyond the CORS-safelisted ones, and no
-/// cookies are involved (credentials are bearer headers).
+/// cookies are involved (credentials are bearer headers). `DELETE` is allowed so a chat page
+/// can erase a conversation.
 fn cors(config: Arc<Config>) -> CorsLayer {
     CorsLayer::new()
         .allow_origin(AllowOrigin::predicate(move |origin: &HeaderValue, parts: &Parts| {
@@ -148,7 +149,7 @@ fn cors(config: Arc<Config>) -> CorsLayer {
                 .tenant(&name)
                 .is_some_and(|tenant| tenant.cors_origins.iter().any(|o| o.as_bytes() == origin.as_bytes()))
         }))
-        .allow_methods([Method::GET, Method::POST])
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
         .allow_headers([AUTHORIZATION, CONTENT_TYPE, HeaderName::from_static("last-event-id")])
         .max_age(Duration::from_secs(600))
 }

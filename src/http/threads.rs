@@ -1,8 +1,10 @@
-//! `GET /v1/threads/{thread}`, `GET /v1/threads/{thread}/messages` and
-//! `POST /v1/threads/{thread}/cancel`. A thread that does not exist and one the caller may not
-//! read are answered alike (403), so a caller learns nothing about other people's threads.
+//! `GET /v1/threads`, `GET /v1/threads/{thread}`, `GET /v1/threads/{thread}/messages`,
+//! `POST /v1/threads/{thread}/cancel` and `DELETE /v1/threads/{thread}`. A thread that does not
+//! exist and one the caller may not read are answered alike (403), so a caller learns nothing
+//! about other people's threads; a list shows only the threads the caller may read.
 
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
@@ -13,12 +15,116 @@ use super::openapi::{ErrorBody, JsonObject, TenantQuery};
 use super::permissions::{CanRead, CanReadContent};
 use super::{ApiError, AppState};
 use crate::auth::Caller;
+use crate::engine::threads::{title, ThreadFilter};
 use crate::engine::EngineError;
 use crate::ids::ThreadId;
+use crate::protocol::iso8601;
 use crate::store::{ThreadRow, TurnStatus};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(show_thread)).routes(routes!(thread_messages)).routes(routes!(cancel_turn))
+    OpenApiRouter::new()
+        .routes(routes!(list_threads))
+        .routes(routes!(show_thread, delete_thread))
+        .routes(routes!(thread_messages))
+        .routes(routes!(cancel_turn))
+}
+
+/// The query of `GET /v1/threads`.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// A configured tenant's name (default `default`); unknown tenants are `404 not_found`.
+    #[allow(dead_code)] // read by the permission extractor; here for the document
+    pub tenant: Option<String>,
+    /// Threads per page, from 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`; absent for the first page.
+    pub cursor: Option<String>,
+    /// Only threads whose latest turn ran this agent.
+    pub agent: Option<String>,
+    /// Only threads whose latest turn is `running`, `waiting`, `succeeded`, `failed` or
+    /// `cancelled`.
+    #[param(pattern = "^(running|waiting|succeeded|failed|cancelled)$")]
+    pub status: Option<String>,
+}
+
+/// The caller's threads (§10), newest activity first: the ones `GET /v1/threads/{thread}`
+/// would show it, a page at a time. The title is the first user message, content: only a
+/// caller with `threads:content` gets it.
+#[utoipa::path(
+    get,
+    path = "/v1/threads",
+    tag = "threads",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of threads: `threads` (each `id`, `agent`, `status`, `createdAt`, `updatedAt` and, with `threads:content`, `title`) and `next_cursor` (null on the last page).", body = JsonObject),
+        (status = 400, description = "a malformed `limit`, `status`, `agent` or `cursor` (`bad_request`, naming it)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn list_threads(
+    State(state): State<AppState>,
+    CanRead { caller, tenant }: CanRead,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|error| ApiError::bad_request("query", error.body_text()))?;
+    let filter = ThreadFilter { agent: query.agent, status: query.status, cursor: query.cursor, limit: query.limit };
+    let page = state.engine.list_threads(&tenant.name, caller.visibility(), &filter).await?;
+    let content = caller.scopes().may_read_content();
+    let threads: Vec<Value> = page
+        .threads
+        .iter()
+        .map(|summary| {
+            let mut entry = json!({
+                "id": summary.thread.thread_id,
+                "agent": summary.agent,
+                "status": summary.status.as_str(),
+                "createdAt": iso8601(summary.thread.created_at_ms),
+                "updatedAt": iso8601(summary.updated_at_ms),
+            });
+            if content {
+                entry["title"] = json!(title(&summary.first_user_text));
+            }
+            entry
+        })
+        .collect();
+    Ok(Json(json!({ "threads": threads, "next_cursor": page.next_cursor })))
+}
+
+/// Erases the thread (§10) with its turns, events, interrupts, board and state, leaving one
+/// `thread.delete` audit row (who, when; no content). Its owner erases it: the person whose
+/// thread it is, or, for a thread the tenant owns, a tenant API key.
+#[utoipa::path(
+    delete,
+    path = "/v1/threads/{thread}",
+    tag = "threads",
+    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
+    responses(
+        (status = 204, description = "The thread and everything stored for it are erased."),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 409, description = "a turn of the thread runs or waits (`turn_in_progress`): cancel it, or decide what it waits for, first", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn delete_thread(
+    State(state): State<AppState>,
+    CanReadContent { caller, tenant }: CanReadContent,
+    Path(thread): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let thread = readable(&state, &tenant.name, &caller, &thread).await?;
+    match state.engine.delete_thread(&caller, &thread).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        // Erased meanwhile by someone else: as unknown as any other missing thread.
+        Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
+        Err(other) => Err(other.into()),
+    }
 }
 
 async fn readable(state: &AppState, tenant: &str, caller: &Caller, thread: &str) -> Result<ThreadRow, ApiError> {

@@ -275,6 +275,11 @@ const FINISH_TURN: &str = "UPDATE turns SET status = $1, finished_at_ms = $2 WHE
 const INSERT_INTERRUPT: &str = "INSERT INTO interrupts (id, thread, turn, shown, deciders, four_eyes, \
      started_by, expires_at_ms, status, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9)";
 const WAIT_TURN: &str = "UPDATE turns SET status = 'waiting', owner_instance = NULL, lease_until_ms = 0 WHERE id = $1";
+/// A turn's end or wait is its thread's latest activity (the order of `GET /v1/threads`). Run
+/// after the batch's turns are locked, so the lock order (turns, then their thread) is the
+/// one a thread's deletion takes too.
+const TOUCH_THREAD_OF_TURN: &str =
+    "UPDATE threads SET updated_at_ms = $1 WHERE id = (SELECT thread FROM turns WHERE id = $2) AND updated_at_ms < $1";
 
 fn event_row<DB: SqlDb>(row: &Record<DB>) -> Result<StoredEvent, StoreError> {
     Ok(StoredEvent {
@@ -298,6 +303,7 @@ async fn apply_side_ops<DB: SqlDb>(tx: &mut Transaction<'static, DB>, ops: &[&Wr
             }
             WriteOp::FinishTurn { turn, status, at_ms } => {
                 Stmt::new(FINISH_TURN).bind(status.as_str()).bind(*at_ms).bind(*turn).execute(&mut *tx).await?;
+                Stmt::new(TOUCH_THREAD_OF_TURN).bind(*at_ms).bind(*turn).execute(&mut *tx).await?;
             }
             WriteOp::OpenInterrupt(row) => {
                 Stmt::new(INSERT_INTERRUPT)
@@ -313,6 +319,7 @@ async fn apply_side_ops<DB: SqlDb>(tx: &mut Transaction<'static, DB>, ops: &[&Wr
                     .execute(&mut *tx)
                     .await?;
                 Stmt::new(WAIT_TURN).bind(row.turn).execute(&mut *tx).await?;
+                Stmt::new(TOUCH_THREAD_OF_TURN).bind(row.created_at_ms).bind(row.turn).execute(&mut *tx).await?;
             }
             WriteOp::WaitTurn { turn } => {
                 Stmt::new(WAIT_TURN).bind(*turn).execute(&mut *tx).await?;

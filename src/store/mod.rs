@@ -46,7 +46,10 @@ pub use keys::{ApiKeyRow, KeyKind, KeyStore};
 pub use leases::LeaseStore;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
-pub use threads::{NewTurn, Owner, OwnerKind, StartTurn, ThreadRow, ThreadStore, TurnRow, TurnStatus};
+pub use threads::{
+    DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, ThreadQuery, ThreadRow, ThreadStore, ThreadSummary, TurnRow,
+    TurnStatus, Visibility,
+};
 pub use usage::{TenantUsage, UsageStore};
 
 use backend::Backend;
@@ -98,6 +101,7 @@ pub struct RowCounts {
     pub runs: i64,
     pub events: i64,
     pub notes: i64,
+    pub interrupts: i64,
     pub audit: i64,
 }
 
@@ -122,7 +126,7 @@ pub trait Store:
 const ROW_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM threads) AS threads, \
      (SELECT COUNT(*) FROM turns) AS turns, (SELECT COUNT(*) FROM runs) AS runs, \
      (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM notes) AS notes, \
-     (SELECT COUNT(*) FROM audit) AS audit";
+     (SELECT COUNT(*) FROM interrupts) AS interrupts, (SELECT COUNT(*) FROM audit) AS audit";
 
 #[async_trait]
 impl<B: Backend> Store for B {
@@ -151,6 +155,7 @@ impl<B: Backend> Store for B {
             runs: row.get("runs")?,
             events: row.get("events")?,
             notes: row.get("notes")?,
+            interrupts: row.get("interrupts")?,
             audit: row.get("audit")?,
         })
     }

@@ -2,13 +2,16 @@
 //!
 //! A thread is found by its tenant and public id ([`ThreadStore::find_thread`]); everything
 //! else here takes a thread's or a turn's primary key, which the gateway only has from such a
-//! tenant-scoped lookup (or from a row it read that way), never from a client.
+//! tenant-scoped lookup (or from a row it read that way), never from a client. Lists of threads
+//! ([`ThreadStore::list_threads`]) take the tenant and what the caller may see
+//! ([`Visibility`]); a thread is erased whole, with everything stored for it, by
+//! [`ThreadStore::delete_thread`].
 
 use async_trait::async_trait;
 
 use super::audit::insert_audit;
 use super::backend::Backend;
-use super::sql::{Record, SqlDb, Stmt};
+use super::sql::{Arg, Record, SqlDb, Stmt};
 use super::{AuditEntry, StoreError};
 
 /// Who owns a thread: a person (private to them) or the tenant (created with an API key).
@@ -48,6 +51,53 @@ pub struct ThreadRow {
     pub thread_id: String,
     pub owner: Owner,
     pub created_at_ms: i64,
+}
+
+/// Which of a tenant's threads a list shows: the same rule as `Caller::may_read`, stated for
+/// the database (the caller module builds it; the store knows no callers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Visibility {
+    /// Every thread of the tenant (an operator at the command line).
+    All,
+    /// The tenant's own threads (those created with an API key), and this person's when `Some`.
+    TenantAnd(Option<String>),
+}
+
+/// One page of a tenant's threads, newest activity first (`GET /v1/threads`).
+#[derive(Debug, Clone)]
+pub struct ThreadQuery {
+    pub tenant: String,
+    pub visibility: Visibility,
+    /// Only threads whose latest turn ran this agent.
+    pub agent: Option<String>,
+    /// Only threads whose latest turn is in this status.
+    pub status: Option<TurnStatus>,
+    /// Only threads after this `(updated_at_ms, pk)` in the order: the last one of the
+    /// previous page.
+    pub after: Option<(i64, i64)>,
+    pub limit: i64,
+}
+
+/// A thread as a list shows it: the latest turn's agent and status, the first user message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadSummary {
+    pub thread: ThreadRow,
+    pub updated_at_ms: i64,
+    pub agent: String,
+    pub status: TurnStatus,
+    /// The text of the thread's first user message (content: shown only to content holders).
+    pub first_user_text: String,
+}
+
+/// What [`ThreadStore::delete_thread`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteThread {
+    /// Erased, with this many turns.
+    Deleted { turns: i64 },
+    /// A turn of the thread runs or waits: nothing was changed.
+    Busy(TurnStatus),
+    /// No such thread (any more).
+    Missing,
 }
 
 /// Where a turn is in its life. Only `Running` turns have a task appending to their log.
@@ -185,6 +235,16 @@ pub trait ThreadStore: Send + Sync {
     async fn thread_state(&self, thread: i64) -> Result<Option<String>, StoreError>;
     /// Replaces the thread's editable state.
     async fn set_thread_state(&self, thread: i64, state: &str) -> Result<(), StoreError>;
+
+    /// One page of the tenant's threads the query may see, newest activity first.
+    async fn list_threads(&self, query: &ThreadQuery) -> Result<Vec<ThreadSummary>, StoreError>;
+    /// Erases the thread and everything stored for it (turns, runs, events, interrupts, notes,
+    /// state) and appends `audit`, in one transaction; nothing at all while a turn of it runs or
+    /// waits. The tokens its turns used stay counted in the tenant's budget.
+    async fn delete_thread(&self, thread: i64, audit: &AuditEntry) -> Result<DeleteThread, StoreError>;
+    /// Up to `limit` threads of any tenant whose last activity is before `before_ms` and that
+    /// have no turn running or waiting, oldest activity first (the retention sweep's batch).
+    async fn idle_threads(&self, before_ms: i64, limit: i64) -> Result<Vec<ThreadRow>, StoreError>;
 }
 
 pub(super) const TURN_COLUMNS: &str = "id, public_id, thread, ordinal, agent, status, user_message_id, \
@@ -205,6 +265,41 @@ const RUN_TURN: &str = "SELECT turn, start_seq FROM runs WHERE thread = $1 AND r
 const NOTES: &str = "SELECT body FROM notes WHERE thread = $1 ORDER BY note_no";
 const THREAD_STATE: &str = "SELECT state FROM threads WHERE id = $1";
 const SET_THREAD_STATE: &str = "UPDATE threads SET state = $2 WHERE id = $1";
+/// A new turn is its thread's latest activity.
+const TOUCH_THREAD: &str = "UPDATE threads SET updated_at_ms = $2 WHERE id = $1 AND updated_at_ms < $2";
+
+/// A page of threads: each with its latest turn (agent, status) and its first turn (the
+/// title), in the order of the `threads_by_activity` index. `$2` shows every thread, `$3` the
+/// person whose threads are shown besides the tenant's; `$4`..`$7` are the optional filters and
+/// the cursor.
+const LIST_THREADS: &str = "SELECT t.id, t.tenant, t.thread_id, t.owner_kind, t.owner_id, t.created_at_ms, \
+     t.updated_at_ms, lt.agent AS latest_agent, lt.status AS latest_status, \
+     COALESCE(ft.user_text, '') AS first_user_text \
+     FROM threads t \
+     JOIN turns lt ON lt.thread = t.id AND lt.ordinal = (SELECT MAX(m.ordinal) FROM turns m WHERE m.thread = t.id) \
+     LEFT JOIN turns ft ON ft.thread = t.id AND ft.ordinal = 1 \
+     WHERE t.tenant = $1 \
+     AND ($2 OR t.owner_kind = 'tenant' OR (t.owner_kind = 'person' AND t.owner_id = $3)) \
+     AND ($4 IS NULL OR lt.agent = $4) \
+     AND ($5 IS NULL OR lt.status = $5) \
+     AND ($6 IS NULL OR t.updated_at_ms < $6 OR (t.updated_at_ms = $6 AND t.id < $7)) \
+     ORDER BY t.updated_at_ms DESC, t.id DESC LIMIT $8";
+const IDLE_THREADS: &str = "SELECT * FROM threads t WHERE t.updated_at_ms < $1 \
+     AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.thread = t.id AND u.status IN ('running', 'waiting')) \
+     ORDER BY t.updated_at_ms, t.id LIMIT $2";
+const BUSY_TURN: &str =
+    "SELECT status FROM turns WHERE thread = $1 AND status IN ('running', 'waiting') ORDER BY ordinal DESC LIMIT 1";
+const COUNT_TURNS: &str = "SELECT COUNT(*) AS turns FROM turns WHERE thread = $1";
+/// Everything stored for a thread, children first (the foreign keys point at turns and
+/// threads). `token_usage` is left: the tokens were spent, and stay counted in the budget.
+const ERASE_THREAD: &[&str] = &[
+    "DELETE FROM events WHERE turn IN (SELECT id FROM turns WHERE thread = $1)",
+    "DELETE FROM interrupts WHERE thread = $1",
+    "DELETE FROM runs WHERE thread = $1",
+    "DELETE FROM notes WHERE thread = $1",
+    "DELETE FROM turns WHERE thread = $1",
+    "DELETE FROM threads WHERE id = $1",
+];
 
 fn insert_turn_returning() -> String {
     format!(
@@ -332,6 +427,7 @@ impl<B: Backend> ThreadStore for B {
             return Ok(StartTurn::Conflict);
         };
         let turn = self::turn_row(&turn_row)?;
+        Stmt::new(TOUCH_THREAD).bind(thread.pk).bind(new.at_ms).execute(&mut tx).await?;
         for audit in &new.audit {
             insert_audit(&mut tx, audit).await?;
         }
@@ -390,5 +486,67 @@ impl<B: Backend> ThreadStore for B {
     async fn set_thread_state(&self, thread: i64, state: &str) -> Result<(), StoreError> {
         Stmt::new(SET_THREAD_STATE).bind(thread).bind(state).execute(self.write_pool()).await?;
         Ok(())
+    }
+
+    async fn list_threads(&self, query: &ThreadQuery) -> Result<Vec<ThreadSummary>, StoreError> {
+        let (all, person) = match &query.visibility {
+            Visibility::All => (true, None),
+            Visibility::TenantAnd(person) => (false, person.as_deref()),
+        };
+        let status = query.status.map(TurnStatus::as_str);
+        let rows = Stmt::new(LIST_THREADS)
+            .bind(query.tenant.as_str())
+            .bind(all)
+            .bind(Arg::OptText(person))
+            .bind(&query.agent)
+            .bind(Arg::OptText(status))
+            .bind(query.after.map(|(at, _)| at))
+            .bind(query.after.map(|(_, pk)| pk))
+            .bind(query.limit)
+            .fetch_all(self.read_pool())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ThreadSummary {
+                    thread: thread_row(row)?,
+                    updated_at_ms: row.get("updated_at_ms")?,
+                    agent: row.get("latest_agent")?,
+                    status: TurnStatus::parse(&row.get::<String>("latest_status")?)?,
+                    first_user_text: row.get("first_user_text")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn delete_thread(&self, thread: i64, audit: &AuditEntry) -> Result<DeleteThread, StoreError> {
+        let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
+        // The thread's turns first, then the thread: the order the log writer locks them in
+        // when a turn ends, so the two never wait for each other in a circle. A turn that starts
+        // meanwhile waits for this transaction (its row references the locked thread).
+        let lock_turns = format!("SELECT id FROM turns WHERE thread = $1 ORDER BY id {}", B::LOCK_ROW);
+        Stmt::new(&lock_turns).bind(thread).fetch_all(&mut tx).await?;
+        let lock_thread = format!("SELECT id FROM threads WHERE id = $1 {}", B::LOCK_ROW);
+        if Stmt::new(&lock_thread).bind(thread).fetch_optional(&mut tx).await?.is_none() {
+            tx.rollback().await?;
+            return Ok(DeleteThread::Missing);
+        }
+        // Read again under the locks: a turn that started before they were taken is seen here.
+        if let Some(busy) = Stmt::new(BUSY_TURN).bind(thread).fetch_optional(&mut tx).await? {
+            let status = TurnStatus::parse(&busy.get::<String>("status")?)?;
+            tx.rollback().await?;
+            return Ok(DeleteThread::Busy(status));
+        }
+        let turns: i64 = Stmt::new(COUNT_TURNS).bind(thread).fetch_one(&mut tx).await?.get("turns")?;
+        for statement in ERASE_THREAD {
+            Stmt::new(statement).bind(thread).execute(&mut tx).await?;
+        }
+        insert_audit(&mut tx, audit).await?;
+        tx.commit().await?;
+        Ok(DeleteThread::Deleted { turns })
+    }
+
+    async fn idle_threads(&self, before_ms: i64, limit: i64) -> Result<Vec<ThreadRow>, StoreError> {
+        let rows = Stmt::new(IDLE_THREADS).bind(before_ms).bind(limit).fetch_all(self.read_pool()).await?;
+        rows.iter().map(thread_row).collect()
     }
 }

@@ -45,6 +45,7 @@ mod stream_access;
 mod stream_limits;
 mod takeover;
 mod tenant_scope;
+mod thread_admin;
 mod threads;
 mod tls;
 mod tool_effects;

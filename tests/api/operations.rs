@@ -15,7 +15,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/agui/agents/{agent}"),
     ("post", "/v1/agui/agents/{agent}/connect"),
     ("get", "/v1/agents"),
+    ("get", "/v1/threads"),
     ("get", "/v1/threads/{thread}"),
+    ("delete", "/v1/threads/{thread}"),
     ("get", "/v1/threads/{thread}/messages"),
     ("post", "/v1/threads/{thread}/cancel"),
     ("post", "/v1/interrupts/{id}/decision"),
@@ -64,6 +66,7 @@ async fn the_openapi_document_lists_exactly_the_routes_that_answer() {
         let concrete = path.replace("{agent}", "demo").replace("{thread}", "th-openapi").replace("{id}", "int_x");
         let request = match *method {
             "get" => client.get(app.url(&concrete)),
+            "delete" => client.delete(app.url(&concrete)),
             _ => client.post(app.url(&concrete)).header("content-type", "application/json").body("{}"),
         };
         let response = request.send().await.expect("request");

@@ -490,3 +490,96 @@ export class ResumableHttpAgent extends HttpAgent {
   }
 }
 
+
+// Threads a person can list and delete (the gateway's GET /v1/threads and
+// DELETE /v1/threads/{thread}): a chat page's sidebar of conversations, and "delete this one".
+
+/** The latest turn's status of a listed thread. */
+export type ThreadStatus = "running" | "waiting" | "succeeded" | "failed" | "cancelled";
+
+/** Where the gateway is and who asks: shared by `listThreads()` and `deleteThread()`. */
+export interface GatewayRequestOptions {
+  /** The gateway's origin (and path prefix, if it is served under one), e.g. `https://agents.example.com`. */
+  baseUrl: string;
+  /** The tenant (`?tenant=`); the gateway's default is `default`. */
+  tenant?: string;
+  /** Sent with the request, e.g. `{ Authorization: \`Bearer ${token}\` }`. */
+  headers?: HeadersInit;
+  /** A `fetch` to use instead of the global one. */
+  fetch?: typeof fetch;
+  signal?: AbortSignal;
+}
+
+export interface ListThreadsOptions extends GatewayRequestOptions {
+  /** Threads per page, 1 to 200; the gateway's default is 50. */
+  limit?: number;
+  /** The previous page's `nextCursor`. */
+  cursor?: string;
+  /** Only threads whose latest turn ran this agent. */
+  agent?: string;
+  /** Only threads whose latest turn is in this status. */
+  status?: ThreadStatus;
+}
+
+/** One thread as the list shows it. */
+export interface ThreadSummary {
+  id: string;
+  /** The agent of the latest turn. */
+  agent: string;
+  status: ThreadStatus;
+  /** The first user message, on one line and cut to about 80 characters; present only for a
+   * caller holding `threads:content`. */
+  title?: string;
+  /** ISO 8601. */
+  createdAt: string;
+  /** The latest activity (a turn started, waited or ended), ISO 8601. */
+  updatedAt: string;
+}
+
+/** One page of threads, newest activity first; `nextCursor` is null on the last page. */
+export interface ThreadPage {
+  threads: ThreadSummary[];
+  nextCursor: string | null;
+}
+
+function gatewayUrl(options: GatewayRequestOptions, path: string, query: Record<string, string | number | undefined>): string {
+  const url = new URL(`${options.baseUrl.replace(/\/+$/, "")}${path}`);
+  if (options.tenant !== undefined) url.searchParams.set("tenant", options.tenant);
+  for (const [name, value] of Object.entries(query)) {
+    if (value !== undefined) url.searchParams.set(name, String(value));
+  }
+  return url.toString();
+}
+
+/**
+ * One page of the caller's threads (`GET /v1/threads`): those the caller may read, newest
+ * activity first. Pass the page's `nextCursor` as `cursor` for the next one. An error status
+ * rejects with the same error `HttpAgent` raises (`status`, and the gateway's JSON body as
+ * `payload`).
+ */
+export async function listThreads(options: ListThreadsOptions): Promise<ThreadPage> {
+  const doFetch = options.fetch ?? fetch;
+  const url = gatewayUrl(options, "/v1/threads", {
+    limit: options.limit,
+    cursor: options.cursor,
+    agent: options.agent,
+    status: options.status,
+  });
+  const response = await doFetch(url, { method: "GET", headers: options.headers, signal: options.signal });
+  if (!response.ok) throw await httpStatusError(response);
+  const body = (await response.json()) as { threads: ThreadSummary[]; next_cursor: string | null };
+  return { threads: body.threads, nextCursor: body.next_cursor ?? null };
+}
+
+/**
+ * Erases a thread with everything the gateway stored for it (`DELETE /v1/threads/{thread}`).
+ * Rejects with `status` 409 (`payload.error.code` `turn_in_progress`) while a turn of it runs
+ * or waits, and 403 for a thread the caller may not erase or that does not exist.
+ */
+export async function deleteThread(threadId: string, options: GatewayRequestOptions): Promise<void> {
+  const doFetch = options.fetch ?? fetch;
+  const url = gatewayUrl(options, `/v1/threads/${encodeURIComponent(threadId)}`, {});
+  const response = await doFetch(url, { method: "DELETE", headers: options.headers, signal: options.signal });
+  if (!response.ok) throw await httpStatusError(response);
+  await response.body?.cancel();
+}

@@ -1,0 +1,488 @@
+//! Threads a person can list and delete (SPEC §10, issue 25 item 8): `GET /v1/threads` in
+//! cursor pages, newest activity first, filtered by agent and status and limited to the threads
+//! the caller may read; `DELETE /v1/threads/{thread}` erasing every row of a thread and leaving
+//! an audit row without content; the operator's `threads list|show|delete`; and the retention
+//! sweep of idle threads.
+
+use std::process::Command;
+use std::time::Duration;
+
+use agui_gateway::config::Config;
+use agui_gateway::store::{AuditRow, KeyKind, RowCounts};
+use serde_json::{json, Value};
+
+use crate::auth::{app_token, auth_config, claims, new_key, rsa_provider};
+use crate::helpers::*;
+use crate::on_both_stores;
+
+/// `GET path` with an optional bearer credential: the status and the JSON body.
+async fn get_json(app: &TestApp, path: &str, bearer: Option<&str>) -> (u16, Value) {
+    let mut request = app.client.get(app.url(path));
+    if let Some(token) = bearer {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let response = request.send().await.expect("get");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// `DELETE /v1/threads/{thread}?tenant=`: the status and the body (null for a 204).
+async fn delete(app: &TestApp, thread: &str, tenant: &str, bearer: Option<&str>) -> (u16, Value) {
+    let mut request = app.client.delete(app.url(&format!("/v1/threads/{thread}?tenant={tenant}")));
+    if let Some(token) = bearer {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let response = request.send().await.expect("delete");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Runs a first turn on `thread` of `tenant` as `bearer` and reads it to its end.
+async fn run_as(app: &TestApp, agent: &str, tenant: &str, thread: &str, text: &str, bearer: Option<&str>) {
+    let mut request = app
+        .client
+        .post(app.url(&format!("/v1/agui/agents/{agent}?tenant={tenant}")))
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(first_run(thread, &unique("run"), text).to_string());
+    if let Some(token) = bearer {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let response = request.send().await.expect("run");
+    assert_eq!(response.status(), 200, "{agent} on {thread}");
+    let events = read_events(response, None).await;
+    assert!(matches!(kinds(&events).last(), Some(&"RUN_FINISHED")), "{thread}: {:?}", kinds(&events));
+}
+
+/// The ids of every page of `path` (a list URL without `cursor`), following `next_cursor`.
+async fn every_page(app: &TestApp, path: &str, bearer: Option<&str>) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            Some(cursor) => format!("{path}&cursor={cursor}"),
+            None => path.to_string(),
+        };
+        let (status, page) = get_json(app, &url, bearer).await;
+        assert_eq!(status, 200, "{url}: {page}");
+        pages.push(ids(&page));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => return pages,
+        }
+    }
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["threads"].as_array().expect("threads").iter().map(|t| t["id"].as_str().expect("id").to_string()).collect()
+}
+
+/// The id of the interrupt a waiting run ended with.
+fn interrupt_of(events: &[SseEvent]) -> String {
+    events.last().expect("end").data["outcome"]["interrupts"][0]["id"].as_str().expect("interrupt").to_string()
+}
+
+fn answer(thread: &str, interrupt: &str, approved: bool) -> Value {
+    let status = if approved { "resolved" } else { "cancelled" };
+    json!({"threadId": thread, "runId": unique("resume"), "protocolVersion": "1.0", "messages": [],
+           "resume": [{"interruptId": interrupt, "status": status, "payload": {"approved": approved}}]})
+}
+
+/// Every table a thread has rows in.
+fn thread_rows(counts: &RowCounts) -> (i64, i64, i64, i64, i64, i64) {
+    (counts.threads, counts.turns, counts.runs, counts.events, counts.notes, counts.interrupts)
+}
+
+async fn audit_rows(app: &TestApp) -> Vec<AuditRow> {
+    app.store.audit_rows(None, 0, 10_000).await.expect("audit rows")
+}
+
+async fn threads_are_listed_newest_activity_first_in_pages_without_a_duplicate_or_a_gap(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let made: Vec<String> = (0..7).map(|n| format!("th-list-{n}")).collect();
+    for (n, thread) in made.iter().enumerate() {
+        app.run_to_end("demo", &first_run(thread, "run-1", &format!("question {n}"))).await;
+    }
+    let pages = every_page(&app, "/v1/threads?tenant=default&limit=3", None).await;
+    assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 3, 1], "{pages:?}");
+    let listed: Vec<String> = pages.concat();
+    let newest_first: Vec<String> = made.iter().rev().cloned().collect();
+    assert_eq!(listed, newest_first, "every thread once, newest first");
+
+    let (_, first) = get_json(&app, "/v1/threads?tenant=default&limit=1", None).await;
+    let entry = &first["threads"][0];
+    assert_eq!(entry["id"], "th-list-6");
+    assert_eq!(entry["agent"], "demo");
+    assert_eq!(entry["status"], "succeeded");
+    assert_eq!(entry["title"], "question 6", "the local person holds the content permission");
+    for field in ["createdAt", "updatedAt"] {
+        let at = entry[field].as_str().unwrap_or_else(|| panic!("{field}: {entry}"));
+        assert!(at.len() == 24 && at.ends_with('Z') && at.as_bytes()[10] == b'T', "{field} is ISO 8601: {at}");
+    }
+
+    // A new turn on the oldest thread is the newest activity.
+    let history: Value = app
+        .client
+        .get(app.url("/v1/threads/th-list-0/messages"))
+        .send()
+        .await
+        .expect("messages")
+        .json()
+        .await
+        .expect("json");
+    let mut messages = history["messages"].as_array().expect("messages").clone();
+    messages.push(json!({"id": "again", "role": "user", "content": "and now?"}));
+    let next = json!({"threadId": "th-list-0", "runId": "run-2", "protocolVersion": "1.0", "messages": messages});
+    app.run_to_end("demo", &next).await;
+    let (_, page) = get_json(&app, "/v1/threads?tenant=default&limit=2", None).await;
+    assert_eq!(ids(&page), vec!["th-list-0", "th-list-6"]);
+    assert_eq!(page["threads"][0]["title"], "question 0", "the title stays the first message");
+}
+on_both_stores!(threads_are_listed_newest_activity_first_in_pages_without_a_duplicate_or_a_gap);
+
+async fn threads_are_filtered_by_the_latest_turns_agent_and_status(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    app.run_to_end("demo", &first_run("th-done", "run-1", "hello")).await;
+    app.run_to_end("failing", &first_run("th-failed", "run-1", "hello")).await;
+    app.run_to_end("approver", &first_run("th-waiting", "run-1", "send it")).await;
+
+    let listed = |query: &'static str| {
+        let app = &app;
+        async move {
+            let (status, page) = get_json(app, &format!("/v1/threads?tenant=default&{query}"), None).await;
+            assert_eq!(status, 200, "{query}: {page}");
+            ids(&page)
+        }
+    };
+    assert_eq!(listed("agent=approver").await, vec!["th-waiting"]);
+    assert_eq!(listed("status=waiting").await, vec!["th-waiting"]);
+    assert_eq!(listed("status=failed").await, vec!["th-failed"]);
+    assert_eq!(listed("status=succeeded&agent=demo").await, vec!["th-done"]);
+    assert!(listed("status=running").await.is_empty());
+    assert!(listed("agent=nobody").await.is_empty());
+
+    for query in ["status=sleeping", "limit=0", "limit=201", "limit=many", "agent=no%20such"] {
+        let (status, body) = get_json(&app, &format!("/v1/threads?tenant=default&{query}"), None).await;
+        assert_eq!(status, 400, "{query}");
+        assert_eq!(body["error"]["code"], "bad_request", "{query}: {body}");
+    }
+}
+on_both_stores!(threads_are_filtered_by_the_latest_turns_agent_and_status);
+
+/// A token of `sub` in `tenant` holding `scope`.
+fn token(tenant: &str, sub: &str, scope: &str) -> String {
+    let mut claims = claims(tenant, sub);
+    claims["scope"] = json!(scope);
+    app_token(&claims)
+}
+
+const EVERYTHING: &str = "threads:read threads:content agent:*";
+
+async fn a_list_shows_only_the_callers_threads_and_titles_only_to_content_holders(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
+    let ann = token("default", "ann", EVERYTHING);
+    let bob = token("default", "bob", EVERYTHING);
+    let (key, _) = new_key(&app, "default", &["demo"], KeyKind::Tenant).await;
+    run_as(&app, "demo", "default", "th-ann", "ann's question", Some(&ann)).await;
+    run_as(&app, "demo", "default", "th-bob", "bob's question", Some(&bob)).await;
+    run_as(&app, "demo", "default", "th-tenant", "the tenant's question", Some(&key)).await;
+    let ann_acme = token("acme", "ann", EVERYTHING);
+    run_as(&app, "demo", "acme", "th-ann-acme", "ann at acme", Some(&ann_acme)).await;
+
+    let (_, page) = get_json(&app, "/v1/threads?tenant=default", Some(&ann)).await;
+    assert_eq!(ids(&page), vec!["th-tenant", "th-ann"], "her own and the tenant's, never bob's or acme's");
+    assert_eq!(page["threads"][1]["title"], "ann's question");
+    let (_, page) = get_json(&app, "/v1/threads?tenant=default", Some(&key)).await;
+    assert_eq!(ids(&page), vec!["th-tenant"], "a key sees the tenant's threads only");
+    let (_, page) = get_json(&app, "/v1/threads?tenant=acme", Some(&ann_acme)).await;
+    assert_eq!(ids(&page), vec!["th-ann-acme"]);
+
+    // Without the content permission: the threads, never their first message.
+    let reader = token("default", "ann", "threads:read");
+    let (status, page) = get_json(&app, "/v1/threads?tenant=default", Some(&reader)).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(ids(&page), vec!["th-tenant", "th-ann"]);
+    for entry in page["threads"].as_array().expect("threads") {
+        assert!(entry.get("title").is_none(), "{entry}");
+    }
+    assert!(!page.to_string().contains("question"), "{page}");
+
+    // No read permission, another tenant's credential, no credential.
+    let (status, body) = get_json(&app, "/v1/threads?tenant=default", Some(&token("default", "ann", "agent:*"))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("permission_denied")));
+    let (status, _) = get_json(&app, "/v1/threads?tenant=acme", Some(&ann)).await;
+    assert_eq!(status, 403);
+    let (status, _) = get_json(&app, "/v1/threads?tenant=default", None).await;
+    assert_eq!(status, 401);
+}
+on_both_stores!(a_list_shows_only_the_callers_threads_and_titles_only_to_content_holders);
+
+async fn deleting_a_thread_erases_every_row_and_leaves_an_audit_row_without_content(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    // A thread that stays, then one with an interrupt, a note, two turns and several runs.
+    app.run_to_end("demo", &first_run("th-keep", "run-1", "keep me")).await;
+    let kept = app.counts().await;
+    let asked = app.run_to_end("approver", &first_run("th-erase", "run-1", "the secret plan")).await;
+    let resumed = app.run_to_end("approver", &answer("th-erase", &interrupt_of(&asked), true)).await;
+    assert_eq!(kinds(&resumed).last(), Some(&"RUN_FINISHED"));
+    let history: Value = app
+        .client
+        .get(app.url("/v1/threads/th-erase/messages"))
+        .send()
+        .await
+        .expect("messages")
+        .json()
+        .await
+        .expect("json");
+    let mut messages = history["messages"].as_array().expect("messages").clone();
+    messages.push(json!({"id": "u2", "role": "user", "content": "pin the plan"}));
+    app.run_to_end(
+        "demo",
+        &json!({"threadId": "th-erase", "runId": "run-3", "protocolVersion": "1.0", "messages": messages}),
+    )
+    .await;
+    let full = app.counts().await;
+    assert!(full.interrupts > kept.interrupts && full.notes > kept.notes && full.turns == kept.turns + 2, "{full:?}");
+
+    let (status, body) = delete(&app, "th-erase", "default", None).await;
+    assert_eq!(status, 204, "{body}");
+    let after = app.counts().await;
+    assert_eq!(thread_rows(&after), thread_rows(&kept), "every row of the thread is gone, the other's stay");
+    assert_eq!(after.audit, full.audit + 1, "one audit row");
+    let row = audit_rows(&app).await.pop().expect("audit row").entry;
+    assert_eq!(
+        (row.action.as_str(), row.actor.as_str(), row.tenant.as_str()),
+        ("thread.delete", "person:local", "default")
+    );
+    let detail: Value = serde_json::from_str(&row.detail).expect("detail");
+    assert_eq!(detail["thread"], "th-erase");
+    for content in ["secret plan", "pin the plan", "team@example.com"] {
+        assert!(!row.detail.contains(content), "the audit row holds no content: {}", row.detail);
+    }
+    let now = agui_gateway::protocol::now_ms();
+    assert!((now - row.at_ms).abs() < 60_000, "it says when");
+
+    assert_eq!(get_json(&app, "/v1/threads/th-erase", None).await.0, 403, "gone like a thread that never was");
+    assert_eq!(ids(&get_json(&app, "/v1/threads?tenant=default", None).await.1), vec!["th-keep"]);
+    assert_eq!(get_json(&app, "/v1/threads/th-keep", None).await.0, 200);
+    assert_eq!(delete(&app, "th-erase", "default", None).await.0, 403, "a second delete finds nothing");
+    // The id can start a new conversation.
+    app.run_to_end("demo", &first_run("th-erase", "run-1", "a fresh start")).await;
+}
+on_both_stores!(deleting_a_thread_erases_every_row_and_leaves_an_audit_row_without_content);
+
+async fn a_thread_is_not_deleted_while_its_turn_waits_or_runs_and_nothing_changes(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let asked = app.run_to_end("approver", &first_run("th-busy", "run-1", "send it")).await;
+    let before = app.counts().await;
+    let (status, body) = delete(&app, "th-busy", "default", None).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "turn_in_progress");
+    assert_eq!(app.counts().await, before, "a refused delete changes nothing, the audit trail included");
+    let (_, thread) = get_json(&app, "/v1/threads/th-busy", None).await;
+    assert_eq!(thread["status"], "waiting", "the turn still waits: {thread}");
+
+    // Once decided (denied here) the turn ends and the thread can go.
+    let denied = app.run_to_end("approver", &answer("th-busy", &interrupt_of(&asked), false)).await;
+    assert_eq!(kinds(&denied).last(), Some(&"RUN_FINISHED"), "{:?}", kinds(&denied));
+    assert_eq!(delete(&app, "th-busy", "default", None).await.0, 204);
+
+    // A running turn: refused until it is cancelled.
+    let stream = open_until_waiting(&app, "waiter", &first_run("th-running", "run-1", "wait")).await;
+    let before = app.counts().await;
+    let (status, body) = delete(&app, "th-running", "default", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("turn_in_progress")), "{body}");
+    assert_eq!(thread_rows(&app.counts().await), thread_rows(&before));
+    let cancel = app.client.post(app.url("/v1/threads/th-running/cancel")).send().await.expect("cancel");
+    assert_eq!(cancel.status(), 202);
+    drop(stream);
+    wait_until(PATIENCE, "the cancelled turn to end", || async {
+        let (_, thread) = get_json(&app, "/v1/threads/th-running", None).await;
+        thread["latestTurn"]["status"] == "cancelled"
+    })
+    .await;
+    assert_eq!(delete(&app, "th-running", "default", None).await.0, 204);
+    assert_eq!(app.counts().await.threads, 0);
+}
+on_both_stores!(a_thread_is_not_deleted_while_its_turn_waits_or_runs_and_nothing_changes);
+
+async fn a_thread_the_caller_may_not_delete_answers_like_one_that_does_not_exist(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
+    let ann = token("default", "ann", EVERYTHING);
+    let bob = token("default", "bob", EVERYTHING);
+    let (key, _) = new_key(&app, "default", &["demo"], KeyKind::Tenant).await;
+    run_as(&app, "demo", "default", "th-ann", "ann's", Some(&ann)).await;
+    run_as(&app, "demo", "default", "th-tenant", "the tenant's", Some(&key)).await;
+    let before = app.counts().await;
+
+    let (status, unknown) = delete(&app, "th-nobody", "default", Some(&bob)).await;
+    assert_eq!(status, 403);
+    let (status, forbidden) = delete(&app, "th-ann", "default", Some(&bob)).await;
+    assert_eq!(status, 403);
+    assert_eq!(forbidden, unknown, "another person's thread answers exactly like a missing one");
+    assert_eq!(delete(&app, "th-ann", "default", Some(&key)).await, (403, unknown.clone()), "a key erases no person's");
+    let (status, _) = delete(&app, "th-ann", "acme", Some(&token("acme", "ann", EVERYTHING))).await;
+    assert_eq!(status, 403, "not through another tenant");
+    // A person reads the tenant's threads but does not erase them; reading only is not enough.
+    assert_eq!(delete(&app, "th-tenant", "default", Some(&ann)).await.0, 403);
+    assert_eq!(delete(&app, "th-ann", "default", Some(&token("default", "ann", "threads:read"))).await.0, 403);
+    assert_eq!(delete(&app, "th-ann", "default", None).await.0, 401);
+    assert_eq!(app.counts().await, before, "nothing changed");
+
+    assert_eq!(delete(&app, "th-ann", "default", Some(&ann)).await.0, 204, "her own");
+    assert_eq!(delete(&app, "th-tenant", "default", Some(&key)).await.0, 204, "the tenant's, with its key");
+    assert_eq!(app.counts().await.threads, 0);
+}
+on_both_stores!(a_thread_the_caller_may_not_delete_answers_like_one_that_does_not_exist);
+
+async fn a_bad_cursor_is_a_400_with_the_error_body_and_changes_nothing(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    app.run_to_end("demo", &first_run("th-c", "run-1", "hi")).await;
+    let before = app.counts().await;
+    for cursor in ["not-a-cursor", "djI6MTox", "djE6eDo0Mg", ""] {
+        let (status, body) = get_json(&app, &format!("/v1/threads?tenant=default&cursor={cursor}"), None).await;
+        assert_eq!(status, 400, "{cursor:?}: {body}");
+        assert_eq!(body["error"]["code"], "bad_request");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("cursor")), "{body}");
+    }
+    assert_eq!(app.counts().await, before);
+}
+on_both_stores!(a_bad_cursor_is_a_400_with_the_error_body_and_changes_nothing);
+
+/// Runs `agui-gateway <args> --database <url> --config <the test config>`.
+fn cli(database_url: &str, args: &[&str]) -> (bool, String, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(&config, TEST_CONFIG).expect("write config");
+    let output = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(args)
+        .arg("--database")
+        .arg(database_url)
+        .arg("--config")
+        .arg(&config)
+        .env("AGUI_GATEWAY_LOG_FILTER", "warn")
+        .output()
+        .expect("the gateway binary runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+async fn the_operator_lists_shows_and_deletes_threads_from_the_command_line(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    app.run_to_end("demo", &first_run("th-cli", "run-1", "from the terminal")).await;
+    app.run_to_end("approver", &first_run("th-cli-waits", "run-1", "send it")).await;
+    let url = db.url.clone();
+
+    let (ok, out, err) =
+        tokio::task::spawn_blocking(move || cli(&url, &["threads", "list", "--tenant", "default"])).await.expect("cli");
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).expect("the list is JSON");
+    assert_eq!(ids(&listed), vec!["th-cli-waits", "th-cli"]);
+    assert_eq!(listed["threads"][1]["title"], "from the terminal");
+    assert_eq!(listed["threads"][1]["owner"], "person:local");
+    let url = db.url.clone();
+    let (ok, out, err) = tokio::task::spawn_blocking(move || {
+        cli(&url, &["threads", "list", "--tenant", "default", "--status", "waiting", "--limit", "1"])
+    })
+    .await
+    .expect("cli");
+    assert!(ok, "{err}");
+    assert_eq!(ids(&serde_json::from_str(&out).expect("json")), vec!["th-cli-waits"]);
+
+    let url = db.url.clone();
+    let (ok, out, err) =
+        tokio::task::spawn_blocking(move || cli(&url, &["threads", "show", "--tenant", "default", "th-cli"]))
+            .await
+            .expect("cli");
+    assert!(ok && out.contains("from the terminal"), "{out}{err}");
+
+    let before = app.counts().await;
+    let url = db.url.clone();
+    let (ok, _, err) =
+        tokio::task::spawn_blocking(move || cli(&url, &["threads", "delete", "--tenant", "default", "th-cli-waits"]))
+            .await
+            .expect("cli");
+    assert!(!ok && err.contains("waiting"), "a waiting thread is kept: {err}");
+    assert_eq!(app.counts().await, before);
+
+    let url = db.url.clone();
+    let (ok, out, err) =
+        tokio::task::spawn_blocking(move || cli(&url, &["threads", "delete", "--tenant", "default", "th-cli"]))
+            .await
+            .expect("cli");
+    assert!(ok && out.contains("deleted thread th-cli"), "{out}{err}");
+    assert_eq!(ids(&get_json(&app, "/v1/threads?tenant=default", None).await.1), vec!["th-cli-waits"]);
+    let row = audit_rows(&app).await.pop().expect("audit").entry;
+    assert_eq!((row.action.as_str(), row.actor.as_str()), ("thread.delete", "cli"));
+    assert!(!row.detail.contains("terminal"), "{}", row.detail);
+
+    let url = db.url.clone();
+    let (ok, _, err) =
+        tokio::task::spawn_blocking(move || cli(&url, &["threads", "delete", "--tenant", "default", "th-cli"]))
+            .await
+            .expect("cli");
+    assert!(!ok && err.contains("no thread"), "{err}");
+}
+on_both_stores!(the_operator_lists_shows_and_deletes_threads_from_the_command_line);
+
+fn retention_config(database_url: &str) -> Config {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gateway.toml");
+    let text = format!("{TEST_CONFIG}\n[retention]\nthread_idle_days = 30\ninterval_secs = 1\nbatch = 1\n");
+    std::fs::write(&path, text).expect("write config");
+    let mut config = Config::load(Some(&path), std::iter::empty()).expect("retention config loads");
+    config.database.url = database_url.to_string();
+    config
+}
+
+async fn retention_erases_threads_idle_too_long_and_keeps_fresh_and_waiting_ones(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start_with(retention_config(&db.url)).await;
+    for thread in ["th-old-1", "th-old-2", "th-fresh"] {
+        app.run_to_end("demo", &first_run(thread, "run-1", "hello")).await;
+    }
+    app.run_to_end("approver", &first_run("th-old-waiting", "run-1", "send it")).await;
+    // Their last activity 31 days ago, as the clock will say of any thread left alone.
+    execute_sql(
+        &db.url,
+        "UPDATE threads SET updated_at_ms = updated_at_ms - 2678400000 WHERE thread_id IN ('th-old-1', 'th-old-2', 'th-old-waiting')",
+    )
+    .await;
+    // One thread per pass (batch = 1): both old ones go within a few passes.
+    wait_until(PATIENCE, "the idle threads to be erased", || async {
+        app.store.find_thread("default", "th-old-1").await.expect("find").is_none()
+            && app.store.find_thread("default", "th-old-2").await.expect("find").is_none()
+    })
+    .await;
+    holds_throughout(Duration::from_millis(1500), "the fresh and the waiting thread stay", || async {
+        app.store.find_thread("default", "th-fresh").await.expect("find").is_some()
+            && app.store.find_thread("default", "th-old-waiting").await.expect("find").is_some()
+    })
+    .await;
+    let counts = app.counts().await;
+    assert_eq!(counts.threads, 2);
+    assert_eq!(counts.turns, 2, "the erased threads' turns went with them");
+    let erased: Vec<Value> = audit_rows(&app)
+        .await
+        .into_iter()
+        .filter(|row| row.entry.action == "thread.delete")
+        .map(|row| {
+            assert_eq!(row.entry.actor, "gateway");
+            serde_json::from_str(&row.entry.detail).expect("detail")
+        })
+        .collect();
+    assert_eq!(erased.len(), 2, "{erased:?}");
+    assert!(erased.iter().all(|detail| detail["reason"] == "retention"), "{erased:?}");
+}
+on_both_stores!(retention_erases_threads_idle_too_long_and_keeps_fresh_and_waiting_ones);
