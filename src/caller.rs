@@ -272,6 +272,7 @@ mod tests {
             clearance: Vec::new(),
             via: None,
             app_key: None,
+            expires_at: None,
         })
     }
 
