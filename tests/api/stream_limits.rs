@@ -108,7 +108,8 @@ async fn an_ended_stream_gives_its_place_back(backend: Backend) {
 on_both_stores!(an_ended_stream_gives_its_place_back);
 
 /// Every reload brings a new runId; following the latest turn records none, so reloads do not
-/// grow `runs`, and a reload's stream is still resumable with Last-Event-ID.
+/// grow `runs` (each is one `board.read` row, as it shows the note), and a reload's stream is
+/// still resumable with Last-Event-ID.
 async fn reloading_a_page_adds_no_run(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
@@ -124,14 +125,19 @@ async fn reloading_a_page_adds_no_run(backend: Backend) {
         assert_eq!(followed.len(), original.len(), "reload {n} follows the whole turn");
         assert_eq!(followed.last().expect("end").data["runId"], format!("reload-{n}"));
     }
-    assert_eq!(app.counts().await, before, "reloads record nothing");
+    // Nothing but their reading of the board, one audit row each (§8).
+    let after = app.counts().await;
+    assert_eq!(agui_gateway::store::RowCounts { audit: before.audit, ..after }, before, "reloads record no run");
+    assert_eq!(after.audit, before.audit + 5, "each reload's showing of the note is one board.read");
 
     let whole = app.run_to_end("demo", &reload(9)).await;
     let head = read_events(app.post_run("demo", &reload(9)).await, Some(4)).await;
     let last_id = head.last().and_then(|e| e.id.clone()).expect("id");
     let tail = read_events(app.post_run_with("demo", &reload(9), &[("last-event-id", &last_id)]).await, None).await;
     assert_eq!(tail, whole[4..], "a reload's stream resumes after its last event");
-    assert_eq!(app.counts().await, before);
+    let end = app.counts().await;
+    assert_eq!(agui_gateway::store::RowCounts { audit: before.audit, ..end }, before);
+    assert_eq!(end.audit, after.audit + 3, "three more openings, three more readings");
 }
 on_both_stores!(reloading_a_page_adds_no_run);
 
