@@ -97,6 +97,7 @@ impl ScriptAgent {
                         deciders: Deciders::from_config(deciders),
                         four_eyes: false,
                         details: None,
+                        asks_because: None,
                         choices: choices.clone(),
                     };
                     Err(turn.wait_for(vec![spec], Checkpoint { step: at.index, ..Checkpoint::default() }).await)
@@ -226,6 +227,7 @@ impl ScriptAgent {
                     deciders: Deciders::from_config(&policy.deciders),
                     four_eyes: policy.four_eyes,
                     details: Some(args),
+                    asks_because: policy.approval_reason(),
                     choices: Vec::new(),
                 });
                 ids.push(id);

@@ -150,7 +150,20 @@ pub enum Approval {
     WhenTainted,
 }
 
+/// Why a data-sending tool asks on a tainted turn (recorded with the interrupt it opens).
+pub const TAINT_REASON: &str =
+    "the turn carries outside content (its text came from an app through AG-UI) and the tool sends data out";
+
 impl ToolPolicy {
+    /// Why a call of this tool asks a person first; `None` when it does not ask.
+    pub fn approval_reason(&self) -> Option<&'static str> {
+        match self.approval {
+            Some(Approval::Always) => Some("the tool's policy asks a person for every call"),
+            Some(Approval::WhenTainted) | None if self.exfiltrates => Some(TAINT_REASON),
+            _ => None,
+        }
+    }
+
     pub fn needs_approval(&self) -> bool {
         match self.approval {
             Some(Approval::Never) => false,

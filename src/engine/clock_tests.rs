@@ -44,6 +44,7 @@ impl Agent for Asker {
             deciders: Deciders::default(),
             four_eyes: false,
             details: None,
+            asks_because: None,
             choices: Vec::new(),
         };
         Err(turn.wait_for(vec![spec], Checkpoint { step: 1, ..Checkpoint::default() }).await)

@@ -632,6 +632,7 @@ impl TurnContext {
             "supersedes": supersedes,
             // Every turn started through AG-UI is tainted: its text came from an app (§8).
             "tainted": true,
+            "taintedBecause": "the turn's text came from an app through AG-UI",
             "labels": pin.labels,
         });
         let delta = super::board::pin_patch(&board, &note).map_err(AgentError::Failed)?;

@@ -42,6 +42,9 @@ pub struct InterruptSpec {
     pub four_eyes: bool,
     /// Arguments of the call, for callers with the content permission.
     pub details: Option<Value>,
+    /// Why the call asks a person (`gateway/asks-because`), when a policy made it ask: a
+    /// tainted turn's data-sending tool says so (§8).
+    pub asks_because: Option<&'static str>,
     pub choices: Vec<String>,
 }
 
@@ -74,6 +77,9 @@ impl TurnContext {
             metadata.insert("gateway/turn".into(), json!(asking));
             if let Some(details) = spec.details {
                 metadata.insert("gateway/details".into(), details);
+            }
+            if let Some(why) = spec.asks_because {
+                metadata.insert("gateway/asks-because".into(), json!(why));
             }
             if !spec.choices.is_empty() {
                 metadata.insert("gateway/choices".into(), json!(spec.choices));

@@ -470,6 +470,8 @@ async fn an_exfiltrating_tool_asks_by_default_unless_its_policy_says_otherwise()
     assert_eq!(interrupt["metadata"]["gateway/details"]["body"], "the quarterly numbers");
     let asked = events.iter().rfind(|e| e.kind() == "TOOL_CALL_START").expect("call");
     assert_eq!(asked.data["toolCallName"], "post_to_webhook");
+    let why = interrupt["metadata"]["gateway/asks-because"].as_str().unwrap_or_default();
+    assert!(why.contains("outside content") && why.contains("sends data out"), "the taint's reason: {why}");
     assert_eq!(interrupt["toolCallId"], asked.data["toolCallId"]);
 }
 
@@ -502,6 +504,7 @@ async fn an_exfiltrating_tool_asks_first_in_a_tainted_turn() {
     let notes = app.run_to_end("demo", &first_run("th-taint-note", "run-1", "x")).await;
     let delta = notes.iter().find(|e| e.kind() == "STATE_DELTA").expect("a note");
     assert_eq!(delta.data["delta"][0]["value"]["tainted"], true);
+    assert_eq!(delta.data["delta"][0]["value"]["taintedBecause"], "the turn's text came from an app through AG-UI");
 }
 
 /// `gateway/console` (§5.1): with `console_url` configured, an interrupt links to where people

@@ -463,6 +463,7 @@ impl AguiAgent {
             deciders: Deciders::from_config(&self.config.deciders),
             four_eyes: self.config.four_eyes,
             details: None,
+            asks_because: None,
             choices: Vec::new(),
         }
     }

@@ -191,6 +191,7 @@ fn approval_for(call: &PendingCall, policy: &ToolPolicy) -> InterruptSpec {
         deciders: Deciders::from_config(&policy.deciders),
         four_eyes: policy.four_eyes,
         details: serde_json::from_str(&call.arguments).ok(),
+        asks_because: policy.approval_reason(),
         choices: Vec::new(),
     }
 }
@@ -369,6 +370,7 @@ impl OpenaiAgent {
                     deciders: Deciders::default(),
                     four_eyes: false,
                     details: None,
+                    asks_because: None,
                     choices,
                 })
             }
