@@ -211,6 +211,30 @@ impl Config {
         self.agents.iter().find(|a| a.name == name)
     }
 
+    /// The environment variables whose values are secrets the gateway holds for its agents: a
+    /// model's API key, tools', MCP servers' and upstreams' secret headers. Their values are
+    /// masked wherever they would be recorded, streamed or logged (`redact::mask_secrets`).
+    pub fn secret_variables(&self) -> Vec<String> {
+        let mut variables = Vec::new();
+        for agent in &self.agents {
+            match &agent.kind {
+                AgentKindConfig::Openai(openai) => {
+                    variables.push(openai.api_key_env.clone());
+                    for tool in &openai.tools {
+                        variables.extend(tool.secret_headers.values().cloned());
+                    }
+                    for server in &openai.mcp_servers {
+                        variables.extend(server.secret_headers.values().cloned());
+                    }
+                }
+                AgentKindConfig::Agui(agui) => variables.extend(agui.secret_headers.values().cloned()),
+                AgentKindConfig::Script(_) => {}
+            }
+        }
+        variables.retain(|v| !v.is_empty());
+        variables
+    }
+
     pub fn tenant(&self, name: &str) -> Option<&TenantConfig> {
         self.tenants.iter().find(|t| t.name == name)
     }

@@ -1,6 +1,12 @@
 //! Hiding secrets in text the gateway logs or shows. It sits below `config` and `store`, which
 //! both print database URLs.
 //!
+//! Secret values the gateway holds (a tool's or an MCP server's secret headers, an upstream's,
+//! a model's API key: each an environment variable the configuration names) are replaced by a
+//! placeholder naming their variable (`‹secret:BILLING_TOKEN›`) wherever they would be recorded,
+//! streamed, sent to a model or logged ([`mask_secrets`]): as they are, as the token of a
+//! `Bearer <value>`, and escaped inside JSON strings (once or twice).
+//!
 //! A URL is parsed, not searched: the password of its user-info and the values of query
 //! parameters that carry secrets (`?password=`, `?sslpassword=`, tokens, keys) are replaced by
 //! `***`, whatever characters they hold (a password with `@` in it included). A URL that does
@@ -84,6 +90,91 @@ pub fn redact_urls_in(text: &str) -> String {
     out
 }
 
+/// The environment variables whose values are secrets the gateway holds.
+static SECRET_VARIABLES: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+
+/// A value shorter than this is not searched for: masking every `abc` in a stream would garble
+/// it and hide nothing worth hiding.
+const SHORTEST_SECRET: usize = 6;
+
+/// Makes the values of these environment variables secrets to mask from now on (each time the
+/// gateway starts with a configuration naming them).
+pub fn hold_secrets_of(variables: impl IntoIterator<Item = String>) {
+    let mut held = SECRET_VARIABLES.write().unwrap_or_else(|p| p.into_inner());
+    for variable in variables {
+        if !variable.is_empty() && !held.contains(&variable) {
+            held.push(variable);
+        }
+    }
+}
+
+/// The placeholder that stands for the secret of `variable`.
+pub fn secret_placeholder(variable: &str) -> String {
+    format!("\u{2039}secret:{variable}\u{203a}")
+}
+
+/// Every form of a held secret to look for, longest first, with its placeholder. Values are read
+/// from the environment each time, as the requests that send them read them.
+fn secret_forms() -> Vec<(String, String)> {
+    let held = SECRET_VARIABLES.read().unwrap_or_else(|p| p.into_inner());
+    let mut forms: Vec<(String, String)> = Vec::new();
+    for variable in held.iter() {
+        let Ok(value) = std::env::var(variable) else { continue };
+        let placeholder = secret_placeholder(variable);
+        let bare = value.strip_prefix("Bearer ").unwrap_or(&value).to_string();
+        for plain in [value.clone(), bare] {
+            if plain.chars().count() < SHORTEST_SECRET {
+                continue;
+            }
+            let once = json_escaped(&plain);
+            let twice = json_escaped(&once);
+            for form in [plain, once, twice] {
+                if !forms.iter().any(|(known, _)| *known == form) {
+                    forms.push((form, placeholder.clone()));
+                }
+            }
+        }
+    }
+    forms.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
+    forms
+}
+
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::to_string(text).unwrap_or_default();
+    quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or_default().to_string()
+}
+
+/// `text` with every held secret replaced by its placeholder; borrowed when it holds none.
+pub fn mask_secrets(text: &str) -> std::borrow::Cow<'_, str> {
+    if SECRET_VARIABLES.read().unwrap_or_else(|p| p.into_inner()).is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut masked = std::borrow::Cow::Borrowed(text);
+    for (form, placeholder) in secret_forms() {
+        if masked.contains(form.as_str()) {
+            masked = std::borrow::Cow::Owned(masked.replace(form.as_str(), &placeholder));
+        }
+    }
+    masked
+}
+
+/// A writer whose every write has the held secrets masked (the gateway's log lines).
+pub struct MaskingWriter<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for MaskingWriter<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => self.0.write_all(mask_secrets(text).as_bytes())?,
+            Err(_) => self.0.write_all(bytes)?,
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +214,20 @@ mod tests {
         let shown = redact_url("postgres://u:pa/ss@h:notaport/db");
         assert_eq!(shown, "postgres://*** (not a valid URL)");
         assert_eq!(redact_url("hunter2"), "*** (not a valid URL)");
+    }
+
+    #[test]
+    fn held_secrets_are_masked_as_they_are_as_bearer_tokens_and_inside_json() {
+        std::env::set_var("AGUI_REDACT_TEST_TOKEN", "Bearer s3cr\"et-value");
+        std::env::set_var("AGUI_REDACT_TEST_SHORT", "abc");
+        hold_secrets_of(["AGUI_REDACT_TEST_TOKEN".to_string(), "AGUI_REDACT_TEST_SHORT".to_string()]);
+        let placeholder = secret_placeholder("AGUI_REDACT_TEST_TOKEN");
+        assert_eq!(mask_secrets("auth: Bearer s3cr\"et-value"), format!("auth: {placeholder}"));
+        assert_eq!(mask_secrets("token=s3cr\"et-value;"), format!("token={placeholder};"));
+        let json = serde_json::json!({ "headers": { "authorization": "Bearer s3cr\"et-value" } }).to_string();
+        assert!(!mask_secrets(&json).contains("et-value"), "{}", mask_secrets(&json));
+        let nested = serde_json::to_string(&json).expect("json");
+        assert!(!mask_secrets(&nested).contains("et-value"), "{}", mask_secrets(&nested));
+        assert_eq!(mask_secrets("abc is too short to hide"), "abc is too short to hide");
     }
 }

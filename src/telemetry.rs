@@ -29,13 +29,16 @@ type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 /// Installs the global subscriber. A bad filter falls back to `info`.
 pub fn init(config: &Config) -> Telemetry {
     let filter = EnvFilter::try_new(&config.log.filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    // No log line shows a secret the gateway holds, whatever error or answer quotes it.
+    crate::redact::hold_secrets_of(config.secret_variables());
+    let stderr = || crate::redact::MaskingWriter(std::io::stderr());
     let lines: BoxedLayer = match config.log.format {
-        LogFormat::Pretty => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
+        LogFormat::Pretty => tracing_subscriber::fmt::layer().with_writer(stderr).boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .with_current_span(false)
             .with_span_list(true)
-            .with_writer(std::io::stderr)
+            .with_writer(stderr)
             .boxed(),
     };
     let mut layers: Vec<BoxedLayer> = vec![lines];

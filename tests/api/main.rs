@@ -20,6 +20,7 @@ mod config_check;
 mod conformance;
 mod connect;
 mod corrupt_state;
+mod credentials;
 mod deciders;
 mod decisions;
 mod delegation;

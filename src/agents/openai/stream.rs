@@ -180,7 +180,13 @@ impl OpenaiAgent {
                 tokio::time::sleep(delay).await;
                 delay *= 2;
             }
-            let mut request = http.post(&url).json(body).timeout(Duration::from_secs(self.config.request_timeout_secs));
+            // The model never reads a secret the gateway holds, whatever a tool answered.
+            let sent = crate::redact::mask_secrets(&body.to_string()).into_owned();
+            let mut request = http
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(sent)
+                .timeout(Duration::from_secs(self.config.request_timeout_secs));
             if let Some(key) = &key {
                 request = request.bearer_auth(key);
             }

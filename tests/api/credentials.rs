@@ -1,0 +1,118 @@
+//! Credentials never shown (§2, §3): the gateway holds a tool's secret header so that neither
+//! the page nor the model ever does. A careless tool echoes its request headers in its answer;
+//! the raw value then appears nowhere — not in the client's stream, not in the thread's
+//! messages, not in any table of the database, not in the gateway's log, not in the model's
+//! next request — and a placeholder naming the variable stands in its place.
+
+use std::sync::{Arc, Mutex};
+
+use axum::http::HeaderMap;
+use axum::routing::post;
+use serde_json::{json, Value};
+
+use crate::gateway_process;
+use crate::helpers::*;
+use crate::openai::start_model;
+
+const SECRET: &str = "tok-7f3a9c-very-secret";
+const PLACEHOLDER: &str = "\u{2039}secret:AGUI_TEST_ECHO_TOKEN\u{203a}";
+
+/// A tool that answers with the headers it was sent (as a careless debugging endpoint does).
+async fn start_echoing_tool() -> String {
+    let app = axum::Router::new().route(
+        "/echo",
+        post(|headers: HeaderMap| async move {
+            let seen: serde_json::Map<String, Value> = headers
+                .iter()
+                .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap_or_default())))
+                .collect();
+            json!({ "received_headers": seen }).to_string()
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/echo", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tools_credential_echoed_back_appears_nowhere() {
+    let model = start_model(vec![("echo_headers", json!({}))], "The tool answered.", false).await;
+    let tool = start_echoing_tool().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let database = dir.path().join("gateway.db");
+    let database_url = format!("sqlite://{}", database.display());
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[agents]]
+name = "assistant"
+kind = "openai"
+base_url = "{}"
+model = "scripted"
+[[agents.tools]]
+name = "echo_headers"
+url = "{tool}"
+secret_headers = {{ authorization = "AGUI_TEST_ECHO_TOKEN" }}
+"#,
+            model.url
+        ),
+    )
+    .expect("config");
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let mut gateway = gateway_process::spawn_instance_env(
+        &config,
+        &database_url,
+        logs.clone(),
+        &[],
+        &[("AGUI_TEST_ECHO_TOKEN", SECRET), ("AGUI_GATEWAY_LOG_FILTER", "debug,sqlx=warn,hyper=info,h2=info")],
+    );
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!("http://{}/v1/agui/agents/assistant", gateway.address))
+        .header("content-type", "application/json")
+        .body(first_run("th-secret", "run-1", "what headers do you get?").to_string())
+        .send()
+        .await
+        .expect("run");
+    let (events, raw, _) = read_frames(response, None).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the tool's answer");
+    let shown = result.data["content"].as_str().unwrap_or_default();
+    assert!(shown.contains(PLACEHOLDER), "the placeholder stands in the credential's place: {shown}");
+    assert!(!raw.contains(SECRET), "the client's stream");
+
+    let messages = client
+        .get(format!("http://{}/v1/threads/th-secret/messages", gateway.address))
+        .send()
+        .await
+        .expect("messages")
+        .text()
+        .await
+        .expect("body");
+    assert!(messages.contains(PLACEHOLDER) && !messages.contains(SECRET), "the thread's messages: {messages}");
+
+    let requests = model.requests.lock().expect("requests").clone();
+    assert_eq!(requests.len(), 2, "the model was asked again with the tool's answer");
+    let next = requests[1].to_string();
+    assert!(next.contains("received_headers"), "the tool's answer reached the model: {next}");
+    assert!(!next.contains(SECRET), "the model's next request: {next}");
+
+    gateway.child.kill().expect("stop");
+    let _ = gateway.child.wait();
+    for file in std::fs::read_dir(dir.path()).expect("dir").flatten() {
+        let bytes = std::fs::read(file.path()).expect("read");
+        let found = bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes());
+        let name = file.file_name();
+        if name.to_string_lossy().starts_with("gateway.db") {
+            assert!(!found, "every table of the database ({name:?})");
+        }
+    }
+    let logs = logs.lock().expect("logs").join("\n");
+    assert!(!logs.is_empty(), "the gateway logged");
+    assert!(!logs.contains(SECRET), "the gateway's log");
+}
