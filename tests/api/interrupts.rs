@@ -525,7 +525,8 @@ async fn interrupts_link_to_the_console_where_one_is_configured() {
     let (_, waiting) = run_until_interrupt_for_others(&app, "foureyes", "th-console-others").await;
     assert_eq!(waiting["gateway/console"], link, "{waiting}");
 
-    let plain = TestApp::start(&TestDatabase::new(Backend::Sqlite).await.url).await;
+    let plain_db = TestDatabase::new(Backend::Sqlite).await;
+    let plain = TestApp::start(&plain_db.url).await;
     let (_, interrupts) = run_until_interrupt(&plain, "approver", "th-no-console").await;
     assert!(interrupts[0]["metadata"].get("gateway/console").is_none(), "no console, no link");
 }
