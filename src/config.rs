@@ -222,6 +222,7 @@ impl Config {
                     variables.push(openai.api_key_env.clone());
                     for tool in &openai.tools {
                         variables.extend(tool.secret_headers.values().cloned());
+                        variables.extend(tool.secret_args.values().cloned());
                     }
                     for server in &openai.mcp_servers {
                         variables.extend(server.secret_headers.values().cloned());

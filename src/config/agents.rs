@@ -312,8 +312,35 @@ pub struct HttpTool {
     /// Header name → environment variable holding its value (secrets never reach the stream).
     #[serde(default)]
     pub secret_headers: BTreeMap<String, String>,
+    /// Argument name → environment variable holding a credential the call's arguments carry:
+    /// the model is told to send the placeholder (`‹secret:NAME›`), and the gateway puts the
+    /// value in only when it calls the tool.
+    #[serde(default)]
+    pub secret_args: BTreeMap<String, String>,
     #[serde(flatten)]
     pub policy: ToolPolicy,
+}
+
+impl HttpTool {
+    /// The tool as the model is offered it: each secret argument a string whose only value is
+    /// its placeholder, and the description saying so.
+    pub fn definition(&self) -> Value {
+        let mut parameters = self.parameters.clone();
+        let mut description = self.description.clone();
+        for (argument, variable) in &self.secret_args {
+            let placeholder = crate::redact::secret_placeholder(variable);
+            if let Some(object) = parameters.as_object_mut() {
+                let properties = object.entry("properties").or_insert_with(|| json!({}));
+                if let Some(properties) = properties.as_object_mut() {
+                    properties.insert(argument.clone(), json!({ "type": "string", "const": placeholder }));
+                }
+            }
+            description.push_str(&format!(
+                " The argument `{argument}` is a credential the gateway holds: send exactly \"{placeholder}\"."
+            ));
+        }
+        json!({ "type": "function", "function": { "name": self.name, "description": description.trim(), "parameters": parameters } })
+    }
 }
 
 fn default_request_timeout_secs() -> u64 {

@@ -27,8 +27,17 @@ const AGENT_KEYS: &[&str] =
 const AGENT_KINDS: &[&str] = &["script", "openai", "agui"];
 
 /// The keys of an `openai` agent's HTTP tool besides its approval policy (flattened).
-const HTTP_TOOL_KEYS: &[&str] =
-    &["name", "description", "url", "method", "parameters", "timeout_secs", "max_response_bytes", "secret_headers"];
+const HTTP_TOOL_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "url",
+    "method",
+    "parameters",
+    "timeout_secs",
+    "max_response_bytes",
+    "secret_headers",
+    "secret_args",
+];
 
 /// The keys of an `openai` agent's MCP server besides its approval policy (flattened).
 const MCP_SERVER_KEYS: &[&str] = &["name", "url", "headers", "secret_headers", "tools", "timeout_secs"];

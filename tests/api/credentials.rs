@@ -2,7 +2,9 @@
 //! the page nor the model ever does. A careless tool echoes its request headers in its answer;
 //! the raw value then appears nowhere — not in the client's stream, not in the thread's
 //! messages, not in any table of the database, not in the gateway's log, not in the model's
-//! next request — and a placeholder naming the variable stands in its place.
+//! next request — and a placeholder naming the variable stands in its place. A tool whose
+//! arguments carry a credential (`secret_args`) is called with the value, while the model, the
+//! stream and the log only ever see the placeholder.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,16 +19,26 @@ use crate::openai::start_model;
 const SECRET: &str = "tok-7f3a9c-very-secret";
 const PLACEHOLDER: &str = "\u{2039}secret:AGUI_TEST_ECHO_TOKEN\u{203a}";
 
-/// A tool that answers with the headers it was sent (as a careless debugging endpoint does).
-async fn start_echoing_tool() -> String {
+const ARG_SECRET: &str = "argtok-51c0ffee-also-secret";
+const ARG_PLACEHOLDER: &str = "\u{2039}secret:AGUI_TEST_ARG_TOKEN\u{203a}";
+
+/// A tool that answers with the headers and the body it was sent (as a careless debugging
+/// endpoint does), and keeps the bodies.
+async fn start_echoing_tool() -> (String, Arc<Mutex<Vec<String>>>) {
+    let bodies: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = bodies.clone();
     let app = axum::Router::new().route(
         "/echo",
-        post(|headers: HeaderMap| async move {
-            let seen: serde_json::Map<String, Value> = headers
-                .iter()
-                .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap_or_default())))
-                .collect();
-            json!({ "received_headers": seen }).to_string()
+        post(move |headers: HeaderMap, body: String| {
+            let kept = kept.clone();
+            async move {
+                kept.lock().unwrap_or_else(|p| p.into_inner()).push(body.clone());
+                let seen: serde_json::Map<String, Value> = headers
+                    .iter()
+                    .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap_or_default())))
+                    .collect();
+                json!({ "received_headers": seen, "received_body": body }).to_string()
+            }
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -34,13 +46,18 @@ async fn start_echoing_tool() -> String {
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    url
+    (url, bodies)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tools_credential_echoed_back_appears_nowhere() {
-    let model = start_model(vec![("echo_headers", json!({}))], "The tool answered.", false).await;
-    let tool = start_echoing_tool().await;
+    let model = start_model(
+        vec![("echo_headers", json!({})), ("use_token", json!({ "token": ARG_PLACEHOLDER, "query": "balance" }))],
+        "The tools answered.",
+        false,
+    )
+    .await;
+    let (tool, bodies) = start_echoing_tool().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let database = dir.path().join("gateway.db");
     let database_url = format!("sqlite://{}", database.display());
@@ -58,6 +75,11 @@ model = "scripted"
 name = "echo_headers"
 url = "{tool}"
 secret_headers = {{ authorization = "AGUI_TEST_ECHO_TOKEN" }}
+[[agents.tools]]
+name = "use_token"
+url = "{tool}"
+parameters = {{ type = "object", properties = {{ query = {{ type = "string" }} }} }}
+secret_args = {{ token = "AGUI_TEST_ARG_TOKEN" }}
 "#,
             model.url
         ),
@@ -69,7 +91,11 @@ secret_headers = {{ authorization = "AGUI_TEST_ECHO_TOKEN" }}
         &database_url,
         logs.clone(),
         &[],
-        &[("AGUI_TEST_ECHO_TOKEN", SECRET), ("AGUI_GATEWAY_LOG_FILTER", "debug,sqlx=warn,hyper=info,h2=info")],
+        &[
+            ("AGUI_TEST_ECHO_TOKEN", SECRET),
+            ("AGUI_TEST_ARG_TOKEN", ARG_SECRET),
+            ("AGUI_GATEWAY_LOG_FILTER", "debug,sqlx=warn,hyper=info,h2=info"),
+        ],
     );
     let client = reqwest::Client::new();
     let response = client
@@ -84,7 +110,14 @@ secret_headers = {{ authorization = "AGUI_TEST_ECHO_TOKEN" }}
     let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the tool's answer");
     let shown = result.data["content"].as_str().unwrap_or_default();
     assert!(shown.contains(PLACEHOLDER), "the placeholder stands in the credential's place: {shown}");
-    assert!(!raw.contains(SECRET), "the client's stream");
+    assert!(!raw.contains(SECRET) && !raw.contains(ARG_SECRET), "the client's stream");
+    // The credential argument: the call shows the placeholder, the tool got the value.
+    let args: String =
+        events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").filter_map(|e| e.data["delta"].as_str()).collect();
+    assert!(args.contains(ARG_PLACEHOLDER), "the call's arguments as shown: {args}");
+    let sent = bodies.lock().expect("bodies").clone();
+    let to_tool: Value = serde_json::from_str(sent.last().expect("the tool was called")).expect("json");
+    assert_eq!(to_tool, json!({ "token": ARG_SECRET, "query": "balance" }), "the value, only in the call");
 
     let messages = client
         .get(format!("http://{}/v1/threads/th-secret/messages", gateway.address))
@@ -97,16 +130,23 @@ secret_headers = {{ authorization = "AGUI_TEST_ECHO_TOKEN" }}
     assert!(messages.contains(PLACEHOLDER) && !messages.contains(SECRET), "the thread's messages: {messages}");
 
     let requests = model.requests.lock().expect("requests").clone();
-    assert_eq!(requests.len(), 2, "the model was asked again with the tool's answer");
     let next = requests[1].to_string();
     assert!(next.contains("received_headers"), "the tool's answer reached the model: {next}");
-    assert!(!next.contains(SECRET), "the model's next request: {next}");
+    assert_eq!(requests.len(), 3, "asked after each tool");
+    let offered = &requests[0]["tools"];
+    let use_token = offered.as_array().expect("tools").iter().find(|t| t["function"]["name"] == "use_token");
+    let definition = use_token.expect("offered").to_string();
+    assert!(definition.contains(ARG_PLACEHOLDER), "the model is told to send the placeholder: {definition}");
+    for request in &requests {
+        let text = request.to_string();
+        assert!(!text.contains(SECRET) && !text.contains(ARG_SECRET), "the model's requests: {text}");
+    }
 
     gateway.child.kill().expect("stop");
     let _ = gateway.child.wait();
     for file in std::fs::read_dir(dir.path()).expect("dir").flatten() {
         let bytes = std::fs::read(file.path()).expect("read");
-        let found = bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes());
+        let found = [SECRET, ARG_SECRET].iter().any(|s| bytes.windows(s.len()).any(|w| w == s.as_bytes()));
         let name = file.file_name();
         if name.to_string_lossy().starts_with("gateway.db") {
             assert!(!found, "every table of the database ({name:?})");
@@ -114,5 +154,5 @@ secret_headers = {{ authorization = "AGUI_TEST_ECHO_TOKEN" }}
     }
     let logs = logs.lock().expect("logs").join("\n");
     assert!(!logs.is_empty(), "the gateway logged");
-    assert!(!logs.contains(SECRET), "the gateway's log");
+    assert!(!logs.contains(SECRET) && !logs.contains(ARG_SECRET), "the gateway's log");
 }

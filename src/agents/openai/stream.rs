@@ -35,7 +35,7 @@ impl OpenaiAgent {
             .config
             .tools
             .iter()
-            .map(|t| json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } }))
+            .map(|t| t.definition())
             .chain(self.config.builtins.iter().filter_map(|b| {
                 let mut definition = builtin_definition(b)?;
                 if b == DELEGATE {

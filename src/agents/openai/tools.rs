@@ -22,11 +22,29 @@ impl OpenaiAgent {
     /// goes in the `Idempotency-Key` header: the same for each attempt at one call.
     #[tracing::instrument(name = "tool_call", skip_all, fields(tool = %tool.name))]
     pub(super) async fn run_tool(&self, tool: &HttpTool, arguments: &str, idempotency_key: &str) -> String {
-        let args: Value = match serde_json::from_str(arguments) {
+        let mut args: Value = match serde_json::from_str(arguments) {
             Ok(args) => args,
             Err(e) => return format!("error: the arguments are not JSON ({e})"),
         };
-        if let Ok(validator) = jsonschema::validator_for(&tool.parameters) {
+        // The model sent placeholders for the credentials: the values go in only now, in the
+        // request to the tool, and nowhere else (the log shows what the model sent).
+        for (argument, variable) in &tool.secret_args {
+            let Some(object) = args.as_object_mut() else { break };
+            match std::env::var(variable) {
+                Ok(value) => {
+                    object.insert(argument.clone(), Value::String(value));
+                }
+                Err(_) => return format!("error: the credential for `{argument}` is not configured; nothing was run"),
+            }
+        }
+        let mut checked = tool.parameters.clone();
+        if let Some(properties) = checked.get_mut("properties").and_then(Value::as_object_mut) {
+            // The arguments now hold the credentials themselves, not their placeholders.
+            for argument in tool.secret_args.keys() {
+                properties.insert(argument.clone(), serde_json::json!({ "type": "string" }));
+            }
+        }
+        if let Ok(validator) = jsonschema::validator_for(&checked) {
             let errors: Vec<String> = validator.iter_errors(&args).map(|e| e.to_string()).collect();
             if !errors.is_empty() {
                 return format!("error: the arguments do not match the tool's schema: {}", errors.join("; "));
