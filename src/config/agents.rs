@@ -155,10 +155,10 @@ pub const TAINT_REASON: &str =
     "the turn carries outside content (its text came from an app through AG-UI) and the tool sends data out";
 
 impl ToolPolicy {
-    /// Why a call of this tool asks a person first; `None` when it does not ask.
+    /// Why a call of this tool asks a person first when the turn's taint is the reason (a
+    /// policy that always asks needs no reason given).
     pub fn approval_reason(&self) -> Option<&'static str> {
         match self.approval {
-            Some(Approval::Always) => Some("the tool's policy asks a person for every call"),
             Some(Approval::WhenTainted) | None if self.exfiltrates => Some(TAINT_REASON),
             _ => None,
         }
