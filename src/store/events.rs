@@ -292,9 +292,18 @@ fn event_row<DB: SqlDb>(row: &Record<DB>) -> Result<StoredEvent, StoreError> {
 
 /// Runs each non-event op of a batch (notes, checkpoints, finished turns, waits) on `tx`.
 async fn apply_side_ops<DB: SqlDb>(tx: &mut Transaction<'static, DB>, ops: &[&WriteOp]) -> Result<(), StoreError> {
-    for op in ops {
+    // Only a turn's last checkpoint in the batch is written: within one transaction the earlier
+    // ones would be overwritten unseen (a relay checkpoints with every event it relays).
+    let mut last_checkpoint = std::collections::HashMap::new();
+    for (index, op) in ops.iter().enumerate() {
+        if let WriteOp::Checkpoint { turn, .. } = op {
+            last_checkpoint.insert(*turn, index);
+        }
+    }
+    for (index, op) in ops.iter().enumerate() {
         match op {
             WriteOp::Event { .. } => {}
+            WriteOp::Checkpoint { turn, .. } if last_checkpoint.get(turn) != Some(&index) => {}
             WriteOp::PinNote { thread, note_no, body } => {
                 Stmt::new(INSERT_NOTE).bind(*thread).bind(*note_no).bind(body).execute(&mut *tx).await?;
             }
