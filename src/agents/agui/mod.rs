@@ -399,7 +399,12 @@ impl AguiAgent {
             })?;
             for message in decoder.push(&chunk) {
                 let event = parse_upstream_event(&message.data)?;
-                if std::mem::take(&mut first) && reconnecting && matches!(event, Event::RunStarted { .. }) {
+                let opening = std::mem::take(&mut first) && reconnecting;
+                if let (true, Event::RunError { message, .. }) = (opening, &event) {
+                    // It could not continue the run (it no longer knows it, or the id): run it again.
+                    return Err(refused(format!("the upstream agent did not continue the run: {message}")));
+                }
+                if opening && matches!(event, Event::RunStarted { .. }) {
                     // The upstream began the run anew instead of continuing it: what the cut
                     // left open ends, and this is the run from its start.
                     turn.close_open_items().await?;
