@@ -224,6 +224,6 @@ mod tests {
         );
         let read: ClientWaitEvent = body_of(&body).expect("reads");
         assert_eq!(read.pending_tool_call_ids, vec!["c1", "c2"]);
-        assert!(matches!(body_of::<ClientWaitEvent>(br#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#), Err(_)));
+        assert!(body_of::<ClientWaitEvent>(br#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#).is_err());
     }
 }

@@ -43,10 +43,10 @@ impl Engine {
                 usage.turns_started,
                 Some(next_minute),
             ))
-        } else if let Some(limit) = quotas.tokens_per_period.filter(|l| usage.tokens >= *l as i64) {
-            Some(quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit as i64, usage.tokens, Some(next_period)))
         } else {
-            None
+            quotas.tokens_per_period.filter(|l| usage.tokens >= *l as i64).map(|limit| {
+                quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit as i64, usage.tokens, Some(next_period))
+            })
         };
         if let Some(scope) = refusal.as_ref().and_then(|r| r.figures.as_ref()).and_then(|f| f["scope"].as_str()) {
             self.inner.metrics.quota_refusals.get_or_create(&CodeLabel { code: scope.into() }).inc();

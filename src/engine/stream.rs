@@ -178,7 +178,7 @@ impl Drop for OpenStream {
 pub(super) fn ends_run_for(plan: &FollowPlan, event: &StoredEvent) -> bool {
     match event.kind {
         EventKind::RunFinished | EventKind::RunError | EventKind::ClientWait => true,
-        EventKind::Waiting => waiting_of(event).is_some_and(|w| split_for(&plan.viewer, &w).0.len() > 0),
+        EventKind::Waiting => waiting_of(event).is_some_and(|w| !split_for(&plan.viewer, &w).0.is_empty()),
         _ => false,
     }
 }

@@ -75,7 +75,7 @@ async fn a_childs_approval_is_answered_through_the_parents_resume(backend: Backe
         "the mailer finishes, then the summariser runs"
     );
     // The approved call's result and the child's own text stay inside its step.
-    let position = |pred: &dyn Fn(&SseEvent) -> bool| second.iter().position(|e| pred(e)).expect("event");
+    let position = |pred: &dyn Fn(&SseEvent) -> bool| second.iter().position(pred).expect("event");
     let result = position(&|e| e.kind() == "TOOL_CALL_RESULT");
     let mailer_done = position(&|e| e.kind() == "STEP_FINISHED" && e.data["stepName"] == json!(child));
     assert!(result < mailer_done);

@@ -529,7 +529,7 @@ impl OpenaiAgent {
         if let Some((server, tool)) = self.mcp.find(&call.name) {
             return CallKind::Mcp(server, tool);
         }
-        if !self.config.builtins.iter().any(|b| *b == call.name) {
+        if !self.config.builtins.contains(&call.name) {
             return CallKind::Unoffered;
         }
         match call.name.as_str() {
