@@ -198,6 +198,19 @@ impl Report {
         for gw in [pg, lite] {
             let store = if gw == pg { "Postgres" } else { "SQLite" };
             checks.extend([
+                // Issue 24: what relaying an upstream AG-UI server costs.
+                (
+                    format!("upstream relay, {store}: through the gateway ≥ 0.8 × the direct rate"),
+                    Check::AtLeastTimes {
+                        figure: format!("{gw}/upstream/through/rate"),
+                        reference: format!("{gw}/upstream/direct/rate"),
+                        k: 0.8,
+                    },
+                ),
+                (
+                    format!("upstream relay, {store}: the gateway adds ≤ 2 ms p99 per event (paced run)"),
+                    Check::AtMost { figure: format!("{gw}/upstream/added/p99"), limit: 2.0 },
+                ),
                 (
                     format!("replay of 10,000 events, {store}: first event ≤ 5 ms"),
                     Check::AtMost { figure: format!("{gw}/replay/first"), limit: 5.0 },
