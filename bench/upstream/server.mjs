@@ -36,18 +36,31 @@ const BATCH = 64;
 // A microsecond wall clock. performance.now() is monotonic with sub-microsecond resolution but
 // its origin is fixed at start, and Date.now() has only milliseconds: at each run the monotonic
 // clock is pinned to the instant Date.now() ticks to a new millisecond, so a clock step or slew
-// since start (NTP) does not skew the stamps by more than that run's drift.
+// since start (NTP) does not skew the stamps. The tick lies between two Date.now() calls; a
+// pinning whose two calls were more than 10 µs apart (the process was preempted between them,
+// which on a busy machine happens, and then the pin is off by milliseconds) is tried again, and
+// after five such tries the previous offset stays.
 let offsetMs = performance.timeOrigin;
 function syncClock() {
-  const first = Date.now();
-  let now = first;
-  let mono = performance.now();
-  // At most one millisecond of spinning.
-  while (now === first) {
-    mono = performance.now();
-    now = Date.now();
+  for (let attempt = 0; attempt < 5; attempt++) {
+    let beforeLast = performance.now();
+    const first = Date.now();
+    let afterLast = performance.now();
+    for (;;) {
+      const before = performance.now();
+      const now = Date.now();
+      const after = performance.now();
+      if (now !== first) {
+        if (after - beforeLast <= 0.01) {
+          offsetMs = now - (afterLast + before) / 2;
+          return;
+        }
+        break;
+      }
+      beforeLast = before;
+      afterLast = after;
+    }
   }
-  offsetMs = now - mono;
 }
 const wallUs = () => Math.round((offsetMs + performance.now()) * 1000);
 
