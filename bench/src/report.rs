@@ -17,6 +17,8 @@ pub enum Unit {
     /// % of one core
     Core,
     KiB,
+    /// microseconds (CPU time per event)
+    Us,
 }
 
 impl Unit {
@@ -26,6 +28,7 @@ impl Unit {
             Unit::Ms => "ms",
             Unit::Core => "% core",
             Unit::KiB => "KiB",
+            Unit::Us => "µs",
         }
     }
 
@@ -36,6 +39,7 @@ impl Unit {
             Unit::Ms => format!("{value:.1}"),
             Unit::Core => format!("{value:.0}"),
             Unit::KiB => format!("{value:.1}"),
+            Unit::Us => format!("{value:.2}"),
         }
     }
 }

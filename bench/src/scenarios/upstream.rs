@@ -278,6 +278,8 @@ async fn measure(
     stored += warmed.received.events;
 
     let mut rates: [Vec<f64>; 2] = Default::default();
+    // CPU time per event: the upstream's read directly, the gateway's through it.
+    let mut per_event: [Vec<f64>; 2] = Default::default();
     let mut fast_cpu: [Vec<CpuUse>; 2] = Default::default();
     let mut fast_upstream_cpu = Vec::new();
     // direct p50/p99/p999/max, through the same, added p50/p99.
@@ -350,6 +352,9 @@ async fn measure(
         }
         rates[0].push(direct_rate);
         rates[1].push(through_rate);
+        // % of a core ÷ events per second = core-seconds per event; × 10⁴ gives µs.
+        per_event[0].push(fast_direct.cpu.server / direct_rate.max(1e-9) * 1e4);
+        per_event[1].push(fast_through.cpu.server / through_rate.max(1e-9) * 1e4);
         fast_cpu[0].push(fast_direct.cpu);
         fast_cpu[1].push(fast_through.cpu);
         fast_upstream_cpu.push(fast_through.upstream_cpu);
@@ -379,6 +384,21 @@ async fn measure(
         Unit::PerSec,
         through_rates,
         Some(format!("{key}/direct/rate")),
+    );
+    let [direct_per_event, through_per_event] = per_event;
+    report.add(
+        format!("{key}/direct/cpu-per-event"),
+        format!("{direct_label}: upstream CPU per event"),
+        Unit::Us,
+        direct_per_event,
+        None,
+    );
+    report.add(
+        format!("{key}/through/cpu-per-event"),
+        format!("{through_label}: gateway CPU per event"),
+        Unit::Us,
+        through_per_event,
+        None,
     );
     let [direct_cpu, through_cpu] = fast_cpu;
     // Read directly, the server under test is the upstream itself.
