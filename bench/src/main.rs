@@ -6,8 +6,9 @@
 //! database limit measured in the same run, and judges the targets. With `--peers`, the
 //! AG-UI Python stack and CopilotKit's runtime run the burst and ticking scenarios side by side.
 //! Beyond those: `chat` (an `openai` agent on a scripted model the tool serves), `scale-out`
-//! (three instances on one PostgreSQL database) and `waiting` (many waiting turns on one
-//! instance, their memory and lease writes).
+//! (three instances on one PostgreSQL database), `waiting` (many waiting turns on one
+//! instance, their memory and lease writes) and `upstream` (an upstream AG-UI server read
+//! directly and through the gateway's `agui` agent: the relay's rate and added latency).
 //!
 //! `smoke` runs every gateway scenario tiny, in seconds, checking every event and the stored
 //! rows and nothing about timing: it fails loudly when a scenario breaks.
@@ -142,6 +143,16 @@ struct Cli {
     /// Seconds the waiting scenario counts lease writes over.
     #[arg(long, default_value_t = 10)]
     waiting_secs: u64,
+    /// Events in the upstream scenario's as-fast-as-sent run (read directly and through the
+    /// gateway)…
+    #[arg(long, default_value_t = 100_000)]
+    upstream_events: u64,
+    /// …and deltas in its paced run, for latency…
+    #[arg(long, default_value_t = 5_000)]
+    upstream_paced_events: u64,
+    /// …sent at this many per second.
+    #[arg(long, default_value_t = 1_000)]
+    upstream_rate: u64,
     /// Upper bound of one repetition of a scenario.
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
@@ -159,6 +170,7 @@ enum Scenario {
     Chat,
     ScaleOut,
     Waiting,
+    Upstream,
     All,
     Smoke,
 }
@@ -190,6 +202,9 @@ impl Cli {
                 waiting_turns: 40,
                 waiting_turns_max: 60,
                 waiting_window_secs: 1,
+                upstream_events: 2_000,
+                upstream_paced_events: 200,
+                upstream_rate: 1_000,
             }
         } else {
             Sizes {
@@ -211,6 +226,9 @@ impl Cli {
                 waiting_turns: self.waiting_turns,
                 waiting_turns_max: self.waiting_turns_max,
                 waiting_window_secs: self.waiting_secs.max(1),
+                upstream_events: self.upstream_events,
+                upstream_paced_events: self.upstream_paced_events,
+                upstream_rate: self.upstream_rate.max(1),
             }
         };
         Settings {
@@ -278,6 +296,9 @@ async fn run(cli: &Cli) -> Result<()> {
     }
     if cli.peers {
         peers::check_installed(&cli.peers_dir)?;
+    }
+    if cli.scenario == Scenario::Upstream {
+        scenarios::upstream::check_installed()?;
     }
     // A private copy: a rebuild of the workspace during the run must not swap the binary.
     let binary_dir =
@@ -354,6 +375,10 @@ async fn run(cli: &Cli) -> Result<()> {
             let with_max = !(settings.strict && index > 0);
             let outcome = scenarios::waiting::run(&gateways, store, &settings, with_max, &quiet, &mut report).await;
             record(format!("Waiting on gateway/{store}"), outcome);
+        }
+        if cli.runs(Scenario::Upstream) {
+            let outcome = scenarios::upstream::run(&gateways, store, &settings, &quiet, &mut report).await;
+            record(format!("Upstream on gateway/{store}"), outcome);
         }
     }
     // Several instances share one database: PostgreSQL only.

@@ -62,7 +62,8 @@ pub struct ReadOptions {
     /// Record append→receive latency of `gateway.tick` events.
     pub ticks: bool,
     /// Record model→receive latency of text deltas that carry the microsecond they left the
-    /// model (` t<micros>`, the chat scenario's scripted model), and keep `STATE_DELTA`s.
+    /// model (` t<micros>`, the chat scenario's scripted model, or ` t<micros> n<k>`, the
+    /// upstream scenario's server), and keep `STATE_DELTA`s.
     pub tokens: bool,
 }
 
@@ -75,13 +76,16 @@ pub struct TickSample {
     pub latency_us: u64,
 }
 
-/// One model token as received (chat scenario).
+/// One model token as received (chat scenario), or one upstream delta (upstream scenario).
 #[derive(Debug, Clone, Copy)]
 pub struct TokenSample {
     /// Wall-clock microsecond the model server sent it (the token's text).
     pub sent_us: u64,
     /// Wall-clock microsecond it arrived.
     pub received_us: u64,
+    /// The sender's index of it, when the text carries one after the stamp (` t<micros> n<k>`,
+    /// the upstream scenario's server): a lost, repeated or reordered delta shows.
+    pub seq: Option<u64>,
 }
 
 /// What a stream delivered.
@@ -223,8 +227,8 @@ fn on_frame(frame: &[u8], received: &mut Received, options: ReadOptions, now: In
         b"TEXT_MESSAGE_CONTENT" => {
             received.content_events += 1;
             if options.tokens {
-                if let Some(sent_us) = number_after(data, b"\"delta\":\" t") {
-                    received.tokens.push(TokenSample { sent_us, received_us: now_us });
+                if let Some((sent_us, seq)) = stamp_and_seq(data) {
+                    received.tokens.push(TokenSample { sent_us, received_us: now_us, seq });
                 }
             }
         }
@@ -261,9 +265,23 @@ fn event_type(data: &[u8]) -> Option<&[u8]> {
 
 fn number_after(data: &[u8], key: &[u8]) -> Option<u64> {
     let at = memmem::find(data, key)? + key.len();
-    let digits: &[u8] = &data[at..];
-    let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&digits[..len]).ok()?.parse().ok()
+    leading_number(&data[at..]).map(|(n, _)| n)
+}
+
+/// The number `bytes` starts with, and how many digits it had.
+fn leading_number(bytes: &[u8]) -> Option<(u64, usize)> {
+    let len = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+    let n = std::str::from_utf8(&bytes[..len]).ok()?.parse().ok()?;
+    Some((n, len))
+}
+
+/// A delta's ` t<micros>` stamp and, right after it, its ` n<k>` index when it has one.
+fn stamp_and_seq(data: &[u8]) -> Option<(u64, Option<u64>)> {
+    const KEY: &[u8] = b"\"delta\":\" t";
+    let at = memmem::find(data, KEY)? + KEY.len();
+    let (stamp, len) = leading_number(&data[at..])?;
+    let seq = data[at + len..].strip_prefix(b" n").and_then(leading_number).map(|(k, _)| k);
+    Some((stamp, seq))
 }
 
 /// Gateway ids are `<turn>.<seq>`: the seq must grow along a stream.
@@ -294,6 +312,10 @@ mod tests {
         assert!(!on_frame(token, &mut received, options, Instant::now(), 1_700_000_000_001_000).expect("frame"));
         assert_eq!(received.tokens.len(), 1);
         assert_eq!(received.tokens[0].sent_us, 1_700_000_000_000_456);
+        assert_eq!(received.tokens[0].seq, None);
+        let delta = br#"data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":" t1700000000000789 n41 xxxx"}"#;
+        assert!(!on_frame(delta, &mut received, options, Instant::now(), 1_700_000_000_001_000).expect("frame"));
+        assert_eq!((received.tokens[1].sent_us, received.tokens[1].seq), (1_700_000_000_000_789, Some(41)));
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod raw;
 pub mod replay;
 pub mod scale_out;
 pub mod ticking;
+pub mod upstream;
 pub mod waiting;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,6 +51,11 @@ pub struct Sizes {
     pub waiting_turns_max: u64,
     /// The window the lease writes are counted over.
     pub waiting_window_secs: u64,
+    /// The upstream scenario: events in its as-fast-as-sent run, and deltas in its paced run
+    /// at `upstream_rate` per second.
+    pub upstream_events: u64,
+    pub upstream_paced_events: u64,
+    pub upstream_rate: u64,
 }
 
 #[derive(Debug, Clone)]
