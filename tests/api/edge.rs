@@ -622,7 +622,9 @@ async fn printed_database_urls_mask_every_password() {
     assert!(!printed.contains("RAW") && !printed.contains("s3cret"), "{printed}");
     // A password in the query, on a database that exists (the server trusts the test user).
     let db = TestDatabase::new(Backend::Postgres).await;
-    let url = format!("{}?password=hunter2", db.url);
+    // (Over TLS the URL has a query already: `sslmode`, `sslrootcert`.)
+    let joiner = if db.url.contains('?') { '&' } else { '?' };
+    let url = format!("{}{joiner}password=hunter2", db.url);
     let printed = run(&["check-config"], &url);
     assert!(printed.contains("config ok") && printed.contains("password=***"), "{printed}");
     assert!(!printed.contains("hunter2"), "{printed}");
