@@ -158,6 +158,14 @@ pub fn mask_secrets(text: &str) -> std::borrow::Cow<'_, str> {
     masked
 }
 
+/// `text` with every held secret replaced by its placeholder, reusing `text` when it holds none.
+pub fn mask_secrets_owned(text: String) -> String {
+    match mask_secrets(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(masked) => masked,
+    }
+}
+
 /// A writer whose every write has the held secrets masked (the gateway's log lines).
 pub struct MaskingWriter<W>(pub W);
 

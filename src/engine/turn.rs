@@ -406,7 +406,7 @@ impl TurnContext {
             .map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))?;
         // A secret the gateway holds is never recorded, so never shown: not even when a tool,
         // an upstream or a model echoes it (§2 credentials).
-        let body = crate::redact::mask_secrets(&body).into_owned().into_bytes();
+        let body = crate::redact::mask_secrets_owned(body).into_bytes();
         if body.len() > self.max_event_bytes {
             return Err(AgentError::EventTooLarge { size: body.len(), limit: self.max_event_bytes });
         }
@@ -438,7 +438,7 @@ impl TurnContext {
         }
         let checkpoint = serde_json::to_string(&nested)
             .map_err(|error| AgentError::Failed(format!("checkpoint could not be encoded: {error}")))?;
-        let checkpoint = crate::redact::mask_secrets(&checkpoint).into_owned();
+        let checkpoint = crate::redact::mask_secrets_owned(checkpoint);
         Ok(WriteOp::Checkpoint { turn: self.turn_pk, checkpoint })
     }
 

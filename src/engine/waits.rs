@@ -101,7 +101,7 @@ impl TurnContext {
             };
             let shown = serde_json::to_string(&interrupt)
                 .map_err(|e| AgentError::Failed(format!("an interrupt could not be encoded: {e}")))?;
-            let shown = crate::redact::mask_secrets(&shown).into_owned();
+            let shown = crate::redact::mask_secrets_owned(shown);
             rows.push(InterruptRow {
                 id: id.clone(),
                 thread: self.thread_pk,

@@ -181,7 +181,7 @@ impl OpenaiAgent {
                 delay *= 2;
             }
             // The model never reads a secret the gateway holds, whatever a tool answered.
-            let sent = crate::redact::mask_secrets(&body.to_string()).into_owned();
+            let sent = crate::redact::mask_secrets_owned(body.to_string());
             let mut request = http
                 .post(&url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
