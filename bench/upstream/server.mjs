@@ -21,9 +21,8 @@
 // The packages are those of tests/upstream/node (pinned in its package-lock.json; scripts/test
 // installs them, or `npm ci --prefix tests/upstream/node`): one pinned encoder for the tests and
 // the bench, nothing installed at run time.
-import http from "node:http";
-import fs from "node:fs";
 import { createRequire } from "node:module";
+import { serve } from "../../tests/support/listen.mjs";
 
 const require = createRequire(new URL("../../tests/upstream/node/package.json", import.meta.url));
 const { EventEncoder } = require("@ag-ui/encoder");
@@ -162,43 +161,7 @@ async function handle(req, res) {
   return sendJson(res, 404, { error: `no route ${req.method} ${url.pathname}` });
 }
 
-function parsePort(argv) {
-  const at = argv.indexOf("--port");
-  if (at < 0) return 0;
-  const port = Number(argv[at + 1]);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    console.error(`--port needs a number, got ${argv[at + 1]}`);
-    process.exit(2);
-  }
-  return port;
-}
-
-const server = http.createServer((req, res) => {
-  handle(req, res).catch((e) => {
-    console.error(`upstream: ${req.method} ${req.url}: ${e.stack ?? e}`);
-    if (!res.headersSent) sendJson(res, 500, { error: "internal" });
-    else res.destroy();
-  });
-});
-// The gateway keeps its connection to the upstream between runs; Node's 5 s default would
-// close it under a long paced run's neighbour and cost a reconnect in the measurement.
-server.keepAliveTimeout = 120_000;
-
-const shutdown = () => {
-  server.close();
-  server.closeAllConnections();
-  process.exit(0);
-};
-process.on("SIGTERM", shutdown);
-process.on("SIGINT", shutdown);
-// A parent that dies without signalling closes our stdin (a pipe): end with it.
-const stdin = fs.fstatSync(0);
-if (stdin.isFIFO() || stdin.isSocket()) {
-  process.stdin.on("end", shutdown);
-  process.stdin.on("close", shutdown);
-  process.stdin.resume();
-}
-
-server.listen(parsePort(process.argv), "127.0.0.1", () => {
-  process.stdout.write(`listening http://127.0.0.1:${server.address().port}\n`);
-});
+serve(handle, "bench upstream",
+  // The gateway keeps its connection to the upstream between runs; Node's 5 s default would
+  // close it under a long paced run's neighbour and cost a reconnect in the measurement.
+  { keepAliveTimeout: 120_000 });

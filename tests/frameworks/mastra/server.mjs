@@ -27,13 +27,12 @@
 //   `what context`             "Context seen: <description>=<value>; ..." from the system
 //                              prompt, or "No context was given to me."
 //   anything else              "You said: <text>" (streamed word by word)
-import http from "node:http";
-import fs from "node:fs";
 import { EventEncoder } from "@ag-ui/encoder";
 import { MastraAgent } from "@ag-ui/mastra";
 import { Agent } from "@mastra/core/agent";
 import { Mastra } from "@mastra/core/mastra";
 import { MockLanguageModelV2, simulateReadableStream } from "ai/test";
+import { serve } from "../../support/listen.mjs";
 
 const received = [];
 
@@ -164,41 +163,4 @@ async function handle(req, res) {
   res.end();
 }
 
-function parsePort(argv) {
-  const at = argv.indexOf("--port");
-  if (at < 0) return 0;
-  const port = Number(argv[at + 1]);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    console.error(`--port needs a number, got ${argv[at + 1]}`);
-    process.exit(2);
-  }
-  return port;
-}
-
-const server = http.createServer((req, res) => {
-  handle(req, res).catch((e) => {
-    console.error(`mastra: ${req.method} ${req.url}: ${e.stack ?? e}`);
-    if (!res.headersSent) sendJson(res, 500, { error: "internal" });
-    else res.destroy();
-  });
-});
-
-const shutdown = () => {
-  server.close();
-  server.closeAllConnections();
-  process.exit(0);
-};
-process.on("SIGTERM", shutdown);
-process.on("SIGINT", shutdown);
-// A parent that dies without signalling closes our stdin. Only a pipe or socket is watched:
-// a terminal or /dev/null as stdin (a shell, CI) must not end the server at once.
-const stdin = fs.fstatSync(0);
-if (stdin.isFIFO() || stdin.isSocket()) {
-  process.stdin.on("end", shutdown);
-  process.stdin.on("close", shutdown);
-  process.stdin.resume();
-}
-
-server.listen(parsePort(process.argv), "127.0.0.1", () => {
-  process.stdout.write(`listening http://127.0.0.1:${server.address().port}\n`);
-});
+serve(handle, "mastra");

@@ -30,11 +30,10 @@
 // encoder picks protobuf for an Accept that admits it, wildcards included (`*/*`), and SSE only
 // for `text/event-stream` or no Accept at all. A client (the gateway) that wants SSE from such a
 // server must say so.
-import http from "node:http";
-import fs from "node:fs";
 import { EventEncoder } from "@ag-ui/encoder";
 import { EventType } from "@ag-ui/core";
 import { RunAgentInputSchema } from "@ag-ui/core/schemas";
+import { serve } from "../../support/listen.mjs";
 
 const APPROVAL_ID = "up-approval-1";
 const APPROVAL_SCHEMA = {
@@ -339,41 +338,4 @@ async function handle(req, res) {
   res.end();
 }
 
-function parsePort(argv) {
-  const at = argv.indexOf("--port");
-  if (at < 0) return 0;
-  const port = Number(argv[at + 1]);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    console.error(`--port needs a number, got ${argv[at + 1]}`);
-    process.exit(2);
-  }
-  return port;
-}
-
-const server = http.createServer((req, res) => {
-  handle(req, res).catch((e) => {
-    console.error(`upstream: ${req.method} ${req.url}: ${e.stack ?? e}`);
-    if (!res.headersSent) sendJson(res, 500, { error: "internal" });
-    else res.destroy();
-  });
-});
-
-const shutdown = () => {
-  server.close();
-  server.closeAllConnections();
-  process.exit(0);
-};
-process.on("SIGTERM", shutdown);
-process.on("SIGINT", shutdown);
-// A parent that dies without signalling closes our stdin. Only a pipe or socket is watched:
-// a terminal or /dev/null as stdin (a shell, CI) must not end the server at once.
-const stdin = fs.fstatSync(0);
-if (stdin.isFIFO() || stdin.isSocket()) {
-  process.stdin.on("end", shutdown);
-  process.stdin.on("close", shutdown);
-  process.stdin.resume();
-}
-
-server.listen(parsePort(process.argv), "127.0.0.1", () => {
-  process.stdout.write(`listening http://127.0.0.1:${server.address().port}\n`);
-});
+serve(handle, "upstream");
