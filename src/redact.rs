@@ -5,7 +5,8 @@
 //! a model's API key: each an environment variable the configuration names) are replaced by a
 //! placeholder naming their variable (`‹secret:BILLING_TOKEN›`) wherever they would be recorded,
 //! streamed, sent to a model or logged ([`mask_secrets`]): as they are, as the token of a
-//! `Bearer <value>`, and escaped inside JSON strings (once or twice).
+//! `Bearer <value>`, and escaped inside JSON strings (once or twice). The values are read when a
+//! configuration naming their variables is loaded ([`hold_secrets_of`]).
 //!
 //! A URL is parsed, not searched: the password of its user-info and the values of query
 //! parameters that carry secrets (`?password=`, `?sslpassword=`, tokens, keys) are replaced by
@@ -90,8 +91,16 @@ pub fn redact_urls_in(text: &str) -> String {
     out
 }
 
-/// The environment variables whose values are secrets the gateway holds.
-static SECRET_VARIABLES: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+/// The environment variables whose values are secrets the gateway holds, and every form of
+/// their values to look for (longest first, each with its placeholder). The forms are made when
+/// a configuration naming the variables is loaded: the gateway never changes its own
+/// environment, so what a request reads later is the same value.
+static HELD: std::sync::RwLock<Held> = std::sync::RwLock::new(Held { variables: Vec::new(), forms: Vec::new() });
+
+struct Held {
+    variables: Vec<String>,
+    forms: Vec<(String, String)>,
+}
 
 /// A value shorter than this is not searched for: masking every `abc` in a stream would garble
 /// it and hide nothing worth hiding.
@@ -100,12 +109,13 @@ const SHORTEST_SECRET: usize = 6;
 /// Makes the values of these environment variables secrets to mask from now on (each time the
 /// gateway starts with a configuration naming them).
 pub fn hold_secrets_of(variables: impl IntoIterator<Item = String>) {
-    let mut held = SECRET_VARIABLES.write().unwrap_or_else(|p| p.into_inner());
+    let mut held = HELD.write().unwrap_or_else(|p| p.into_inner());
     for variable in variables {
-        if !variable.is_empty() && !held.contains(&variable) {
-            held.push(variable);
+        if !variable.is_empty() && !held.variables.contains(&variable) {
+            held.variables.push(variable);
         }
     }
+    held.forms = secret_forms(&held.variables);
 }
 
 /// The placeholder that stands for the secret of `variable`.
@@ -113,12 +123,10 @@ pub fn secret_placeholder(variable: &str) -> String {
     format!("\u{2039}secret:{variable}\u{203a}")
 }
 
-/// Every form of a held secret to look for, longest first, with its placeholder. Values are read
-/// from the environment each time, as the requests that send them read them.
-fn secret_forms() -> Vec<(String, String)> {
-    let held = SECRET_VARIABLES.read().unwrap_or_else(|p| p.into_inner());
+/// Every form of the secrets of `variables` to look for, longest first, with its placeholder.
+fn secret_forms(variables: &[String]) -> Vec<(String, String)> {
     let mut forms: Vec<(String, String)> = Vec::new();
-    for variable in held.iter() {
+    for variable in variables {
         let Ok(value) = std::env::var(variable) else { continue };
         let placeholder = secret_placeholder(variable);
         let bare = value.strip_prefix("Bearer ").unwrap_or(&value).to_string();
@@ -146,13 +154,11 @@ fn json_escaped(text: &str) -> String {
 
 /// `text` with every held secret replaced by its placeholder; borrowed when it holds none.
 pub fn mask_secrets(text: &str) -> std::borrow::Cow<'_, str> {
-    if SECRET_VARIABLES.read().unwrap_or_else(|p| p.into_inner()).is_empty() {
-        return std::borrow::Cow::Borrowed(text);
-    }
+    let held = HELD.read().unwrap_or_else(|p| p.into_inner());
     let mut masked = std::borrow::Cow::Borrowed(text);
-    for (form, placeholder) in secret_forms() {
+    for (form, placeholder) in &held.forms {
         if masked.contains(form.as_str()) {
-            masked = std::borrow::Cow::Owned(masked.replace(form.as_str(), &placeholder));
+            masked = std::borrow::Cow::Owned(masked.replace(form.as_str(), placeholder));
         }
     }
     masked

@@ -14,18 +14,12 @@ use crate::store::{Store, StoreError, StoredEvent, TurnRow};
 
 /// The thread's whole conversation.
 pub async fn load(store: &dyn Store, thread: i64) -> Result<Vec<InputMessage>, StoreError> {
-    load_until(store, thread, None, false).await
+    load_until(store, thread, None).await
 }
 
 /// The conversation of the thread's turns before `turn`.
 pub async fn load_before(store: &dyn Store, thread: i64, turn: &str) -> Result<Vec<InputMessage>, StoreError> {
-    load_until(store, thread, Some(turn), false).await
-}
-
-/// The conversation up to `turn`'s own user message (its answers left out): what an upstream
-/// agent is given for that turn.
-pub async fn load_through(store: &dyn Store, thread: i64, turn: &str) -> Result<Vec<InputMessage>, StoreError> {
-    load_until(store, thread, Some(turn), true).await
+    load_until(store, thread, Some(turn)).await
 }
 
 /// The conversation as it stood just before event `before_seq` of turn `turn`: the earlier
@@ -51,19 +45,11 @@ pub async fn load_at(
     Ok(messages)
 }
 
-/// The turns before `stop` (every turn for `None`), and `stop`'s user message when asked.
-async fn load_until(
-    store: &dyn Store,
-    thread: i64,
-    stop: Option<&str>,
-    with_stop_message: bool,
-) -> Result<Vec<InputMessage>, StoreError> {
+/// The turns before `stop` (every turn for `None`).
+async fn load_until(store: &dyn Store, thread: i64, stop: Option<&str>) -> Result<Vec<InputMessage>, StoreError> {
     let mut messages = Vec::new();
     for row in store.thread_turns(thread).await? {
         if Some(row.public_id.as_str()) == stop {
-            if with_stop_message {
-                fold_turn(&mut messages, &row, &[]);
-            }
             break;
         }
         let events = super::read_log(store, row.pk).await?;

@@ -364,10 +364,12 @@ pub(super) fn refuse(code: RunErrorCode, message: &str) -> RunPlan {
 /// What a turn keeps of its starting run's input for an upstream agent (§9.3): the `context`
 /// entries and the `forwardedProps`, when the client sent either.
 fn client_input(input: &crate::protocol::RunAgentInput) -> Option<String> {
-    let context = input.context.as_deref().unwrap_or_default();
-    let props = input.forwarded_props.as_ref().filter(|p| !p.is_null());
-    if context.is_empty() && props.is_none() {
+    let kept = super::turn::ClientInput {
+        context: input.context.clone().unwrap_or_default(),
+        forwarded_props: input.forwarded_props.clone().filter(|p| !p.is_null()),
+    };
+    if kept.context.is_empty() && kept.forwarded_props.is_none() {
         return None;
     }
-    serde_json::to_string(&serde_json::json!({ "context": context, "forwardedProps": props })).ok()
+    serde_json::to_string(&kept).ok()
 }

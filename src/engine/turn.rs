@@ -688,11 +688,16 @@ impl TurnContext {
         .await
     }
 
-    /// The checkpoints of the thread's earlier turns, newest first (an agent that keeps what an
-    /// upstream last said across turns reads it there).
+    /// The checkpoints of the thread's earlier turns of this turn's agent, newest first (an
+    /// agent that keeps what an upstream last said across turns reads it there).
     pub async fn earlier_checkpoints(&self) -> Result<Vec<String>, AgentError> {
         let turns = self.patiently("the thread could not be read", || self.store.thread_turns(self.thread_pk)).await?;
-        Ok(turns.into_iter().rev().filter(|turn| turn.pk != self.turn_pk).filter_map(|turn| turn.checkpoint).collect())
+        Ok(turns
+            .into_iter()
+            .rev()
+            .filter(|turn| turn.pk != self.turn_pk && turn.agent == self.agent)
+            .filter_map(|turn| turn.checkpoint)
+            .collect())
     }
 
     /// The thread's editable state (§7): the keys clients wrote, as an object.
@@ -752,14 +757,6 @@ impl TurnContext {
     pub async fn history(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
         self.patiently("the thread could not be read", || {
             super::conversation::load_before(self.store.as_ref(), self.thread_pk, &self.turn_id)
-        })
-        .await
-    }
-
-    /// The thread's earlier turns and this turn's user message, as AG-UI messages.
-    pub async fn history_and_message(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
-        self.patiently("the thread could not be read", || {
-            super::conversation::load_through(self.store.as_ref(), self.thread_pk, &self.turn_id)
         })
         .await
     }

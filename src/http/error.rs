@@ -162,13 +162,17 @@ impl IntoResponse for ApiError {
             let cause: &(dyn std::error::Error + 'static) = cause.as_ref();
             tracing::error!(error = %cause, chain = %error_chain(cause), "request failed");
         }
-        let mut response =
-            (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response();
+        let mut response = (status, Json(error_body(code, &self.to_string()))).into_response();
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }
+}
+
+/// The JSON error body of every refusal (§2.4).
+fn error_body(code: &str, message: &str) -> serde_json::Value {
+    json!({ "error": { "code": code, "message": message } })
 }
 
 /// Every refusal carries the JSON error body (§2.4), those made outside [`ApiError`] too (an
@@ -204,7 +208,7 @@ pub(crate) async fn json_refusals(response: Response) -> Response {
     };
     parts.headers.remove(CONTENT_LENGTH);
     parts.headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let body = json!({ "error": { "code": code, "message": message } }).to_string();
+    let body = error_body(code, &message).to_string();
     Response::from_parts(parts, axum::body::Body::from(body))
 }
 

@@ -284,9 +284,12 @@ impl AguiAgent {
     /// upstream never share a thread), the conversation from the gateway's record, the client's
     /// admitted tools, context, forwarded props, and the state (docs/agents.md, key by key).
     async fn input(&self, turn: &TurnContext, state: &Upstream) -> Result<Value, AgentError> {
-        let live = state.live.clone().unwrap_or_default();
+        let (run_id, conversation_before, resume) = match &state.live {
+            Some(live) => (live.run_id.as_str(), live.conversation_before, live.resume.as_ref()),
+            None => ("", turn.next_seq(), None),
+        };
         let (tenant, thread) = turn.thread().await?;
-        let messages = turn.conversation_before(live.conversation_before).await?;
+        let messages = turn.conversation_before(conversation_before).await?;
         let offered = if self.config.send_tools { turn.client_tools() } else { &[] };
         let tools: Vec<Value> = offered
             .iter()
@@ -321,7 +324,7 @@ impl AguiAgent {
         }
         let mut input = json!({
             "threadId": format!("{tenant}:{thread}"),
-            "runId": live.run_id,
+            "runId": run_id,
             "protocolVersion": crate::protocol::PROTOCOL_VERSION,
             "state": upstream_state,
             "messages": messages,
@@ -329,8 +332,8 @@ impl AguiAgent {
             "context": context,
             "forwardedProps": forwarded_props,
         });
-        if let Some(resume) = live.resume {
-            input["resume"] = Value::Array(resume);
+        if let Some(resume) = resume {
+            input["resume"] = Value::Array(resume.clone());
         }
         Ok(input)
     }
@@ -425,7 +428,7 @@ impl AguiAgent {
                     let live = state.live.get_or_insert_with(LiveRun::default);
                     live.order.check(&event).map_err(|why| AgentError::Failed(format!("the upstream agent {why}")))?;
                     let finished = matches!(event, Event::RunFinished { .. }).then(|| message.data.clone());
-                    let mut relay = Relay { state: &mut *state, client_tools: client_tools.clone() };
+                    let mut relay = Relay { state: &mut *state, client_tools: &client_tools };
                     if let Some(end) = relay.forward(turn, event).await? {
                         ending = Some(end);
                         if let Some(live) = state.live.as_mut() {

@@ -116,7 +116,7 @@ fn ending(result: Option<Value>, outcome: Option<RunOutcome>, usage: Option<Vec<
 pub(super) struct Relay<'a> {
     pub state: &'a mut Upstream,
     /// The names of the tools the client declared (and the agent admits).
-    pub client_tools: Vec<String>,
+    pub client_tools: &'a [String],
 }
 
 impl Relay<'_> {
