@@ -226,6 +226,7 @@ impl Config {
                     }
                     for server in &openai.mcp_servers {
                         variables.extend(server.secret_headers.values().cloned());
+                        variables.extend(server.secret_args.values().cloned());
                     }
                 }
                 AgentKindConfig::Agui(agui) => variables.extend(agui.secret_headers.values().cloned()),

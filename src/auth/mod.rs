@@ -155,6 +155,9 @@ struct Inner {
     providers: Vec<Arc<Provider>>,
     failures: Mutex<Failures>,
     revoked: watch::Sender<Arc<HashSet<String>>>,
+    /// Threads erased lately (`(tenant, thread id)` → when), so that open streams on them end;
+    /// kept for [`DELETIONS_KEPT_MS`], far longer than a stream takes to hear of one.
+    deleted_threads: watch::Sender<Arc<HashMap<(String, String), i64>>>,
     /// What time it is for minted tokens' lifetimes and the failure and revocation windows.
     clock: Arc<dyn Clock>,
 }
@@ -205,6 +208,7 @@ impl Auth {
             }
         };
         let (revoked, _) = watch::channel(Arc::new(HashSet::new()));
+        let (deleted_threads, _) = watch::channel(Arc::new(HashMap::new()));
         let auth = Auth {
             inner: Arc::new(Inner {
                 local_dev: AtomicBool::new(local_dev),
@@ -215,6 +219,7 @@ impl Auth {
                 providers,
                 failures: Mutex::new(Failures { pending_since_ms: clock.now_ms(), ..Failures::default() }),
                 revoked,
+                deleted_threads,
                 clock,
             }),
         };
@@ -408,8 +413,9 @@ impl Auth {
     }
 
     /// Resolves when `caller`'s right to read ends while a stream is open: a key it depends on
-    /// is revoked, or its token expires (past the same leeway its verification allowed).
-    pub async fn access_ends(&self, caller: &Caller) -> AccessEnd {
+    /// is revoked, its token expires (past the same leeway its verification allowed), or the
+    /// thread the stream shows (`sight`) is erased.
+    pub async fn access_ends(&self, caller: &Caller, sight: Option<ThreadSight>) -> AccessEnd {
         let keys = caller.revocable_keys();
         let expiry = caller.expires_at().map(|exp| {
             let ends_ms = (exp.saturating_add(self.inner.config.leeway_secs)).saturating_mul(1000);
@@ -422,9 +428,37 @@ impl Auth {
                 None => std::future::pending().await,
             }
         };
+        let erased = async {
+            match sight {
+                Some(sight) => self.thread_erased(sight).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = self.revoked(keys) => AccessEnd::Revoked,
             () = expired => AccessEnd::Expired,
+            () = erased => AccessEnd::ThreadDeleted,
+        }
+    }
+
+    /// Resolves once the thread of `sight` is erased (on any instance: the watcher reads the
+    /// `thread.delete` audit rows). A thread erased and started again under the same id is
+    /// another thread: the store says which one still stands, asked only when the id shows up.
+    async fn thread_erased(&self, sight: ThreadSight) {
+        let mut deleted = self.inner.deleted_threads.subscribe();
+        let key = (sight.tenant, sight.thread_id);
+        loop {
+            let named = deleted.borrow_and_update().contains_key(&key);
+            if named {
+                match self.inner.store.thread_by_pk(sight.thread_pk).await {
+                    Ok(Some(thread)) if (thread.tenant.as_str(), thread.thread_id.as_str()) == (&key.0, &key.1) => {}
+                    Ok(_) => return,
+                    Err(error) => tracing::warn!(%error, "could not tell whether a thread still stands"),
+                }
+            }
+            if deleted.changed().await.is_err() {
+                return std::future::pending().await;
+            }
         }
     }
 
@@ -441,7 +475,21 @@ pub enum AccessEnd {
     Revoked,
     /// The caller's token expired.
     Expired,
+    /// The thread the stream shows was erased.
+    ThreadDeleted,
 }
+
+/// The thread an open stream shows: it ends when the thread is erased.
+#[derive(Debug, Clone)]
+pub struct ThreadSight {
+    pub tenant: String,
+    pub thread_id: String,
+    pub thread_pk: i64,
+}
+
+/// How long an erased thread stays in the watcher's set: every open stream on it hears of the
+/// erasure within `auth.revocation_check_ms`; this is the margin.
+const DELETIONS_KEPT_MS: i64 = 10 * 60 * 1000;
 
 impl AccessEnd {
     /// What the stream's `RUN_ERROR` (code `revoked`) says.
@@ -449,6 +497,7 @@ impl AccessEnd {
         match self {
             AccessEnd::Revoked => "the caller's access was withdrawn while the stream was open",
             AccessEnd::Expired => "the caller's token expired while the stream was open; reconnect with a fresh one",
+            AccessEnd::ThreadDeleted => "the thread was deleted while the stream was open",
         }
     }
 }

@@ -1,14 +1,15 @@
-//! What authentication does in the background: the revocation watcher (streams of a revoked key
-//! end), the end of local development mode once a key exists, and the periodic audit rows
+//! What authentication does in the background: the revocation watcher (streams of a revoked key,
+//! and streams on an erased thread, end), the end of local development mode once a key exists, and the periodic audit rows
 //! counting refused credentials.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde_json::json;
 
-use super::{AuthSetupError, Inner};
+use super::{AuthSetupError, Inner, DELETIONS_KEPT_MS};
 use crate::store::{AuditEntry, Store, StoreError};
 
 impl Inner {
@@ -27,6 +28,31 @@ impl Inner {
             }
             Err(error) => tracing::warn!(%error, "looking for API keys failed"),
         }
+    }
+
+    /// Adds the threads the `thread.delete` rows name to the published set, and drops those
+    /// erased longer ago than [`DELETIONS_KEPT_MS`]; publishes only when the set changed.
+    fn publish_deletions(&self, rows: Vec<AuditEntry>, now_ms: i64) {
+        self.deleted_threads.send_if_modified(|set| {
+            let fresh: Vec<((String, String), i64)> = rows
+                .into_iter()
+                .filter_map(|row| {
+                    let detail: serde_json::Value = serde_json::from_str(&row.detail).ok()?;
+                    let thread = detail.get("thread")?.as_str()?.to_string();
+                    Some(((row.tenant, thread), row.at_ms))
+                })
+                .filter(|(key, _)| !set.contains_key(key))
+                .collect();
+            let stale = set.values().any(|at| *at < now_ms - DELETIONS_KEPT_MS);
+            if fresh.is_empty() && !stale {
+                return false;
+            }
+            let mut grown: HashMap<(String, String), i64> =
+                set.iter().filter(|(_, at)| **at >= now_ms - DELETIONS_KEPT_MS).map(|(k, at)| (k.clone(), *at)).collect();
+            grown.extend(fresh);
+            *set = Arc::new(grown);
+            true
+        });
     }
 
     pub(super) async fn report_failures(&self) -> Result<(), StoreError> {
@@ -57,8 +83,9 @@ pub(super) async fn holds_api_keys(store: &dyn Store) -> Result<bool, AuthSetupE
     Ok(!keys.is_empty())
 }
 
-/// Polls for keys revoked since the last look (one query per interval for all open streams)
-/// and publishes the set; streams of a revoked key end within the interval.
+/// Polls for keys revoked and threads erased since the last look (two queries per interval for
+/// all open streams) and publishes them; streams of a revoked key, or on an erased thread, end
+/// within the interval.
 pub(super) fn spawn_revocation_watcher(inner: Weak<Inner>) {
     tokio::spawn(async move {
         let every = match inner.upgrade() {
@@ -66,6 +93,10 @@ pub(super) fn spawn_revocation_watcher(inner: Weak<Inner>) {
             None => return,
         };
         let mut since = 0;
+        let mut deletions_since = match inner.upgrade() {
+            Some(inner) => inner.clock.now_ms() - 60_000,
+            None => return,
+        };
         let mut ticks = tokio::time::interval(every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -90,6 +121,13 @@ pub(super) fn spawn_revocation_watcher(inner: Weak<Inner>) {
                     });
                 }
                 Err(error) => tracing::warn!(%error, "looking for revoked keys failed"),
+            }
+            match inner.store.audit_rows_of("thread.delete", deletions_since).await {
+                Ok(rows) => {
+                    deletions_since = started - 60_000;
+                    inner.publish_deletions(rows, started);
+                }
+                Err(error) => tracing::warn!(%error, "looking for erased threads failed"),
             }
         }
     });

@@ -244,6 +244,12 @@ pub struct McpServerConfig {
     /// Header name → environment variable holding its value (secrets never reach the stream).
     #[serde(default)]
     pub secret_headers: BTreeMap<String, String>,
+    /// Argument name → environment variable holding a credential the server's tools take in
+    /// their arguments: each of its tools whose input schema has that argument is offered it
+    /// as the placeholder (`‹secret:NAME›`), and the gateway puts the value in only when it
+    /// calls the tool.
+    #[serde(default)]
+    pub secret_args: BTreeMap<String, String>,
     /// The server's tools offered to the model, by the server's names; empty: all of them.
     #[serde(default)]
     pub tools: Vec<String>,
@@ -319,28 +325,6 @@ pub struct HttpTool {
     pub secret_args: BTreeMap<String, String>,
     #[serde(flatten)]
     pub policy: ToolPolicy,
-}
-
-impl HttpTool {
-    /// The tool as the model is offered it: each secret argument a string whose only value is
-    /// its placeholder, and the description saying so.
-    pub fn definition(&self) -> Value {
-        let mut parameters = self.parameters.clone();
-        let mut description = self.description.clone();
-        for (argument, variable) in &self.secret_args {
-            let placeholder = crate::redact::secret_placeholder(variable);
-            if let Some(object) = parameters.as_object_mut() {
-                let properties = object.entry("properties").or_insert_with(|| json!({}));
-                if let Some(properties) = properties.as_object_mut() {
-                    properties.insert(argument.clone(), json!({ "type": "string", "const": placeholder }));
-                }
-            }
-            description.push_str(&format!(
-                " The argument `{argument}` is a credential the gateway holds: send exactly \"{placeholder}\"."
-            ));
-        }
-        json!({ "type": "function", "function": { "name": self.name, "description": description.trim(), "parameters": parameters } })
-    }
 }
 
 fn default_request_timeout_secs() -> u64 {

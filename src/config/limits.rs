@@ -63,6 +63,9 @@ pub struct TurnsConfig {
     pub heartbeat_ms: u64,
     pub sweep_ms: u64,
     pub shutdown_grace_secs: u64,
+    /// A decision on an interrupt shown longer ago than this is checked again against what the
+    /// agent would ask now (§5.3); a call that changed is superseded (`interrupt_changed`).
+    pub decision_recheck_secs: u64,
 }
 
 /// Erasing idle threads (SPEC §10): off unless `thread_idle_days` is set.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
+use super::waits::InterruptSpec;
 
 /// A configured agent, ready to answer turns. It writes only through its [`TurnContext`]; it
 /// never sees HTTP, callers or the database.
@@ -23,6 +24,26 @@ pub trait Agent: Send + Sync {
     fn continues_cut_items(&self, _checkpoint: &Checkpoint) -> bool {
         false
     }
+
+    /// What the agent would ask a person now, under its current configuration, about the call
+    /// the open interrupt `interrupt_id` (of a turn waiting at `checkpoint`) stands for. A
+    /// decision after a long wait is checked against it (§5.3): when it differs from what was
+    /// shown, the interrupt is superseded and the agent asks again when the turn goes on.
+    fn asked_now(&self, _checkpoint: &Checkpoint, _interrupt_id: &str) -> AskedNow {
+        AskedNow::Unknown
+    }
+}
+
+/// What an agent would ask now about a call an interrupt waits on ([`Agent::asked_now`]).
+#[derive(Debug)]
+pub enum AskedNow {
+    /// The agent cannot tell (the call is not its own, or it keeps no such record): the
+    /// decision stands as it was shown.
+    Unknown,
+    /// It would ask this.
+    Asks(InterruptSpec),
+    /// It would ask nobody: the call's policy no longer needs a person.
+    Nobody,
 }
 
 /// The configured agents by name: the ones turns run on and delegations hand tasks to.

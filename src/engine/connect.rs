@@ -76,6 +76,10 @@ pub struct ConnectPlan {
 }
 
 impl ConnectPlan {
+    pub fn thread_pk(&self) -> i64 {
+        self.thread_pk
+    }
+
     pub fn thread_id(&self) -> &str {
         &self.thread_id
     }

@@ -4,12 +4,14 @@
 
 use serde_json::{json, Value};
 
+use super::agent::AskedNow;
 use super::history::{self, HistoryVerdict};
 use super::interrupts::{self, check_resume, EntryPlan, Viewer};
 use super::log_events::{self, ClientWaitEvent, GatewayEvent, ResumedEvent};
 use super::plan::{refuse, viewer_of};
 use super::read_log;
 use super::runner::TurnStart;
+use super::turn::Checkpoint;
 use super::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
 use crate::caller::Caller;
 use crate::metrics::CodeLabel;
@@ -103,12 +105,89 @@ impl Engine {
             Ok(plans) => plans,
             Err(refusal) => return Ok(refuse(refusal.code, &refusal.message)),
         };
+        if let Some(changed) = self.supersede_changed(latest, &plans, &interrupts).await? {
+            return Ok(RunPlan::Refused(changed));
+        }
         let via = request.caller.via().unwrap_or("direct");
         let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await? {
             Some(result) => result,
             None => return Ok(refuse(RunErrorCode::InvalidResume, "nothing to decide")),
         };
         self.record_run_and_follow(request, thread, run_key, latest.pk, start_seq, Some(outcomes)).await
+    }
+
+    /// A decision after a long wait is checked again (§5.3): each interrupt it decides that was
+    /// shown longer than `turns.decision_recheck_secs` ago is compared with what the turn's
+    /// agent would ask now, under its current configuration (policy, deciders, the tool, the
+    /// call's arguments). When any differs, those interrupts are superseded — recorded like a
+    /// decision, so the turn goes on and its agent asks again when nothing else stays open —
+    /// and the whole decision is refused `interrupt_changed`: nothing of it is decided.
+    async fn supersede_changed(
+        &self,
+        turn: &TurnRow,
+        plans: &[EntryPlan],
+        interrupts: &[InterruptRow],
+    ) -> Result<Option<Refusal>, EngineError> {
+        let recheck_ms = i64::try_from(self.inner.config.turns.decision_recheck_secs.saturating_mul(1000))
+            .unwrap_or(i64::MAX);
+        let now = self.now_ms();
+        let stale: Vec<&InterruptRow> = plans
+            .iter()
+            .filter_map(|plan| match plan {
+                EntryPlan::Decide { interrupt_id, .. } => interrupts.iter().find(|row| row.id == *interrupt_id),
+                EntryPlan::AlreadyDecided { .. } => None,
+            })
+            .filter(|row| !row.policy_digest.is_empty() && now.saturating_sub(row.created_at_ms) >= recheck_ms)
+            .collect();
+        let Some(agent) = self.inner.agents.get(&turn.agent).filter(|_| !stale.is_empty()) else {
+            return Ok(None);
+        };
+        let checkpoint: Checkpoint = match &turn.checkpoint {
+            Some(saved) => serde_json::from_str(saved)
+                .map_err(|e| StoreError::Corrupt(format!("turn {}'s checkpoint does not parse: {e}", turn.public_id)))?,
+            None => Checkpoint::default(),
+        };
+        let changed: Vec<&str> = stale
+            .iter()
+            .filter(|row| match agent.asked_now(&checkpoint, &row.id) {
+                AskedNow::Unknown => false,
+                AskedNow::Asks(spec) => spec.policy_digest() != row.policy_digest,
+                AskedNow::Nobody => true,
+            })
+            .map(|row| row.id.as_str())
+            .collect();
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        let decisions: Vec<Decision> = changed
+            .iter()
+            .map(|id| Decision {
+                interrupt_id: id.to_string(),
+                status: InterruptStatus::Superseded,
+                decision: json!({ "approved": false, "superseded": true }).to_string(),
+                decided_by: "gateway".into(),
+                decided_via: "recheck".into(),
+            })
+            .collect();
+        let outcomes: Vec<Value> =
+            changed.iter().map(|id| json!({ "interruptId": id, "outcome": "superseded" })).collect();
+        let audit =
+            self.decision_audit(turn, "gateway", None, "interrupt.supersede", &outcomes.iter().collect::<Vec<_>>()).await?;
+        let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?, now)?;
+        // Someone else's decision in between leaves nothing to supersede: refused all the same,
+        // the decision was made on what was shown then.
+        self.record(turn, &decisions, marker, &audit).await?;
+        let superseded = CodeLabel { code: "superseded".into() };
+        self.inner.metrics.interrupts_decided.get_or_create(&superseded).inc_by(decisions.len() as u64);
+        Ok(Some(Refusal {
+            code: RunErrorCode::InterruptChanged,
+            message: format!(
+                "the call of interrupt {} changed since it was shown (its policy, deciders, tool or arguments): it \
+                 is asked again; load the thread and decide the new interrupt",
+                changed.join(", ")
+            ),
+            figures: None,
+        }))
     }
 
     /// Records the decisions of `plans` for `turn` (all or nothing) and sets the turn going
@@ -261,6 +340,9 @@ impl Engine {
         let interrupts = store.turn_interrupts(turn.pk).await?;
         let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, &roles, self.now_ms(), false)
             .map_err(|r| EngineError::DecisionRefused(Refusal { code: r.code, message: r.message, figures: None }))?;
+        if let Some(changed) = self.supersede_changed(&turn, &plans, &interrupts).await? {
+            return Err(EngineError::DecisionRefused(changed));
+        }
         let (outcomes, _) = self.decide(&turn, &plans, person, via).await?.unwrap_or_default();
         Ok(outcomes.into_iter().next().unwrap_or(Value::Null))
     }

@@ -48,6 +48,28 @@ pub struct InterruptSpec {
     pub choices: Vec<String>,
 }
 
+impl InterruptSpec {
+    /// What this interrupt asks, digested: everything that makes a person's decision apply —
+    /// the call and its arguments, the schema, who decides, four eyes, the time given, why it
+    /// asks — and not its id or wording. Two specs of one call under one policy digest alike;
+    /// a decision after a long wait is checked against the agent's spec of now (§5.3).
+    pub fn policy_digest(&self) -> String {
+        let asked = json!({
+            "reason": self.reason,
+            "toolCallId": self.tool_call_id,
+            "responseSchema": self.response_schema,
+            "ttlMs": self.ttl_ms,
+            "deciders": self.deciders,
+            "fourEyes": self.four_eyes,
+            "details": self.details,
+            "asksBecause": self.asks_because,
+            "choices": self.choices,
+        });
+        let digest = ring::digest::digest(&ring::digest::SHA256, asked.to_string().as_bytes());
+        digest.as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+}
+
 impl TurnContext {
     /// Opens interrupts and ends the agent's work for now: the interrupts, the waiting event and
     /// the checkpoint (which names them) commit together, and the turn is marked waiting. The
@@ -70,6 +92,7 @@ impl TurnContext {
         let mut waiting = Vec::new();
         for spec in specs {
             let id = spec.id.clone();
+            let policy_digest = spec.policy_digest();
             let mut metadata = serde_json::Map::new();
             metadata.insert("gateway/kind".into(), json!(spec.reason));
             // A delegated child's interrupt names the child turn.
@@ -116,6 +139,7 @@ impl TurnContext {
                 decided_by: None,
                 decided_seq: None,
                 created_at_ms: now,
+                policy_digest,
             });
             waiting.push(Waiting {
                 interrupt,

@@ -31,7 +31,7 @@ use super::openapi::{ErrorBody, SseEvent, TenantQuery};
 use super::permissions::CanStart;
 use super::sse::{SlotLimits, SlotRefused, StreamSlots};
 use super::{sse, ApiError, AppState};
-use crate::auth::Caller;
+use crate::auth::{Caller, ThreadSight};
 use crate::config::AgentConfig;
 use crate::engine::{ConnectRequest, RunPlan, RunRequest, StreamItem, StreamOptions};
 use crate::ids::{EventId, RunId, ThreadId};
@@ -116,6 +116,7 @@ async fn run(
     };
     Ok(match plan {
         RunPlan::Follow(plan) => {
+            let (plan_thread_id, plan_thread_pk) = (plan.thread_id.clone(), plan.thread_pk);
             tracing::info!(
                 tenant = %tenant.name,
                 thread = %plan.thread_id,
@@ -131,7 +132,8 @@ async fn run(
             };
             let events = state.engine.stream(plan, options).take_until(Box::pin(stop));
             let auth = state.auth.clone();
-            let ends = async move { auth.access_ends(&caller).await };
+            let sight = ThreadSight { tenant: tenant.name.clone(), thread_id: plan_thread_id, thread_pk: plan_thread_pk };
+            let ends = async move { auth.access_ends(&caller, Some(sight)).await };
             sse::response_in_slot(end_when_revoked(events, ends), slot)
         }
         RunPlan::Refused(refusal) => {
@@ -208,9 +210,11 @@ async fn connect(
         keepalive: Duration::from_secs(limits.keepalive_secs),
         max_duration: Duration::from_secs(limits.stream_max_secs),
     };
+    let sight =
+        ThreadSight { tenant: tenant.name.clone(), thread_id: plan.thread_id().to_string(), thread_pk: plan.thread_pk() };
     let events = state.engine.connect_stream(plan, options).take_until(Box::pin(stop));
     let auth = state.auth.clone();
-    let ends = async move { auth.access_ends(&caller).await };
+    let ends = async move { auth.access_ends(&caller, Some(sight)).await };
     Ok(sse::response_in_slot(end_when_revoked(events, ends), slot))
 }
 
@@ -283,7 +287,8 @@ fn lone_run_error(code: &str, message: String, figures: Option<serde_json::Value
     Ok(StreamItem::Event { id: "0".into(), json: Bytes::from(json) })
 }
 
-/// Streams `events` until the caller's right to read ends (a revoked key, an expired token);
+/// Streams `events` until the caller's right to read ends (a revoked key, an expired token, the
+/// thread erased);
 /// then ends the run with `RUN_ERROR revoked` (§2.1).
 /// The turn is not touched: it runs on, and a caller who still has access can follow it.
 fn end_when_revoked(

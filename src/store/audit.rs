@@ -12,7 +12,8 @@ use super::StoreError;
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEntry {
     pub tenant: String,
-    /// `run.start`, `key.create`, `key.revoke`, `token.exchange`, `auth.failures`.
+    /// `run.start`, `key.create`, `key.revoke`, `token.exchange`, `auth.failures`,
+    /// `thread.delete`, …
     pub action: String,
     /// `person:<id>`, `key:<id>`, `cli` or `gateway`.
     pub actor: String,
@@ -36,12 +37,16 @@ pub trait AuditStore: Send + Sync {
     /// The tenant's audit rows (every tenant's with `None`) at or after `since_ms`, oldest
     /// first, at most `limit`.
     async fn audit_rows(&self, tenant: Option<&str>, since_ms: i64, limit: i64) -> Result<Vec<AuditRow>, StoreError>;
+    /// Every tenant's rows of `action` (e.g. `thread.delete`) at or after `since_ms`, oldest
+    /// first: what a watcher polls for (one indexed range read, `audit_action_at`).
+    async fn audit_rows_of(&self, action: &str, since_ms: i64) -> Result<Vec<AuditEntry>, StoreError>;
 }
 
 const INSERT_AUDIT: &str = "INSERT INTO audit (at_ms, tenant, action, actor, via, detail) \
      VALUES ($1, $2, $3, $4, $5, $6)";
 const TENANT_AUDIT: &str = "SELECT * FROM audit WHERE tenant = $1 AND at_ms >= $2 ORDER BY at_ms, id LIMIT $3";
 const ALL_AUDIT: &str = "SELECT * FROM audit WHERE at_ms >= $1 ORDER BY at_ms, id LIMIT $2";
+const ACTION_AUDIT: &str = "SELECT * FROM audit WHERE action = $1 AND at_ms >= $2 ORDER BY at_ms, id";
 
 /// Appends one audit row on a pool or inside an open transaction.
 pub(super) async fn insert_audit<'e, 'q: 'e, DB: SqlDb>(
@@ -88,5 +93,10 @@ impl<B: Backend> AuditStore for B {
             None => Stmt::new(ALL_AUDIT).bind(since_ms).bind(limit).fetch_all(self.read_pool()).await?,
         };
         found.iter().map(audit_row).collect()
+    }
+
+    async fn audit_rows_of(&self, action: &str, since_ms: i64) -> Result<Vec<AuditEntry>, StoreError> {
+        let found = Stmt::new(ACTION_AUDIT).bind(action).bind(since_ms).fetch_all(self.read_pool()).await?;
+        found.iter().map(|row| audit_row(row).map(|row| row.entry)).collect()
     }
 }

@@ -273,7 +273,8 @@ const INSERT_NOTE: &str = "INSERT INTO notes (thread, note_no, body) VALUES ($1,
 const SET_CHECKPOINT: &str = "UPDATE turns SET checkpoint = $1 WHERE id = $2";
 const FINISH_TURN: &str = "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";
 const INSERT_INTERRUPT: &str = "INSERT INTO interrupts (id, thread, turn, shown, deciders, four_eyes, \
-     started_by, expires_at_ms, status, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9)";
+     started_by, expires_at_ms, status, created_at_ms, policy_digest) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9, $10)";
 const WAIT_TURN: &str = "UPDATE turns SET status = 'waiting', owner_instance = NULL, lease_until_ms = 0 WHERE id = $1";
 /// A turn's end or wait is its thread's latest activity (the order of `GET /v1/threads`). Run
 /// after the batch's turns are locked, so the lock order (turns, then their thread) is the
@@ -325,6 +326,7 @@ async fn apply_side_ops<DB: SqlDb>(tx: &mut Transaction<'static, DB>, ops: &[&Wr
                     .bind(&row.started_by)
                     .bind(row.expires_at_ms)
                     .bind(row.created_at_ms)
+                    .bind(&row.policy_digest)
                     .execute(&mut *tx)
                     .await?;
                 Stmt::new(WAIT_TURN).bind(row.turn).execute(&mut *tx).await?;

@@ -62,6 +62,10 @@ pub struct InterruptRow {
     pub decided_by: Option<String>,
     pub decided_seq: Option<i64>,
     pub created_at_ms: i64,
+    /// What the interrupt asked under the policy of its time, digested (`InterruptSpec::
+    /// policy_digest`): a decision after a long wait compares it with what would be asked now.
+    /// Empty: never re-checked.
+    pub policy_digest: String,
 }
 
 /// One decision of a resume, the decision route or the expiry sweeper.
@@ -139,6 +143,7 @@ fn interrupt_row<DB: SqlDb>(row: &Record<DB>) -> Result<InterruptRow, StoreError
         decided_by: row.get("decided_by")?,
         decided_seq: row.get("decided_seq")?,
         created_at_ms: row.get("created_at_ms")?,
+        policy_digest: row.get("policy_digest")?,
     })
 }
 

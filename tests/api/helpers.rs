@@ -401,6 +401,48 @@ pub async fn execute_sql(database_url: &str, statement: &str) {
     }
 }
 
+/// Every row of every table of the test database, as text: what a search for a value that
+/// must be stored nowhere reads.
+pub async fn every_table_as_text(database_url: &str) -> String {
+    let mut all = String::new();
+    if database_url.starts_with("sqlite:") {
+        let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url).await.expect("sqlite");
+        let tables: Vec<String> = sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .fetch_all(&mut connection)
+            .await
+            .expect("tables");
+        for table in tables {
+            let columns: Vec<String> = sqlx::query_scalar(&format!("SELECT name FROM pragma_table_info('{table}')"))
+                .fetch_all(&mut connection)
+                .await
+                .expect("columns");
+            // Column by column, as bytes: some columns are blobs that are not UTF-8.
+            for column in columns {
+                let statement = format!("SELECT CAST(\"{column}\" AS BLOB) FROM \"{table}\"");
+                let values: Vec<Option<Vec<u8>>> =
+                    sqlx::query_scalar(&statement).fetch_all(&mut connection).await.expect("rows");
+                for value in values.into_iter().flatten() {
+                    all.push_str(&String::from_utf8_lossy(&value));
+                    all.push('\n');
+                }
+            }
+        }
+    } else {
+        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(database_url).await.expect("postgres");
+        let tables: Vec<String> =
+            sqlx::query_scalar("SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'")
+                .fetch_all(&mut connection)
+                .await
+                .expect("tables");
+        for table in tables {
+            let statement = format!("SELECT coalesce(string_agg(t::text, E'\\n'), '') FROM \"{table}\" t");
+            let rows: String = sqlx::query_scalar(&statement).fetch_one(&mut connection).await.expect("rows");
+            all.push_str(&rows);
+        }
+    }
+    all
+}
+
 /// A run input with one user message.
 pub fn first_run(thread: &str, run: &str, text: &str) -> Value {
     json!({

@@ -38,6 +38,7 @@ mod openai;
 mod operations;
 mod postgres_tls;
 mod quotas;
+mod rechecks;
 mod reasoning;
 mod reconnect;
 mod redirects;

@@ -346,3 +346,48 @@ async fn a_tool_the_server_does_not_list_is_not_offered_nor_put_to_a_person() {
     assert!(offered(&requests[0]).contains(&"calc__wipe".to_string()), "an empty allow-list offers every tool");
     assert!(server.calls().await.is_empty());
 }
+
+const MCP_ARG_SECRET: &str = "mcp-arg-0d15ea5e-secret";
+
+#[tokio::test]
+async fn an_mcp_tools_credential_argument_is_filled_in_only_in_the_call() {
+    let server = McpServer::start();
+    // Read when the configuration is loaded (the values to mask) and at the call.
+    std::env::set_var("AGUI_TEST_MCP_ARG_TOKEN", MCP_ARG_SECRET);
+    let placeholder = "\u{2039}secret:AGUI_TEST_MCP_ARG_TOKEN\u{203a}";
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let call = json!({ "account": "acme", "token": placeholder });
+        let model = start_model(vec![("calc__lookup", call)], "Looked up.", false).await;
+        let settings = "secret_args = { token = \"AGUI_TEST_MCP_ARG_TOKEN\" }\ntools = [\"lookup\", \"add\"]";
+        let (app, db) = gateway(&model, &server.url, settings, backend).await;
+        let before = server.calls().await.len();
+        let response = app.post_run("assistant", &first_run("th-mcp-arg", "run-1", "look acme up")).await;
+        let (events, raw, _) = read_frames(response, None).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+
+        // The model is told to send the placeholder, for the tool that takes the argument only.
+        let requests = model.requests.lock().expect("requests").clone();
+        let tools = requests[0]["tools"].as_array().expect("tools").clone();
+        let lookup = tools.iter().find(|t| t["function"]["name"] == "calc__lookup").expect("lookup offered");
+        assert_eq!(lookup["function"]["parameters"]["properties"]["token"]["const"], placeholder, "{lookup}");
+        let add = tools.iter().find(|t| t["function"]["name"] == "calc__add").expect("add offered");
+        assert!(add["function"]["parameters"]["properties"].get("token").is_none(), "{add}");
+
+        // The server got the value; the careless answer shows the placeholder in its place.
+        let calls = server.calls().await;
+        assert_eq!(calls[before..].len(), 1, "{calls:?}");
+        assert_eq!(calls[before]["arguments"], json!({ "account": "acme", "token": MCP_ARG_SECRET }));
+        assert_eq!(result_of(&events), format!("account acme looked up with token {placeholder}"));
+
+        let messages = app.client.get(app.url("/v1/threads/th-mcp-arg/messages")).send().await.expect("messages");
+        let messages = messages.text().await.expect("body");
+        let stored = every_table_as_text(&db.url).await;
+        assert!(stored.contains(placeholder), "the log holds the placeholder");
+        for (place, text) in [("stream", raw), ("messages", messages), ("tables", stored)]
+            .into_iter()
+            .chain(requests.iter().map(|r| ("model request", r.to_string())))
+        {
+            assert!(!text.contains(MCP_ARG_SECRET), "the credential in the {place}: {text}");
+        }
+    }
+}

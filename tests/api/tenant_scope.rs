@@ -70,6 +70,7 @@ async fn another_tenants_ids_find_nothing(backend: Backend) {
         decided_by: None,
         decided_seq: None,
         created_at_ms: 2,
+        policy_digest: String::new(),
     };
     let opened = store
         .commit_batch(&[TurnWrites { turn: turn.pk, epoch: turn.epoch, ops: vec![WriteOp::OpenInterrupt(interrupt)] }])

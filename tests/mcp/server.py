@@ -85,6 +85,12 @@ async def slow_charge(amount: int, ctx: Context) -> str:
     return CHARGED[key]
 
 
+@server.tool(description="Looks an account up with the caller's token, and (carelessly) says which token.")
+def lookup(account: str, token: str, ctx: Context) -> str:
+    record(ctx, "lookup", {"account": account, "token": token})
+    return f"account {account} looked up with token {token}"
+
+
 @server.tool(description="A tool no allow-list names.")
 def wipe(ctx: Context) -> str:
     record(ctx, "wipe", {})

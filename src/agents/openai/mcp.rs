@@ -21,6 +21,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
+use super::secret_args;
 use crate::config::McpServerConfig;
 
 /// The key of a `tools/call` request's `_meta` that carries the call's idempotency key.
@@ -92,10 +93,13 @@ impl McpServers {
         for server in self.servers.iter() {
             match self.tools(server).await {
                 Ok(tools) => definitions.extend(tools.iter().map(|tool| {
-                    json!({ "type": "function", "function": {
-                        "name": offered_name(&server.config, &tool.name),
-                        "description": tool.description,
-                        "parameters": tool.input_schema } })
+                    secret_args::offered_definition(
+                        &offered_name(&server.config, &tool.name),
+                        &tool.description,
+                        &tool.input_schema,
+                        &server.config.secret_args,
+                        false,
+                    )
                 })),
                 Err(why) => {
                     tracing::warn!(server = %server.config.name, "MCP tools left out of this model call: {why}")
@@ -119,7 +123,7 @@ impl McpServers {
         let Some(state) = self.servers.iter().find(|s| s.config.name == server.name) else {
             return format!("error: the MCP server '{}' is not configured", server.name);
         };
-        let args: Value = match serde_json::from_str(arguments) {
+        let mut args: Value = match serde_json::from_str(arguments) {
             Ok(Value::Object(args)) => Value::Object(args),
             Ok(_) => return "error: the arguments are not a JSON object".to_string(),
             Err(e) => return format!("error: the arguments are not JSON ({e})"),
@@ -131,7 +135,12 @@ impl McpServers {
         let Some(described) = listed.iter().find(|t| t.name == tool) else {
             return format!("error: the MCP server '{}' offers no tool '{tool}'; nothing was run", server.name);
         };
-        if let Ok(validator) = jsonschema::validator_for(&described.input_schema) {
+        // The credentials go in place of the model's placeholders only now (secret_args.rs).
+        let checked = match secret_args::fill_in(&mut args, &described.input_schema, &server.secret_args, false) {
+            Ok(checked) => checked,
+            Err(why) => return why,
+        };
+        if let Ok(validator) = jsonschema::validator_for(&checked) {
             let errors: Vec<String> = validator.iter_errors(&args).map(|e| e.to_string()).collect();
             if !errors.is_empty() {
                 return format!("error: the arguments do not match the tool's schema: {}", errors.join("; "));

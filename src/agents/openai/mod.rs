@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::config::{HttpTool, McpServerConfig, OpenaiAgentConfig, ToolPolicy};
-use crate::engine::agent::Agent;
+use crate::engine::agent::{Agent, AskedNow};
 use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
 use crate::engine::turn::{
     new_interrupt_id, AgentError, AgentOutput, Checkpoint, ChildCheckpoint, Decided, InterruptSpec, NotePin,
@@ -28,6 +28,7 @@ use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
 mod mcp;
+mod secret_args;
 mod stream;
 mod tools;
 
@@ -213,6 +214,22 @@ fn not_run(decision: &Value) -> String {
 
 #[async_trait]
 impl Agent for OpenaiAgent {
+    fn asked_now(&self, checkpoint: &Checkpoint, interrupt_id: &str) -> AskedNow {
+        let Some(conversation) =
+            checkpoint.conversation.as_ref().and_then(|saved| serde_json::from_value::<Conversation>(saved.clone()).ok())
+        else {
+            return AskedNow::Unknown;
+        };
+        let Some(call) = conversation.pending.iter().find(|c| c.interrupt.as_deref() == Some(interrupt_id)) else {
+            // A delegated child's call, or one saved before calls named their interrupt.
+            return AskedNow::Unknown;
+        };
+        match self.interrupt_for(call) {
+            Some(spec) => AskedNow::Asks(spec),
+            None => AskedNow::Nobody,
+        }
+    }
+
     async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         // A delegation the turn stopped in (a takeover, or a wait inside the child).
         let mut child = from.child.clone().map(|c| *c);
@@ -224,7 +241,14 @@ impl Agent for OpenaiAgent {
         if !from.awaiting.is_empty() {
             // The calls waited for people; the decisions are in now.
             let decided = turn.decisions(&from.awaiting).await?;
-            let decisions = Decisions::new(from.awaiting.clone(), decided);
+            let (superseded, decided): (Vec<Decided>, Vec<Decided>) =
+                decided.into_iter().partition(|d| d.decision["superseded"] == Value::Bool(true));
+            let awaiting: Vec<String> =
+                from.awaiting.iter().filter(|id| !superseded.iter().any(|s| s.interrupt_id == **id)).cloned().collect();
+            if !superseded.is_empty() {
+                self.ask_again(turn, &mut conversation, &superseded, &awaiting).await?;
+            }
+            let decisions = Decisions::new(awaiting, decided);
             self.settle_pending(turn, &mut conversation, Some(decisions), &mut child).await?;
         } else if !conversation.pending.is_empty() {
             // Taken over between tool calls: run the ones without a result (none twice).
@@ -352,6 +376,36 @@ impl OpenaiAgent {
             return self.run_pending(turn, conversation, None, &client_results, child).await;
         };
         self.run_pending(turn, conversation, Some(&decisions), &client_results, child).await
+    }
+
+    /// Asks again, under the current configuration, about the calls whose interrupts were
+    /// superseded (their policy or arguments changed since they were shown, §5.3): each opens a
+    /// new interrupt, and the turn waits for those besides the decisions it has (`awaiting`). A
+    /// call whose policy now asks nobody runs with the rest.
+    async fn ask_again(
+        &self,
+        turn: &mut TurnContext,
+        conversation: &mut Conversation,
+        superseded: &[Decided],
+        awaiting: &[String],
+    ) -> Result<(), AgentError> {
+        let mut specs = Vec::new();
+        for call in conversation.pending.iter_mut() {
+            let stale = call.interrupt.as_ref().is_some_and(|id| superseded.iter().any(|s| s.interrupt_id == *id));
+            if !stale {
+                continue;
+            }
+            call.interrupt = None;
+            if let Some(spec) = self.interrupt_for(call) {
+                call.interrupt = Some(spec.id.clone());
+                specs.push(spec);
+            }
+        }
+        if specs.is_empty() {
+            return Ok(());
+        }
+        let checkpoint = self.checkpoint(conversation, awaiting);
+        Err(turn.wait_for(specs, checkpoint).await)
     }
 
     /// The interrupt a call waits on, if it needs a person: its tool's approval, or a question.

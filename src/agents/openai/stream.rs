@@ -35,7 +35,7 @@ impl OpenaiAgent {
             .config
             .tools
             .iter()
-            .map(|t| t.definition())
+            .map(super::tools::definition)
             .chain(self.config.builtins.iter().filter_map(|b| {
                 let mut definition = builtin_definition(b)?;
                 if b == DELEGATE {

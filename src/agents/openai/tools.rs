@@ -7,11 +7,16 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::OpenaiAgent;
+use super::{secret_args, OpenaiAgent};
 use crate::config::HttpTool;
 
 /// The header an HTTP tool call carries its idempotency key in (the IETF draft's name).
 pub(super) const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// The tool as the model is offered it (its secret arguments as their placeholders).
+pub(super) fn definition(tool: &HttpTool) -> Value {
+    secret_args::offered_definition(&tool.name, &tool.description, &tool.parameters, &tool.secret_args, true)
+}
 
 impl OpenaiAgent {
     pub(super) fn tool(&self, name: &str) -> Option<&HttpTool> {
@@ -28,22 +33,10 @@ impl OpenaiAgent {
         };
         // The model sent placeholders for the credentials: the values go in only now, in the
         // request to the tool, and nowhere else (the log shows what the model sent).
-        for (argument, variable) in &tool.secret_args {
-            let Some(object) = args.as_object_mut() else { break };
-            match std::env::var(variable) {
-                Ok(value) => {
-                    object.insert(argument.clone(), Value::String(value));
-                }
-                Err(_) => return format!("error: the credential for `{argument}` is not configured; nothing was run"),
-            }
-        }
-        let mut checked = tool.parameters.clone();
-        if let Some(properties) = checked.get_mut("properties").and_then(Value::as_object_mut) {
-            // The arguments now hold the credentials themselves, not their placeholders.
-            for argument in tool.secret_args.keys() {
-                properties.insert(argument.clone(), serde_json::json!({ "type": "string" }));
-            }
-        }
+        let checked = match secret_args::fill_in(&mut args, &tool.parameters, &tool.secret_args, true) {
+            Ok(checked) => checked,
+            Err(why) => return why,
+        };
         if let Ok(validator) = jsonschema::validator_for(&checked) {
             let errors: Vec<String> = validator.iter_errors(&args).map(|e| e.to_string()).collect();
             if !errors.is_empty() {
