@@ -4,6 +4,7 @@
 //! database. [`registry`] builds them from the configuration at start-up.
 
 pub mod agui;
+pub mod capabilities;
 pub mod openai;
 pub mod script;
 

@@ -14,6 +14,7 @@ mod tls_support;
 mod atomic_audit;
 mod auth;
 mod bad_input;
+mod capabilities;
 mod board;
 mod cards;
 mod config_check;

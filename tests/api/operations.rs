@@ -15,6 +15,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/agui/agents/{agent}"),
     ("post", "/v1/agui/agents/{agent}/connect"),
     ("get", "/v1/agents"),
+    ("get", "/v1/agents/{agent}"),
     ("get", "/v1/threads"),
     ("get", "/v1/threads/{thread}"),
     ("delete", "/v1/threads/{thread}"),
