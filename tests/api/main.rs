@@ -1,6 +1,7 @@
 //! The gateway over real HTTP: every scenario against a real server on a random port, on
 //! SQLite files and on a real PostgreSQL server.
 
+mod fakes;
 #[path = "../support/gateway_process.rs"]
 mod gateway_process;
 mod helpers;
