@@ -170,6 +170,7 @@ impl TestApp {
     }
 
     pub async fn start_with(config: Config) -> TestApp {
+        crate::test_log::show_when_asked();
         let server = agui_gateway::server::Server::start(config).await.expect("gateway starts");
         let scheme = if server.serves_tls() { "https" } else { "http" };
         let store = server.state().engine.store().clone();

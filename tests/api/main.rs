@@ -9,6 +9,7 @@ mod helpers;
 mod log_checks;
 #[path = "../support/test_ca.rs"]
 mod test_ca;
+mod test_log;
 #[path = "../support/tls.rs"]
 mod tls_support;
 

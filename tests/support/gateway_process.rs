@@ -67,6 +67,13 @@ impl<'a> Spawn<'a> {
     }
 }
 
+/// The switch that shows a test's gateway logs: with `TEST_LOG=1` every line of the gateways a
+/// test starts goes to the test's output (shown when it fails, or always with `--nocapture`);
+/// quiet otherwise.
+pub fn test_log_on() -> bool {
+    std::env::var("TEST_LOG").is_ok_and(|v| v == "1")
+}
+
 fn spawn_command(
     mut command: Command,
     config: &Path,
@@ -90,6 +97,9 @@ fn spawn_command(
     let stderr = child.stderr.take().expect("stderr");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let lines = logs.clone();
+    let (show, pid) = (test_log_on(), child.id());
+    // The reader thread inherits the test's output capture, so its lines land in the test's
+    // output rather than the terminal.
     let reader = std::thread::spawn(move || {
         let mut ready = Some(ready_tx);
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -108,6 +118,9 @@ fn spawn_command(
                 if let Some(ready) = ready.take() {
                     let _ = ready.send((field("address"), field("instance")));
                 }
+            }
+            if show {
+                eprintln!("[gateway {pid}] {plain}");
             }
             lines.lock().unwrap_or_else(|p| p.into_inner()).push(plain);
         }

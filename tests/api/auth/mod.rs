@@ -15,7 +15,7 @@ mod secret_logs;
 mod tenants;
 mod token_exchange;
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agui_gateway::auth::keys::{self, KeyRequest};

@@ -4,40 +4,11 @@
 
 use super::*;
 
-/// Everything logged at info level by this test binary, from any thread.
-fn captured_logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buffer = Arc::new(Mutex::new(Vec::new()));
-        let writer = buffer.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
-            .with_ansi(false)
-            .with_writer(move || CaptureWriter(writer.clone()))
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("the log test installs the only subscriber");
-        buffer
-    })
-}
-
-struct CaptureWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for CaptureWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("lock").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// §8: logs never contain a token, a key or message text at info level — over a full run
 /// with each credential, refused credentials, and a token exchange.
 #[tokio::test]
 async fn the_logs_of_a_full_run_hold_no_token_key_or_message_text() {
-    let logs = captured_logs();
+    let logs = crate::test_log::captured();
     let (app, _db) = secured(Backend::Sqlite).await;
     let token = app_token(&claims("acme", "alice"));
     let (key, _) = new_key(&app, "acme", &["demo"], KeyKind::Tenant).await;
@@ -60,7 +31,7 @@ async fn the_logs_of_a_full_run_hold_no_token_key_or_message_text() {
     assert_eq!(refused.status(), 401);
     app.auth.report_failures().await.expect("report");
 
-    let text = String::from_utf8_lossy(&logs.lock().expect("lock")).to_string();
+    let text = String::from_utf8_lossy(&logs.lock().unwrap_or_else(|p| p.into_inner())).to_string();
     assert!(text.contains("th-log-1") && text.contains("person:alice"), "runs are logged, without secrets:\n{text}");
     for (what, secret) in [
         ("app token", token.as_str()),
