@@ -16,7 +16,7 @@ mod pg_server;
 #[path = "support/waiting.rs"]
 mod waiting;
 
-use gateway_process::{spawn_instance, Instance};
+use gateway_process::{Instance, Spawn};
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -269,7 +269,7 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
 
     let logs = Arc::new(Mutex::new(Vec::new()));
     let mut instances: Vec<Instance> =
-        (0..INSTANCES).map(|_| spawn_instance(&config, &database, logs.clone())).collect();
+        (0..INSTANCES).map(|_| Spawn::new(&config, &database).start(logs.clone())).collect();
     let live = Arc::new(RwLock::new(instances.iter().map(|i| i.address.clone()).collect::<Vec<_>>()));
     let started = Instant::now();
     let deadline = started + Duration::from_secs(120);
@@ -321,7 +321,7 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     pool.close().await;
 
     // Start it again; then restart PostgreSQL under everyone.
-    let restarted = spawn_instance(&config, &database, logs.clone());
+    let restarted = Spawn::new(&config, &database).start(logs.clone());
     live.write().unwrap_or_else(|p| p.into_inner()).push(restarted.address.clone());
     let ready = format!("http://{}/readyz", restarted.address);
     instances.push(restarted);
@@ -428,8 +428,8 @@ async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
     std::fs::write(&config, CHAOS_CONFIG).expect("config");
     gateway_process::migrate(&database);
     let logs = Arc::new(Mutex::new(Vec::new()));
-    let mut stopping = spawn_instance(&config, &database, logs.clone());
-    let mut staying = spawn_instance(&config, &database, logs.clone());
+    let mut stopping = Spawn::new(&config, &database).start(logs.clone());
+    let mut staying = Spawn::new(&config, &database).start(logs.clone());
 
     // Every client starts on the instance that will stop.
     let live = Arc::new(RwLock::new(vec![stopping.address.clone()]));

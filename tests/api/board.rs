@@ -82,8 +82,7 @@ async fn a_runs_state_writes_only_the_agents_editable_keys(backend: Backend) {
     let events = app.run_to_end("editor", &input).await;
     let snapshot = &events.iter().find(|e| e.kind() == "STATE_SNAPSHOT").expect("snapshot").data["snapshot"];
     assert_eq!(snapshot, &json!({ "tone": "casual", "board": { "notes": [] } }), "only the editable key is taken");
-    let thread: Value =
-        app.client.get(app.url("/v1/threads/th-edit")).send().await.expect("get").json().await.expect("json");
+    let thread: Value = app.get_json("/v1/threads/th-edit").await;
     assert_eq!(thread["state"], json!({ "tone": "casual" }));
 
     let before = app.counts().await;

@@ -53,38 +53,18 @@ async fn a_script_client_tool_waits_for_the_clients_result() {
     let (ok, report) = agui_check(&app.run_url("checker"), &input).await;
     assert!(ok, "{report}");
 
-    let history: serde_json::Value = app
-        .client
-        .get(app.url("/v1/threads/th-client-tool/messages"))
-        .send()
-        .await
-        .expect("messages")
-        .json()
-        .await
-        .expect("json");
+    let history: serde_json::Value = app.get_json("/v1/threads/th-client-tool/messages").await;
     let mut messages = history["messages"].as_array().expect("list").clone();
     messages.push(json!({ "id": "result-1", "role": "tool", "toolCallId": call.data["toolCallId"], "content": "yes" }));
     let next = json!({ "threadId": "th-client-tool", "runId": "run-2", "protocolVersion": "1.0", "tools": tools,
                        "messages": messages });
     let continued = app.run_to_end("checker", &next).await;
     assert_eq!(continued.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&continued));
-    let text: String = continued
-        .iter()
-        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
-        .filter_map(|e| e.data["delta"].as_str())
-        .collect();
+    let text: String = text_of(&continued);
     assert_eq!(text, "You said yes.");
     assert_eq!(app.counts().await.turns, 1, "the result continued the same turn");
     // The thread's record holds the client's result, once, after the call.
-    let record: serde_json::Value = app
-        .client
-        .get(app.url("/v1/threads/th-client-tool/messages"))
-        .send()
-        .await
-        .expect("messages")
-        .json()
-        .await
-        .expect("json");
+    let record: serde_json::Value = app.get_json("/v1/threads/th-client-tool/messages").await;
     let roles: Vec<&str> =
         record["messages"].as_array().expect("list").iter().filter_map(|m| m["role"].as_str()).collect();
     assert_eq!(roles, vec!["user", "assistant", "tool", "assistant"]);

@@ -21,15 +21,7 @@ async fn the_demo_run_passes_the_official_client_on_sqlite_and_postgres() {
         assert_passes(&app.run_url("demo"), &input).await;
         // And a second turn on the thread, with the history as the gateway records it.
         let thread = input["threadId"].as_str().expect("thread").to_string();
-        let messages: serde_json::Value = app
-            .client
-            .get(app.url(&format!("/v1/threads/{thread}/messages")))
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
+        let messages: serde_json::Value = app.get_json(&format!("/v1/threads/{thread}/messages")).await;
         let mut history = messages["messages"].as_array().expect("messages").clone();
         history.push(json!({"id": "u2", "role": "user", "content": "again"}));
         assert_passes(&app.run_url("slow"), &json!({"threadId": thread, "runId": "run-2", "messages": history})).await;
@@ -50,9 +42,7 @@ async fn failed_refused_and_burst_runs_pass_the_official_client() {
 
 #[tokio::test]
 async fn a_resumed_stream_joined_to_its_head_passes_the_official_client() {
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let a = TestApp::start(&db.url).await;
-    let b = TestApp::start(&db.url).await;
+    let (a, b, _db) = two_apps().await;
     let input = first_run("th-check-join", "run-join", "join me");
     let head = read_events(a.post_run("slow", &input).await, Some(11)).await;
     let last_id = head.last().and_then(|e| e.id.clone()).expect("id");

@@ -9,15 +9,7 @@ use crate::helpers::*;
 use crate::on_both_stores;
 
 async fn messages_of(app: &TestApp, thread: &str) -> Vec<Value> {
-    let body: Value = app
-        .client
-        .get(app.url(&format!("/v1/threads/{thread}/messages")))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let body: Value = app.get_json(&format!("/v1/threads/{thread}/messages")).await;
     body["messages"].as_array().expect("messages").clone()
 }
 
@@ -155,9 +147,7 @@ on_both_stores!(a_connect_stream_opens_with_the_thread_and_follows_later_turns_f
 
 #[tokio::test]
 async fn a_connect_stream_on_one_instance_follows_turns_run_on_another() {
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let a = TestApp::start(&db.url).await;
-    let b = TestApp::start(&db.url).await;
+    let (a, b, _db) = two_apps().await;
     let input = first_run("th-x-watch", "run-1", "watch me");
     let mut on_a = EventStream::new(a.post_run("slow", &input).await);
     on_a.until_kind("TEXT_MESSAGE_CONTENT").await;

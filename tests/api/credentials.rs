@@ -12,9 +12,9 @@ use axum::http::HeaderMap;
 use axum::routing::post;
 use serde_json::{json, Value};
 
+use crate::fakes::model::ScriptedModel;
 use crate::gateway_process;
 use crate::helpers::*;
-use crate::openai::start_model;
 
 const SECRET: &str = "tok-7f3a9c-very-secret";
 const PLACEHOLDER: &str = "\u{2039}secret:AGUI_TEST_ECHO_TOKEN\u{203a}";
@@ -51,10 +51,9 @@ async fn start_echoing_tool() -> (String, Arc<Mutex<Vec<String>>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tools_credential_echoed_back_appears_nowhere() {
-    let model = start_model(
+    let model = ScriptedModel::planned(
         vec![("echo_headers", json!({})), ("use_token", json!({ "token": ARG_PLACEHOLDER, "query": "balance" }))],
         "The tools answered.",
-        false,
     )
     .await;
     let (tool, bodies) = start_echoing_tool().await;
@@ -64,13 +63,8 @@ async fn a_tools_credential_echoed_back_appears_nowhere() {
     let config = dir.path().join("gateway.toml");
     std::fs::write(
         &config,
-        format!(
+        model.agents_table(&format!(
             r#"
-[[agents]]
-name = "assistant"
-kind = "openai"
-base_url = "{}"
-model = "scripted"
 [[agents.tools]]
 name = "echo_headers"
 url = "{tool}"
@@ -80,23 +74,18 @@ name = "use_token"
 url = "{tool}"
 parameters = {{ type = "object", properties = {{ query = {{ type = "string" }} }} }}
 secret_args = {{ token = "AGUI_TEST_ARG_TOKEN" }}
-"#,
-            model.url
-        ),
+"#
+        )),
     )
     .expect("config");
     let logs = Arc::new(Mutex::new(Vec::new()));
-    let mut gateway = gateway_process::spawn_instance_env(
-        &config,
-        &database_url,
-        logs.clone(),
-        &[],
-        &[
+    let mut gateway = gateway_process::Spawn::new(&config, &database_url)
+        .env(&[
             ("AGUI_TEST_ECHO_TOKEN", SECRET),
             ("AGUI_TEST_ARG_TOKEN", ARG_SECRET),
             ("AGUI_GATEWAY_LOG_FILTER", "debug,sqlx=warn,hyper=info,h2=info"),
-        ],
-    );
+        ])
+        .start(logs.clone());
     let client = reqwest::Client::new();
     let response = client
         .post(format!("http://{}/v1/agui/agents/assistant", gateway.address))
@@ -112,8 +101,7 @@ secret_args = {{ token = "AGUI_TEST_ARG_TOKEN" }}
     assert!(shown.contains(PLACEHOLDER), "the placeholder stands in the credential's place: {shown}");
     assert!(!raw.contains(SECRET) && !raw.contains(ARG_SECRET), "the client's stream");
     // The credential argument: the call shows the placeholder, the tool got the value.
-    let args: String =
-        events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").filter_map(|e| e.data["delta"].as_str()).collect();
+    let args: String = deltas(&events, "TOOL_CALL_ARGS");
     assert!(args.contains(ARG_PLACEHOLDER), "the call's arguments as shown: {args}");
     let sent = bodies.lock().expect("bodies").clone();
     let to_tool: Value = serde_json::from_str(sent.last().expect("the tool was called")).expect("json");
@@ -129,7 +117,7 @@ secret_args = {{ token = "AGUI_TEST_ARG_TOKEN" }}
         .expect("body");
     assert!(messages.contains(PLACEHOLDER) && !messages.contains(SECRET), "the thread's messages: {messages}");
 
-    let requests = model.requests.lock().expect("requests").clone();
+    let requests = model.requests();
     let next = requests[1].to_string();
     assert!(next.contains("received_headers"), "the tool's answer reached the model: {next}");
     assert_eq!(requests.len(), 3, "asked after each tool");

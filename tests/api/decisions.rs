@@ -3,76 +3,18 @@
 //! than they were proposed; and a stored decision that is missing or unreadable fails the turn.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
-use axum::routing::post;
-use axum::Json;
 use serde_json::{json, Value};
 
+use crate::fakes::model::{all_at_once, openai_toml, ScriptedModel};
+use crate::fakes::tools::start_tool;
 use crate::helpers::*;
 use crate::on_both_stores;
-use crate::openai::start_tool;
-
-fn chunk(delta: Value) -> String {
-    let event = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "scripted",
-                       "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
-    format!("data: {event}\n\n")
-}
-
-/// A model that answers a conversation without tool results with all of `calls` in one answer
-/// (each call's arguments in two pieces), and any later conversation with `final_text`.
-/// Records every request.
-pub async fn start_multi_call_model(
-    calls: Vec<(&'static str, Value)>,
-    final_text: &'static str,
-) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let recorded = requests.clone();
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        post(move |Json(request): Json<Value>| {
-            let recorded = recorded.clone();
-            let calls = calls.clone();
-            async move {
-                recorded.lock().unwrap_or_else(|p| p.into_inner()).push(request.clone());
-                let answered = request["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
-                let mut body = String::new();
-                if answered {
-                    body.push_str(&chunk(json!({"content": final_text})));
-                } else {
-                    for (index, (name, args)) in calls.iter().enumerate() {
-                        let args = args.to_string();
-                        let (head, tail) = args.split_at(args.len() / 2);
-                        body.push_str(&chunk(
-                            json!({"tool_calls": [{"index": index, "id": format!("call_{index}"), "type": "function",
-                            "function": {"name": name, "arguments": head}}]}),
-                        ));
-                        body.push_str(&chunk(
-                            json!({"tool_calls": [{"index": index, "function": {"arguments": tail}}]}),
-                        ));
-                    }
-                }
-                body.push_str("data: [DONE]\n\n");
-                (axum::http::StatusCode::OK, [("content-type", "text/event-stream")], body)
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (url, requests)
-}
 
 /// An agent offered `board_write` (not `ask_user`) and the HTTP tool `wire`.
 fn wiring_agent(model_url: &str, tool_url: &str, approval: &str) -> agui_gateway::config::AgentConfig {
-    toml::from_str(&format!(
+    let more = format!(
         r#"
-name = "wirer"
-kind = "openai"
-base_url = "{model_url}"
-model = "scripted"
 retries = 0
 builtins = ["board_write"]
 [[tools]]
@@ -82,8 +24,8 @@ parameters = {{ type = "object", properties = {{ to = {{ type = "string" }}, amo
 approval = "{approval}"
 allow_edit = true
 "#
-    ))
-    .expect("agent config")
+    );
+    toml::from_str(&openai_toml("wirer", model_url, &more)).expect("agent config")
 }
 
 /// Each call of a run: gateway id → (name, arguments as streamed).
@@ -128,7 +70,7 @@ fn resume(thread: &str, run: &str, entries: Value) -> Value {
 }
 
 async fn each_decision_reaches_only_the_call_it_answers(backend: Backend) {
-    let (model_url, model_requests) = start_multi_call_model(
+    let model = ScriptedModel::start(all_at_once(
         vec![
             ("ask_user", json!({"question": "Which account?"})),
             ("wire", json!({"to": "attacker"})),
@@ -137,12 +79,12 @@ async fn each_decision_reaches_only_the_call_it_answers(backend: Backend) {
             ("wire", json!({"to": "bank"})),
         ],
         "Done.",
-    )
+    ))
     .await;
     let (tool_url, tool_calls) = start_tool("wired").await;
     let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
-    config.agents.push(wiring_agent(&model_url, &tool_url, "always"));
+    config.agents.push(wiring_agent(&model.url, &tool_url, "always"));
     let app = TestApp::start_with(config).await;
 
     let first = app.run_to_end("wirer", &first_run("th-wire", "run-1", "pay the vendor")).await;
@@ -194,7 +136,7 @@ async fn each_decision_reaches_only_the_call_it_answers(backend: Backend) {
     assert_eq!(results.len(), 5);
 
     // The model read each result under its own call.
-    let requests = model_requests.lock().expect("requests").clone();
+    let requests = model.requests();
     assert_eq!(requests.len(), 2);
     let tool_messages: BTreeMap<String, String> = requests[1]["messages"]
         .as_array()
@@ -211,19 +153,19 @@ async fn each_decision_reaches_only_the_call_it_answers(backend: Backend) {
 on_both_stores!(each_decision_reaches_only_the_call_it_answers);
 
 async fn a_tool_the_model_was_not_offered_runs_nothing(backend: Backend) {
-    let (model_url, _) = start_multi_call_model(
+    let model = ScriptedModel::start(all_at_once(
         vec![
             ("ask_user", json!({"question": "Sure?"})),
             ("transfer", json!({"to": "x"})),
             ("wire", json!({"to": "vendor"})),
         ],
         "Done.",
-    )
+    ))
     .await;
     let (tool_url, tool_calls) = start_tool("wired").await;
     let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
-    config.agents.push(wiring_agent(&model_url, &tool_url, "never"));
+    config.agents.push(wiring_agent(&model.url, &tool_url, "never"));
     let app = TestApp::start_with(config).await;
     let events = app.run_to_end("wirer", &first_run("th-unoffered", "run-1", "go")).await;
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "no interrupt: {:?}", kinds(&events));
@@ -276,11 +218,12 @@ fn assert_failed_saying(events: &[SseEvent], words: &str) {
 
 async fn a_missing_or_unreadable_decision_fails_the_turn(backend: Backend) {
     let db = TestDatabase::new(backend).await;
-    let (model_url, _) =
-        start_multi_call_model(vec![("wire", json!({"to": "a"})), ("wire", json!({"to": "b"}))], "Done.").await;
+    let model =
+        ScriptedModel::start(all_at_once(vec![("wire", json!({"to": "a"})), ("wire", json!({"to": "b"}))], "Done."))
+            .await;
     let (tool_url, tool_calls) = start_tool("wired").await;
     let mut config = test_config(&db.url);
-    config.agents.push(wiring_agent(&model_url, &tool_url, "always"));
+    config.agents.push(wiring_agent(&model.url, &tool_url, "always"));
     let app = TestApp::start_with(config).await;
 
     let events = run_with_spoiled_decision(&app, &db, "pair", "th-missing", None).await;

@@ -6,6 +6,7 @@
 
 use serde_json::{json, Value};
 
+use crate::fakes::model::ScriptedModel;
 use crate::helpers::*;
 use crate::on_both_stores;
 
@@ -82,8 +83,7 @@ async fn a_childs_approval_is_answered_through_the_parents_resume(backend: Backe
     assert_eq!(text(&second), vec!["Mailer sent it.", "Summary of the launch.", "All delegated work is done."]);
     let (ok, report) = agui_check(&app.run_url("manager"), &resume).await;
     assert!(ok, "the resumed run passes the official client: {report}");
-    let thread: Value =
-        app.client.get(app.url("/v1/threads/th-deleg")).send().await.expect("get").json().await.expect("json");
+    let thread: Value = app.get_json("/v1/threads/th-deleg").await;
     assert_eq!(thread["latestTurn"]["status"], "succeeded");
 }
 on_both_stores!(a_childs_approval_is_answered_through_the_parents_resume);
@@ -92,28 +92,14 @@ on_both_stores!(a_childs_approval_is_answered_through_the_parents_resume);
 /// turn runs inside a step of this run and its answer is the call's result the model reads.
 #[tokio::test]
 async fn a_model_delegates_a_task_and_reads_the_childs_answer() {
-    let model = crate::openai::start_model(
+    let model = ScriptedModel::planned(
         vec![("delegate", json!({ "agent": "summariser", "task": "the quarterly report" }))],
         "The summary is in.",
-        false,
     )
     .await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
-    config.agents.push(
-        toml::from_str(&format!(
-            r#"
-name = "planner"
-kind = "openai"
-base_url = "{}"
-model = "scripted"
-builtins = ["delegate"]
-delegates = ["summariser"]
-"#,
-            model.url
-        ))
-        .expect("agent config"),
-    );
+    config.agents.push(model.agent("planner", "builtins = [\"delegate\"]\ndelegates = [\"summariser\"]\n"));
     let app = TestApp::start_with(config).await;
     let input = first_run("th-llm-deleg", "run-1", "summarise the report");
     let events = app.run_to_end("planner", &input).await;
@@ -127,7 +113,7 @@ delegates = ["summariser"]
     let result_at = events.iter().position(|e| e.kind() == "TOOL_CALL_RESULT").expect("result");
     assert!(step_end < result_at, "the child's step finishes before the call's result");
     // The model read the child's answer as the tool result.
-    let requests = model.requests.lock().expect("requests").clone();
+    let requests = model.requests();
     let tool_message =
         requests[1]["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "tool").cloned();
     assert_eq!(tool_message.expect("a tool message")["content"], "Summary of the quarterly report.");

@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::auth::{app_token, auth_config, claims};
-use crate::gateway_process::{spawn_instance_env, spawn_instance_limited, Instance};
+use crate::gateway_process::{Instance, Spawn};
 use crate::helpers::*;
 use crate::on_both_stores;
 use crate::test_ca::TestCa;
@@ -65,7 +65,7 @@ async fn edge_gateway(extra: &[(&str, &str)]) -> Edge {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let logs = Arc::new(Mutex::new(Vec::new()));
-    let instance = spawn_instance_env(&config_file(&dir), &db.url, logs.clone(), &[], &edge_env(extra));
+    let instance = Spawn::new(&config_file(&dir), &db.url).env(&edge_env(extra)).start(logs.clone());
     Edge { instance, logs, _dir: dir, _db: db }
 }
 
@@ -193,7 +193,7 @@ async fn the_accept_loop_outlives_running_out_of_file_descriptors() {
     let logs = Arc::new(Mutex::new(Vec::new()));
     let env =
         edge_env(&[("AGUI_GATEWAY_DATABASE_MAX_CONNECTIONS", "2"), ("AGUI_GATEWAY_LIMITS_MAX_CONNECTIONS", "10000")]);
-    let mut instance = spawn_instance_limited(&config_file(&dir), &db.url, logs.clone(), &env, 64);
+    let mut instance = Spawn::new(&config_file(&dir), &db.url).env(&env).open_files(64).start(logs.clone());
     let address = instance.address.clone();
     served(&format!("http://{address}/livez")).await;
 
@@ -244,7 +244,7 @@ async fn stalled_tls_connections_are_closed_within_their_timeout_while_a_client_
     let (cert, key) = (cert.display().to_string(), key.display().to_string());
     let env = edge_env(&[("AGUI_GATEWAY_TLS_CERT_FILE", &cert), ("AGUI_GATEWAY_TLS_KEY_FILE", &key)]);
     let logs = Arc::new(Mutex::new(Vec::new()));
-    let instance = spawn_instance_env(&config_file(&dir), &db.url, logs, &[], &env);
+    let instance = Spawn::new(&config_file(&dir), &db.url).env(&env).start(logs);
     let address = instance.address.clone();
     let header = Duration::from_secs(HEADER_SECS);
     let idle = Duration::from_secs(IDLE_SECS);
@@ -571,8 +571,7 @@ async fn every_body_limit_refusal_has_the_json_error_body() {
         assert_eq!(error["error"]["code"], "payload_too_large", "{path}");
     }
     // The API document says so, and that a body too slow to arrive is 408.
-    let document: Value =
-        app.client.get(app.url("/openapi.json")).send().await.expect("get").json().await.expect("JSON");
+    let document: Value = app.get_json("/openapi.json").await;
     for path in
         ["/v1/interrupts/{id}/decision", "/v1/agui/agents/{agent}", "/v1/agui/agents/{agent}/connect", "/v1/auth/token"]
     {
@@ -634,7 +633,7 @@ async fn printed_database_urls_mask_every_password() {
     // And the start line of `serve`.
     let dir = tempfile::tempdir().expect("temp dir");
     let logs = Arc::new(Mutex::new(Vec::new()));
-    let instance = spawn_instance_env(&config_file(&dir), &url, logs.clone(), &[], &[]);
+    let instance = Spawn::new(&config_file(&dir), &url).start(logs.clone());
     drop(instance);
     let logs = logs.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
     let start = logs.lines().find(|line| line.contains("agui-gateway listening")).unwrap_or_default();

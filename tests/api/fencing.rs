@@ -14,7 +14,7 @@ use agui_gateway::store::{
 use bytes::Bytes;
 use serde_json::json;
 
-use crate::gateway_process::{self, spawn_instance};
+use crate::gateway_process::{self, Spawn};
 use crate::helpers::*;
 use crate::log_checks::seal_violation;
 
@@ -222,7 +222,7 @@ async fn a_paused_runner_woken_after_a_takeover_writes_nothing(backend: Backend)
     std::fs::write(&config, PAUSE_CONFIG).expect("config");
     gateway_process::migrate(&db.url);
     let logs = Arc::new(Mutex::new(Vec::new()));
-    let mut first = spawn_instance(&config, &db.url, logs.clone());
+    let mut first = Spawn::new(&config, &db.url).start(logs.clone());
     let client = reqwest::Client::new();
     let input = first_run("th-paused", "run-1", "pause me");
     let response = client
@@ -246,7 +246,7 @@ async fn a_paused_runner_woken_after_a_takeover_writes_nothing(backend: Backend)
     // Another instance takes the turn over: on PostgreSQL once the lease lapses; on SQLite the
     // new process claims every running turn at start. It runs the cut step again from the
     // checkpoint, so for 2.5 s it waits too, having written nothing past the first runner's log.
-    let mut second = spawn_instance(&config, &db.url, logs.clone());
+    let mut second = Spawn::new(&config, &db.url).start(logs.clone());
     wait_until(Duration::from_secs(30), "the second instance to claim the turn", || async {
         the_turn_row(&db.url).await.2 >= 2
     })

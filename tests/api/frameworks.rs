@@ -106,7 +106,7 @@ frontend_tools = ["show_city"]
 }
 
 fn text(events: &[SseEvent]) -> String {
-    events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect()
+    text_of(&events)
 }
 
 /// What a stream ended with, for failure messages: the outcome, or the error's message.
@@ -131,15 +131,7 @@ async fn judged(events: &[SseEvent], input: &Value, what: &str) {
 }
 
 async fn thread_messages(app: &TestApp, thread: &str) -> Vec<Value> {
-    let body: Value = app
-        .client
-        .get(app.url(&format!("/v1/threads/{thread}/messages")))
-        .send()
-        .await
-        .expect("messages")
-        .json()
-        .await
-        .expect("json");
+    let body: Value = app.get_json(&format!("/v1/threads/{thread}/messages")).await;
     body["messages"].as_array().expect("list").clone()
 }
 
@@ -200,8 +192,7 @@ async fn a_frontend_tool_round_trip_continues_the_turn(framework: Framework, bac
     assert_eq!(call.data["toolCallName"], "show_city");
     let call_id = call.data["toolCallId"].as_str().expect("id").to_string();
     assert!(call_id.starts_with(&format!("{}:c", turn_of(&events))), "the gateway's id: {call_id}");
-    let args: String =
-        events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").filter_map(|e| e.data["delta"].as_str()).collect();
+    let args: String = deltas(&events, "TOOL_CALL_ARGS");
     assert_eq!(serde_json::from_str::<Value>(&args).expect("JSON args"), json!({"city": "Paris"}));
     let end = &events.last().expect("end").data;
     assert_eq!(end["outcome"], json!({ "type": "success", "pendingToolCallIds": [call_id] }), "{}", ending(&events));

@@ -170,6 +170,7 @@ impl TestApp {
     }
 
     pub async fn start_with(config: Config) -> TestApp {
+        crate::test_log::show_when_asked();
         let server = agui_gateway::server::Server::start(config).await.expect("gateway starts");
         let scheme = if server.serves_tls() { "https" } else { "http" };
         let store = server.state().engine.store().clone();
@@ -228,6 +229,12 @@ impl TestApp {
         read_events(response, None).await
     }
 
+    /// `GET path` (no credential), its body as JSON.
+    pub async fn get_json(&self, path: &str) -> Value {
+        let response = self.client.get(self.url(path)).send().await.unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        response.json().await.unwrap_or_else(|e| panic!("GET {path} answered no JSON: {e}"))
+    }
+
     pub async fn counts(&self) -> RowCounts {
         self.store.row_counts().await.expect("row counts")
     }
@@ -252,6 +259,15 @@ impl Drop for TestApp {
             server.abort();
         }
     }
+}
+
+/// Two gateways in this process on one fresh PostgreSQL database, as two instances of one
+/// deployment; with the database, dropped after them.
+pub async fn two_apps() -> (TestApp, TestApp, TestDatabase) {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let a = TestApp::start(&db.url).await;
+    let b = TestApp::start(&db.url).await;
+    (a, b, db)
 }
 
 /// One SSE event as received.
@@ -372,6 +388,23 @@ impl EventStream {
     }
 }
 
+/// Reads `response` until a keepalive comment came, within [`PATIENCE`]: whether one did, and
+/// the body read.
+pub async fn read_until_keepalive(response: &mut reqwest::Response) -> (bool, String) {
+    let mut raw = String::new();
+    let keepalive = tokio::time::timeout(PATIENCE, async {
+        while !raw.contains("\n\n: keepalive\n\n") {
+            match response.chunk().await {
+                Ok(Some(chunk)) => raw.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return false,
+            }
+        }
+        true
+    })
+    .await;
+    (keepalive == Ok(true), raw)
+}
+
 /// Opens a run of `agent` and reads it until its first answer is whole: a `waiter` run then
 /// waits a minute with its stream open (its log stays as it is).
 pub async fn open_until_waiting(app: &TestApp, agent: &str, input: &Value) -> EventStream {
@@ -385,6 +418,16 @@ pub async fn open_until_waiting(app: &TestApp, agent: &str, input: &Value) -> Ev
 /// How long a test waits for something the gateway is sure to do before calling it a failure:
 /// far above what any step takes, so only a real hang trips it.
 pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The `delta`s of the `kind` events, joined: a message's text, a call's arguments.
+pub fn deltas(events: &[SseEvent], kind: &str) -> String {
+    events.iter().filter(|e| e.kind() == kind).filter_map(|e| e.data["delta"].as_str()).collect()
+}
+
+/// What the agent said: every `TEXT_MESSAGE_CONTENT` delta, joined.
+pub fn text_of(events: &[SseEvent]) -> String {
+    deltas(events, "TEXT_MESSAGE_CONTENT")
+}
 
 pub fn kinds(events: &[SseEvent]) -> Vec<&str> {
     events.iter().map(SseEvent::kind).collect()
@@ -552,11 +595,11 @@ macro_rules! on_both_stores {
     };
 }
 
-/// Starts a turn straight in the store (tenant `default`, agent `demo`), its row naming
-/// `instance` as its owner: for tests of the store's own rules (fencing, leases, the log).
-pub async fn new_turn(store: &dyn Store, thread: &str, instance: &str) -> TurnRow {
-    let new = NewTurn {
-        tenant: "default".into(),
+/// The first turn of `thread` in `tenant` (agent `demo`), its row naming `instance` as its
+/// owner, as [`Store::start_turn`] takes it.
+pub fn new_turn_of(tenant: &str, thread: &str, instance: &str) -> NewTurn {
+    NewTurn {
+        tenant: tenant.into(),
         thread_id: thread.into(),
         owner: Owner { kind: OwnerKind::Tenant, id: String::new() },
         run_id: "run-1".into(),
@@ -571,8 +614,13 @@ pub async fn new_turn(store: &dyn Store, thread: &str, instance: &str) -> TurnRo
         client_input: None,
         owner_instance: instance.into(),
         audit: Vec::new(),
-    };
-    match store.start_turn(&new).await.expect("start") {
+    }
+}
+
+/// Starts a turn straight in the store (tenant `default`, agent `demo`), its row naming
+/// `instance` as its owner: for tests of the store's own rules (fencing, leases, the log).
+pub async fn new_turn(store: &dyn Store, thread: &str, instance: &str) -> TurnRow {
+    match store.start_turn(&new_turn_of("default", thread, instance)).await.expect("start") {
         StartTurn::Started { turn, .. } => turn,
         other => panic!("the turn did not start: {other:?}"),
     }

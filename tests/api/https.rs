@@ -12,7 +12,7 @@ use std::time::Duration;
 use reqwest::Version;
 use serde_json::{json, Value};
 
-use crate::gateway_process::{self, spawn_instance};
+use crate::gateway_process::{self, Spawn};
 use crate::helpers::*;
 use crate::on_both_stores;
 use crate::test_ca::{ServerCert, TestCa};
@@ -196,19 +196,9 @@ async fn sse_over_http2_resumes_and_keeps_alive(backend: Backend) {
 
     let mut response = app.post_run("waiter", &first_run("th-h2-idle", "run-1", "x")).await;
     assert_eq!(response.version(), Version::HTTP_2);
-    let mut raw = String::new();
     // keepalive_secs = 1: the comment comes within seconds of the turn going quiet.
-    let keepalive = tokio::time::timeout(PATIENCE, async {
-        while !raw.contains("\n\n: keepalive\n\n") {
-            match response.chunk().await {
-                Ok(Some(chunk)) => raw.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => return false,
-            }
-        }
-        true
-    })
-    .await;
-    assert_eq!(keepalive, Ok(true), "keepalive comment over h2 in {raw}");
+    let (keepalive, raw) = read_until_keepalive(&mut response).await;
+    assert!(keepalive, "keepalive comment over h2 in {raw}");
 }
 on_both_stores!(sse_over_http2_resumes_and_keeps_alive);
 
@@ -329,7 +319,7 @@ async fn sighup_reloads_and_a_bad_file_keeps_the_old_certificate() {
     .expect("config");
     gateway_process::migrate(&db.url);
     let logs = Arc::new(Mutex::new(Vec::new()));
-    let instance = spawn_instance(&config, &db.url, logs.clone());
+    let instance = Spawn::new(&config, &db.url).start(logs.clone());
     let client_for = |ca: &TestCa| client_trusting(ca, Protocol::Negotiated);
     let url = format!("https://{}/livez", instance.address);
     let peer = |client: reqwest::Client| {

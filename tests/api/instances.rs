@@ -7,9 +7,7 @@ use crate::helpers::*;
 
 #[tokio::test]
 async fn a_stream_on_one_instance_follows_a_turn_running_on_another_live() {
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let a = TestApp::start(&db.url).await;
-    let b = TestApp::start(&db.url).await;
+    let (a, b, _db) = two_apps().await;
     let input = first_run("th-live", "run-1", "watch from elsewhere");
     let on_a = a.post_run("slow", &input).await;
     let head = read_events(on_a, Some(2)).await;
@@ -27,9 +25,7 @@ async fn a_stream_on_one_instance_follows_a_turn_running_on_another_live() {
 
 #[tokio::test]
 async fn a_cancel_sent_to_another_instance_reaches_the_turn() {
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let a = TestApp::start(&db.url).await;
-    let b = TestApp::start(&db.url).await;
+    let (a, b, _db) = two_apps().await;
     let stream = open_until_waiting(&a, "waiter", &first_run("th-x-cancel", "run-1", "x")).await;
     let reader = tokio::spawn(stream.rest());
     let cancel = b.client.post(b.url("/v1/threads/th-x-cancel/cancel")).send().await.expect("cancel");

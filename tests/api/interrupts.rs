@@ -253,9 +253,7 @@ async fn run_until_interrupt_for_others(app: &TestApp, agent: &str, thread: &str
 
 #[tokio::test]
 async fn an_expired_interrupt_is_denied_once_with_two_instances_running() {
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let a = TestApp::start(&db.url).await;
-    let _b = TestApp::start(&db.url).await;
+    let (a, _b, _db) = two_apps().await;
     let (_, interrupts) = run_until_interrupt(&a, "hasty", "th-expire").await;
     let id = interrupts[0]["id"].as_str().expect("id").to_string();
     // Follow the turn as a reloaded page would, until it goes on and ends.
@@ -282,9 +280,7 @@ async fn an_expired_interrupt_is_denied_once_with_two_instances_running() {
 
 #[tokio::test]
 async fn concurrent_resumes_on_two_instances_decide_once() {
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let a = TestApp::start(&db.url).await;
-    let b = TestApp::start(&db.url).await;
+    let (a, b, _db) = two_apps().await;
     let (_, interrupts) = run_until_interrupt(&a, "approver", "th-race").await;
     let id = interrupts[0]["id"].as_str().expect("id");
     let entries = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
@@ -325,11 +321,7 @@ async fn a_question_is_answered_from_its_choices() {
             &resume("th-ask", "r3", json!([{"interruptId": id, "status": "resolved", "payload": {"answer": "blue"}}])),
         )
         .await;
-    let text: String = answered
-        .iter()
-        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
-        .filter_map(|e| e.data["delta"].as_str())
-        .collect();
+    let text: String = text_of(&answered);
     assert_eq!(text, "You chose blue.");
 }
 
@@ -389,8 +381,7 @@ async fn the_decision_route_unblocks_a_waiting_turn() {
     let app = TestApp::start(&db.url).await;
     let (_, interrupts) = run_until_interrupt(&app, "approver", "th-route").await;
     let id = interrupts[0]["id"].as_str().expect("id");
-    let thread: Value =
-        app.client.get(app.url("/v1/threads/th-route")).send().await.expect("get").json().await.expect("json");
+    let thread: Value = app.get_json("/v1/threads/th-route").await;
     assert_eq!(thread["status"], "waiting");
     assert_eq!(thread["interrupts"][0]["id"], id);
     let url = app.url(&format!("/v1/interrupts/{id}/decision"));
@@ -519,8 +510,7 @@ async fn interrupts_link_to_the_console_where_one_is_configured() {
     let link = json!({ "label": "Decide in the console", "url": "https://console.example.com/decide" });
     let (_, interrupts) = run_until_interrupt(&app, "approver", "th-console").await;
     assert_eq!(interrupts[0]["metadata"]["gateway/console"], link);
-    let thread: Value =
-        app.client.get(app.url("/v1/threads/th-console")).send().await.expect("get").json().await.expect("json");
+    let thread: Value = app.get_json("/v1/threads/th-console").await;
     assert_eq!(thread["interrupts"][0]["metadata"]["gateway/console"], link, "{thread}");
     let (_, waiting) = run_until_interrupt_for_others(&app, "foureyes", "th-console-others").await;
     assert_eq!(waiting["gateway/console"], link, "{waiting}");

@@ -1,6 +1,7 @@
 //! The gateway over real HTTP: every scenario against a real server on a random port, on
 //! SQLite files and on a real PostgreSQL server.
 
+mod fakes;
 #[path = "../support/gateway_process.rs"]
 mod gateway_process;
 mod helpers;
@@ -8,6 +9,7 @@ mod helpers;
 mod log_checks;
 #[path = "../support/test_ca.rs"]
 mod test_ca;
+mod test_log;
 #[path = "../support/tls.rs"]
 mod tls_support;
 

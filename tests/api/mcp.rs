@@ -9,9 +9,9 @@ use std::process::{Child, Command, Stdio};
 use agui_gateway::config::TlsConfig;
 use serde_json::{json, Value};
 
-use crate::gateway_process;
+use crate::fakes::model::{assistant_toml, ScriptedModel};
+use crate::fakes::two_instances::TwoInstances;
 use crate::helpers::*;
-use crate::openai::{start_model, ScriptedModel};
 use crate::tls_support::{address_of, server_config, TestCa, TlsFront};
 
 /// The MCP server, stopped on drop.
@@ -71,23 +71,11 @@ async fn gateway_with_tls(
     let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
     config.tls = tls;
-    let agent = format!(
-        r#"
-name = "assistant"
-kind = "openai"
-base_url = "{}"
-model = "scripted"
-[[mcp_servers]]
-name = "calc"
-url = "{mcp_url}/mcp"
-timeout_secs = 10
-{policy}
-{allow}
-"#,
-        model.url,
+    let calc = format!(
+        "[[mcp_servers]]\nname = \"calc\"\nurl = \"{mcp_url}/mcp\"\ntimeout_secs = 10\n{policy}\n{allow}\n",
         allow = if policy.contains("tools =") { "" } else { "tools = [\"add\", \"charge\"]" },
     );
-    config.agents.push(toml::from_str(&agent).expect("agent config"));
+    config.agents.push(toml::from_str(&assistant_toml(&model.url, &calc)).expect("agent config"));
     (TestApp::start_with(config).await, db)
 }
 
@@ -107,7 +95,7 @@ fn offered(request: &Value) -> Vec<String> {
 async fn the_model_is_offered_the_servers_tools_and_a_call_reaches_the_server() {
     let server = McpServer::start();
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let model = start_model(vec![("calc__add", json!({"a": 2, "b": 3}))], "It is five.", false).await;
+        let model = ScriptedModel::planned(vec![("calc__add", json!({"a": 2, "b": 3}))], "It is five.").await;
         // The secret header's value comes from the environment; the stream never shows it.
         std::env::set_var("AGUI_TEST_MCP_TOKEN", "mcp-secret-token");
         let headers =
@@ -118,7 +106,7 @@ async fn the_model_is_offered_the_servers_tools_and_a_call_reaches_the_server() 
         let events = app.run_to_end("assistant", &input).await;
         assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
 
-        let requests = model.requests.lock().expect("requests").clone();
+        let requests = model.requests();
         let names = offered(&requests[0]);
         assert!(names.contains(&"calc__add".to_string()) && names.contains(&"calc__charge".to_string()), "{names:?}");
         assert!(!names.contains(&"calc__wipe".to_string()), "the allow-list keeps wipe out: {names:?}");
@@ -155,7 +143,7 @@ async fn the_model_is_offered_the_servers_tools_and_a_call_reaches_the_server() 
 async fn arguments_off_the_tools_schema_are_refused_before_the_server_is_called() {
     let server = McpServer::start();
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let model = start_model(vec![("calc__add", json!({"a": "two", "b": 3}))], "I could not add.", false).await;
+        let model = ScriptedModel::planned(vec![("calc__add", json!({"a": "two", "b": 3}))], "I could not add.").await;
         let (app, _db) = gateway(&model, &server.url, "", backend).await;
         let events = app.run_to_end("assistant", &first_run("th-mcp-bad", "run-1", "two + 3?")).await;
         assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
@@ -170,7 +158,7 @@ async fn an_mcp_tool_under_approval_waits_and_runs_once_approved_with_the_approv
     let server = McpServer::start();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let model =
-            start_model(vec![("calc__charge", json!({"amount": 42, "currency": "EUR"}))], "Charged.", false).await;
+            ScriptedModel::planned(vec![("calc__charge", json!({"amount": 42, "currency": "EUR"}))], "Charged.").await;
         let (app, _db) = gateway(&model, &server.url, "approval = \"always\"\nallow_edit = true", backend).await;
         let before = server.calls().await.len();
         let events = app.run_to_end("assistant", &first_run("th-mcp-approve", "run-1", "charge me")).await;
@@ -203,7 +191,7 @@ async fn a_server_that_is_down_fails_the_call_not_the_turn() {
     let down = format!("http://{}", listener.local_addr().expect("address"));
     drop(listener);
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let model = start_model(vec![("calc__add", json!({"a": 1, "b": 1}))], "The tool is down.", false).await;
+        let model = ScriptedModel::planned(vec![("calc__add", json!({"a": 1, "b": 1}))], "The tool is down.").await;
         let (app, _db) = gateway(&model, &down, "", backend).await;
         let events = app.run_to_end("assistant", &first_run("th-mcp-down", "run-1", "1 + 1?")).await;
         assert_eq!(events.last().expect("end").kind(), "RUN_FINISHED", "{:?}", kinds(&events));
@@ -211,7 +199,7 @@ async fn a_server_that_is_down_fails_the_call_not_the_turn() {
         let result = result_of(&events);
         assert!(result.starts_with("error: the MCP server 'calc': it could not be reached: "), "{result}");
         assert!(result.contains("Connection refused"), "the cause, not the SDK's types: {result}");
-        let requests = model.requests.lock().expect("requests").clone();
+        let requests = model.requests();
         assert!(offered(&requests[0]).iter().all(|n| !n.starts_with("calc__")), "a server down offers no tools");
         assert_eq!(requests.len(), 2, "the model read the error and answered");
     }
@@ -223,68 +211,14 @@ async fn a_server_that_is_down_fails_the_call_not_the_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_call_cut_by_a_crash_is_reissued_under_its_key_and_acts_once() {
     let server = McpServer::start();
-    let model = start_model(vec![("calc__slow_charge", json!({"amount": 7}))], "Charged.", false).await;
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let config = dir.path().join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[turns]
-lease_ms = 2000
-heartbeat_ms = 400
-sweep_ms = 300
-
-[[agents]]
-name = "assistant"
-kind = "openai"
-base_url = "{}"
-model = "scripted"
-[[agents.mcp_servers]]
-name = "calc"
-url = "{}/mcp"
-timeout_secs = 60
-"#,
-            model.url, server.url
-        ),
-    )
-    .expect("config");
-    gateway_process::migrate(&db.url);
-    let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
-    let mut b = gateway_process::spawn_instance(&config, &db.url, logs.clone());
-    let client = reqwest::Client::new();
+    let model = ScriptedModel::planned(vec![("calc__slow_charge", json!({"amount": 7}))], "Charged.").await;
+    let calc = format!("[[agents.mcp_servers]]\nname = \"calc\"\nurl = \"{}/mcp\"\ntimeout_secs = 60\n", server.url);
+    let mut two = TwoInstances::start("assistant", &model.agents_table(&calc)).await;
     let input = first_run("th-mcp-once", "run-1", "charge 7");
-    let post = |address: &str, last_event_id: Option<String>| {
-        let mut request = client
-            .post(format!("http://{address}/v1/agui/agents/assistant"))
-            .header("content-type", "application/json")
-            .body(input.to_string());
-        if let Some(id) = last_event_id {
-            request = request.header("last-event-id", id);
-        }
-        request.send()
-    };
-    let reader = tokio::spawn(read_events(post(&a.address, None).await.expect("run on A"), None));
-    wait_until(std::time::Duration::from_secs(20), "the MCP server to receive A's call", || async {
-        !server.calls().await.is_empty()
-    })
-    .await;
-    a.child.kill().expect("SIGKILL");
-    let _ = a.child.wait();
-    let head = reader.await.expect("reader");
-    let last_id = head.last().and_then(|e| e.id.clone());
-    let tail = tokio::time::timeout(
-        std::time::Duration::from_secs(40),
-        read_events(post(&b.address, last_id).await.expect("resume on B"), None),
-    )
-    .await
-    .expect("B finished the turn");
-    let mut joined = head;
-    joined.extend(tail);
-    let _ = b.child.kill();
-    let _ = b.child.wait();
+    let joined = two
+        .kill_a_once(&input, "the MCP server to receive A's call", || async { !server.calls().await.is_empty() })
+        .await;
+    drop(two);
 
     assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
     assert_eq!(result_of(&joined), "charged 7 EUR");
@@ -310,14 +244,14 @@ async fn an_https_mcp_server_is_reached_over_verified_tls() {
     let untrusted = TlsFront::start(backend, server_config(&stranger.server("mcp", &["127.0.0.1"]), None)).await;
     let tls = TlsConfig { extra_ca_file: ca.ca_file().display().to_string(), ..TlsConfig::default() };
 
-    let model = start_model(vec![("calc__add", json!({"a": 20, "b": 22}))], "42.", false).await;
+    let model = ScriptedModel::planned(vec![("calc__add", json!({"a": 20, "b": 22}))], "42.").await;
     let (app, _db) = gateway_with_tls(&model, &trusted.url(""), "", Backend::Sqlite, tls.clone()).await;
     let events = app.run_to_end("assistant", &first_run("th-mcp-tls", "run-1", "20 + 22?")).await;
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
     assert_eq!(result_of(&events), "42");
     assert_eq!(server.calls().await.len(), 1);
 
-    let model = start_model(vec![("calc__add", json!({"a": 1, "b": 2}))], "No.", false).await;
+    let model = ScriptedModel::planned(vec![("calc__add", json!({"a": 1, "b": 2}))], "No.").await;
     let (refusing, _other) = gateway_with_tls(&model, &untrusted.url(""), "", Backend::Sqlite, tls).await;
     let events = refusing.run_to_end("assistant", &first_run("th-mcp-tls", "run-1", "1 + 2?")).await;
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
@@ -336,13 +270,13 @@ async fn an_https_mcp_server_is_reached_over_verified_tls() {
 #[tokio::test]
 async fn a_tool_the_server_does_not_list_is_not_offered_nor_put_to_a_person() {
     let server = McpServer::start();
-    let model = start_model(vec![("calc__transfer", json!({"to": "mallory"}))], "It is not there.", false).await;
+    let model = ScriptedModel::planned(vec![("calc__transfer", json!({"to": "mallory"}))], "It is not there.").await;
     let (app, _db) = gateway(&model, &server.url, "tools = []\napproval = \"always\"", Backend::Sqlite).await;
     let events = app.run_to_end("assistant", &first_run("th-mcp-none", "run-1", "transfer")).await;
     let end = events.last().expect("end");
     assert_eq!(end.data["outcome"]["type"], "success", "no interrupt: {:?}", kinds(&events));
     assert_eq!(result_of(&events), "error: the tool 'calc__transfer' is not available; nothing was run");
-    let requests = model.requests.lock().expect("requests").clone();
+    let requests = model.requests();
     assert!(offered(&requests[0]).contains(&"calc__wipe".to_string()), "an empty allow-list offers every tool");
     assert!(server.calls().await.is_empty());
 }

@@ -1,141 +1,17 @@
 //! The `openai` agent against a scripted OpenAI-compatible server speaking the real
 //! chat-completions streaming wire format, with a real HTTP tool.
 
-use std::sync::{Arc, Mutex};
-
-use axum::routing::post;
-use axum::Json;
 use serde_json::{json, Value};
 
+use crate::fakes::chunks::{self, DONE};
+use crate::fakes::model::{assistant_toml, busy_first, hanging_on_call, plan, Reply, ScriptedModel};
+use crate::fakes::tools::start_tool;
+use crate::fakes::two_instances::TwoInstances;
 use crate::helpers::*;
 
-/// A scripted model: answers by the conversation it is sent, so a repeated call gets the same
-/// answer. Records every request.
-pub struct ScriptedModel {
-    pub url: String,
-    pub requests: Arc<Mutex<Vec<Value>>>,
-}
-
-fn chunk(delta: Value) -> String {
-    format!(
-        "data: {}\n\n",
-        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "scripted", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
-    )
-}
-
-fn usage(prompt: u64, completion: u64) -> String {
-    format!(
-        "data: {}\n\n",
-        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "scripted", "choices": [],
-               "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
-    )
-}
-
-/// The answer to a conversation: a tool call for each tool in `plan` not yet answered, then text.
-pub fn scripted_answer(request: &Value, plan: &[(&str, Value)], final_text: &str) -> String {
-    let results = request["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
-    let mut body = String::new();
-    match plan.get(results) {
-        Some((name, args)) => {
-            let args = args.to_string();
-            let (head, tail) = args.split_at(args.len() / 2);
-            body.push_str(&chunk(json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_{results}"), "type": "function", "function": {"name": name, "arguments": head}}]})));
-            body.push_str(&chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": tail}}]})));
-        }
-        None => {
-            for piece in final_text.split_inclusive(' ') {
-                body.push_str(&chunk(json!({"content": piece})));
-            }
-        }
-    }
-    body.push_str(&usage(12, 5));
-    body.push_str("data: [DONE]\n\n");
-    body
-}
-
-/// A scripted model on a random port; with `hang_second_call`, its second request is never
-/// answered (a model thinking for ever).
-pub async fn start_model(
-    plan: Vec<(&'static str, Value)>,
-    final_text: &'static str,
-    hang_second_call: bool,
-) -> ScriptedModel {
-    start_model_with(plan, final_text, hang_second_call, false).await
-}
-
-/// Like [`start_model`]; with `busy_first`, the first request is answered 429 (rate limited).
-pub async fn start_model_with(
-    plan: Vec<(&'static str, Value)>,
-    final_text: &'static str,
-    hang_second_call: bool,
-    busy_first: bool,
-) -> ScriptedModel {
-    let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let recorded = requests.clone();
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        post(move |Json(request): Json<Value>| {
-            let recorded = recorded.clone();
-            let plan = plan.clone();
-            async move {
-                let calls = {
-                    let mut all = recorded.lock().unwrap_or_else(|p| p.into_inner());
-                    all.push(request.clone());
-                    all.len()
-                };
-                if calls == 2 && hang_second_call {
-                    // A model that never answers: the call is in flight until its caller goes.
-                    std::future::pending::<()>().await;
-                }
-                if busy_first && calls == 1 {
-                    let busy = json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string();
-                    return (axum::http::StatusCode::TOO_MANY_REQUESTS, [("content-type", "application/json")], busy);
-                }
-                (
-                    axum::http::StatusCode::OK,
-                    [("content-type", "text/event-stream")],
-                    scripted_answer(&request, &plan, final_text),
-                )
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    ScriptedModel { url, requests }
-}
-
-/// A tool endpoint that records the arguments it is called with.
-pub async fn start_tool(answer: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let calls: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let recorded = calls.clone();
-    let app = axum::Router::new().route(
-        "/tool",
-        post(move |Json(args): Json<Value>| {
-            let recorded = recorded.clone();
-            async move {
-                recorded.lock().unwrap_or_else(|p| p.into_inner()).push(args);
-                answer
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}/tool", listener.local_addr().expect("address"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (url, calls)
-}
-
 pub fn openai_agent(model_url: &str, tool_url: &str, approval: &str) -> agui_gateway::config::AgentConfig {
-    toml::from_str(&format!(
+    let more = format!(
         r#"
-name = "assistant"
-kind = "openai"
-base_url = "{model_url}"
-model = "scripted"
 system_prompt = "You are terse."
 [[tools]]
 name = "get_weather"
@@ -143,13 +19,13 @@ url = "{tool_url}"
 parameters = {{ type = "object", properties = {{ city = {{ type = "string" }} }}, required = ["city"] }}
 approval = "{approval}"
 "#
-    ))
-    .expect("agent config")
+    );
+    toml::from_str(&assistant_toml(model_url, &more)).expect("agent config")
 }
 
 #[tokio::test]
 async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
-    let model = start_model(vec![("get_weather", json!({"city": "Paris"}))], "It is sunny in Paris.", false).await;
+    let model = ScriptedModel::planned(vec![("get_weather", json!({"city": "Paris"}))], "It is sunny in Paris.").await;
     let (tool_url, tool_calls) = start_tool("sunny, 21 C").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
@@ -161,8 +37,7 @@ async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
     for expected in ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT", "TEXT_MESSAGE_CONTENT"] {
         assert!(kinds.contains(&expected), "{expected} in {kinds:?}");
     }
-    let args: String =
-        events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").filter_map(|e| e.data["delta"].as_str()).collect();
+    let args: String = deltas(&events, "TOOL_CALL_ARGS");
     assert_eq!(args, r#"{"city":"Paris"}"#);
     assert_eq!(
         events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").count(),
@@ -171,14 +46,13 @@ async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
     );
     let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("result");
     assert_eq!(result.data["content"], "sunny, 21 C");
-    let text: String =
-        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    let text: String = text_of(&events);
     assert_eq!(text, "It is sunny in Paris.");
     let finished = events.last().expect("end");
     assert_eq!(finished.data["usage"][0]["inputTokens"], 24);
     assert_eq!(finished.data["usage"][0]["outputTokens"], 10);
     assert_eq!(tool_calls.lock().expect("calls").clone(), vec![json!({"city": "Paris"})]);
-    let requests = model.requests.lock().expect("requests").clone();
+    let requests = model.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0]["messages"][0], json!({"role": "system", "content": "You are terse."}));
     assert_eq!(requests[1]["messages"].as_array().expect("messages").last().expect("tool")["content"], "sunny, 21 C");
@@ -188,7 +62,7 @@ async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
 
 #[tokio::test]
 async fn a_tool_under_approval_waits_and_runs_once_approved() {
-    let model = start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Cold in Oslo.", false).await;
+    let model = ScriptedModel::planned(vec![("get_weather", json!({"city": "Oslo"}))], "Cold in Oslo.").await;
     let (tool_url, tool_calls) = start_tool("snow").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
@@ -208,101 +82,48 @@ async fn a_tool_under_approval_waits_and_runs_once_approved() {
         .await;
     assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success");
     assert_eq!(tool_calls.lock().expect("calls").len(), 1);
-    assert_eq!(model.requests.lock().expect("requests").len(), 2, "the model was not asked again for the call");
+    assert_eq!(model.calls(), 2, "the model was not asked again for the call");
 }
-
-use crate::gateway_process;
 
 /// SPEC §4.6 with a real agent: the instance running an LLM turn is killed (SIGKILL) between
 /// two tool calls; another instance takes the turn over from its checkpoint and finishes it,
 /// and each tool call reached the tool exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_llm_turn_killed_between_two_tool_calls_is_finished_elsewhere_without_repeating_one() {
-    let model = start_model(
-        vec![("get_weather", json!({"city": "Paris"})), ("get_weather", json!({"city": "Rome"}))],
-        "Paris and Rome are sunny.",
-        // The second model call (after the first tool result) hangs, so A is killed inside it.
-        true,
-    )
+    // The second model call (after the first tool result) hangs, so A is killed inside it.
+    let model = ScriptedModel::start(hanging_on_call(
+        2,
+        plan(
+            vec![("get_weather", json!({"city": "Paris"})), ("get_weather", json!({"city": "Rome"}))],
+            "Paris and Rome are sunny.",
+        ),
+    ))
     .await;
     let (tool_url, tool_calls) = start_tool("sunny").await;
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let config = dir.path().join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[turns]
-lease_ms = 2000
-heartbeat_ms = 400
-sweep_ms = 300
-
-[[agents]]
-name = "assistant"
-kind = "openai"
-base_url = "{}"
-model = "scripted"
-request_timeout_secs = 60
-[[agents.tools]]
-name = "get_weather"
-url = "{tool_url}"
-"#,
-            model.url
-        ),
-    )
-    .expect("config");
-    gateway_process::migrate(&db.url);
-    let logs = Arc::new(Mutex::new(Vec::new()));
-    let mut a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
-    let b = gateway_process::spawn_instance(&config, &db.url, logs.clone());
-    let client = reqwest::Client::new();
+    let tool = format!("request_timeout_secs = 60\n[[agents.tools]]\nname = \"get_weather\"\nurl = \"{tool_url}\"\n");
+    let mut two = TwoInstances::start("assistant", &model.agents_table(&tool)).await;
     let input = first_run("th-llm-kill", "run-1", "weather in two cities");
-    let post = |address: &str, last_event_id: Option<String>| {
-        let mut request = client
-            .post(format!("http://{address}/v1/agui/agents/assistant"))
-            .header("content-type", "application/json")
-            .body(input.to_string());
-        if let Some(id) = last_event_id {
-            request = request.header("last-event-id", id);
-        }
-        request.send()
-    };
-    let reader = tokio::spawn(read_events(post(&a.address, None).await.expect("run on A"), None));
+    let reader = tokio::spawn(two.open_on_a(&input).await.rest());
     // Wait until the first call ran and the model is thinking about the second.
     wait_until(std::time::Duration::from_secs(20), "the turn to reach its second model call", || {
-        let calls = model.requests.lock().expect("requests").len();
+        let calls = model.calls();
         async move { calls >= 2 }
     })
     .await;
     assert_eq!(tool_calls.lock().expect("calls").len(), 1);
-    a.child.kill().expect("SIGKILL");
-    let _ = a.child.wait();
+    two.kill_a();
     let head = reader.await.expect("reader");
-    // Under load A may die before its stream sent anything: then B replays the run whole.
-    let last_id = head.last().and_then(|e| e.id.clone());
-    let tail = tokio::time::timeout(
-        std::time::Duration::from_secs(40),
-        read_events(post(&b.address, last_id).await.expect("resume on B"), None),
-    )
-    .await
-    .expect("B finished the turn");
-    let mut joined = head;
-    joined.extend(tail);
+    let joined = two.follow_on_b(&input, head).await;
     assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
     let calls = tool_calls.lock().expect("calls").clone();
     assert_eq!(calls, vec![json!({"city": "Paris"}), json!({"city": "Rome"})], "each tool call ran once");
-    let seqs: Vec<i64> = joined.iter().filter_map(|e| e.id.as_deref()?.rsplit('.').next()?.parse().ok()).collect();
-    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap, no duplicate");
-    let mut b = b;
-    let _ = b.child.kill();
-    let _ = b.child.wait();
 }
 
 #[tokio::test]
 async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_the_turn() {
     let model =
-        start_model(vec![("confirm_dialog", json!({"question": "Proceed?"}))], "Confirmed, going ahead.", false).await;
+        ScriptedModel::planned(vec![("confirm_dialog", json!({"question": "Proceed?"}))], "Confirmed, going ahead.")
+            .await;
     let (tool_url, _) = start_tool("unused").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
@@ -337,13 +158,9 @@ async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_t
     let continued = app.run_to_end("assistant", &next).await;
     assert_eq!(kinds(&continued)[0], "RUN_STARTED");
     assert_eq!(continued.last().expect("end").data["outcome"]["type"], "success");
-    let text: String = continued
-        .iter()
-        .filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT")
-        .filter_map(|e| e.data["delta"].as_str())
-        .collect();
+    let text: String = text_of(&continued);
     assert_eq!(text, "Confirmed, going ahead.");
-    let requests = model.requests.lock().expect("requests").clone();
+    let requests = model.requests();
     let last =
         requests.last().expect("request")["messages"].as_array().expect("messages").last().cloned().expect("message");
     assert_eq!(last["role"], "tool");
@@ -353,13 +170,12 @@ async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_t
 
 #[tokio::test]
 async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
-    let model = start_model(
+    let model = ScriptedModel::planned(
         vec![
             ("board_write", json!({"text": "The user plans a trip", "tags": ["travel"]})),
             ("ask_user", json!({"question": "Which city?", "choices": ["Paris", "Rome"]})),
         ],
         "Rome it is.",
-        false,
     )
     .await;
     let (tool_url, _) = start_tool("unused").await;
@@ -383,18 +199,17 @@ async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
         )
         .await;
     assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success");
-    let requests = model.requests.lock().expect("requests").clone();
+    let requests = model.requests();
     let last_message =
         requests.last().expect("request")["messages"].as_array().expect("messages").last().cloned().expect("message");
     assert_eq!(last_message["content"], "Rome", "the answer is the question's result");
-    let thread: Value =
-        app.client.get(app.url("/v1/threads/th-builtins")).send().await.expect("get").json().await.expect("json");
+    let thread: Value = app.get_json("/v1/threads/th-builtins").await;
     assert_eq!(thread["board"]["notes"].as_array().map(Vec::len), Some(1));
 }
 
 #[tokio::test]
 async fn a_rate_limited_model_call_is_retried() {
-    let model = start_model_with(vec![], "Hello after a pause.", false, true).await;
+    let model = ScriptedModel::start(busy_first(plan(vec![], "Hello after a pause."))).await;
     let (tool_url, _) = start_tool("unused").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
@@ -402,10 +217,9 @@ async fn a_rate_limited_model_call_is_retried() {
     let app = TestApp::start_with(config).await;
     let events = app.run_to_end("assistant", &first_run("th-429", "run-1", "hi")).await;
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
-    let text: String =
-        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    let text: String = text_of(&events);
     assert_eq!(text, "Hello after a pause.");
-    assert_eq!(model.requests.lock().expect("requests").len(), 2, "one 429, one answer");
+    assert_eq!(model.calls(), 2, "one 429, one answer");
 }
 
 #[tokio::test]
@@ -431,11 +245,7 @@ async fn an_unreachable_model_fails_the_turn_with_a_helpful_message() {
 async fn a_character_cut_by_the_network_reaches_the_client_whole() {
     use futures_util::StreamExt;
     const ANSWER: &str = "Grüße aus Köln, 你好世界 🎉!";
-    let mut body = String::new();
-    for piece in ANSWER.split_inclusive(' ') {
-        body.push_str(&chunk(json!({"content": piece})));
-    }
-    body.push_str("data: [DONE]\n\n");
+    let body = chunks::text(ANSWER) + DONE;
     // Every network chunk ends inside a character: the stream is cut one byte into each.
     let bytes = body.into_bytes();
     let mut pieces: Vec<Vec<u8>> = Vec::new();
@@ -448,32 +258,21 @@ async fn a_character_cut_by_the_network_reaches_the_client_whole() {
     }
     pieces.push(bytes[start..].to_vec());
     assert!(pieces.len() > 8, "the answer is cut inside characters");
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        post(move || {
-            let pieces = pieces.clone();
-            async move {
-                let stream = futures_util::stream::iter(pieces).then(|piece| async move {
-                    // Apart in time too, so no layer joins two pieces again.
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                    Ok::<_, std::convert::Infallible>(bytes::Bytes::from(piece))
-                });
-                ([("content-type", "text/event-stream")], axum::body::Body::from_stream(stream))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let model = ScriptedModel::start(move |_, _| {
+        let stream = futures_util::stream::iter(pieces.clone()).then(|piece| async move {
+            // Apart in time too, so no layer joins two pieces again.
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            Ok::<_, std::convert::Infallible>(bytes::Bytes::from(piece))
+        });
+        Reply::Body(axum::body::Body::from_stream(stream))
+    })
+    .await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
-    config.agents.push(openai_agent(&url, "http://127.0.0.1:1/tool", "never"));
+    config.agents.push(openai_agent(&model.url, "http://127.0.0.1:1/tool", "never"));
     let app = TestApp::start_with(config).await;
     let events = app.run_to_end("assistant", &first_run("th-utf8", "run-1", "greet me")).await;
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
-    let text: String =
-        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    let text: String = text_of(&events);
     assert_eq!(text, ANSWER);
 }

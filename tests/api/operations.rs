@@ -109,7 +109,7 @@ async fn every_log_line_of_a_run_is_json_with_the_request_id() {
     let config = dir.path().join("gateway.toml");
     std::fs::write(&config, TEST_CONFIG).expect("config");
     let logs = Arc::new(Mutex::new(Vec::new()));
-    let mut gateway = gateway_process::spawn_instance_with(&config, &db.url, logs.clone(), &["--log-format", "json"]);
+    let mut gateway = gateway_process::Spawn::new(&config, &db.url).args(&["--log-format", "json"]).start(logs.clone());
     let client = reqwest::Client::new();
     let url = format!("http://{}/v1/agui/agents/approver", gateway.address);
     let post = |body: Value, request_id: &'static str| {

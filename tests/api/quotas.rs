@@ -5,15 +5,19 @@
 
 use serde_json::{json, Value};
 
+use crate::fakes::model::ScriptedModel;
+use crate::fakes::tools::start_tool;
 use crate::helpers::*;
-use crate::openai::{openai_agent, start_model, start_tool};
+use crate::openai::openai_agent;
 
 /// The test configuration with a tenant `limited` under `quotas` (a TOML inline table).
 async fn limited(db: &TestDatabase, quotas: &str) -> TestApp {
     let mut config = test_config(&db.url);
     config.tenants.push(toml::from_str(&format!("name = \"limited\"\nquotas = {quotas}")).expect("tenant"));
-    let (model, tool) =
-        (start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Cold.", false).await, start_tool("cold").await);
+    let (model, tool) = (
+        ScriptedModel::planned(vec![("get_weather", json!({"city": "Oslo"}))], "Cold.").await,
+        start_tool("cold").await,
+    );
     config.agents.push(openai_agent(&model.url, &tool.0, "never"));
     // The test servers live as long as the process: the gateway calls them during the test.
     std::mem::forget((model, tool));

@@ -45,9 +45,7 @@ on_both_stores!(a_stream_dropped_in_the_middle_of_a_burst_resumes_exactly);
 
 #[tokio::test]
 async fn a_stream_dropped_on_one_instance_resumes_on_another() {
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let a = TestApp::start(&db.url).await;
-    let b = TestApp::start(&db.url).await;
+    let (a, b, _db) = two_apps().await;
     for k in [1, 4, 9, 16, 25] {
         drop_and_resume(&a, &b, "slow", k).await;
     }

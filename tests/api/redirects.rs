@@ -7,6 +7,7 @@ use axum::response::IntoResponse;
 use axum::routing::any;
 use serde_json::{json, Value};
 
+use crate::fakes::model::ScriptedModel;
 use crate::helpers::*;
 use crate::on_both_stores;
 
@@ -55,25 +56,14 @@ async fn a_tool_that_redirects_is_not_followed(backend: Backend) {
     std::env::set_var("AGUI_TEST_REDIRECT_TOOL_KEY", "tool-secret");
     let (elsewhere, seen) = start_recorder().await;
     let (tool_url, redirected) = start_redirector(format!("{elsewhere}/collect")).await;
-    let model = crate::openai::start_model(vec![("lookup", json!({"q": "x"}))], "Could not look it up.", false).await;
+    let model = ScriptedModel::planned(vec![("lookup", json!({"q": "x"}))], "Could not look it up.").await;
     let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
-    config.agents.push(
-        toml::from_str(&format!(
-            r#"
-name = "looker"
-kind = "openai"
-base_url = "{}"
-model = "scripted"
-[[tools]]
-name = "lookup"
-url = "{tool_url}/lookup"
-secret_headers = {{ x-api-key = "AGUI_TEST_REDIRECT_TOOL_KEY" }}
-"#,
-            model.url
-        ))
-        .expect("agent config"),
+    let lookup = format!(
+        "[[tools]]\nname = \"lookup\"\nurl = \"{tool_url}/lookup\"\n\
+         secret_headers = {{ x-api-key = \"AGUI_TEST_REDIRECT_TOOL_KEY\" }}\n"
     );
+    config.agents.push(model.agent("looker", &lookup));
     let app = TestApp::start_with(config).await;
     let events = app.run_to_end("looker", &first_run("th-redirect", "run-1", "look it up")).await;
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));

@@ -219,19 +219,9 @@ async fn an_idle_stream_gets_keepalive_comments(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let mut response = app.post_run("waiter", &first_run("th-idle", "run-1", "x")).await;
-    let mut raw = String::new();
     // keepalive_secs = 1: the comment comes within seconds of the turn going quiet.
-    let keepalive = tokio::time::timeout(PATIENCE, async {
-        while !raw.contains("\n\n: keepalive\n\n") {
-            match response.chunk().await {
-                Ok(Some(chunk)) => raw.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => return false,
-            }
-        }
-        true
-    })
-    .await;
-    assert_eq!(keepalive, Ok(true), "keepalive comment in {raw}");
+    let (keepalive, raw) = read_until_keepalive(&mut response).await;
+    assert!(keepalive, "keepalive comment in {raw}");
 }
 on_both_stores!(an_idle_stream_gets_keepalive_comments);
 

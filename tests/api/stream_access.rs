@@ -48,8 +48,7 @@ async fn an_expired_token_ends_its_open_stream_and_a_fresh_one_continues_it(back
     assert_eq!((end["type"].as_str(), end["code"].as_str()), (Some("RUN_ERROR"), Some("revoked")), "{end}");
     assert!(end["message"].as_str().is_some_and(|m| m.contains("expired")), "{end}");
     assert!(started.elapsed() < Duration::from_secs(4), "ended at the expiry, before the turn's pause was over");
-    let text: String =
-        head.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    let text: String = text_of(&head);
     assert_eq!(text, "before");
 
     // The turn ran on; a fresh token continues the stream right after the last event shown.
@@ -63,8 +62,7 @@ async fn an_expired_token_ends_its_open_stream_and_a_fresh_one_continues_it(back
     let first_after = tail.iter().find_map(seq).expect("ids");
     let last_shown = head.iter().rev().filter(|e| e.id.as_deref() != Some("0")).find_map(seq);
     assert_eq!(Some(first_after - 1), last_shown, "nothing missed, nothing twice");
-    let text: String =
-        tail.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    let text: String = text_of(&tail);
     assert_eq!(text, "after");
 }
 crate::on_both_stores!(an_expired_token_ends_its_open_stream_and_a_fresh_one_continues_it);

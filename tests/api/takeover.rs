@@ -67,9 +67,7 @@ async fn a_sqlite_gateway_restarted_mid_turn_finishes_the_turn_and_the_client_re
 
 #[tokio::test]
 async fn a_turn_handed_over_on_shutdown_is_taken_over_by_another_instance_at_once() {
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let a = TestApp::start(&db.url).await;
-    let b = TestApp::start(&db.url).await;
+    let (a, b, _db) = two_apps().await;
     let input = first_run("th-handover", "run-1", "move me");
     let head = read_events(a.post_run("slow", &input).await, Some(25)).await;
     let stopped_at = std::time::Instant::now();

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use agui_gateway::store::{
-    self, ApiKeyRow, AuditEntry, InterruptRow, InterruptStatus, KeyKind, NewTurn, Owner, OwnerKind, StartTurn, Store,
-    TurnWrites, WriteOp,
+    self, ApiKeyRow, AuditEntry, InterruptRow, InterruptStatus, KeyKind, StartTurn, Store, TurnWrites, WriteOp,
 };
 
 use crate::helpers::*;
@@ -34,23 +33,7 @@ async fn another_tenants_ids_find_nothing(backend: Backend) {
     let store = open_store(&db).await;
 
     // Tenant "acme": a thread with a turn waiting on an interrupt, and an API key.
-    let new = NewTurn {
-        tenant: "acme".into(),
-        thread_id: "th-acme".into(),
-        owner: Owner { kind: OwnerKind::Tenant, id: String::new() },
-        run_id: "run-1".into(),
-        public_id: unique("t"),
-        ordinal: 1,
-        agent: "demo".into(),
-        user_message_id: "u1".into(),
-        user_text: "hi".into(),
-        started_by: "test".into(),
-        at_ms: 1,
-        client_tools: None,
-        client_input: None,
-        owner_instance: "a".into(),
-        audit: Vec::new(),
-    };
+    let new = new_turn_of("acme", "th-acme", "a");
     let (thread, turn) = match store.start_turn(&new).await.expect("start") {
         StartTurn::Started { thread, turn } => (thread, turn),
         other => panic!("the turn did not start: {other:?}"),

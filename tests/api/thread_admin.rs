@@ -122,15 +122,7 @@ async fn threads_are_listed_newest_activity_first_in_pages_without_a_duplicate_o
     }
 
     // A new turn on the oldest thread is the newest activity.
-    let history: Value = app
-        .client
-        .get(app.url("/v1/threads/th-list-0/messages"))
-        .send()
-        .await
-        .expect("messages")
-        .json()
-        .await
-        .expect("json");
+    let history: Value = app.get_json("/v1/threads/th-list-0/messages").await;
     let mut messages = history["messages"].as_array().expect("messages").clone();
     messages.push(json!({"id": "again", "role": "user", "content": "and now?"}));
     let next = json!({"threadId": "th-list-0", "runId": "run-2", "protocolVersion": "1.0", "messages": messages});
@@ -229,15 +221,7 @@ async fn deleting_a_thread_erases_every_row_and_leaves_an_audit_row_without_cont
     let asked = app.run_to_end("approver", &first_run("th-erase", "run-1", "the secret plan")).await;
     let resumed = app.run_to_end("approver", &answer("th-erase", &interrupt_of(&asked), true)).await;
     assert_eq!(kinds(&resumed).last(), Some(&"RUN_FINISHED"));
-    let history: Value = app
-        .client
-        .get(app.url("/v1/threads/th-erase/messages"))
-        .send()
-        .await
-        .expect("messages")
-        .json()
-        .await
-        .expect("json");
+    let history: Value = app.get_json("/v1/threads/th-erase/messages").await;
     let mut messages = history["messages"].as_array().expect("messages").clone();
     messages.push(json!({"id": "u2", "role": "user", "content": "pin the plan"}));
     app.run_to_end(

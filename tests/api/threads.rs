@@ -11,15 +11,13 @@ async fn the_thread_and_its_messages_are_the_gateways_record(backend: Backend) {
     let events = app.run_to_end("demo", &first_run("th-show", "run-1", "what is new?")).await;
     let turn = events[0].id.as_deref().and_then(|id| id.split('.').next()).expect("turn").to_string();
 
-    let thread: Value =
-        app.client.get(app.url("/v1/threads/th-show")).send().await.expect("get").json().await.expect("json");
+    let thread: Value = app.get_json("/v1/threads/th-show").await;
     assert_eq!(thread["turnCount"], 1);
     assert_eq!(thread["status"], "idle");
     assert_eq!(thread["latestTurn"]["id"], turn.as_str());
     assert_eq!(thread["board"]["notes"][0]["text"], "Asked about: what is new?");
 
-    let body: Value =
-        app.client.get(app.url("/v1/threads/th-show/messages")).send().await.expect("get").json().await.expect("json");
+    let body: Value = app.get_json("/v1/threads/th-show/messages").await;
     let messages = body["messages"].as_array().expect("messages").clone();
     // The user message keeps the client's id.
     assert_eq!(messages[0], json!({"role": "user", "id": "run-1-user", "content": "what is new?"}));
@@ -63,7 +61,7 @@ async fn a_thread_that_does_not_exist_reveals_nothing() {
 async fn agents_are_listed_with_their_titles() {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let app = TestApp::start(&db.url).await;
-    let body: Value = app.client.get(app.url("/v1/agents")).send().await.expect("get").json().await.expect("json");
+    let body: Value = app.get_json("/v1/agents").await;
     let names: Vec<&str> =
         body["agents"].as_array().expect("agents").iter().filter_map(|a| a["name"].as_str()).collect();
     assert!(names.contains(&"demo") && names.contains(&"slow"), "{names:?}");
@@ -75,7 +73,7 @@ async fn health_routes_answer(backend: Backend) {
     let app = TestApp::start(&db.url).await;
     let live = app.client.get(app.url("/livez")).send().await.expect("get");
     assert_eq!(live.status(), 200);
-    let ready: Value = app.client.get(app.url("/readyz")).send().await.expect("get").json().await.expect("json");
+    let ready: Value = app.get_json("/readyz").await;
     assert_eq!(ready["status"], "ready");
 }
 on_both_stores!(health_routes_answer);

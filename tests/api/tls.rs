@@ -11,15 +11,17 @@ use std::time::Duration;
 use agui_gateway::config::{AgentKindConfig, Config};
 use serde_json::{json, Value};
 
+use crate::fakes::model::{assistant_toml, ScriptedModel};
+use crate::fakes::tools::start_tool;
 use crate::gateway_process;
 use crate::helpers::*;
 use crate::on_both_stores;
-use crate::openai::{openai_agent, start_model, start_tool};
+use crate::openai::openai_agent;
 use crate::tls_support::{address_of, server_config, TestCa, TlsFront};
 
 /// A scripted model behind a TLS front serving `served`.
 async fn model_over_https(served: &crate::tls_support::Issued, final_text: &'static str) -> (TlsFront, String) {
-    let model = start_model(vec![], final_text, false).await;
+    let model = ScriptedModel::planned(vec![], final_text).await;
     let front = TlsFront::start(address_of(&model.url), server_config(served, None)).await;
     let url = front.url("/v1");
     (front, url)
@@ -36,7 +38,7 @@ async fn spawn_gateway(
 ) -> gateway_process::Instance {
     tokio::task::spawn_blocking(move || {
         let env: Vec<(&str, &str)> = ssl_cert_file.iter().map(|file| ("SSL_CERT_FILE", file.as_str())).collect();
-        gateway_process::spawn_instance_env(&config, &database, logs, &[], &env)
+        gateway_process::Spawn::new(&config, &database).env(&env).start(logs)
     })
     .await
     .expect("the gateway starts")
@@ -47,10 +49,6 @@ fn with_no_retries(mut agent: agui_gateway::config::AgentConfig) -> agui_gateway
         openai.retries = 0;
     }
     agent
-}
-
-fn text_of(events: &[SseEvent]) -> String {
-    events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect()
 }
 
 /// The done-when case of issue 16: the model's certificate comes from a test CA that only
@@ -68,17 +66,11 @@ async fn a_model_over_https_is_trusted_through_ssl_cert_file(backend: Backend) {
     std::fs::write(
         &config,
         format!(
-            r#"
-[[agents]]
-name = "assistant"
-kind = "openai"
-base_url = "{model_url}"
-model = "scripted"
-retries = 0
-[[agents.tools]]
-name = "get_weather"
-url = "{tool_url}"
-"#
+            "[[agents]]\n{}",
+            assistant_toml(
+                &model_url,
+                &format!("retries = 0\n[[agents.tools]]\nname = \"get_weather\"\nurl = \"{tool_url}\"\n")
+            )
         ),
     )
     .expect("config");
@@ -170,7 +162,7 @@ async fn an_https_tool_is_called_over_verified_tls(backend: Backend) {
     let bad =
         TlsFront::start(address_of(&plain_tool), server_config(&stranger.server("tool", &["127.0.0.1"]), None)).await;
     for (front, expected) in [(&good, Ok("sunny, 21 C")), (&bad, Err("certificate not trusted (UnknownIssuer)"))] {
-        let model = start_model(vec![("get_weather", json!({"city": "Paris"}))], "Done.", false).await;
+        let model = ScriptedModel::planned(vec![("get_weather", json!({"city": "Paris"}))], "Done.").await;
         let db = TestDatabase::new(backend).await;
         let mut config = test_config(&db.url);
         config.tls.extra_ca_file = trusted.ca_file().display().to_string();
@@ -208,7 +200,7 @@ async fn a_tool_that_requires_a_client_certificate_gets_the_configured_one() {
     )
     .await;
     for with_identity in [true, false] {
-        let model = start_model(vec![("get_weather", json!({"city": "Oslo"}))], "Done.", false).await;
+        let model = ScriptedModel::planned(vec![("get_weather", json!({"city": "Oslo"}))], "Done.").await;
         let db = TestDatabase::new(Backend::Sqlite).await;
         let mut config = test_config(&db.url);
         config.tls.extra_ca_file = servers.ca_file().display().to_string();

@@ -296,11 +296,7 @@ async fn upstream_reasoning_and_activity_are_relayed(kind: Upstream) {
     .map(|(k, id)| (k.to_string(), id))
     .collect();
     assert_eq!(relayed, expected);
-    let thought: String = events
-        .iter()
-        .filter(|e| e.kind() == "REASONING_MESSAGE_CONTENT")
-        .filter_map(|e| e.data["delta"].as_str())
-        .collect();
+    let thought: String = deltas(&events, "REASONING_MESSAGE_CONTENT");
     assert_eq!(thought, "Weighing the options.");
     let snapshot = events.iter().find(|e| e.kind() == "ACTIVITY_SNAPSHOT").expect("snapshot");
     assert_eq!(snapshot.data["activityType"], "plan");
@@ -309,15 +305,7 @@ async fn upstream_reasoning_and_activity_are_relayed(kind: Upstream) {
     assert_eq!(delta.data["patch"], json!([{"op": "replace", "path": "/done", "value": 1}]));
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
 
-    let body: Value = app
-        .client
-        .get(app.url("/v1/threads/th-up-think/messages"))
-        .send()
-        .await
-        .expect("messages")
-        .json()
-        .await
-        .expect("json");
+    let body: Value = app.get_json("/v1/threads/th-up-think/messages").await;
     let roles: Vec<&str> =
         body["messages"].as_array().expect("list").iter().filter_map(|m| m["role"].as_str()).collect();
     assert_eq!(roles, ["user", "assistant"], "{body}");

@@ -20,10 +20,6 @@ async fn gateway(server: &UpstreamServer, route: &str, db: &TestDatabase, extra:
     TestApp::start_with(config).await
 }
 
-fn text_of(events: &[SseEvent]) -> String {
-    events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect()
-}
-
 /// The body of the upstream's last request.
 async fn last_body(server: &UpstreamServer) -> Value {
     server.requests().await.last().expect("the upstream was asked")["body"].clone()
@@ -167,14 +163,9 @@ async fn chunk_events_are_expanded_and_relayed() {
     assert_eq!(starts, [format!("{turn}:m1"), format!("{turn}:m2")], "two messages, the gateway's ids");
     let ends = events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_END").count();
     assert_eq!(ends, 2, "the message RUN_FINISHED closed was closed");
-    let args: String =
-        events.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").filter_map(|e| e.data["delta"].as_str()).collect();
+    let args: String = deltas(&events, "TOOL_CALL_ARGS");
     assert_eq!(args, r#"{"q":"x"}"#);
-    let thought: String = events
-        .iter()
-        .filter(|e| e.kind() == "REASONING_MESSAGE_CONTENT")
-        .filter_map(|e| e.data["delta"].as_str())
-        .collect();
+    let thought: String = deltas(&events, "REASONING_MESSAGE_CONTENT");
     assert_eq!(thought, "Thinking it over.");
     let (ok, report) = agui_check(&app.run_url("upstream"), &input).await;
     assert!(ok, "{report}");

@@ -6,75 +6,32 @@
 //! what the cut left open closed first; with `on_cut = "fail"` the turn fails instead. Every
 //! joined client stream has no gap and no duplicate, and passes the official client.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
-use crate::gateway_process::{self, Instance};
+use crate::fakes::two_instances::TwoInstances;
 use crate::helpers::*;
 use crate::upstream::{upstream_of, Upstream};
 
 /// Two gateway instances on one fresh PostgreSQL database, with short leases, whose agent
 /// `upstream` is an `agui` agent at `url` with `extra` settings.
-struct TwoInstances {
-    a: Instance,
-    b: Instance,
-    _db: TestDatabase,
-    _dir: tempfile::TempDir,
-}
-
 async fn two_instances(url: &str, extra: &str) -> TwoInstances {
-    let db = TestDatabase::new(Backend::Postgres).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let config = dir.path().join("gateway.toml");
-    let toml = format!(
-        "[turns]\nlease_ms = 2000\nheartbeat_ms = 400\nsweep_ms = 300\n\n\
-         [[agents]]\nname = \"upstream\"\nkind = \"agui\"\nurl = \"{url}\"\ntimeout_secs = 30\n{extra}\n"
-    );
-    std::fs::write(&config, toml).expect("config");
-    gateway_process::migrate(&db.url);
-    let logs = Arc::new(Mutex::new(Vec::new()));
-    let a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
-    let b = gateway_process::spawn_instance(&config, &db.url, logs);
-    TwoInstances { a, b, _db: db, _dir: dir }
-}
-
-async fn post(address: &str, input: &Value, last_event_id: Option<&str>) -> reqwest::Response {
-    let mut request = reqwest::Client::new()
-        .post(format!("http://{address}/v1/agui/agents/upstream"))
-        .header("content-type", "application/json")
-        .body(input.to_string());
-    if let Some(id) = last_event_id {
-        request = request.header("last-event-id", id);
-    }
-    request.send().await.expect("request sent")
+    let agents =
+        format!("[[agents]]\nname = \"upstream\"\nkind = \"agui\"\nurl = \"{url}\"\ntimeout_secs = 30\n{extra}\n");
+    TwoInstances::start("upstream", &agents).await
 }
 
 /// Reads A's stream until `enough` events arrived, kills A, then follows the run on B from the
 /// last event A delivered. Returns the joined stream.
 async fn kill_a_and_follow_on_b(mut pair: TwoInstances, input: &Value, enough: usize) -> Vec<SseEvent> {
-    let mut stream = EventStream::new(post(&pair.a.address, input, None).await);
+    let mut stream = pair.open_on_a(input).await;
     let far_enough = move |e: &SseEvent| {
         let seq = e.id.as_deref().and_then(|id| id.rsplit('.').next()?.parse::<usize>().ok()).unwrap_or(0);
         e.kind() == "TEXT_MESSAGE_CONTENT" && seq >= enough
     };
     stream.until("the upstream's text, relayed by A", far_enough).await;
     let head = stream.events.clone();
-    pair.a.child.kill().expect("SIGKILL");
-    let _ = pair.a.child.wait();
-    let last_id = head.last().and_then(|e| e.id.clone());
-    let tail = tokio::time::timeout(
-        Duration::from_secs(40),
-        read_events(post(&pair.b.address, input, last_id.as_deref()).await, None),
-    )
-    .await
-    .expect("B finished the turn");
-    let mut joined = head;
-    joined.extend(tail);
-    let seqs: Vec<i64> = joined.iter().filter_map(|e| e.id.as_deref()?.rsplit('.').next()?.parse().ok()).collect();
-    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap, no duplicate: {:?}", kinds(&joined));
-    joined
+    pair.kill_a();
+    pair.follow_on_b(input, head).await
 }
 
 /// Each message's text, in the order the messages started.

@@ -39,6 +39,17 @@ const config =
   `key_file = ${JSON.stringify(path.join(certDir, "server.key"))}\n\n` +
   readFileSync(path.join(repoRoot, "tests/fixtures/agents.toml"), "utf8");
 
+// `read()`'s value once `done` says it is complete, or its last value after `patience` ms (the
+// assertion that follows says what is missing).
+async function eventually(read, done, patience = 10_000) {
+  const started = Date.now();
+  for (;;) {
+    const value = await read();
+    if (done(value) || Date.now() - started > patience) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 let gateway;
 let browser;
 let failed = false;
@@ -126,15 +137,28 @@ try {
   }
   console.log(`PASS ${runs.length} runs received whole, each ended by its cancel`);
 
-  // Every request went over h2: as the page saw it, and as the gateway served it.
-  const protocols = await page.evaluate(() =>
-    [...performance.getEntriesByType("navigation"), ...performance.getEntriesByType("resource")].map((e) => e.nextHopProtocol),
+  // Every request went over h2: as the page saw it, and as the gateway served it. The page
+  // records a request's timing entry a while after its response ended, and the gateway's log
+  // lines arrive through a pipe: wait until both hold every request (the page, then a run and
+  // a cancel a stream) before counting.
+  const requests = 1 + 2 * STREAMS;
+  const protocols = await eventually(
+    () =>
+      page.evaluate(() =>
+        [...performance.getEntriesByType("navigation"), ...performance.getEntriesByType("resource")].map(
+          (e) => e.nextHopProtocol,
+        ),
+      ),
+    (entries) => entries.length >= requests,
   );
-  assert.ok(protocols.length >= 1 + 2 * STREAMS, `resource entries: ${protocols.length}`);
+  assert.ok(protocols.length >= requests, `resource entries: ${protocols.length}`);
   assert.deepEqual([...new Set(protocols)], ["h2"], `protocols the page used: ${[...new Set(protocols)]}`);
-  const served = gateway.logs.filter((l) => l.includes("finished processing request"));
+  const served = await eventually(
+    () => gateway.logs.filter((l) => l.includes("finished processing request")),
+    (lines) => lines.length >= requests,
+  );
   const h2 = served.filter((l) => l.includes("version=HTTP/2.0"));
-  assert.ok(served.length >= 1 + 2 * STREAMS && h2.length === served.length, `${h2.length} of ${served.length} requests served as HTTP/2`);
+  assert.ok(served.length >= requests && h2.length === served.length, `${h2.length} of ${served.length} requests served as HTTP/2`);
   console.log(`PASS every request over h2 (${protocols.length} in the page, ${h2.length} in the gateway's log)`);
 } catch (error) {
   failed = true;

@@ -15,40 +15,63 @@ pub struct Instance {
     pub id: String,
 }
 
-pub fn spawn_instance(config: &Path, database: &str, logs: Arc<Mutex<Vec<String>>>) -> Instance {
-    spawn_instance_with(config, database, logs, &[])
+/// How to start one gateway process: `Spawn::new(config, database)`, optionally with more
+/// `serve` arguments, environment variables or an open-file limit, then [`Spawn::start`].
+pub struct Spawn<'a> {
+    config: &'a Path,
+    database: &'a str,
+    args: Vec<&'a str>,
+    env: Vec<(&'a str, &'a str)>,
+    open_files: Option<u64>,
 }
 
-/// As [`spawn_instance`], with more `serve` arguments (e.g. `--log-format json`).
-pub fn spawn_instance_with(config: &Path, database: &str, logs: Arc<Mutex<Vec<String>>>, args: &[&str]) -> Instance {
-    spawn_instance_env(config, database, logs, args, &[])
-}
-
-/// As [`spawn_instance_with`], with variables added to the process's environment (e.g.
-/// `SSL_CERT_FILE`).
-pub fn spawn_instance_env(
-    config: &Path,
-    database: &str,
-    logs: Arc<Mutex<Vec<String>>>,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> Instance {
-    spawn_command(Command::new(env!("CARGO_BIN_EXE_agui-gateway")), config, database, logs, args, env)
-}
-
-/// As [`spawn_instance_env`], the process's open-file limit (soft and hard) set to
-/// `open_files` by the shell that starts it (`ulimit -n`).
 #[allow(dead_code)]
-pub fn spawn_instance_limited(
-    config: &Path,
-    database: &str,
-    logs: Arc<Mutex<Vec<String>>>,
-    env: &[(&str, &str)],
-    open_files: u64,
-) -> Instance {
-    let mut shell = Command::new("sh");
-    shell.arg("-c").arg(format!(r#"ulimit -n {open_files} && exec "$0" "$@""#)).arg(env!("CARGO_BIN_EXE_agui-gateway"));
-    spawn_command(shell, config, database, logs, &[], env)
+impl<'a> Spawn<'a> {
+    pub fn new(config: &'a Path, database: &'a str) -> Spawn<'a> {
+        Spawn { config, database, args: Vec::new(), env: Vec::new(), open_files: None }
+    }
+
+    /// More `serve` arguments (e.g. `--log-format json`).
+    pub fn args(mut self, args: &[&'a str]) -> Spawn<'a> {
+        self.args.extend_from_slice(args);
+        self
+    }
+
+    /// Variables added to the process's environment (e.g. `SSL_CERT_FILE`).
+    pub fn env(mut self, env: &[(&'a str, &'a str)]) -> Spawn<'a> {
+        self.env.extend_from_slice(env);
+        self
+    }
+
+    /// The process's open-file limit (soft and hard), set by the shell that starts it
+    /// (`ulimit -n`).
+    pub fn open_files(mut self, limit: u64) -> Spawn<'a> {
+        self.open_files = Some(limit);
+        self
+    }
+
+    /// Starts the process and waits for its start-up line; every line it logs goes to `logs`.
+    pub fn start(self, logs: Arc<Mutex<Vec<String>>>) -> Instance {
+        let command = match self.open_files {
+            Some(limit) => {
+                let mut shell = Command::new("sh");
+                shell
+                    .arg("-c")
+                    .arg(format!(r#"ulimit -n {limit} && exec "$0" "$@""#))
+                    .arg(env!("CARGO_BIN_EXE_agui-gateway"));
+                shell
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_agui-gateway")),
+        };
+        spawn_command(command, self.config, self.database, logs, &self.args, &self.env)
+    }
+}
+
+/// The switch that shows a test's gateway logs: with `TEST_LOG=1` every line of the gateways a
+/// test starts goes to the test's output (shown when it fails, or always with `--nocapture`);
+/// quiet otherwise.
+pub fn test_log_on() -> bool {
+    std::env::var("TEST_LOG").is_ok_and(|v| v == "1")
 }
 
 fn spawn_command(
@@ -74,6 +97,9 @@ fn spawn_command(
     let stderr = child.stderr.take().expect("stderr");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let lines = logs.clone();
+    let (show, pid) = (test_log_on(), child.id());
+    // The reader thread inherits the test's output capture, so its lines land in the test's
+    // output rather than the terminal.
     let reader = std::thread::spawn(move || {
         let mut ready = Some(ready_tx);
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -92,6 +118,9 @@ fn spawn_command(
                 if let Some(ready) = ready.take() {
                     let _ = ready.send((field("address"), field("instance")));
                 }
+            }
+            if show {
+                eprintln!("[gateway {pid}] {plain}");
             }
             lines.lock().unwrap_or_else(|p| p.into_inner()).push(plain);
         }
