@@ -291,7 +291,7 @@ async fn an_mcp_tools_credential_argument_is_filled_in_only_in_the_call() {
     let placeholder = "\u{2039}secret:AGUI_TEST_MCP_ARG_TOKEN\u{203a}";
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let call = json!({ "account": "acme", "token": placeholder });
-        let model = start_model(vec![("calc__lookup", call)], "Looked up.", false).await;
+        let model = ScriptedModel::planned(vec![("calc__lookup", call)], "Looked up.").await;
         let settings = "secret_args = { token = \"AGUI_TEST_MCP_ARG_TOKEN\" }\ntools = [\"lookup\", \"add\"]";
         let (app, db) = gateway(&model, &server.url, settings, backend).await;
         let before = server.calls().await.len();

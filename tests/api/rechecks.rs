@@ -8,10 +8,10 @@
 use agui_gateway::config::Config;
 use serde_json::{json, Value};
 
-use crate::decisions::start_multi_call_model;
+use crate::fakes::model::ScriptedModel;
+use crate::fakes::tools::start_tool;
 use crate::helpers::*;
 use crate::on_both_stores;
-use crate::openai::start_tool;
 
 /// The gateway's configuration: an agent whose one HTTP tool `wire` asks a person first, the
 /// approver allowed to edit its arguments or not; decisions re-checked after `recheck_secs`.
@@ -58,7 +58,8 @@ async fn open_interrupts(app: &TestApp, thread: &str) -> Vec<Value> {
 }
 
 async fn a_call_whose_policy_changed_during_a_long_wait_is_asked_again(backend: Backend) {
-    let (model_url, _) = start_multi_call_model(vec![("wire", json!({"to": "vendor"}))], "Done.").await;
+    let model = ScriptedModel::planned(vec![("wire", json!({"to": "vendor"}))], "Done.").await;
+    let model_url = model.url.clone();
     let (tool_url, tool_calls) = start_tool("sent").await;
     let db = TestDatabase::new(backend).await;
     let before = TestApp::start_with(config(&db.url, &model_url, &tool_url, true, 0)).await;
@@ -93,7 +94,8 @@ async fn a_call_whose_policy_changed_during_a_long_wait_is_asked_again(backend: 
 on_both_stores!(a_call_whose_policy_changed_during_a_long_wait_is_asked_again);
 
 async fn a_decision_stands_when_nothing_changed_or_the_wait_was_short(backend: Backend) {
-    let (model_url, _) = start_multi_call_model(vec![("wire", json!({"to": "vendor"}))], "Done.").await;
+    let model = ScriptedModel::planned(vec![("wire", json!({"to": "vendor"}))], "Done.").await;
+    let model_url = model.url.clone();
     let (tool_url, tool_calls) = start_tool("sent").await;
     let db = TestDatabase::new(backend).await;
 

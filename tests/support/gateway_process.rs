@@ -82,13 +82,14 @@ fn spawn_command(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Instance {
+    // The test's own variables go last: a test that asks for another log filter gets it.
     let mut child = command
-        .envs(env.iter().copied())
         .args(["serve", "--listen", "127.0.0.1:0", "--database", database, "--config"])
         .arg(config)
         .args(args)
         .env("NO_COLOR", "1")
         .env("AGUI_GATEWAY_LOG_FILTER", "info,sqlx=warn")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
