@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::decide::resumed_marker;
 use super::interrupts::EntryPlan;
+use super::request::resumed_marker;
 use super::runner::{TurnStart, CANCEL_SIGNAL, NEW_TURN_SIGNAL};
 use super::turn::TurnSignal;
 use super::{Engine, EngineError, Inner};
