@@ -13,7 +13,7 @@ use crate::caller::Caller;
 use crate::ids::ThreadId;
 use crate::metrics::OutcomeLabels;
 use crate::protocol::{Event, PROTOCOL_VERSION};
-use crate::store::{EventKind, TurnRow, TurnStatus};
+use crate::store::{EventKind, TurnRow, TurnStatus, WakeUp};
 
 impl Engine {
     /// Stops every turn this instance runs, commits what they said and gives the turns back
@@ -144,7 +144,7 @@ impl Engine {
         }
         if !self.inner.signal_cancel(turn.pk) {
             // Another instance runs it: tell it through the shared wake-up channel.
-            store.announce_appends(&[(turn.pk, CANCEL_SIGNAL)]).await?;
+            store.announce_appends(&[WakeUp::Cancel { turn: turn.pk }]).await?;
         }
         Ok(turn.public_id.clone())
     }
@@ -168,12 +168,6 @@ impl Inner {
         }
     }
 }
-
-/// Marks a cancel request in the wake-up channel shared with other instances.
-pub(super) const CANCEL_SIGNAL: i64 = -1;
-/// The "sequence number" that announces, with a thread's key in place of a turn's, that a turn
-/// started on the thread (connect streams watching it look for the new turn).
-pub(super) const NEW_TURN_SIGNAL: i64 = -2;
 
 /// How a turn task begins.
 pub(super) enum TurnStart {

@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::hub::Hub;
 use crate::metrics::Metrics;
-use crate::store::{Store, StoreError, StoredEvent, WriteOp};
+use crate::store::{Store, StoreError, StoredEvent, WakeUp, WriteOp};
 use writer::Writer;
 
 pub mod events;
@@ -237,8 +237,8 @@ async fn announce(store: Arc<dyn Store>, mut queue: mpsc::UnboundedReceiver<Anno
                 *entry = (*entry).max(seq);
             }
         }
-        let pairs: Vec<(i64, i64)> = newest.into_iter().collect();
-        match store.announce_appends(&pairs).await {
+        let wakeups: Vec<WakeUp> = newest.into_iter().map(|(turn, seq)| WakeUp::Committed { turn, seq }).collect();
+        match store.announce_appends(&wakeups).await {
             // Timed from the oldest commit it covers: what the other instances' streams waited.
             Ok(()) => metrics.log_notify_seconds.observe(since.elapsed().as_secs_f64()),
             // Streams elsewhere also poll the log, so a lost notification only delays them.

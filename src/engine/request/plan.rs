@@ -12,7 +12,7 @@ use crate::engine::runner::TurnStart;
 use crate::engine::{board, Engine, EngineError, FollowPlan, RunErrorCode, RunPlan, RunRequest};
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
-use crate::store::{InterruptRow, InterruptStatus, NewTurn, StartTurn, ThreadRow, TurnRow, TurnStatus};
+use crate::store::{InterruptRow, InterruptStatus, NewTurn, StartTurn, ThreadRow, TurnRow, TurnStatus, WakeUp};
 
 impl Engine {
     /// Decides what a run streams (§2, §4, §5, §6). Starts a turn when the run brings a new
@@ -274,9 +274,8 @@ impl Engine {
     /// started. A lost announcement only delays them: they look at the thread's turns again on
     /// a slow timer.
     async fn announce_turn_start(&self, thread: i64) {
-        self.inner.hub.wake_thread(Some(thread));
-        if let Err(error) = self.inner.store.announce_appends(&[(thread, crate::engine::runner::NEW_TURN_SIGNAL)]).await
-        {
+        self.inner.hub.wake_thread(thread);
+        if let Err(error) = self.inner.store.announce_appends(&[WakeUp::NewTurn { thread }]).await {
             tracing::warn!(%error, thread, "announcing a turn start failed; watchers will find it on their timer");
         }
     }
