@@ -65,6 +65,24 @@ pub enum AgentError {
     /// The agent failed: `RUN_ERROR` with code `failed`.
     #[error("{0}")]
     Failed(String),
+    /// A read or record of the running turn failed for good (the database refused it, or was
+    /// away longer than the turn waits): `RUN_ERROR` `failed`, saying what could not be done.
+    /// The message quotes its source too, as the client always saw it; the source stays
+    /// attached for the logs.
+    #[error("{what}: {source}")]
+    Store {
+        what: String,
+        #[source]
+        source: crate::store::StoreError,
+    },
+    /// Something the turn says could not be encoded (an event, a checkpoint, an interrupt):
+    /// `RUN_ERROR` `failed`.
+    #[error("{what} could not be encoded: {source}")]
+    Encoding {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
     /// The tenant's token budget is spent (§8): `RUN_ERROR` `quota_exceeded` with the figures in
     /// `rawEvent.gateway`.
     #[error("{message}")]
@@ -91,7 +109,7 @@ impl AgentError {
             AgentError::Cancelled => "cancelled",
             AgentError::Stopped => "stopped",
             AgentError::Waiting => "waiting",
-            AgentError::Failed(_) => "failed",
+            AgentError::Failed(_) | AgentError::Store { .. } | AgentError::Encoding { .. } => "failed",
             AgentError::Internal(_) => "internal",
             AgentError::TimedOut(_) => "timed_out",
             AgentError::QuotaExceeded { .. } => "quota_exceeded",

@@ -27,7 +27,7 @@ use crate::store::{Store, StoredEvent, TurnRow, WriteOp};
 
 /// A gateway event as the AG-UI event it is logged as.
 pub(super) fn logged(event: GatewayEvent) -> Result<Event, AgentError> {
-    event.into_event().map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))
+    event.into_event().map_err(|source| AgentError::Encoding { what: "an event", source })
 }
 
 /// What the engine asks of a running turn.
@@ -285,7 +285,7 @@ impl TurnContext {
         let kind = crate::engine::log::events::kind_of(&envelope.event);
         let at_ms = envelope.timestamp.unwrap_or_else(|| self.now_ms());
         let body = serde_json::to_string(&envelope)
-            .map_err(|error| AgentError::Failed(format!("an event could not be encoded: {error}")))?;
+            .map_err(|source| AgentError::Encoding { what: "an event", source })?;
         // A secret the gateway holds is never recorded, so never shown: not even when a tool,
         // an upstream or a model echoes it (§2 credentials).
         let body = crate::redact::mask_secrets_owned(body).into_bytes();
@@ -319,7 +319,7 @@ impl TurnContext {
             nested = parent;
         }
         let checkpoint = serde_json::to_string(&nested)
-            .map_err(|error| AgentError::Failed(format!("checkpoint could not be encoded: {error}")))?;
+            .map_err(|source| AgentError::Encoding { what: "checkpoint", source })?;
         let checkpoint = crate::redact::mask_secrets_owned(checkpoint);
         Ok(WriteOp::Checkpoint { turn: self.turn_pk, checkpoint })
     }

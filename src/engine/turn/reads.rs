@@ -64,7 +64,7 @@ impl TurnContext {
                     }
                     delay = (delay * 2).min(Duration::from_secs(1));
                 }
-                Err(error) => return Err(AgentError::Failed(format!("{what}: {error}"))),
+                Err(source) => return Err(AgentError::Store { what: what.to_string(), source }),
             }
         }
     }

@@ -101,7 +101,7 @@ impl TurnContext {
                 subagent_run_id: None,
             };
             let shown = serde_json::to_string(&interrupt)
-                .map_err(|e| AgentError::Failed(format!("an interrupt could not be encoded: {e}")))?;
+                .map_err(|source| AgentError::Encoding { what: "an interrupt", source })?;
             let shown = crate::redact::mask_secrets_owned(shown);
             rows.push(InterruptRow {
                 id: id.clone(),
