@@ -284,8 +284,8 @@ impl TurnContext {
         }
         let kind = crate::engine::log::events::kind_of(&envelope.event);
         let at_ms = envelope.timestamp.unwrap_or_else(|| self.now_ms());
-        let body = serde_json::to_string(&envelope)
-            .map_err(|source| AgentError::Encoding { what: "an event", source })?;
+        let body =
+            serde_json::to_string(&envelope).map_err(|source| AgentError::Encoding { what: "an event", source })?;
         // A secret the gateway holds is never recorded, so never shown: not even when a tool,
         // an upstream or a model echoes it (§2 credentials).
         let body = crate::redact::mask_secrets_owned(body).into_bytes();
@@ -318,8 +318,8 @@ impl TurnContext {
             }));
             nested = parent;
         }
-        let checkpoint = serde_json::to_string(&nested)
-            .map_err(|source| AgentError::Encoding { what: "checkpoint", source })?;
+        let checkpoint =
+            serde_json::to_string(&nested).map_err(|source| AgentError::Encoding { what: "checkpoint", source })?;
         let checkpoint = crate::redact::mask_secrets_owned(checkpoint);
         Ok(WriteOp::Checkpoint { turn: self.turn_pk, checkpoint })
     }
