@@ -250,7 +250,7 @@ impl Writer {
 }
 
 /// Tells an append's waiter (if any) how it went.
-pub(super) fn answer(append: Append, outcome: Result<(), LogError>) {
+fn answer(append: Append, outcome: Result<(), LogError>) {
     if let Some(done) = append.committed {
         let _ = done.send(outcome);
     }
