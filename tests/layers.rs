@@ -278,7 +278,8 @@ fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
         let trimmed = line.trim_start();
-        if trimmed == "#[cfg(test)]" && lines.peek().is_some_and(|next| next.trim_end().ends_with('{')) {
+        let opens_module = |next: &&str| next.trim_start().starts_with("mod ") && next.trim_end().ends_with('{');
+        if trimmed == "#[cfg(test)]" && lines.peek().is_some_and(opens_module) {
             break;
         }
         if !trimmed.starts_with("//") {
