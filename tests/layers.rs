@@ -1,8 +1,13 @@
 //! The modules stay layered: a module imports only modules below it, so no import runs in a
 //! circle. Every `crate::…` path in a file under `src/<module>` (or in `src/<module>.rs`) must
 //! name that module itself or one it may import, as listed in [`ALLOWED`].
+//!
+//! Inside a layer the files stay layered too: the paths a file names (`super::…`, `self::…`,
+//! `crate::<its layer>::…`) are resolved to the files they lead to, and those edges must not
+//! run in a circle (two files that call each other are one idea split in two, or want a third
+//! file below both).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each top-level module of the library and the modules it may import: the ones below it in
@@ -207,4 +212,244 @@ fn crate_paths_are_read_from_plain_and_grouped_imports() {
     assert_eq!(crate_modules("let x = crate::ids::new_turn_id(); crate::protocol::now_ms()"), ["ids", "protocol"]);
     assert_eq!(crate_modules("impl $crate::store::Store for $store {"), ["store"]);
     assert!(crate_modules("use agui_gateway::config; // notcrate::x").is_empty());
+}
+
+/// A file's module path under `src/`: `engine/request/plan.rs` is `engine::request::plan`, a
+/// folder's `mod.rs` is the folder itself.
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut path: Vec<String> =
+        relative.components().map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string()).collect();
+    if path.last().is_some_and(|last| last == "mod") {
+        path.pop();
+    }
+    path
+}
+
+/// The paths of a use tree that begins at `text` (just after a `::`), each as its segments:
+/// `a::{b, c::{d, self}}` is `a::b`, `a::c::d` and `a::c::self`. Returns how much it read.
+fn use_tree(text: &str) -> (Vec<Vec<String>>, usize) {
+    let ident_len =
+        |rest: &str| rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '*').count();
+    let skip_space = |at: usize| at + text[at..].chars().take_while(|c| c.is_whitespace()).count();
+    let mut segments = Vec::new();
+    let mut at = 0;
+    loop {
+        at = skip_space(at);
+        if text[at..].starts_with('{') {
+            at += 1;
+            let mut paths = Vec::new();
+            loop {
+                at = skip_space(at);
+                match text[at..].chars().next() {
+                    None => return (paths, at),
+                    Some('}') => return (paths, at + 1),
+                    Some(',') => at += 1,
+                    Some(other) => {
+                        let (inner, used) = use_tree(&text[at..]);
+                        if used == 0 {
+                            at += other.len_utf8();
+                            continue;
+                        }
+                        paths.extend(inner.into_iter().map(|tail| [segments.clone(), tail].concat()));
+                        at += used;
+                    }
+                }
+            }
+        }
+        let len = ident_len(&text[at..]);
+        if len == 0 {
+            return (if segments.is_empty() { Vec::new() } else { vec![segments] }, at);
+        }
+        segments.push(text[at..at + len].to_string());
+        at += len;
+        if text[at..].starts_with("::") {
+            at += 2;
+        } else {
+            return (vec![segments], at);
+        }
+    }
+}
+
+/// The module paths a file's code names through `crate::`, `super::` and `self::`, made
+/// absolute from the file's own module path. Comment lines are skipped, and an inline test
+/// module at the end (whose `super` is the file itself) is not read.
+fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut code = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        let opens_module = |next: &&str| next.trim_start().starts_with("mod ") && next.trim_end().ends_with('{');
+        if trimmed == "#[cfg(test)]" && lines.peek().is_some_and(opens_module) {
+            break;
+        }
+        if !trimmed.starts_with("//") {
+            code.push_str(line);
+            code.push('\n');
+        }
+    }
+    let mut found = Vec::new();
+    for (keyword, base) in [
+        ("crate::", Vec::new()),
+        ("super::", module[..module.len().saturating_sub(1)].to_vec()),
+        ("self::", module.to_vec()),
+    ] {
+        let mut from = 0;
+        while let Some(at) = code[from..].find(keyword) {
+            let start = from + at;
+            from = start + keyword.len();
+            let before = code[..start].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let (paths, _) = use_tree(&code[from..]);
+            for path in paths {
+                let mut resolved = base.clone();
+                for segment in path {
+                    match segment.as_str() {
+                        "super" => {
+                            resolved.pop();
+                        }
+                        "self" => {}
+                        _ => resolved.push(segment),
+                    }
+                }
+                found.push(resolved);
+            }
+        }
+    }
+    found
+}
+
+/// The first circle in `edges` (each file's module path and the files it names), as the files
+/// it runs through, first one repeated at the end.
+fn find_circle(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<Vec<Vec<String>>> {
+    fn visit(
+        node: &Vec<String>,
+        edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        done: &mut BTreeSet<Vec<String>>,
+        trail: &mut Vec<Vec<String>>,
+    ) -> Option<Vec<Vec<String>>> {
+        if let Some(at) = trail.iter().position(|n| n == node) {
+            return Some([&trail[at..], std::slice::from_ref(node)].concat());
+        }
+        if done.contains(node) {
+            return None;
+        }
+        trail.push(node.clone());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(circle) = visit(next, edges, done, trail) {
+                return Some(circle);
+            }
+        }
+        trail.pop();
+        done.insert(node.clone());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges.keys().find_map(|node| visit(node, edges, &mut done, &mut Vec::new()))
+}
+
+/// The edges between the files of each layer: file → the files its paths lead to (the longest
+/// module path of a file that a named path begins with). A folder's `mod.rs` naming what is
+/// inside the folder (declaring, re-exporting, composing its files) is no edge: the folder is
+/// made of them.
+fn layer_edges(src: &Path) -> BTreeMap<String, BTreeMap<Vec<String>, BTreeSet<Vec<String>>>> {
+    let mut files = Vec::new();
+    source_files(src, &mut files);
+    let modules: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .map(|file| {
+            let relative = file.strip_prefix(src).expect("under src");
+            (
+                module_path(relative),
+                std::fs::read_to_string(file).unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display())),
+            )
+        })
+        .collect();
+    let mut layers: BTreeMap<String, BTreeMap<Vec<String>, BTreeSet<Vec<String>>>> = BTreeMap::new();
+    for (module, text) in &modules {
+        let Some(layer) = module.first() else { continue };
+        let edges = layers.entry(layer.clone()).or_default().entry(module.clone()).or_default();
+        for path in named_paths(text, module) {
+            if path.first() != Some(layer) {
+                continue;
+            }
+            let Some(target) =
+                (1..=path.len()).rev().map(|len| &path[..len]).find(|prefix| modules.contains_key(*prefix))
+            else {
+                continue;
+            };
+            if !target.starts_with(module) {
+                edges.insert(target.to_vec());
+            }
+        }
+    }
+    layers
+}
+
+/// Imports that close a circle between two files and are not untangled yet: `(from, to)`, left
+/// out of the graph so that every other circle still fails. Each is a file taking one helper
+/// from a file that imports it back; the way out is to move the helper below both.
+const CIRCLES_TO_UNTANGLE: &[(&str, &str)] = &[
+    // `tls` takes `AcceptBackoff` from `connections`, which takes `TlsListener` from `tls`.
+    ("http::tls", "http::connections"),
+    // `threads` takes `HELD_BY_INSTANCE` from `leases`, which takes `turn_row` from `threads`.
+    ("store::threads", "store::leases"),
+];
+
+#[test]
+fn the_files_of_a_layer_import_each_other_in_one_direction() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut layers = layer_edges(&src);
+    for (from, to) in CIRCLES_TO_UNTANGLE {
+        let module = |path: &str| path.split("::").map(String::from).collect::<Vec<_>>();
+        let layer = layers.get_mut(from.split("::").next().unwrap_or_default());
+        if let Some(edges) = layer.and_then(|layer| layer.get_mut(&module(from))) {
+            edges.remove(&module(to));
+        }
+    }
+    let circles: Vec<String> = layers
+        .values()
+        .filter_map(find_circle)
+        .map(|circle| circle.iter().map(|module| module.join("::")).collect::<Vec<_>>().join(" → "))
+        .collect();
+    assert!(circles.is_empty(), "files of a layer importing each other in a circle:\n{}", circles.join("\n"));
+}
+
+#[test]
+fn paths_resolve_from_the_file_that_names_them() {
+    let plan = ["engine", "request", "plan"].map(String::from);
+    let named = named_paths(
+        "use super::follow::{refuse, viewer_of};\nuse super::super::{board, Engine};\n// use super::decide;\n\
+         use crate::engine::log::{self, LogWriter};\nlet x = self::inner::f();\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+        &plan,
+    );
+    let expected: Vec<Vec<String>> = [
+        "engine::log::self",
+        "engine::log::LogWriter",
+        "engine::request::follow::refuse",
+        "engine::request::follow::viewer_of",
+        "engine::board",
+        "engine::Engine",
+        "engine::request::plan::inner::f",
+    ]
+    .iter()
+    .map(|path| path.split("::").filter(|s| *s != "self").map(String::from).collect())
+    .collect();
+    assert_eq!(named, expected);
+    assert_eq!(module_path(Path::new("engine/request/mod.rs")), ["engine", "request"]);
+    assert_eq!(module_path(Path::new("engine/request/plan.rs")), ["engine", "request", "plan"]);
+}
+
+#[test]
+fn a_circle_between_two_files_is_found() {
+    let module = |path: &str| path.split("::").map(String::from).collect::<Vec<_>>();
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    edges.entry(module("engine::request::plan")).or_default().insert(module("engine::request::decide"));
+    edges.entry(module("engine::request::decide")).or_default().insert(module("engine::request::follow"));
+    assert_eq!(find_circle(&edges), None);
+    edges.entry(module("engine::request::decide")).or_default().insert(module("engine::request::plan"));
+    let circle = find_circle(&edges).expect("a circle");
+    assert_eq!(circle.first(), circle.last());
+    assert_eq!(circle.len(), 3);
 }

@@ -10,8 +10,8 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::interrupts::Deciders;
+use super::turn::{new_interrupt_id, InterruptSpec};
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
-use super::waits::{new_interrupt_id, InterruptSpec};
 use super::{Agent, AgentRegistry, Engine, RunErrorCode, RunPlan, RunRequest, StreamOptions};
 use crate::caller::Caller;
 use crate::clock::{Clock, TestClock};

@@ -436,7 +436,7 @@ fn state_at_end(log: &[StoredEvent]) -> Value {
     let mut state = json!({});
     for stored in log {
         let is_delta = stored.kind == EventKind::Plain
-            && matches!(super::log_events::classify_plain(&stored.body), super::log_events::PlainEvent::StateDelta);
+            && matches!(super::log::events::classify_plain(&stored.body), super::log::events::PlainEvent::StateDelta);
         if stored.kind != EventKind::StateSnapshot && !is_delta {
             continue;
         }

@@ -129,7 +129,7 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
                 messages.push(InputMessage::Tool(ToolMessage { id: message_id, content, tool_call_id, error: None }));
             }
             // The results a client sent for its (frontend) tool calls, where the turn went on.
-            Event::Custom { name, value, .. } if name == super::log_events::RESUMED_EVENT => {
+            Event::Custom { name, value, .. } if name == super::log::events::RESUMED_EVENT => {
                 let results: std::collections::BTreeMap<String, String> =
                     serde_json::from_value(value["toolResults"].clone()).unwrap_or_default();
                 for (tool_call_id, content) in results {

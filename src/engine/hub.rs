@@ -191,14 +191,20 @@ impl Hub {
         watch
     }
 
-    /// A turn started on `thread` (`None`: announcements may have been lost, wake every watch).
-    pub fn wake_thread(&self, thread: Option<i64>) {
+    /// A turn started on `thread`: its watches look for it.
+    pub fn wake_thread(&self, thread: i64) {
+        let watch =
+            self.threads.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&thread).and_then(Weak::upgrade);
+        if let Some(watch) = watch {
+            watch.wake();
+        }
+    }
+
+    /// Announcements of turn starts may have been lost: every watch looks again.
+    pub fn wake_every_thread(&self) {
         let watches: Vec<Arc<ThreadWatch>> = {
             let threads = self.threads.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            match thread {
-                Some(thread) => threads.get(&thread).and_then(Weak::upgrade).into_iter().collect(),
-                None => threads.values().filter_map(Weak::upgrade).collect(),
-            }
+            threads.values().filter_map(Weak::upgrade).collect()
         };
         for watch in watches {
             watch.wake();
@@ -212,22 +218,21 @@ impl Hub {
         }
     }
 
-    /// Called when another instance announced appends; an empty list wakes every feed.
-    pub fn wake(&self, appended: &[(i64, i64)]) {
-        if appended.is_empty() {
-            let feeds: Vec<Arc<Feed>> = {
-                let feeds = self.feeds.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                feeds.values().filter_map(Weak::upgrade).collect()
-            };
-            for feed in feeds {
-                feed.wake(None);
-            }
-            return;
+    /// Another instance committed the turn's events up to `seq`.
+    pub fn wake(&self, turn: i64, seq: i64) {
+        if let Some(feed) = self.existing(turn) {
+            feed.wake(Some(seq));
         }
-        for (turn, seq) in appended {
-            if let Some(feed) = self.existing(*turn) {
-                feed.wake(Some(*seq));
-            }
+    }
+
+    /// Announcements of appends may have been lost: every feed reads its log again.
+    pub fn wake_every_feed(&self) {
+        let feeds: Vec<Arc<Feed>> = {
+            let feeds = self.feeds.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            feeds.values().filter_map(Weak::upgrade).collect()
+        };
+        for feed in feeds {
+            feed.wake(None);
         }
     }
 }
@@ -271,10 +276,10 @@ mod tests {
         let other = hub.thread_watch(5);
         let mut woken = watch.subscribe();
         let not_woken = other.subscribe();
-        hub.wake_thread(Some(4));
+        hub.wake_thread(4);
         woken.changed().await.expect("woken");
         assert!(!not_woken.has_changed().expect("open"));
-        hub.wake_thread(None);
+        hub.wake_every_thread();
         assert!(not_woken.has_changed().expect("open"), "a lost announcement wakes every watch");
     }
 

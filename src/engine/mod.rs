@@ -5,41 +5,36 @@
 //! [`StreamItem`]s into SSE frames. The log is the truth; a stream is a view of it.
 //!
 //! This file holds the engine's shape ([`Engine`], its state, its errors and the plan types a
-//! run is answered with); each concept lives in a file of its own, as `impl Engine` blocks:
-//! [`plan`] (what a run follows), [`decide`] (resumes, decisions, client tool results),
+//! run is answered with). The engine's rooms are folders whose files own their code:
+//! [`request`] answers a run request (plan → decide → follow, with the history, quota and
+//! interrupt checks); [`turn`] is a turn as an agent answers it ([`turn::TurnContext`], the
+//! words it says, what it reads, the [`Agent`] trait and what an agent answers with); [`log`]
+//! is the event log ([`log::LogWriter`], its writer loop, batch stages and recovery, and the
+//! gateway's own [`log::events`]). Beside them, as `impl Engine` blocks of their own:
 //! [`runner`] (the turns running here), [`sweeper`] (leases, takeovers, expiries, wake-ups),
-//! [`quota`] (tenant limits), [`audit`] (audit rows) and [`threads`] (lists, erasure,
-//! retention). What an agent holds while it answers
-//! is [`turn::TurnContext`], spread the same way over [`turn`], `waits`, `delegation`,
-//! `budget`, `cards` and `lifecycle`; every gateway event of the log is named in [`log_events`].
+//! [`audit`] (audit rows) and [`threads`] (lists, erasure, retention); and what streams a
+//! turn: [`hub`], [`stream`], [`connect`], with [`board`] and [`conversation`].
 
-pub mod agent;
 mod audit;
 pub mod board;
-mod budget;
-mod cards;
 #[cfg(test)]
 mod clock_tests;
 pub mod connect;
 pub mod conversation;
-mod decide;
-mod delegation;
-pub mod history;
 pub mod hub;
-pub mod interrupts;
-mod lifecycle;
 pub mod log;
-pub mod log_events;
-mod plan;
-mod quota;
 #[cfg(test)]
 mod reasoning_tests;
+pub mod request;
 mod runner;
 pub mod stream;
 mod sweeper;
 pub mod threads;
 pub mod turn;
-mod waits;
+
+// The paths agents and routes name these by: the rooms own the files.
+pub use request::{history, interrupts};
+pub use turn::agent;
 
 pub use agent::{Agent, AgentRegistry};
 
@@ -57,12 +52,12 @@ use crate::protocol::RunAgentInput;
 use crate::store::{Store, StoreError, ThreadRow};
 use hub::Hub;
 use interrupts::Viewer;
-use log::EventLog;
+use log::LogWriter;
 use runner::Runner;
 
 pub use connect::{ConnectPlan, ConnectRequest};
 pub(crate) use log::read_log;
-pub use quota::{quota_refusal, quota_window};
+pub use request::{quota_refusal, quota_window};
 pub use stream::{StreamItem, StreamOptions};
 
 /// Errors that stop a request before its stream opens; each documents its HTTP status.
@@ -217,7 +212,7 @@ pub struct Engine {
 struct Inner {
     config: Arc<Config>,
     store: Arc<dyn Store>,
-    log: EventLog,
+    log: LogWriter,
     hub: Arc<Hub>,
     agents: Arc<AgentRegistry>,
     /// Agents' card schemas (§3), by name.
@@ -286,7 +281,7 @@ impl Engine {
             batch_max_events: config.event_log.batch_max_events,
             pipeline_depth: config.event_log.pipeline_depth,
         };
-        let log = EventLog::start(store.clone(), hub.clone(), writers, batching, metrics.clone());
+        let log = LogWriter::start(store.clone(), hub.clone(), writers, batching, metrics.clone());
         let cards = Arc::new(config.agents.iter().filter_map(|a| Some((a.name.clone(), a.card.clone()?))).collect());
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {

@@ -7,13 +7,13 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::turn::{self, AgentError, Checkpoint, TokenBudget, TurnContext, TurnSetup, TurnSignal};
+use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext, TurnSignal};
 use super::{board, Engine, EngineError, Inner};
 use crate::caller::Caller;
 use crate::ids::ThreadId;
 use crate::metrics::OutcomeLabels;
 use crate::protocol::{Event, PROTOCOL_VERSION};
-use crate::store::{EventKind, TurnRow, TurnStatus};
+use crate::store::{EventKind, TurnRow, TurnStatus, WakeUp};
 
 impl Engine {
     /// Stops every turn this instance runs, commits what they said and gives the turns back
@@ -87,42 +87,7 @@ impl Engine {
                     _ => String::new(),
                 },
             };
-            let token_budget = inner.config.tenant(&tenant).and_then(|t| {
-                let quotas = &t.quotas;
-                quotas.tokens_per_period.map(|limit| TokenBudget { limit, period_secs: quotas.token_period_secs })
-            });
-            let mut context = TurnContext::new(TurnSetup {
-                log: inner.log.clone(),
-                turn_pk: turn.pk,
-                epoch,
-                thread_pk: turn.thread,
-                turn_id: turn.public_id.clone(),
-                agent: turn.agent.clone(),
-                user_text: turn.user_text.clone(),
-                ai_label,
-                max_event_bytes: inner.config.limits.max_event_bytes,
-                signal: signal_rx.clone(),
-                next_seq: 1,
-                next_note_no: 1,
-                store: inner.store.clone(),
-                started_by: turn.started_by.strip_prefix("person:").unwrap_or_default().to_string(),
-                client_tools: turn
-                    .client_tools
-                    .as_deref()
-                    .and_then(|t| serde_json::from_str(t).ok())
-                    .unwrap_or_default(),
-                client_input: turn
-                    .client_input
-                    .as_deref()
-                    .and_then(|input| serde_json::from_str(input).ok())
-                    .unwrap_or_default(),
-                max_open_steps: inner.config.limits.max_open_steps,
-                tenant,
-                token_budget,
-                agents: inner.agents.clone(),
-                cards: inner.cards.clone(),
-                clock: inner.clock.clone(),
-            });
+            let mut context = TurnContext::new(&inner, &turn, tenant, ai_label, signal_rx.clone());
             let ending = run_turn(&inner, &mut context, &turn, start).await;
             let finished = context.finish(ending).await;
             let ended = matches!(finished, Ok(Some(_)));
@@ -179,7 +144,7 @@ impl Engine {
         }
         if !self.inner.signal_cancel(turn.pk) {
             // Another instance runs it: tell it through the shared wake-up channel.
-            store.announce_appends(&[(turn.pk, CANCEL_SIGNAL)]).await?;
+            store.announce_appends(&[WakeUp::Cancel { turn: turn.pk }]).await?;
         }
         Ok(turn.public_id.clone())
     }
@@ -204,12 +169,6 @@ impl Inner {
     }
 }
 
-/// Marks a cancel request in the wake-up channel shared with other instances.
-pub(super) const CANCEL_SIGNAL: i64 = -1;
-/// The "sequence number" that announces, with a thread's key in place of a turn's, that a turn
-/// started on the thread (connect streams watching it look for the new turn).
-pub(super) const NEW_TURN_SIGNAL: i64 = -2;
-
 /// How a turn task begins.
 pub(super) enum TurnStart {
     /// A new turn: its log starts with `RUN_STARTED` and the board as it is now.
@@ -230,7 +189,7 @@ pub(super) async fn run_turn(
     context: &mut TurnContext,
     turn: &TurnRow,
     start: TurnStart,
-) -> Result<turn::AgentOutput, AgentError> {
+) -> Result<AgentOutput, AgentError> {
     let store = &inner.store;
     let what = "the turn's record could not be read";
     let (thread_id, run_id, board, opened) = match start {

@@ -16,8 +16,9 @@ use serde_json::{json, Value};
 use super::conversation;
 use super::hub::Hub;
 use super::interrupts::{Viewer, Waiting};
-use super::log_events::{
-    self, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME, WAITING_FOR_OTHERS,
+use super::log::events::{
+    self as log_events, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME,
+    WAITING_FOR_OTHERS,
 };
 use super::FollowPlan;
 use crate::ids::EventId;

@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::decide::resumed_marker;
 use super::interrupts::EntryPlan;
-use super::runner::{TurnStart, CANCEL_SIGNAL, NEW_TURN_SIGNAL};
+use super::request::resumed_marker;
+use super::runner::TurnStart;
 use super::turn::TurnSignal;
 use super::{Engine, EngineError, Inner};
 use crate::metrics::CodeLabel;
-use crate::store::{Decision, InterruptStatus, StoreError, TurnRow};
+use crate::store::{Decision, InterruptStatus, StoreError, TurnRow, WakeUp};
 
 /// Every this many heartbeats the lease keeper does its upkeep: gives back turns that name this
 /// instance but run nowhere here, and forgets instances that lapsed long ago.
@@ -102,28 +102,23 @@ impl Engine {
         Ok(())
     }
 
-    pub(super) fn spawn_wakeup_listener(&self, mut wakeups: tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>) {
+    pub(super) fn spawn_wakeup_listener(&self, mut wakeups: tokio::sync::mpsc::Receiver<Vec<WakeUp>>) {
         let inner = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
-            while let Some(pairs) = wakeups.recv().await {
+            while let Some(notification) = wakeups.recv().await {
                 let Some(inner) = inner.upgrade() else { return };
-                // An empty list means notifications may have been lost: wake every stream.
-                let wake_all = pairs.is_empty();
-                let (cancels, appends): (Vec<_>, Vec<_>) =
-                    pairs.into_iter().partition(|(_, seq)| *seq == CANCEL_SIGNAL);
-                for (turn, _) in cancels {
-                    inner.signal_cancel(turn);
-                }
-                let (starts, appends): (Vec<_>, Vec<_>) =
-                    appends.into_iter().partition(|(_, seq)| *seq == NEW_TURN_SIGNAL);
-                for (thread, _) in starts {
-                    inner.hub.wake_thread(Some(thread));
-                }
-                if wake_all {
-                    inner.hub.wake_thread(None);
-                }
-                if wake_all || !appends.is_empty() {
-                    inner.hub.wake(&appends);
+                for wakeup in notification {
+                    match wakeup {
+                        WakeUp::Committed { turn, seq } => inner.hub.wake(turn, seq),
+                        WakeUp::Cancel { turn } => {
+                            inner.signal_cancel(turn);
+                        }
+                        WakeUp::NewTurn { thread } => inner.hub.wake_thread(thread),
+                        WakeUp::Lost => {
+                            inner.hub.wake_every_thread();
+                            inner.hub.wake_every_feed();
+                        }
+                    }
                 }
             }
         });

@@ -11,8 +11,22 @@ use sqlx::{Pool, Transaction};
 use super::sql::SqlDb;
 use super::{StoreError, StoredEvent, TurnStatus};
 
-/// The wake-ups other instances send: `(turn, seq)` pairs.
-pub(crate) type Wakeups = tokio::sync::mpsc::Receiver<Vec<(i64, i64)>>;
+/// What one instance tells the others sharing the database (and what a listener hears).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WakeUp {
+    /// The turn's log holds committed events up to `seq`: streams following it read on.
+    Committed { turn: i64, seq: i64 },
+    /// A cancel was requested for the turn: the instance running it flips its switch.
+    Cancel { turn: i64 },
+    /// A turn started on the thread: connect streams watching it look for the new turn.
+    NewTurn { thread: i64 },
+    /// Notifications may have been lost (the listening connection dropped, or one was too long
+    /// to send whole): every stream and every watch looks at the log again.
+    Lost,
+}
+
+/// The wake-ups other instances send, a notification's worth at a time.
+pub(crate) type Wakeups = tokio::sync::mpsc::Receiver<Vec<WakeUp>>;
 
 #[async_trait]
 pub(crate) trait Backend: Send + Sync + 'static {
@@ -56,7 +70,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 
     async fn listen(&self) -> Result<Option<Wakeups>, StoreError>;
-    async fn announce(&self, appended: &[(i64, i64)]) -> Result<(), StoreError>;
+    async fn announce(&self, wakeups: &[WakeUp]) -> Result<(), StoreError>;
 }
 
 /// The fence's rows, `(id, epoch, status)` as read, by turn. A row whose status the gateway

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use sqlx::Transaction;
 
-use super::backend::{Backend, Wakeups};
+use super::backend::{Backend, WakeUp, Wakeups};
 use super::sql::{Record, SqlDb, Stmt};
 use super::{InterruptRow, StoreError, TurnStatus};
 
@@ -251,11 +251,12 @@ pub trait EventLog: Send + Sync {
     /// Up to `limit` events of a turn after `after_seq`, in order.
     async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError>;
     async fn last_seq(&self, turn: i64) -> Result<i64, StoreError>;
-    /// Wake-ups from other instances sharing the database: `(turn, seq)` pairs. `None` where
-    /// the store serves one instance only (SQLite).
+    /// Wake-ups from other instances sharing the database. `None` where the store serves one
+    /// instance only (SQLite).
     async fn listen_for_appends(&self) -> Result<Option<Wakeups>, StoreError>;
-    /// Tells other instances that these turns' logs grew (one notification per batch).
-    async fn announce_appends(&self, appended: &[(i64, i64)]) -> Result<(), StoreError>;
+    /// Tells other instances what happened here: turns' logs grew (one notification per
+    /// batch), a cancel was asked for, a turn started.
+    async fn announce_appends(&self, wakeups: &[WakeUp]) -> Result<(), StoreError>;
 }
 
 /// Sequence numbers are dense within a turn, so a page is a key range: the planner reads at
@@ -442,8 +443,8 @@ impl<B: Backend> EventLog for B {
         self.listen().await
     }
 
-    async fn announce_appends(&self, appended: &[(i64, i64)]) -> Result<(), StoreError> {
-        self.announce(appended).await
+    async fn announce_appends(&self, wakeups: &[WakeUp]) -> Result<(), StoreError> {
+        self.announce(wakeups).await
     }
 }
 

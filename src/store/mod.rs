@@ -38,6 +38,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use audit::{AuditEntry, AuditRow, AuditStore};
+pub use backend::WakeUp;
 pub use events::{
     BatchOutcome, EventKind, EventLog, OpenBatch, StoredEvent, TurnWrites, WriteOp, WrittenAhead, WrittenBatch,
 };

@@ -12,12 +12,17 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use super::backend::{fence_rows, Backend, Wakeups};
+use super::backend::{fence_rows, Backend, WakeUp, Wakeups};
 use super::{StoreError, StoredEvent, TurnStatus};
 
 const APPENDS_CHANNEL: &str = "agui_gateway_appends";
 /// `pg_notify` payloads must stay under 8000 bytes; larger batches announce "everything".
 const MAX_NOTIFY_PAYLOAD: usize = 7000;
+/// How a notification spells the wake-ups that are not appends: `turn:-1` asks for a cancel,
+/// `thread:-2` says a turn started on the thread (a sequence number is never negative). Only
+/// the encoding here knows them; instances of earlier versions spell them the same.
+const CANCEL_SEQ: i64 = -1;
+const NEW_TURN_SEQ: i64 = -2;
 
 pub struct PgStore {
     pool: PgPool,
@@ -117,17 +122,17 @@ impl Backend for PgStore {
             loop {
                 match listener.try_recv().await {
                     Ok(Some(notification)) => {
-                        if let Some(pairs) = parse_announcement(notification.payload(), &instance) {
-                            if sender.send(pairs).await.is_err() {
+                        if let Some(wakeups) = parse_announcement(notification.payload(), &instance) {
+                            if sender.send(wakeups).await.is_err() {
                                 return;
                             }
                         }
                     }
                     // The connection dropped and notifications may have been missed: every
-                    // waiting stream re-reads the log (an empty list); the next call reconnects.
+                    // waiting stream re-reads the log; the next call reconnects.
                     Ok(None) => {
                         tracing::warn!("lost the database notification connection; reconnecting");
-                        if sender.send(Vec::new()).await.is_err() {
+                        if sender.send(vec![WakeUp::Lost]).await.is_err() {
                             return;
                         }
                     }
@@ -141,20 +146,30 @@ impl Backend for PgStore {
         Ok(Some(receiver))
     }
 
-    async fn announce(&self, appended: &[(i64, i64)]) -> Result<(), StoreError> {
+    async fn announce(&self, wakeups: &[WakeUp]) -> Result<(), StoreError> {
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(APPENDS_CHANNEL)
-            .bind(announcement(&self.instance, appended))
+            .bind(announcement(&self.instance, wakeups))
             .execute(&self.pool)
             .await?;
         Ok(())
     }
 }
 
-/// `instance|turn:seq,turn:seq…`, or `instance|` ("re-check everything") when too long.
-fn announcement(instance: &str, appended: &[(i64, i64)]) -> String {
+/// `instance|turn:seq,turn:seq…`, or `instance|` ("re-check everything": a lost wake-up, or
+/// a list too long to send whole).
+fn announcement(instance: &str, wakeups: &[WakeUp]) -> String {
     let mut payload = format!("{instance}|");
-    for (i, (turn, seq)) in appended.iter().enumerate() {
+    for (i, wakeup) in wakeups.iter().enumerate() {
+        let (key, seq) = match *wakeup {
+            WakeUp::Committed { turn, seq } => (turn, seq),
+            WakeUp::Cancel { turn } => (turn, CANCEL_SEQ),
+            WakeUp::NewTurn { thread } => (thread, NEW_TURN_SEQ),
+            WakeUp::Lost => {
+                payload.truncate(instance.len() + 1);
+                break;
+            }
+        };
         if payload.len() > MAX_NOTIFY_PAYLOAD {
             payload.truncate(instance.len() + 1);
             break;
@@ -162,26 +177,32 @@ fn announcement(instance: &str, appended: &[(i64, i64)]) -> String {
         if i > 0 {
             payload.push(',');
         }
-        payload.push_str(&format!("{turn}:{seq}"));
+        payload.push_str(&format!("{key}:{seq}"));
     }
     payload
 }
 
-/// Parses an announcement; `None` for our own or a malformed one.
-fn parse_announcement(payload: &str, own_instance: &str) -> Option<Vec<(i64, i64)>> {
+/// Parses an announcement; `None` for our own or a malformed one. One that names nothing asks
+/// for a full re-check ([`WakeUp::Lost`]).
+fn parse_announcement(payload: &str, own_instance: &str) -> Option<Vec<WakeUp>> {
     let (instance, pairs) = payload.split_once('|')?;
     if instance == own_instance {
         return None;
     }
-    Some(
-        pairs
-            .split(',')
-            .filter_map(|pair| {
-                let (turn, seq) = pair.split_once(':')?;
-                Some((turn.parse().ok()?, seq.parse().ok()?))
-            })
-            .collect(),
-    )
+    let wakeups: Vec<WakeUp> = pairs
+        .split(',')
+        .filter_map(|pair| {
+            let (key, seq) = pair.split_once(':')?;
+            let (key, seq): (i64, i64) = (key.parse().ok()?, seq.parse().ok()?);
+            match seq {
+                CANCEL_SEQ => Some(WakeUp::Cancel { turn: key }),
+                NEW_TURN_SEQ => Some(WakeUp::NewTurn { thread: key }),
+                seq if seq >= 0 => Some(WakeUp::Committed { turn: key, seq }),
+                _ => None,
+            }
+        })
+        .collect();
+    Some(if wakeups.is_empty() { vec![WakeUp::Lost] } else { wakeups })
 }
 
 #[cfg(test)]
@@ -190,17 +211,26 @@ mod tests {
 
     #[test]
     fn announcements_round_trip_and_skip_our_own() {
-        let payload = announcement("a", &[(1, 2), (3, 40)]);
+        let wakeups = [
+            WakeUp::Committed { turn: 1, seq: 2 },
+            WakeUp::Cancel { turn: 3 },
+            WakeUp::NewTurn { thread: 4 },
+            WakeUp::Committed { turn: 3, seq: 40 },
+        ];
+        let payload = announcement("a", &wakeups);
+        // The spelling instances of earlier versions read and write.
+        assert_eq!(payload, "a|1:2,3:-1,4:-2,3:40");
         assert_eq!(parse_announcement(&payload, "a"), None);
-        assert_eq!(parse_announcement(&payload, "b"), Some(vec![(1, 2), (3, 40)]));
+        assert_eq!(parse_announcement(&payload, "b"), Some(wakeups.to_vec()));
         assert_eq!(parse_announcement("garbage", "b"), None);
+        assert_eq!(parse_announcement(&announcement("a", &[WakeUp::Lost]), "b"), Some(vec![WakeUp::Lost]));
     }
 
     #[test]
     fn an_oversized_announcement_asks_for_a_full_recheck() {
-        let many: Vec<(i64, i64)> = (0..5000).map(|i| (i, i)).collect();
+        let many: Vec<WakeUp> = (0..5000).map(|i| WakeUp::Committed { turn: i, seq: i }).collect();
         let payload = announcement("a", &many);
         assert!(payload.len() < 8000);
-        assert_eq!(parse_announcement(&payload, "b"), Some(vec![]));
+        assert_eq!(parse_announcement(&payload, "b"), Some(vec![WakeUp::Lost]));
     }
 }

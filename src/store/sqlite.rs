@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 
-use super::backend::{fence_rows, Backend, Wakeups};
+use super::backend::{fence_rows, Backend, WakeUp, Wakeups};
 use super::{StoreError, StoredEvent, TurnStatus};
 
 /// Rows per multi-row INSERT (5 parameters each, well under SQLite's parameter limit).
@@ -107,7 +107,7 @@ impl Backend for SqliteStore {
         Ok(None)
     }
 
-    async fn announce(&self, _appended: &[(i64, i64)]) -> Result<(), StoreError> {
+    async fn announce(&self, _wakeups: &[WakeUp]) -> Result<(), StoreError> {
         Ok(())
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agui_gateway::engine::hub::Hub;
-use agui_gateway::engine::log::{AppendHealth, Batching, EventLog, LogError};
+use agui_gateway::engine::log::{AppendHealth, Batching, LogError, LogWriter};
 use agui_gateway::metrics::Metrics;
 use agui_gateway::store::{self, EventKind, Store, StoredEvent, WriteOp};
 use bytes::Bytes;
@@ -30,9 +30,9 @@ async fn seqs_of(store: &dyn Store, turn: i64) -> Vec<i64> {
     store.events_after(turn, 0, 10_000).await.expect("log").iter().map(|e| e.seq).collect()
 }
 
-fn pipelined_log(store: &Arc<dyn Store>, batch_max_events: usize) -> EventLog {
+fn pipelined_log(store: &Arc<dyn Store>, batch_max_events: usize) -> LogWriter {
     assert!(store.max_pipeline_depth() >= 3, "PostgreSQL pipelines the log writer");
-    EventLog::start(
+    LogWriter::start(
         store.clone(),
         Arc::new(Hub::default()),
         2,

@@ -1,15 +1,15 @@
 //! A turn context's life at its edges: picking up a log another owner left unfinished (the
 //! numbering goes on, what it left open is known and closed), and ending a turn (closing what
 //! is open, the card, the terminal event and the turn's status in one batch). Apart from
-//! [`super::turn`], which is what an agent says while the turn runs.
+//! [`super::vocabulary`], which is what an agent says while the turn runs.
 
 use std::sync::Arc;
 
 use serde_json::json;
 
-use super::log::{AppendHealth, LogError};
-use super::turn::{AgentError, AgentOutput, TurnContext, TurnSignal};
-use super::RunErrorCode;
+use super::{AgentError, AgentOutput, TurnContext, TurnSignal};
+use crate::engine::log::{AppendHealth, LogError};
+use crate::engine::RunErrorCode;
 use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome};
 use crate::store::{StoredEvent, TurnStatus, WriteOp};

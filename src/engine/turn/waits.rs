@@ -3,9 +3,10 @@
 
 use serde_json::{json, Value};
 
-use super::interrupts::{describe_deciders, Deciders, Waiting};
-use super::log_events::{self, ClientWaitEvent, GatewayEvent, ResumedEvent, WaitingEvent};
-use super::turn::{logged, AgentError, Checkpoint, TurnContext};
+use super::context::logged;
+use super::{AgentError, Checkpoint, TurnContext};
+use crate::engine::interrupts::{describe_deciders, Deciders, Waiting};
+use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent, WaitingEvent};
 use crate::protocol::Interrupt;
 use crate::protocol::{iso8601, Event};
 use crate::store::{EventKind, InterruptRow, InterruptStatus, WriteOp};
@@ -123,7 +124,7 @@ impl TurnContext {
                 subagent_run_id: None,
             };
             let shown = serde_json::to_string(&interrupt)
-                .map_err(|e| AgentError::Failed(format!("an interrupt could not be encoded: {e}")))?;
+                .map_err(|source| AgentError::Encoding { what: "an interrupt", source })?;
             let shown = crate::redact::mask_secrets_owned(shown);
             rows.push(InterruptRow {
                 id: id.clone(),
@@ -201,7 +202,9 @@ impl TurnContext {
     /// The client's results of the tool calls the turn last waited for, by call id.
     pub async fn client_results(&self) -> Result<std::collections::BTreeMap<String, String>, AgentError> {
         let log = self
-            .patiently("the turn's log could not be read", || super::read_log(self.store.as_ref(), self.turn_pk))
+            .patiently("the turn's log could not be read", || {
+                crate::engine::read_log(self.store.as_ref(), self.turn_pk)
+            })
             .await?;
         let latest = log.iter().rev().find(|e| e.kind == EventKind::Resumed);
         Ok(latest

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::interrupts::Waiting;
+use crate::engine::interrupts::Waiting;
 use crate::protocol::events::Envelope;
 use crate::protocol::Event;
 use crate::store::EventKind;

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::RunErrorCode;
+use crate::engine::RunErrorCode;
 
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 use crate::protocol::Interrupt;
@@ -22,7 +22,7 @@ pub struct Viewer {
     /// A client whose `protocolVersion` is absent or 0.x gets the §5.4 shape.
     pub pre_1_0: bool,
     /// What of the board it may see (§7).
-    pub clearance: super::board::Clearance,
+    pub clearance: crate::engine::board::Clearance,
 }
 
 /// Who may decide: persons by id and holders of roles. Both empty: the person who started the
@@ -276,6 +276,17 @@ pub fn question_schema(choices: &[String]) -> Value {
     let answer =
         if choices.is_empty() { json!({ "type": "string" }) } else { json!({ "type": "string", "enum": choices }) };
     json!({ "type": "object", "properties": { "answer": answer }, "required": ["answer"], "additionalProperties": false })
+}
+
+/// The waiting view of a stored interrupt.
+pub fn waiting_of(row: &InterruptRow) -> Option<Waiting> {
+    Some(Waiting {
+        interrupt: serde_json::from_str(&row.shown).ok()?,
+        deciders: serde_json::from_str(&row.deciders).ok()?,
+        four_eyes: row.four_eyes,
+        started_by: row.started_by.clone(),
+        turn: String::new(),
+    })
 }
 
 #[cfg(test)]

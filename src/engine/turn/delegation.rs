@@ -2,7 +2,7 @@
 //! child's events sit inside a step named by the child turn's id, and its checkpoints are saved
 //! inside the parent's, so a takeover or a resume re-enters the child where it was.
 
-use super::turn::{AgentError, Checkpoint, TurnContext};
+use super::{AgentError, Checkpoint, TurnContext};
 
 /// How deep delegations may nest (an agent delegating to one that delegates…).
 pub(super) const MAX_DELEGATION_DEPTH: usize = 4;

@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 
-use super::log_events::{CardEvent, GatewayEvent};
-use super::turn::{logged, AgentError, TurnContext};
+use super::context::logged;
+use super::{AgentError, TurnContext};
+use crate::engine::log::events::{CardEvent, GatewayEvent};
 
 impl TurnContext {
     /// The text of the latest answer, as its agent wrote it (a delegated child's, after

@@ -1,18 +1,18 @@
 //! What a run follows: a new turn, the same turn again (a replay, a reconnect, a reload), a
-//! resume, or a refusal. [`Engine::begin_run`] is the one entry; every path that ends in a
-//! stream goes through [`Engine::follow`], and every run recorded against an existing turn
-//! through [`Engine::record_run_and_follow`].
+//! resume, or a refusal. [`Engine::begin_run`] is the one entry; a resume or client tool
+//! results are handed to [`super::decide`], and every path that ends in a stream goes through
+//! [`super::follow`].
 
 use serde_json::Value;
 
-use super::decide::waiting_of;
+use super::follow::{refuse, viewer_of};
 use super::history::{self, HistoryVerdict};
-use super::interrupts::{self, Viewer};
-use super::runner::TurnStart;
-use super::{board, Engine, EngineError, FollowPlan, Refusal, RunErrorCode, RunPlan, RunRequest};
+use super::interrupts::{self, waiting_of};
+use crate::engine::runner::TurnStart;
+use crate::engine::{board, Engine, EngineError, FollowPlan, RunErrorCode, RunPlan, RunRequest};
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
-use crate::store::{InterruptRow, InterruptStatus, NewTurn, StartTurn, StoreError, ThreadRow, TurnRow, TurnStatus};
+use crate::store::{InterruptRow, InterruptStatus, NewTurn, StartTurn, ThreadRow, TurnRow, TurnStatus, WakeUp};
 
 impl Engine {
     /// Decides what a run streams (§2, §4, §5, §6). Starts a turn when the run brings a new
@@ -42,7 +42,7 @@ impl Engine {
         Ok(plan)
     }
 
-    pub(super) async fn plan_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
+    async fn plan_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
         let store = &inner.store;
         let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?;
@@ -151,11 +151,7 @@ impl Engine {
 
     /// A new message on a thread whose turn waits: `interrupts_pending` when the caller may
     /// decide something, else `turn_waiting` naming who decides (§5.3.6).
-    pub(super) async fn refuse_while_waiting(
-        &self,
-        request: &RunRequest<'_>,
-        latest: &TurnRow,
-    ) -> Result<RunPlan, EngineError> {
+    async fn refuse_while_waiting(&self, request: &RunRequest<'_>, latest: &TurnRow) -> Result<RunPlan, EngineError> {
         let viewer = viewer_of(request);
         let open: Vec<InterruptRow> = self
             .inner
@@ -178,7 +174,7 @@ impl Engine {
         Ok(refuse(RunErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; "))))
     }
 
-    pub(super) async fn start_turn(
+    async fn start_turn(
         &self,
         request: &RunRequest<'_>,
         thread: Option<&ThreadRow>,
@@ -271,68 +267,6 @@ impl Engine {
             StartTurn::NotOwner => Err(EngineError::PermissionDenied),
         }
     }
-
-    /// Records `run_key` as a run following `turn` from `start_seq` (a decision's run, or one
-    /// that brought client tool results), then follows the run the key names: the same one
-    /// when the key was already recorded, so sending the request again replays it.
-    pub(super) async fn record_run_and_follow(
-        &self,
-        request: &RunRequest<'_>,
-        thread: &ThreadRow,
-        run_key: &str,
-        turn: i64,
-        start_seq: i64,
-        resume_outcomes: Option<Vec<Value>>,
-    ) -> Result<RunPlan, EngineError> {
-        let store = &self.inner.store;
-        let started = store.add_run(thread.pk, run_key, turn, start_seq, self.now_ms()).await?;
-        match store.find_run(thread.pk, run_key).await? {
-            Some((turn, start_seq)) if turn.pk == started => {
-                self.follow(request, thread, &turn, start_seq, resume_outcomes).await
-            }
-            _ => Err(StoreError::Corrupt(format!("the run '{run_key}' was not recorded")).into()),
-        }
-    }
-
-    /// A run that follows `turn` from `start_seq`, after the client's `Last-Event-ID` when it
-    /// sent one (which must be an event of this run: at or after its start).
-    pub(super) async fn follow(
-        &self,
-        request: &RunRequest<'_>,
-        thread: &ThreadRow,
-        turn: &TurnRow,
-        start_seq: i64,
-        resume_outcomes: Option<Vec<Value>>,
-    ) -> Result<RunPlan, EngineError> {
-        let (after_seq, skip_parts) = match request.last_event_id {
-            None => (start_seq, 0),
-            Some(id) => {
-                let last = self.inner.store.last_seq(turn.pk).await?;
-                if id.turn != turn.public_id || id.seq > last || id.seq <= start_seq {
-                    return Err(EngineError::BadLastEventId(id.to_string()));
-                }
-                match id.part {
-                    0 => (id.seq, 0),
-                    part => (id.seq - 1, part),
-                }
-            }
-        };
-        Ok(RunPlan::Follow(FollowPlan {
-            thread_id: request.thread_id.as_str().to_string(),
-            thread_pk: thread.pk,
-            run_id: request.run_id.as_str().to_string(),
-            turn_pk: turn.pk,
-            turn_id: turn.public_id.clone(),
-            run_start_seq: start_seq,
-            after_seq,
-            skip_parts,
-            snapshot_on_open: turn.ordinal > 1 && viewer_of(request).clearance.content,
-            viewer: viewer_of(request),
-            resume_outcomes,
-            board_read_audited: false,
-            console: self.console(),
-        }))
-    }
 }
 
 impl Engine {
@@ -340,31 +274,17 @@ impl Engine {
     /// started. A lost announcement only delays them: they look at the thread's turns again on
     /// a slow timer.
     async fn announce_turn_start(&self, thread: i64) {
-        self.inner.hub.wake_thread(Some(thread));
-        if let Err(error) = self.inner.store.announce_appends(&[(thread, super::runner::NEW_TURN_SIGNAL)]).await {
+        self.inner.hub.wake_thread(thread);
+        if let Err(error) = self.inner.store.announce_appends(&[WakeUp::NewTurn { thread }]).await {
             tracing::warn!(%error, thread, "announcing a turn start failed; watchers will find it on their timer");
         }
     }
 }
 
-/// Who a run's stream is rendered for.
-pub(super) fn viewer_of(request: &RunRequest<'_>) -> Viewer {
-    Viewer {
-        person: request.caller.person_id().map(str::to_string),
-        roles: request.caller.roles().to_vec(),
-        pre_1_0: request.input.is_pre_1_0_client(),
-        clearance: board::Clearance::of(request.caller),
-    }
-}
-
-pub(super) fn refuse(code: RunErrorCode, message: &str) -> RunPlan {
-    RunPlan::Refused(Refusal { code, message: message.to_string(), figures: None })
-}
-
 /// What a turn keeps of its starting run's input for an upstream agent (§9.3): the `context`
 /// entries and the `forwardedProps`, when the client sent either.
 fn client_input(input: &crate::protocol::RunAgentInput) -> Option<String> {
-    let kept = super::turn::ClientInput {
+    let kept = crate::engine::turn::ClientInput {
         context: input.context.clone().unwrap_or_default(),
         forwarded_props: input.forwarded_props.clone().filter(|p| !p.is_null()),
     };

@@ -4,16 +4,16 @@
 
 use serde_json::{json, Value};
 
-use super::agent::AskedNow;
+use super::follow::{refuse, viewer_of};
 use super::history::{self, HistoryVerdict};
-use super::interrupts::{self, check_resume, EntryPlan, Viewer};
-use super::log_events::{self, ClientWaitEvent, GatewayEvent, ResumedEvent};
-use super::plan::{refuse, viewer_of};
-use super::read_log;
-use super::runner::TurnStart;
-use super::turn::Checkpoint;
-use super::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
+use super::interrupts::{self, check_resume, waiting_of, EntryPlan, Viewer};
+use crate::engine::agent::AskedNow;
+use crate::engine::turn::Checkpoint;
 use crate::caller::Caller;
+use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent};
+use crate::engine::read_log;
+use crate::engine::runner::TurnStart;
+use crate::engine::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
 use crate::store::{
@@ -24,7 +24,10 @@ use crate::store::{
 impl Engine {
     /// The tool calls a waiting turn needs the client's results of, when that is what it waits
     /// for (its last word is a client wait, with no interrupt open).
-    pub(super) async fn pending_client_calls(&self, turn: &TurnRow) -> Result<Option<Vec<String>>, EngineError> {
+    pub(in crate::engine) async fn pending_client_calls(
+        &self,
+        turn: &TurnRow,
+    ) -> Result<Option<Vec<String>>, EngineError> {
         let store = &self.inner.store;
         if store.turn_interrupts(turn.pk).await?.iter().any(|i| i.status == InterruptStatus::Open) {
             return Ok(None);
@@ -43,7 +46,7 @@ impl Engine {
 
     /// The client's `role: "tool"` messages answer the calls the turn waits for: they are
     /// recorded with the turn, which goes on; the run follows it from there (§9.2).
-    pub(super) async fn continue_with_client_results(
+    pub(in crate::engine) async fn continue_with_client_results(
         &self,
         request: &RunRequest<'_>,
         thread: &ThreadRow,
@@ -80,7 +83,7 @@ impl Engine {
     /// transaction; the run then follows the turn from the decision on.
     /// `run_key` is what the run is recorded as: its runId, or a key of its own when it answers
     /// on the run that asked.
-    pub(super) async fn resume(
+    pub(in crate::engine) async fn resume(
         &self,
         request: &RunRequest<'_>,
         thread: Option<&ThreadRow>,
@@ -193,7 +196,7 @@ impl Engine {
     /// Records the decisions of `plans` for `turn` (all or nothing) and sets the turn going
     /// again when nothing of it stays open. Returns each entry's outcome and where the run that
     /// made them begins in the log; `None` when the plans decide nothing and name no decision.
-    pub(super) async fn decide(
+    pub(in crate::engine) async fn decide(
         &self,
         turn: &TurnRow,
         plans: &[EntryPlan],
@@ -266,7 +269,7 @@ impl Engine {
     /// streams, and sets the turn going when nothing of it stays open. `None` when someone
     /// decided one of them first (nothing was recorded); else the event's seq.
     /// `audit` holds the decisions' audit rows, committed in the same transaction.
-    pub(super) async fn record(
+    pub(in crate::engine) async fn record(
         &self,
         turn: &TurnRow,
         decisions: &[Decision],
@@ -286,14 +289,14 @@ impl Engine {
         }
     }
 
-    pub(super) async fn board(&self, turn: &TurnRow) -> Result<Vec<Value>, StoreError> {
+    pub(in crate::engine) async fn board(&self, turn: &TurnRow) -> Result<Vec<Value>, StoreError> {
         self.thread_board(turn.thread).await
     }
 
     /// Sets a turn that a decision (or client results) made runnable going, under the epoch
     /// the decision gave it: here on a serving engine; on a passive one (a command, which holds
     /// no lease, so the turn is lapsed already) it is released for the serving instances.
-    pub(super) async fn go_on(&self, turn: i64, epoch: i64) -> Result<(), StoreError> {
+    pub(in crate::engine) async fn go_on(&self, turn: i64, epoch: i64) -> Result<(), StoreError> {
         let inner = &self.inner;
         if !inner.serving {
             return inner.store.release_turn(turn, &inner.instance, epoch).await;
@@ -347,7 +350,11 @@ impl Engine {
         Ok(outcomes.into_iter().next().unwrap_or(Value::Null))
     }
 
-    pub(super) async fn thread_by_pk(&self, tenant: &str, pk: i64) -> Result<Option<ThreadRow>, EngineError> {
+    pub(in crate::engine) async fn thread_by_pk(
+        &self,
+        tenant: &str,
+        pk: i64,
+    ) -> Result<Option<ThreadRow>, EngineError> {
         Ok(self.inner.store.thread_by_pk(pk).await?.filter(|t| t.tenant == tenant))
     }
 
@@ -359,7 +366,7 @@ impl Engine {
             roles: caller.roles().to_vec(),
             ..Viewer::default()
         };
-        let content = super::board::Clearance::of(caller).content;
+        let content = crate::engine::board::Clearance::of(caller).content;
         let rows = self.inner.store.turn_interrupts(turn.pk).await?;
         Ok(rows
             .iter()
@@ -370,13 +377,8 @@ impl Engine {
             .collect())
     }
 
-    /// The public console where people decide, when `console_url` is configured.
-    pub(super) fn console(&self) -> Option<String> {
-        Some(self.inner.config.console_url.clone()).filter(|url| !url.is_empty())
-    }
-
     /// Where a person can decide, for a caller who cannot (`gateway/console`).
-    pub(super) fn console_hint(&self) -> String {
+    pub(in crate::engine) fn console_hint(&self) -> String {
         match self.inner.config.console_url.as_str() {
             "" => String::new(),
             url => format!(": decide at {url}"),
@@ -384,20 +386,9 @@ impl Engine {
     }
 }
 
-/// The waiting view of a stored interrupt.
-pub(super) fn waiting_of(row: &InterruptRow) -> Option<interrupts::Waiting> {
-    Some(interrupts::Waiting {
-        interrupt: serde_json::from_str(&row.shown).ok()?,
-        deciders: serde_json::from_str(&row.deciders).ok()?,
-        four_eyes: row.four_eyes,
-        started_by: row.started_by.clone(),
-        turn: String::new(),
-    })
-}
-
 /// The decision event: what was decided, and the board then, for the resume run that starts
 /// there. (The turn waits while it is decided, so nothing pins a note meanwhile.)
-pub(super) fn resumed_marker(
+pub(in crate::engine) fn resumed_marker(
     outcomes: &[Value],
     tool_results: std::collections::BTreeMap<String, String>,
     board: Vec<Value>,

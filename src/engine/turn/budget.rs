@@ -1,9 +1,9 @@
 //! A tenant's token budget as a running turn meets it (§8): tokens its model reported are
 //! counted, and the turn ends cleanly before a model call once the budget is spent. The window
-//! and the refusal are the tenant quotas' own ([`super::quota`]).
+//! and the refusal are the tenant quotas' own ([`crate::engine::request::quota`]).
 
-use super::turn::{AgentError, TurnContext};
-use super::RunErrorCode;
+use super::{AgentError, TurnContext};
+use crate::engine::RunErrorCode;
 
 /// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +31,7 @@ impl TurnContext {
     pub async fn check_token_budget(&self) -> Result<(), AgentError> {
         let Some(budget) = self.token_budget else { return Ok(()) };
         let now = self.now_ms();
-        let (period, next_period) = super::quota_window(now, budget.period_secs);
+        let (period, next_period) = crate::engine::quota_window(now, budget.period_secs);
         let usage = self
             .patiently("the token budget could not be read", || self.store.tenant_usage(&self.tenant, now, period))
             .await?;
@@ -40,7 +40,7 @@ impl TurnContext {
             return Ok(());
         }
         let refusal =
-            super::quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period));
+            crate::engine::quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period));
         Err(AgentError::QuotaExceeded { message: refusal.message, figures: refusal.figures.unwrap_or_default() })
     }
 }

@@ -1,18 +1,18 @@
 //! The tenant's limits on starting turns (§8): the fixed windows they count in, the refusal a
 //! limit gives (with its figures for the client), and the check made before a turn starts.
 //! Kept apart from planning because the same window and refusal serve the token budget a
-//! running turn checks (see [`super::budget`]).
+//! running turn checks (see `turn::budget`).
 
 use serde_json::json;
 
-use super::{Engine, EngineError, Refusal, RunErrorCode};
+use crate::engine::{Engine, EngineError, Refusal, RunErrorCode};
 use crate::metrics::CodeLabel;
 
 impl Engine {
     /// The tenant's limits (§8) for one more turn: the first one it would pass, as a refusal
     /// with its figures. (Counted, then started: instances starting turns at the same moment
     /// may each pass the last free place.)
-    pub(super) async fn over_quota(&self, tenant: &str) -> Result<Option<Refusal>, EngineError> {
+    pub(in crate::engine) async fn over_quota(&self, tenant: &str) -> Result<Option<Refusal>, EngineError> {
         let Some(mut quotas) = self.inner.config.tenant(tenant).map(|t| t.quotas.clone()) else { return Ok(None) };
         // `0` turns the concurrency limit off.
         quotas.max_concurrent_turns = quotas.max_concurrent_turns.filter(|limit| *limit > 0);

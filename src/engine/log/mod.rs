@@ -1,0 +1,248 @@
+//! The event log's group-commit writer: [`LogWriter`] is what the engine appends through.
+//!
+//! This file is the log's interface (appends, their health, publishing and announcing what
+//! committed); the writer loop is in `writer`, a batch's stages through its transaction in
+//! `stages`, what happens when a batch fails in `recovery`, and the gateway's own events in
+//! [`events`].
+//!
+//! Every turn's appends go to one of a few writer tasks (always the same one for a turn, so its
+//! events stay in order). A writer takes everything queued, up to `batch_max_events`, as one
+//! batch, commits it in one transaction, then wakes the streams (in-process at once, other
+//! instances with one notification per batch). Batches are sized by what is waiting, never by
+//! a timer: while one is being written the next gathers, so the batch size grows with the load
+//! and a lone event is never held back waiting for company.
+//!
+//! Pipelining (`event_log.pipeline_depth`, PostgreSQL): up to that many batches of a writer are
+//! in flight at once, each on its own connection. Each batch inserts its events first (that
+//! locks no turn row), then takes its fence (the turns' row locks and epochs) only after the
+//! batch before it took its own, then waits for the batch before it to commit before it sends
+//! its own COMMIT. So while batch k waits for its fsync, batch k+1 is already inserted and
+//! queued on k's row locks, and the commits, like the fences, happen strictly in batch order.
+//! When a batch fails (or its fence refuses an append it already inserted) the batches behind
+//! it roll back before it is retried, and go through again after it, screened: an append of a
+//! runner whose earlier append failed is never written, so a turn's log gets no hole.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::hub::Hub;
+use crate::metrics::Metrics;
+use crate::store::{Store, StoreError, StoredEvent, WakeUp, WriteOp};
+use writer::Writer;
+
+pub mod events;
+mod recovery;
+mod stages;
+mod writer;
+
+/// Appends waiting per writer before `append` waits for room (back-pressure on fast agents).
+const QUEUE_DEPTH: usize = 8192;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("the event log writer has stopped")]
+    Stopped,
+    #[error("the batch holding this turn's events could not be committed: {0}")]
+    Commit(Arc<StoreError>),
+    /// The store refused the append: the runner's ownership epoch is no longer the turn's
+    /// (another runner holds it) or the turn has ended. The runner must write nothing more.
+    #[error("the turn is no longer this runner's to write")]
+    Fenced,
+    /// An earlier append of the same runner could not be committed, so this one was not
+    /// written either (the log would have a hole).
+    #[error("an earlier append of this turn could not be committed")]
+    Abandoned,
+}
+
+/// Whether a turn's appends have all succeeded so far; the writer flips it on a failed batch so
+/// the turn stops instead of writing a log with a hole in it.
+#[derive(Default)]
+pub struct AppendHealth {
+    failed: AtomicBool,
+    fenced: AtomicBool,
+}
+
+impl AppendHealth {
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// The store refused an append for the runner's epoch: nothing more may be written, not
+    /// even a terminal event.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
+
+    /// Records an append's outcome: a failure poisons every later append of the runner.
+    pub(super) fn record(&self, outcome: &Result<(), LogError>) {
+        match outcome {
+            Ok(()) => {}
+            Err(LogError::Fenced) => {
+                self.fenced.store(true, Ordering::Release);
+                self.failed.store(true, Ordering::Release);
+            }
+            Err(_) => self.failed.store(true, Ordering::Release),
+        }
+    }
+}
+
+/// Ops for one turn, committed together in one batch, fenced by the runner's epoch.
+struct Append {
+    turn: i64,
+    epoch: i64,
+    ops: Vec<WriteOp>,
+    health: Arc<AppendHealth>,
+    committed: Option<oneshot::Sender<Result<(), LogError>>>,
+    /// When it was queued (for `log_queue_seconds`).
+    queued: Instant,
+}
+
+/// Newest appended seq per turn, and when the first of the batches it covers committed.
+type Announcement = (Vec<(i64, i64)>, Instant);
+
+#[derive(Clone)]
+pub struct LogWriter {
+    writers: Arc<Vec<mpsc::Sender<Append>>>,
+    hub: Arc<Hub>,
+    announce: mpsc::UnboundedSender<Announcement>,
+}
+
+/// How a writer batches: the most events in one batch, and how many batches may be in flight
+/// at once (1: each batch commits before the next begins).
+#[derive(Debug, Clone, Copy)]
+pub struct Batching {
+    pub batch_max_events: usize,
+    pub pipeline_depth: usize,
+}
+
+impl LogWriter {
+    /// Starts `writers` writer tasks (and the announcer that wakes other instances). The
+    /// pipeline depth is bounded by what the store supports (1 on SQLite).
+    pub fn start(
+        store: Arc<dyn Store>,
+        hub: Arc<Hub>,
+        writers: usize,
+        batching: Batching,
+        metrics: Arc<Metrics>,
+    ) -> LogWriter {
+        let (announce_tx, announce_rx) = mpsc::unbounded_channel();
+        tokio::spawn(announce(store.clone(), announce_rx, metrics.clone()));
+        let depth = batching.pipeline_depth.clamp(1, store.max_pipeline_depth().max(1));
+        let writers = (0..writers.max(1))
+            .map(|_| {
+                let (sender, receiver) = mpsc::channel(QUEUE_DEPTH);
+                let writer = Writer {
+                    store: store.clone(),
+                    hub: hub.clone(),
+                    announce: announce_tx.clone(),
+                    metrics: metrics.clone(),
+                    batch_max_events: batching.batch_max_events.max(1),
+                    depth,
+                };
+                tokio::spawn(writer.run(receiver));
+                sender
+            })
+            .collect();
+        LogWriter { writers: Arc::new(writers), hub, announce: announce_tx }
+    }
+
+    fn writer(&self, turn: i64) -> &mpsc::Sender<Append> {
+        &self.writers[(turn.unsigned_abs() as usize) % self.writers.len()]
+    }
+
+    /// Queues `ops` for the turn; they are committed in order with the turn's other appends,
+    /// while `epoch` is the turn's.
+    pub async fn append(
+        &self,
+        turn: i64,
+        epoch: i64,
+        ops: Vec<WriteOp>,
+        health: &Arc<AppendHealth>,
+    ) -> Result<(), LogError> {
+        let queued = Instant::now();
+        self.enqueue(Append { turn, epoch, ops, health: health.clone(), committed: None, queued }).await
+    }
+
+    /// Hands an append to its turn's writer (waiting for room when the queue is full).
+    async fn enqueue(&self, append: Append) -> Result<(), LogError> {
+        self.writer(append.turn).send(append).await.map_err(|_| LogError::Stopped)
+    }
+
+    /// Events committed outside the writer (a decision, recorded in its own transaction): the
+    /// streams hear of them as of any batch.
+    pub fn published(&self, turn: i64, events: Vec<StoredEvent>) {
+        let appended = publish(&self.hub, events.into_iter().map(|event| WriteOp::Event { turn, event }).collect());
+        if !appended.is_empty() {
+            let _ = self.announce.send((appended, Instant::now()));
+        }
+    }
+
+    /// Queues `ops` and waits until they (and everything queued before them) are committed.
+    pub async fn append_committed(
+        &self,
+        turn: i64,
+        epoch: i64,
+        ops: Vec<WriteOp>,
+        health: &Arc<AppendHealth>,
+    ) -> Result<(), LogError> {
+        let (done_tx, done_rx) = oneshot::channel();
+        let queued = Instant::now();
+        self.enqueue(Append { turn, epoch, ops, health: health.clone(), committed: Some(done_tx), queued }).await?;
+        done_rx.await.map_err(|_| LogError::Stopped)?
+    }
+}
+
+/// A turn's whole log, read in pages.
+pub(crate) async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredEvent>, StoreError> {
+    let mut events: Vec<StoredEvent> = Vec::new();
+    loop {
+        let after = events.last().map_or(0, |e| e.seq);
+        let page = store.events_after(turn, after, 1000).await?;
+        if page.is_empty() {
+            return Ok(events);
+        }
+        events.extend(page);
+    }
+}
+
+/// Hands the committed events to the hub, per turn and in order; returns each turn's newest seq.
+fn publish(hub: &Hub, ops: Vec<WriteOp>) -> Vec<(i64, i64)> {
+    let mut by_turn: BTreeMap<i64, Vec<StoredEvent>> = BTreeMap::new();
+    for op in ops {
+        if let WriteOp::Event { turn, event } = op {
+            by_turn.entry(turn).or_default().push(event);
+        }
+    }
+    by_turn
+        .into_iter()
+        .filter_map(|(turn, events)| {
+            let last = events.last()?.seq;
+            hub.publish(turn, events);
+            Some((turn, last))
+        })
+        .collect()
+}
+
+/// Sends other instances one notification for everything committed since the last one.
+async fn announce(store: Arc<dyn Store>, mut queue: mpsc::UnboundedReceiver<Announcement>, metrics: Arc<Metrics>) {
+    while let Some((first, since)) = queue.recv().await {
+        let mut newest: BTreeMap<i64, i64> = first.into_iter().collect();
+        while let Ok((more, _)) = queue.try_recv() {
+            for (turn, seq) in more {
+                let entry = newest.entry(turn).or_insert(seq);
+                *entry = (*entry).max(seq);
+            }
+        }
+        let wakeups: Vec<WakeUp> = newest.into_iter().map(|(turn, seq)| WakeUp::Committed { turn, seq }).collect();
+        match store.announce_appends(&wakeups).await {
+            // Timed from the oldest commit it covers: what the other instances' streams waited.
+            Ok(()) => metrics.log_notify_seconds.observe(since.elapsed().as_secs_f64()),
+            // Streams elsewhere also poll the log, so a lost notification only delays them.
+            Err(error) => tracing::warn!(%error, "could not announce appends to other instances"),
+        }
+    }
+}

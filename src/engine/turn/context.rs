@@ -1,0 +1,355 @@
+//! [`TurnContext`]: what an agent holds while it answers a turn. Everything an agent says goes
+//! through it into the event log; it numbers the events, names messages, tool calls and notes
+//! after the turn, and remembers what is open so a cancelled turn is closed properly.
+//!
+//! This file holds the context itself: how it is made from the engine and the turn's row, the
+//! signals it obeys, and how what the agent says becomes ops for the log (steps, events,
+//! checkpoints). The words an agent says are in [`super::vocabulary`], what it reads in
+//! [`super::reads`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::budget::TokenBudget;
+use super::delegation::NestFrame;
+use super::{AgentError, Checkpoint, ChildCheckpoint};
+use crate::clock::Clock;
+use crate::engine::log::events::GatewayEvent;
+use crate::engine::log::{AppendHealth, LogWriter};
+use crate::engine::{AgentRegistry, Inner};
+use crate::protocol::events::Envelope;
+use crate::protocol::Event;
+use crate::store::{Store, StoredEvent, TurnRow, WriteOp};
+
+/// A gateway event as the AG-UI event it is logged as.
+pub(super) fn logged(event: GatewayEvent) -> Result<Event, AgentError> {
+    event.into_event().map_err(|source| AgentError::Encoding { what: "an event", source })
+}
+
+/// What the engine asks of a running turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnSignal {
+    Run,
+    /// An explicit cancel: finish with outcome `cancelled`.
+    Cancel,
+    /// This instance is stopping: stop here, commit what was said, give the lease back.
+    HandOver,
+    /// Another instance took the turn over (our lease lapsed): stop without writing.
+    Lost,
+}
+
+pub struct TurnContext {
+    pub(super) log: LogWriter,
+    pub(super) health: Arc<AppendHealth>,
+    pub(super) turn_pk: i64,
+    /// The ownership epoch this runner was given; every append carries it.
+    pub(super) epoch: i64,
+    pub(super) thread_pk: i64,
+    pub(super) turn_id: String,
+    pub(super) agent: String,
+    pub(super) user_text: String,
+    pub(super) ai_label: Option<String>,
+    pub(super) max_event_bytes: usize,
+    pub(super) signal: watch::Receiver<TurnSignal>,
+    pub(super) next_seq: i64,
+    pub(super) next_note_no: i64,
+    pub(super) counters: Counters,
+    /// Ops held back to be committed together (a step that must not be half-done).
+    pub(super) atomic: Option<Vec<WriteOp>>,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) started_by: String,
+    pub(super) client_tools: Vec<crate::protocol::input::Tool>,
+    /// The client's `context` and `forwardedProps` of the run that started the turn.
+    pub(super) client_input: ClientInput,
+    /// At most this many steps are shown open at once (`limits.max_open_steps`, §3).
+    pub(super) max_open_steps: usize,
+    pub(super) open_messages: Vec<String>,
+    /// Messages whose first content has not been sent yet (the AI label goes there).
+    pub(super) unlabelled: Vec<String>,
+    pub(super) open_tool_calls: Vec<String>,
+    pub(super) open_steps: Vec<String>,
+    /// Reasoning spans (`REASONING_START`) not yet ended, oldest first.
+    pub(super) open_reasoning_spans: Vec<String>,
+    /// Reasoning messages (`REASONING_MESSAGE_START`) not yet ended, oldest first.
+    pub(super) open_reasoning_messages: Vec<String>,
+    pub(super) last_message: Option<String>,
+    /// The board with this turn's pins ([`TurnContext::board`]).
+    pub(super) board: Option<Vec<Value>>,
+    pub(super) tenant: String,
+    pub(super) token_budget: Option<TokenBudget>,
+    pub(super) agents: Arc<AgentRegistry>,
+    /// Delegations under way, outermost first; the innermost child is the one running.
+    pub(super) nest: Vec<NestFrame>,
+    pub(super) cards: Arc<std::collections::HashMap<String, Value>>,
+    /// The latest answer's message id and its text as the agent wrote it (for cards).
+    pub(super) answer: (String, String),
+    /// The engine's clock: event timestamps, interrupt expiries, token budget windows.
+    pub(super) clock: Arc<dyn Clock>,
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) messages: u32,
+    pub(super) tool_calls: u32,
+    pub(super) reasoning_spans: u32,
+    pub(super) reasoning_messages: u32,
+    pub(super) activities: u32,
+}
+
+/// What the client sent with the run that started the turn, besides messages and tools, kept
+/// with the turn (`turns.client_input`) for an upstream agent (§9.3).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientInput {
+    #[serde(default)]
+    pub context: Vec<crate::protocol::input::Context>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_props: Option<Value>,
+}
+
+impl TurnContext {
+    /// The context of `turn` as this instance runs it: its log is written through the engine's
+    /// writer under the turn's epoch, from the first sequence number on (a taken-over turn
+    /// moves on past its log in [`TurnContext::resume_from_log`]). The tenant's token budget
+    /// comes from its quotas; the AI label leads the first piece of every answer.
+    pub(in crate::engine) fn new(
+        inner: &Inner,
+        turn: &TurnRow,
+        tenant: String,
+        ai_label: Option<String>,
+        signal: watch::Receiver<TurnSignal>,
+    ) -> TurnContext {
+        let token_budget = inner.config.tenant(&tenant).and_then(|t| {
+            let quotas = &t.quotas;
+            quotas.tokens_per_period.map(|limit| TokenBudget { limit, period_secs: quotas.token_period_secs })
+        });
+        TurnContext {
+            log: inner.log.clone(),
+            health: Arc::new(AppendHealth::default()),
+            turn_pk: turn.pk,
+            epoch: turn.epoch,
+            thread_pk: turn.thread,
+            turn_id: turn.public_id.clone(),
+            agent: turn.agent.clone(),
+            user_text: turn.user_text.clone(),
+            ai_label: ai_label.filter(|l| !l.is_empty()),
+            max_event_bytes: inner.config.limits.max_event_bytes,
+            signal,
+            next_seq: 1,
+            next_note_no: 1,
+            counters: Counters::default(),
+            atomic: None,
+            store: inner.store.clone(),
+            started_by: turn.started_by.strip_prefix("person:").unwrap_or_default().to_string(),
+            client_tools: turn.client_tools.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default(),
+            client_input: turn
+                .client_input
+                .as_deref()
+                .and_then(|input| serde_json::from_str(input).ok())
+                .unwrap_or_default(),
+            max_open_steps: inner.config.limits.max_open_steps,
+            open_messages: Vec::new(),
+            unlabelled: Vec::new(),
+            open_tool_calls: Vec::new(),
+            open_steps: Vec::new(),
+            open_reasoning_spans: Vec::new(),
+            open_reasoning_messages: Vec::new(),
+            last_message: None,
+            board: None,
+            tenant,
+            token_budget,
+            agents: inner.agents.clone(),
+            nest: Vec::new(),
+            cards: inner.cards.clone(),
+            answer: (String::new(), String::new()),
+            clock: inner.clock.clone(),
+        }
+    }
+
+    /// Milliseconds since the epoch, by the engine's clock (what an agent should stamp with).
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// The turn's public id (message ids and event ids are named after it).
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// The words of the user message that started the turn.
+    /// What the running agent was asked: the user's message, or a delegation's input.
+    pub fn user_text(&self) -> &str {
+        self.nest.last().map_or(&self.user_text, |frame| &frame.input)
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        *self.signal.borrow() == TurnSignal::Cancel
+    }
+
+    /// Fails once the turn is cancelled or must stop on this instance.
+    pub fn check_cancelled(&self) -> Result<(), AgentError> {
+        match *self.signal.borrow() {
+            TurnSignal::Run => Ok(()),
+            TurnSignal::Cancel => Err(AgentError::Cancelled),
+            TurnSignal::HandOver | TurnSignal::Lost => Err(AgentError::Stopped),
+        }
+    }
+
+    /// Sleeps, waking early (with the reason) if the turn is cancelled or must stop.
+    pub async fn sleep(&mut self, duration: Duration) -> Result<(), AgentError> {
+        self.check_cancelled()?;
+        let mut signal = self.signal.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(duration) => Ok(()),
+            _ = signal.wait_for(|s| *s != TurnSignal::Run) => self.check_cancelled(),
+        }
+    }
+
+    /// Holds back what the agent says until [`TurnContext::commit_step`], so a step and its
+    /// checkpoint reach the log in one transaction (a takeover never repeats a finished tool
+    /// call, nor finds half of one).
+    pub fn begin_step(&mut self) {
+        self.atomic.get_or_insert_with(Vec::new);
+    }
+
+    /// Commits what the step said together with the checkpoint after it.
+    ///
+    /// Waits until they are committed: the next step may act on the world (call a tool, ask a
+    /// model), and a crash before this step is durable must not make a takeover repeat this
+    /// step's work after the next one has started.
+    pub async fn commit_step(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
+        let mut ops = self.atomic.take().unwrap_or_default();
+        ops.push(self.checkpoint_op(checkpoint)?);
+        self.log.append_committed(self.turn_pk, self.epoch, ops, &self.health).await?;
+        Ok(())
+    }
+
+    /// Appends what the step said together with the checkpoint after it, as one write, without
+    /// waiting for the commit: a crash keeps both or neither, so the checkpoint always says
+    /// exactly how far the log got (an upstream stream's position, event by event).
+    pub async fn append_step(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
+        let mut ops = self.atomic.take().unwrap_or_default();
+        ops.push(self.checkpoint_op(checkpoint)?);
+        self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?;
+        Ok(())
+    }
+
+    pub(super) async fn append(&mut self, ops: Vec<WriteOp>) -> Result<(), AgentError> {
+        match &mut self.atomic {
+            Some(held) => held.extend(ops),
+            None => self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?,
+        }
+        Ok(())
+    }
+
+    /// Appends one event to the turn's log (committed in the writer's next batch).
+    pub async fn emit(&mut self, event: Event) -> Result<(), AgentError> {
+        self.check_stopped()?;
+        let op = self.event_op(event)?;
+        self.append(vec![op]).await
+    }
+
+    /// Appends several events as one write: the log holds all of them or none (a run's opening
+    /// `RUN_STARTED` and `STATE_SNAPSHOT` must never be cut apart by a crash).
+    pub(crate) async fn emit_together(&mut self, events: Vec<Event>) -> Result<(), AgentError> {
+        self.check_stopped()?;
+        let mut ops = Vec::with_capacity(events.len());
+        for event in events {
+            ops.push(self.event_op(event)?);
+        }
+        self.append(ops).await
+    }
+
+    /// A turn that must leave this instance says nothing more (a cancelled one still closes).
+    pub(super) fn check_stopped(&self) -> Result<(), AgentError> {
+        match *self.signal.borrow() {
+            TurnSignal::HandOver | TurnSignal::Lost => Err(AgentError::Stopped),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn event_op(&mut self, event: Event) -> Result<WriteOp, AgentError> {
+        self.envelope_op(Envelope::new(event, self.now_ms()))
+    }
+
+    pub(super) fn envelope_op(&mut self, envelope: Envelope) -> Result<WriteOp, AgentError> {
+        if self.health.is_failed() {
+            // The log refused an append of this turn (another runner holds it now) or could not
+            // commit one: write nothing more, so the log never gets a hole or a second writer.
+            return Err(AgentError::Stopped);
+        }
+        let kind = crate::engine::log::events::kind_of(&envelope.event);
+        let at_ms = envelope.timestamp.unwrap_or_else(|| self.now_ms());
+        let body =
+            serde_json::to_string(&envelope).map_err(|source| AgentError::Encoding { what: "an event", source })?;
+        // A secret the gateway holds is never recorded, so never shown: not even when a tool,
+        // an upstream or a model echoes it (§2 credentials).
+        let body = crate::redact::mask_secrets_owned(body).into_bytes();
+        if body.len() > self.max_event_bytes {
+            return Err(AgentError::EventTooLarge { size: body.len(), limit: self.max_event_bytes });
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let event = StoredEvent { seq, kind, body: Bytes::from(body), at_ms };
+        Ok(WriteOp::Event { turn: self.turn_pk, event })
+    }
+
+    /// Records where the agent stands, so the turn can continue from here after a restart.
+    pub async fn checkpoint(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
+        let op = self.checkpoint_op(checkpoint)?;
+        self.append(vec![op]).await
+    }
+
+    pub(super) fn checkpoint_op(&self, checkpoint: &Checkpoint) -> Result<WriteOp, AgentError> {
+        // A child's checkpoint is saved inside its parents', outermost first.
+        let mut nested = checkpoint.clone();
+        for frame in self.nest.iter().rev() {
+            let mut parent = frame.parent.clone();
+            parent.child = Some(Box::new(ChildCheckpoint {
+                id: frame.id.clone(),
+                agent: frame.agent.clone(),
+                input: frame.input.clone(),
+                checkpoint: nested,
+                reopen: frame.reopen,
+            }));
+            nested = parent;
+        }
+        let checkpoint =
+            serde_json::to_string(&nested).map_err(|source| AgentError::Encoding { what: "checkpoint", source })?;
+        let checkpoint = crate::redact::mask_secrets_owned(checkpoint);
+        Ok(WriteOp::Checkpoint { turn: self.turn_pk, checkpoint })
+    }
+
+    /// The client-declared tools this turn may offer its model.
+    pub fn client_tools(&self) -> &[crate::protocol::input::Tool] {
+        &self.client_tools
+    }
+
+    /// The client's `context` and `forwardedProps` of the run that started the turn.
+    pub fn client_input(&self) -> &ClientInput {
+        &self.client_input
+    }
+
+    /// How many steps are shown open now, and how many may be (`limits.max_open_steps`).
+    pub fn open_step_room(&self) -> (usize, usize) {
+        (self.open_steps.len(), self.max_open_steps)
+    }
+
+    /// The sequence number the turn's next event gets: where what the agent says next begins.
+    pub fn next_seq(&self) -> i64 {
+        self.next_seq
+    }
+
+    pub(crate) fn set_next_note_no(&mut self, next: i64) {
+        self.next_note_no = next;
+    }
+
+    /// Whether the log holds nothing yet (a turn lost before its first batch committed).
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.next_seq == 1
+    }
+}

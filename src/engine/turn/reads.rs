@@ -1,0 +1,97 @@
+//! What a running turn reads from the store (its thread, conversation, board, state and
+//! earlier checkpoints), each read through [`TurnContext::patiently`], which waits out a
+//! database that is only briefly away.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{AgentError, TurnContext, TurnSignal};
+
+/// How long a running turn waits for a database that is away before it fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+impl TurnContext {
+    /// The thread's conversation as the log holds it just before event `before_seq` of this
+    /// turn: earlier turns whole, this turn's user message, and what the turn said before that
+    /// event (its answers, tool calls and results, the client's tool results).
+    pub async fn conversation_before(&self, before_seq: i64) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
+        self.patiently("the thread could not be read", || {
+            crate::engine::conversation::load_at(self.store.as_ref(), self.thread_pk, self.turn_pk, before_seq)
+        })
+        .await
+    }
+
+    /// The checkpoints of the thread's earlier turns of this turn's agent, newest first (an
+    /// agent that keeps what an upstream last said across turns reads it there).
+    pub async fn earlier_checkpoints(&self) -> Result<Vec<String>, AgentError> {
+        let turns = self.patiently("the thread could not be read", || self.store.thread_turns(self.thread_pk)).await?;
+        Ok(turns
+            .into_iter()
+            .rev()
+            .filter(|turn| turn.pk != self.turn_pk && turn.agent == self.agent)
+            .filter_map(|turn| turn.checkpoint)
+            .collect())
+    }
+
+    /// The thread's editable state (§7): the keys clients wrote, as an object.
+    pub async fn editable_state(&self) -> Result<serde_json::Map<String, Value>, AgentError> {
+        let stored = self.patiently("the thread could not be read", || self.store.thread_state(self.thread_pk)).await?;
+        Ok(crate::engine::board::stored_state(stored.as_deref()))
+    }
+
+    /// Reads (or records) something for the running turn, waiting out a database that is only
+    /// briefly away (a restart, a failover): a turn must not fail because one read met a
+    /// dropped connection. Gives up after [`PATIENCE`], or at once on any other error; stops
+    /// waiting when the turn must stop.
+    pub(crate) async fn patiently<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, AgentError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
+    {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let mut delay = Duration::from_millis(20);
+        loop {
+            match attempt().await {
+                Ok(value) => return Ok(value),
+                Err(error) if error.is_transient() && tokio::time::Instant::now() + delay < deadline => {
+                    tracing::warn!(turn = %self.turn_id, %error, what, "the database is away; retrying");
+                    self.check_cancelled()?;
+                    let mut signal = self.signal.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = signal.wait_for(|s| *s != TurnSignal::Run) => self.check_cancelled()?,
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                }
+                Err(source) => return Err(AgentError::Store { what: what.to_string(), source }),
+            }
+        }
+    }
+
+    /// The thread's board as it stands: read once, then kept here as this turn pins notes (its
+    /// pins may not be committed yet, and only the thread's one turn pins).
+    pub(super) async fn board(&mut self) -> Result<Vec<Value>, AgentError> {
+        if self.board.is_none() {
+            let notes = self.patiently("the board could not be read", || self.store.notes(self.thread_pk)).await?;
+            self.board = Some(crate::engine::board::from_stored(&notes));
+        }
+        Ok(self.board.clone().unwrap_or_default())
+    }
+
+    /// The thread's tenant and the client's thread id.
+    pub async fn thread(&self) -> Result<(String, String), AgentError> {
+        match self.patiently("the thread could not be read", || self.store.thread_by_pk(self.thread_pk)).await? {
+            Some(thread) => Ok((thread.tenant, thread.thread_id)),
+            None => Err(AgentError::Failed("the turn's thread is gone".into())),
+        }
+    }
+
+    /// The thread's earlier turns as AG-UI messages (the gateway's record, never the client's).
+    pub async fn history(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
+        self.patiently("the thread could not be read", || {
+            crate::engine::conversation::load_before(self.store.as_ref(), self.thread_pk, &self.turn_id)
+        })
+        .await
+    }
+}
