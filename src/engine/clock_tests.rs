@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::interrupts::Deciders;
 use super::turn::{new_interrupt_id, InterruptSpec};
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
-use super::{Agent, AgentRegistry, Engine, RunErrorCode, RunPlan, RunRequest, StreamOptions};
+use super::{Agent, AgentRegistry, Engine, RunErrorCode, RunPlan, RunRequest};
 use crate::caller::Caller;
 use crate::clock::{Clock, TestClock};
 use crate::config::Config;
@@ -119,18 +119,15 @@ pub(super) async fn begin(engine: &Engine, thread: &str, run: &str) -> RunPlan {
 /// The run's events up to its terminal one.
 pub(super) async fn run_to_end(engine: &Engine, plan: RunPlan) -> Vec<Value> {
     let RunPlan::Follow(plan) = plan else { panic!("the run was refused: {plan:?}") };
-    let options = StreamOptions { keepalive: Duration::from_secs(60), max_duration: GUARD };
-    let mut stream = Box::pin(engine.stream(plan, options));
+    let mut stream = Box::pin(engine.stream(plan));
     let mut events = Vec::new();
     let collected = tokio::time::timeout(GUARD, async {
         while let Some(item) = stream.next().await {
-            if let super::StreamItem::Event { json, .. } = item {
-                let event: Value = serde_json::from_slice(&json).expect("events are JSON");
-                let last = matches!(event["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
-                events.push(event);
-                if last {
-                    break;
-                }
+            let event: Value = serde_json::from_slice(&item.json).expect("events are JSON");
+            let last = matches!(event["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
+            events.push(event);
+            if last {
+                break;
             }
         }
     })

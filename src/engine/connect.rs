@@ -32,14 +32,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
-use tokio::time::Instant;
 
 use super::hub::Hub;
 use super::interrupts::Viewer;
-use super::stream::{ends_run_for, name_part, render, state_for, OpenStream, RenderError, PAGE, REMOTE_POLL};
-use super::{board, conversation, Engine, EngineError, FollowPlan, StreamItem, StreamOptions};
+use super::stream::{ends_run_for, name_part, render, state_for, tail, OpenStream, RenderError};
+use super::{board, conversation, Engine, EngineError, FollowPlan, StreamItem};
 use crate::caller::Caller;
 use crate::ids::{EventId, ThreadId};
 use crate::metrics::Metrics;
@@ -131,12 +130,8 @@ impl Engine {
     }
 
     /// The connect stream (see the module docs).
-    pub fn connect_stream(
-        &self,
-        plan: ConnectPlan,
-        options: StreamOptions,
-    ) -> impl Stream<Item = StreamItem> + Send + 'static {
-        watch(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan, options)
+    pub fn connect_stream(&self, plan: ConnectPlan) -> impl Stream<Item = StreamItem> + Send + 'static {
+        watch(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan)
     }
 }
 
@@ -175,13 +170,11 @@ fn watch(
     hub: Arc<Hub>,
     metrics: Arc<Metrics>,
     plan: ConnectPlan,
-    options: StreamOptions,
 ) -> impl Stream<Item = StreamItem> + Send + 'static {
     async_stream::stream! {
         let _open = OpenStream::new(metrics.clone());
         let thread_watch = hub.thread_watch(plan.thread_pk);
         let mut started = thread_watch.subscribe();
-        let deadline = Instant::now() + options.max_duration;
         macro_rules! or_close {
             ($result:expr) => {
                 match $result {
@@ -234,8 +227,6 @@ fn watch(
                     turn
                 }
                 Position::Turn { turn, after_seq, mut skip } => {
-                    let feed = hub.feed(turn.pk);
-                    let mut wake = feed.subscribe();
                     let mut run = TurnRun::new(&plan, &turn);
                     if after_seq > 0 {
                         // Which run was open at the client's position, from the log before it.
@@ -244,52 +235,33 @@ fn watch(
                             or_close!(run.render(store.as_ref(), event).await);
                         }
                     }
-                    let mut cursor = after_seq;
+                    let mut log = std::pin::pin!(tail(store.clone(), hub.clone(), metrics.clone(), turn.pk, after_seq));
                     let mut finished = false;
-                    while !finished {
-                        wake.borrow_and_update();
-                        let batch = match feed.recent_after(cursor, PAGE as usize) {
-                            Some(events) if !events.is_empty() || feed.is_local() => events,
-                            _ => or_close!(store.events_after(turn.pk, cursor, PAGE).await),
-                        };
-                        if !batch.is_empty() {
-                            // Timed as a run's stream times it (`stream_write_seconds`).
-                            let had = std::time::Instant::now();
-                            for event in batch {
-                                cursor = event.seq;
-                                finished = is_terminal(event.kind);
-                                let items = or_close!(run.render(store.as_ref(), event).await);
-                                metrics.events_streamed.inc_by(items.len() as u64);
-                                for item in items {
-                                    if skip > 0 {
-                                        skip -= 1;
-                                        continue;
-                                    }
-                                    yield item;
+                    'turn: while let Some(batch) = log.next().await {
+                        let batch = or_close!(batch);
+                        // Timed as a run's stream times it (`stream_write_seconds`).
+                        let had = std::time::Instant::now();
+                        for event in batch {
+                            finished = is_terminal(event.kind);
+                            let items = or_close!(run.render(store.as_ref(), event).await);
+                            metrics.events_streamed.inc_by(items.len() as u64);
+                            for item in items {
+                                if skip > 0 {
+                                    skip -= 1;
+                                    continue;
                                 }
-                                if finished {
-                                    break;
-                                }
+                                yield item;
                             }
-                            metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
-                            continue;
-                        }
-                        tokio::select! {
-                            changed = wake.changed() => {
-                                if changed.is_err() {
-                                    return;
-                                }
-                                if let Some(published) = feed.published_at() {
-                                    metrics.stream_wakeup_seconds.observe(published.elapsed().as_secs_f64());
-                                }
+                            if finished {
+                                metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
+                                break 'turn;
                             }
-                            _ = tokio::time::sleep(options.keepalive) => yield StreamItem::Keepalive,
-                            _ = tokio::time::sleep(REMOTE_POLL), if !feed.is_local() => {}
-                            _ = tokio::time::sleep_until(deadline) => return,
                         }
-                        if Instant::now() >= deadline {
-                            return;
-                        }
+                        metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
+                    }
+                    if !finished {
+                        // The log's tail ended without the turn's end: the engine is going.
+                        return;
                     }
                     turn
                 }
@@ -309,12 +281,7 @@ fn watch(
                             return;
                         }
                     }
-                    _ = tokio::time::sleep(options.keepalive) => yield StreamItem::Keepalive,
                     _ = tokio::time::sleep(THREAD_POLL) => {}
-                    _ = tokio::time::sleep_until(deadline) => return,
-                }
-                if Instant::now() >= deadline {
-                    return;
                 }
             }
         }
@@ -391,7 +358,7 @@ fn run_started(plan: &FollowPlan) -> Event {
 
 fn event_item(turn: &str, seq: i64, event: Event, at_ms: i64) -> Result<StreamItem, RenderError> {
     let id = EventId { turn: turn.to_string(), seq, part: 0 }.to_string();
-    Ok(StreamItem::Event { id, json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
+    Ok(StreamItem { id, json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
 }
 
 /// The opening of a thread whose latest turn ended: the conversation and the state as that

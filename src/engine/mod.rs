@@ -58,7 +58,7 @@ use runner::Runner;
 pub use connect::{ConnectPlan, ConnectRequest};
 pub(crate) use log::read_log;
 pub use request::{quota_refusal, quota_window};
-pub use stream::{StreamItem, StreamOptions};
+pub use stream::StreamItem;
 
 /// Errors that stop a request before its stream opens; each documents its HTTP status.
 #[derive(Debug, thiserror::Error)]
@@ -370,12 +370,8 @@ impl Engine {
     }
 
     /// The run's events as a stream (see [`stream::follow`]).
-    pub fn stream(
-        &self,
-        plan: FollowPlan,
-        options: StreamOptions,
-    ) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
-        stream::follow(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan, options)
+    pub fn stream(&self, plan: FollowPlan) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
+        stream::follow(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan)
     }
 
     /// The thread's conversation as AG-UI messages (see [`conversation`]).

@@ -1,15 +1,16 @@
 //! A run's stream: the turn's log rendered from a position on, live until its terminal event.
 //!
-//! Catch-up reads come from the log table in pages; live events come from the turn's feed in
-//! memory when this instance runs the turn, else from the table after a wake-up. A stream ends
-//! after its terminal event, or cleanly (resumable with `Last-Event-ID`) at its lifetime cap.
+//! [`tail`] is the one way a stream reads a turn's log, a run's ([`follow`]) and a connect
+//! stream's alike: catch-up reads come from the log table in pages; live events come from the
+//! turn's feed in memory when this instance runs the turn, else from the table after a wake-up.
+//! The engine's streams carry events only: how long a stream lives, its keepalives, and what
+//! ends it early (shutdown, revocation) are the transport's (`http/sse.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::Stream;
-use tokio::time::Instant;
+use futures_util::{Stream, StreamExt};
 
 use serde_json::{json, Value};
 
@@ -25,7 +26,7 @@ use crate::ids::EventId;
 use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
-use crate::store::{EventKind, Store, StoredEvent};
+use crate::store::{EventKind, Store, StoreError, StoredEvent};
 
 /// Events read from the table per query.
 pub(super) const PAGE: i64 = 1000;
@@ -33,33 +34,70 @@ pub(super) const PAGE: i64 = 1000;
 /// notification was lost.
 pub(super) const REMOTE_POLL: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Clone, Copy)]
-pub struct StreamOptions {
-    pub keepalive: Duration,
-    pub max_duration: Duration,
-}
-
-/// What the transport sends.
+/// What the transport sends: one rendered event, its id and its JSON (one line).
 #[derive(Debug, Clone, PartialEq)]
-pub enum StreamItem {
-    /// One event: its id and its JSON (one line).
-    Event { id: String, json: Bytes },
-    /// Nothing happened for a while.
-    Keepalive,
+pub struct StreamItem {
+    pub id: String,
+    pub json: Bytes,
 }
 
+/// The turn's log after `after`, as it is committed: every event once and in order, a batch at
+/// a time (what one commit or one page of the table holds), for as long as it is read. It ends
+/// only when a read fails (the error is its last item) or the hub goes; a reader stops at the
+/// event that ends what it shows.
+pub(super) fn tail(
+    store: Arc<dyn Store>,
+    hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
+    turn: i64,
+    after: i64,
+) -> impl Stream<Item = Result<Vec<StoredEvent>, StoreError>> + Send + 'static {
+    async_stream::stream! {
+        let feed = hub.feed(turn);
+        let mut wake = feed.subscribe();
+        let mut cursor = after;
+        loop {
+            wake.borrow_and_update();
+            let batch = match feed.recent_after(cursor, PAGE as usize) {
+                // A local feed's memory holds every committed event: empty means caught up.
+                Some(events) if !events.is_empty() || feed.is_local() => events,
+                _ => match store.events_after(turn, cursor, PAGE).await {
+                    Ok(events) => events,
+                    Err(error) => {
+                        yield Err(error);
+                        return;
+                    }
+                },
+            };
+            if let Some(last) = batch.last() {
+                cursor = last.seq;
+                yield Ok(batch);
+                continue;
+            }
+            tokio::select! {
+                changed = wake.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    if let Some(published) = feed.published_at() {
+                        metrics.stream_wakeup_seconds.observe(published.elapsed().as_secs_f64());
+                    }
+                }
+                _ = tokio::time::sleep(REMOTE_POLL), if !feed.is_local() => {}
+            }
+        }
+    }
+}
+
+/// The run's events for its caller, from the plan's position to the event that ends the run.
 pub fn follow(
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
     metrics: Arc<Metrics>,
     plan: FollowPlan,
-    options: StreamOptions,
 ) -> impl Stream<Item = StreamItem> + Send + 'static {
     async_stream::stream! {
         let _open = OpenStream::new(metrics.clone());
-        let feed = hub.feed(plan.turn_pk);
-        let mut wake = feed.subscribe();
-        let deadline = Instant::now() + options.max_duration;
         let mut cursor = plan.after_seq;
         // Parts of the first event the client already has (its Last-Event-ID named a part).
         let mut skip = plan.skip_parts as usize;
@@ -74,74 +112,49 @@ pub fn follow(
                 }
             }
         }
-        loop {
-            wake.borrow_and_update();
-            let batch = match feed.recent_after(cursor, PAGE as usize) {
-                // A local feed's memory holds every committed event: empty means caught up.
-                Some(events) if !events.is_empty() || feed.is_local() => events,
-                _ => match store.events_after(plan.turn_pk, cursor, PAGE).await {
-                    Ok(events) => events,
-                    Err(error) => {
-                        // Ending the stream lets the client resume from its last id.
-                        tracing::warn!(%error, turn = %plan.turn_id, "reading the event log failed; closing the stream");
-                        return;
-                    }
-                },
+        let mut log = std::pin::pin!(tail(store.clone(), hub, metrics.clone(), plan.turn_pk, cursor));
+        while let Some(batch) = log.next().await {
+            let batch = match batch {
+                Ok(batch) => batch,
+                Err(error) => {
+                    // Ending the stream lets the client resume from its last id.
+                    tracing::warn!(%error, turn = %plan.turn_id, "reading the event log failed; closing the stream");
+                    return;
+                }
             };
-            if !batch.is_empty() {
-                // The stream task has these events: the rest of their way is rendering them and
-                // the response body taking their frames (it asks for the next only once it took
-                // the last), timed once per batch.
-                let had = std::time::Instant::now();
-                for event in batch {
-                    cursor = event.seq;
-                    let ends = ends_run_for(&plan, &event);
-                    let appended_at = event.at_ms;
-                    match render(&plan, store.as_ref(), event).await {
-                        Ok(items) => {
-                            metrics.events_streamed.inc_by(items.len() as u64);
-                            let lag_ms = (crate::protocol::now_ms() - appended_at).max(0);
-                            metrics.stream_lag_seconds.observe(lag_ms as f64 / 1000.0);
-                            let parts = items.len();
-                            for (index, item) in items.into_iter().enumerate() {
-                                if skip > 0 {
-                                    skip -= 1;
-                                    continue;
-                                }
-                                yield name_part(item, &plan.turn_id, cursor, index, parts);
+            // The stream task has these events: the rest of their way is rendering them and
+            // the response body taking their frames (it asks for the next only once it took
+            // the last), timed once per batch.
+            let had = std::time::Instant::now();
+            for event in batch {
+                cursor = event.seq;
+                let ends = ends_run_for(&plan, &event);
+                let appended_at = event.at_ms;
+                match render(&plan, store.as_ref(), event).await {
+                    Ok(items) => {
+                        metrics.events_streamed.inc_by(items.len() as u64);
+                        let lag_ms = (crate::protocol::now_ms() - appended_at).max(0);
+                        metrics.stream_lag_seconds.observe(lag_ms as f64 / 1000.0);
+                        let parts = items.len();
+                        for (index, item) in items.into_iter().enumerate() {
+                            if skip > 0 {
+                                skip -= 1;
+                                continue;
                             }
-                        }
-                        Err(error) => {
-                            tracing::error!(%error, turn = %plan.turn_id, seq = cursor, "a logged event cannot be rendered");
-                            return;
+                            yield name_part(item, &plan.turn_id, cursor, index, parts);
                         }
                     }
-                    if ends {
-                        metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
+                    Err(error) => {
+                        tracing::error!(%error, turn = %plan.turn_id, seq = cursor, "a logged event cannot be rendered");
                         return;
                     }
                 }
-                metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
-                continue;
-            }
-            let keepalive = tokio::time::sleep(options.keepalive);
-            let poll = tokio::time::sleep(REMOTE_POLL);
-            tokio::select! {
-                changed = wake.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    if let Some(published) = feed.published_at() {
-                        metrics.stream_wakeup_seconds.observe(published.elapsed().as_secs_f64());
-                    }
+                if ends {
+                    metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
+                    return;
                 }
-                _ = keepalive => yield StreamItem::Keepalive,
-                _ = poll, if !feed.is_local() => {}
-                _ = tokio::time::sleep_until(deadline) => return,
             }
-            if Instant::now() >= deadline {
-                return;
-            }
+            metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
         }
     }
 }
@@ -149,13 +162,11 @@ pub fn follow(
 /// Every SSE event rendered from one logged event but the last gets a part id (see
 /// [`EventId::part`]); the last carries the event's own id.
 pub(super) fn name_part(item: StreamItem, turn: &str, seq: i64, index: usize, parts: usize) -> StreamItem {
-    match item {
-        StreamItem::Event { json, .. } if index + 1 < parts => {
-            let part = u32::try_from(index + 1).unwrap_or(u32::MAX);
-            StreamItem::Event { id: EventId { turn: turn.to_string(), seq, part }.to_string(), json }
-        }
-        other => other,
+    if index + 1 < parts {
+        let part = u32::try_from(index + 1).unwrap_or(u32::MAX);
+        return StreamItem { id: EventId { turn: turn.to_string(), seq, part }.to_string(), json: item.json };
     }
+    item
 }
 
 /// Counts a stream as open for as long as it lives.
@@ -204,7 +215,7 @@ pub(super) async fn render(
 ) -> Result<Vec<StreamItem>, RenderError> {
     let id = EventId { turn: plan.turn_id.clone(), seq: event.seq, part: 0 }.to_string();
     let item = |event: Event, at_ms: i64| -> Result<StreamItem, RenderError> {
-        Ok(StreamItem::Event { id: id.clone(), json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
+        Ok(StreamItem { id: id.clone(), json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
     };
     let run_finished = |outcome: Option<RunOutcome>| Event::RunFinished {
         thread_id: plan.thread_id.clone(),
@@ -224,7 +235,7 @@ pub(super) async fn render(
                 _ => {}
             }
             let mut items =
-                vec![StreamItem::Event { id: id.clone(), json: Bytes::from(serde_json::to_vec(&envelope)?) }];
+                vec![StreamItem { id: id.clone(), json: Bytes::from(serde_json::to_vec(&envelope)?) }];
             if event.kind == EventKind::RunStarted && plan.snapshot_on_open {
                 // A reopened thread (§3): the conversation the gateway recorded, so a page that
                 // sent a stale or empty history shows the thread as it is.
@@ -270,7 +281,7 @@ pub(super) async fn render(
                 metadata.insert("gateway/waiting-for-others".into(), Value::Array(others));
                 envelope.metadata = Some(metadata);
             }
-            Ok(vec![StreamItem::Event { id, json: Bytes::from(serde_json::to_vec(&envelope)?) }])
+            Ok(vec![StreamItem { id, json: Bytes::from(serde_json::to_vec(&envelope)?) }])
         }
         EventKind::Resumed if event.seq == plan.run_start_seq + 1 => {
             // The decision this run made (or found made): the run starts here.
@@ -328,10 +339,10 @@ pub(super) async fn render(
                 Ok(Vec::new())
             }
             PlainEvent::Card | PlainEvent::Reasoning | PlainEvent::Activity | PlainEvent::Other => {
-                Ok(vec![StreamItem::Event { id, json: event.body }])
+                Ok(vec![StreamItem { id, json: event.body }])
             }
         },
-        EventKind::RunError => Ok(vec![StreamItem::Event { id, json: event.body }]),
+        EventKind::RunError => Ok(vec![StreamItem { id, json: event.body }]),
     }
 }
 
@@ -339,11 +350,11 @@ pub(super) fn state_for(viewer: &Viewer, id: String, body: &Bytes) -> Result<Vec
     // No labelled note in it: nothing to redact, sent as stored.
     let labelled = body.windows(11).any(|w| w == br#""labels":[""#);
     if viewer.clearance.content && !labelled {
-        return Ok(vec![StreamItem::Event { id, json: body.clone() }]);
+        return Ok(vec![StreamItem { id, json: body.clone() }]);
     }
     let event: Value = serde_json::from_slice(body)?;
     Ok(match viewer.clearance.state_event(&event) {
-        Some(shown) => vec![StreamItem::Event { id, json: Bytes::from(serde_json::to_vec(&shown)?) }],
+        Some(shown) => vec![StreamItem { id, json: Bytes::from(serde_json::to_vec(&shown)?) }],
         None => Vec::new(),
     })
 }

@@ -17,13 +17,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use axum::Extension;
 use bytes::Bytes;
-use futures_util::StreamExt;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -33,10 +31,9 @@ use super::sse::{SlotLimits, SlotRefused, StreamSlots};
 use super::{sse, ApiError, AppState};
 use crate::auth::{Caller, ThreadSight};
 use crate::config::AgentConfig;
-use crate::engine::{ConnectRequest, RunPlan, RunRequest, StreamItem, StreamOptions};
+use crate::engine::{ConnectRequest, RunPlan, RunRequest};
 use crate::ids::{EventId, RunId, ThreadId};
-use crate::protocol::events::Envelope;
-use crate::protocol::{now_ms, Event, InputMessage, RunAgentInput};
+use crate::protocol::{InputMessage, RunAgentInput};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -74,18 +71,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
 )]
-async fn run(
-    State(state): State<AppState>,
-    CanStart { caller, tenant, agent }: CanStart,
-    Extension(slots): Extension<Arc<StreamSlots>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
+async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
+    let StreamRequest { caller, tenant, agent, slots, last_event_id, body: bytes } = request;
     let agent = &agent;
-    check_accept(&headers)?;
-    check_content_type(&headers)?;
-    let last_event_id = parse_last_event_id(&headers)?;
-    let bytes = super::body::read_json_body(&state, body).await?;
     let input = parse_input(&bytes)?;
     // Parsed: the raw body is not held beside its copy while the run starts.
     drop(bytes);
@@ -110,13 +98,9 @@ async fn run(
             state_writes,
         })
         .await?;
-    let mut shutting_down = state.shutting_down.clone();
-    let stop = async move {
-        let _ = shutting_down.wait_for(|stop| *stop).await;
-    };
     Ok(match plan {
         RunPlan::Follow(plan) => {
-            let (plan_thread_id, plan_thread_pk) = (plan.thread_id.clone(), plan.thread_pk);
+            let sight = ThreadSight { tenant: tenant.name.clone(), thread_id: plan.thread_id.clone(), thread_pk: plan.thread_pk };
             tracing::info!(
                 tenant = %tenant.name,
                 thread = %plan.thread_id,
@@ -125,21 +109,11 @@ async fn run(
                 caller = %caller.label(),
                 "run"
             );
-            let limits = &state.config.limits;
-            let options = StreamOptions {
-                keepalive: Duration::from_secs(limits.keepalive_secs),
-                max_duration: Duration::from_secs(limits.stream_max_secs),
-            };
-            let events = state.engine.stream(plan, options).take_until(Box::pin(stop));
-            let auth = state.auth.clone();
-            let sight = ThreadSight { tenant: tenant.name.clone(), thread_id: plan_thread_id, thread_pk: plan_thread_pk };
-            let ends = async move { auth.access_ends(&caller, Some(sight)).await };
-            sse::response_in_slot(end_when_revoked(events, ends), slot)
+            sse::serve_events(state.engine.stream(plan), lifetime(&state, caller, sight), slot)
         }
         RunPlan::Refused(refusal) => {
-            let refused =
-                futures_util::stream::iter([lone_run_error(refusal.code.as_str(), refusal.message, refusal.figures)?]);
-            sse::response_in_slot(refused, slot)
+            let refused = sse::lone_run_error(refusal.code.as_str(), refusal.message, refusal.figures)?;
+            sse::response_in_slot(futures_util::stream::iter([refused]), slot)
         }
     })
 }
@@ -170,17 +144,8 @@ async fn run(
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
 )]
-async fn connect(
-    State(state): State<AppState>,
-    CanStart { caller, tenant, agent: _ }: CanStart,
-    Extension(slots): Extension<Arc<StreamSlots>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    check_accept(&headers)?;
-    check_content_type(&headers)?;
-    let last_event_id = parse_last_event_id(&headers)?;
-    let bytes = super::body::read_json_body(&state, body).await?;
+async fn connect(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
+    let StreamRequest { caller, tenant, slots, last_event_id, body: bytes, .. } = request;
     let input = parse_connect_input(&bytes)?;
     let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
     let run_id = match input.run_id.as_deref() {
@@ -201,22 +166,58 @@ async fn connect(
         })
         .await?;
     tracing::info!(tenant = %tenant.name, thread = %plan.thread_id(), caller = %caller.label(), "connect");
-    let mut shutting_down = state.shutting_down.clone();
-    let stop = async move {
-        let _ = shutting_down.wait_for(|stop| *stop).await;
-    };
-    let limits = &state.config.limits;
-    let options = StreamOptions {
-        keepalive: Duration::from_secs(limits.keepalive_secs),
-        max_duration: Duration::from_secs(limits.stream_max_secs),
-    };
     let sight =
         ThreadSight { tenant: tenant.name.clone(), thread_id: plan.thread_id().to_string(), thread_pk: plan.thread_pk() };
-    let events = state.engine.connect_stream(plan, options).take_until(Box::pin(stop));
-    let auth = state.auth.clone();
-    let ends = async move { auth.access_ends(&caller, Some(sight)).await };
-    Ok(sse::response_in_slot(end_when_revoked(events, ends), slot))
+    Ok(sse::serve_events(state.engine.connect_stream(plan), lifetime(&state, caller, sight), slot))
 }
+
+/// What both stream routes check, in the contract's order, before either reads what the body
+/// says: the caller may start the agent ([`CanStart`]: 401, 403, 404), `Accept` (406) and
+/// `Content-Type` (415), the `Last-Event-ID` (400), and the body, read within its limits (413,
+/// 408). Each route then parses the body as its own input.
+pub struct StreamRequest {
+    caller: Caller,
+    tenant: crate::config::TenantConfig,
+    agent: AgentConfig,
+    slots: Arc<StreamSlots>,
+    last_event_id: Option<EventId>,
+    body: Bytes,
+}
+
+impl FromRequest<AppState> for StreamRequest {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = request.into_parts();
+        let CanStart { caller, tenant, agent } = CanStart::from_request_parts(&mut parts, state).await?;
+        let slots = parts
+            .extensions
+            .get::<Arc<StreamSlots>>()
+            .cloned()
+            .ok_or_else(|| ApiError::Internal("the stream routes were built without their slots".into()))?;
+        check_accept(&parts.headers)?;
+        check_content_type(&parts.headers)?;
+        let last_event_id = parse_last_event_id(&parts.headers)?;
+        let body = super::body::read_json_body(state, body).await?;
+        Ok(StreamRequest { caller, tenant, agent, slots, last_event_id, body })
+    }
+}
+
+/// How long a stream of `caller` showing `sight`'s thread lives (`limits.keepalive_secs`,
+/// `limits.stream_max_secs`), and what ends it early: the server's shutdown, and the end of the
+/// caller's right to read (a revoked key, an expired token, the thread erased). The turn is
+/// never touched by a stream's end: it runs on, and whoever still may can follow it.
+fn lifetime(state: &AppState, caller: Caller, sight: ThreadSight) -> sse::Lifetime {
+    let limits = &state.config.limits;
+    let auth = state.auth.clone();
+    sse::Lifetime {
+        keepalive: Duration::from_secs(limits.keepalive_secs),
+        max_duration: Duration::from_secs(limits.stream_max_secs),
+        shutdown: state.shutting_down.clone(),
+        access_ends: Box::pin(async move { auth.access_ends(&caller, Some(sight)).await }),
+    }
+}
+
 
 /// What a connect request reads of its RunAgentInput: a whole RunAgentInput is welcome, and
 /// every other member is ignored (a page's stale `messages` included), so the document asks
@@ -276,44 +277,6 @@ fn take_stream_slot(
         };
         ApiError::TooMany { code: "too_many_streams", message }
     })
-}
-
-/// A `RUN_ERROR` outside the turn's log. Its id names no position to resume from.
-fn lone_run_error(code: &str, message: String, figures: Option<serde_json::Value>) -> Result<StreamItem, ApiError> {
-    let event = Event::RunError { message, code: Some(code.into()), usage: None };
-    let mut envelope = Envelope::new(event, now_ms());
-    envelope.raw_event = figures.map(|figures| serde_json::json!({ "gateway": figures }));
-    let json = serde_json::to_vec(&envelope).map_err(|error| ApiError::Internal(Box::new(error)))?;
-    Ok(StreamItem::Event { id: "0".into(), json: Bytes::from(json) })
-}
-
-/// Streams `events` until the caller's right to read ends (a revoked key, an expired token, the
-/// thread erased);
-/// then ends the run with `RUN_ERROR revoked` (§2.1).
-/// The turn is not touched: it runs on, and a caller who still has access can follow it.
-fn end_when_revoked(
-    events: impl futures_util::Stream<Item = StreamItem> + Send + 'static,
-    ends: impl std::future::Future<Output = crate::auth::AccessEnd> + Send + 'static,
-) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
-    async_stream::stream! {
-        let mut events = Box::pin(events);
-        let mut ends = Box::pin(ends);
-        loop {
-            tokio::select! {
-                biased;
-                why = &mut ends => {
-                    if let Ok(item) = lone_run_error("revoked", why.message().to_string(), None) {
-                        yield item;
-                    }
-                    return;
-                }
-                item = events.next() => match item {
-                    Some(item) => yield item,
-                    None => return,
-                },
-            }
-        }
-    }
 }
 
 /// The answer is always SSE: an absent Accept, a wildcard or `text/event-stream` gets it (the

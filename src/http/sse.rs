@@ -1,4 +1,10 @@
-//! SSE rendering: `id:` and `data:` lines, LF only, one JSON object per event (the official
+//! An open stream's life, in one place ([`serve_events`]): the engine hands over the events;
+//! this module frames them as SSE, sends a `: keepalive` comment when nothing was sent for a
+//! while, ends the stream cleanly (resumable with `Last-Event-ID`) at its time cap or when the
+//! server shuts down, ends it with `RUN_ERROR revoked` when the caller's right to read ends
+//! (§2.1), and holds the stream's slot until it ends.
+//!
+//! SSE framing: `id:` and `data:` lines, LF only, one JSON object per event (the official
 //! client splits frames on `\n\n` and fails on CR), and `: keepalive` comments.
 //!
 //! Framed by hand rather than with `axum::response::sse`: the event JSON is already encoded
@@ -18,24 +24,111 @@ use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
 
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::ApiError;
+use crate::auth::AccessEnd;
 use crate::engine::StreamItem;
+use crate::protocol::events::Envelope;
+use crate::protocol::{now_ms, Event};
 
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
 
-/// One SSE frame for a stream item.
-pub fn frame(item: &StreamItem) -> Bytes {
-    match item {
-        StreamItem::Event { id, json } => {
-            let mut frame = BytesMut::with_capacity(json.len() + id.len() + 14);
-            frame.put_slice(b"id: ");
-            frame.put_slice(id.as_bytes());
-            frame.put_slice(b"\ndata: ");
-            frame.put_slice(json);
-            frame.put_slice(b"\n\n");
-            frame.freeze()
+/// What goes on the wire: an event, or a keepalive comment.
+#[derive(Debug)]
+enum Outgoing {
+    Event(StreamItem),
+    Keepalive,
+}
+
+/// Appends the SSE frame of `outgoing` to `chunk`.
+fn put_frame(chunk: &mut BytesMut, outgoing: &Outgoing) {
+    match outgoing {
+        Outgoing::Event(StreamItem { id, json }) => {
+            chunk.reserve(json.len() + id.len() + 14);
+            chunk.put_slice(b"id: ");
+            chunk.put_slice(id.as_bytes());
+            chunk.put_slice(b"\ndata: ");
+            chunk.put_slice(json);
+            chunk.put_slice(b"\n\n");
         }
-        StreamItem::Keepalive => Bytes::from_static(KEEPALIVE),
+        Outgoing::Keepalive => chunk.put_slice(KEEPALIVE),
     }
+}
+
+/// How long an open stream lives, and what ends it before its last event.
+pub struct Lifetime {
+    /// A `: keepalive` comment goes out after this long without a frame (between one and two
+    /// of it: the timer is not moved for every event).
+    pub keepalive: Duration,
+    /// The stream ends cleanly after this long; the client continues with `Last-Event-ID`.
+    pub max_duration: Duration,
+    /// Becomes true when the server shuts down: the stream ends cleanly.
+    pub shutdown: watch::Receiver<bool>,
+    /// Resolves when the caller's right to read ends: the stream ends with `RUN_ERROR revoked`.
+    pub access_ends: Pin<Box<dyn Future<Output = AccessEnd> + Send>>,
+}
+
+/// A `200 text/event-stream` response streaming `events` for as long as `lifetime` lets it,
+/// holding `slot` until the stream ends or its body is dropped (the client went away).
+pub fn serve_events(
+    events: impl Stream<Item = StreamItem> + Send + 'static,
+    lifetime: Lifetime,
+    slot: StreamSlot,
+) -> Response {
+    let Lifetime { keepalive, max_duration, mut shutdown, mut access_ends } = lifetime;
+    response(async_stream::stream! {
+        let _slot = slot;
+        let mut events = std::pin::pin!(events);
+        let stopping = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        };
+        let mut stopping = std::pin::pin!(stopping);
+        let mut cap = std::pin::pin!(tokio::time::sleep(max_duration));
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut sent_since_tick = false;
+        loop {
+            tokio::select! {
+                biased;
+                why = &mut access_ends => {
+                    if let Ok(item) = lone_run_error("revoked", why.message().to_string(), None) {
+                        yield Outgoing::Event(item);
+                    }
+                    return;
+                }
+                () = &mut stopping => return,
+                () = &mut cap => return,
+                item = events.next() => match item {
+                    Some(item) => {
+                        sent_since_tick = true;
+                        yield Outgoing::Event(item);
+                    }
+                    None => return,
+                },
+                _ = ticks.tick() => {
+                    if !std::mem::take(&mut sent_since_tick) {
+                        yield Outgoing::Keepalive;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// A stream of one `RUN_ERROR` that is not of the log (its id is `0`): a refusal, or the end of
+/// a stream whose caller may read no more.
+pub fn lone_run_error(code: &str, message: String, figures: Option<Value>) -> Result<StreamItem, ApiError> {
+    let event = Event::RunError { message, code: Some(code.into()), usage: None };
+    let mut envelope = Envelope::new(event, now_ms());
+    envelope.raw_event = figures.map(|figures| serde_json::json!({ "gateway": figures }));
+    let json = serde_json::to_vec(&envelope).map_err(|error| ApiError::Internal(Box::new(error)))?;
+    Ok(StreamItem { id: "0".into(), json: Bytes::from(json) })
 }
 
 /// Frames ready together (a catch-up page, a batch committed at once) go out as one chunk.
@@ -48,17 +141,17 @@ pub fn response_in_slot(items: impl Stream<Item = StreamItem> + Send + 'static, 
         let _slot = slot;
         let mut items = std::pin::pin!(items);
         while let Some(item) = items.next().await {
-            yield item;
+            yield Outgoing::Event(item);
         }
     })
 }
 
 /// A `200 text/event-stream` response streaming `items`, with proxies told not to buffer it.
-pub fn response(items: impl Stream<Item = StreamItem> + Send + 'static) -> Response {
+fn response(items: impl Stream<Item = Outgoing> + Send + 'static) -> Response {
     let chunks = items.ready_chunks(MOST_FRAMES_PER_CHUNK).map(|ready| {
         let mut chunk = BytesMut::new();
-        for item in &ready {
-            chunk.put_slice(&frame(item));
+        for outgoing in &ready {
+            put_frame(&mut chunk, outgoing);
         }
         Ok::<_, Infallible>(chunk.freeze())
     });
@@ -169,8 +262,10 @@ mod tests {
 
     #[test]
     fn frames_are_lf_only_with_an_id() {
-        let item = StreamItem::Event { id: "t1.3".into(), json: Bytes::from_static(br#"{"type":"X"}"#) };
-        assert_eq!(&frame(&item)[..], b"id: t1.3\ndata: {\"type\":\"X\"}\n\n");
-        assert_eq!(&frame(&StreamItem::Keepalive)[..], b": keepalive\n\n");
+        let item = StreamItem { id: "t1.3".into(), json: Bytes::from_static(br#"{"type":"X"}"#) };
+        let mut chunk = BytesMut::new();
+        put_frame(&mut chunk, &Outgoing::Event(item));
+        put_frame(&mut chunk, &Outgoing::Keepalive);
+        assert_eq!(&chunk[..], b"id: t1.3\ndata: {\"type\":\"X\"}\n\n: keepalive\n\n");
     }
 }
