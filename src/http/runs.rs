@@ -60,15 +60,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses(
         (status = 200, description = "The run: AG-UI events as server-sent events, each with an `id:` (`<turn>.<seq>`). A refused run is a 200 stream of one `RUN_ERROR` with its `code`.", content_type = "text/event-stream", body = SseEvent),
         (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`): among them a body of more than `limits.max_json_values` JSON values, a client tool schema past `limits.max_tool_schema_bytes` or `limits.max_tool_schema_depth`, and text holding a NUL character, each naming the field", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs or has no turn yet, answered alike (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
-        (status = 406, description = "Accept rules out text/event-stream (`not_acceptable`)", body = ErrorBody),
-        (status = 408, description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)", body = ErrorBody),
-        (status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)", body = ErrorBody),
-        (status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)", body = ErrorBody),
-        (status = 429, description = "the caller or the thread holds as many open streams on this instance as `limits.max_streams_per_caller` / `limits.max_streams_per_thread` allow (`too_many_streams`); nothing was started", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        StreamRefusals
     )
 )]
 async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
@@ -133,15 +125,7 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     responses(
         (status = 200, description = "The thread: `RUN_STARTED`, `MESSAGES_SNAPSHOT` (with `threads:content`), `STATE_SNAPSHOT`, the turn going on, then each later turn as a run of its own; every event has an `id:` (`<turn>.<seq>[.<part>]`) that `Last-Event-ID` continues after, on any instance.", content_type = "text/event-stream", body = SseEvent),
         (status = 400, description = "a bad body, id or Last-Event-ID (`bad_request`, `bad_last_event_id`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs or has no turn yet, answered alike (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
-        (status = 406, description = "Accept rules out text/event-stream (`not_acceptable`)", body = ErrorBody),
-        (status = 408, description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)", body = ErrorBody),
-        (status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)", body = ErrorBody),
-        (status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)", body = ErrorBody),
-        (status = 429, description = "the caller or the thread holds as many open streams on this instance as the limits allow (`too_many_streams`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        StreamRefusals
     )
 )]
 async fn connect(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
@@ -169,6 +153,40 @@ async fn connect(State(state): State<AppState>, request: StreamRequest) -> Resul
     let sight =
         ThreadSight { tenant: tenant.name.clone(), thread_id: plan.thread_id().to_string(), thread_pk: plan.thread_pk() };
     Ok(sse::serve_events(state.engine.connect_stream(plan), lifetime(&state, caller, sight), slot))
+}
+
+/// The refusals both stream routes answer before a stream opens, as OpenAPI documents them
+/// (each with the error body).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+enum StreamRefusals {
+    #[response(status = 401, description = "no valid credential (`unauthenticated`)")]
+    Unauthenticated(ErrorBody),
+    #[response(
+        status = 403,
+        description = "the caller may not do this, or the thread is not theirs or has no turn yet, answered alike (`permission_denied`)"
+    )]
+    PermissionDenied(ErrorBody),
+    #[response(status = 404, description = "unknown tenant or agent (`not_found`)")]
+    NotFound(ErrorBody),
+    #[response(status = 406, description = "Accept rules out text/event-stream (`not_acceptable`)")]
+    NotAcceptable(ErrorBody),
+    #[response(
+        status = 408,
+        description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)"
+    )]
+    RequestTimeout(ErrorBody),
+    #[response(status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)")]
+    PayloadTooLarge(ErrorBody),
+    #[response(status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)")]
+    UnsupportedMediaType(ErrorBody),
+    #[response(
+        status = 429,
+        description = "the caller or the thread holds as many open streams on this instance as `limits.max_streams_per_caller` / `limits.max_streams_per_thread` allow (`too_many_streams`); nothing was started"
+    )]
+    TooManyStreams(ErrorBody),
+    #[response(status = 500, description = "internal error (`internal`); the cause is logged")]
+    Internal(ErrorBody),
 }
 
 /// What both stream routes check, in the contract's order, before either reads what the body

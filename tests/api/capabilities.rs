@@ -8,6 +8,7 @@ use agui_gateway::store::KeyKind;
 use serde_json::{json, Value};
 
 use crate::auth::{auth_config, new_key, rsa_provider};
+use crate::fakes::model::openai_toml;
 use crate::helpers::*;
 
 async fn get(app: &TestApp, path: &str, bearer: Option<&str>) -> (u16, Value) {
@@ -20,24 +21,19 @@ async fn get(app: &TestApp, path: &str, bearer: Option<&str>) -> (u16, Value) {
 }
 
 fn assistant(model_url: &str) -> agui_gateway::config::AgentConfig {
-    toml::from_str(&format!(
-        r#"
-name = "assistant"
-kind = "openai"
+    let settings = r#"
 description = "Answers with tools."
-base_url = "{model_url}"
-model = "scripted"
 max_steps = 5
 frontend_tools = ["show_chart"]
 builtins = ["ask_user", "delegate"]
 delegates = ["demo"]
 [editable_state]
-plan = {{ type = "string" }}
+plan = { type = "string" }
 [[tools]]
 name = "wire"
 description = "Sends money."
 url = "http://127.0.0.1:9/wire"
-parameters = {{ type = "object", properties = {{ to = {{ type = "string" }} }} }}
+parameters = { type = "object", properties = { to = { type = "string" } } }
 approval = "always"
 deciders = ["role:finance"]
 four_eyes = true
@@ -45,9 +41,8 @@ allow_edit = true
 [[tools]]
 name = "weather"
 url = "http://127.0.0.1:9/weather"
-"#
-    ))
-    .expect("agent config")
+"#;
+    toml::from_str(&openai_toml("assistant", model_url, settings)).expect("agent config")
 }
 
 /// The official client's schema accepts each agent's capabilities as they are.
