@@ -48,7 +48,13 @@ impl McpServer {
 
     /// The calls the server got: `{tool, arguments, idempotencyKey}`.
     async fn calls(&self) -> Vec<Value> {
-        let answer = reqwest::get(format!("{}/calls", self.url)).await.expect("calls");
+        let answer = crate::tls_support::http_client()
+            .build()
+            .expect("client")
+            .get(format!("{}/calls", self.url))
+            .send()
+            .await
+            .expect("calls");
         answer.json().await.expect("JSON")
     }
 }
@@ -254,7 +260,7 @@ timeout_secs = 60
     let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut a = gateway_process::spawn_instance(&config, &db.url, logs.clone());
     let mut b = gateway_process::spawn_instance(&config, &db.url, logs.clone());
-    let client = reqwest::Client::new();
+    let client = crate::tls_support::http_client().build().expect("client");
     let input = first_run("th-mcp-once", "run-1", "charge 7");
     let post = |address: &str, last_event_id: Option<String>| {
         let mut request = client

@@ -61,7 +61,13 @@ impl UpstreamServer {
     }
 
     pub(crate) async fn requests(&self) -> Vec<Value> {
-        let answer = reqwest::get(format!("{}/requests", self.url)).await.expect("requests");
+        let answer = crate::tls_support::http_client()
+            .build()
+            .expect("client")
+            .get(format!("{}/requests", self.url))
+            .send()
+            .await
+            .expect("requests");
         answer.json().await.expect("JSON")
     }
 }

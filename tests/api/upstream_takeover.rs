@@ -41,7 +41,9 @@ async fn two_instances(url: &str, extra: &str) -> TwoInstances {
 }
 
 async fn post(address: &str, input: &Value, last_event_id: Option<&str>) -> reqwest::Response {
-    let mut request = reqwest::Client::new()
+    let mut request = crate::tls_support::http_client()
+        .build()
+        .expect("client")
         .post(format!("http://{address}/v1/agui/agents/upstream"))
         .header("content-type", "application/json")
         .body(input.to_string());
