@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Each top-level module of the library and the modules it may import: the ones below it in
 /// the layering `protocol`, `ids` → `config` → `store` → `caller` → `auth` → `engine` →
-/// `agents` → `http` → `server`. `metrics`, `redact` and `clock` sit at the bottom, and `telemetry` and
+/// `agents` → `http` → `server`. `metrics`, `redact`, `clock` and `retry` sit at the bottom, and `telemetry` and
 /// `tls` (the outbound TLS configuration) just above `config`: anyone above them may use them. `admin` (the operator commands) sits beside
 /// `http`. `main.rs` is its own crate and uses the library from outside.
 ///
@@ -18,6 +18,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("metrics", &[]),
     ("redact", &[]),
     ("clock", &[]),
+    ("retry", &[]),
     ("protocol", &[]),
     ("ids", &[]),
     ("config", &["protocol", "ids", "redact", "metrics"]),
@@ -26,7 +27,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("store", &["protocol", "ids", "redact", "metrics", "telemetry"]),
     ("caller", &["store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
     ("auth", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
-    ("engine", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
+    (
+        "engine",
+        &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock", "retry"],
+    ),
     (
         "agents",
         &[
@@ -42,6 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "telemetry",
             "tls",
             "clock",
+            "retry",
         ],
     ),
     (
@@ -60,6 +65,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "telemetry",
             "clock",
             "tls",
+            "retry",
         ],
     ),
     (
@@ -78,6 +84,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "telemetry",
             "clock",
             "tls",
+            "retry",
         ],
     ),
     (
@@ -98,6 +105,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "telemetry",
             "clock",
             "tls",
+            "retry",
         ],
     ),
 ];

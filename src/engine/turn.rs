@@ -20,6 +20,7 @@ use super::log_events::GatewayEvent;
 use crate::clock::Clock;
 use crate::protocol::events::{Envelope, TextRole, ToolResultContent};
 use crate::protocol::{iso8601, Event, TokenUsage};
+use crate::retry::Backoff;
 use crate::store::{Store, StoredEvent, WriteOp};
 
 pub use super::budget::TokenBudget;
@@ -716,19 +717,18 @@ impl TurnContext {
         Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
     {
         let deadline = tokio::time::Instant::now() + PATIENCE;
-        let mut delay = Duration::from_millis(20);
+        let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
         loop {
             match attempt().await {
                 Ok(value) => return Ok(value),
-                Err(error) if error.is_transient() && tokio::time::Instant::now() + delay < deadline => {
+                Err(error) if error.is_transient() && tokio::time::Instant::now() + backoff.peek() < deadline => {
                     tracing::warn!(turn = %self.turn_id, %error, what, "the database is away; retrying");
                     self.check_cancelled()?;
                     let mut signal = self.signal.clone();
                     tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
+                        _ = backoff.wait() => {}
                         _ = signal.wait_for(|s| *s != TurnSignal::Run) => self.check_cancelled()?,
                     }
-                    delay = (delay * 2).min(Duration::from_secs(1));
                 }
                 Err(error) => return Err(AgentError::Failed(format!("{what}: {error}"))),
             }
