@@ -1,35 +1,97 @@
-//! Operator commands behind the CLI (`agui-gateway decide`, `agui-gateway threads
-//! list|show|delete`): the same engine and checks as the HTTP routes, for a person at a
-//! terminal. An operator lists and erases any thread of a tenant (the database is theirs
-//! anyway); the erasure is audited with the actor `cli`.
+//! `agui-gateway threads list|show|delete`: the same engine and checks as the HTTP routes, for
+//! a person at a terminal. An operator lists and erases any thread of a tenant (the database
+//! is theirs anyway); the erasure is audited with the actor `cli`.
 
 use serde_json::{json, Value};
 
+use super::{known_tenant, operator, CommandResult, Common, Wiring};
 use crate::auth::Caller;
 use crate::engine::threads::{title, ThreadFilter};
 use crate::engine::{Engine, EngineError};
 use crate::ids::ThreadId;
-use crate::protocol::input::{ResumeEntry, ResumeStatus};
 use crate::protocol::iso8601;
 use crate::store::Visibility;
 
-/// Decides one interrupt as `person` (the same checks as `POST /v1/interrupts/{id}/decision`),
-/// recorded with `via: "cli"`.
-pub async fn decide(
-    engine: &Engine,
-    tenant: &str,
-    caller: &Caller,
-    interrupt_id: &str,
-    approve: bool,
-    payload: Option<Value>,
-) -> Result<Value, EngineError> {
-    let entry = ResumeEntry {
-        interrupt_id: interrupt_id.to_string(),
-        status: if approve { ResumeStatus::Resolved } else { ResumeStatus::Cancelled },
-        payload: payload.or_else(|| approve.then(|| json!({ "approved": true }))),
-        metadata: None,
-    };
-    engine.decide_out_of_band(tenant, caller, &entry, "cli").await
+#[derive(clap::Subcommand)]
+pub enum ThreadsCommand {
+    /// List a tenant's threads, newest activity first, as JSON (`next_cursor` names the next
+    /// page).
+    List {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Only the threads this person would see listed (default: every thread).
+        #[arg(long = "as")]
+        person: Option<String>,
+        /// Only threads whose latest turn ran this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only threads whose latest turn is running, waiting, succeeded, failed or cancelled.
+        #[arg(long)]
+        status: Option<String>,
+        /// Threads per page (1 to 200).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// The previous page's `next_cursor`.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Show a thread: its turns, open interrupts and conversation.
+    Show {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Show it as this person sees it (a person's threads are private).
+        #[arg(long = "as", default_value = "local")]
+        person: String,
+        thread: String,
+    },
+    /// Erase a thread with its turns, events, interrupts and board (refused while a turn of it
+    /// runs or waits); audited as `cli`.
+    Delete {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        thread: String,
+    },
+}
+
+impl ThreadsCommand {
+    pub async fn run(self, wiring: &dyn Wiring) -> CommandResult {
+        match self {
+            ThreadsCommand::List { common, tenant, person, agent, status, limit, cursor } => {
+                let config = common.load()?;
+                known_tenant(&config, &tenant)?;
+                let engine = wiring.engine(config).await?;
+                let person = person.map(|p| operator(&p, Vec::new()));
+                let filter = ThreadFilter { agent, status, cursor, limit: Some(limit) };
+                let listed =
+                    list_threads(&engine, &tenant, person.as_ref(), &filter).await.map_err(|e| e.to_string())?;
+                println!("{}", serde_json::to_string_pretty(&listed)?);
+                Ok(())
+            }
+            ThreadsCommand::Show { common, tenant, person, thread } => {
+                let config = common.load()?;
+                let engine = wiring.engine(config).await?;
+                let shown = show_thread(&engine, &tenant, &operator(&person, Vec::new()), &thread)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                println!("{}", serde_json::to_string_pretty(&shown)?);
+                Ok(())
+            }
+            ThreadsCommand::Delete { common, tenant, thread } => {
+                let config = common.load()?;
+                known_tenant(&config, &tenant)?;
+                let engine = wiring.engine(config).await?;
+                delete_thread(&engine, &tenant, &thread).await.map_err(|e| e.to_string())?;
+                println!("deleted thread {thread} of tenant {tenant}");
+                Ok(())
+            }
+        }
+    }
 }
 
 /// A thread as an operator sees it: status, turns, open interrupts, the conversation.
