@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::Json;
 use serde_json::{json, Value};
@@ -63,7 +64,8 @@ pub async fn start_model(
     start_model_with(plan, final_text, hang_second_call, false).await
 }
 
-/// Like [`start_model`]; with `busy_first`, the first request is answered 429 (rate limited).
+/// Like [`start_model`]; with `busy_first`, the first request is answered 429 (rate limited),
+/// asking for a second's wait (`Retry-After: 1`).
 pub async fn start_model_with(
     plan: Vec<(&'static str, Value)>,
     final_text: &'static str,
@@ -89,13 +91,15 @@ pub async fn start_model_with(
                 }
                 if busy_first && calls == 1 {
                     let busy = json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string();
-                    return (axum::http::StatusCode::TOO_MANY_REQUESTS, [("content-type", "application/json")], busy);
+                    let headers = [("content-type", "application/json"), ("retry-after", "1")];
+                    return (axum::http::StatusCode::TOO_MANY_REQUESTS, headers, busy).into_response();
                 }
                 (
                     axum::http::StatusCode::OK,
                     [("content-type", "text/event-stream")],
                     scripted_answer(&request, &plan, final_text),
                 )
+                    .into_response()
             }
         }),
     );
@@ -393,14 +397,17 @@ async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
 }
 
 #[tokio::test]
-async fn a_rate_limited_model_call_is_retried() {
+async fn a_rate_limited_model_call_is_retried_after_the_wait_it_asks_for() {
     let model = start_model_with(vec![], "Hello after a pause.", false, true).await;
     let (tool_url, _) = start_tool("unused").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
     config.agents.push(openai_agent(&model.url, &tool_url, "never"));
     let app = TestApp::start_with(config).await;
+    let started = std::time::Instant::now();
     let events = app.run_to_end("assistant", &first_run("th-429", "run-1", "hi")).await;
+    // The 429 asked for a second (`Retry-After: 1`), four times the first scheduled delay.
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "waited {:?}", started.elapsed());
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
     let text: String =
         events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
