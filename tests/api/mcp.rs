@@ -48,13 +48,7 @@ impl McpServer {
 
     /// The calls the server got: `{tool, arguments, idempotencyKey}`.
     async fn calls(&self) -> Vec<Value> {
-        let answer = crate::tls_support::http_client()
-            .build()
-            .expect("client")
-            .get(format!("{}/calls", self.url))
-            .send()
-            .await
-            .expect("calls");
+        let answer = crate::tls_support::get(format!("{}/calls", self.url)).await.expect("calls");
         answer.json().await.expect("JSON")
     }
 }

@@ -61,13 +61,7 @@ impl UpstreamServer {
     }
 
     pub(crate) async fn requests(&self) -> Vec<Value> {
-        let answer = crate::tls_support::http_client()
-            .build()
-            .expect("client")
-            .get(format!("{}/requests", self.url))
-            .send()
-            .await
-            .expect("requests");
+        let answer = crate::tls_support::get(format!("{}/requests", self.url)).await.expect("requests");
         answer.json().await.expect("JSON")
     }
 }

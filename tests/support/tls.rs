@@ -184,3 +184,8 @@ pub fn http_client() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
 }
+
+/// `GET url` with a test's client: what `reqwest::get` does, with ring in place.
+pub async fn get(url: impl reqwest::IntoUrl) -> reqwest::Result<reqwest::Response> {
+    http_client().build()?.get(url).send().await
+}
