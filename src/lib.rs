@@ -7,9 +7,10 @@
 //! [`engine`] (turns, the [`engine::Agent`] trait, the group-commit event log and stream
 //! wake-ups); [`agents`] (one file per agent kind); [`http`] (routes, extractors, SSE rendering)
 //! and [`admin`] (operator commands); [`server`] (wires everything and builds the agent
-//! registry). [`metrics`], [`redact`], [`clock`] (wall-clock time, injectable) and [`telemetry`]
-//! (logs and traces) sit low, for anyone.
-//! `main.rs` only parses the command line.
+//! registry). [`metrics`], [`redact`], [`clock`] (wall-clock time, injectable), [`retry`] (one
+//! backoff, `Retry-After`) and [`telemetry`] (logs and traces) sit low, for anyone.
+//! `main.rs` parses the command line and dispatches: the operator commands to [`admin`] (with
+//! the store and engine [`server::CommandWiring`] opens), serving and migrating to [`server`].
 
 pub mod admin;
 pub mod agents;
@@ -23,6 +24,7 @@ pub mod ids;
 pub mod metrics;
 pub mod protocol;
 pub mod redact;
+pub mod retry;
 pub mod server;
 pub mod store;
 pub mod telemetry;

@@ -1,6 +1,7 @@
 //! Wiring: from a [`Config`] to a ready [`AppState`] (store connected and migrated, the agents
 //! built, engine started, authentication loaded), and [`Server::serve`], which serves it and runs
-//! the whole shutdown. `agui-gateway serve` and the tests both go through [`Server`].
+//! the whole shutdown. `agui-gateway serve` and the tests both go through [`Server`]; the
+//! operator commands get their store and engine from [`CommandWiring`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -63,6 +64,23 @@ pub async fn build_passive(config: Config) -> Result<crate::engine::Engine, Buil
     store.migrate().await?;
     let agents = Arc::new(agents::registry(&config, &outbound));
     Ok(Engine::start_passive(config, store, agents).await?)
+}
+
+/// What the operator commands (`crate::admin`) open: the store (two connections, migrated) and
+/// a passive engine, built as [`connect_store`] and [`build_passive`] build them.
+pub struct CommandWiring;
+
+#[async_trait::async_trait(?Send)]
+impl crate::admin::Wiring for CommandWiring {
+    async fn store(&self, config: &Config) -> Result<Arc<dyn store::Store>, Box<dyn std::error::Error>> {
+        let store = connect_store(&config.database.url, 2).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn engine(&self, config: Config) -> Result<Engine, Box<dyn std::error::Error>> {
+        Ok(build_passive(config).await?)
+    }
 }
 
 /// Connects to the configured database, applies migrations, loads the keys and starts the engine.

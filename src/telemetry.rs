@@ -53,13 +53,22 @@ pub fn init(config: &Config) -> Telemetry {
 #[cfg(feature = "otel")]
 fn exporter(config: &Config, layers: &mut Vec<BoxedLayer>) -> Telemetry {
     use opentelemetry::trace::TracerProvider as _;
-    use opentelemetry_otlp::WithExportConfig;
+    use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 
     if config.log.otel_endpoint.is_empty() {
         return Telemetry { provider: None };
     }
     let endpoint = format!("{}/v1/traces", config.log.otel_endpoint.trim_end_matches('/'));
-    let exporter = match opentelemetry_otlp::SpanExporter::builder().with_http().with_endpoint(endpoint).build() {
+    let client = match otlp_http::Blocking::new(config) {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("OpenTelemetry export is off: {error}");
+            return Telemetry { provider: None };
+        }
+    };
+    let built =
+        opentelemetry_otlp::SpanExporter::builder().with_http().with_http_client(client).with_endpoint(endpoint);
+    let exporter = match built.build() {
         Ok(exporter) => exporter,
         Err(error) => {
             eprintln!("OpenTelemetry export is off: {error}");
@@ -75,6 +84,50 @@ fn exporter(config: &Config, layers: &mut Vec<BoxedLayer>) -> Telemetry {
     let tracer = provider.tracer("agui-gateway");
     layers.push(tracing_opentelemetry::layer().with_tracer(tracer).boxed());
     Telemetry { provider: Some(provider) }
+}
+
+/// The exporter's HTTP client: the gateway's reqwest (0.13), blocking, as the batch exporter
+/// sends from a thread of its own with no runtime; HTTPS trusts what every outbound connection
+/// trusts (`src/tls.rs`).
+#[cfg(feature = "otel")]
+mod otlp_http {
+    use std::time::Duration;
+
+    use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
+
+    use crate::config::Config;
+
+    #[derive(Debug)]
+    pub(super) struct Blocking(reqwest::blocking::Client);
+
+    impl Blocking {
+        /// Built on a thread of its own: a blocking client may be neither made nor dropped on
+        /// the runtime's threads.
+        pub(super) fn new(config: &Config) -> Result<Blocking, String> {
+            let tls = crate::tls::client_config(&config.tls).map_err(|e| e.to_string())?;
+            std::thread::spawn(move || {
+                reqwest::blocking::Client::builder()
+                    .timeout(Duration::from_secs(10))
+                    .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
+                    .build()
+                    .map(Blocking)
+                    .map_err(|e| format!("the HTTP client could not be set up ({e})"))
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the HTTP client could not be set up".into()))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl HttpClient for Blocking {
+        async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+            let mut response = self.0.execute(request.try_into()?)?.error_for_status()?;
+            let headers = std::mem::take(response.headers_mut());
+            let mut answer = Response::builder().status(response.status()).body(response.bytes()?)?;
+            *answer.headers_mut() = headers;
+            Ok(answer)
+        }
+    }
 }
 
 #[cfg(not(feature = "otel"))]

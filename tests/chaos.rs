@@ -83,6 +83,8 @@ fn pick(state: &mut u64, n: usize) -> usize {
 async fn client(index: usize, live: Arc<RwLock<Vec<String>>>, deadline: Instant) -> ClientRecord {
     // A request with no answer within several keepalives is retried like a dropped stream (under
     // CPU starvation an instance can leave one unanswered; nothing may then be lost or doubled).
+    // reqwest's rustls has no provider of its own: ring is the process default.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(2))
         .read_timeout(Duration::from_secs(10))
@@ -326,6 +328,7 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     let ready = format!("http://{}/readyz", restarted.address);
     instances.push(restarted);
     waiting::wait_until(Duration::from_secs(30), "the restarted instance to be ready", || {
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let answer = reqwest::get(ready.clone());
         async move { answer.await.is_ok_and(|r| r.status() == 200) }
     })

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 /// Each top-level module of the library and the modules it may import: the ones below it in
 /// the layering `protocol`, `ids` → `config` → `store` → `caller` → `auth` → `engine` →
-/// `agents` → `http` → `server`. `metrics`, `redact` and `clock` sit at the bottom, and `telemetry` and
-/// `tls` (the outbound TLS configuration) just above `config`: anyone above them may use them. `admin` (the operator commands) sits beside
+/// `agents` → `http` → `server`. `metrics`, `redact`, `clock` and `retry` sit at the bottom, and `tls` (the outbound
+/// TLS configuration) and `telemetry` (which exports traces through it) just above `config`: anyone above them may use them. `admin` (the operator commands) sits beside
 /// `http`. `main.rs` is its own crate and uses the library from outside.
 ///
 /// Two edges the order would allow are kept out on purpose: `store` takes its settings as
@@ -23,15 +23,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("metrics", &[]),
     ("redact", &[]),
     ("clock", &[]),
+    ("retry", &[]),
     ("protocol", &[]),
     ("ids", &[]),
     ("config", &["protocol", "ids", "redact", "metrics"]),
-    ("telemetry", &["config", "protocol", "ids", "redact", "metrics"]),
+    ("telemetry", &["config", "tls", "protocol", "ids", "redact", "metrics"]),
     ("tls", &["config", "protocol", "ids", "redact", "metrics"]),
     ("store", &["protocol", "ids", "redact", "metrics", "telemetry"]),
     ("caller", &["store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
     ("auth", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
-    ("engine", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
+    (
+        "engine",
+        &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock", "retry"],
+    ),
     (
         "agents",
         &[
@@ -47,6 +51,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "telemetry",
             "tls",
             "clock",
+            "retry",
         ],
     ),
     (
@@ -65,6 +70,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "telemetry",
             "clock",
             "tls",
+            "retry",
         ],
     ),
     (
@@ -83,6 +89,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "telemetry",
             "clock",
             "tls",
+            "retry",
         ],
     ),
     (
@@ -103,6 +110,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "telemetry",
             "clock",
             "tls",
+            "retry",
         ],
     ),
 ];

@@ -91,6 +91,9 @@ impl Peer {
     }
 
     async fn wait_ready(&mut self) -> Result<()> {
+        // Plain HTTP, but built in one workspace with the gateway, reqwest has its rustls
+        // without a provider: ring (the bench's own TLS's) is made the process default first.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder().no_proxy().build().context("HTTP client")?;
         let url = format!("http://127.0.0.1:{}/livez", self.port);
         let started = Instant::now();

@@ -25,7 +25,7 @@ impl AgentHttp {
         AgentHttp(
             reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
-                .use_preconfigured_tls(rustls::ClientConfig::clone(tls))
+                .tls_backend_preconfigured(rustls::ClientConfig::clone(tls))
                 .build()
                 .map_err(|e| format!("the HTTP client could not be set up ({e})")),
         )

@@ -43,7 +43,7 @@ impl Provider {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())
-            .use_preconfigured_tls(rustls::ClientConfig::clone(tls))
+            .tls_backend_preconfigured(rustls::ClientConfig::clone(tls))
             .build()
             .map_err(|e| KeyError::Invalid(format!("HTTP client: {e}")))?;
         let provider = Arc::new(Provider { config, allowed, keys: RwLock::new(Arc::new(Vec::new())), http });

@@ -9,8 +9,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
-use super::openapi::{ErrorBody, TenantQuery};
+use super::error::{ApiError, ErrorBody};
+use super::openapi::TenantQuery;
 use super::permissions::Authorized;
 use super::AppState;
 use crate::config::{AgentConfig, Config};

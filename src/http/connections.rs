@@ -39,6 +39,7 @@ use tower::ServiceExt;
 
 use super::tls::TlsListener;
 use crate::config::Limits;
+use crate::retry::Backoff;
 
 /// The first bytes of every HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -167,7 +168,8 @@ async fn accept(connections: &mut Connections, slots: &Arc<Semaphore>) -> Accept
 /// doubling up to a second, so the loop neither spins nor stops. Logged once per run of errors.
 #[derive(Default)]
 pub(super) struct AcceptBackoff {
-    delay: Option<Duration>,
+    /// The schedule of the current run of errors; `None` while accepting succeeds.
+    backoff: Option<Backoff>,
 }
 
 impl AcceptBackoff {
@@ -182,15 +184,11 @@ impl AcceptBackoff {
         ) {
             return;
         }
-        let delay = match self.delay {
-            None => {
-                tracing::error!(%error, "accepting a connection failed; accepting slows down until it succeeds again");
-                Self::FIRST
-            }
-            Some(delay) => (delay * 2).min(Self::MOST),
-        };
-        self.delay = Some(delay);
-        tokio::time::sleep(delay).await;
+        let backoff = self.backoff.get_or_insert_with(|| {
+            tracing::error!(%error, "accepting a connection failed; accepting slows down until it succeeds again");
+            Backoff::new(Self::FIRST, Self::MOST)
+        });
+        backoff.wait().await;
     }
 }
 

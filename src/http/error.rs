@@ -1,24 +1,143 @@
 //! [`ApiError`]: every error that ends a request before its stream opens, mapped in this one
-//! place to an HTTP status and the body `{"error": {"code", "message"}}` (§2.4). The lower
-//! layers' errors (engine, store, auth, minting) convert with `From`, so handlers use `?`; a
-//! 500 keeps its cause, which is logged with its whole chain of sources and never shown.
+//! place to an HTTP status and an [`ErrorCode`], and answered with the one body
+//! [`ErrorBody`], `{"error": {"code", "message"}}` (§2.4), which `GET /openapi.json` documents.
+//! The lower layers' errors (engine, store, auth, minting) convert with `From`, so handlers use
+//! `?`; a 500 keeps its cause, which is logged with its whole chain of sources and never shown.
 
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::auth::{AuthError, MintError};
-use crate::engine::EngineError;
+use crate::engine::{EngineError, RunErrorCode};
 use crate::store::StoreError;
+
+/// Every error before a stream opens (§2.4): a stable `code` for programs, a `message` for
+/// people.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    /// For people; may change.
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorBody {
+        ErrorBody { error: ErrorDetail { code, message: message.into() } }
+    }
+}
+
+/// The stable code of an error body, for programs; its spelling on the wire is the variant's
+/// name in snake_case. The status each stands for is chosen by [`ApiError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: a bad body, id or parameter (the message names the field).
+    BadRequest,
+    /// 400: a message content part the agent cannot take.
+    UnsupportedContent,
+    /// 400: a client tool the agent does not admit.
+    ToolNotAdmitted,
+    /// 400: a `Last-Event-ID` that names no place in the run.
+    BadLastEventId,
+    /// 400, the token exchange (RFC 6749 §5.2): a malformed request.
+    InvalidRequest,
+    /// 400, the token exchange: a grant type other than token exchange.
+    UnsupportedGrantType,
+    /// 400, the token exchange: the subject token is refused.
+    InvalidGrant,
+    /// 401.
+    Unauthenticated,
+    /// 403: says nothing about whether the thing exists.
+    PermissionDenied,
+    /// 404.
+    NotFound,
+    /// 405.
+    MethodNotAllowed,
+    /// 406: the answer is always `text/event-stream`.
+    NotAcceptable,
+    /// 408.
+    RequestTimeout,
+    /// 409: the turn is not running (cancel).
+    NotRunning,
+    /// 413.
+    PayloadTooLarge,
+    /// 415.
+    UnsupportedMediaType,
+    /// 429: the caller's or the thread's stream slots are taken.
+    TooManyStreams,
+    /// 429 from a layer that refused before a handler ran.
+    TooManyRequests,
+    /// 503.
+    Unavailable,
+    /// 500: the cause is logged, never shown.
+    Internal,
+    /// A stream's `RUN_ERROR` only: the caller's right to read ended while it was open (a
+    /// revoked key, an expired token, the thread erased; §2.1).
+    Revoked,
+    // A decision the checks of §5.3 refused, with the code the same refusal has as a RUN_ERROR
+    // (`From<RunErrorCode>`): 403 for `not_a_decider`, 409 for the others.
+    HistoryMismatch,
+    TurnInProgress,
+    InterruptsPending,
+    TurnWaiting,
+    InvalidResume,
+    InterruptChanged,
+    InterruptExpired,
+    NotADecider,
+    InterruptsOpen,
+    ConcurrencyLimit,
+    QuotaExceeded,
+    Failed,
+    TimedOut,
+}
+
+impl ErrorCode {
+    /// The code as the wire spells it (its serde name).
+    pub fn spelled(self) -> String {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(code)) => code,
+            _ => format!("{self:?}"),
+        }
+    }
+}
+
+/// A refusal the engine names by its RUN_ERROR code, as the error body's code: the same words.
+impl From<RunErrorCode> for ErrorCode {
+    fn from(code: RunErrorCode) -> ErrorCode {
+        match code {
+            RunErrorCode::HistoryMismatch => ErrorCode::HistoryMismatch,
+            RunErrorCode::TurnInProgress => ErrorCode::TurnInProgress,
+            RunErrorCode::InterruptsPending => ErrorCode::InterruptsPending,
+            RunErrorCode::TurnWaiting => ErrorCode::TurnWaiting,
+            RunErrorCode::InvalidResume => ErrorCode::InvalidResume,
+            RunErrorCode::InterruptChanged => ErrorCode::InterruptChanged,
+            RunErrorCode::InterruptExpired => ErrorCode::InterruptExpired,
+            RunErrorCode::NotADecider => ErrorCode::NotADecider,
+            RunErrorCode::InterruptsOpen => ErrorCode::InterruptsOpen,
+            RunErrorCode::ConcurrencyLimit => ErrorCode::ConcurrencyLimit,
+            RunErrorCode::QuotaExceeded => ErrorCode::QuotaExceeded,
+            RunErrorCode::Failed => ErrorCode::Failed,
+            RunErrorCode::TimedOut => ErrorCode::TimedOut,
+            RunErrorCode::Internal => ErrorCode::Internal,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// 400, with a code: `bad_request` (naming the field), `unsupported_content`,
     /// `tool_not_admitted`, `bad_last_event_id`.
     #[error("{message}")]
-    BadRequest { code: &'static str, message: String },
+    BadRequest { code: ErrorCode, message: String },
     /// 401 `unauthenticated`.
     #[error(transparent)]
     Unauthenticated(AuthError),
@@ -30,11 +149,11 @@ pub enum ApiError {
     Forbidden(String),
     /// A decision the checks of §5.3 refused: 403 for `not_a_decider`, else 409, with the code.
     #[error("{message}")]
-    DecisionRefused { code: &'static str, message: String },
+    DecisionRefused { code: ErrorCode, message: String },
     /// 400 with an RFC 6749 code (`invalid_request`, `unsupported_grant_type`, `invalid_grant`):
     /// the token exchange's own errors.
     #[error("{message}")]
-    Grant { code: &'static str, message: String },
+    Grant { code: ErrorCode, message: String },
     /// 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
@@ -46,7 +165,7 @@ pub enum ApiError {
     NotAcceptable,
     /// 409, with a code (`not_running`, `turn_in_progress`).
     #[error("{message}")]
-    Conflict { code: &'static str, message: String },
+    Conflict { code: ErrorCode, message: String },
     /// 408 `request_timeout`: the body did not arrive within `limits.body_read_timeout_secs`.
     #[error("the request body did not arrive within {secs} s")]
     RequestTimeout { secs: u64 },
@@ -58,7 +177,7 @@ pub enum ApiError {
     UnsupportedMediaType,
     /// 429, with a code (`too_many_streams`).
     #[error("{message}")]
-    TooMany { code: &'static str, message: String },
+    TooMany { code: ErrorCode, message: String },
     /// 503 `unavailable`.
     #[error("{0}")]
     Unavailable(String),
@@ -69,27 +188,29 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn bad_request(field: &str, message: impl std::fmt::Display) -> ApiError {
-        ApiError::BadRequest { code: "bad_request", message: format!("{field}: {message}") }
+        ApiError::BadRequest { code: ErrorCode::BadRequest, message: format!("{field}: {message}") }
     }
 
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
-        match self {
+    fn status_and_code(&self) -> (StatusCode, ErrorCode) {
+        match *self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
-            ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
-            ApiError::PermissionDenied | ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "permission_denied"),
-            ApiError::DecisionRefused { code: "not_a_decider", .. } => (StatusCode::FORBIDDEN, "not_a_decider"),
+            ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated),
+            ApiError::PermissionDenied | ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied),
+            ApiError::DecisionRefused { code: ErrorCode::NotADecider, .. } => {
+                (StatusCode::FORBIDDEN, ErrorCode::NotADecider)
+            }
             ApiError::DecisionRefused { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::Grant { code, .. } => (StatusCode::BAD_REQUEST, code),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed),
+            ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, ErrorCode::NotAcceptable),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
-            ApiError::RequestTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
-            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-            ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            ApiError::RequestTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, ErrorCode::RequestTimeout),
+            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge),
+            ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, ErrorCode::UnsupportedMediaType),
             ApiError::TooMany { code, .. } => (StatusCode::TOO_MANY_REQUESTS, code),
-            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
         }
     }
 }
@@ -99,15 +220,17 @@ impl From<EngineError> for ApiError {
         match error {
             EngineError::PermissionDenied => ApiError::PermissionDenied,
             EngineError::BadLastEventId(_) => {
-                ApiError::BadRequest { code: "bad_last_event_id", message: error.to_string() }
+                ApiError::BadRequest { code: ErrorCode::BadLastEventId, message: error.to_string() }
             }
-            EngineError::BadRequest { .. } => ApiError::BadRequest { code: "bad_request", message: error.to_string() },
+            EngineError::BadRequest { .. } => {
+                ApiError::BadRequest { code: ErrorCode::BadRequest, message: error.to_string() }
+            }
             EngineError::NotFound(message) => ApiError::NotFound(message),
-            EngineError::NotRunning(message) => ApiError::Conflict { code: "not_running", message },
-            EngineError::TurnInProgress(message) => ApiError::Conflict { code: "turn_in_progress", message },
+            EngineError::NotRunning(message) => ApiError::Conflict { code: ErrorCode::NotRunning, message },
+            EngineError::TurnInProgress(message) => ApiError::Conflict { code: ErrorCode::TurnInProgress, message },
             EngineError::PersonOnly(_) => ApiError::Forbidden(error.to_string()),
             EngineError::DecisionRefused(refusal) => {
-                ApiError::DecisionRefused { code: refusal.code.as_str(), message: refusal.message }
+                ApiError::DecisionRefused { code: refusal.code.into(), message: refusal.message }
             }
             EngineError::Store(error) => ApiError::from(error),
         }
@@ -162,17 +285,12 @@ impl IntoResponse for ApiError {
             let cause: &(dyn std::error::Error + 'static) = cause.as_ref();
             tracing::error!(error = %cause, chain = %error_chain(cause), "request failed");
         }
-        let mut response = (status, Json(error_body(code, &self.to_string()))).into_response();
+        let mut response = (status, Json(ErrorBody::new(code, self.to_string()))).into_response();
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }
-}
-
-/// The JSON error body of every refusal (§2.4).
-fn error_body(code: &str, message: &str) -> serde_json::Value {
-    json!({ "error": { "code": code, "message": message } })
 }
 
 /// Every refusal carries the JSON error body (§2.4), those made outside [`ApiError`] too (an
@@ -196,19 +314,21 @@ pub(crate) async fn json_refusals(response: Response) -> Response {
         _ => status.canonical_reason().unwrap_or("refused").to_string(),
     };
     let code = match status {
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::REQUEST_TIMEOUT => "request_timeout",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        StatusCode::TOO_MANY_REQUESTS => "too_many_requests",
-        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-        status if status.is_server_error() => "internal",
-        _ => "bad_request",
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        StatusCode::REQUEST_TIMEOUT => ErrorCode::RequestTimeout,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+        StatusCode::TOO_MANY_REQUESTS => ErrorCode::TooManyRequests,
+        StatusCode::SERVICE_UNAVAILABLE => ErrorCode::Unavailable,
+        status if status.is_server_error() => ErrorCode::Internal,
+        _ => ErrorCode::BadRequest,
     };
     parts.headers.remove(CONTENT_LENGTH);
     parts.headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let body = error_body(code, &message).to_string();
+    // Serialising a code and a string cannot fail; were it to, the body would still be JSON.
+    let body = serde_json::to_vec(&ErrorBody::new(code, message))
+        .unwrap_or_else(|_| br#"{"error":{"code":"internal","message":"internal error"}}"#.to_vec());
     Response::from_parts(parts, axum::body::Body::from(body))
 }
 
@@ -250,16 +370,56 @@ mod tests {
     #[test]
     fn lower_layers_errors_map_to_their_statuses() {
         let internal = ApiError::from(AuthError::Store(StoreError::Corrupt("a bad row".into())));
-        assert_eq!(internal.status_and_code(), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+        assert_eq!(internal.status_and_code(), (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal));
         let ApiError::Internal(cause) = &internal else { panic!("{internal:?}") };
         assert_eq!(error_chain(cause.as_ref()), "stored data is inconsistent: a bad row", "the cause is kept");
         assert_eq!(internal.to_string(), "internal error", "the client sees no cause");
 
         let refused = ApiError::from(AuthError::UnknownKey);
-        assert_eq!(refused.status_and_code(), (StatusCode::UNAUTHORIZED, "unauthenticated"));
+        assert_eq!(refused.status_and_code(), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated));
         let engine = ApiError::from(EngineError::Store(StoreError::Corrupt("x".into())));
-        assert_eq!(engine.status_and_code(), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+        assert_eq!(engine.status_and_code(), (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal));
         let unsigned = ApiError::from(MintError::NoSigningKey);
-        assert_eq!(unsigned.status_and_code(), (StatusCode::SERVICE_UNAVAILABLE, "unavailable"));
+        assert_eq!(unsigned.status_and_code(), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable));
+    }
+
+    #[test]
+    fn the_error_body_is_the_code_and_the_message() {
+        let body =
+            serde_json::to_string(&ErrorBody::new(ErrorCode::BadLastEventId, "Last-Event-ID: \"x\"")).expect("JSON");
+        assert_eq!(body, r#"{"error":{"code":"bad_last_event_id","message":"Last-Event-ID: \"x\""}}"#);
+        for (code, spelled) in [
+            (ErrorCode::TooManyStreams, "too_many_streams"),
+            (ErrorCode::UnsupportedGrantType, "unsupported_grant_type"),
+            (ErrorCode::NotADecider, "not_a_decider"),
+        ] {
+            assert_eq!(serde_json::to_value(code).expect("JSON"), spelled);
+        }
+    }
+
+    #[test]
+    fn a_refused_decision_has_the_code_of_its_run_error() {
+        let every = [
+            RunErrorCode::HistoryMismatch,
+            RunErrorCode::TurnInProgress,
+            RunErrorCode::InterruptsPending,
+            RunErrorCode::TurnWaiting,
+            RunErrorCode::InvalidResume,
+            RunErrorCode::InterruptChanged,
+            RunErrorCode::InterruptExpired,
+            RunErrorCode::NotADecider,
+            RunErrorCode::InterruptsOpen,
+            RunErrorCode::ConcurrencyLimit,
+            RunErrorCode::QuotaExceeded,
+            RunErrorCode::Failed,
+            RunErrorCode::TimedOut,
+            RunErrorCode::Internal,
+        ];
+        for code in every {
+            assert_eq!(serde_json::to_value(ErrorCode::from(code)).expect("JSON"), code.as_str());
+            let refused = ApiError::DecisionRefused { code: code.into(), message: String::new() };
+            let status = if code == RunErrorCode::NotADecider { StatusCode::FORBIDDEN } else { StatusCode::CONFLICT };
+            assert_eq!(refused.status_and_code(), (status, code.into()));
+        }
     }
 }

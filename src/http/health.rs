@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::openapi::{ErrorBody, JsonObject};
+use super::error::ErrorBody;
+use super::openapi::JsonObject;
 use super::{ApiError, AppState};
 
 pub fn router() -> OpenApiRouter<AppState> {

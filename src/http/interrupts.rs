@@ -8,7 +8,8 @@ use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::openapi::{ErrorBody, JsonObject, TenantQuery};
+use super::error::ErrorBody;
+use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::CanReadContent;
 use super::{ApiError, AppState};
 use crate::protocol::input::{ResumeEntry, ResumeStatus};

@@ -35,7 +35,7 @@ use tracing::Level;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-pub use error::ApiError;
+pub use error::{ApiError, ErrorBody, ErrorCode};
 
 use crate::auth::Auth;
 use crate::config::Config;

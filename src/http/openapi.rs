@@ -1,7 +1,8 @@
 //! The OpenAPI 3.1 document served at `GET /openapi.json`. Each route declares its own
 //! operation beside its handler (`#[utoipa::path]`) and is mounted with `utoipa_axum::routes!`,
 //! so the document lists exactly the routes the router serves; this module holds the parts
-//! they share: the error body, the caller's credential and the `tenant` parameter, and
+//! they share: the error body (the one [`ErrorBody`] every refusal is answered with, defined
+//! beside `ApiError` in `error.rs`), the caller's credential and the `tenant` parameter, and
 //! [`serve_document`], which names this deployment's tenants and agents only to a caller
 //! allowed to know them.
 
@@ -17,6 +18,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 
+use super::error::{ErrorBody, ErrorCode, ErrorDetail};
 use super::AppState;
 
 #[derive(OpenApi)]
@@ -27,26 +29,11 @@ use super::AppState;
                        interrupts and multi-tenant auth in front of AI agents.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    components(schemas(ErrorBody, ErrorDetail, SseEvent)),
+    components(schemas(ErrorBody, ErrorDetail, ErrorCode, SseEvent)),
     modifiers(&BearerCredential),
     security(("bearer" = []), ()),
 )]
 pub struct ApiDoc;
-
-/// Every error before a stream opens (§2.4): a stable `code` for programs, a `message` for
-/// people.
-#[derive(Serialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// Stable, for programs: `bad_request`, `unauthenticated`, `permission_denied`, `not_found`, …
-    pub code: String,
-    /// For people; may change.
-    pub message: String,
-}
 
 /// `?tenant=`: the tenant whose agents and threads the request is about (default `default`).
 #[derive(serde::Deserialize, IntoParams)]

@@ -25,7 +25,8 @@ use bytes::Bytes;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::openapi::{ErrorBody, SseEvent, TenantQuery};
+use super::error::{ErrorBody, ErrorCode};
+use super::openapi::{SseEvent, TenantQuery};
 use super::permissions::CanStart;
 use super::sse::{SlotLimits, SlotRefused, StreamSlots};
 use super::{sse, ApiError, AppState};
@@ -104,7 +105,7 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
             sse::serve_events(state.engine.stream(plan), lifetime(&state, caller, sight), slot)
         }
         RunPlan::Refused(refusal) => {
-            let refused = sse::lone_run_error(refusal.code.as_str(), refusal.message, refusal.figures)?;
+            let refused = sse::lone_run_error(refusal.code.into(), refusal.message, refusal.figures)?;
             sse::response_in_slot(futures_util::stream::iter([refused]), slot)
         }
     })
@@ -293,7 +294,7 @@ fn take_stream_slot(
                 thread_id.as_str()
             ),
         };
-        ApiError::TooMany { code: "too_many_streams", message }
+        ApiError::TooMany { code: ErrorCode::TooManyStreams, message }
     })
 }
 
@@ -338,7 +339,7 @@ fn parse_last_event_id(headers: &HeaderMap) -> Result<Option<EventId>, ApiError>
         return Ok(None);
     };
     let bad = || ApiError::BadRequest {
-        code: "bad_last_event_id",
+        code: ErrorCode::BadLastEventId,
         message: "Last-Event-ID is not an event id this gateway sent".into(),
     };
     let text = value.to_str().map_err(|_| bad())?;
@@ -393,7 +394,7 @@ fn check_newest_user_message(input: &RunAgentInput) -> Result<(), ApiError> {
     if let Some(user) = newest {
         if let Err(kind) = user.content.text() {
             return Err(ApiError::BadRequest {
-                code: "unsupported_content",
+                code: ErrorCode::UnsupportedContent,
                 message: format!("messages: user message '{}' has a '{kind}' part; only text is supported", user.id),
             });
         }
@@ -405,7 +406,7 @@ fn check_newest_user_message(input: &RunAgentInput) -> Result<(), ApiError> {
 fn check_tools(input: &RunAgentInput, agent: &AgentConfig) -> Result<(), ApiError> {
     match input.tools().iter().find(|tool| !agent.frontend_tools.contains(&tool.name)) {
         Some(tool) => Err(ApiError::BadRequest {
-            code: "tool_not_admitted",
+            code: ErrorCode::ToolNotAdmitted,
             message: format!("tools: agent '{}' does not admit the client tool '{}'", agent.name, tool.name),
         }),
         None => Ok(()),

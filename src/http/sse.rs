@@ -31,6 +31,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::error::ErrorCode;
 use super::ApiError;
 use crate::auth::AccessEnd;
 use crate::engine::StreamItem;
@@ -97,7 +98,7 @@ pub fn serve_events(
             tokio::select! {
                 biased;
                 why = &mut access_ends => {
-                    if let Ok(item) = lone_run_error("revoked", why.message().to_string(), None) {
+                    if let Ok(item) = lone_run_error(ErrorCode::Revoked, why.message().to_string(), None) {
                         yield Outgoing::Event(item);
                     }
                     return;
@@ -123,8 +124,8 @@ pub fn serve_events(
 
 /// A stream of one `RUN_ERROR` that is not of the log (its id is `0`): a refusal, or the end of
 /// a stream whose caller may read no more.
-pub fn lone_run_error(code: &str, message: String, figures: Option<Value>) -> Result<StreamItem, ApiError> {
-    let event = Event::RunError { message, code: Some(code.into()), usage: None };
+pub fn lone_run_error(code: ErrorCode, message: String, figures: Option<Value>) -> Result<StreamItem, ApiError> {
+    let event = Event::RunError { message, code: Some(code.spelled()), usage: None };
     let mut envelope = Envelope::new(event, now_ms());
     envelope.raw_event = figures.map(|figures| serde_json::json!({ "gateway": figures }));
     let json = serde_json::to_vec(&envelope).map_err(|error| ApiError::Internal(Box::new(error)))?;

@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::openapi::{ErrorBody, JsonObject, TenantQuery};
+use super::error::ErrorBody;
+use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{CanRead, CanReadContent};
 use super::{ApiError, AppState};
 use crate::auth::Caller;

@@ -17,7 +17,8 @@ use serde_json::json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::openapi::{ErrorBody, JsonObject, TenantQuery};
+use super::error::{ErrorBody, ErrorCode};
+use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{configured_tenant, refuse, tenant_name};
 use super::{ApiError, AppState};
 use crate::auth::{AppKey, MintRequest};
@@ -76,7 +77,7 @@ fn shown(scopes: &crate::auth::Scopes) -> String {
     }
 }
 
-fn invalid(code: &'static str, message: impl Into<String>) -> ApiError {
+fn invalid(code: ErrorCode, message: impl Into<String>) -> ApiError {
     ApiError::Grant { code, message: message.into() }
 }
 
@@ -112,31 +113,31 @@ async fn exchange(
     let body = super::body::read_limited(body, MAX_BODY_BYTES, super::body::body_timeout(&state)).await?;
     let form = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
     let request: ExchangeRequest = if form.starts_with("application/x-www-form-urlencoded") {
-        serde_urlencoded::from_bytes(&body).map_err(|e| invalid("invalid_request", format!("body: {e}")))?
+        serde_urlencoded::from_bytes(&body).map_err(|e| invalid(ErrorCode::InvalidRequest, format!("body: {e}")))?
     } else if form.starts_with("application/json") {
-        serde_json::from_slice(&body).map_err(|e| invalid("invalid_request", format!("body: {e}")))?
+        serde_json::from_slice(&body).map_err(|e| invalid(ErrorCode::InvalidRequest, format!("body: {e}")))?
     } else {
         return Err(ApiError::UnsupportedMediaType);
     };
     if request.grant_type.as_deref() != Some(GRANT_TYPE) {
-        return Err(invalid("unsupported_grant_type", format!("grant_type must be {GRANT_TYPE}")));
+        return Err(invalid(ErrorCode::UnsupportedGrantType, format!("grant_type must be {GRANT_TYPE}")));
     }
     let subject_type = request.subject_token_type.as_deref().unwrap_or("");
     if !SUBJECT_TYPES.contains(&subject_type) {
-        return Err(invalid("invalid_request", "subject_token_type must name a JWT, access token or ID token"));
+        return Err(invalid(ErrorCode::InvalidRequest, "subject_token_type must name a JWT, access token or ID token"));
     }
     if request.requested_token_type.as_deref().is_some_and(|t| t != JWT_TYPE && t != SUBJECT_TYPES[1]) {
-        return Err(invalid("invalid_request", "requested_token_type: only a JWT access token is issued"));
+        return Err(invalid(ErrorCode::InvalidRequest, "requested_token_type: only a JWT access token is issued"));
     }
     let subject = request.subject_token.as_deref().filter(|t| !t.is_empty());
-    let subject = subject.ok_or_else(|| invalid("invalid_request", "subject_token is required"))?;
+    let subject = subject.ok_or_else(|| invalid(ErrorCode::InvalidRequest, "subject_token is required"))?;
     let identity = state.auth.verify_identity_token(subject).map_err(|error| {
         state.auth_failed(&tenant.name, error.reason());
-        invalid("invalid_grant", format!("the subject token was not accepted: {error}"))
+        invalid(ErrorCode::InvalidGrant, format!("the subject token was not accepted: {error}"))
     })?;
     if identity.tenant != tenant.name {
         state.auth_failed(&tenant.name, "other_tenant");
-        return Err(invalid("invalid_grant", "the subject token belongs to another tenant"));
+        return Err(invalid(ErrorCode::InvalidGrant, "the subject token belongs to another tenant"));
     }
     let mut person = identity.person;
     let via = format!("app:{}", key.name);
@@ -152,7 +153,7 @@ async fn exchange(
         // mistaken for "everything" further on: refuse the exchange instead.
         state.auth_failed(&tenant.name, "no_shared_scope");
         return Err(invalid(
-            "invalid_grant",
+            ErrorCode::InvalidGrant,
             format!(
                 "the person's scopes ({}) and the app key's ({}) share none that starts a turn on an agent of this \
                  tenant (a run needs threads:read, threads:content and the agent's scope)",

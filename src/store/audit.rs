@@ -86,13 +86,11 @@ impl<B: Backend> AuditStore for B {
     }
 
     async fn audit_rows(&self, tenant: Option<&str>, since_ms: i64, limit: i64) -> Result<Vec<AuditRow>, StoreError> {
-        let found = match tenant {
-            Some(tenant) => {
-                Stmt::new(TENANT_AUDIT).bind(tenant).bind(since_ms).bind(limit).fetch_all(self.read_pool()).await?
-            }
-            None => Stmt::new(ALL_AUDIT).bind(since_ms).bind(limit).fetch_all(self.read_pool()).await?,
+        let listed = match tenant {
+            Some(tenant) => Stmt::new(TENANT_AUDIT).bind(tenant),
+            None => Stmt::new(ALL_AUDIT),
         };
-        found.iter().map(audit_row).collect()
+        listed.bind(since_ms).bind(limit).fetch_all_as(self.read_pool(), audit_row).await
     }
 
     async fn audit_rows_of(&self, action: &str, since_ms: i64) -> Result<Vec<AuditEntry>, StoreError> {

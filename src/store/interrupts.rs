@@ -150,22 +150,15 @@ fn interrupt_row<DB: SqlDb>(row: &Record<DB>) -> Result<InterruptRow, StoreError
 #[async_trait]
 impl<B: Backend> InterruptStore for B {
     async fn turn_interrupts(&self, turn: i64) -> Result<Vec<InterruptRow>, StoreError> {
-        Stmt::new(TURN_INTERRUPTS).bind(turn).fetch_all(self.read_pool()).await?.iter().map(interrupt_row).collect()
+        Stmt::new(TURN_INTERRUPTS).bind(turn).fetch_all_as(self.read_pool(), interrupt_row).await
     }
 
     async fn find_interrupt(&self, tenant: &str, id: &str) -> Result<Option<InterruptRow>, StoreError> {
-        Stmt::new(FIND_INTERRUPT)
-            .bind(tenant)
-            .bind(id)
-            .fetch_optional(self.read_pool())
-            .await?
-            .as_ref()
-            .map(interrupt_row)
-            .transpose()
+        Stmt::new(FIND_INTERRUPT).bind(tenant).bind(id).fetch_optional_as(self.read_pool(), interrupt_row).await
     }
 
     async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError> {
-        Stmt::new(LAPSED_INTERRUPTS).bind(now_ms).fetch_all(self.read_pool()).await?.iter().map(interrupt_row).collect()
+        Stmt::new(LAPSED_INTERRUPTS).bind(now_ms).fetch_all_as(self.read_pool(), interrupt_row).await
     }
 
     async fn decide_interrupts(

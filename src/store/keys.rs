@@ -115,26 +115,19 @@ impl<B: Backend> KeyStore for B {
     }
 
     async fn key_for_credential(&self, id: &str) -> Result<Option<ApiKeyRow>, StoreError> {
-        Stmt::new(KEY_BY_ID).bind(id).fetch_optional(self.read_pool()).await?.as_ref().map(api_key_row).transpose()
+        Stmt::new(KEY_BY_ID).bind(id).fetch_optional_as(self.read_pool(), api_key_row).await
     }
 
     async fn find_api_key(&self, tenant: &str, id: &str) -> Result<Option<ApiKeyRow>, StoreError> {
-        Stmt::new(TENANT_API_KEY)
-            .bind(tenant)
-            .bind(id)
-            .fetch_optional(self.read_pool())
-            .await?
-            .as_ref()
-            .map(api_key_row)
-            .transpose()
+        Stmt::new(TENANT_API_KEY).bind(tenant).bind(id).fetch_optional_as(self.read_pool(), api_key_row).await
     }
 
     async fn list_api_keys(&self, tenant: Option<&str>) -> Result<Vec<ApiKeyRow>, StoreError> {
-        let found = match tenant {
-            Some(tenant) => Stmt::new(TENANT_API_KEYS).bind(tenant).fetch_all(self.read_pool()).await?,
-            None => Stmt::new(ALL_API_KEYS).fetch_all(self.read_pool()).await?,
+        let listed = match tenant {
+            Some(tenant) => Stmt::new(TENANT_API_KEYS).bind(tenant),
+            None => Stmt::new(ALL_API_KEYS),
         };
-        found.iter().map(api_key_row).collect()
+        listed.fetch_all_as(self.read_pool(), api_key_row).await
     }
 
     async fn revoke_api_key(&self, tenant: &str, id: &str, audit: &AuditEntry) -> Result<bool, StoreError> {

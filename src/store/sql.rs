@@ -278,6 +278,30 @@ impl<'q, DB: SqlDb> Stmt<'q, DB> {
         Ok(DB::fetch_optional(self.0, on.into()).await?.map(Record))
     }
 
+    /// Every row, each decoded into a row type by `decode` (`turn_row`, `interrupt_row`, …).
+    pub(crate) async fn fetch_all_as<'e, T>(
+        self,
+        on: impl Into<On<'e, DB>>,
+        decode: impl Fn(&Record<DB>) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError>
+    where
+        'q: 'e,
+    {
+        self.fetch_all(on).await?.iter().map(decode).collect()
+    }
+
+    /// The row, if there is one, decoded by `decode`.
+    pub(crate) async fn fetch_optional_as<'e, T>(
+        self,
+        on: impl Into<On<'e, DB>>,
+        decode: impl Fn(&Record<DB>) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError>
+    where
+        'q: 'e,
+    {
+        self.fetch_optional(on).await?.as_ref().map(decode).transpose()
+    }
+
     /// The first row; an error when there is none.
     pub(crate) async fn fetch_one<'e>(self, on: impl Into<On<'e, DB>>) -> Result<Record<DB>, StoreError>
     where

@@ -343,28 +343,18 @@ fn thread_row<DB: SqlDb>(row: &Record<DB>) -> Result<ThreadRow, StoreError> {
 #[async_trait]
 impl<B: Backend> ThreadStore for B {
     async fn find_thread(&self, tenant: &str, thread_id: &str) -> Result<Option<ThreadRow>, StoreError> {
-        Stmt::new(FIND_THREAD)
-            .bind(tenant)
-            .bind(thread_id)
-            .fetch_optional(self.read_pool())
-            .await?
-            .as_ref()
-            .map(thread_row)
-            .transpose()
+        Stmt::new(FIND_THREAD).bind(tenant).bind(thread_id).fetch_optional_as(self.read_pool(), thread_row).await
     }
 
     async fn thread_by_pk(&self, pk: i64) -> Result<Option<ThreadRow>, StoreError> {
-        Stmt::new(THREAD_BY_PK).bind(pk).fetch_optional(self.read_pool()).await?.as_ref().map(thread_row).transpose()
+        Stmt::new(THREAD_BY_PK).bind(pk).fetch_optional_as(self.read_pool(), thread_row).await
     }
 
     async fn thread_turns(&self, thread: i64) -> Result<Vec<TurnRow>, StoreError> {
         Stmt::new(&select_turns("thread = $1 ORDER BY ordinal"))
             .bind(thread)
-            .fetch_all(self.read_pool())
-            .await?
-            .iter()
-            .map(turn_row)
-            .collect()
+            .fetch_all_as(self.read_pool(), turn_row)
+            .await
     }
 
     async fn find_run(&self, thread: i64, run_id: &str) -> Result<Option<(TurnRow, i64)>, StoreError> {
@@ -376,13 +366,7 @@ impl<B: Backend> ThreadStore for B {
     }
 
     async fn turn_by_pk(&self, pk: i64) -> Result<Option<TurnRow>, StoreError> {
-        Stmt::new(&select_turns("id = $1"))
-            .bind(pk)
-            .fetch_optional(self.read_pool())
-            .await?
-            .as_ref()
-            .map(turn_row)
-            .transpose()
+        Stmt::new(&select_turns("id = $1")).bind(pk).fetch_optional_as(self.read_pool(), turn_row).await
     }
 
     async fn start_turn(&self, new: &NewTurn) -> Result<StartTurn, StoreError> {
@@ -546,7 +530,6 @@ impl<B: Backend> ThreadStore for B {
     }
 
     async fn idle_threads(&self, before_ms: i64, limit: i64) -> Result<Vec<ThreadRow>, StoreError> {
-        let rows = Stmt::new(IDLE_THREADS).bind(before_ms).bind(limit).fetch_all(self.read_pool()).await?;
-        rows.iter().map(thread_row).collect()
+        Stmt::new(IDLE_THREADS).bind(before_ms).bind(limit).fetch_all_as(self.read_pool(), thread_row).await
     }
 }

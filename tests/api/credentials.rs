@@ -86,7 +86,7 @@ secret_args = {{ token = "AGUI_TEST_ARG_TOKEN" }}
             ("AGUI_GATEWAY_LOG_FILTER", "debug,sqlx=warn,hyper=info,h2=info"),
         ])
         .start(logs.clone());
-    let client = reqwest::Client::new();
+    let client = crate::tls_support::http_client().build().expect("client");
     let response = client
         .post(format!("http://{}/v1/agui/agents/assistant", gateway.address))
         .header("content-type", "application/json")

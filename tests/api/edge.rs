@@ -86,7 +86,7 @@ async fn closed_within(socket: &mut (impl AsyncRead + Unpin), since: Instant, wi
 
 /// A real client is served at once.
 async fn served(url: &str) {
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("client");
+    let client = crate::tls_support::http_client().timeout(Duration::from_secs(5)).build().expect("client");
     let response = client.get(url).send().await.expect("a real client is served");
     assert_eq!(response.status(), 200);
 }
@@ -212,7 +212,7 @@ async fn the_accept_loop_outlives_running_out_of_file_descriptors() {
 
     // The stalled connections are closed at their timeout, and accepting resumes: a real
     // client is served, by the same process.
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(12)).build().expect("client");
+    let client = crate::tls_support::http_client().timeout(Duration::from_secs(12)).build().expect("client");
     let response = client.get(format!("http://{address}/livez")).send().await.expect("served after the exhaustion");
     assert_eq!(response.status(), 200);
     assert!(instance.child.try_wait().expect("status").is_none(), "the gateway is still running");
@@ -265,10 +265,8 @@ async fn stalled_tls_connections_are_closed_within_their_timeout_while_a_client_
     assert_eq!(h2.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
 
     let root = reqwest::Certificate::from_pem(ca.cert_pem().as_bytes()).expect("CA certificate");
-    let client = reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(root)
+    let client = crate::tls_support::http_client()
+        .tls_certs_only([root])
         .timeout(Duration::from_secs(5))
         .build()
         .expect("client");
@@ -311,7 +309,7 @@ async fn an_h2_peer_that_stops_answering_pings_is_closed_while_streams_are_serve
     let start = Instant::now();
 
     // A real HTTP/2 client (which answers pings) keeps a stream open across the same time.
-    let client = reqwest::Client::builder().http2_prior_knowledge().build().expect("client");
+    let client = crate::tls_support::http_client().http2_prior_knowledge().build().expect("client");
     let response = client
         .post(edge.url("/v1/agui/agents/waiter"))
         .header("content-type", "application/json")
@@ -347,7 +345,7 @@ async fn an_open_stream_is_not_idle_and_lasts_until_stream_max_secs() {
     let edge =
         edge_gateway(&[("AGUI_GATEWAY_LIMITS_IDLE_TIMEOUT_SECS", "1"), ("AGUI_GATEWAY_LIMITS_STREAM_MAX_SECS", "4")])
             .await;
-    let client = reqwest::Client::new();
+    let client = crate::tls_support::http_client().build().expect("client");
     let response = client
         .post(edge.url("/v1/agui/agents/waiter"))
         .header("content-type", "application/json")

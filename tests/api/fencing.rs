@@ -223,7 +223,7 @@ async fn a_paused_runner_woken_after_a_takeover_writes_nothing(backend: Backend)
     gateway_process::migrate(&db.url);
     let logs = Arc::new(Mutex::new(Vec::new()));
     let mut first = Spawn::new(&config, &db.url).start(logs.clone());
-    let client = reqwest::Client::new();
+    let client = crate::tls_support::http_client().build().expect("client");
     let input = first_run("th-paused", "run-1", "pause me");
     let response = client
         .post(format!("http://{}/v1/agui/agents/pausable", first.address))

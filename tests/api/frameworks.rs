@@ -70,7 +70,7 @@ impl FrameworkServer {
 
     /// The RunAgentInputs this server was sent for the gateway thread `thread` (tenant `default`).
     async fn requests_for(&self, thread: &str) -> Vec<Value> {
-        let answer = reqwest::get(format!("{}/requests", self.url)).await.expect("requests");
+        let answer = crate::tls_support::get(format!("{}/requests", self.url)).await.expect("requests");
         let all: Vec<Value> = answer.json().await.expect("JSON");
         let upstream_thread = format!("default:{thread}");
         all.into_iter().map(|r| r["body"].clone()).filter(|body| body["threadId"] == upstream_thread).collect()

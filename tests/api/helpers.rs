@@ -190,7 +190,7 @@ impl TestApp {
             scheme,
             store,
             auth,
-            client: reqwest::Client::new(),
+            client: crate::tls_support::http_client().build().expect("client"),
             shutdown: Some(shutdown),
             server: Some(server),
         }

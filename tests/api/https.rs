@@ -59,11 +59,7 @@ enum Protocol {
 /// A client trusting only `ca` (no platform roots), reporting the peer's certificate.
 fn client_trusting(ca: &TestCa, protocol: Protocol) -> reqwest::Client {
     let root = reqwest::Certificate::from_pem(ca.cert_pem().as_bytes()).expect("CA certificate");
-    let builder = reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(root)
-        .tls_info(true);
+    let builder = crate::tls_support::http_client().tls_certs_only([root]).tls_info(true);
     match protocol {
         Protocol::Negotiated => builder,
         Protocol::Http1 => builder.http1_only(),
@@ -170,7 +166,7 @@ async fn a_plain_listener_speaks_h2c_by_prior_knowledge(backend: Backend) {
     assert!(stdout.ends_with("http_version=2\n"), "{stdout}");
     assert!(stdout.contains(r#""type":"RUN_FINISHED""#), "{stdout}");
 
-    let h2c = reqwest::Client::builder().http2_prior_knowledge().build().expect("client");
+    let h2c = crate::tls_support::http_client().http2_prior_knowledge().build().expect("client");
     let response = h2c.get(app.url("/v1/threads/th-h2c")).send().await.expect("h2c request");
     assert_eq!(response.version(), Version::HTTP_2);
     assert_eq!(response.status(), 200);

@@ -48,7 +48,7 @@ impl McpServer {
 
     /// The calls the server got: `{tool, arguments, idempotencyKey}`.
     async fn calls(&self) -> Vec<Value> {
-        let answer = reqwest::get(format!("{}/calls", self.url)).await.expect("calls");
+        let answer = crate::tls_support::get(format!("{}/calls", self.url)).await.expect("calls");
         answer.json().await.expect("JSON")
     }
 }

@@ -215,7 +215,10 @@ async fn a_rate_limited_model_call_is_retried() {
     let mut config = test_config(&db.url);
     config.agents.push(openai_agent(&model.url, &tool_url, "never"));
     let app = TestApp::start_with(config).await;
+    let started = std::time::Instant::now();
     let events = app.run_to_end("assistant", &first_run("th-429", "run-1", "hi")).await;
+    // The 429 asked for a second (`Retry-After: 1`), four times the first scheduled delay.
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "waited {:?}", started.elapsed());
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
     let text: String = text_of(&events);
     assert_eq!(text, "Hello after a pause.");

@@ -32,7 +32,7 @@ const ROUTES: &[(&str, &str)] = &[
 async fn the_openapi_document_lists_exactly_the_routes_that_answer() {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let app = TestApp::start(&db.url).await;
-    let client = reqwest::Client::new();
+    let client = crate::tls_support::http_client().build().expect("client");
     let response = client.get(app.url("/openapi.json")).send().await.expect("openapi");
     assert_eq!(response.status(), 200);
     let document: Value = response.json().await.expect("JSON");
@@ -85,7 +85,7 @@ async fn the_openapi_document_lists_exactly_the_routes_that_answer() {
 async fn a_request_id_is_kept_from_the_caller_or_made_and_echoed() {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let app = TestApp::start(&db.url).await;
-    let client = reqwest::Client::new();
+    let client = crate::tls_support::http_client().build().expect("client");
     let given = client.get(app.url("/livez")).header("x-request-id", "req-from-proxy-42").send().await.expect("livez");
     assert_eq!(given.headers()["x-request-id"], "req-from-proxy-42");
     let made = client.get(app.url("/livez")).send().await.expect("livez");
@@ -110,7 +110,7 @@ async fn every_log_line_of_a_run_is_json_with_the_request_id() {
     std::fs::write(&config, TEST_CONFIG).expect("config");
     let logs = Arc::new(Mutex::new(Vec::new()));
     let mut gateway = gateway_process::Spawn::new(&config, &db.url).args(&["--log-format", "json"]).start(logs.clone());
-    let client = reqwest::Client::new();
+    let client = crate::tls_support::http_client().build().expect("client");
     let url = format!("http://{}/v1/agui/agents/approver", gateway.address);
     let post = |body: Value, request_id: &'static str| {
         client

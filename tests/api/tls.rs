@@ -78,7 +78,7 @@ async fn a_model_over_https_is_trusted_through_ssl_cert_file(backend: Backend) {
     let logs = Arc::new(Mutex::new(Vec::new()));
     let ca_file = ca.ca_file().display().to_string();
     let gateway = spawn_gateway(config.clone(), db.url.clone(), logs.clone(), Some(ca_file)).await;
-    let client = reqwest::Client::new();
+    let client = crate::tls_support::http_client().build().expect("client");
     let run_url = format!("http://{}/v1/agui/agents/assistant", gateway.address);
     let post = |input: &Value| {
         client
@@ -329,7 +329,9 @@ async fn a_jwks_over_https_is_verified(backend: Backend) {
     gateway_process::migrate(&other.url);
     let logs = Arc::new(Mutex::new(Vec::new()));
     let gateway = spawn_gateway(config_file.clone(), other.url.clone(), logs.clone(), None).await;
-    let answer = reqwest::Client::new()
+    let answer = crate::tls_support::http_client()
+        .build()
+        .expect("client")
         .get(format!("http://{}/v1/agents?tenant=acme", gateway.address))
         .header("authorization", format!("Bearer {token}"))
         .send()

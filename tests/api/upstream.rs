@@ -61,7 +61,7 @@ impl UpstreamServer {
     }
 
     pub(crate) async fn requests(&self) -> Vec<Value> {
-        let answer = reqwest::get(format!("{}/requests", self.url)).await.expect("requests");
+        let answer = crate::tls_support::get(format!("{}/requests", self.url)).await.expect("requests");
         answer.json().await.expect("JSON")
     }
 }

@@ -176,3 +176,16 @@ pub fn address_of(url: &str) -> SocketAddr {
     let authority = rest.split('/').next().expect("authority");
     authority.parse().unwrap_or_else(|_| panic!("{authority} is not host:port"))
 }
+
+/// A builder for a test's HTTP client. reqwest is built with rustls and no crypto provider of
+/// its own (the gateway hands each of its clients a whole rustls configuration); a test's
+/// client takes ring, made the process's default here.
+pub fn http_client() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+}
+
+/// `GET url` with a test's client: what `reqwest::get` does, with ring in place.
+pub async fn get(url: impl reqwest::IntoUrl) -> reqwest::Result<reqwest::Response> {
+    http_client().build()?.get(url).send().await
+}

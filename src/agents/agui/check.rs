@@ -38,6 +38,31 @@ pub(super) fn parse_upstream_event(data: &str) -> Result<Event, AgentError> {
     Ok(envelope.event)
 }
 
+/// `id` opens in `set` (a message, a tool call, a step, …): it must not be open already.
+fn start(set: &mut BTreeSet<String>, id: &str, what: &str) -> Result<(), String> {
+    if set.insert(id.to_string()) {
+        Ok(())
+    } else {
+        Err(format!("started {what} '{id}' twice"))
+    }
+}
+
+/// An event of `id` (`what`) where `id` must be open in `set`.
+fn open(set: &BTreeSet<String>, id: &str, what: &str) -> Result<(), String> {
+    if set.contains(id) {
+        Ok(())
+    } else {
+        Err(format!("sent {what} for '{id}', which is not open"))
+    }
+}
+
+/// `what` closes `id`, which must be open in `set`.
+fn end(set: &mut BTreeSet<String>, id: &str, what: &str) -> Result<(), String> {
+    open(set, id, what)?;
+    set.remove(id);
+    Ok(())
+}
+
 /// The ordering rules of AG-UI 1.0 (what the official client's verification enforces), for
 /// the events the gateway relays.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -65,67 +90,29 @@ impl UpstreamOrder {
                 _ => Err(format!("sent {} before RUN_STARTED", event_name(event))),
             };
         }
-        let open = |set: &BTreeSet<String>, id: &str, what: &str| {
-            if set.contains(id) {
-                Ok(())
-            } else {
-                Err(format!("sent {what} for '{id}', which is not open"))
-            }
-        };
         match event {
             Event::RunStarted { .. } => return Err("sent RUN_STARTED twice".into()),
-            Event::TextMessageStart { message_id, .. } => {
-                if !self.messages.insert(message_id.clone()) {
-                    return Err(format!("started message '{message_id}' twice"));
-                }
-            }
+            Event::TextMessageStart { message_id, .. } => start(&mut self.messages, message_id, "message")?,
             Event::TextMessageContent { message_id, .. } => open(&self.messages, message_id, "TEXT_MESSAGE_CONTENT")?,
-            Event::TextMessageEnd { message_id, .. } => {
-                open(&self.messages, message_id, "TEXT_MESSAGE_END")?;
-                self.messages.remove(message_id);
-            }
-            Event::ToolCallStart { tool_call_id, .. } => {
-                if !self.calls.insert(tool_call_id.clone()) {
-                    return Err(format!("started tool call '{tool_call_id}' twice"));
-                }
-            }
+            Event::TextMessageEnd { message_id, .. } => end(&mut self.messages, message_id, "TEXT_MESSAGE_END")?,
+            Event::ToolCallStart { tool_call_id, .. } => start(&mut self.calls, tool_call_id, "tool call")?,
             Event::ToolCallArgs { tool_call_id, .. } => open(&self.calls, tool_call_id, "TOOL_CALL_ARGS")?,
-            Event::ToolCallEnd { tool_call_id, .. } => {
-                open(&self.calls, tool_call_id, "TOOL_CALL_END")?;
-                self.calls.remove(tool_call_id);
-            }
-            Event::StepStarted { step_name, .. } => {
-                if !self.steps.insert(step_name.clone()) {
-                    return Err(format!("started step '{step_name}' twice"));
-                }
-            }
-            Event::StepFinished { step_name, .. } => {
-                open(&self.steps, step_name, "STEP_FINISHED")?;
-                self.steps.remove(step_name);
-            }
-            Event::ReasoningStart { message_id, .. } => {
-                if !self.reasoning_spans.insert(message_id.clone()) {
-                    return Err(format!("started reasoning span '{message_id}' twice"));
-                }
-            }
-            Event::ReasoningEnd { message_id, .. } => {
-                open(&self.reasoning_spans, message_id, "REASONING_END")?;
-                self.reasoning_spans.remove(message_id);
-            }
+            Event::ToolCallEnd { tool_call_id, .. } => end(&mut self.calls, tool_call_id, "TOOL_CALL_END")?,
+            Event::StepStarted { step_name, .. } => start(&mut self.steps, step_name, "step")?,
+            Event::StepFinished { step_name, .. } => end(&mut self.steps, step_name, "STEP_FINISHED")?,
+            Event::ReasoningStart { message_id, .. } => start(&mut self.reasoning_spans, message_id, "reasoning span")?,
+            Event::ReasoningEnd { message_id, .. } => end(&mut self.reasoning_spans, message_id, "REASONING_END")?,
             Event::ReasoningMessageStart { message_id, role, .. } => {
                 if role != "reasoning" {
                     return Err(format!("sent REASONING_MESSAGE_START with role '{role}', not 'reasoning'"));
                 }
-                if !self.reasoning_messages.insert(message_id.clone()) {
-                    return Err(format!("started reasoning message '{message_id}' twice"));
-                }
+                start(&mut self.reasoning_messages, message_id, "reasoning message")?;
             }
             Event::ReasoningMessageContent { message_id, .. } => {
                 open(&self.reasoning_messages, message_id, "REASONING_MESSAGE_CONTENT")?
             }
             Event::ReasoningMessageEnd { message_id, .. } => {
-                open(&self.reasoning_messages, message_id, "REASONING_MESSAGE_END")?;
-                self.reasoning_messages.remove(message_id);
+                end(&mut self.reasoning_messages, message_id, "REASONING_MESSAGE_END")?
             }
             Event::ActivityDelta { patch, .. } => check_patch(patch, "ACTIVITY_DELTA")?,
             Event::StateDelta { delta, .. } => check_patch(delta, "STATE_DELTA")?,

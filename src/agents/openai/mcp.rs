@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use super::secret_args;
+use crate::agents::AgentHttp;
 use crate::config::McpServerConfig;
 
 /// The key of a `tools/call` request's `_meta` that carries the call's idempotency key.
@@ -48,22 +49,17 @@ struct McpServer {
     listing: Mutex<()>,
 }
 
-/// The agent's MCP servers, with the client (reqwest 0.13, as the SDK's transport takes it)
-/// built on the gateway's outbound TLS configuration.
+/// The agent's MCP servers, spoken to with the agents' HTTP client (the SDK's transport takes
+/// it as it is: the gateway's outbound TLS, no redirect followed, so the configured secret
+/// headers go to no other address).
 #[derive(Debug, Clone)]
 pub(super) struct McpServers {
     servers: Arc<Vec<McpServer>>,
-    http: Result<reqwest_mcp::Client, String>,
+    http: AgentHttp,
 }
 
 impl McpServers {
-    pub(super) fn new(configs: &[McpServerConfig], tls: &Arc<rustls::ClientConfig>) -> McpServers {
-        let http = reqwest_mcp::Client::builder()
-            // A redirect could carry the configured (secret) headers to another address.
-            .redirect(reqwest_mcp::redirect::Policy::none())
-            .tls_backend_preconfigured(rustls::ClientConfig::clone(tls))
-            .build()
-            .map_err(|e| format!("the MCP client could not be set up ({e})"));
+    pub(super) fn new(configs: &[McpServerConfig], http: AgentHttp) -> McpServers {
         let servers = configs.iter().map(|config| McpServer {
             config: config.clone(),
             listed: OnceLock::new(),
@@ -218,7 +214,7 @@ impl McpServers {
 
     /// A new MCP session with the server (`initialize`), with its configured headers.
     async fn connect(&self, config: &McpServerConfig) -> Result<RunningService<RoleClient, ()>, String> {
-        let http = self.http.clone()?;
+        let http = self.http.client().map_err(str::to_string)?.clone();
         let mut headers = HashMap::new();
         let mut authorization = None;
         let secrets = config.secret_headers.iter().filter_map(|(h, var)| Some((h, std::env::var(var).ok()?)));
@@ -228,9 +224,9 @@ impl McpServers {
                 authorization = Some(value.strip_prefix("Bearer ").unwrap_or(&value).to_string());
                 continue;
             }
-            let header = reqwest_mcp::header::HeaderName::from_bytes(name.as_bytes())
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| format!("'{name}' is not a header name"))?;
-            let value = reqwest_mcp::header::HeaderValue::from_str(&value)
+            let value = reqwest::header::HeaderValue::from_str(&value)
                 .map_err(|_| format!("the value of the header '{name}' is not a header value"))?;
             headers.insert(header, value);
         }
@@ -240,14 +236,14 @@ impl McpServers {
             transport_config = transport_config.auth_header(token);
         }
         let transport = StreamableHttpClientTransport::with_client(http, transport_config);
-        let host = reqwest_mcp::Url::parse(&config.url).ok().and_then(|url| url.host_str().map(str::to_string));
+        let host = reqwest::Url::parse(&config.url).ok().and_then(|url| url.host_str().map(str::to_string));
         ().serve(transport).await.map_err(|e| {
             let host = host.as_deref().unwrap_or("?");
             // The transport's error and the HTTP client's within it keep their causes out of the
             // source chain: both are opened by hand.
             let reason = match &e {
                 ClientInitializeError::TransportError { error, .. } => {
-                    match error.error.downcast_ref::<StreamableHttpError<reqwest_mcp::Error>>() {
+                    match error.error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
                         Some(StreamableHttpError::Client(client)) => failure_reason(client, host),
                         _ => failure_reason(error, host),
                     }

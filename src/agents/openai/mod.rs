@@ -175,8 +175,9 @@ pub struct OpenaiAgent {
 
 impl OpenaiAgent {
     pub fn new(config: OpenaiAgentConfig, tls: &std::sync::Arc<rustls::ClientConfig>) -> OpenaiAgent {
-        let mcp = mcp::McpServers::new(&config.mcp_servers, tls);
-        OpenaiAgent { config, http: super::AgentHttp::new(tls), mcp }
+        let http = super::AgentHttp::new(tls);
+        let mcp = mcp::McpServers::new(&config.mcp_servers, http.clone());
+        OpenaiAgent { config, http, mcp }
     }
 }
 

@@ -11,6 +11,11 @@ use serde_json::{json, Value};
 use super::{builtin_definition, OpenaiAgent, PendingCall, Usage, DELEGATE};
 use crate::engine::turn::{AgentError, Reasoning, TurnContext};
 use crate::protocol::sse::SseDecoder;
+use crate::retry::{retry_after, Backoff};
+
+/// The longest a retry waits when the model's answer asks for more in `Retry-After`: the
+/// turn should rather fail in words than sit silent for as long as a server says.
+const MOST_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 impl OpenaiAgent {
     /// One streamed model call: text deltas and tool-call argument deltas go to the log as
@@ -173,12 +178,15 @@ impl OpenaiAgent {
             .ok()
             .filter(|k| !k.is_empty() && !self.config.api_key_env.is_empty());
         let http = self.http.client().map_err(|why| AgentError::Failed(why.to_string()))?;
-        let mut delay = Duration::from_millis(250);
+        let mut backoff = Backoff::new(Duration::from_millis(250), Duration::MAX);
         let mut last_problem = String::new();
+        // What the last answer asked to wait before the next attempt (`Retry-After`).
+        let mut asked_wait = None;
         for attempt in 0..=self.config.retries {
             if attempt > 0 {
-                tokio::time::sleep(delay).await;
-                delay *= 2;
+                let scheduled = backoff.next_delay();
+                tokio::time::sleep(asked_wait.take().map_or(scheduled, |asked: Duration| asked.min(MOST_RETRY_AFTER)))
+                    .await;
             }
             // The model never reads a secret the gateway holds, whatever a tool answered.
             let sent = crate::redact::mask_secrets_owned(body.to_string());
@@ -201,6 +209,11 @@ impl OpenaiAgent {
                 }
                 Ok(response) if response.status().as_u16() == 429 || response.status().is_server_error() => {
                     last_problem = format!("the model answered {}", response.status());
+                    asked_wait = response
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|value| value.to_str().ok())
+                        .and_then(|value| retry_after(value, std::time::SystemTime::now()));
                 }
                 Ok(response) => {
                     return Err(AgentError::Failed(format!("the model refused the request ({})", response.status())))

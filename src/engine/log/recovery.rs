@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::writer::Writer;
 use super::{Append, LogError};
+use crate::retry::Backoff;
 use crate::store::{BatchOutcome, Store, StoreError, TurnWrites, WriteOp};
 
 impl Writer {
@@ -78,19 +79,18 @@ async fn commit_with_retry(
     batch: &[TurnWrites],
     mut interrupted: bool,
 ) -> Result<BatchOutcome, StoreError> {
-    let mut delay = Duration::from_millis(20);
+    let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(2));
     if interrupted {
-        tokio::time::sleep(delay).await;
-        delay *= 2;
+        backoff.wait().await;
     }
     loop {
         match store.commit_batch(batch).await {
             Ok(outcome) => return Ok(outcome),
             Err(error) if error.is_transient() => {
                 interrupted = true;
+                let delay = backoff.next_delay();
                 tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "event log commit failed; retrying");
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
             }
             Err(error) if error.is_refused_by_database() => {
                 if interrupted {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{AgentError, TurnContext, TurnSignal};
+use crate::retry::Backoff;
 
 /// How long a running turn waits for a database that is away before it fails.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -50,19 +51,18 @@ impl TurnContext {
         Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
     {
         let deadline = tokio::time::Instant::now() + PATIENCE;
-        let mut delay = Duration::from_millis(20);
+        let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
         loop {
             match attempt().await {
                 Ok(value) => return Ok(value),
-                Err(error) if error.is_transient() && tokio::time::Instant::now() + delay < deadline => {
+                Err(error) if error.is_transient() && tokio::time::Instant::now() + backoff.peek() < deadline => {
                     tracing::warn!(turn = %self.turn_id, %error, what, "the database is away; retrying");
                     self.check_cancelled()?;
                     let mut signal = self.signal.clone();
                     tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
+                        _ = backoff.wait() => {}
                         _ = signal.wait_for(|s| *s != TurnSignal::Run) => self.check_cancelled()?,
                     }
-                    delay = (delay * 2).min(Duration::from_secs(1));
                 }
                 Err(source) => return Err(AgentError::Store { what: what.to_string(), source }),
             }
