@@ -20,6 +20,8 @@ pub enum Reply {
     Body(axum::body::Body),
     /// An error status with a JSON body.
     Refuse(StatusCode, Value),
+    /// `429` with a `Retry-After` of this many seconds.
+    RateLimited { retry_after_secs: u64 },
     /// No answer ever: the call is in flight until its caller goes.
     Hang,
 }
@@ -105,6 +107,11 @@ async fn respond(reply: Reply) -> Response {
         Reply::Refuse(status, body) => {
             (status, [("content-type", "application/json")], body.to_string()).into_response()
         }
+        Reply::RateLimited { retry_after_secs } => {
+            let body = json!({"error": {"message": "Rate limit reached", "type": "requests"}});
+            let headers = [("content-type", "application/json".to_string()), ("retry-after", retry_after_secs.to_string())];
+            (StatusCode::TOO_MANY_REQUESTS, headers, body.to_string()).into_response()
+        }
         Reply::Hang => std::future::pending().await,
     }
 }
@@ -155,16 +162,13 @@ pub fn hanging_on_call(
     move |request, number| if number == call { Reply::Hang } else { script(request, number) }
 }
 
-/// `script`, except that the first call is answered 429 (rate limited).
+/// `script`, except that the first call is answered 429 (rate limited), asking for a second.
 pub fn busy_first(
     script: impl Fn(&Value, usize) -> Reply + Send + Sync,
 ) -> impl Fn(&Value, usize) -> Reply + Send + Sync {
     move |request, number| {
         if number == 1 {
-            Reply::Refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
-            )
+            Reply::RateLimited { retry_after_secs: 1 }
         } else {
             script(request, number)
         }
