@@ -47,8 +47,11 @@ impl Inner {
             if fresh.is_empty() && !stale {
                 return false;
             }
-            let mut grown: HashMap<(String, String), i64> =
-                set.iter().filter(|(_, at)| **at >= now_ms - DELETIONS_KEPT_MS).map(|(k, at)| (k.clone(), *at)).collect();
+            let mut grown: HashMap<(String, String), i64> = set
+                .iter()
+                .filter(|(_, at)| **at >= now_ms - DELETIONS_KEPT_MS)
+                .map(|(k, at)| (k.clone(), *at))
+                .collect();
             grown.extend(fresh);
             *set = Arc::new(grown);
             true

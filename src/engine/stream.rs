@@ -234,8 +234,7 @@ pub(super) async fn render(
                 }
                 _ => {}
             }
-            let mut items =
-                vec![StreamItem { id: id.clone(), json: Bytes::from(serde_json::to_vec(&envelope)?) }];
+            let mut items = vec![StreamItem { id: id.clone(), json: Bytes::from(serde_json::to_vec(&envelope)?) }];
             if event.kind == EventKind::RunStarted && plan.snapshot_on_open {
                 // A reopened thread (§3): the conversation the gateway recorded, so a page that
                 // sent a stale or empty history shows the thread as it is.

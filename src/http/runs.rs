@@ -93,7 +93,11 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
         .await?;
     Ok(match plan {
         RunPlan::Follow(plan) => {
-            let sight = ThreadSight { tenant: tenant.name.clone(), thread_id: plan.thread_id.clone(), thread_pk: plan.thread_pk };
+            let sight = ThreadSight {
+                tenant: tenant.name.clone(),
+                thread_id: plan.thread_id.clone(),
+                thread_pk: plan.thread_pk,
+            };
             tracing::info!(
                 tenant = %tenant.name,
                 thread = %plan.thread_id,
@@ -151,8 +155,11 @@ async fn connect(State(state): State<AppState>, request: StreamRequest) -> Resul
         })
         .await?;
     tracing::info!(tenant = %tenant.name, thread = %plan.thread_id(), caller = %caller.label(), "connect");
-    let sight =
-        ThreadSight { tenant: tenant.name.clone(), thread_id: plan.thread_id().to_string(), thread_pk: plan.thread_pk() };
+    let sight = ThreadSight {
+        tenant: tenant.name.clone(),
+        thread_id: plan.thread_id().to_string(),
+        thread_pk: plan.thread_pk(),
+    };
     Ok(sse::serve_events(state.engine.connect_stream(plan), lifetime(&state, caller, sight), slot))
 }
 
@@ -236,7 +243,6 @@ fn lifetime(state: &AppState, caller: Caller, sight: ThreadSight) -> sse::Lifeti
         access_ends: Box::pin(async move { auth.access_ends(&caller, Some(sight)).await }),
     }
 }
-
 
 /// What a connect request reads of its RunAgentInput: a whole RunAgentInput is welcome, and
 /// every other member is ignored (a page's stale `messages` included), so the document asks

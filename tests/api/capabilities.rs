@@ -113,7 +113,8 @@ async fn every_agent_states_its_capabilities_in_the_protocols_words() {
     let (status, missing) = get(&app, "/v1/agents/nobody?tenant=default", None).await;
     assert_eq!((status, missing["error"]["code"].as_str()), (404, Some("not_found")), "{missing}");
 
-    let judged: Vec<Value> = agents.iter().map(|a| json!({ "name": a["name"], "capabilities": a["capabilities"] })).collect();
+    let judged: Vec<Value> =
+        agents.iter().map(|a| json!({ "name": a["name"], "capabilities": a["capabilities"] })).collect();
     official_schema_accepts(&judged).await;
 }
 
@@ -124,7 +125,8 @@ async fn an_agent_the_key_may_not_start_answers_like_one_that_does_not_exist() {
     let (key, _) = new_key(&app, "default", &["demo"], KeyKind::Tenant).await;
     let (status, body) = get(&app, "/v1/agents?tenant=default", Some(&key)).await;
     assert_eq!(status, 200);
-    let names: Vec<&str> = body["agents"].as_array().expect("agents").iter().filter_map(|a| a["name"].as_str()).collect();
+    let names: Vec<&str> =
+        body["agents"].as_array().expect("agents").iter().filter_map(|a| a["name"].as_str()).collect();
     assert_eq!(names, ["demo"]);
     let (hidden, hidden_body) = get(&app, "/v1/agents/approver?tenant=default", Some(&key)).await;
     let (missing, missing_body) = get(&app, "/v1/agents/nobody?tenant=default", Some(&key)).await;

@@ -6,21 +6,20 @@ tool call is recorded (tool, arguments, the `_meta` idempotency key, the `author
 the record, so a test can tell what reached the server and what never did.
 """
 
-import argparse
 import asyncio
-import os
-import socket
-import stat
-import sys
-import threading
 from typing import Any
 
 import anyio
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1] / "support"))
+import listen  # noqa: E402  (tests/support/listen.py, shared by the Python test servers)
+
 
 CALLS: list[dict[str, Any]] = []
 
@@ -101,40 +100,12 @@ async def calls(_: Request) -> JSONResponse:
     return JSONResponse(CALLS)
 
 
-def watch_stdin(uv: uvicorn.Server) -> None:
-    # A parent that dies without signalling closes our stdin. Only a pipe or socket is watched.
-    mode = os.fstat(0).st_mode
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-        return
-
-    def wait_for_eof() -> None:
-        while os.read(0, 4096):
-            pass
-        uv.should_exit = True
-
-    threading.Thread(target=wait_for_eof, daemon=True).start()
-
-
 async def main(port: int) -> None:
     app = server.streamable_http_app(host="127.0.0.1")
     app.router.routes.append(Route("/calls", calls, methods=["GET"]))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    config = uvicorn.Config(app, http="h11", log_level="warning", access_log=False, timeout_graceful_shutdown=1)
-    uv = uvicorn.Server(config)
-    watch_stdin(uv)
-    serving = asyncio.create_task(uv.serve(sockets=[sock]))
-    while not uv.started:
-        if serving.done():
-            await serving
-            sys.exit(1)
-        await asyncio.sleep(0.01)
-    print(f"listening http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
-    await serving
+    # The MCP app's session manager runs in its lifespan.
+    await listen.serve(app, port, lifespan="auto")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=0)
-    asyncio.run(main(parser.parse_args().port))
+    asyncio.run(main(listen.port_from_args(__doc__.splitlines()[0])))

@@ -132,15 +132,9 @@ impl McpServers {
             return format!("error: the MCP server '{}' offers no tool '{tool}'; nothing was run", server.name);
         };
         // The credentials go in place of the model's placeholders only now (secret_args.rs).
-        let checked = match secret_args::fill_in(&mut args, &described.input_schema, &server.secret_args, false) {
-            Ok(checked) => checked,
-            Err(why) => return why,
-        };
-        if let Ok(validator) = jsonschema::validator_for(&checked) {
-            let errors: Vec<String> = validator.iter_errors(&args).map(|e| e.to_string()).collect();
-            if !errors.is_empty() {
-                return format!("error: the arguments do not match the tool's schema: {}", errors.join("; "));
-            }
+        if let Err(why) = secret_args::fill_in_and_check(&mut args, &described.input_schema, &server.secret_args, false)
+        {
+            return why;
         }
         let request = json!({ "name": tool, "arguments": args, "_meta": { IDEMPOTENCY_META_KEY: idempotency_key } });
         let params: CallToolRequestParams = match serde_json::from_value(request) {

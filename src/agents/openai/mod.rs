@@ -216,8 +216,10 @@ fn not_run(decision: &Value) -> String {
 #[async_trait]
 impl Agent for OpenaiAgent {
     fn asked_now(&self, checkpoint: &Checkpoint, interrupt_id: &str) -> AskedNow {
-        let Some(conversation) =
-            checkpoint.conversation.as_ref().and_then(|saved| serde_json::from_value::<Conversation>(saved.clone()).ok())
+        let Some(conversation) = checkpoint
+            .conversation
+            .as_ref()
+            .and_then(|saved| serde_json::from_value::<Conversation>(saved.clone()).ok())
         else {
             return AskedNow::Unknown;
         };

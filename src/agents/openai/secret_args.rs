@@ -3,7 +3,7 @@
 //! the credential, and sends the placeholder; the gateway puts the value in only when it calls
 //! the tool. So the stream, the log and `gateway/details` hold the placeholder and the value
 //! exists only in the request to the tool. Both tool kinds use it: an HTTP tool's arguments
-//! and an MCP server's tools' arguments.
+//! and an MCP server's tools' arguments, each checked against the tool's schema here too.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +22,9 @@ fn taken<'a>(
     parameters: &'a Value,
     declared: bool,
 ) -> impl Iterator<Item = (&'a String, &'a String)> {
-    secret_args.iter().filter(move |(argument, _)| declared || parameters["properties"].get(argument.as_str()).is_some())
+    secret_args
+        .iter()
+        .filter(move |(argument, _)| declared || parameters["properties"].get(argument.as_str()).is_some())
 }
 
 /// The function definition the model is offered: each secret argument the tool takes a
@@ -51,16 +53,17 @@ pub(super) fn offered_definition(
     json!({ "type": "function", "function": { "name": name, "description": description.trim(), "parameters": offered } })
 }
 
-/// Puts the credentials in place of the placeholders the model sent, just before the call,
-/// and gives the schema the filled-in arguments are checked against (the credentials
-/// themselves, not their placeholders, are in them now). An error is the text the model reads:
-/// a credential whose variable is not set runs nothing.
-pub(super) fn fill_in(
+/// Makes the model's arguments the call's: puts the credentials in place of the placeholders
+/// the model sent, just before the call, and checks the arguments against the tool's schema
+/// (the credentials themselves, not their placeholders, are in them now). An error is the text
+/// the model reads: a credential whose variable is not set, or arguments off the schema, run
+/// nothing.
+pub(super) fn fill_in_and_check(
     args: &mut Value,
     parameters: &Value,
     secret_args: &SecretArgs,
     declared: bool,
-) -> Result<Value, String> {
+) -> Result<(), String> {
     let mut checked = parameters.clone();
     for (argument, variable) in taken(secret_args, parameters, declared) {
         let Some(object) = args.as_object_mut() else { break };
@@ -76,7 +79,13 @@ pub(super) fn fill_in(
             properties.insert(argument.clone(), json!({ "type": "string" }));
         }
     }
-    Ok(checked)
+    if let Ok(validator) = jsonschema::validator_for(&checked) {
+        let errors: Vec<String> = validator.iter_errors(args).map(|e| e.to_string()).collect();
+        if !errors.is_empty() {
+            return Err(format!("error: the arguments do not match the tool's schema: {}", errors.join("; ")));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -86,7 +95,8 @@ mod tests {
     #[test]
     fn a_server_described_tool_is_offered_the_placeholder_only_for_arguments_it_takes() {
         let secret_args: SecretArgs = [("token".to_string(), "AGUI_SECRET_ARGS_TEST".to_string())].into();
-        let takes = json!({ "type": "object", "properties": { "token": { "type": "string" }, "q": { "type": "string" } } });
+        let takes =
+            json!({ "type": "object", "properties": { "token": { "type": "string" }, "q": { "type": "string" } } });
         let offered = offered_definition("lookup", "Looks up.", &takes, &secret_args, false);
         let placeholder = secret_placeholder("AGUI_SECRET_ARGS_TEST");
         assert_eq!(offered["function"]["parameters"]["properties"]["token"]["const"], placeholder.as_str());
@@ -103,10 +113,17 @@ mod tests {
         let schema = json!({ "type": "object", "properties": { "token": { "type": "string", "minLength": 3 } } });
         let mut args = json!({ "token": secret_placeholder("AGUI_SECRET_ARGS_FILL") });
         std::env::remove_var("AGUI_SECRET_ARGS_FILL");
-        assert!(fill_in(&mut args, &schema, &secret_args, false).is_err_and(|e| e.contains("nothing was run")));
+        assert!(
+            fill_in_and_check(&mut args, &schema, &secret_args, false).is_err_and(|e| e.contains("nothing was run"))
+        );
+        std::env::set_var("AGUI_SECRET_ARGS_FILL", "ab");
+        let short = fill_in_and_check(&mut args, &schema, &secret_args, false);
+        assert!(
+            short.is_err_and(|e| e.contains("schema")),
+            "a server's schema for the argument still checks the value"
+        );
         std::env::set_var("AGUI_SECRET_ARGS_FILL", "the-value");
-        let checked = fill_in(&mut args, &schema, &secret_args, false).expect("filled in");
+        fill_in_and_check(&mut args, &schema, &secret_args, false).expect("filled in");
         assert_eq!(args["token"], "the-value");
-        assert_eq!(checked, schema, "a server's schema for the argument still checks the value");
     }
 }

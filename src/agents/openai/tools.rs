@@ -33,15 +33,8 @@ impl OpenaiAgent {
         };
         // The model sent placeholders for the credentials: the values go in only now, in the
         // request to the tool, and nowhere else (the log shows what the model sent).
-        let checked = match secret_args::fill_in(&mut args, &tool.parameters, &tool.secret_args, true) {
-            Ok(checked) => checked,
-            Err(why) => return why,
-        };
-        if let Ok(validator) = jsonschema::validator_for(&checked) {
-            let errors: Vec<String> = validator.iter_errors(&args).map(|e| e.to_string()).collect();
-            if !errors.is_empty() {
-                return format!("error: the arguments do not match the tool's schema: {}", errors.join("; "));
-            }
+        if let Err(why) = secret_args::fill_in_and_check(&mut args, &tool.parameters, &tool.secret_args, true) {
+            return why;
         }
         let http = match self.http.client() {
             Ok(http) => http,

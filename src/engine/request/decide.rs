@@ -7,12 +7,12 @@ use serde_json::{json, Value};
 use super::follow::{refuse, viewer_of};
 use super::history::{self, HistoryVerdict};
 use super::interrupts::{self, check_resume, waiting_of, EntryPlan, Viewer};
-use crate::engine::agent::AskedNow;
-use crate::engine::turn::Checkpoint;
 use crate::caller::Caller;
+use crate::engine::agent::AskedNow;
 use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent};
 use crate::engine::read_log;
 use crate::engine::runner::TurnStart;
+use crate::engine::turn::Checkpoint;
 use crate::engine::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
@@ -131,8 +131,8 @@ impl Engine {
         plans: &[EntryPlan],
         interrupts: &[InterruptRow],
     ) -> Result<Option<Refusal>, EngineError> {
-        let recheck_ms = i64::try_from(self.inner.config.turns.decision_recheck_secs.saturating_mul(1000))
-            .unwrap_or(i64::MAX);
+        let recheck_ms =
+            i64::try_from(self.inner.config.turns.decision_recheck_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
         let now = self.now_ms();
         let stale: Vec<&InterruptRow> = plans
             .iter()
@@ -146,8 +146,9 @@ impl Engine {
             return Ok(None);
         };
         let checkpoint: Checkpoint = match &turn.checkpoint {
-            Some(saved) => serde_json::from_str(saved)
-                .map_err(|e| StoreError::Corrupt(format!("turn {}'s checkpoint does not parse: {e}", turn.public_id)))?,
+            Some(saved) => serde_json::from_str(saved).map_err(|e| {
+                StoreError::Corrupt(format!("turn {}'s checkpoint does not parse: {e}", turn.public_id))
+            })?,
             None => Checkpoint::default(),
         };
         let changed: Vec<&str> = stale
@@ -174,8 +175,9 @@ impl Engine {
             .collect();
         let outcomes: Vec<Value> =
             changed.iter().map(|id| json!({ "interruptId": id, "outcome": "superseded" })).collect();
-        let audit =
-            self.decision_audit(turn, "gateway", None, "interrupt.supersede", &outcomes.iter().collect::<Vec<_>>()).await?;
+        let audit = self
+            .decision_audit(turn, "gateway", None, "interrupt.supersede", &outcomes.iter().collect::<Vec<_>>())
+            .await?;
         let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?, now)?;
         // Someone else's decision in between leaves nothing to supersede: refused all the same,
         // the decision was made on what was shown then.

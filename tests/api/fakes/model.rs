@@ -18,8 +18,6 @@ pub enum Reply {
     Stream(String),
     /// A streamed answer the script sends piece by piece (a cut network, a stalled model).
     Body(axum::body::Body),
-    /// An error status with a JSON body.
-    Refuse(StatusCode, Value),
     /// `429` with a `Retry-After` of this many seconds.
     RateLimited { retry_after_secs: u64 },
     /// No answer ever: the call is in flight until its caller goes.
@@ -104,12 +102,10 @@ async fn respond(reply: Reply) -> Response {
     match reply {
         Reply::Stream(body) => (StatusCode::OK, streamed, body).into_response(),
         Reply::Body(body) => (StatusCode::OK, streamed, body).into_response(),
-        Reply::Refuse(status, body) => {
-            (status, [("content-type", "application/json")], body.to_string()).into_response()
-        }
         Reply::RateLimited { retry_after_secs } => {
             let body = json!({"error": {"message": "Rate limit reached", "type": "requests"}});
-            let headers = [("content-type", "application/json".to_string()), ("retry-after", retry_after_secs.to_string())];
+            let headers =
+                [("content-type", "application/json".to_string()), ("retry-after", retry_after_secs.to_string())];
             (StatusCode::TOO_MANY_REQUESTS, headers, body.to_string()).into_response()
         }
         Reply::Hang => std::future::pending().await,

@@ -42,7 +42,14 @@ impl TwoInstances {
         let logs = Arc::new(Mutex::new(Vec::new()));
         let a = Spawn::new(&config, &db.url).start(logs.clone());
         let b = Spawn::new(&config, &db.url).start(logs);
-        TwoInstances { a, b, _db: db, agent: agent.to_string(), client: crate::tls_support::http_client().build().expect("client"), _dir: dir }
+        TwoInstances {
+            a,
+            b,
+            _db: db,
+            agent: agent.to_string(),
+            client: crate::tls_support::http_client().build().expect("client"),
+            _dir: dir,
+        }
     }
 
     /// The agent's run URL on `instance`.

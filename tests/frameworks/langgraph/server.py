@@ -34,22 +34,22 @@ client's `tools` in `state["tools"]`, its `context` in `state["ag-ui"]["context"
 - anything else: "You said: <text>" (streamed word by word).
 """
 
-import argparse
 import asyncio
 import json
 import os
-import socket
-import stat
-import sys
-import threading
 import uuid
 from typing import Annotated, Any, Iterator
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[2] / "support"))
+import listen  # noqa: E402  (tests/support/listen.py, shared by the Python test servers)
+
 
 # No tracing, so nothing is sent anywhere, whatever the environment says.
 os.environ["LANGSMITH_TRACING"] = "false"
 os.environ["LANGCHAIN_TRACING_V2"] = "false"
 
-import uvicorn  # noqa: E402 (after the environment is set)
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -243,46 +243,5 @@ add_langgraph_fastapi_endpoint(
 add_langgraph_fastapi_endpoint(app, LangGraphAgent(name="scripted-legacy", graph=graph), "/agent-legacy")
 
 
-def watch_stdin(server: uvicorn.Server) -> None:
-    # A parent that dies without signalling closes our stdin. Only a pipe or socket is watched:
-    # a terminal or /dev/null as stdin (a shell, CI) must not end the server at once.
-    mode = os.fstat(0).st_mode
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-        return
-
-    def wait_for_eof() -> None:
-        while os.read(0, 4096):
-            pass
-        server.should_exit = True
-
-    threading.Thread(target=wait_for_eof, daemon=True).start()
-
-
-async def main(port: int) -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    config = uvicorn.Config(
-        app,
-        http="h11",
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    watch_stdin(server)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if serving.done():
-            await serving  # surfaces a start-up error
-            sys.exit(1)
-        await asyncio.sleep(0.01)
-    print(f"listening http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
-    await serving
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=0)
-    asyncio.run(main(parser.parse_args().port))
+    asyncio.run(listen.serve(app, listen.port_from_args(__doc__.splitlines()[0])))

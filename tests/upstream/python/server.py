@@ -15,17 +15,10 @@ written by `ag_ui.encoder.EventEncoder`, except the deliberately invalid ones on
 encoder only speaks SSE, so Accept is read but every answer is `text/event-stream`.
 """
 
-import argparse
 import asyncio
 import json
-import os
-import socket
-import stat
-import sys
-import threading
 import time
 
-import uvicorn
 from ag_ui.core import (
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
@@ -57,6 +50,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[2] / "support"))
+import listen  # noqa: E402  (tests/support/listen.py, shared by the Python test servers)
+
 
 APPROVAL_ID = "up-approval-1"
 APPROVAL_SCHEMA = {
@@ -311,47 +310,5 @@ app = Starlette(
 )
 
 
-def watch_stdin(server: uvicorn.Server) -> None:
-    # A parent that dies without signalling closes our stdin. Only a pipe or socket is watched:
-    # a terminal or /dev/null as stdin (a shell, CI) must not end the server at once.
-    mode = os.fstat(0).st_mode
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-        return
-
-    def wait_for_eof() -> None:
-        while os.read(0, 4096):
-            pass
-        server.should_exit = True
-
-    threading.Thread(target=wait_for_eof, daemon=True).start()
-
-
-async def main(port: int) -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    config = uvicorn.Config(
-        app,
-        http="h11",
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-        # Open streams (a slow run) must not hold shutdown up.
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    watch_stdin(server)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if serving.done():
-            await serving  # surfaces a start-up error
-            sys.exit(1)
-        await asyncio.sleep(0.01)
-    print(f"listening http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
-    await serving
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=0)
-    asyncio.run(main(parser.parse_args().port))
+    asyncio.run(listen.serve(app, listen.port_from_args(__doc__.splitlines()[0])))
