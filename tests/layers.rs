@@ -395,27 +395,10 @@ fn layer_edges(src: &Path) -> BTreeMap<String, BTreeMap<Vec<String>, BTreeSet<Ve
     layers
 }
 
-/// Imports that close a circle between two files and are not untangled yet: `(from, to)`, left
-/// out of the graph so that every other circle still fails. Each is a file taking one helper
-/// from a file that imports it back; the way out is to move the helper below both.
-const CIRCLES_TO_UNTANGLE: &[(&str, &str)] = &[
-    // `tls` takes `AcceptBackoff` from `connections`, which takes `TlsListener` from `tls`.
-    ("http::tls", "http::connections"),
-    // `threads` takes `HELD_BY_INSTANCE` from `leases`, which takes `turn_row` from `threads`.
-    ("store::threads", "store::leases"),
-];
-
 #[test]
 fn the_files_of_a_layer_import_each_other_in_one_direction() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut layers = layer_edges(&src);
-    for (from, to) in CIRCLES_TO_UNTANGLE {
-        let module = |path: &str| path.split("::").map(String::from).collect::<Vec<_>>();
-        let layer = layers.get_mut(from.split("::").next().unwrap_or_default());
-        if let Some(edges) = layer.and_then(|layer| layer.get_mut(&module(from))) {
-            edges.remove(&module(to));
-        }
-    }
+    let layers = layer_edges(&src);
     let circles: Vec<String> = layers
         .values()
         .filter_map(find_circle)

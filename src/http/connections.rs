@@ -37,9 +37,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
+use super::accept::AcceptBackoff;
 use super::tls::TlsListener;
 use crate::config::Limits;
-use crate::retry::Backoff;
 
 /// The first bytes of every HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -159,36 +159,6 @@ async fn accept(connections: &mut Connections, slots: &Arc<Semaphore>) -> Accept
             let (tls, peer, permit) = listener.accept().await;
             Accepted::Tls(Box::new(tls), peer, permit)
         }
-    }
-}
-
-/// How the accept loop waits out an error: a connection that failed before it was accepted is
-/// nobody's problem; anything else — above all running out of file descriptors (`EMFILE`,
-/// `ENFILE`), which stays true until some connection closes — is waited out, 5 ms at first and
-/// doubling up to a second, so the loop neither spins nor stops. Logged once per run of errors.
-#[derive(Default)]
-pub(super) struct AcceptBackoff {
-    /// The schedule of the current run of errors; `None` while accepting succeeds.
-    backoff: Option<Backoff>,
-}
-
-impl AcceptBackoff {
-    const FIRST: Duration = Duration::from_millis(5);
-    const MOST: Duration = Duration::from_secs(1);
-
-    pub(super) async fn wait(&mut self, error: std::io::Error) {
-        use std::io::ErrorKind;
-        if matches!(
-            error.kind(),
-            ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
-        ) {
-            return;
-        }
-        let backoff = self.backoff.get_or_insert_with(|| {
-            tracing::error!(%error, "accepting a connection failed; accepting slows down until it succeeds again");
-            Backoff::new(Self::FIRST, Self::MOST)
-        });
-        backoff.wait().await;
     }
 }
 

@@ -2,6 +2,7 @@
 //! `router()`; [`router`] merges them. [`serve`] takes a bound listener and a shutdown signal;
 //! [`crate::server::Server::serve`] wraps it in the whole shutdown (turns handed over, grace).
 
+mod accept;
 mod agents;
 mod body;
 mod connections;

@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use super::connections::AcceptBackoff;
+use super::accept::AcceptBackoff;
 use crate::config::TlsConfig;
 
 /// How often the certificate files' modification times are looked at.

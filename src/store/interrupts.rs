@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use super::audit::insert_audit;
 use super::backend::Backend;
 use super::events::{INSERT_EVENT, LAST_SEQ};
-use super::leases::HELD_BY_INSTANCE;
 use super::sql::{Record, SqlDb, Stmt};
+use super::threads::HELD_BY_INSTANCE;
 use super::{AuditEntry, StoreError, StoredEvent, TurnStatus};
 
 /// Where an interrupt is in its life (§5.1). Only `Open` interrupts can be decided.

@@ -18,12 +18,8 @@ use async_trait::async_trait;
 
 use super::backend::Backend;
 use super::sql::Stmt;
-use super::threads::{turn_row, TURN_COLUMNS};
+use super::threads::{turn_row, HELD_BY_INSTANCE, TURN_COLUMNS};
 use super::{StoreError, TurnRow};
-
-/// What a held turn's `lease_until_ms` says: "ask the owner's instance row" — never lapsed by
-/// the per-turn test of earlier versions.
-pub(super) const HELD_BY_INSTANCE: i64 = i64::MAX;
 
 #[async_trait]
 pub trait LeaseStore: Send + Sync {

@@ -247,6 +247,10 @@ pub trait ThreadStore: Send + Sync {
     async fn idle_threads(&self, before_ms: i64, limit: i64) -> Result<Vec<ThreadRow>, StoreError>;
 }
 
+/// What a held turn's `lease_until_ms` says: "ask the owner's instance row" — never lapsed by
+/// the per-turn test of earlier versions.
+pub(super) const HELD_BY_INSTANCE: i64 = i64::MAX;
+
 pub(super) const TURN_COLUMNS: &str = "id, public_id, thread, ordinal, agent, status, user_message_id, \
      user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools, client_input, epoch";
 
@@ -402,7 +406,7 @@ impl<B: Backend> ThreadStore for B {
             .bind(&new.started_by)
             .bind(new.at_ms)
             .bind(&new.owner_instance)
-            .bind(super::leases::HELD_BY_INSTANCE)
+            .bind(HELD_BY_INSTANCE)
             .bind(&new.client_tools)
             .bind(&new.client_input)
             .fetch_optional(&mut tx)
