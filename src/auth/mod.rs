@@ -12,6 +12,7 @@
 //!
 //! The HTTP extractors that turn this into permissions live in `http::permissions`.
 
+mod access;
 pub mod jwt;
 pub mod keys;
 pub mod providers;
@@ -32,6 +33,8 @@ use crate::store::{AuditEntry, KeyKind, Store, StoreError};
 use jwt::{AppClaims, AppTokens, KeyError};
 use providers::Provider;
 use watchers::{holds_api_keys, spawn_failure_reporter, spawn_revocation_watcher};
+
+pub use access::{AccessEnd, ThreadSight};
 
 pub use crate::caller::{Caller, KeyCaller, Person, Scopes, LOCAL_PERSON};
 
@@ -156,7 +159,7 @@ struct Inner {
     failures: Mutex<Failures>,
     revoked: watch::Sender<Arc<HashSet<String>>>,
     /// Threads erased lately (`(tenant, thread id)` → when), so that open streams on them end;
-    /// kept for [`DELETIONS_KEPT_MS`], far longer than a stream takes to hear of one.
+    /// kept for `access::DELETIONS_KEPT_MS`, far longer than a stream takes to hear of one.
     deleted_threads: watch::Sender<Arc<HashMap<(String, String), i64>>>,
     /// What time it is for minted tokens' lifetimes and the failure and revocation windows.
     clock: Arc<dyn Clock>,
@@ -396,109 +399,9 @@ impl Auth {
         self.inner.report_failures().await
     }
 
-    /// Resolves once any of `keys` is revoked (never, for an empty list).
-    pub async fn revoked(&self, keys: Vec<String>) {
-        if keys.is_empty() {
-            return std::future::pending().await;
-        }
-        let mut revoked = self.inner.revoked.subscribe();
-        loop {
-            if keys.iter().any(|k| revoked.borrow_and_update().contains(k)) {
-                return;
-            }
-            if revoked.changed().await.is_err() {
-                return std::future::pending().await;
-            }
-        }
-    }
-
-    /// Resolves when `caller`'s right to read ends while a stream is open: a key it depends on
-    /// is revoked, its token expires (past the same leeway its verification allowed), or the
-    /// thread the stream shows (`sight`) is erased.
-    pub async fn access_ends(&self, caller: &Caller, sight: Option<ThreadSight>) -> AccessEnd {
-        let keys = caller.revocable_keys();
-        let expiry = caller.expires_at().map(|exp| {
-            let ends_ms = (exp.saturating_add(self.inner.config.leeway_secs)).saturating_mul(1000);
-            let left_ms = i64::try_from(ends_ms).unwrap_or(i64::MAX).saturating_sub(self.inner.clock.now_ms());
-            std::time::Duration::from_millis(u64::try_from(left_ms).unwrap_or(0))
-        });
-        let expired = async {
-            match expiry {
-                Some(left) => tokio::time::sleep(left).await,
-                None => std::future::pending().await,
-            }
-        };
-        let erased = async {
-            match sight {
-                Some(sight) => self.thread_erased(sight).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = self.revoked(keys) => AccessEnd::Revoked,
-            () = expired => AccessEnd::Expired,
-            () = erased => AccessEnd::ThreadDeleted,
-        }
-    }
-
-    /// Resolves once the thread of `sight` is erased (on any instance: the watcher reads the
-    /// `thread.delete` audit rows). A thread erased and started again under the same id is
-    /// another thread: the store says which one still stands, asked only when the id shows up.
-    async fn thread_erased(&self, sight: ThreadSight) {
-        let mut deleted = self.inner.deleted_threads.subscribe();
-        let key = (sight.tenant, sight.thread_id);
-        loop {
-            let named = deleted.borrow_and_update().contains_key(&key);
-            if named {
-                match self.inner.store.thread_by_pk(sight.thread_pk).await {
-                    Ok(Some(thread)) if (thread.tenant.as_str(), thread.thread_id.as_str()) == (&key.0, &key.1) => {}
-                    Ok(_) => return,
-                    Err(error) => tracing::warn!(%error, "could not tell whether a thread still stands"),
-                }
-            }
-            if deleted.changed().await.is_err() {
-                return std::future::pending().await;
-            }
-        }
-    }
-
     /// An audit row written by a request.
     pub async fn audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
         self.inner.store.append_audit(&entry).await
-    }
-}
-
-/// Why an open stream's caller may read no more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AccessEnd {
-    /// A key the caller's access depends on was revoked.
-    Revoked,
-    /// The caller's token expired.
-    Expired,
-    /// The thread the stream shows was erased.
-    ThreadDeleted,
-}
-
-/// The thread an open stream shows: it ends when the thread is erased.
-#[derive(Debug, Clone)]
-pub struct ThreadSight {
-    pub tenant: String,
-    pub thread_id: String,
-    pub thread_pk: i64,
-}
-
-/// How long an erased thread stays in the watcher's set: every open stream on it hears of the
-/// erasure within `auth.revocation_check_ms`; this is the margin.
-const DELETIONS_KEPT_MS: i64 = 10 * 60 * 1000;
-
-impl AccessEnd {
-    /// What the stream's `RUN_ERROR` (code `revoked`) says.
-    pub fn message(self) -> &'static str {
-        match self {
-            AccessEnd::Revoked => "the caller's access was withdrawn while the stream was open",
-            AccessEnd::Expired => "the caller's token expired while the stream was open; reconnect with a fresh one",
-            AccessEnd::ThreadDeleted => "the thread was deleted while the stream was open",
-        }
     }
 }
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{AuthSetupError, Inner, DELETIONS_KEPT_MS};
+use super::access::DELETIONS_KEPT_MS;
+use super::{AuthSetupError, Inner};
 use crate::store::{AuditEntry, Store, StoreError};
 
 impl Inner {

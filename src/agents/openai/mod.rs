@@ -17,16 +17,15 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::config::{HttpTool, McpServerConfig, OpenaiAgentConfig, ToolPolicy};
+use crate::config::{HttpTool, McpServerConfig, OpenaiAgentConfig};
 use crate::engine::agent::{Agent, AskedNow};
-use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
-use crate::engine::turn::{
-    new_interrupt_id, AgentError, AgentOutput, Checkpoint, ChildCheckpoint, Decided, InterruptSpec, NotePin,
-    TurnContext,
-};
+use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, ChildCheckpoint, Decided, NotePin, TurnContext};
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
+mod decisions;
+
+use decisions::{approved_arguments, not_run, Decisions};
 mod mcp;
 mod secret_args;
 mod stream;
@@ -100,45 +99,6 @@ enum CallKind<'a> {
     Unoffered,
 }
 
-/// The decisions on the interrupts a turn waited for, by interrupt id and by the tool call
-/// each was opened for; `awaiting` stays in the checkpoints written while they are applied, so
-/// a takeover in the middle applies the rest of them.
-struct Decisions {
-    awaiting: Vec<String>,
-    by_interrupt: BTreeMap<String, Value>,
-    by_call: BTreeMap<String, Value>,
-}
-
-impl Decisions {
-    fn new(awaiting: Vec<String>, decided: Vec<Decided>) -> Decisions {
-        let mut by_interrupt = BTreeMap::new();
-        let mut by_call = BTreeMap::new();
-        for decided in decided {
-            if let Some(call) = decided.tool_call_id {
-                by_call.insert(call, decided.decision.clone());
-            }
-            by_interrupt.insert(decided.interrupt_id, decided.decision);
-        }
-        Decisions { awaiting, by_interrupt, by_call }
-    }
-
-    /// The decision on the interrupt opened for `call`. Its absence is an error of the turn:
-    /// a call is never run, nor reported denied, on a decision that is not its own.
-    fn for_call(&self, call: &PendingCall) -> Result<&Value, AgentError> {
-        let found = match &call.interrupt {
-            Some(interrupt) => self.by_interrupt.get(interrupt),
-            // Saved before calls named their interrupt: the interrupt names the call.
-            None => self.by_call.get(&call.gateway_id),
-        };
-        found.ok_or_else(|| {
-            AgentError::Failed(format!(
-                "no decision answers the interrupt opened for the tool call {} ({})",
-                call.gateway_id, call.name
-            ))
-        })
-    }
-}
-
 /// The idempotency key a tool call is made with (docs/agents.md): the same for every attempt
 /// at one call, so a tool can make its effect once. The gateway's call id (`<turn>:c<n>`) is
 /// saved in the checkpoint with the pending call, so a takeover that re-issues a call whose
@@ -179,38 +139,6 @@ impl OpenaiAgent {
         let mcp = mcp::McpServers::new(&config.mcp_servers, http.clone());
         OpenaiAgent { config, http, mcp }
     }
-}
-
-/// The approval interrupt of a call of a tool (HTTP or MCP) under `policy`.
-fn approval_for(call: &PendingCall, policy: &ToolPolicy) -> InterruptSpec {
-    InterruptSpec {
-        id: new_interrupt_id(),
-        reason: "tool_call".into(),
-        message: format!("Allow the tool '{}' to run?", call.name),
-        tool_call_id: Some(call.gateway_id.clone()),
-        response_schema: tool_call_schema(policy.allow_edit, policy.confirm.as_deref()),
-        ttl_ms: policy.ttl_secs as i64 * 1000,
-        deciders: Deciders::from_config(&policy.deciders),
-        four_eyes: policy.four_eyes,
-        details: serde_json::from_str(&call.arguments).ok(),
-        asks_because: policy.approval_reason(),
-        choices: Vec::new(),
-    }
-}
-
-/// The arguments an approved call runs with: the approver's edit where the policy allows one.
-fn approved_arguments(decision: &Value, policy: &ToolPolicy, call: &PendingCall) -> String {
-    decision
-        .get("editedArgs")
-        .filter(|a| a.is_object() && policy.allow_edit)
-        .map_or_else(|| call.arguments.clone(), Value::to_string)
-}
-
-/// The result of a call a person did not approve.
-fn not_run(decision: &Value) -> String {
-    let why = decision["comment"].as_str().map(|c| format!(": {c}")).unwrap_or_default();
-    let denied = if decision["expired"] == Value::Bool(true) { "expired" } else { "denied" };
-    format!("not run: the call was {denied}{why}")
 }
 
 #[async_trait]
@@ -379,62 +307,6 @@ impl OpenaiAgent {
             return self.run_pending(turn, conversation, None, &client_results, child).await;
         };
         self.run_pending(turn, conversation, Some(&decisions), &client_results, child).await
-    }
-
-    /// Asks again, under the current configuration, about the calls whose interrupts were
-    /// superseded (their policy or arguments changed since they were shown, §5.3): each opens a
-    /// new interrupt, and the turn waits for those besides the decisions it has (`awaiting`). A
-    /// call whose policy now asks nobody runs with the rest.
-    async fn ask_again(
-        &self,
-        turn: &mut TurnContext,
-        conversation: &mut Conversation,
-        superseded: &[Decided],
-        awaiting: &[String],
-    ) -> Result<(), AgentError> {
-        let mut specs = Vec::new();
-        for call in conversation.pending.iter_mut() {
-            let stale = call.interrupt.as_ref().is_some_and(|id| superseded.iter().any(|s| s.interrupt_id == *id));
-            if !stale {
-                continue;
-            }
-            call.interrupt = None;
-            if let Some(spec) = self.interrupt_for(call) {
-                call.interrupt = Some(spec.id.clone());
-                specs.push(spec);
-            }
-        }
-        if specs.is_empty() {
-            return Ok(());
-        }
-        let checkpoint = self.checkpoint(conversation, awaiting);
-        Err(turn.wait_for(specs, checkpoint).await)
-    }
-
-    /// The interrupt a call waits on, if it needs a person: its tool's approval, or a question.
-    fn interrupt_for(&self, call: &PendingCall) -> Option<InterruptSpec> {
-        match self.kind_of(call) {
-            CallKind::AskUser => {
-                let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-                let choices: Vec<String> = serde_json::from_value(args["choices"].clone()).unwrap_or_default();
-                Some(InterruptSpec {
-                    id: new_interrupt_id(),
-                    reason: "input_required".into(),
-                    message: args["question"].as_str().unwrap_or("The agent has a question.").to_string(),
-                    tool_call_id: Some(call.gateway_id.clone()),
-                    response_schema: question_schema(&choices),
-                    ttl_ms: 3_600_000,
-                    deciders: Deciders::default(),
-                    four_eyes: false,
-                    details: None,
-                    asks_because: None,
-                    choices,
-                })
-            }
-            CallKind::Http(tool) if tool.policy.needs_approval() => Some(approval_for(call, &tool.policy)),
-            CallKind::Mcp(server, _) if server.policy.needs_approval() => Some(approval_for(call, &server.policy)),
-            _ => None,
-        }
     }
 
     /// Runs the pending calls in order, each committed with its result and the checkpoint.
