@@ -21,7 +21,10 @@ pub(super) fn parse_upstream_event(data: &str) -> Result<Event, AgentError> {
         }
     }
     let invalid = |why: String| AgentError::Failed(format!("the upstream agent sent an invalid event: {why}"));
-    let value: Value = serde_json::from_str(data).map_err(|e| invalid(format!("not JSON ({e})")))?;
+    let value: Value = serde_json::from_str(data).map_err(|e| AgentError::FailedOn {
+        what: "the upstream agent sent an invalid event: not JSON".into(),
+        source: Box::new(e),
+    })?;
     let object = value.as_object().ok_or_else(|| invalid("not a JSON object".into()))?;
     let kind = object.get("type").and_then(Value::as_str).unwrap_or("?").to_string();
     // Required payloads may be null; every optional field must be absent instead.
@@ -34,7 +37,10 @@ pub(super) fn parse_upstream_event(data: &str) -> Result<Event, AgentError> {
             return Err(invalid(format!("{kind}.timestamp is not an integer")));
         }
     }
-    let envelope: Envelope = serde_json::from_value(value).map_err(|e| invalid(format!("{kind}: {e}")))?;
+    let envelope: Envelope = serde_json::from_value(value).map_err(|e| AgentError::FailedOn {
+        what: format!("the upstream agent sent an invalid event: {kind}"),
+        source: Box::new(e),
+    })?;
     Ok(envelope.event)
 }
 

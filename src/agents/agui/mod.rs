@@ -397,8 +397,9 @@ impl AguiAgent {
         let mut first = true;
         let mut body = response.bytes_stream();
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| {
-                AgentError::Failed(format!("the upstream agent's stream broke off ({})", e.without_url()))
+            let chunk = chunk.map_err(|e| AgentError::FailedOn {
+                what: "the upstream agent's stream broke off".into(),
+                source: Box::new(e.without_url()),
             })?;
             for message in decoder.push(&chunk) {
                 let event = parse_upstream_event(&message.data)?;

@@ -69,8 +69,10 @@ impl OpenaiAgent {
         let mut decoder = SseDecoder::new();
         let mut stream = response.bytes_stream();
         'read: while let Some(chunk) = stream.next().await {
-            let chunk =
-                chunk.map_err(|e| AgentError::Failed(format!("the model's stream broke off ({})", e.without_url())))?;
+            let chunk = chunk.map_err(|e| AgentError::FailedOn {
+                what: "the model's stream broke off".into(),
+                source: Box::new(e.without_url()),
+            })?;
             for sse in decoder.push(&chunk) {
                 let data = sse.data.trim();
                 if data == "[DONE]" {

@@ -86,6 +86,15 @@ pub enum AgentError {
     /// The agent failed: `RUN_ERROR` with code `failed`.
     #[error("{0}")]
     Failed(String),
+    /// The agent failed on an error of something it talks to (a model's or an upstream's
+    /// stream that broke off, an event that does not parse): `RUN_ERROR` `failed`, saying what
+    /// failed and quoting its source (the source stays attached for the logs).
+    #[error("{what} ({source})")]
+    FailedOn {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A read or record of the running turn failed for good (the database refused it, or was
     /// away longer than the turn waits): `RUN_ERROR` `failed`, saying what could not be done.
     /// The message quotes its source too, as the client always saw it; the source stays
@@ -130,7 +139,10 @@ impl AgentError {
             AgentError::Cancelled => "cancelled",
             AgentError::Stopped => "stopped",
             AgentError::Waiting => "waiting",
-            AgentError::Failed(_) | AgentError::Store { .. } | AgentError::Encoding { .. } => "failed",
+            AgentError::Failed(_)
+            | AgentError::FailedOn { .. }
+            | AgentError::Store { .. }
+            | AgentError::Encoding { .. } => "failed",
             AgentError::Internal(_) => "internal",
             AgentError::TimedOut(_) => "timed_out",
             AgentError::QuotaExceeded { .. } => "quota_exceeded",
