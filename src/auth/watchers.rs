@@ -1,6 +1,6 @@
-//! What authentication does in the background: the revocation watcher (streams of a revoked key,
-//! and streams on an erased thread, end), the end of local development mode once a key exists, and the periodic audit rows
-//! counting refused credentials.
+//! What authentication does in the background: the revocation watcher (streams of a revoked
+//! key, and streams on an erased thread, end), the end of local development mode once a key
+//! exists, and the periodic audit rows counting refused credentials.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -16,18 +16,16 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
-
-use std::future::Future;
-use std::pin::Pin;
-use std::time::Duration;
-
 use serde_json::Value;
 use tokio::sync::watch;
 

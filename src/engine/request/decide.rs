@@ -181,9 +181,10 @@ impl Engine {
         let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?, now)?;
         // Someone else's decision in between leaves nothing to supersede: refused all the same,
         // the decision was made on what was shown then.
-        self.record(turn, &decisions, marker, &audit).await?;
-        let superseded = CodeLabel { code: "superseded".into() };
-        self.inner.metrics.interrupts_decided.get_or_create(&superseded).inc_by(decisions.len() as u64);
+        if self.record(turn, &decisions, marker, &audit).await?.is_some() {
+            let superseded = CodeLabel { code: "superseded".into() };
+            self.inner.metrics.interrupts_decided.get_or_create(&superseded).inc_by(decisions.len() as u64);
+        }
         Ok(Some(Refusal {
             code: RunErrorCode::InterruptChanged,
             message: format!(
