@@ -66,6 +66,7 @@ pub struct Config {
     pub console_url: String,
     pub log: LogConfig,
     pub database: DatabaseConfig,
+    pub bus: BusConfig,
     pub tls: TlsConfig,
     pub limits: Limits,
     pub event_log: EventLogConfig,
@@ -83,6 +84,7 @@ impl std::fmt::Debug for Config {
             .field("console_url", &self.console_url)
             .field("log", &self.log)
             .field("database", &self.database)
+            .field("bus", &self.bus)
             .field("tls", &self.tls)
             .field("limits", &self.limits)
             .field("event_log", &self.event_log)
@@ -122,6 +124,20 @@ pub struct DatabaseConfig {
     /// `sqlite://path` (created on first start) or `postgres://…`.
     pub url: String,
     pub max_connections: u32,
+}
+
+/// How instances sharing a PostgreSQL database wake each other (`src/bus`): the database's own
+/// notifications, or NATS. The database stays the log either way.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BusConfig {
+    /// `postgres` (LISTEN/NOTIFY on the database) or `nats`.
+    pub kind: String,
+    /// The NATS server, for `kind = "nats"`: `nats://HOST:PORT`.
+    pub nats_url: String,
+    /// Subjects are `<prefix>.turn.<id>` and `<prefix>.control`: instances of one deployment
+    /// share a prefix, another deployment on the same NATS takes its own.
+    pub nats_subject_prefix: String,
 }
 
 impl std::fmt::Debug for DatabaseConfig {
@@ -246,6 +262,12 @@ impl Config {
         let invalid = |m: String| Err(ConfigError::Invalid(m));
         if !(self.database.url.starts_with("sqlite:") || self.database.url.starts_with("postgres")) {
             return invalid("database.url must start with sqlite: or postgres://".into());
+        }
+        if !matches!(self.bus.kind.as_str(), "postgres" | "nats") {
+            return invalid(format!("bus.kind must be \"postgres\" or \"nats\", not \"{}\"", self.bus.kind));
+        }
+        if self.bus.kind == "nats" && !self.bus.nats_url.starts_with("nats://") {
+            return invalid("bus.nats_url must start with nats:// when bus.kind = \"nats\"".into());
         }
         if self.tls.cert_file.is_empty() != self.tls.key_file.is_empty() {
             let (set, unset) = if self.tls.cert_file.is_empty() {

@@ -15,6 +15,7 @@
 pub mod admin;
 pub mod agents;
 pub mod auth;
+pub mod bus;
 pub mod caller;
 pub mod clock;
 pub mod config;

@@ -24,6 +24,8 @@ pub enum BuildError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
+    Engine(#[from] crate::engine::StartError),
+    #[error(transparent)]
     Auth(#[from] AuthSetupError),
     #[error(transparent)]
     Serving(#[from] TlsError),

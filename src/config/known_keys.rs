@@ -105,6 +105,7 @@ fn settings_shape() -> Shape {
     Shape::of::<Config>()
         .nest("log", Shape::of::<LogConfig>())
         .nest("database", Shape::of::<DatabaseConfig>())
+        .nest("bus", Shape::of::<super::BusConfig>())
         .nest("tls", Shape::of::<super::TlsConfig>())
         .nest("limits", Shape::of::<super::Limits>())
         .nest("event_log", Shape::of::<EventLogConfig>())

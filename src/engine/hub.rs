@@ -1,16 +1,19 @@
 //! Stream wake-ups: one [`Feed`] per turn that someone is writing or watching.
 //!
 //! A feed carries the turn's newest committed sequence number (a `watch`, so a stream that
-//! checked the log and then waits can never miss a wake-up) and, for turns this instance runs,
-//! the recently committed events themselves, so live streams read them from memory instead of
-//! the database. Feeds are held by whoever uses them; the hub only keeps weak references.
+//! checked the log and then waits can never miss a wake-up) and the recently committed events
+//! themselves, so live streams read them from memory instead of the database: for turns this
+//! instance runs, from its own log writer; for turns another instance runs, once this instance
+//! follows them ([`Following`], `followers.rs`), from the other instance's notices or one read
+//! of the table per notice, whatever the number of streams. Feeds are held by whoever uses
+//! them; the hub only keeps weak references.
 //!
 //! A thread being watched (a connect stream) has a [`ThreadWatch`] too: woken when a turn
 //! starts on it, here or (by the start's announcement) on another instance, so the stream looks
 //! for the new turn without polling the table.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -25,6 +28,26 @@ const FEED_CAPACITY: usize = 16_384;
 pub struct Hub {
     feeds: Mutex<HashMap<i64, Weak<Feed>>>,
     threads: Mutex<HashMap<i64, Weak<ThreadWatch>>>,
+    /// How this instance follows turns another instance runs (none on a store no other
+    /// instance shares: streams read the table when woken).
+    following: OnceLock<Arc<dyn Following>>,
+}
+
+/// Follows turns another instance runs, so that their feeds here are kept filled.
+pub trait Following: Send + Sync {
+    /// Starts following the turn (its streams here have read the table up to `from`): from
+    /// then on the feed's memory is kept filled ([`Feed::fill`]) and [`Feed::is_followed`].
+    fn follow(&self, turn: i64, feed: Arc<Feed>, from: i64);
+}
+
+/// What a stream does next with a feed ([`Feed::next_after`]).
+pub enum Next {
+    /// The events after its position, from memory.
+    Events(Vec<StoredEvent>),
+    /// Memory holds everything committed that this instance knows of: wait for a wake-up.
+    Wait,
+    /// Memory does not reach back to its position (or is not kept): read the table.
+    ReadLog,
 }
 
 /// Wakes whoever watches a thread when a turn may have started on it. A counter in a `watch`,
@@ -52,6 +75,17 @@ pub struct Feed {
     /// When the writer last published into this feed (nanoseconds after [`clock_base`], plus
     /// one; 0: not since the last wake-up from elsewhere), for the streams' wake-up time.
     published_at: AtomicU64,
+    /// Set once this instance follows the turn another instance runs: memory is kept filled
+    /// up to `filled_to`.
+    followed: AtomicBool,
+    /// Set when following was asked for (once per feed, until it leaves or fails).
+    follow_asked: AtomicBool,
+    /// Newest sequence number memory holds every event up to (from its front).
+    filled_to: AtomicI64,
+    /// Set while a read of the table fills memory (one at a time per feed).
+    filling: AtomicBool,
+    /// Set when a fill was asked for while one was under way: it reads once more.
+    fill_wanted: AtomicBool,
 }
 
 /// The instant feeds count their publish times from (an `Instant` does not fit an atomic).
@@ -67,7 +101,110 @@ impl Feed {
             recent: RwLock::new(VecDeque::new()),
             local: AtomicBool::new(false),
             published_at: AtomicU64::new(0),
+            followed: AtomicBool::new(false),
+            follow_asked: AtomicBool::new(false),
+            filled_to: AtomicI64::new(0),
+            filling: AtomicBool::new(false),
+            fill_wanted: AtomicBool::new(false),
         }
+    }
+
+    /// What a stream at `after_seq` does next: take events from memory, wait, or read the log.
+    pub fn next_after(&self, after_seq: i64, limit: usize) -> Next {
+        if let Some(events) = self.recent_after(after_seq, limit) {
+            if !events.is_empty() {
+                return Next::Events(events);
+            }
+            if self.is_local() {
+                return Next::Wait;
+            }
+        }
+        if self.is_followed() && after_seq >= self.filled_to() {
+            return Next::Wait;
+        }
+        Next::ReadLog
+    }
+
+    /// Whether this instance follows the turn (run elsewhere) and keeps memory filled.
+    pub fn is_followed(&self) -> bool {
+        self.followed.load(Ordering::Acquire)
+    }
+
+    /// The newest sequence number memory holds every event up to.
+    pub fn filled_to(&self) -> i64 {
+        self.filled_to.load(Ordering::Acquire)
+    }
+
+    /// Asks for following once; `true` for the one caller that is to start it.
+    pub(super) fn ask_to_follow(&self) -> bool {
+        !self.is_local() && !self.follow_asked.swap(true, Ordering::AcqRel)
+    }
+
+    /// Memory is to be filled from after `from` (where the stream that asked for following
+    /// read the table up to): no stream here needs an older event from it.
+    pub fn fill_from(&self, from: i64) {
+        self.filled_to.fetch_max(from, Ordering::AcqRel);
+    }
+
+    /// Following started: memory is kept filled from now on.
+    pub fn now_followed(&self) {
+        self.followed.store(true, Ordering::Release);
+        self.committed.send_modify(|_| {});
+    }
+
+    /// Following failed or stopped: streams read the table again (and may ask again).
+    pub fn not_followed(&self) {
+        self.followed.store(false, Ordering::Release);
+        self.follow_asked.store(false, Ordering::Release);
+        self.committed.send_modify(|_| {});
+    }
+
+    /// Takes the feed's one fill slot; `false` when a fill is already under way.
+    pub fn start_filling(&self) -> bool {
+        let took = !self.filling.swap(true, Ordering::AcqRel);
+        if took {
+            self.fill_wanted.store(false, Ordering::Release);
+        }
+        took
+    }
+
+    /// A fill was asked for while one is under way: that one reads once more.
+    pub fn fill_again(&self) {
+        self.fill_wanted.store(true, Ordering::Release);
+    }
+
+    /// Gives the fill slot back; `true` when it was taken again at once because a fill was
+    /// asked for meanwhile (the caller reads once more).
+    pub fn done_filling(&self) -> bool {
+        self.filling.store(false, Ordering::Release);
+        self.fill_wanted.swap(false, Ordering::AcqRel) && self.start_filling()
+    }
+
+    /// Gives the fill slot back after a failed read (nothing is read again).
+    pub fn release_filling(&self) {
+        self.filling.store(false, Ordering::Release);
+    }
+
+    /// Events read from the table after `filled_to` (a gap in the log, events of a batch that
+    /// never committed, is no reason to refuse them).
+    pub fn fill_after_read(&self, events: Vec<StoredEvent>) {
+        let filled = self.filled_to();
+        let fresh: Vec<StoredEvent> = events.into_iter().filter(|e| e.seq > filled).collect();
+        self.store_events(fresh, false);
+    }
+
+    /// Events of a turn run elsewhere, as committed (from a notice or a read of the table), in
+    /// order: those after `filled_to` join memory when they follow on from it. Returns
+    /// `false` when they do not (a notice was missed): the table is to be read.
+    pub fn fill(&self, events: Vec<StoredEvent>) -> bool {
+        let filled = self.filled_to();
+        let fresh: Vec<StoredEvent> = events.into_iter().filter(|e| e.seq > filled).collect();
+        let Some(first) = fresh.first() else { return true };
+        if first.seq != filled + 1 {
+            return false;
+        }
+        self.store_events(fresh, false);
+        true
     }
 
     /// When this instance's writer last handed events to this feed, if that is what the latest
@@ -107,15 +244,23 @@ impl Feed {
     }
 
     /// This instance stopped running the turn (it ended, moved or was lost): its memory may no
-    /// longer hold every new event, so streams read the log again, starting now.
+    /// longer hold every new event, so streams read the log again, starting now (and follow
+    /// the turn where it went).
     pub fn leave(&self) {
         self.local.store(false, Ordering::Release);
         self.published_at.store(0, Ordering::Release);
+        self.followed.store(false, Ordering::Release);
+        self.follow_asked.store(false, Ordering::Release);
         self.committed.send_modify(|_| {});
     }
 
     /// Events just committed by this instance's writer, in order.
     fn publish(&self, events: Vec<StoredEvent>) {
+        self.store_events(events, true);
+    }
+
+    /// Events into memory, in order, and the streams woken.
+    fn store_events(&self, events: Vec<StoredEvent>, published_here: bool) {
         let Some(last) = events.last().map(|e| e.seq) else {
             return;
         };
@@ -131,9 +276,11 @@ impl Feed {
                     recent.pop_front();
                 }
             }
+            self.filled_to.fetch_max(last, Ordering::AcqRel);
         }
         let nanos = u64::try_from(clock_base().elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
-        self.published_at.store(nanos + 1, Ordering::Release);
+        let nanos = if published_here { nanos + 1 } else { 0 };
+        self.published_at.store(nanos, Ordering::Release);
         self.committed.send_if_modified(|seq| {
             let grew = last > *seq;
             *seq = (*seq).max(last);
@@ -172,7 +319,32 @@ impl Hub {
         feed
     }
 
-    fn existing(&self, turn: i64) -> Option<Arc<Feed>> {
+    /// How this instance follows turns run elsewhere (set once, at start).
+    pub fn set_following(&self, following: Arc<dyn Following>) {
+        let _ = self.following.set(following);
+    }
+
+    /// A stream read the table up to `from` and found nothing newer of a turn run elsewhere:
+    /// this instance follows the turn from now on (once per feed).
+    pub fn follow(&self, turn: i64, feed: &Arc<Feed>, from: i64) {
+        if let Some(following) = self.following.get() {
+            if feed.ask_to_follow() {
+                following.follow(turn, feed.clone(), from);
+            }
+        }
+    }
+
+    /// Every live feed of a turn run elsewhere, with its turn.
+    pub fn remote_feeds(&self) -> Vec<(i64, Arc<Feed>)> {
+        let feeds = self.feeds.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        feeds
+            .iter()
+            .filter_map(|(turn, feed)| Some((*turn, feed.upgrade()?)))
+            .filter(|(_, feed)| !feed.is_local())
+            .collect()
+    }
+
+    pub fn existing(&self, turn: i64) -> Option<Arc<Feed>> {
         let feeds = self.feeds.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         feeds.get(&turn).and_then(Weak::upgrade)
     }
@@ -218,7 +390,8 @@ impl Hub {
         }
     }
 
-    /// Another instance committed the turn's events up to `seq`.
+    /// Another instance committed the turn's events up to `seq` (for streams that read the
+    /// table themselves: a turn this instance does not follow).
     pub fn wake(&self, turn: i64, seq: i64) {
         if let Some(feed) = self.existing(turn) {
             feed.wake(Some(seq));

@@ -21,6 +21,7 @@ pub mod board;
 mod clock_tests;
 pub mod connect;
 pub mod conversation;
+mod followers;
 pub mod hub;
 pub mod log;
 #[cfg(test)]
@@ -49,6 +50,7 @@ use crate::config::Config;
 use crate::ids::{EventId, RunId, ThreadId};
 use crate::metrics::Metrics;
 use crate::protocol::RunAgentInput;
+use crate::bus::Bus;
 use crate::store::{Store, StoreError, ThreadRow};
 use hub::Hub;
 use interrupts::Viewer;
@@ -90,6 +92,18 @@ pub enum EngineError {
     /// 500 `internal`: logged, never shown.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// 500 `internal`: the wake-up bus failed (logged, never shown).
+    #[error(transparent)]
+    Bus(#[from] crate::bus::BusError),
+}
+
+/// Why an engine could not start: its database, or its wake-up bus.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Bus(#[from] crate::bus::BusError),
 }
 
 /// Why a run is refused after the request was accepted: a lone `RUN_ERROR` with this code.
@@ -212,6 +226,10 @@ pub struct Engine {
 struct Inner {
     config: Arc<Config>,
     store: Arc<dyn Store>,
+    /// How this instance and the others sharing the database wake each other.
+    bus: Arc<dyn Bus>,
+    /// Turns another instance runs that streams here follow (on a shared store).
+    followers: Option<Arc<followers::Followers>>,
     log: LogWriter,
     hub: Arc<Hub>,
     agents: Arc<AgentRegistry>,
@@ -241,7 +259,7 @@ impl Engine {
         config: Arc<Config>,
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
-    ) -> Result<Engine, StoreError> {
+    ) -> Result<Engine, StartError> {
         Engine::start_with(config, store, agents, crate::clock::system(), true).await
     }
 
@@ -251,7 +269,7 @@ impl Engine {
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
         clock: Arc<dyn Clock>,
-    ) -> Result<Engine, StoreError> {
+    ) -> Result<Engine, StartError> {
         Engine::start_with(config, store, agents, clock, true).await
     }
 
@@ -262,7 +280,7 @@ impl Engine {
         config: Arc<Config>,
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
-    ) -> Result<Engine, StoreError> {
+    ) -> Result<Engine, StartError> {
         Engine::start_with(config, store, agents, crate::clock::system(), false).await
     }
 
@@ -272,22 +290,26 @@ impl Engine {
         agents: Arc<AgentRegistry>,
         clock: Arc<dyn Clock>,
         serving: bool,
-    ) -> Result<Engine, StoreError> {
+    ) -> Result<Engine, StartError> {
         let hub = Arc::new(Hub::default());
         let shared = store.is_shared();
+        let bus = crate::bus::connect(&config.bus, store.clone()).await?;
+        let followers = (shared && serving).then(|| followers::Followers::start(store.clone(), bus.clone(), &hub));
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();
         let batching = log::Batching {
             batch_max_events: config.event_log.batch_max_events,
             pipeline_depth: config.event_log.pipeline_depth,
         };
-        let log = LogWriter::start(store.clone(), hub.clone(), writers, batching, metrics.clone());
+        let log = LogWriter::start(store.clone(), bus.clone(), hub.clone(), writers, batching, metrics.clone());
         let cards = Arc::new(config.agents.iter().filter_map(|a| Some((a.name.clone(), a.card.clone()?))).collect());
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {
             inner: Arc::new(Inner {
                 config,
                 store: store.clone(),
+                bus: bus.clone(),
+                followers,
                 log,
                 hub,
                 agents,
@@ -308,7 +330,7 @@ impl Engine {
         let now = engine.now_ms();
         let until = now + engine.inner.config.turns.lease_ms as i64;
         store.register_instance(&engine.inner.instance, now, until).await?;
-        if let Some(wakeups) = store.listen_for_appends().await? {
+        if let Some(wakeups) = bus.listen().await? {
             engine.spawn_wakeup_listener(wakeups);
         }
         engine.spawn_lease_keeper();

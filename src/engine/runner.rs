@@ -144,7 +144,7 @@ impl Engine {
         }
         if !self.inner.signal_cancel(turn.pk) {
             // Another instance runs it: tell it through the shared wake-up channel.
-            store.announce_appends(&[WakeUp::Cancel { turn: turn.pk }]).await?;
+            self.inner.bus.announce(&[WakeUp::Cancel { turn: turn.pk }]).await?;
         }
         Ok(turn.public_id.clone())
     }

@@ -2,7 +2,8 @@
 //!
 //! [`tail`] is the one way a stream reads a turn's log, a run's ([`follow`]) and a connect
 //! stream's alike: catch-up reads come from the log table in pages; live events come from the
-//! turn's feed in memory when this instance runs the turn, else from the table after a wake-up.
+//! turn's feed in memory: filled by this instance's writer when it runs the turn, else, once
+//! this instance follows the turn (`followers.rs`), from the runner's notices.
 //! The engine's streams carry events only: how long a stream lives, its keepalives, and what
 //! ends it early (shutdown, revocation) are the transport's (`http/sse.rs`).
 
@@ -15,7 +16,7 @@ use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
 
 use super::conversation;
-use super::hub::Hub;
+use super::hub::{Hub, Next};
 use super::interrupts::{Viewer, Waiting};
 use super::log::events::{
     self as log_events, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME,
@@ -58,11 +59,19 @@ pub(super) fn tail(
         let mut cursor = after;
         loop {
             wake.borrow_and_update();
-            let batch = match feed.recent_after(cursor, PAGE as usize) {
-                // A local feed's memory holds every committed event: empty means caught up.
-                Some(events) if !events.is_empty() || feed.is_local() => events,
-                _ => match store.events_after(turn, cursor, PAGE).await {
-                    Ok(events) => events,
+            let batch = match feed.next_after(cursor, PAGE as usize) {
+                Next::Events(events) => events,
+                // Memory holds every committed event this instance knows of: caught up.
+                Next::Wait => Vec::new(),
+                Next::ReadLog => match store.events_after(turn, cursor, PAGE).await {
+                    Ok(events) => {
+                        // Caught up with a turn another instance runs: from now on this
+                        // instance follows it, once for all its streams here.
+                        if events.is_empty() && !feed.is_local() {
+                            hub.follow(turn, &feed, cursor);
+                        }
+                        events
+                    }
                     Err(error) => {
                         yield Err(error);
                         return;
@@ -83,7 +92,9 @@ pub(super) fn tail(
                         metrics.stream_wakeup_seconds.observe(published.elapsed().as_secs_f64());
                     }
                 }
-                _ = tokio::time::sleep(REMOTE_POLL), if !feed.is_local() => {}
+                // Not followed (yet, or on a store without other instances): the table is
+                // read again now and then, in case a wake-up was missed.
+                _ = tokio::time::sleep(REMOTE_POLL), if !feed.is_local() && !feed.is_followed() => {}
             }
         }
     }

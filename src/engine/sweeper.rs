@@ -109,14 +109,18 @@ impl Engine {
                 let Some(inner) = inner.upgrade() else { return };
                 for wakeup in notification {
                     match wakeup {
-                        WakeUp::Committed { turn, seq } => inner.hub.wake(turn, seq),
                         WakeUp::Cancel { turn } => {
                             inner.signal_cancel(turn);
                         }
                         WakeUp::NewTurn { thread } => inner.hub.wake_thread(thread),
-                        WakeUp::Lost => {
-                            inner.hub.wake_every_thread();
-                            inner.hub.wake_every_feed();
+                        heard => {
+                            if matches!(heard, WakeUp::Lost) {
+                                inner.hub.wake_every_thread();
+                            }
+                            match &inner.followers {
+                                Some(followers) => followers.heard(heard),
+                                None => wake_streams(&inner.hub, heard),
+                            }
                         }
                     }
                 }
@@ -262,5 +266,15 @@ impl Inner {
             Ok(forgotten) => tracing::info!(forgotten, "forgot instances whose lease lapsed long ago"),
             Err(error) => tracing::warn!(%error, "could not forget long-lapsed instances"),
         }
+    }
+}
+
+/// A wake-up for streams that read the table themselves (no turn is followed here).
+fn wake_streams(hub: &crate::engine::hub::Hub, wakeup: WakeUp) {
+    match wakeup {
+        WakeUp::Committed { turn, seq } => hub.wake(turn, seq),
+        WakeUp::Events { turn, events } => hub.wake(turn, events.last().map_or(0, |e| e.seq)),
+        WakeUp::Lost => hub.wake_every_feed(),
+        WakeUp::Cancel { .. } | WakeUp::NewTurn { .. } => {}
     }
 }

@@ -233,6 +233,7 @@ impl From<EngineError> for ApiError {
                 ApiError::DecisionRefused { code: refusal.code.into(), message: refusal.message }
             }
             EngineError::Store(error) => ApiError::from(error),
+            EngineError::Bus(error) => ApiError::Internal(Box::new(error)),
         }
     }
 }

@@ -3,19 +3,23 @@
 //! backends (`postgres.rs`, `sqlite.rs`) supply their pools, their locking and the few
 //! statements that cannot be shared (array parameters, notifications).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use sqlx::{Pool, Transaction};
 
 use super::sql::SqlDb;
+use super::events::{BatchOutcome, TurnWrites};
 use super::{StoreError, StoredEvent, TurnStatus};
 
 /// What one instance tells the others sharing the database (and what a listener hears).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum WakeUp {
     /// The turn's log holds committed events up to `seq`: streams following it read on.
     Committed { turn: i64, seq: i64 },
+    /// The turn's newest committed events themselves (a notification they fitted in): streams
+    /// following it are fed from them without reading the table.
+    Events { turn: i64, events: Vec<StoredEvent> },
     /// A cancel was requested for the turn: the instance running it flips its switch.
     Cancel { turn: i64 },
     /// A turn started on the thread: connect streams watching it look for the new turn.
@@ -55,12 +59,48 @@ pub(crate) trait Backend: Send + Sync + 'static {
     async fn run_migrations(&self) -> Result<(), StoreError>;
 
     /// Locks the rows of `turns` (ascending ids) for the committing transaction and reads each
-    /// one's epoch and status under the lock: the fence of a batch.
+    /// one's epoch and status under the lock, and whether another instance follows it: the
+    /// fence of a batch.
     async fn lock_turns(
         &self,
         tx: &mut Transaction<'static, Self::Db>,
         turns: &[i64],
-    ) -> Result<HashMap<i64, (i64, TurnStatus)>, StoreError>;
+        now_ms: i64,
+    ) -> Result<Fence, StoreError>;
+
+    /// Tells the instances that follow some of these turns of their new events, inside the
+    /// batch's transaction (so the notice is sent exactly when the events commit). Nothing
+    /// where no other instance can listen.
+    async fn notify_followed(
+        &self,
+        _tx: &mut Transaction<'static, Self::Db>,
+        _events: &[(i64, &StoredEvent)],
+        _followed: &HashSet<i64>,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// The whole batch in one statement, fence and notice included, when this database and
+    /// this batch allow it (`None`: write it the transactional way).
+    async fn write_at_once(&self, _batch: &[TurnWrites], _now_ms: i64) -> Result<Option<BatchOutcome>, StoreError> {
+        Ok(None)
+    }
+
+    /// Whether batches notify the instances that follow their turns (off where another bus
+    /// carries the wake-ups). Nothing where no other instance can listen.
+    fn set_follower_notices(&self, _on: bool) {}
+
+    /// Each turn's newest sequence number in one query, where the database can (`None`: ask
+    /// turn by turn).
+    async fn last_seqs_at_once(&self, _turns: &[i64]) -> Result<Option<HashMap<i64, i64>>, StoreError> {
+        Ok(None)
+    }
+
+    /// Marks `turns` as followed from this instance until `until_ms` (see
+    /// `migrations/postgres/0017_followers.sql`). Nothing where no other instance can run them.
+    async fn follow_turns(&self, _turns: &[i64], _until_ms: i64) -> Result<(), StoreError> {
+        Ok(())
+    }
 
     /// Inserts a batch's admitted events, in order.
     async fn insert_events(
@@ -73,8 +113,25 @@ pub(crate) trait Backend: Send + Sync + 'static {
     async fn announce(&self, wakeups: &[WakeUp]) -> Result<(), StoreError>;
 }
 
-/// The fence's rows, `(id, epoch, status)` as read, by turn. A row whose status the gateway
-/// does not know is left out: its turn is fenced like a missing one, never written to.
-pub(crate) fn fence_rows(rows: impl IntoIterator<Item = (i64, i64, String)>) -> HashMap<i64, (i64, TurnStatus)> {
-    rows.into_iter().filter_map(|(id, epoch, status)| Some((id, (epoch, TurnStatus::parse(&status).ok()?)))).collect()
+/// A batch's turns as its fence read them under their row locks.
+#[derive(Debug, Default)]
+pub(crate) struct Fence {
+    /// Each turn's epoch and status.
+    pub current: HashMap<i64, (i64, TurnStatus)>,
+    /// The turns a stream on another instance follows.
+    pub followed: HashSet<i64>,
+}
+
+/// The fence's rows, `(id, epoch, status, followed)` as read, by turn. A row whose status the
+/// gateway does not know is left out: its turn is fenced like a missing one, never written to.
+pub(crate) fn fence_rows(rows: impl IntoIterator<Item = (i64, i64, String, bool)>) -> Fence {
+    let mut fence = Fence::default();
+    for (id, epoch, status, followed) in rows {
+        let Ok(status) = TurnStatus::parse(&status) else { continue };
+        fence.current.insert(id, (epoch, status));
+        if followed {
+            fence.followed.insert(id);
+        }
+    }
+    fence
 }

@@ -245,6 +245,20 @@ pub trait EventLog: Send + Sync {
         batch: &[TurnWrites],
         gate: BoxFuture<'_, bool>,
     ) -> Result<WrittenAhead, StoreError>;
+    /// The batch written and committed in one statement (one round trip: fence, inserts,
+    /// checkpoints and the followers' notice), when the store and the batch allow it; `None`:
+    /// nothing was written, use [`EventLog::write_batch`]. Only for a batch with no other in
+    /// flight: it commits as soon as it is written.
+    async fn commit_at_once(&self, batch: &[TurnWrites]) -> Result<Option<BatchOutcome>, StoreError>;
+    /// Marks `turns` as followed by streams on this instance until `until_ms`: the batches of
+    /// their runner (on another instance) notify this one of their events from then on.
+    async fn follow_turns(&self, turns: &[i64], until_ms: i64) -> Result<(), StoreError>;
+    /// Each turn's newest sequence number (0 for none), in one query: a follower's check for
+    /// a notice it may have missed.
+    async fn last_seqs(&self, turns: &[i64]) -> Result<HashMap<i64, i64>, StoreError>;
+    /// Whether batches notify the instances following their turns (PostgreSQL; off where
+    /// another bus carries the wake-ups).
+    fn set_follower_notices(&self, on: bool);
     /// How many batches this store can have written and uncommitted at once, each on its own
     /// connection: 1 where there is a single write connection (SQLite).
     fn max_pipeline_depth(&self) -> usize;
@@ -366,12 +380,15 @@ impl<B: Backend> EventLog for B {
         // writes are dropped here) or waits for this commit.
         let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
         let written = async {
-            let current = self.lock_turns(&mut tx, &batch_turns(batch)).await?;
-            let outcome = fence_batch(batch, &current);
+            let fence = self.lock_turns(&mut tx, &batch_turns(batch), crate::protocol::now_ms()).await?;
+            let outcome = fence_batch(batch, &fence.current);
             let ops = outcome.admitted(batch);
             let events = events_of(ops.iter().copied());
             if !events.is_empty() {
                 self.insert_events(&mut tx, &events).await?;
+                if !fence.followed.is_empty() {
+                    self.notify_followed(&mut tx, &events, &fence.followed).await?;
+                }
             }
             apply_side_ops(&mut tx, &ops).await?;
             Ok::<_, StoreError>(outcome)
@@ -401,10 +418,13 @@ impl<B: Backend> EventLog for B {
             if !gate.await {
                 return Ok(Some(WrittenAhead::Abandoned));
             }
-            let current = self.lock_turns(&mut tx, &batch_turns(batch)).await?;
-            let outcome = fence_batch(batch, &current);
+            let fence = self.lock_turns(&mut tx, &batch_turns(batch), crate::protocol::now_ms()).await?;
+            let outcome = fence_batch(batch, &fence.current);
             if !outcome.refused.is_empty() {
                 return Ok(Some(WrittenAhead::Refused));
+            }
+            if !fence.followed.is_empty() && !events.is_empty() {
+                self.notify_followed(&mut tx, &events, &fence.followed).await?;
             }
             apply_side_ops(&mut tx, &outcome.admitted(batch)).await?;
             Ok::<_, StoreError>(None)
@@ -418,6 +438,29 @@ impl<B: Backend> EventLog for B {
             }
             Err(error) => abandon(tx, error).await,
         }
+    }
+
+    async fn commit_at_once(&self, batch: &[TurnWrites]) -> Result<Option<BatchOutcome>, StoreError> {
+        self.write_at_once(batch, crate::protocol::now_ms()).await
+    }
+
+    async fn follow_turns(&self, turns: &[i64], until_ms: i64) -> Result<(), StoreError> {
+        Backend::follow_turns(self, turns, until_ms).await
+    }
+
+    async fn last_seqs(&self, turns: &[i64]) -> Result<HashMap<i64, i64>, StoreError> {
+        if let Some(last) = self.last_seqs_at_once(turns).await? {
+            return Ok(last);
+        }
+        let mut last = HashMap::with_capacity(turns.len());
+        for &turn in turns {
+            last.insert(turn, self.last_seq(turn).await?);
+        }
+        Ok(last)
+    }
+
+    fn set_follower_notices(&self, on: bool) {
+        Backend::set_follower_notices(self, on);
     }
 
     fn max_pipeline_depth(&self) -> usize {
@@ -498,7 +541,11 @@ mod tests {
 
     #[test]
     fn a_fence_row_with_an_unknown_status_is_left_out() {
-        let rows = super::super::backend::fence_rows([(1, 4, "running".to_string()), (2, 1, "paused".to_string())]);
-        assert_eq!(rows, HashMap::from([(1, (4, TurnStatus::Running))]));
+        let rows = super::super::backend::fence_rows([
+            (1, 4, "running".to_string(), true),
+            (2, 1, "paused".to_string(), true),
+        ]);
+        assert_eq!(rows.current, HashMap::from([(1, (4, TurnStatus::Running))]));
+        assert_eq!(rows.followed, HashSet::from([1]), "a row left out is not followed either");
     }
 }

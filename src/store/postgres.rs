@@ -1,21 +1,31 @@
 //! The PostgreSQL store: production, any number of instances sharing one database.
 //!
-//! Appends are group-committed as one `INSERT … SELECT FROM UNNEST(…)` per batch, and other
-//! instances are woken by one `pg_notify` per batch, sent after the commit on its own (a notify
-//! inside each append's transaction would serialise all commits).
+//! Appends are group-committed as one `INSERT … SELECT FROM UNNEST(…)` per batch; a batch with
+//! no other in flight is written whole in one statement (`WRITE_AT_ONCE`: fence, inserts,
+//! checkpoints and notice, one round trip). Other instances hear of a batch only when one of
+//! them follows a turn of it (`turns.followed_until_ms`, read by the fence under its row lock):
+//! then the batch's own transaction notifies them, with the new events when they fit, so the
+//! notice is sent exactly when the events commit. A notify takes a database-wide lock at
+//! commit, which is why only batches someone follows send one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use super::backend::{fence_rows, Backend, WakeUp, Wakeups};
-use super::{StoreError, StoredEvent, TurnStatus};
+use super::backend::{fence_rows, Backend, Fence, WakeUp, Wakeups};
+use super::events::{BatchOutcome, EventKind, TurnWrites, WriteOp};
+use super::{StoreError, StoredEvent};
 
+/// Cancels and turn starts (every instance listens), and appends announced on their own.
 const APPENDS_CHANNEL: &str = "agui_gateway_appends";
+/// A batch's notice to the instances following its turns: `instance|[{"t":turn,"s":seq,
+/// "e":[[seq,kind,at_ms,body]…]}…]`, the events left out (`"e"` absent) when they do not fit.
+const EVENTS_CHANNEL: &str = "agui_gateway_events";
 /// `pg_notify` payloads must stay under 8000 bytes; larger batches announce "everything".
 const MAX_NOTIFY_PAYLOAD: usize = 7000;
 /// How a notification spells the wake-ups that are not appends: `turn:-1` asks for a cancel,
@@ -28,7 +38,42 @@ pub struct PgStore {
     pool: PgPool,
     /// Tags this instance's notifications so it can skip its own.
     instance: String,
+    /// Whether batches notify the instances that follow their turns (off where another bus
+    /// carries the wake-ups).
+    notices: AtomicBool,
 }
+
+/// The whole of a batch that only appends events and checkpoints, in one statement: the fence
+/// (the turns locked and read), the admitted events inserted, each turn's last checkpoint
+/// written, and the followers notified; its rows are the fence's. Run on its own (autocommit),
+/// it is one round trip.
+const WRITE_AT_ONCE: &str = "WITH fence AS ( \
+        SELECT id, epoch, status, followed_until_ms > $1 AS followed FROM turns \
+        WHERE id = ANY($2::bigint[]) ORDER BY id FOR UPDATE), \
+    admitted AS (SELECT id, epoch FROM fence WHERE status = 'running'), \
+    inserted AS ( \
+        INSERT INTO events (turn, seq, kind, body, at_ms) \
+        SELECT e.turn, e.seq, e.kind, e.body, e.at_ms \
+        FROM UNNEST($3::bigint[], $4::bigint[], $5::bigint[], $6::smallint[], $7::text[], $8::bigint[]) \
+            AS e(turn, epoch, seq, kind, body, at_ms) \
+        JOIN admitted a ON a.id = e.turn AND a.epoch = e.epoch RETURNING 1), \
+    checkpointed AS ( \
+        UPDATE turns t SET checkpoint = c.checkpoint \
+        FROM UNNEST($9::bigint[], $10::bigint[], $11::text[]) AS c(turn, epoch, checkpoint) \
+        JOIN admitted a ON a.id = c.turn AND a.epoch = c.epoch \
+        WHERE t.id = c.turn RETURNING 1), \
+    told AS ( \
+        SELECT pg_notify($12, $13 || '[' || CASE \
+            WHEN SUM(octet_length(n.whole)) + COUNT(*) <= $14 THEN string_agg(n.whole, ',') \
+            WHEN SUM(octet_length(n.short)) + COUNT(*) <= $14 THEN string_agg(n.short, ',') \
+            ELSE '' END || ']') \
+        FROM UNNEST($15::bigint[], $16::bigint[], $17::text[], $18::text[]) AS n(turn, epoch, whole, short) \
+        JOIN fence f ON f.id = n.turn AND f.epoch = n.epoch AND f.status = 'running' AND f.followed \
+        HAVING COUNT(*) > 0) \
+    SELECT f.id, f.epoch, f.status, f.followed, \
+        (SELECT COUNT(*) FROM inserted) AS inserted, (SELECT COUNT(*) FROM checkpointed) AS checkpointed, \
+        (SELECT COUNT(*) FROM told) AS told \
+    FROM fence f";
 
 impl PgStore {
     pub async fn connect(url: &str, max_connections: u32) -> Result<PgStore, StoreError> {
@@ -38,7 +83,17 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        Ok(PgStore { pool, instance: uuid::Uuid::new_v4().simple().to_string()[..12].to_string() })
+        let instance = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        Ok(PgStore { pool, instance, notices: AtomicBool::new(true) })
+    }
+
+    fn notices(&self) -> bool {
+        self.notices.load(Ordering::Acquire)
+    }
+
+    /// The notice's prefix: who sends it (so it skips its own).
+    fn notice_prefix(&self) -> String {
+        format!("{}|", self.instance)
     }
 }
 
@@ -72,13 +127,98 @@ impl Backend for PgStore {
         &self,
         tx: &mut Transaction<'static, Postgres>,
         turns: &[i64],
-    ) -> Result<HashMap<i64, (i64, TurnStatus)>, StoreError> {
-        let rows: Vec<(i64, i64, String)> =
-            sqlx::query_as("SELECT id, epoch, status FROM turns WHERE id = ANY($1) ORDER BY id FOR UPDATE")
-                .bind(turns)
-                .fetch_all(&mut **tx)
-                .await?;
-        Ok(fence_rows(rows))
+        now_ms: i64,
+    ) -> Result<Fence, StoreError> {
+        let rows: Vec<(i64, i64, String, bool)> = sqlx::query_as(
+            "SELECT id, epoch, status, followed_until_ms > $2 FROM turns WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        )
+        .bind(turns)
+        .bind(now_ms)
+        .fetch_all(&mut **tx)
+        .await?;
+        let mut fence = fence_rows(rows);
+        if !self.notices() {
+            fence.followed.clear();
+        }
+        Ok(fence)
+    }
+
+    async fn notify_followed(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        events: &[(i64, &StoredEvent)],
+        followed: &HashSet<i64>,
+    ) -> Result<(), StoreError> {
+        let pieces = notice_pieces(events.iter().filter(|(turn, _)| followed.contains(turn)).map(|(t, e)| (*t, *e)))?;
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        let payload = notice(&self.notice_prefix(), &pieces);
+        sqlx::query("SELECT pg_notify($1, $2)").bind(EVENTS_CHANNEL).bind(payload).execute(&mut **tx).await?;
+        Ok(())
+    }
+
+    async fn write_at_once(&self, batch: &[TurnWrites], now_ms: i64) -> Result<Option<BatchOutcome>, StoreError> {
+        let Some(plan) = AtOnce::plan(batch)? else { return Ok(None) };
+        let turns = super::events::batch_turns(batch);
+        let rows: Vec<(i64, i64, String, bool, i64, i64, i64)> = sqlx::query_as(WRITE_AT_ONCE)
+            .bind(if self.notices() { now_ms } else { i64::MAX })
+            .bind(&turns)
+            .bind(&plan.event_turns)
+            .bind(&plan.event_epochs)
+            .bind(&plan.seqs)
+            .bind(&plan.kinds)
+            .bind(&plan.bodies)
+            .bind(&plan.times)
+            .bind(&plan.checkpoint_turns)
+            .bind(&plan.checkpoint_epochs)
+            .bind(&plan.checkpoints)
+            .bind(EVENTS_CHANNEL)
+            .bind(self.notice_prefix())
+            .bind(MAX_NOTIFY_PAYLOAD as i64)
+            .bind(&plan.notice_turns)
+            .bind(&plan.notice_epochs)
+            .bind(&plan.whole_pieces)
+            .bind(&plan.short_pieces)
+            .fetch_all(&self.pool)
+            .await?;
+        let fence = fence_rows(rows.iter().map(|r| (r.0, r.1, r.2.clone(), r.3)));
+        let mut outcome = super::events::fence_batch(batch, &fence.current);
+        outcome.refused.extend(plan.sealed_out.iter().copied());
+        outcome.refused.sort_unstable();
+        outcome.refused.dedup();
+        Ok(Some(outcome))
+    }
+
+    async fn follow_turns(&self, turns: &[i64], until_ms: i64) -> Result<(), StoreError> {
+        if turns.is_empty() {
+            return Ok(());
+        }
+        // The same row lock as a batch's fence: a batch either sees the mark or committed
+        // before it (and the follower reads the table after marking).
+        sqlx::query(
+            "UPDATE turns SET followed_until_ms = $2 WHERE id = ANY($1) AND followed_until_ms < $2",
+        )
+        .bind(turns)
+        .bind(until_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    fn set_follower_notices(&self, on: bool) {
+        self.notices.store(on, Ordering::Release);
+    }
+
+    async fn last_seqs_at_once(&self, turns: &[i64]) -> Result<Option<HashMap<i64, i64>>, StoreError> {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT t.id, COALESCE((SELECT MAX(seq) FROM events WHERE turn = t.id), 0) \
+             FROM UNNEST($1::bigint[]) AS t(id)",
+        )
+        .bind(turns)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Some(rows.into_iter().collect()))
     }
 
     /// One `INSERT … SELECT FROM UNNEST(…)` for the whole batch.
@@ -115,14 +255,19 @@ impl Backend for PgStore {
 
     async fn listen(&self) -> Result<Option<Wakeups>, StoreError> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(APPENDS_CHANNEL).await?;
+        listener.listen_all([APPENDS_CHANNEL, EVENTS_CHANNEL]).await?;
         let (sender, receiver) = tokio::sync::mpsc::channel(1024);
         let instance = self.instance.clone();
         tokio::spawn(async move {
             loop {
                 match listener.try_recv().await {
                     Ok(Some(notification)) => {
-                        if let Some(wakeups) = parse_announcement(notification.payload(), &instance) {
+                        let heard = if notification.channel() == EVENTS_CHANNEL {
+                            parse_notice(notification.payload(), &instance)
+                        } else {
+                            parse_announcement(notification.payload(), &instance)
+                        };
+                        if let Some(wakeups) = heard {
                             if sender.send(wakeups).await.is_err() {
                                 return;
                             }
@@ -161,10 +306,11 @@ impl Backend for PgStore {
 fn announcement(instance: &str, wakeups: &[WakeUp]) -> String {
     let mut payload = format!("{instance}|");
     for (i, wakeup) in wakeups.iter().enumerate() {
-        let (key, seq) = match *wakeup {
-            WakeUp::Committed { turn, seq } => (turn, seq),
-            WakeUp::Cancel { turn } => (turn, CANCEL_SEQ),
-            WakeUp::NewTurn { thread } => (thread, NEW_TURN_SEQ),
+        let (key, seq) = match wakeup {
+            WakeUp::Committed { turn, seq } => (*turn, *seq),
+            WakeUp::Events { turn, events } => (*turn, events.last().map_or(0, |e| e.seq)),
+            WakeUp::Cancel { turn } => (*turn, CANCEL_SEQ),
+            WakeUp::NewTurn { thread } => (*thread, NEW_TURN_SEQ),
             WakeUp::Lost => {
                 payload.truncate(instance.len() + 1);
                 break;
@@ -203,6 +349,178 @@ fn parse_announcement(payload: &str, own_instance: &str) -> Option<Vec<WakeUp>> 
         })
         .collect();
     Some(if wakeups.is_empty() { vec![WakeUp::Lost] } else { wakeups })
+}
+
+/// One turn's part of a notice: with its events (`whole`) and without (`short`).
+struct NoticePiece {
+    turn: i64,
+    whole: String,
+    short: String,
+}
+
+/// The pieces of a notice for these events (in log order), one per turn.
+fn notice_pieces<'a>(events: impl Iterator<Item = (i64, &'a StoredEvent)>) -> Result<Vec<NoticePiece>, StoreError> {
+    let mut by_turn: Vec<(i64, Vec<&'a StoredEvent>)> = Vec::new();
+    for (turn, event) in events {
+        match by_turn.iter_mut().find(|(t, _)| *t == turn) {
+            Some((_, list)) => list.push(event),
+            None => by_turn.push((turn, vec![event])),
+        }
+    }
+    by_turn
+        .into_iter()
+        .filter_map(|(turn, list)| Some((turn, list.last()?.seq, list)))
+        .map(|(turn, last, list)| {
+            let mut whole = format!("{{\"t\":{turn},\"s\":{last},\"e\":[");
+            for (index, event) in list.iter().enumerate() {
+                if index > 0 {
+                    whole.push(',');
+                }
+                whole.push_str(&format!("[{},{},{},", event.seq, event.kind as i16, event.at_ms));
+                whole.push_str(event.body_text()?);
+                whole.push(']');
+            }
+            whole.push_str("]}");
+            Ok(NoticePiece { turn, whole, short: format!("{{\"t\":{turn},\"s\":{last}}}") })
+        })
+        .collect()
+}
+
+/// A whole notice: the pieces with their events when they all fit, else without, else none
+/// (which its hearers take as "look at everything you follow").
+fn notice(prefix: &str, pieces: &[NoticePiece]) -> String {
+    let fits = |len: usize| len + pieces.len() <= MAX_NOTIFY_PAYLOAD;
+    let joined = |part: fn(&NoticePiece) -> &str| pieces.iter().map(part).collect::<Vec<_>>().join(",");
+    let body = if fits(pieces.iter().map(|p| p.whole.len()).sum()) {
+        joined(|p| &p.whole)
+    } else if fits(pieces.iter().map(|p| p.short.len()).sum()) {
+        joined(|p| &p.short)
+    } else {
+        String::new()
+    };
+    format!("{prefix}[{body}]")
+}
+
+/// A notice's turn, as sent.
+#[derive(serde::Deserialize)]
+struct HeardPiece<'a> {
+    t: i64,
+    s: i64,
+    #[serde(default, borrow)]
+    e: Vec<(i64, i16, i64, &'a serde_json::value::RawValue)>,
+}
+
+/// Parses a notice; `None` for our own or a malformed one. One that names nothing asks for a
+/// full re-check ([`WakeUp::Lost`]).
+fn parse_notice(payload: &str, own_instance: &str) -> Option<Vec<WakeUp>> {
+    let (instance, pieces) = payload.split_once('|')?;
+    if instance == own_instance {
+        return None;
+    }
+    let pieces: Vec<HeardPiece> = serde_json::from_str(pieces).ok()?;
+    let mut wakeups = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let events: Option<Vec<StoredEvent>> = piece
+            .e
+            .iter()
+            .map(|(seq, kind, at_ms, body)| {
+                Some(StoredEvent {
+                    seq: *seq,
+                    kind: EventKind::from_i16(*kind).ok()?,
+                    body: bytes::Bytes::copy_from_slice(body.get().as_bytes()),
+                    at_ms: *at_ms,
+                })
+            })
+            .collect();
+        match events {
+            Some(events) if events.last().is_some_and(|e| e.seq == piece.s) => {
+                wakeups.push(WakeUp::Events { turn: piece.t, events })
+            }
+            _ => wakeups.push(WakeUp::Committed { turn: piece.t, seq: piece.s }),
+        }
+    }
+    Some(if wakeups.is_empty() { vec![WakeUp::Lost] } else { wakeups })
+}
+
+/// A batch laid out as `WRITE_AT_ONCE`'s arrays, when it is one that statement can write:
+/// only events and checkpoints, one epoch per turn.
+#[derive(Default)]
+struct AtOnce<'a> {
+    event_turns: Vec<i64>,
+    event_epochs: Vec<i64>,
+    seqs: Vec<i64>,
+    kinds: Vec<i16>,
+    bodies: Vec<&'a str>,
+    times: Vec<i64>,
+    checkpoint_turns: Vec<i64>,
+    checkpoint_epochs: Vec<i64>,
+    checkpoints: Vec<&'a str>,
+    notice_turns: Vec<i64>,
+    notice_epochs: Vec<i64>,
+    whole_pieces: Vec<String>,
+    short_pieces: Vec<String>,
+    /// Appends after one that ended their turn in this batch: refused, not sent.
+    sealed_out: Vec<usize>,
+}
+
+impl<'a> AtOnce<'a> {
+    fn plan(batch: &'a [TurnWrites]) -> Result<Option<AtOnce<'a>>, StoreError> {
+        let mut epochs: HashMap<i64, i64> = HashMap::new();
+        for writes in batch {
+            let simple = writes.ops.iter().all(|op| matches!(op, WriteOp::Event { .. } | WriteOp::Checkpoint { .. }));
+            let one_epoch = *epochs.entry(writes.turn).or_insert(writes.epoch) == writes.epoch;
+            if !simple || !one_epoch {
+                return Ok(None);
+            }
+        }
+        let mut plan = AtOnce::default();
+        let mut sealed: HashSet<i64> = HashSet::new();
+        // Each turn's last checkpoint only (the earlier ones would be overwritten unseen).
+        let mut checkpoints: Vec<(i64, i64, &'a str)> = Vec::new();
+        let mut events: Vec<(i64, &'a StoredEvent)> = Vec::new();
+        for (index, writes) in batch.iter().enumerate() {
+            if writes.ops.is_empty() {
+                continue;
+            }
+            if sealed.contains(&writes.turn) {
+                plan.sealed_out.push(index);
+                continue;
+            }
+            for op in &writes.ops {
+                match op {
+                    WriteOp::Event { event, .. } => {
+                        if event.kind.is_terminal() {
+                            sealed.insert(writes.turn);
+                        }
+                        plan.event_turns.push(writes.turn);
+                        plan.event_epochs.push(writes.epoch);
+                        plan.seqs.push(event.seq);
+                        plan.kinds.push(event.kind as i16);
+                        plan.bodies.push(event.body_text()?);
+                        plan.times.push(event.at_ms);
+                        events.push((writes.turn, event));
+                    }
+                    WriteOp::Checkpoint { checkpoint, .. } => {
+                        checkpoints.retain(|(turn, _, _)| *turn != writes.turn);
+                        checkpoints.push((writes.turn, writes.epoch, checkpoint));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (turn, epoch, checkpoint) in checkpoints {
+            plan.checkpoint_turns.push(turn);
+            plan.checkpoint_epochs.push(epoch);
+            plan.checkpoints.push(checkpoint);
+        }
+        for piece in notice_pieces(events.into_iter())? {
+            plan.notice_turns.push(piece.turn);
+            plan.notice_epochs.push(epochs.get(&piece.turn).copied().unwrap_or_default());
+            plan.whole_pieces.push(piece.whole);
+            plan.short_pieces.push(piece.short);
+        }
+        Ok(Some(plan))
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! commit). Writes go through a one-connection pool so transactions never fight over SQLite's
 //! single write lock; reads use a pool of their own and never wait for the writer.
 
-use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -10,8 +9,8 @@ use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 
-use super::backend::{fence_rows, Backend, WakeUp, Wakeups};
-use super::{StoreError, StoredEvent, TurnStatus};
+use super::backend::{fence_rows, Backend, Fence, WakeUp, Wakeups};
+use super::{StoreError, StoredEvent};
 
 /// Rows per multi-row INSERT (5 parameters each, well under SQLite's parameter limit).
 const ROWS_PER_INSERT: usize = 500;
@@ -69,7 +68,8 @@ impl Backend for SqliteStore {
         &self,
         tx: &mut Transaction<'static, Sqlite>,
         turns: &[i64],
-    ) -> Result<HashMap<i64, (i64, TurnStatus)>, StoreError> {
+        _now_ms: i64,
+    ) -> Result<Fence, StoreError> {
         let ids = serde_json::to_string(turns)
             .map_err(|e| StoreError::Corrupt(format!("turn ids could not be encoded: {e}")))?;
         let rows: Vec<(i64, i64, String)> =
@@ -77,7 +77,8 @@ impl Backend for SqliteStore {
                 .bind(ids)
                 .fetch_all(&mut **tx)
                 .await?;
-        Ok(fence_rows(rows))
+        // One instance per file: nobody follows from elsewhere.
+        Ok(fence_rows(rows.into_iter().map(|(id, epoch, status)| (id, epoch, status, false))))
     }
 
     /// Multi-row INSERTs of up to [`ROWS_PER_INSERT`] events.

@@ -34,6 +34,7 @@ fn pipelined_log(store: &Arc<dyn Store>, batch_max_events: usize) -> LogWriter {
     assert!(store.max_pipeline_depth() >= 3, "PostgreSQL pipelines the log writer");
     LogWriter::start(
         store.clone(),
+        Arc::new(agui_gateway::bus::PgBus::new(store.clone())),
         Arc::new(Hub::default()),
         2,
         Batching { batch_max_events, pipeline_depth: 3 },

@@ -29,6 +29,7 @@ mod decisions;
 mod delegation;
 mod edge;
 mod fencing;
+mod followers;
 mod frameworks;
 mod https;
 mod instances;

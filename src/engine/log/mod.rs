@@ -30,6 +30,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 use super::hub::Hub;
+use crate::bus::Bus;
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError, StoredEvent, WakeUp, WriteOp};
 use writer::Writer;
@@ -101,14 +102,18 @@ struct Append {
     queued: Instant,
 }
 
-/// Newest appended seq per turn, and when the first of the batches it covers committed.
-type Announcement = (Vec<(i64, i64)>, Instant);
+/// What committed, per turn (its events, or only its newest seq), and when the first of the
+/// batches it covers committed.
+type Announcement = (Vec<WakeUp>, Instant);
 
 #[derive(Clone)]
 pub struct LogWriter {
     writers: Arc<Vec<mpsc::Sender<Append>>>,
     hub: Arc<Hub>,
     announce: mpsc::UnboundedSender<Announcement>,
+    /// Whether the writer announces its batches on the bus (the store's batches may tell the
+    /// turns' followers themselves).
+    announces_batches: bool,
 }
 
 /// How a writer batches: the most events in one batch, and how many batches may be in flight
@@ -124,13 +129,15 @@ impl LogWriter {
     /// pipeline depth is bounded by what the store supports (1 on SQLite).
     pub fn start(
         store: Arc<dyn Store>,
+        bus: Arc<dyn Bus>,
         hub: Arc<Hub>,
         writers: usize,
         batching: Batching,
         metrics: Arc<Metrics>,
     ) -> LogWriter {
         let (announce_tx, announce_rx) = mpsc::unbounded_channel();
-        tokio::spawn(announce(store.clone(), announce_rx, metrics.clone()));
+        let announces_batches = !bus.batches_tell_followers();
+        tokio::spawn(announce(bus, announce_rx, metrics.clone()));
         let depth = batching.pipeline_depth.clamp(1, store.max_pipeline_depth().max(1));
         let writers = (0..writers.max(1))
             .map(|_| {
@@ -139,6 +146,7 @@ impl LogWriter {
                     store: store.clone(),
                     hub: hub.clone(),
                     announce: announce_tx.clone(),
+                    announces_batches,
                     metrics: metrics.clone(),
                     batch_max_events: batching.batch_max_events.max(1),
                     depth,
@@ -147,7 +155,7 @@ impl LogWriter {
                 sender
             })
             .collect();
-        LogWriter { writers: Arc::new(writers), hub, announce: announce_tx }
+        LogWriter { writers: Arc::new(writers), hub, announce: announce_tx, announces_batches }
     }
 
     fn writer(&self, turn: i64) -> &mpsc::Sender<Append> {
@@ -175,7 +183,9 @@ impl LogWriter {
     /// Events committed outside the writer (a decision, recorded in its own transaction): the
     /// streams hear of them as of any batch.
     pub fn published(&self, turn: i64, events: Vec<StoredEvent>) {
-        let appended = publish(&self.hub, events.into_iter().map(|event| WriteOp::Event { turn, event }).collect());
+        // Committed in a transaction of its own, which told nobody: announced here always.
+        let ops = events.into_iter().map(|event| WriteOp::Event { turn, event }).collect();
+        let appended = publish(&self.hub, ops, self.announces_batches);
         if !appended.is_empty() {
             let _ = self.announce.send((appended, Instant::now()));
         }
@@ -209,8 +219,9 @@ pub(crate) async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredE
     }
 }
 
-/// Hands the committed events to the hub, per turn and in order; returns each turn's newest seq.
-fn publish(hub: &Hub, ops: Vec<WriteOp>) -> Vec<(i64, i64)> {
+/// Hands the committed events to the hub, per turn and in order; returns what to announce of
+/// each turn: its events (`with_events`, for a bus that carries them) or its newest seq.
+fn publish(hub: &Hub, ops: Vec<WriteOp>, with_events: bool) -> Vec<WakeUp> {
     let mut by_turn: BTreeMap<i64, Vec<StoredEvent>> = BTreeMap::new();
     for op in ops {
         if let WriteOp::Event { turn, event } = op {
@@ -220,25 +231,57 @@ fn publish(hub: &Hub, ops: Vec<WriteOp>) -> Vec<(i64, i64)> {
     by_turn
         .into_iter()
         .filter_map(|(turn, events)| {
-            let last = events.last()?.seq;
+            let seq = events.last()?.seq;
+            let wakeup =
+                if with_events { WakeUp::Events { turn, events: events.clone() } } else { WakeUp::Committed { turn, seq } };
             hub.publish(turn, events);
-            Some((turn, last))
+            Some(wakeup)
         })
         .collect()
 }
 
-/// Sends other instances one notification for everything committed since the last one.
-async fn announce(store: Arc<dyn Store>, mut queue: mpsc::UnboundedReceiver<Announcement>, metrics: Arc<Metrics>) {
-    while let Some((first, since)) = queue.recv().await {
-        let mut newest: BTreeMap<i64, i64> = first.into_iter().collect();
-        while let Ok((more, _)) = queue.try_recv() {
-            for (turn, seq) in more {
-                let entry = newest.entry(turn).or_insert(seq);
-                *entry = (*entry).max(seq);
+/// Folds a later wake-up of the same turn into an earlier one: events join up, else the
+/// newest seq stands for both.
+fn merge(earlier: &mut WakeUp, later: WakeUp) {
+    let newest = |w: &WakeUp| match w {
+        WakeUp::Committed { seq, .. } => *seq,
+        WakeUp::Events { events, .. } => events.last().map_or(0, |e| e.seq),
+        _ => 0,
+    };
+    match (&mut *earlier, later) {
+        (WakeUp::Events { events, .. }, WakeUp::Events { events: more, .. }) => events.extend(more),
+        (_, later) => {
+            if let WakeUp::Committed { turn, .. } | WakeUp::Events { turn, .. } = *earlier {
+                let seq = newest(earlier).max(newest(&later));
+                *earlier = WakeUp::Committed { turn, seq };
             }
         }
-        let wakeups: Vec<WakeUp> = newest.into_iter().map(|(turn, seq)| WakeUp::Committed { turn, seq }).collect();
-        match store.announce_appends(&wakeups).await {
+    }
+}
+
+/// Sends other instances one message for everything committed since the last one.
+async fn announce(bus: Arc<dyn Bus>, mut queue: mpsc::UnboundedReceiver<Announcement>, metrics: Arc<Metrics>) {
+    let turn_of = |w: &WakeUp| match w {
+        WakeUp::Committed { turn, .. } | WakeUp::Events { turn, .. } => Some(*turn),
+        _ => None,
+    };
+    while let Some((first, since)) = queue.recv().await {
+        let mut newest: BTreeMap<i64, WakeUp> = BTreeMap::new();
+        let mut add = |wakeup: WakeUp| {
+            let Some(turn) = turn_of(&wakeup) else { return };
+            match newest.get_mut(&turn) {
+                Some(earlier) => merge(earlier, wakeup),
+                None => {
+                    newest.insert(turn, wakeup);
+                }
+            }
+        };
+        first.into_iter().for_each(&mut add);
+        while let Ok((more, _)) = queue.try_recv() {
+            more.into_iter().for_each(&mut add);
+        }
+        let wakeups: Vec<WakeUp> = newest.into_values().collect();
+        match bus.announce(&wakeups).await {
             // Timed from the oldest commit it covers: what the other instances' streams waited.
             Ok(()) => metrics.log_notify_seconds.observe(since.elapsed().as_secs_f64()),
             // Streams elsewhere also poll the log, so a lost notification only delays them.

@@ -16,11 +16,16 @@ use crate::engine::hub::Hub;
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError, TurnWrites, WriteOp};
 
+/// Appends waiting before a batch is launched behind one still in flight.
+const PIPELINE_BACKLOG: usize = 32;
+
 /// One writer task: its queue's batches, written (pipelined up to `depth`) and committed in order.
 pub(super) struct Writer {
     pub(super) store: Arc<dyn Store>,
     pub(super) hub: Arc<Hub>,
     pub(super) announce: mpsc::UnboundedSender<Announcement>,
+    /// Whether batches are announced on the bus by the writer (not by the store's own notice).
+    pub(super) announces_batches: bool,
     pub(super) metrics: Arc<Metrics>,
     pub(super) batch_max_events: usize,
     pub(super) depth: usize,
@@ -55,7 +60,11 @@ impl Writer {
         let mut last: Option<Stages> = None;
         let mut closed = false;
         loop {
-            if in_flight.len() < self.depth {
+            // A batch goes behind one in flight only when enough waits to be worth a second
+            // transaction's round trips; else it gathers until the one in flight committed (and
+            // then goes alone, in one statement where the store can).
+            let backlog = requeued.len() + queue.len();
+            if in_flight.is_empty() || (in_flight.len() < self.depth && backlog >= PIPELINE_BACKLOG) {
                 let mut appends = self.gather(&mut requeued, &mut queue, &in_flight);
                 if appends.is_empty() && in_flight.is_empty() && requeued.is_empty() {
                     let Some(first) = queue.recv().await else { return };
@@ -68,7 +77,7 @@ impl Writer {
                     continue;
                 }
             }
-            let room = in_flight.len() < self.depth && !closed && requeued.is_empty();
+            let room = in_flight.len() < self.depth && !closed && requeued.len() < PIPELINE_BACKLOG;
             let Some(head) = in_flight.front_mut() else {
                 if closed && requeued.is_empty() {
                     return;
@@ -239,11 +248,11 @@ impl Writer {
             append.health.record(&outcome);
             settled.push((append, outcome));
         }
-        let appended = publish(&self.hub, committed);
+        let appended = publish(&self.hub, committed, self.announces_batches);
         for (append, outcome) in settled {
             answer(append, outcome);
         }
-        if !appended.is_empty() {
+        if self.announces_batches && !appended.is_empty() {
             let _ = self.announce.send((appended, acknowledged));
         }
     }

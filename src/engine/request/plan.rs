@@ -275,7 +275,7 @@ impl Engine {
     /// a slow timer.
     async fn announce_turn_start(&self, thread: i64) {
         self.inner.hub.wake_thread(thread);
-        if let Err(error) = self.inner.store.announce_appends(&[WakeUp::NewTurn { thread }]).await {
+        if let Err(error) = self.inner.bus.announce(&[WakeUp::NewTurn { thread }]).await {
             tracing::warn!(%error, thread, "announcing a turn start failed; watchers will find it on their timer");
         }
     }
