@@ -40,6 +40,17 @@ pub trait Following: Send + Sync {
     fn follow(&self, turn: i64, feed: Arc<Feed>, from: i64);
 }
 
+/// Where events handed to a feed come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// This instance's log writer: every event, in order.
+    Writer,
+    /// A read of the table after the feed's memory.
+    Table,
+    /// Another instance's notice.
+    Notice,
+}
+
 /// What a stream does next with a feed ([`Feed::next_after`]).
 pub enum Next {
     /// The events after its position, from memory.
@@ -188,23 +199,14 @@ impl Feed {
     /// Events read from the table after `filled_to` (a gap in the log, events of a batch that
     /// never committed, is no reason to refuse them).
     pub fn fill_after_read(&self, events: Vec<StoredEvent>) {
-        let filled = self.filled_to();
-        let fresh: Vec<StoredEvent> = events.into_iter().filter(|e| e.seq > filled).collect();
-        self.store_events(fresh, false);
+        self.store_events(events, Source::Table);
     }
 
-    /// Events of a turn run elsewhere, as committed (from a notice or a read of the table), in
-    /// order: those after `filled_to` join memory when they follow on from it. Returns
+    /// Events of a turn run elsewhere, from its runner's notice, in order: those after
+    /// `filled_to` join memory when they follow on from it. Returns
     /// `false` when they do not (a notice was missed): the table is to be read.
     pub fn fill(&self, events: Vec<StoredEvent>) -> bool {
-        let filled = self.filled_to();
-        let fresh: Vec<StoredEvent> = events.into_iter().filter(|e| e.seq > filled).collect();
-        let Some(first) = fresh.first() else { return true };
-        if first.seq != filled + 1 {
-            return false;
-        }
-        self.store_events(fresh, false);
-        true
+        self.store_events(events, Source::Notice)
     }
 
     /// When this instance's writer last handed events to this feed, if that is what the latest
@@ -256,16 +258,30 @@ impl Feed {
 
     /// Events just committed by this instance's writer, in order.
     fn publish(&self, events: Vec<StoredEvent>) {
-        self.store_events(events, true);
+        self.store_events(events, Source::Writer);
     }
 
-    /// Events into memory, in order, and the streams woken.
-    fn store_events(&self, events: Vec<StoredEvent>, published_here: bool) {
-        let Some(last) = events.last().map(|e| e.seq) else {
-            return;
-        };
-        {
+    /// Events into memory, in order, and the streams woken. From elsewhere, only those after
+    /// `filled_to` are taken (checked under the lock, so a notice and a read of the table that
+    /// overlap join up); a notice's must follow on from it, else nothing is taken and `false`
+    /// says the table is to be read.
+    fn store_events(&self, events: Vec<StoredEvent>, source: Source) -> bool {
+        let last = {
             let mut recent = self.recent.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let events: Vec<StoredEvent> = match source {
+                Source::Writer => events,
+                Source::Table | Source::Notice => {
+                    let filled = self.filled_to();
+                    let fresh: Vec<StoredEvent> = events.into_iter().filter(|e| e.seq > filled).collect();
+                    if source == Source::Notice && fresh.first().is_some_and(|e| e.seq != filled + 1) {
+                        return false;
+                    }
+                    fresh
+                }
+            };
+            let Some(last) = events.last().map(|e| e.seq) else {
+                return true;
+            };
             for event in events {
                 // Keep the window contiguous: a gap (a takeover mid-turn) starts it afresh.
                 if recent.back().is_some_and(|back| back.seq + 1 != event.seq) {
@@ -277,15 +293,17 @@ impl Feed {
                 }
             }
             self.filled_to.fetch_max(last, Ordering::AcqRel);
-        }
+            last
+        };
         let nanos = u64::try_from(clock_base().elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
-        let nanos = if published_here { nanos + 1 } else { 0 };
+        let nanos = if source == Source::Writer { nanos + 1 } else { 0 };
         self.published_at.store(nanos, Ordering::Release);
         self.committed.send_if_modified(|seq| {
             let grew = last > *seq;
             *seq = (*seq).max(last);
             grew
         });
+        true
     }
 
     /// Another instance appended up to `seq` (or `None`: something may have been missed).
@@ -454,6 +472,36 @@ mod tests {
         assert!(!not_woken.has_changed().expect("open"));
         hub.wake_every_thread();
         assert!(not_woken.has_changed().expect("open"), "a lost announcement wakes every watch");
+    }
+
+    #[test]
+    fn a_followed_feed_takes_notices_that_follow_on_and_sends_streams_to_the_log_otherwise() {
+        let hub = Hub::default();
+        let feed = hub.feed(8);
+        assert!(matches!(feed.next_after(0, 10), Next::ReadLog), "not followed: streams read the log");
+        feed.fill_from(3);
+        feed.now_followed();
+        assert!(matches!(feed.next_after(3, 10), Next::Wait), "caught up with what the feed knows");
+        assert!(matches!(feed.next_after(1, 10), Next::ReadLog), "memory does not reach back that far");
+        assert!(feed.fill(vec![event(4), event(5)]));
+        assert!(matches!(feed.next_after(3, 10), Next::Events(events) if events.len() == 2));
+        // A notice that overlaps what a read of the table brought joins up.
+        feed.fill_after_read(vec![event(5), event(6)]);
+        assert!(feed.fill(vec![event(6), event(7)]));
+        assert_eq!(feed.filled_to(), 7);
+        // One that skips a batch is refused: the table is read instead.
+        assert!(!feed.fill(vec![event(9)]));
+        assert_eq!(feed.filled_to(), 7);
+        match feed.next_after(4, 10) {
+            Next::Events(events) => assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![5, 6, 7]),
+            _ => panic!("memory holds 5 to 7"),
+        }
+        // A turn that moves here and leaves again is followed afresh.
+        feed.enter();
+        feed.leave();
+        assert!(!feed.is_followed());
+        assert!(feed.ask_to_follow());
+        assert!(!feed.ask_to_follow(), "asked once per feed");
     }
 
     #[test]

@@ -544,6 +544,35 @@ mod tests {
         assert_eq!(parse_announcement(&announcement("a", &[WakeUp::Lost]), "b"), Some(vec![WakeUp::Lost]));
     }
 
+    fn stored(seq: i64, body: &str) -> StoredEvent {
+        StoredEvent { seq, kind: EventKind::Plain, body: bytes::Bytes::from(body.to_string()), at_ms: 1_000 + seq }
+    }
+
+    #[test]
+    fn a_notice_carries_events_byte_for_byte_when_they_fit_and_only_seqs_when_not() {
+        let body = r#"{"type":"TEXT_MESSAGE_CONTENT","delta":"Grüße \"quoted\" 你好 😀 \n"}"#;
+        let events = [stored(4, body), stored(5, r#"{ "type" : "CUSTOM" }"#)];
+        let pieces = notice_pieces([(7, &events[0]), (9, &events[1]), (7, &events[1])].into_iter()).expect("pieces");
+        let payload = notice("a|", &pieces);
+        assert_eq!(parse_notice(&payload, "a"), None, "our own");
+        let heard = parse_notice(&payload, "b").expect("parses");
+        assert_eq!(
+            heard,
+            vec![
+                WakeUp::Events { turn: 7, events: vec![events[0].clone(), events[1].clone()] },
+                WakeUp::Events { turn: 9, events: vec![events[1].clone()] },
+            ]
+        );
+        let big = stored(6, &format!("{{\"delta\":\"{}\"}}", "x".repeat(MAX_NOTIFY_PAYLOAD)));
+        let pieces = notice_pieces([(7, &big)].into_iter()).expect("pieces");
+        assert_eq!(parse_notice(&notice("a|", &pieces), "b"), Some(vec![WakeUp::Committed { turn: 7, seq: 6 }]));
+        let many: Vec<StoredEvent> = (1..2000).map(|seq| stored(seq, "{}")).collect();
+        let pieces = notice_pieces(many.iter().map(|e| (e.seq, e))).expect("pieces");
+        let payload = notice("a|", &pieces);
+        assert!(payload.len() < 8000);
+        assert_eq!(parse_notice(&payload, "b"), Some(vec![WakeUp::Lost]));
+    }
+
     #[test]
     fn an_oversized_announcement_asks_for_a_full_recheck() {
         let many: Vec<WakeUp> = (0..5000).map(|i| WakeUp::Committed { turn: i, seq: i }).collect();
