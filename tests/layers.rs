@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each top-level module of the library and the modules it may import: the ones below it in
-/// the layering `protocol`, `ids` → `config` → `store` → `caller` → `auth` → `engine` →
+/// the layering `protocol`, `ids` → `config` → `store` → `bus` → `caller` → `auth` → `engine` →
 /// `agents` → `http` → `server`. `metrics`, `redact`, `clock` and `retry` sit at the bottom, and `tls` (the outbound
 /// TLS configuration) and `telemetry` (which exports traces through it) just above `config`: anyone above them may use them. `admin` (the operator commands) sits beside
 /// `http`. `main.rs` is its own crate and uses the library from outside.
@@ -30,11 +30,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("telemetry", &["config", "tls", "protocol", "ids", "redact", "metrics"]),
     ("tls", &["config", "protocol", "ids", "redact", "metrics"]),
     ("store", &["protocol", "ids", "redact", "metrics", "telemetry"]),
+    ("bus", &["store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls"]),
     ("caller", &["store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
     ("auth", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
     (
         "engine",
-        &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock", "retry"],
+        &["caller", "bus", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock", "retry"],
     ),
     (
         "agents",
@@ -42,6 +43,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "engine",
             "auth",
             "caller",
+            "bus",
             "store",
             "config",
             "protocol",
@@ -61,6 +63,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "engine",
             "auth",
             "caller",
+            "bus",
             "store",
             "config",
             "protocol",
@@ -80,6 +83,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "engine",
             "auth",
             "caller",
+            "bus",
             "store",
             "config",
             "protocol",
@@ -101,6 +105,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "engine",
             "auth",
             "caller",
+            "bus",
             "store",
             "config",
             "protocol",

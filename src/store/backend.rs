@@ -9,8 +9,7 @@ use async_trait::async_trait;
 use sqlx::{Pool, Transaction};
 
 use super::sql::SqlDb;
-use super::events::{BatchOutcome, TurnWrites};
-use super::{StoreError, StoredEvent, TurnStatus};
+use super::{BatchOutcome, StoreError, StoredEvent, TurnStatus, TurnWrites};
 
 /// What one instance tells the others sharing the database (and what a listener hears).
 #[derive(Debug, Clone, PartialEq)]
