@@ -9,6 +9,10 @@
 //! (three instances on one PostgreSQL database), `waiting` (many waiting turns on one
 //! instance, their memory and lease writes) and `upstream` (an upstream AG-UI server read
 //! directly and through the gateway's `agui` agent: the relay's rate and added latency).
+//! Growth: `history` (start, replay and ticking on a database holding millions of events,
+//! against an empty one) and `soak` (chat load on two instances for half an hour, with
+//! reconnects and kills: memory over time, lost and duplicated tokens); `all` leaves these
+//! two out (they are long), `smoke` runs them tiny.
 //!
 //! `smoke` runs every gateway scenario tiny, in seconds, checking every event and the stored
 //! rows and nothing about timing: it fails loudly when a scenario breaks.
@@ -18,7 +22,9 @@ mod error;
 mod gateway;
 mod http;
 mod metrics;
+mod nats;
 mod peers;
+mod pgstats;
 mod procfs;
 mod report;
 mod scenarios;
@@ -38,6 +44,7 @@ use error::{Context, Error, Result};
 use gateway::{Gateway, GatewaySettings};
 use http::Transport;
 use report::Report;
+use scenarios::scale_out::{Bus, Layout};
 use scenarios::{Settings, Sizes};
 use target::{gateway_name, Script};
 
@@ -47,6 +54,9 @@ struct Cli {
     /// What to run: one scenario, `all` of them, or `smoke` (all, tiny, checked, untimed).
     #[arg(value_enum)]
     scenario: Scenario,
+    /// With `smoke` (or `all`): only these scenarios (repeatable, or a list: `--only soak,history`).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Scenario>,
     /// Stores to run the gateway on (repeatable).
     #[arg(long, value_enum, default_values_t = [Store::Postgres, Store::Sqlite])]
     store: Vec<Store>,
@@ -156,6 +166,39 @@ struct Cli {
     /// Upper bound of one repetition of a scenario.
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
+    /// Events the history scenario writes before the gateway starts…
+    #[arg(long, default_value_t = 10_000_000)]
+    history_events: u64,
+    /// …over this many threads (one finished turn each).
+    #[arg(long, default_value_t = 100_000)]
+    history_threads: u64,
+    /// Fresh runs whose start (POST → RUN_STARTED) the history scenario times, per repetition.
+    #[arg(long, default_value_t = 200)]
+    history_starts: u64,
+    /// Seconds of chat load in the soak scenario (two instances on one PostgreSQL database).
+    #[arg(long, default_value_t = 1800)]
+    soak_secs: u64,
+    /// New chats per second in the soak (each `--chat-tokens` at `--token-rate`; the default,
+    /// 10/s of 200 tokens at 50/s, offers 2,000 tokens/s: see BENCHMARKS.md).
+    #[arg(long, default_value_t = 10.0)]
+    soak_chats_per_sec: f64,
+    /// Every this many seconds, a quarter of the open streams are dropped and resumed with
+    /// `Last-Event-ID` on the other instance…
+    #[arg(long, default_value_t = 30)]
+    soak_reconnect_secs: u64,
+    /// …and every this many seconds one instance is killed (SIGKILL) and restarted, in turn.
+    #[arg(long, default_value_t = 300)]
+    soak_kill_secs: u64,
+    /// Gateway instances on one database in the scale-out scenario (repeatable, or a list:
+    /// `--instances 3,6`).
+    #[arg(long, value_delimiter = ',', default_values_t = [scenarios::scale_out::INSTANCES])]
+    instances: Vec<usize>,
+    /// How the scale-out instances hear of each other's appends (repeatable).
+    #[arg(long, value_enum, default_values_t = [Bus::Postgres])]
+    bus: Vec<Bus>,
+    /// The NATS server of `--bus nats` (one is started as the tool's child if none answers).
+    #[arg(long, default_value = "nats://127.0.0.1:4222")]
+    nats_url: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -171,6 +214,8 @@ enum Scenario {
     ScaleOut,
     Waiting,
     Upstream,
+    History,
+    Soak,
     All,
     Smoke,
 }
@@ -205,6 +250,15 @@ impl Cli {
                 upstream_events: 2_000,
                 upstream_paced_events: 200,
                 upstream_rate: 1_000,
+                history_events: 20_000,
+                history_threads: 200,
+                history_starts: 20,
+                soak_secs: 14,
+                soak_chats_per_sec: 3.0,
+                soak_tokens: 100,
+                soak_reconnect_secs: 5,
+                soak_kill_secs: 9,
+                soak_sample_secs: 2,
             }
         } else {
             Sizes {
@@ -229,6 +283,15 @@ impl Cli {
                 upstream_events: self.upstream_events,
                 upstream_paced_events: self.upstream_paced_events,
                 upstream_rate: self.upstream_rate.max(1),
+                history_events: self.history_events,
+                history_threads: self.history_threads.max(1),
+                history_starts: self.history_starts.max(1),
+                soak_secs: self.soak_secs.max(1),
+                soak_chats_per_sec: self.soak_chats_per_sec.max(0.01),
+                soak_tokens: self.chat_tokens.max(1),
+                soak_reconnect_secs: self.soak_reconnect_secs,
+                soak_kill_secs: self.soak_kill_secs,
+                soak_sample_secs: 10,
             }
         };
         Settings {
@@ -252,8 +315,29 @@ impl Cli {
         transports
     }
 
+    /// Whether `scenario` runs: `smoke` runs all; `all` all but the long growth scenarios.
     fn runs(&self, scenario: Scenario) -> bool {
-        matches!(self.scenario, Scenario::All | Scenario::Smoke) || self.scenario == scenario
+        if !self.only.is_empty() && matches!(self.scenario, Scenario::Smoke | Scenario::All) {
+            return self.only.contains(&scenario);
+        }
+        match self.scenario {
+            Scenario::Smoke => true,
+            Scenario::All => !matches!(scenario, Scenario::History | Scenario::Soak),
+            chosen => chosen == scenario,
+        }
+    }
+
+    /// The scale-out layouts of this run: every instance count over every bus, in order.
+    fn layouts(&self) -> Vec<Layout> {
+        let mut buses = self.bus.clone();
+        buses.dedup();
+        let mut layouts = Vec::new();
+        for &bus in &buses {
+            for &instances in &self.instances {
+                layouts.push(Layout { instances: instances.max(1), bus, nats_url: self.nats_url.clone() });
+            }
+        }
+        layouts
     }
 }
 
@@ -384,11 +468,41 @@ async fn run(cli: &Cli) -> Result<()> {
     // Several instances share one database: PostgreSQL only.
     if cli.runs(Scenario::ScaleOut) {
         if cli.store.contains(&Store::Postgres) {
-            eprintln!("== scale-out: {} gateways on one PostgreSQL database", scenarios::scale_out::INSTANCES);
-            let outcome = scenarios::scale_out::run(&gateways, &settings, &quiet, &mut report).await;
-            record("Scale-out on gateway/postgres".to_string(), outcome);
+            for layout in cli.layouts() {
+                eprintln!(
+                    "== scale-out: {} gateways on one PostgreSQL database, {} bus",
+                    layout.instances, layout.bus
+                );
+                let outcome = scenarios::scale_out::run(&gateways, &layout, &settings, &quiet, &mut report).await;
+                record(format!("Scale-out on gateway/postgres ({} × {} bus)", layout.instances, layout.bus), outcome);
+            }
         } else {
             report.note("scale-out: not run (PostgreSQL only; no --store postgres)");
+        }
+    }
+    if cli.runs(Scenario::History) {
+        if cli.store.contains(&Store::Postgres) {
+            eprintln!(
+                "== history: {} events over {} threads against an empty database",
+                scenarios::count(settings.sizes.history_events),
+                scenarios::count(settings.sizes.history_threads)
+            );
+            let outcome = scenarios::history::run(&gateways, &settings, &quiet, &mut report).await;
+            record("History on gateway/postgres".to_string(), outcome);
+        } else {
+            report.note("history: not run (PostgreSQL only; no --store postgres)");
+        }
+    }
+    if cli.runs(Scenario::Soak) {
+        if cli.store.contains(&Store::Postgres) {
+            eprintln!(
+                "== soak: {} s of chat load on two gateways sharing one PostgreSQL database",
+                settings.sizes.soak_secs
+            );
+            let outcome = scenarios::soak::run(&gateways, &settings, &mut report).await;
+            record("Soak on gateway/postgres".to_string(), outcome);
+        } else {
+            report.note("soak: not run (PostgreSQL only; no --store postgres)");
         }
     }
     // What a new connection costs does not depend on the store: measured once, on the first.
