@@ -253,10 +253,11 @@ impl Cli {
                 history_events: 20_000,
                 history_threads: 200,
                 history_starts: 20,
-                soak_secs: 14,
+                // One reconnect round (at 7 s) and one kill (at 9 s) within 12 s.
+                soak_secs: 12,
                 soak_chats_per_sec: 3.0,
                 soak_tokens: 100,
-                soak_reconnect_secs: 5,
+                soak_reconnect_secs: 7,
                 soak_kill_secs: 9,
                 soak_sample_secs: 2,
             }

@@ -136,7 +136,7 @@ fn refused(layout: &Layout, n: usize, error: Error) -> Error {
     let refusal = text.lines().find(|line| line.contains("unknown field") || line.contains("[bus]") || line.contains("bus"));
     match (layout.bus, refusal) {
         (Bus::Nats, Some(line)) => Error::msg(format!(
-            "failed configuration: the gateway refused `[bus] kind = \"nats\"` (instance {n}; a gateway without the NATS bus): {}",
+            "failed configuration: the gateway refused `[bus] kind = \"nats\"` (instance {n}), in its words: {}",
             line.trim()
         )),
         _ => Error::msg(format!("starting instance {n} ({} bus): {text}", layout.bus)),
