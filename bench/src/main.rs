@@ -188,16 +188,14 @@ async fn run(cli: &Cli) -> Result<()> {
         }
     }
     if cli.runs(Scenario::History) {
-        if cli.store.contains(&Store::Postgres) {
+        for &store in &cli.store {
             eprintln!(
-                "== history: {} events over {} threads against an empty database",
+                "== history on {store}: {} events over {} threads against an empty database",
                 scenarios::count(settings.sizes.history_events),
                 scenarios::count(settings.sizes.history_threads)
             );
-            let outcome = scenarios::history::run(&gateways, &settings, &quiet, &mut report).await;
-            record("History on gateway/postgres".to_string(), outcome);
-        } else {
-            report.note("history: not run (PostgreSQL only; no --store postgres)");
+            let outcome = scenarios::history::run(&gateways, store, &settings, &quiet, &mut report).await;
+            record(format!("History on gateway/{store}"), outcome);
         }
     }
     if cli.runs(Scenario::Soak) {

@@ -8,18 +8,19 @@
 //! - ticking: as the *ticking* scenario.
 //!
 //! The history is written before the gateway starts, after `agui-gateway migrate`, with
-//! set-based SQL (`INSERT … SELECT FROM generate_series`, a chunk of threads per statement):
+//! set-based SQL (`INSERT … SELECT` from `generate_series` on PostgreSQL, from a recursive
+//! `WITH` on SQLite, a chunk of threads per statement):
 //! `history_events` events over `history_threads` threads, one finished turn per thread, rows
 //! as the gateway writes them for a `script` agent's text burst — a `threads` row (owner the
 //! local person), a `turns` row (`succeeded`, released lease), a `runs` row, and the turn's
 //! events: RUN_STARTED, STATE_SNAPSHOT, TEXT_MESSAGE_START, content deltas of `bytes`
 //! characters, TEXT_MESSAGE_END, RUN_FINISHED, with the ids and kinds the gateway stores. Then
-//! the id sequences are moved past the rows written, and `VACUUM (ANALYZE)` runs: the planner
-//! sees the table's real size, and autovacuum (whose insert threshold the fill crosses) does
-//! not start in the middle of a measurement. No `audit` rows are written.
-//!
-//! PostgreSQL only: the fill is PostgreSQL SQL.
+//! on PostgreSQL the id sequences are moved past the rows written and `VACUUM (ANALYZE)` runs:
+//! the planner sees the table's real size, and autovacuum (whose insert threshold the fill
+//! crosses) does not start in the middle of a measurement; on SQLite `ANALYZE` runs and the WAL
+//! is checkpointed. No `audit` rows are written.
 
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
@@ -56,6 +57,7 @@ const COMPARED: [(&str, &str); 6] = [
 
 pub async fn run(
     gateways: &GatewaySettings,
+    store: Store,
     settings: &Settings,
     quiet: &crate::Quiet,
     report: &mut Report,
@@ -65,23 +67,23 @@ pub async fn run(
     let threads = sizes.history_threads.max(1);
     let mut names = Vec::new();
     for full in [false, true] {
-        let name = format!("gateway/postgres/history-{}", if full { "full" } else { "empty" });
-        let database = Database::create(Store::Postgres, &gateways.postgres).await?;
+        let name = format!("gateway/{store}/history-{}", if full { "full" } else { "empty" });
+        let database = Database::create(store, &gateways.postgres).await?;
         let prepared = async {
             Gateway::migrate(gateways, &database).await?;
             if full {
                 let started = Instant::now();
-                fill(&database.url, threads, per_thread, sizes.bytes).await?;
+                fill(&database, threads, per_thread, sizes.bytes).await?;
                 let secs = started.elapsed().as_secs_f64();
                 eprintln!(
-                    "  history: filled {} events over {} threads in {secs:.1} s ({:.0} events/s, VACUUM ANALYZE included)",
+                    "  history on {store}: filled {} events over {} threads in {secs:.1} s ({:.0} events/s, ANALYZE included)",
                     count(threads * per_thread),
                     count(threads),
                     (threads * per_thread) as f64 / secs.max(1e-9)
                 );
                 report.add(
-                    "gateway/postgres/history/fill",
-                    format!("history: filling {} events over {} threads", count(threads * per_thread), count(threads)),
+                    format!("gateway/{store}/history/fill"),
+                    format!("history on {store}: filling {} events over {} threads", count(threads * per_thread), count(threads)),
                     Unit::Ms,
                     vec![secs * 1000.0],
                     None,
@@ -119,14 +121,14 @@ pub async fn run(
     let mut ratios = Vec::new();
     for (suffix, what) in COMPARED {
         if let (Some(empty), Some(full)) = (median(&format!("{}/{suffix}", names[0])), median(&format!("{}/{suffix}", names[1]))) {
-            eprintln!("  history: {what}: full {full:.2} ms ÷ empty {empty:.2} ms = {:.2}", full / empty.max(1e-9));
+            eprintln!("  history on {store}: {what}: full {full:.2} ms ÷ empty {empty:.2} ms = {:.2}", full / empty.max(1e-9));
             ratios.push((suffix, what, full / empty.max(1e-9)));
         }
     }
     for (suffix, what, ratio) in ratios {
         report.add(
-            format!("gateway/postgres/history/ratio/{suffix}"),
-            format!("history: {what}, {} events over {} threads ÷ empty database", count(threads * per_thread), count(threads)),
+            format!("gateway/{store}/history/ratio/{suffix}"),
+            format!("history on {store}: {what}, {} events over {} threads ÷ empty database", count(threads * per_thread), count(threads)),
             Unit::Times,
             vec![ratio],
             None,
@@ -221,27 +223,67 @@ async fn start_runs(gateway: &Gateway, target: &Target, settings: &Settings, rep
     Ok(streamed)
 }
 
+/// A connection to fill through, of either store.
+enum Filler {
+    Postgres(sqlx::PgConnection),
+    Sqlite(sqlx::SqliteConnection),
+}
+
+impl Filler {
+    async fn open(database: &Database) -> Result<Filler> {
+        match database.store {
+            Store::Postgres => {
+                let mut conn =
+                    sqlx::PgConnection::connect(&database.url).await.context("connecting to fill the history")?;
+                // Bulk work, not the gateway's commits: no wait for the WAL flush per statement.
+                sqlx::query("SET synchronous_commit = off")
+                    .execute(&mut conn)
+                    .await
+                    .context("setting synchronous_commit")?;
+                Ok(Filler::Postgres(conn))
+            }
+            Store::Sqlite => {
+                let options = sqlx::sqlite::SqliteConnectOptions::from_str(&database.url)
+                    .context("SQLite URL")?
+                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                    .synchronous(sqlx::sqlite::SqliteSynchronous::Off);
+                let conn =
+                    sqlx::SqliteConnection::connect_with(&options).await.context("opening the database to fill it")?;
+                Ok(Filler::Sqlite(conn))
+            }
+        }
+    }
+
+    async fn execute(&mut self, statement: &str) -> Result<()> {
+        let outcome = match self {
+            Filler::Postgres(conn) => sqlx::query(statement).execute(conn).await.map(|_| ()),
+            Filler::Sqlite(conn) => sqlx::query(statement).execute(conn).await.map(|_| ()),
+        };
+        outcome.with_context(|| format!("running {}", statement.chars().take(120).collect::<String>()))
+    }
+
+    async fn close(self) {
+        let _ = match self {
+            Filler::Postgres(conn) => conn.close().await,
+            Filler::Sqlite(conn) => conn.close().await,
+        };
+    }
+}
+
 /// Writes the history: `threads` threads of one finished turn of `per_thread` events each.
-async fn fill(url: &str, threads: u64, per_thread: u64, bytes: usize) -> Result<()> {
-    let mut conn = sqlx::PgConnection::connect(url).await.context("connecting to fill the history")?;
-    // The events of one chunk are one statement; a fill is bulk work, not the gateway's commits.
-    sqlx::query("SET synchronous_commit = off").execute(&mut conn).await.context("setting synchronous_commit")?;
+async fn fill(database: &Database, threads: u64, per_thread: u64, bytes: usize) -> Result<()> {
+    let store = database.store;
+    let mut conn = Filler::open(database).await?;
     // Older than anything the measurements write.
     let base_ms: i64 = 1_700_000_000_000;
     let delta = "x".repeat(bytes.max(1));
-    let statements = fill_statements(per_thread as i64, base_ms, &delta);
     let started = Instant::now();
     let mut told = Instant::now();
     let mut from = 1u64;
     while from <= threads {
         let to = (from + CHUNK_THREADS - 1).min(threads);
-        for statement in &statements {
-            sqlx::query(statement)
-                .bind(from as i64)
-                .bind(to as i64)
-                .execute(&mut conn)
-                .await
-                .with_context(|| format!("filling threads {from}..={to}"))?;
+        for statement in fill_statements(store, from, to, per_thread, base_ms, &delta) {
+            conn.execute(&statement).await.with_context(|| format!("filling threads {from}..={to}"))?;
         }
         if told.elapsed() > Duration::from_secs(10) {
             eprintln!(
@@ -254,43 +296,59 @@ async fn fill(url: &str, threads: u64, per_thread: u64, bytes: usize) -> Result<
         }
         from = to + 1;
     }
-    for statement in [
-        "SELECT setval('threads_id_seq', (SELECT max(id) FROM threads))",
-        "SELECT setval('turns_id_seq', (SELECT max(id) FROM turns))",
-        "VACUUM (ANALYZE) threads, turns, runs, events",
-    ] {
-        sqlx::query(statement).execute(&mut conn).await.with_context(|| format!("running {statement}"))?;
+    let finish: &[&str] = match store {
+        // Explicit ids do not move a BIGSERIAL's sequence (SQLite's AUTOINCREMENT follows them).
+        Store::Postgres => &[
+            "SELECT setval('threads_id_seq', (SELECT max(id) FROM threads))",
+            "SELECT setval('turns_id_seq', (SELECT max(id) FROM turns))",
+            "VACUUM (ANALYZE) threads, turns, runs, events",
+        ],
+        Store::Sqlite => &["ANALYZE", "PRAGMA wal_checkpoint(TRUNCATE)"],
+    };
+    for statement in finish {
+        conn.execute(statement).await?;
     }
-    let _ = conn.close().await;
+    conn.close().await;
     Ok(())
 }
 
-/// The four INSERTs of one chunk of threads (`$1..=$2` by id), in the gateway's row shapes.
-fn fill_statements(per_thread: i64, base_ms: i64, delta: &str) -> Vec<String> {
-    // A turn's public id: `t` and 24 hex digits, like the gateway's.
-    let public = "'t' || lpad(to_hex(g), 24, '0')";
+/// The four INSERTs of threads `from..=to`, in the gateway's row shapes.
+fn fill_statements(store: Store, from: u64, to: u64, per_thread: u64, base_ms: i64, delta: &str) -> Vec<String> {
+    // The thread numbers `g` (and the event numbers `s` within each turn), and a turn's public
+    // id: `t` and 24 hex digits, like the gateway's.
+    let (threads, seqs, public) = match store {
+        Store::Postgres => (
+            "WITH g(g) AS (SELECT generate_series({from}::bigint, {to}::bigint))".to_string(),
+            format!(", s(s) AS (SELECT generate_series(1, {per_thread}))"),
+            "'t' || lpad(to_hex(g), 24, '0')",
+        ),
+        Store::Sqlite => (
+            "WITH RECURSIVE g(g) AS (SELECT {from} UNION ALL SELECT g + 1 FROM g WHERE g < {to})".to_string(),
+            format!(", s(s) AS (SELECT 1 UNION ALL SELECT s + 1 FROM s WHERE s < {per_thread})"),
+            "printf('t%024x', g)",
+        ),
+    };
+    let threads = threads.replace("{from}", &from.to_string()).replace("{to}", &to.to_string());
     let message = format!("{public} || ':m1'");
     let last = per_thread;
+    let end = last - 1;
     vec![
         format!(
             "INSERT INTO threads (id, tenant, thread_id, owner_kind, owner_id, created_at_ms, updated_at_ms) \
-             SELECT g, 'default', 'history-' || g, 'person', 'local', {base_ms} + g, {base_ms} + g \
-             FROM generate_series($1::bigint, $2::bigint) g"
+             {threads} SELECT g, 'default', 'history-' || g, 'person', 'local', {base_ms} + g, {base_ms} + g FROM g"
         ),
         format!(
             "INSERT INTO turns (id, public_id, thread, ordinal, agent, status, user_message_id, user_text, \
              started_by, created_at_ms, finished_at_ms, checkpoint, owner_instance, lease_until_ms, client_input) \
-             SELECT g, {public}, g, 1, 'bench', 'succeeded', 'run-1-user', 'bench', 'person:local', \
+             {threads} SELECT g, {public}, g, 1, 'bench', 'succeeded', 'run-1-user', 'bench', 'person:local', \
              {base_ms} + g, {base_ms} + g, '{{\"step\":1}}', 'history', 9223372036854775807, \
-             '{{\"context\":[],\"forwardedProps\":{{}}}}' \
-             FROM generate_series($1::bigint, $2::bigint) g"
+             '{{\"context\":[],\"forwardedProps\":{{}}}}' FROM g"
         ),
         format!(
-            "INSERT INTO runs (thread, run_id, turn, created_at_ms) \
-             SELECT g, 'run-1', g, {base_ms} + g FROM generate_series($1::bigint, $2::bigint) g"
+            "INSERT INTO runs (thread, run_id, turn, created_at_ms) {threads} SELECT g, 'run-1', g, {base_ms} + g FROM g"
         ),
         format!(
-            "INSERT INTO events (turn, seq, kind, body, at_ms) \
+            "INSERT INTO events (turn, seq, kind, body, at_ms) {threads}{seqs} \
              SELECT g, s, CASE s WHEN 1 THEN 1 WHEN 2 THEN 4 WHEN {last} THEN 2 ELSE 0 END, \
              CASE s \
                WHEN 1 THEN '{{\"type\":\"RUN_STARTED\",\"threadId\":\"history-' || g || '\",\"runId\":\"run-1\",\"protocolVersion\":\"1.0\",\"timestamp\":' || ({base_ms} + g) || '}}' \
@@ -300,8 +358,7 @@ fn fill_statements(per_thread: i64, base_ms: i64, delta: &str) -> Vec<String> {
                WHEN {last} THEN '{{\"type\":\"RUN_FINISHED\",\"threadId\":\"\",\"runId\":\"\",\"outcome\":{{\"type\":\"success\"}},\"timestamp\":' || ({base_ms} + g) || '}}' \
                ELSE '{{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"' || {message} || '\",\"delta\":\"{delta}\",\"timestamp\":' || ({base_ms} + g) || '}}' \
              END, {base_ms} + g \
-             FROM generate_series($1::bigint, $2::bigint) g, generate_series(1, {last}) s",
-            end = last - 1
+             FROM g, s"
         ),
     ]
 }
