@@ -122,7 +122,13 @@ impl Gateway {
 
 /// `agui-gateway serve` with the config in `dir` on `database_url`, listening on `address`,
 /// its log appended to `dir/gateway.log`.
-fn spawn(settings: &GatewaySettings, dir: &Path, database_url: &str, address: &str, transport: Transport) -> Result<Child> {
+fn spawn(
+    settings: &GatewaySettings,
+    dir: &Path,
+    database_url: &str,
+    address: &str,
+    transport: Transport,
+) -> Result<Child> {
     let config_path = dir.join("bench.toml");
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -136,31 +142,30 @@ fn spawn(settings: &GatewaySettings, dir: &Path, database_url: &str, address: &s
             .env("AGUI_GATEWAY_TLS_KEY_FILE", dir.join(crate::tls::SERVER_KEY_FILE));
     }
     command
-            .arg("-c")
-            .arg(r#"ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$0" "$@""#)
-            .arg(&settings.binary)
-            .arg("serve")
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--database")
-            .arg(database_url)
-            .arg("--listen")
-            .arg(address)
-            // One load client is one caller holding thousands of streams, many on one thread.
-            .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_CALLER", "10000000")
-            .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_THREAD", "10000000")
-            // Every idle stream of the load is a connection of its own.
-            .env("AGUI_GATEWAY_LIMITS_MAX_CONNECTIONS", "1000000")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", settings.binary.display()))
+        .arg("-c")
+        .arg(r#"ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$0" "$@""#)
+        .arg(&settings.binary)
+        .arg("serve")
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--database")
+        .arg(database_url)
+        .arg("--listen")
+        .arg(address)
+        // One load client is one caller holding thousands of streams, many on one thread.
+        .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_CALLER", "10000000")
+        .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_THREAD", "10000000")
+        // Every idle stream of the load is a connection of its own.
+        .env("AGUI_GATEWAY_LIMITS_MAX_CONNECTIONS", "1000000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", settings.binary.display()))
 }
 
 impl Gateway {
-
     /// Applies the gateway's migrations to `database` and exits (`agui-gateway migrate`), so
     /// the tool can add its own objects (the waiting scenario's counting triggers) before the
     /// gateway serves.

@@ -176,10 +176,7 @@ async fn run(cli: &Cli) -> Result<()> {
     if cli.runs(Scenario::ScaleOut) {
         if cli.store.contains(&Store::Postgres) {
             for layout in cli.layouts() {
-                eprintln!(
-                    "== scale-out: {} gateways on one PostgreSQL database, {} bus",
-                    layout.instances, layout.bus
-                );
+                eprintln!("== scale-out: {} gateways on one PostgreSQL database, {} bus", layout.instances, layout.bus);
                 let outcome = scenarios::scale_out::run(&gateways, &layout, &settings, &quiet, &mut report).await;
                 record(format!("Scale-out on gateway/postgres ({} × {} bus)", layout.instances, layout.bus), outcome);
             }

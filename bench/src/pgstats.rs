@@ -34,12 +34,11 @@ impl PgCounters {
     pub async fn read(url: &str) -> Result<PgCounters> {
         let mut conn = sqlx::PgConnection::connect(url).await.context("connecting to read pg_stat counters")?;
         // A fresh snapshot, not one cached by an earlier read in this session.
-        let (xact_commit,): (i64,) = sqlx::query_as(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .context("reading pg_stat_database")?;
+        let (xact_commit,): (i64,) =
+            sqlx::query_as("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+                .fetch_one(&mut conn)
+                .await
+                .context("reading pg_stat_database")?;
         let events: Option<(i64, i64, i64)> = sqlx::query_as(
             "SELECT COALESCE(idx_scan, 0), seq_scan, COALESCE(idx_tup_fetch, 0) \
              FROM pg_stat_user_tables WHERE relname = 'events'",

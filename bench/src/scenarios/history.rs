@@ -120,15 +120,24 @@ pub async fn run(
     let median = |key: &str| report.figures.iter().find(|f| f.key == key).and_then(|f| f.summary).map(|s| s.median);
     let mut ratios = Vec::new();
     for (suffix, what) in COMPARED {
-        if let (Some(empty), Some(full)) = (median(&format!("{}/{suffix}", names[0])), median(&format!("{}/{suffix}", names[1]))) {
-            eprintln!("  history on {store}: {what}: full {full:.2} ms ÷ empty {empty:.2} ms = {:.2}", full / empty.max(1e-9));
+        if let (Some(empty), Some(full)) =
+            (median(&format!("{}/{suffix}", names[0])), median(&format!("{}/{suffix}", names[1])))
+        {
+            eprintln!(
+                "  history on {store}: {what}: full {full:.2} ms ÷ empty {empty:.2} ms = {:.2}",
+                full / empty.max(1e-9)
+            );
             ratios.push((suffix, what, full / empty.max(1e-9)));
         }
     }
     for (suffix, what, ratio) in ratios {
         report.add(
             format!("gateway/{store}/history/ratio/{suffix}"),
-            format!("history on {store}: {what}, {} events over {} threads ÷ empty database", count(threads * per_thread), count(threads)),
+            format!(
+                "history on {store}: {what}, {} events over {} threads ÷ empty database",
+                count(threads * per_thread),
+                count(threads)
+            ),
             Unit::Times,
             vec![ratio],
             None,

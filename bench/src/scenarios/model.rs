@@ -193,7 +193,10 @@ async fn serve(mut socket: TcpStream, state: &Scripted) -> Result<()> {
         let every = Duration::from_secs(1) / state.token_rate as u32;
         let started = tokio::time::Instant::now();
         let mut last = 0;
-        let mut answer = Answer { stamps: Vec::with_capacity(if state.record { state.tokens as usize } else { 0 }), complete: false };
+        let mut answer = Answer {
+            stamps: Vec::with_capacity(if state.record { state.tokens as usize } else { 0 }),
+            complete: false,
+        };
         for n in 0..state.tokens {
             tokio::time::sleep_until(started + every * n as u32).await;
             // Strictly increasing per chat, so order and uniqueness can be checked.
@@ -274,4 +277,3 @@ parameters = {{ type = "object", properties = {{ chat = {{ type = "string" }} }}
         base = model.base
     )
 }
-

@@ -133,7 +133,8 @@ pub async fn run(
 /// A start-up failure, named a failed configuration when the gateway refused its config.
 fn refused(layout: &Layout, n: usize, error: Error) -> Error {
     let text = error.to_string();
-    let refusal = text.lines().find(|line| line.contains("unknown field") || line.contains("[bus]") || line.contains("bus"));
+    let refusal =
+        text.lines().find(|line| line.contains("unknown field") || line.contains("[bus]") || line.contains("bus"));
     match (layout.bus, refusal) {
         (Bus::Nats, Some(line)) => Error::msg(format!(
             "failed configuration: the gateway refused `[bus] kind = \"nats\"` (instance {n}), in its words: {}",

@@ -86,6 +86,14 @@ struct RssSample {
     kib: u64,
 }
 
+/// The load's progress at a sampling time.
+#[derive(Debug, Clone, Copy)]
+struct Progress {
+    at_secs: f64,
+    chats_done: u64,
+    tokens_received: u64,
+}
+
 pub async fn run(gateways: &GatewaySettings, settings: &Settings, report: &mut Report) -> Result<()> {
     let sizes = &settings.sizes;
     let model = ModelServer::start(sizes.soak_tokens, sizes.token_rate, true, true).await?;
@@ -140,7 +148,7 @@ async fn soak(
     let (moves, _) = tokio::sync::watch::channel(0u64);
     let started = Instant::now();
     let stop_sampling = Arc::new(AtomicBool::new(false));
-    let sampler = sample_rss(pids.clone(), sizes.soak_sample_secs, started, stop_sampling.clone());
+    let sampler = sample_rss(pids.clone(), shared.clone(), sizes.soak_sample_secs, started, stop_sampling.clone());
     let every = Duration::from_secs_f64(1.0 / sizes.soak_chats_per_sec);
     let length = Duration::from_secs(sizes.soak_secs);
     let reconnect_every = (sizes.soak_reconnect_secs > 0).then(|| Duration::from_secs(sizes.soak_reconnect_secs));
@@ -164,7 +172,10 @@ async fn soak(
         if now >= next_move {
             rounds += 1;
             moves.send_replace(rounds);
-            eprintln!("  soak {:.0} s: reconnect round {rounds}: a quarter of the open streams move", now.as_secs_f64());
+            eprintln!(
+                "  soak {:.0} s: reconnect round {rounds}: a quarter of the open streams move",
+                now.as_secs_f64()
+            );
             next_move += reconnect_every.unwrap_or(Duration::MAX);
         }
         if now >= next_kill {
@@ -201,10 +212,10 @@ async fn soak(
         outcomes.push((thread, outcome));
     }
     stop_sampling.store(true, Ordering::Relaxed);
-    let samples = sampler.await.map_err(|e| Error::msg(format!("the RSS sampler failed: {e}")))?;
+    let (samples, progress) = sampler.await.map_err(|e| Error::msg(format!("the RSS sampler failed: {e}")))?;
     let tally = tally(&outcomes, &model.state);
     let elapsed = started.elapsed().as_secs_f64();
-    print_rss_table(&samples);
+    print_rss_table(&samples, &progress);
     let growth = growth(&samples, sizes.soak_secs as f64);
     for (n, figures) in growth.iter().enumerate() {
         for (pid, ratio) in figures {
@@ -230,7 +241,12 @@ async fn soak(
     let key = "gateway/postgres/soak";
     let label = format!(
         "soak {} s, {}/s chats × {} tokens at {}/s on 2 instances (moves every {} s, a kill every {} s)",
-        sizes.soak_secs, sizes.soak_chats_per_sec, sizes.soak_tokens, sizes.token_rate, sizes.soak_reconnect_secs, sizes.soak_kill_secs
+        sizes.soak_secs,
+        sizes.soak_chats_per_sec,
+        sizes.soak_tokens,
+        sizes.token_rate,
+        sizes.soak_reconnect_secs,
+        sizes.soak_kill_secs
     );
     for (suffix, what, value) in [
         ("lost", "tokens lost", tally.lost),
@@ -251,7 +267,13 @@ async fn soak(
             );
         }
         let last: Vec<f64> = samples[n].last().map(|s| s.kib as f64).into_iter().collect();
-        report.add(format!("{key}/rss-last/instance{n}"), format!("{label}: instance {n} RSS at the end"), Unit::KiB, last, None);
+        report.add(
+            format!("{key}/rss-last/instance{n}"),
+            format!("{label}: instance {n} RSS at the end"),
+            Unit::KiB,
+            last,
+            None,
+        );
     }
     if let Some((thread, error)) = tally.failed.first() {
         bail!("soak: {} chats failed; the first, {thread}: {error}", tally.failed.len());
@@ -286,7 +308,8 @@ async fn chat(
         let mut received = Received::default();
         let mut at = first;
         loop {
-            let opened = sse::open(&shared.clients[at], &shared.urls[at], body.clone(), received.last_id.as_deref()).await;
+            let opened =
+                sse::open(&shared.clients[at], &shared.urls[at], body.clone(), received.last_id.as_deref()).await;
             let response = match opened {
                 Ok(response) => response,
                 Err(_) => {
@@ -348,12 +371,14 @@ async fn wait_for_my_round(moves: &mut tokio::sync::watch::Receiver<u64>, index:
 /// Each instance's RSS every `every_secs` until `stop`, by the pid it has at the time.
 fn sample_rss(
     pids: Arc<Vec<AtomicU32>>,
+    shared: Arc<Shared>,
     every_secs: u64,
     started: Instant,
     stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<Vec<Vec<RssSample>>> {
+) -> tokio::task::JoinHandle<(Vec<Vec<RssSample>>, Vec<Progress>)> {
     tokio::spawn(async move {
         let mut samples: Vec<Vec<RssSample>> = vec![Vec::new(); pids.len()];
+        let mut progress = Vec::new();
         let every = Duration::from_secs(every_secs.max(1));
         let mut next = Duration::ZERO;
         while !stop.load(Ordering::Relaxed) {
@@ -366,19 +391,24 @@ fn sample_rss(
                         samples[n].push(RssSample { at_secs, pid, kib });
                     }
                 }
+                progress.push(Progress {
+                    at_secs,
+                    chats_done: shared.chats_done.load(Ordering::Relaxed),
+                    tokens_received: shared.tokens_received.load(Ordering::Relaxed),
+                });
                 next += every;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        samples
+        (samples, progress)
     })
 }
 
-fn print_rss_table(samples: &[Vec<RssSample>]) {
+fn print_rss_table(samples: &[Vec<RssSample>], progress: &[Progress]) {
     println!("## Soak: RSS per instance (MiB; * a new process after a kill)\n");
-    println!("| t (s) | instance 0 | instance 1 |");
-    println!("|---|---|---|");
-    let mut times: Vec<f64> = samples.iter().flatten().map(|s| s.at_secs).collect();
+    println!("| t (s) | instance 0 | instance 1 | chats done | tokens received |");
+    println!("|---|---|---|---|---|");
+    let mut times: Vec<f64> = progress.iter().map(|p| p.at_secs).collect();
     times.sort_by(f64::total_cmp);
     times.dedup_by(|a, b| (*a - *b).abs() < 0.5);
     let mut last_pid = vec![0u32; samples.len()];
@@ -395,7 +425,9 @@ fn print_rss_table(samples: &[Vec<RssSample>]) {
                 None => "—".to_string(),
             })
             .collect();
-        println!("| {t:.0} | {} |", cells.join(" | "));
+        let (done, tokens) =
+            progress.iter().find(|p| (p.at_secs - t).abs() < 0.5).map_or((0, 0), |p| (p.chats_done, p.tokens_received));
+        println!("| {t:.0} | {} | {} | {} |", cells.join(" | "), count(done), count(tokens));
     }
     println!();
 }

@@ -239,10 +239,7 @@ pub async fn run_routed(
         // CPU seconds of every postgres process over the window, per 1,000 events in it.
         let pg_cpu_per_thousand = window.cpu.postgres / 100.0 * window_secs / latencies.len() as f64 * 1e6;
         if let Some(pg) = &window.pg {
-            eprintln!(
-                "    {}; PostgreSQL CPU {pg_cpu_per_thousand:.1} ms per 1,000 events",
-                pg.describe(window_secs)
-            );
+            eprintln!("    {}; PostgreSQL CPU {pg_cpu_per_thousand:.1} ms per 1,000 events", pg.describe(window_secs));
         }
         if !repetitions.keep(window.cpu.other) {
             continue;
