@@ -87,37 +87,12 @@ impl Gateway {
         let tenant = "[[tenants]]\nname = \"default\"\nquotas = { max_concurrent_turns = 0 }\n\n";
         let config = format!("{tenant}{bench_agent}{}{}\n", agent_toml("warmup", &WARMUP), settings.extra_config);
         std::fs::write(&config_path, config).context("writing the gateway config")?;
-        let log_path = dir.path().join("gateway.log");
-        let log = std::fs::File::create(&log_path).context("creating the gateway log")?;
         let port = free_port()?;
         let address = format!("127.0.0.1:{port}");
-        let mut command = Command::new("sh");
         if transport.is_tls() {
-            let (cert, key) = settings.tls.write_server_files(dir.path())?;
-            command.env("AGUI_GATEWAY_TLS_CERT_FILE", cert).env("AGUI_GATEWAY_TLS_KEY_FILE", key);
+            settings.tls.write_server_files(dir.path())?;
         }
-        let child = command
-            .arg("-c")
-            .arg(r#"ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$0" "$@""#)
-            .arg(&settings.binary)
-            .arg("serve")
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--database")
-            .arg(&database.url)
-            .arg("--listen")
-            .arg(&address)
-            // One load client is one caller holding thousands of streams, many on one thread.
-            .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_CALLER", "10000000")
-            .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_THREAD", "10000000")
-            // Every idle stream of the load is a connection of its own.
-            .env("AGUI_GATEWAY_LIMITS_MAX_CONNECTIONS", "1000000")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", settings.binary.display()))?;
+        let child = spawn(settings, dir.path(), &database.url, &address, transport)?;
         let pid = child.id().context("the gateway exited at once")?;
         let connector = Client::new(transport, &settings.tls);
         let mut gateway = Gateway { child, pid, address, database, transport, connector, dir };
@@ -129,6 +104,68 @@ impl Gateway {
         Ok(gateway)
     }
 
+    /// Kills the gateway with SIGKILL (no graceful hand-over: its turns stay leased to it until
+    /// the lease lapses) and waits for it to exit.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// Starts the gateway again as before (same port, config and database; its log goes on),
+    /// ready when `/readyz` answers.
+    pub async fn restart(&mut self, settings: &GatewaySettings) -> Result<()> {
+        self.kill().await;
+        self.child = spawn(settings, self.dir.path(), &self.database.url, &self.address, self.transport)?;
+        self.pid = self.child.id().context("the restarted gateway exited at once")?;
+        self.wait_ready().await
+    }
+}
+
+/// `agui-gateway serve` with the config in `dir` on `database_url`, listening on `address`,
+/// its log appended to `dir/gateway.log`.
+fn spawn(
+    settings: &GatewaySettings,
+    dir: &Path,
+    database_url: &str,
+    address: &str,
+    transport: Transport,
+) -> Result<Child> {
+    let config_path = dir.join("bench.toml");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("gateway.log"))
+        .context("opening the gateway log")?;
+    let mut command = Command::new("sh");
+    if transport.is_tls() {
+        command
+            .env("AGUI_GATEWAY_TLS_CERT_FILE", dir.join(crate::tls::SERVER_CERT_FILE))
+            .env("AGUI_GATEWAY_TLS_KEY_FILE", dir.join(crate::tls::SERVER_KEY_FILE));
+    }
+    command
+        .arg("-c")
+        .arg(r#"ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$0" "$@""#)
+        .arg(&settings.binary)
+        .arg("serve")
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--database")
+        .arg(database_url)
+        .arg("--listen")
+        .arg(address)
+        // One load client is one caller holding thousands of streams, many on one thread.
+        .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_CALLER", "10000000")
+        .env("AGUI_GATEWAY_LIMITS_MAX_STREAMS_PER_THREAD", "10000000")
+        // Every idle stream of the load is a connection of its own.
+        .env("AGUI_GATEWAY_LIMITS_MAX_CONNECTIONS", "1000000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", settings.binary.display()))
+}
+
+impl Gateway {
     /// Applies the gateway's migrations to `database` and exits (`agui-gateway migrate`), so
     /// the tool can add its own objects (the waiting scenario's counting triggers) before the
     /// gateway serves.
@@ -178,6 +215,7 @@ impl Gateway {
             warmup_url: format!("{base}/v1/agui/agents/warmup"),
             pid: self.pid,
             is_gateway: true,
+            database_url: (self.database.store == Store::Postgres).then(|| self.database.url.clone()),
             metrics_url: Some(self.url("/metrics")),
             connector: self.connector.clone(),
         }

@@ -9,16 +9,23 @@
 //! (three instances on one PostgreSQL database), `waiting` (many waiting turns on one
 //! instance, their memory and lease writes) and `upstream` (an upstream AG-UI server read
 //! directly and through the gateway's `agui` agent: the relay's rate and added latency).
+//! Growth: `history` (start, replay and ticking on a database holding millions of events,
+//! against an empty one) and `soak` (chat load on two instances for half an hour, with
+//! reconnects and kills: memory over time, lost and duplicated tokens); `all` leaves these
+//! two out (they are long), `smoke` runs them tiny.
 //!
 //! `smoke` runs every gateway scenario tiny, in seconds, checking every event and the stored
 //! rows and nothing about timing: it fails loudly when a scenario breaks.
 
+mod cli;
 mod database;
 mod error;
 mod gateway;
 mod http;
 mod metrics;
+mod nats;
 mod peers;
+mod pgstats;
 mod procfs;
 mod report;
 mod scenarios;
@@ -27,235 +34,19 @@ mod stats;
 mod target;
 mod tls;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 
+use cli::{Cli, Scenario};
 use database::Store;
 use error::{Context, Error, Result};
 use gateway::{Gateway, GatewaySettings};
 use http::Transport;
 use report::Report;
-use scenarios::{Settings, Sizes};
+use scenarios::Settings;
 use target::{gateway_name, Script};
-
-#[derive(Parser, Debug)]
-#[command(name = "agui-bench", about = "Load tool for agui-gateway (see BENCHMARKS.md)")]
-struct Cli {
-    /// What to run: one scenario, `all` of them, or `smoke` (all, tiny, checked, untimed).
-    #[arg(value_enum)]
-    scenario: Scenario,
-    /// Stores to run the gateway on (repeatable).
-    #[arg(long, value_enum, default_values_t = [Store::Postgres, Store::Sqlite])]
-    store: Vec<Store>,
-    /// The gateway binary.
-    #[arg(long, default_value_os_t = default_gateway())]
-    gateway: PathBuf,
-    /// PostgreSQL server (a fresh database is created on it per run and dropped after).
-    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
-    postgres: String,
-    /// Repetitions of each measurement (min/median/max are reported).
-    #[arg(long, default_value_t = 3)]
-    repeats: usize,
-    /// Also run the burst and ticking scenarios on the peers (installed by bench/peers/setup.sh).
-    #[arg(long)]
-    peers: bool,
-    /// TOML appended to the config of every gateway the tool starts (settings other than
-    /// `[[agents]]`, e.g. `[turns]`); the defaults of config/gateway.toml otherwise.
-    #[arg(long)]
-    gateway_config: Option<PathBuf>,
-    /// Where the peers are installed.
-    #[arg(long, default_value_os_t = peers::default_dir())]
-    peers_dir: PathBuf,
-    /// Write the figures and verdicts as JSON here.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Characters per content delta (200 ≈ 300-byte stored events).
-    #[arg(long, default_value_t = 200)]
-    bytes: usize,
-    #[arg(long, default_value_t = 100_000)]
-    burst_events: u64,
-    #[arg(long, default_value_t = 100)]
-    fan_in_turns: u64,
-    #[arg(long, default_value_t = 2_000)]
-    fan_in_events: u64,
-    #[arg(long, default_value_t = 1_000)]
-    tick_streams: u64,
-    /// Ticks per second per stream.
-    #[arg(long, default_value_t = 10)]
-    tick_rate: u64,
-    /// Length of the ticking measurement window.
-    #[arg(long, default_value_t = 6)]
-    tick_secs: u64,
-    #[arg(long, default_value_t = 10_000)]
-    idle_streams: u64,
-    #[arg(long, default_value_t = 10_000)]
-    replay_events: u64,
-    /// Seconds each raw INSERT measurement lasts.
-    #[arg(long, default_value_t = 2.0)]
-    raw_secs: f64,
-    /// Events in the CopilotKit peer's burst: its runtime re-clones the growing message on
-    /// every event (quadratic), so the full burst size would take hours.
-    #[arg(long, default_value_t = 5_000)]
-    copilotkit_burst_events: u64,
-    /// Before each scenario, wait until other work on the machine uses at most this % of one
-    /// core…
-    #[arg(long, default_value_t = 30.0)]
-    quiet_below: f64,
-    /// …but no longer than this many seconds (0: do not wait).
-    #[arg(long, default_value_t = 60)]
-    quiet_wait_secs: u64,
-    /// A repetition during which other work on the machine used more than this % of one core
-    /// is measured again (the machine is shared)…
-    #[arg(long, default_value_t = 50.0)]
-    noisy_above: f64,
-    /// …at most this many extra times per scenario.
-    #[arg(long, default_value_t = 4)]
-    retries: usize,
-    /// How the burst, ticking, idle and handshake scenarios reach the gateway (repeatable):
-    /// HTTP/1.1 over TCP, HTTP/1.1 over TLS, HTTP/2 over TLS (fan-in and replay: plain only).
-    #[arg(long, value_enum, default_values_t = [Transport::Plain])]
-    transport: Vec<Transport>,
-    /// All three transports side by side (`--transport plain --transport tls-h1 --transport
-    /// tls-h2`); `smoke` always runs all three.
-    #[arg(long)]
-    tls: bool,
-    /// New connections per repetition of the handshake scenario.
-    #[arg(long, default_value_t = 1_000)]
-    handshakes: u64,
-    /// Concurrent chats of the chat scenario (an `openai` agent on a scripted model).
-    #[arg(long, default_value_t = 1_000)]
-    chats: u64,
-    /// Tokens in each chat's answer…
-    #[arg(long, default_value_t = 200)]
-    chat_tokens: u64,
-    /// …streamed at this many per second per chat.
-    #[arg(long, default_value_t = 50)]
-    token_rate: u64,
-    /// Waiting turns, a stream each, on one instance over plain HTTP/1.1…
-    #[arg(long, default_value_t = 10_000)]
-    waiting_turns: u64,
-    /// …and then this many over HTTP/2 with TLS (past the open-file limit; 0: skip).
-    #[arg(long, default_value_t = 50_000)]
-    waiting_turns_max: u64,
-    /// Seconds the waiting scenario counts lease writes over.
-    #[arg(long, default_value_t = 10)]
-    waiting_secs: u64,
-    /// Events in the upstream scenario's as-fast-as-sent run (read directly and through the
-    /// gateway)…
-    #[arg(long, default_value_t = 100_000)]
-    upstream_events: u64,
-    /// …and deltas in its paced run, for latency…
-    #[arg(long, default_value_t = 5_000)]
-    upstream_paced_events: u64,
-    /// …sent at this many per second.
-    #[arg(long, default_value_t = 1_000)]
-    upstream_rate: u64,
-    /// Upper bound of one repetition of a scenario.
-    #[arg(long, default_value_t = 120)]
-    timeout_secs: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Scenario {
-    Burst,
-    FanIn,
-    Ticking,
-    Idle,
-    Replay,
-    Raw,
-    Handshake,
-    Chat,
-    ScaleOut,
-    Waiting,
-    Upstream,
-    All,
-    Smoke,
-}
-
-fn default_gateway() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/agui-gateway")
-}
-
-impl Cli {
-    fn settings(&self) -> Settings {
-        let smoke = self.scenario == Scenario::Smoke;
-        let sizes = if smoke {
-            Sizes {
-                bytes: self.bytes,
-                burst_events: 2_000,
-                fan_in_turns: 4,
-                fan_in_events: 300,
-                tick_streams: 20,
-                tick_rate: 20,
-                tick_secs: 1,
-                idle_streams: 50,
-                replay_events: 1_000,
-                raw_secs: 0.2,
-                copilotkit_burst_events: 300,
-                handshakes: 20,
-                chats: 6,
-                chat_tokens: 25,
-                token_rate: 50,
-                waiting_turns: 40,
-                waiting_turns_max: 60,
-                waiting_window_secs: 1,
-                upstream_events: 2_000,
-                upstream_paced_events: 200,
-                upstream_rate: 1_000,
-            }
-        } else {
-            Sizes {
-                bytes: self.bytes,
-                burst_events: self.burst_events,
-                fan_in_turns: self.fan_in_turns,
-                fan_in_events: self.fan_in_events,
-                tick_streams: self.tick_streams,
-                tick_rate: self.tick_rate.max(1),
-                tick_secs: self.tick_secs.max(1),
-                idle_streams: self.idle_streams,
-                replay_events: self.replay_events,
-                raw_secs: self.raw_secs,
-                copilotkit_burst_events: self.copilotkit_burst_events,
-                handshakes: self.handshakes,
-                chats: self.chats,
-                chat_tokens: self.chat_tokens.max(1),
-                token_rate: self.token_rate.max(1),
-                waiting_turns: self.waiting_turns,
-                waiting_turns_max: self.waiting_turns_max,
-                waiting_window_secs: self.waiting_secs.max(1),
-                upstream_events: self.upstream_events,
-                upstream_paced_events: self.upstream_paced_events,
-                upstream_rate: self.upstream_rate.max(1),
-            }
-        };
-        Settings {
-            sizes,
-            repeats: if smoke { 1 } else { self.repeats.max(1) },
-            timeout: Duration::from_secs(if smoke { self.timeout_secs.min(30) } else { self.timeout_secs }),
-            strict: smoke,
-            noisy_above: if smoke { f64::INFINITY } else { self.noisy_above },
-            retries: self.retries,
-        }
-    }
-
-    /// The transports of this run, in a fixed order.
-    fn transports(&self) -> Vec<Transport> {
-        if self.tls || self.scenario == Scenario::Smoke {
-            return Transport::ALL.to_vec();
-        }
-        let mut transports = self.transport.clone();
-        transports.sort();
-        transports.dedup();
-        transports
-    }
-
-    fn runs(&self, scenario: Scenario) -> bool {
-        matches!(self.scenario, Scenario::All | Scenario::Smoke) || self.scenario == scenario
-    }
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -384,11 +175,36 @@ async fn run(cli: &Cli) -> Result<()> {
     // Several instances share one database: PostgreSQL only.
     if cli.runs(Scenario::ScaleOut) {
         if cli.store.contains(&Store::Postgres) {
-            eprintln!("== scale-out: {} gateways on one PostgreSQL database", scenarios::scale_out::INSTANCES);
-            let outcome = scenarios::scale_out::run(&gateways, &settings, &quiet, &mut report).await;
-            record("Scale-out on gateway/postgres".to_string(), outcome);
+            for layout in cli.layouts() {
+                eprintln!("== scale-out: {} gateways on one PostgreSQL database, {} bus", layout.instances, layout.bus);
+                let outcome = scenarios::scale_out::run(&gateways, &layout, &settings, &quiet, &mut report).await;
+                record(format!("Scale-out on gateway/postgres ({} × {} bus)", layout.instances, layout.bus), outcome);
+            }
         } else {
             report.note("scale-out: not run (PostgreSQL only; no --store postgres)");
+        }
+    }
+    if cli.runs(Scenario::History) {
+        for &store in &cli.store {
+            eprintln!(
+                "== history on {store}: {} events over {} threads against an empty database",
+                scenarios::count(settings.sizes.history_events),
+                scenarios::count(settings.sizes.history_threads)
+            );
+            let outcome = scenarios::history::run(&gateways, store, &settings, &quiet, &mut report).await;
+            record(format!("History on gateway/{store}"), outcome);
+        }
+    }
+    if cli.runs(Scenario::Soak) {
+        if cli.store.contains(&Store::Postgres) {
+            eprintln!(
+                "== soak: {} s of chat load on two gateways sharing one PostgreSQL database",
+                settings.sizes.soak_secs
+            );
+            let outcome = scenarios::soak::run(&gateways, &settings, &mut report).await;
+            record("Soak on gateway/postgres".to_string(), outcome);
+        } else {
+            report.note("soak: not run (PostgreSQL only; no --store postgres)");
         }
     }
     // What a new connection costs does not depend on the store: measured once, on the first.

@@ -124,6 +124,7 @@ impl Peer {
             warmup_url: url,
             pid: self.pid,
             is_gateway: false,
+            database_url: None,
             metrics_url: None,
             connector: Client::plain(),
         }

@@ -71,7 +71,10 @@ pub struct CpuSnapshot {
     server: u64,
     /// Each server's own ticks when several were given ([`CpuSnapshot::take_all`]).
     servers: Vec<u64>,
-    postgres: u64,
+    /// Each PostgreSQL process's ticks: a window's figure is the sum of each process's own
+    /// growth, so a backend that exits meanwhile (its ticks gone from the later sum) does not
+    /// hide the others' work.
+    postgres: std::collections::HashMap<u32, u64>,
     tool: u64,
     machine_busy: u64,
     machine_total: u64,
@@ -107,7 +110,7 @@ impl CpuSnapshot {
     /// their sum, and each is kept for [`CpuSnapshot::each_until`].
     pub fn take_all(server_pids: &[u32]) -> Result<CpuSnapshot> {
         let servers = server_pids.iter().map(|&pid| cpu_ticks(pid)).collect::<Result<Vec<u64>>>()?;
-        let postgres = postgres_pids().into_iter().filter_map(|pid| cpu_ticks(pid).ok()).sum();
+        let postgres = postgres_pids().into_iter().filter_map(|pid| Some((pid, cpu_ticks(pid).ok()?))).collect();
         let (machine_busy, machine_total) = machine_ticks()?;
         Ok(CpuSnapshot {
             at: Instant::now(),
@@ -139,8 +142,14 @@ impl CpuSnapshot {
         let machine_busy = later.machine_busy.saturating_sub(self.machine_busy);
         let machine = machine_busy as f64 / machine_total as f64 * cores * 100.0;
         let server = per_core(later.server.saturating_sub(self.server));
-        // Backends that exited between the snapshots drop out of the later sum: never negative.
-        let postgres = per_core(later.postgres.saturating_sub(self.postgres));
+        // A backend started meanwhile counts from zero; one that exited meanwhile loses only its
+        // own share of the window.
+        let postgres_ticks: u64 = later
+            .postgres
+            .iter()
+            .map(|(pid, ticks)| ticks.saturating_sub(self.postgres.get(pid).copied().unwrap_or(0)))
+            .sum();
+        let postgres = per_core(postgres_ticks);
         let tool = per_core(later.tool.saturating_sub(self.tool));
         CpuUse { server, postgres, tool, machine, other: (machine - server - postgres - tool).max(0.0) }
     }

@@ -19,6 +19,8 @@ pub enum Unit {
     KiB,
     /// microseconds (CPU time per event)
     Us,
+    /// a plain number: a ratio or a count (× for ratios, e.g. full ÷ empty)
+    Times,
 }
 
 impl Unit {
@@ -29,6 +31,7 @@ impl Unit {
             Unit::Core => "% core",
             Unit::KiB => "KiB",
             Unit::Us => "µs",
+            Unit::Times => "×",
         }
     }
 
@@ -40,6 +43,7 @@ impl Unit {
             Unit::Core => format!("{value:.0}"),
             Unit::KiB => format!("{value:.1}"),
             Unit::Us => format!("{value:.2}"),
+            Unit::Times => format!("{value:.2}"),
         }
     }
 }

@@ -54,6 +54,9 @@ pub struct Target {
     pub is_gateway: bool,
     /// The gateway's `GET /metrics` (None for a peer).
     pub metrics_url: Option<String>,
+    /// The gateway's PostgreSQL database, whose counters a window reads (`crate::pgstats`);
+    /// None for SQLite and for a peer.
+    pub database_url: Option<String>,
     /// How runs reach it; [`Target::client`] makes a client of its own per scenario.
     pub connector: Client,
 }

@@ -29,6 +29,10 @@ fn rcgen_error(what: &str) -> impl FnOnce(rcgen::Error) -> Error + '_ {
     move |error| Error::msg(format!("{what}: {error}"))
 }
 
+/// The names [`Material::write_server_files`] gives the certificate chain and key.
+pub const SERVER_CERT_FILE: &str = "server.crt";
+pub const SERVER_KEY_FILE: &str = "server.key";
+
 impl Material {
     pub fn new() -> Result<Material> {
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(rcgen_error("CA parameters"))?;
@@ -70,8 +74,8 @@ impl Material {
 
     /// Writes the full chain and the key into `dir`; returns (cert_file, key_file).
     pub fn write_server_files(&self, dir: &Path) -> Result<(PathBuf, PathBuf)> {
-        let cert = dir.join("server.crt");
-        let key = dir.join("server.key");
+        let cert = dir.join(SERVER_CERT_FILE);
+        let key = dir.join(SERVER_KEY_FILE);
         std::fs::write(&cert, &self.chain_pem).with_context(|| format!("writing {}", cert.display()))?;
         std::fs::write(&key, &self.key_pem).with_context(|| format!("writing {}", key.display()))?;
         Ok((cert, key))

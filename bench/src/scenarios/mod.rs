@@ -8,10 +8,13 @@ pub mod burst;
 pub mod chat;
 pub mod fan_in;
 pub mod handshake;
+pub mod history;
 pub mod idle;
+pub mod model;
 pub mod raw;
 pub mod replay;
 pub mod scale_out;
+pub mod soak;
 pub mod ticking;
 pub mod upstream;
 pub mod waiting;
@@ -56,6 +59,19 @@ pub struct Sizes {
     pub upstream_events: u64,
     pub upstream_paced_events: u64,
     pub upstream_rate: u64,
+    /// The history scenario: events written before the gateway starts, over this many threads,
+    /// and the fresh runs whose start is timed.
+    pub history_events: u64,
+    pub history_threads: u64,
+    pub history_starts: u64,
+    /// The soak scenario: how long, new chats per second, tokens per answer (at `token_rate`),
+    /// how often streams are moved and an instance is killed, how often RSS is sampled.
+    pub soak_secs: u64,
+    pub soak_chats_per_sec: f64,
+    pub soak_tokens: u64,
+    pub soak_reconnect_secs: u64,
+    pub soak_kill_secs: u64,
+    pub soak_sample_secs: u64,
 }
 
 #[derive(Debug, Clone)]

@@ -10,6 +10,11 @@
 //! scenario): each run starts on one instance and, with [`Follow::Reconnect`], is followed on
 //! another after its first event (`Last-Event-ID`), so its ticks reach the client through that
 //! instance.
+//!
+//! On PostgreSQL the window also reads the database's commits and the `events` table's scans
+//! (`crate::pgstats`) and gives PostgreSQL's CPU per 1,000 events: the CPU seconds of every
+//! postgres process over the window ÷ the events received in it × 1,000 (the server is shared:
+//! other databases' work on it counts too).
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -18,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::{add_cpu, add_instance_cpu, count, unique, warm_up, Repetitions, Settings};
 use crate::bail;
 use crate::error::{Context, Error, Result};
+use crate::pgstats::{PgCounters, PgDelta};
 use crate::procfs::{CpuSnapshot, CpuUse};
 use crate::report::{Report, Unit};
 use crate::sse::{self, Received};
@@ -51,6 +57,8 @@ struct Window {
     /// Each server's CPU, in the order of the targets (% of one core).
     each: Vec<f64>,
     phases: Vec<crate::metrics::Phase>,
+    /// PostgreSQL's counters over the window (a PostgreSQL gateway).
+    pg: Option<PgDelta>,
 }
 
 /// How a stream is read.
@@ -99,6 +107,8 @@ pub async fn run_routed(
     };
     let props = Arc::new(script(settings).peer_props());
     let mut figures: [Vec<f64>; 5] = Default::default();
+    // PostgreSQL: CPU per 1,000 events (ms), commits/s, events index scans per commit.
+    let mut pg_figures: [Vec<f64>; 3] = Default::default();
     let mut cpu = Vec::new();
     let mut per_instance: Vec<Vec<f64>> = vec![Vec::new(); targets.len()];
     let mut breakdowns = Vec::new();
@@ -226,8 +236,21 @@ pub async fn run_routed(
         if targets.iter().any(|t| t.metrics_url.is_some()) {
             eprintln!("    where the time goes: {}", crate::metrics::describe(&window.phases));
         }
+        // CPU seconds of every postgres process over the window, per 1,000 events in it.
+        let pg_cpu_per_thousand = window.cpu.postgres / 100.0 * window_secs / latencies.len() as f64 * 1e6;
+        if let Some(pg) = &window.pg {
+            eprintln!("    {}; PostgreSQL CPU {pg_cpu_per_thousand:.1} ms per 1,000 events", pg.describe(window_secs));
+        }
         if !repetitions.keep(window.cpu.other) {
             continue;
+        }
+        if let Some(pg) = &window.pg {
+            let scans_per_commit = pg.events_idx_scans as f64 / pg.commits.max(1) as f64;
+            for (figure, value) in
+                pg_figures.iter_mut().zip([pg_cpu_per_thousand, pg.commits as f64 / window_secs, scans_per_commit])
+            {
+                figure.push(value);
+            }
         }
         for (all, one) in per_instance.iter_mut().zip(&window.each) {
             all.push(*one);
@@ -255,6 +278,30 @@ pub async fn run_routed(
         super::raw_reference(target, "b100/c1"),
     );
     add_cpu(report, key, label, &cpu);
+    let [pg_cpu, pg_commits, pg_scans] = pg_figures;
+    if !pg_cpu.is_empty() {
+        report.add(
+            format!("{key}/pg/cpu-per-1000"),
+            format!("{label}: PostgreSQL CPU per 1,000 events (all postgres processes)"),
+            Unit::Ms,
+            pg_cpu,
+            None,
+        );
+        report.add(
+            format!("{key}/pg/commits"),
+            format!("{label}: PostgreSQL commits (pg_stat_database.xact_commit)"),
+            Unit::PerSec,
+            pg_commits,
+            None,
+        );
+        report.add(
+            format!("{key}/pg/events-scans-per-commit"),
+            format!("{label}: index scans of events per commit (pg_stat_user_tables)"),
+            Unit::Times,
+            pg_scans,
+            None,
+        );
+    }
     add_instance_cpu(report, key, label, per_instance, targets);
     if targets.iter().any(|t| t.metrics_url.is_some()) {
         crate::metrics::add_breakdown(report, key, label, &breakdowns);
@@ -285,12 +332,21 @@ async fn measure_window(
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let histograms_before = crate::metrics::scrape_all(targets).await;
+    let database = targets.first().and_then(|t| t.database_url.clone());
+    let pg_before = match &database {
+        Some(url) => Some(PgCounters::read(url).await?),
+        None => None,
+    };
     let before = CpuSnapshot::take_all(pids)?;
     let from_us = wall_us();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let after = CpuSnapshot::take_all(pids)?;
     let to_us = wall_us();
+    let pg = match (&database, pg_before) {
+        (Some(url), Some(before)) => Some(before.until(&PgCounters::read(url).await?)),
+        _ => None,
+    };
     let histograms_after = crate::metrics::scrape_all(targets).await;
     let phases = crate::metrics::breakdown(&histograms_before, &histograms_after);
-    Ok(Window { from_us, to_us, cpu: before.until(&after), each: before.each_until(&after), phases })
+    Ok(Window { from_us, to_us, cpu: before.until(&after), each: before.each_until(&after), phases, pg })
 }

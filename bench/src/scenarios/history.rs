@@ -1,0 +1,373 @@
+//! Scenario *history*: the same three measurements on a database that already holds a long
+//! history and on an empty one, in the same invocation, and their ratio full ÷ empty: does a
+//! big log slow the paths a client feels?
+//!
+//! - start a run: `history_starts` fresh runs (each a new thread) one after another, the time
+//!   from sending the POST to receiving `RUN_STARTED`, p50 and p99;
+//! - replay: as the *replay* scenario (a finished turn read back with `Last-Event-ID`);
+//! - ticking: as the *ticking* scenario.
+//!
+//! The history is written before the gateway starts, after `agui-gateway migrate`, with
+//! set-based SQL (`INSERT … SELECT` from `generate_series` on PostgreSQL, from a recursive
+//! `WITH` on SQLite, a chunk of threads per statement):
+//! `history_events` events over `history_threads` threads, one finished turn per thread, rows
+//! as the gateway writes them for a `script` agent's text burst — a `threads` row (owner the
+//! local person), a `turns` row (`succeeded`, released lease), a `runs` row, and the turn's
+//! events: RUN_STARTED, STATE_SNAPSHOT, TEXT_MESSAGE_START, content deltas of `bytes`
+//! characters, TEXT_MESSAGE_END, RUN_FINISHED, with the ids and kinds the gateway stores. Then
+//! on PostgreSQL the id sequences are moved past the rows written and `VACUUM (ANALYZE)` runs:
+//! the planner sees the table's real size, and autovacuum (whose insert threshold the fill
+//! crosses) does not start in the middle of a measurement; on SQLite `ANALYZE` runs and the WAL
+//! is checkpointed. No `audit` rows are written.
+
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use sqlx::Connection;
+
+use super::{count, ticking, unique, warm_up, Repetitions, Settings};
+use crate::bail;
+use crate::database::{Database, Store};
+use crate::error::{Context, Error, Result};
+use crate::gateway::{agent_toml, Gateway, GatewaySettings};
+use crate::http::Transport;
+use crate::procfs::CpuSnapshot;
+use crate::report::{Report, Unit};
+use crate::sse::{self, Received};
+use crate::stats::percentile;
+use crate::target::{Script, Target};
+
+/// Threads written per INSERT statement.
+const CHUNK_THREADS: u64 = 2_000;
+/// Events of a filled turn around its deltas: RUN_STARTED, STATE_SNAPSHOT, TEXT_MESSAGE_START,
+/// TEXT_MESSAGE_END, RUN_FINISHED.
+const FRAME_EVENTS: u64 = 5;
+/// What a fresh run streams (the start measurement reads only its first event).
+const START: Script = Script::Burst { events: 1, bytes: 16 };
+
+/// The figures compared full ÷ empty: key suffix under the target's name, and what it is.
+const COMPARED: [(&str, &str); 6] = [
+    ("start/p50", "start a run p50"),
+    ("start/p99", "start a run p99"),
+    ("replay/first", "replay first event"),
+    ("replay/last", "replay last event"),
+    ("ticking/p50", "ticking p50"),
+    ("ticking/p99", "ticking p99"),
+];
+
+pub async fn run(
+    gateways: &GatewaySettings,
+    store: Store,
+    settings: &Settings,
+    quiet: &crate::Quiet,
+    report: &mut Report,
+) -> Result<()> {
+    let sizes = &settings.sizes;
+    let per_thread = (sizes.history_events / sizes.history_threads.max(1)).max(FRAME_EVENTS + 1);
+    let threads = sizes.history_threads.max(1);
+    let mut names = Vec::new();
+    for full in [false, true] {
+        let name = format!("gateway/{store}/history-{}", if full { "full" } else { "empty" });
+        let database = Database::create(store, &gateways.postgres).await?;
+        let prepared = async {
+            Gateway::migrate(gateways, &database).await?;
+            if full {
+                let started = Instant::now();
+                fill(&database, threads, per_thread, sizes.bytes).await?;
+                let secs = started.elapsed().as_secs_f64();
+                eprintln!(
+                    "  history on {store}: filled {} events over {} threads in {secs:.1} s ({:.0} events/s, ANALYZE included)",
+                    count(threads * per_thread),
+                    count(threads),
+                    (threads * per_thread) as f64 / secs.max(1e-9)
+                );
+                report.add(
+                    format!("gateway/{store}/history/fill"),
+                    format!("history on {store}: filling {} events over {} threads", count(threads * per_thread), count(threads)),
+                    Unit::Ms,
+                    vec![secs * 1000.0],
+                    None,
+                );
+            }
+            Ok::<_, Error>(())
+        }
+        .await;
+        if let Err(error) = prepared {
+            let _ = database.drop_database().await;
+            return Err(error);
+        }
+        let gateway = Gateway::start_on(gateways, database, Transport::Plain, &agents(settings)).await?;
+        let outcome = measure(&gateway, &name, settings, quiet, report).await;
+        let outcome = match outcome {
+            Ok(streamed) if settings.strict => {
+                let filled = if full { (threads * per_thread) as i64 } else { 0 };
+                let stored = gateway.database.event_count().await;
+                match stored {
+                    Ok(stored) if stored == filled + streamed as i64 => Ok(()),
+                    Ok(stored) => Err(Error::msg(format!(
+                        "{name}: the events table holds {stored} events, {filled} filled + {streamed} streamed"
+                    ))),
+                    Err(error) => Err(error),
+                }
+            }
+            other => other.map(|_| ()),
+        };
+        let log = gateway.log_tail();
+        gateway.stop().await?;
+        outcome.map_err(|error| Error::msg(format!("{error}\n--- gateway log ---\n{log}")))?;
+        names.push(name);
+    }
+    let median = |key: &str| report.figures.iter().find(|f| f.key == key).and_then(|f| f.summary).map(|s| s.median);
+    let mut ratios = Vec::new();
+    for (suffix, what) in COMPARED {
+        if let (Some(empty), Some(full)) =
+            (median(&format!("{}/{suffix}", names[0])), median(&format!("{}/{suffix}", names[1])))
+        {
+            eprintln!(
+                "  history on {store}: {what}: full {full:.2} ms ÷ empty {empty:.2} ms = {:.2}",
+                full / empty.max(1e-9)
+            );
+            ratios.push((suffix, what, full / empty.max(1e-9)));
+        }
+    }
+    for (suffix, what, ratio) in ratios {
+        report.add(
+            format!("gateway/{store}/history/ratio/{suffix}"),
+            format!(
+                "history on {store}: {what}, {} events over {} threads ÷ empty database",
+                count(threads * per_thread),
+                count(threads)
+            ),
+            Unit::Times,
+            vec![ratio],
+            None,
+        );
+    }
+    Ok(())
+}
+
+/// `bench` replays (the replay scenario's turn), `tick` ticks, `start` is a run to start.
+fn agents(settings: &Settings) -> String {
+    format!(
+        "{}{}{}",
+        agent_toml("bench", &super::replay::script(settings)),
+        agent_toml("tick", &ticking::script(settings)),
+        agent_toml("start", &START)
+    )
+}
+
+/// The three measurements on one gateway; returns the events streamed (and so stored).
+async fn measure(
+    gateway: &Gateway,
+    name: &str,
+    settings: &Settings,
+    quiet: &crate::Quiet,
+    report: &mut Report,
+) -> Result<u64> {
+    let mut target = gateway.target();
+    target.name = name.to_string();
+    quiet.wait().await?;
+    let mut streamed = start_runs(gateway, &target, settings, report).await?;
+    quiet.wait().await?;
+    streamed += super::replay::run(&target, settings, report).await?;
+    quiet.wait().await?;
+    let mut tick = target.clone();
+    tick.run_url = gateway.url("/v1/agui/agents/tick");
+    streamed += ticking::run(&tick, settings, report).await?;
+    Ok(streamed)
+}
+
+/// Fresh runs one after another: POST → RUN_STARTED, p50 and p99 per repetition.
+async fn start_runs(gateway: &Gateway, target: &Target, settings: &Settings, report: &mut Report) -> Result<u64> {
+    let client = target.client();
+    let mut streamed = warm_up(&client, target, settings).await?;
+    let url = gateway.url("/v1/agui/agents/start");
+    let props = START.peer_props();
+    let runs = settings.sizes.history_starts.max(1);
+    let (mut p50s, mut p99s) = (Vec::new(), Vec::new());
+    let mut repetitions = Repetitions::new(settings);
+    while let Some(repetition) = repetitions.next() {
+        let before = CpuSnapshot::take(target.pid)?;
+        let mut times_us = Vec::with_capacity(runs as usize);
+        for _ in 0..runs {
+            let body = sse::run_body(&unique("start"), "run-1", &props);
+            let sent = Instant::now();
+            let work = async {
+                let response = sse::open(&client, &url, body, None).await?;
+                let mut received = Received::default();
+                sse::read(response, &mut received, settings.read_options()).await?;
+                Ok::<_, Error>(received)
+            };
+            let received = tokio::time::timeout(settings.timeout, work)
+                .await
+                .map_err(|_| Error::msg(format!("a fresh run took over {:?}", settings.timeout)))??;
+            received.expect_finished(&format!("{}: a fresh run", target.name))?;
+            let Some(first) = received.first_at else { bail!("{}: a fresh run streamed nothing", target.name) };
+            times_us.push(first.duration_since(sent).as_micros() as u64);
+            streamed += received.events;
+        }
+        let cpu = before.until(&CpuSnapshot::take(target.pid)?);
+        times_us.sort_unstable();
+        let ms = |q: f64| percentile(&times_us, q).map_or(0.0, |us| us as f64 / 1000.0);
+        eprintln!(
+            "  {} start a run {repetition}/{}: {runs} fresh runs, POST → RUN_STARTED p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; CPU: server {:.0} %, postgres {:.0} %, other {:.0} %",
+            target.name,
+            settings.repeats,
+            ms(0.5),
+            ms(0.99),
+            ms(1.0),
+            cpu.server,
+            cpu.postgres,
+            cpu.other
+        );
+        if !repetitions.keep(cpu.other) {
+            continue;
+        }
+        p50s.push(ms(0.5));
+        p99s.push(ms(0.99));
+    }
+    let label = format!("{}: start a run ({} fresh runs, POST → RUN_STARTED)", target.name, count(runs));
+    report.add(format!("{}/start/p50", target.name), format!("{label} p50"), Unit::Ms, p50s, None);
+    report.add(format!("{}/start/p99", target.name), format!("{label} p99"), Unit::Ms, p99s, None);
+    Ok(streamed)
+}
+
+/// A connection to fill through, of either store.
+enum Filler {
+    Postgres(sqlx::PgConnection),
+    Sqlite(sqlx::SqliteConnection),
+}
+
+impl Filler {
+    async fn open(database: &Database) -> Result<Filler> {
+        match database.store {
+            Store::Postgres => {
+                let mut conn =
+                    sqlx::PgConnection::connect(&database.url).await.context("connecting to fill the history")?;
+                // Bulk work, not the gateway's commits: no wait for the WAL flush per statement.
+                sqlx::query("SET synchronous_commit = off")
+                    .execute(&mut conn)
+                    .await
+                    .context("setting synchronous_commit")?;
+                Ok(Filler::Postgres(conn))
+            }
+            Store::Sqlite => {
+                let options = sqlx::sqlite::SqliteConnectOptions::from_str(&database.url)
+                    .context("SQLite URL")?
+                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                    .synchronous(sqlx::sqlite::SqliteSynchronous::Off);
+                let conn =
+                    sqlx::SqliteConnection::connect_with(&options).await.context("opening the database to fill it")?;
+                Ok(Filler::Sqlite(conn))
+            }
+        }
+    }
+
+    async fn execute(&mut self, statement: &str) -> Result<()> {
+        let outcome = match self {
+            Filler::Postgres(conn) => sqlx::query(statement).execute(conn).await.map(|_| ()),
+            Filler::Sqlite(conn) => sqlx::query(statement).execute(conn).await.map(|_| ()),
+        };
+        outcome.with_context(|| format!("running {}", statement.chars().take(120).collect::<String>()))
+    }
+
+    async fn close(self) {
+        let _ = match self {
+            Filler::Postgres(conn) => conn.close().await,
+            Filler::Sqlite(conn) => conn.close().await,
+        };
+    }
+}
+
+/// Writes the history: `threads` threads of one finished turn of `per_thread` events each.
+async fn fill(database: &Database, threads: u64, per_thread: u64, bytes: usize) -> Result<()> {
+    let store = database.store;
+    let mut conn = Filler::open(database).await?;
+    // Older than anything the measurements write.
+    let base_ms: i64 = 1_700_000_000_000;
+    let delta = "x".repeat(bytes.max(1));
+    let started = Instant::now();
+    let mut told = Instant::now();
+    let mut from = 1u64;
+    while from <= threads {
+        let to = (from + CHUNK_THREADS - 1).min(threads);
+        for statement in fill_statements(store, from, to, per_thread, base_ms, &delta) {
+            conn.execute(&statement).await.with_context(|| format!("filling threads {from}..={to}"))?;
+        }
+        if told.elapsed() > Duration::from_secs(10) {
+            eprintln!(
+                "    history: {} of {} threads written ({:.0} s)",
+                count(to),
+                count(threads),
+                started.elapsed().as_secs_f64()
+            );
+            told = Instant::now();
+        }
+        from = to + 1;
+    }
+    let finish: &[&str] = match store {
+        // Explicit ids do not move a BIGSERIAL's sequence (SQLite's AUTOINCREMENT follows them).
+        Store::Postgres => &[
+            "SELECT setval('threads_id_seq', (SELECT max(id) FROM threads))",
+            "SELECT setval('turns_id_seq', (SELECT max(id) FROM turns))",
+            "VACUUM (ANALYZE) threads, turns, runs, events",
+        ],
+        Store::Sqlite => &["ANALYZE", "PRAGMA wal_checkpoint(TRUNCATE)"],
+    };
+    for statement in finish {
+        conn.execute(statement).await?;
+    }
+    conn.close().await;
+    Ok(())
+}
+
+/// The four INSERTs of threads `from..=to`, in the gateway's row shapes.
+fn fill_statements(store: Store, from: u64, to: u64, per_thread: u64, base_ms: i64, delta: &str) -> Vec<String> {
+    // The thread numbers `g` (and the event numbers `s` within each turn), and a turn's public
+    // id: `t` and 24 hex digits, like the gateway's.
+    let (threads, seqs, public) = match store {
+        Store::Postgres => (
+            "WITH g(g) AS (SELECT generate_series({from}::bigint, {to}::bigint))".to_string(),
+            format!(", s(s) AS (SELECT generate_series(1, {per_thread}))"),
+            "'t' || lpad(to_hex(g), 24, '0')",
+        ),
+        Store::Sqlite => (
+            "WITH RECURSIVE g(g) AS (SELECT {from} UNION ALL SELECT g + 1 FROM g WHERE g < {to})".to_string(),
+            format!(", s(s) AS (SELECT 1 UNION ALL SELECT s + 1 FROM s WHERE s < {per_thread})"),
+            "printf('t%024x', g)",
+        ),
+    };
+    let threads = threads.replace("{from}", &from.to_string()).replace("{to}", &to.to_string());
+    let message = format!("{public} || ':m1'");
+    let last = per_thread;
+    let end = last - 1;
+    vec![
+        format!(
+            "INSERT INTO threads (id, tenant, thread_id, owner_kind, owner_id, created_at_ms, updated_at_ms) \
+             {threads} SELECT g, 'default', 'history-' || g, 'person', 'local', {base_ms} + g, {base_ms} + g FROM g"
+        ),
+        format!(
+            "INSERT INTO turns (id, public_id, thread, ordinal, agent, status, user_message_id, user_text, \
+             started_by, created_at_ms, finished_at_ms, checkpoint, owner_instance, lease_until_ms, client_input) \
+             {threads} SELECT g, {public}, g, 1, 'bench', 'succeeded', 'run-1-user', 'bench', 'person:local', \
+             {base_ms} + g, {base_ms} + g, '{{\"step\":1}}', 'history', 9223372036854775807, \
+             '{{\"context\":[],\"forwardedProps\":{{}}}}' FROM g"
+        ),
+        format!(
+            "INSERT INTO runs (thread, run_id, turn, created_at_ms) {threads} SELECT g, 'run-1', g, {base_ms} + g FROM g"
+        ),
+        format!(
+            "INSERT INTO events (turn, seq, kind, body, at_ms) {threads}{seqs} \
+             SELECT g, s, CASE s WHEN 1 THEN 1 WHEN 2 THEN 4 WHEN {last} THEN 2 ELSE 0 END, \
+             CASE s \
+               WHEN 1 THEN '{{\"type\":\"RUN_STARTED\",\"threadId\":\"history-' || g || '\",\"runId\":\"run-1\",\"protocolVersion\":\"1.0\",\"timestamp\":' || ({base_ms} + g) || '}}' \
+               WHEN 2 THEN '{{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{{\"board\":{{\"notes\":[]}}}},\"timestamp\":' || ({base_ms} + g) || '}}' \
+               WHEN 3 THEN '{{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"' || {message} || '\",\"role\":\"assistant\",\"timestamp\":' || ({base_ms} + g) || '}}' \
+               WHEN {end} THEN '{{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"' || {message} || '\",\"timestamp\":' || ({base_ms} + g) || '}}' \
+               WHEN {last} THEN '{{\"type\":\"RUN_FINISHED\",\"threadId\":\"\",\"runId\":\"\",\"outcome\":{{\"type\":\"success\"}},\"timestamp\":' || ({base_ms} + g) || '}}' \
+               ELSE '{{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"' || {message} || '\",\"delta\":\"{delta}\",\"timestamp\":' || ({base_ms} + g) || '}}' \
+             END, {base_ms} + g \
+             FROM g, s"
+        ),
+    ]
+}
