@@ -1,7 +1,9 @@
 //! Chaos: three gateway processes on one PostgreSQL cluster of the test's own, 200 concurrent
 //! turns of a slow script agent, clients streaming from random instances and reconnecting with
 //! `Last-Event-ID` through every drop — while one instance is killed with SIGKILL, started
-//! again, and PostgreSQL restarts under them all.
+//! again, and PostgreSQL restarts under them all. The scenario runs on both wake-up buses: the
+//! database's notifications, and NATS (a server of the test's own, killed with PostgreSQL's
+//! restart and started again after it).
 //!
 //! Passes when every turn completes and, for every client, the joined stream equals the log
 //! exactly (0 missing, 0 duplicated) and passes the official client's verification. The report
@@ -11,6 +13,8 @@
 mod gateway_process;
 #[path = "support/log_checks.rs"]
 mod log_checks;
+#[path = "support/nats_server.rs"]
+mod nats_server;
 #[path = "support/pg_server.rs"]
 mod pg_server;
 #[path = "support/waiting.rs"]
@@ -255,10 +259,27 @@ async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) 
     }
 }
 
+/// The wake-up bus the instances of a scenario share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bus {
+    Postgres,
+    Nats,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
+    instances_die_and_the_database_restarts(Bus::Postgres).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_lost_when_instances_die_and_the_database_and_nats_restart() {
+    instances_die_and_the_database_restarts(Bus::Nats).await
+}
+
+async fn instances_die_and_the_database_restarts(bus: Bus) {
     let _alone = ONE_AT_A_TIME.lock().await;
     let cluster = pg_server::throwaway_cluster();
+    let mut nats = (bus == Bus::Nats).then(nats_server::NatsServer::start);
     let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{}/postgres", cluster.url))
         .await
         .expect("admin connection");
@@ -266,7 +287,11 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     let database = format!("{}/chaos", cluster.url);
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("chaos.toml");
-    std::fs::write(&config, CHAOS_CONFIG).expect("config");
+    let bus_section = match &nats {
+        Some(nats) => format!("\n[bus]\nkind = \"nats\"\nnats_url = \"{}\"\nnats_subject_prefix = \"chaos\"\n", nats.url),
+        None => String::new(),
+    };
+    std::fs::write(&config, format!("{CHAOS_CONFIG}{bus_section}")).expect("config");
     gateway_process::migrate(&database);
 
     let logs = Arc::new(Mutex::new(Vec::new()));
@@ -334,7 +359,14 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     })
     .await;
     let restart_started = Instant::now();
+    // NATS goes away with PostgreSQL and comes back after it: every message meanwhile is lost.
+    if let Some(nats) = &mut nats {
+        nats.kill();
+    }
     tokio::task::spawn_blocking(move || cluster.restart()).await.expect("restart");
+    if let Some(nats) = &mut nats {
+        nats.start_again();
+    }
     let db_restart = restart_started.elapsed();
 
     // A client past its deadline is a hang: fail with what the instances logged.
@@ -386,6 +418,7 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
     report.insert("09c turns whose log is not sealed by one end", unsealed.len().to_string());
     report.insert("10 turns held by the killed instance", owned_by_victim.to_string());
     report.insert("11 takeover time after SIGKILL", format!("{:?}", takeover));
+    report.insert("00 wake-up bus", format!("{bus:?}"));
     report.insert("12 PostgreSQL restart took", format!("{db_restart:?}"));
     report.insert("13 all clients done after", format!("{all_done:?}"));
     report.insert("14 official client", verdict_text.lines().last().unwrap_or("").to_string());
@@ -393,7 +426,11 @@ async fn nothing_is_lost_when_instances_die_and_the_database_restarts() {
         report.iter().map(|(k, v)| format!("{:<42} {v}\n", k.split_once(' ').map_or(*k, |x| x.1))).collect();
     println!("chaos report\n{text}");
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
-    let _ = std::fs::write(target.join("chaos-report.txt"), &text);
+    let report_file = match bus {
+        Bus::Postgres => "chaos-report.txt",
+        Bus::Nats => "chaos-report-nats.txt",
+    };
+    let _ = std::fs::write(target.join(report_file), &text);
 
     for mut instance in instances {
         let _ = instance.child.kill();

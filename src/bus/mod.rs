@@ -8,6 +8,7 @@
 //! (`postgres.rs`, the default) are sent from inside the batch's transaction, only for turns
 //! someone follows; NATS (`[bus] kind = "nats"`) takes that traffic off the database.
 
+mod nats;
 mod postgres;
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use crate::config::BusConfig;
 use crate::store::{Store, StoreError};
 pub use crate::store::WakeUp;
+pub use nats::NatsBus;
 pub use postgres::PgBus;
 
 /// The wake-ups other instances send, a message's worth at a time.
@@ -50,6 +52,9 @@ pub trait Bus: Send + Sync + 'static {
 pub async fn connect(config: &BusConfig, store: Arc<dyn Store>) -> Result<Arc<dyn Bus>, BusError> {
     match config.kind.as_str() {
         "postgres" => Ok(Arc::new(PgBus::new(store))),
+        // One instance on its own database (SQLite): nobody to tell, over NATS or otherwise.
+        "nats" if !store.is_shared() => Ok(Arc::new(PgBus::new(store))),
+        "nats" => Ok(Arc::new(NatsBus::connect(config, store).await?)),
         other => Err(BusError::Nats(format!("bus kind '{other}' is not available in this build"))),
     }
 }

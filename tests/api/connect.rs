@@ -14,7 +14,7 @@ async fn messages_of(app: &TestApp, thread: &str) -> Vec<Value> {
 }
 
 /// A next turn's input: the thread's recorded conversation and a new user message.
-async fn next_input(app: &TestApp, thread: &str, run: &str, text: &str) -> Value {
+pub(crate) async fn next_input(app: &TestApp, thread: &str, run: &str, text: &str) -> Value {
     let mut history = messages_of(app, thread).await;
     history.push(json!({"id": format!("{run}-user"), "role": "user", "content": text}));
     json!({"threadId": thread, "runId": run, "protocolVersion": "1.0", "messages": history})
@@ -24,7 +24,7 @@ fn connect_input(thread: &str, run: &str) -> Value {
     json!({"threadId": thread, "runId": run, "protocolVersion": "1.0", "messages": []})
 }
 
-async fn connect(app: &TestApp, thread: &str, run: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+pub(crate) async fn connect(app: &TestApp, thread: &str, run: &str, headers: &[(&str, &str)]) -> reqwest::Response {
     let mut request = app
         .client
         .post(app.url("/v1/agui/agents/demo/connect"))
@@ -46,7 +46,7 @@ fn ends_run(event: &SseEvent) -> bool {
 }
 
 /// Reads the connect stream until `runs` runs have ended (RUN_FINISHED or RUN_ERROR).
-async fn until_runs_ended(stream: &mut EventStream, runs: usize) {
+pub(crate) async fn until_runs_ended(stream: &mut EventStream, runs: usize) {
     while stream.events.iter().filter(|e| ends_run(e)).count() < runs {
         let ended: Vec<Option<String>> = stream.events.iter().filter(|e| ends_run(e)).map(|e| e.id.clone()).collect();
         stream.until(&format!("{runs} ended runs"), move |e| ends_run(e) && !ended.contains(&e.id)).await;

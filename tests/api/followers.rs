@@ -12,13 +12,13 @@ use sqlx::postgres::PgPool;
 use crate::helpers::*;
 
 /// Streams on B that follow the one turn A runs.
-const FOLLOWERS: usize = 20;
+pub(crate) const FOLLOWERS: usize = 20;
 
-/// A gateway whose `ticker` ticks 150 times, every 40 ms, and whose `wide` says 24 chunks of
-/// 8,000 characters, one every 150 ms (each event too big for a notice to carry).
-fn config(database_url: &str) -> agui_gateway::config::Config {
+/// The agents of these tests: `ticker` ticks 150 times, every 40 ms, and `wide` says 24
+/// chunks of 8,000 characters, one every 150 ms (each event too big for a notice to carry).
+pub(crate) fn agents() -> String {
     let wide = "w".repeat(8_000 * 24);
-    let extra = format!(
+    format!(
         r#"
 [[agents]]
 name = "ticker"
@@ -32,7 +32,11 @@ chunk_chars = 8000
 chunk_delay_ms = 150
 steps = [{{ say = "{wide}" }}]
 "#
-    );
+    )
+}
+
+/// The test configuration with `extra` (TOML) after it, on `database_url`.
+pub(crate) fn config_with(database_url: &str, extra: &str) -> agui_gateway::config::Config {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, format!("{TEST_CONFIG}{extra}")).expect("write config");
@@ -41,10 +45,15 @@ steps = [{{ say = "{wide}" }}]
     config
 }
 
+/// A gateway with [`agents`].
+fn config(database_url: &str) -> agui_gateway::config::Config {
+    config_with(database_url, &agents())
+}
+
 /// Reads of the `events` table so far, as the database counts them (index and table scans).
 /// The server publishes a backend's counts once it is idle and a second has passed, so the
 /// caller waits that long around a window.
-async fn log_reads(pool: &PgPool) -> i64 {
+pub(crate) async fn log_reads(pool: &PgPool) -> i64 {
     sqlx::query_scalar(
         "SELECT COALESCE(idx_scan, 0) + COALESCE(seq_scan, 0) FROM pg_stat_user_tables WHERE relname = 'events'",
     )
@@ -69,7 +78,7 @@ fn now_ms() -> i64 {
 
 /// The turn started on A (its first event read, the connection dropped), then [`FOLLOWERS`]
 /// streams resuming after that event on B, read to their ends in the background.
-async fn followed_on_b(a: &TestApp, b: &TestApp, agent: &str, input: &Value) -> Vec<tokio::task::JoinHandle<Vec<SseEvent>>> {
+pub(crate) async fn followed_on_b(a: &TestApp, b: &TestApp, agent: &str, input: &Value) -> Vec<tokio::task::JoinHandle<Vec<SseEvent>>> {
     let head = read_events(a.post_run(agent, input).await, Some(1)).await;
     let first = head.first().and_then(|e| e.id.clone()).expect("the first event has an id");
     let mut readers = Vec::new();
@@ -82,7 +91,7 @@ async fn followed_on_b(a: &TestApp, b: &TestApp, agent: &str, input: &Value) -> 
 }
 
 /// Every stream on B got exactly the log after the first event, in order, to its end.
-async fn every_follower_got_the_whole_log(a: &TestApp, agent: &str, input: &Value, readers: Vec<tokio::task::JoinHandle<Vec<SseEvent>>>) {
+pub(crate) async fn every_follower_got_the_whole_log(a: &TestApp, agent: &str, input: &Value, readers: Vec<tokio::task::JoinHandle<Vec<SseEvent>>>) {
     let whole = a.run_to_end(agent, input).await;
     assert_eq!(whole.last().map(SseEvent::kind), Some("RUN_FINISHED"));
     for reader in readers {
@@ -93,7 +102,7 @@ async fn every_follower_got_the_whole_log(a: &TestApp, agent: &str, input: &Valu
 
 /// Counts B's reads of the log over a window while the turn runs on A; returns (reads, events
 /// committed in the window).
-async fn reads_over_a_window(pool: &PgPool) -> (i64, i64) {
+pub(crate) async fn reads_over_a_window(pool: &PgPool) -> (i64, i64) {
     // Every stream on B has caught up and the turn is followed; the counts are published.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let from = now_ms();

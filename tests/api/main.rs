@@ -7,6 +7,8 @@ mod gateway_process;
 mod helpers;
 #[path = "../support/log_checks.rs"]
 mod log_checks;
+#[path = "../support/nats_server.rs"]
+mod nats_server;
 #[path = "../support/test_ca.rs"]
 mod test_ca;
 mod test_log;
@@ -38,6 +40,7 @@ mod leases;
 mod log_pipeline;
 mod mcp;
 mod metrics;
+mod nats_bus;
 mod openai;
 mod operations;
 mod postgres_tls;
