@@ -288,7 +288,9 @@ async fn instances_die_and_the_database_restarts(bus: Bus) {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("chaos.toml");
     let bus_section = match &nats {
-        Some(nats) => format!("\n[bus]\nkind = \"nats\"\nnats_url = \"{}\"\nnats_subject_prefix = \"chaos\"\n", nats.url),
+        Some(nats) => {
+            format!("\n[bus]\nkind = \"nats\"\nnats_url = \"{}\"\nnats_subject_prefix = \"chaos\"\n", nats.url)
+        }
         None => String::new(),
     };
     std::fs::write(&config, format!("{CHAOS_CONFIG}{bus_section}")).expect("config");

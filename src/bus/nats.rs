@@ -85,7 +85,13 @@ impl NatsBus {
             })?;
         store.set_follower_notices(false);
         let (heard, listening) = mpsc::channel(HEARD_QUEUE);
-        let watcher = tokio::spawn(watch_connection(client.clone(), events_rx, heard.clone(), config.nats_subject_prefix.clone(), instance.clone()));
+        let watcher = tokio::spawn(watch_connection(
+            client.clone(),
+            events_rx,
+            heard.clone(),
+            config.nats_subject_prefix.clone(),
+            instance.clone(),
+        ));
         tracing::info!(url = %redact_url(&config.nats_url), prefix = %config.nats_subject_prefix, "the wake-up bus is NATS");
         Ok(NatsBus {
             client,
@@ -347,7 +353,7 @@ fn encode(instance: &str, wakeup: &WakeUp) -> Bytes {
 fn decode(payload: &Bytes, own_instance: &str) -> Heard {
     let mut reader = Reader(payload.clone());
     match reader.wakeup(own_instance) {
-        Some(_) if reader.0.has_remaining() => Heard::Malformed,
+        Some(Heard::WakeUp(_)) if reader.0.has_remaining() => Heard::Malformed,
         Some(heard) => heard,
         None => Heard::Malformed,
     }
@@ -429,7 +435,11 @@ mod tests {
         let events = vec![
             event(1, EventKind::RunStarted, r#"{"type":"RUN_STARTED"}"#),
             // Bytes exactly as logged: escapes, non-ASCII text and spacing untouched.
-            event(2, EventKind::Plain, "{ \"type\" : \"TEXT_MESSAGE_CONTENT\", \"delta\": \"caf\u{e9} \\u00e9 \\\"q\\\"\" }"),
+            event(
+                2,
+                EventKind::Plain,
+                "{ \"type\" : \"TEXT_MESSAGE_CONTENT\", \"delta\": \"caf\u{e9} \\u00e9 \\\"q\\\"\" }",
+            ),
             event(3, EventKind::RunFinished, r#"{"type":"RUN_FINISHED"}"#),
         ];
         let sent = [

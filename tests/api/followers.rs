@@ -78,7 +78,12 @@ fn now_ms() -> i64 {
 
 /// The turn started on A (its first event read, the connection dropped), then [`FOLLOWERS`]
 /// streams resuming after that event on B, read to their ends in the background.
-pub(crate) async fn followed_on_b(a: &TestApp, b: &TestApp, agent: &str, input: &Value) -> Vec<tokio::task::JoinHandle<Vec<SseEvent>>> {
+pub(crate) async fn followed_on_b(
+    a: &TestApp,
+    b: &TestApp,
+    agent: &str,
+    input: &Value,
+) -> Vec<tokio::task::JoinHandle<Vec<SseEvent>>> {
     let head = read_events(a.post_run(agent, input).await, Some(1)).await;
     let first = head.first().and_then(|e| e.id.clone()).expect("the first event has an id");
     let mut readers = Vec::new();
@@ -91,7 +96,12 @@ pub(crate) async fn followed_on_b(a: &TestApp, b: &TestApp, agent: &str, input: 
 }
 
 /// Every stream on B got exactly the log after the first event, in order, to its end.
-pub(crate) async fn every_follower_got_the_whole_log(a: &TestApp, agent: &str, input: &Value, readers: Vec<tokio::task::JoinHandle<Vec<SseEvent>>>) {
+pub(crate) async fn every_follower_got_the_whole_log(
+    a: &TestApp,
+    agent: &str,
+    input: &Value,
+    readers: Vec<tokio::task::JoinHandle<Vec<SseEvent>>>,
+) {
     let whole = a.run_to_end(agent, input).await;
     assert_eq!(whole.last().map(SseEvent::kind), Some("RUN_FINISHED"));
     for reader in readers {

@@ -4,27 +4,30 @@
 //! database stays the only truth: whatever NATS loses is read from the table, and every
 //! stream still gets every event once, in order.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::postgres::PgPool;
 
 use crate::connect::{connect, next_input, until_runs_ended};
-use crate::followers::{agents, config_with, every_follower_got_the_whole_log, followed_on_b, reads_over_a_window, FOLLOWERS};
+use crate::followers::{
+    agents, config_with, every_follower_got_the_whole_log, followed_on_b, reads_over_a_window, FOLLOWERS,
+};
 use crate::helpers::*;
 use crate::nats_server::{self, NatsServer};
 
-/// More agents than `followers.rs` has: `huge` says 3 chunks of 70,000 characters (each event
-/// over a NATS message's 64 KiB), and `long_ticker` ticks for 12 s (through a NATS restart).
+/// More agents than `followers.rs` has: `huge` says 16 chunks of 70,000 characters, one every
+/// 300 ms (each event over a NATS message's 64 KiB), and `long_ticker` ticks for 12 s (through a NATS restart).
 fn more_agents() -> String {
-    let huge = "h".repeat(70_000 * 3);
+    let huge = "h".repeat(70_000 * 16);
     format!(
         r#"
 [[agents]]
 name = "huge"
 kind = "script"
 chunk_chars = 70000
-chunk_delay_ms = 400
+chunk_delay_ms = 300
 steps = [{{ say = "{huge}" }}]
 
 [[agents]]
@@ -61,14 +64,65 @@ async fn database_listeners(pool: &PgPool) -> i64 {
     .expect("activity")
 }
 
+/// When each event of `response` arrived, by id, read to its end.
+async fn arrivals(response: reqwest::Response) -> HashMap<String, Instant> {
+    let mut stream = EventStream::new(response);
+    let mut arrived = HashMap::new();
+    let mut seen = 0;
+    while stream.read_chunk().await {
+        let now = Instant::now();
+        for event in &stream.events[seen..] {
+            arrived.insert(event.id.clone().unwrap_or_default(), now);
+        }
+        seen = stream.events.len();
+    }
+    arrived
+}
+
+/// Reads the turn on A (its runner) and on B at once, after `from`; returns the median of how
+/// much later B got each event that reached A after `since`. Over NATS it is milliseconds; a
+/// follower left to the 2-second check for lost messages would lag about a second.
+async fn median_lag_behind_the_runner(
+    a: &TestApp,
+    b: &TestApp,
+    agent: &str,
+    input: &Value,
+    from: &str,
+    since: Instant,
+) -> tokio::task::JoinHandle<Duration> {
+    let on_a = a.post_run_with(agent, input, &[("last-event-id", from)]).await;
+    let on_b = b.post_run_with(agent, input, &[("last-event-id", from)]).await;
+    tokio::spawn(async move {
+        let (on_a, on_b) = tokio::join!(arrivals(on_a), arrivals(on_b));
+        let mut lags: Vec<Duration> = on_a
+            .iter()
+            .filter(|(_, at_a)| **at_a > since)
+            .filter_map(|(id, at_a)| Some(on_b.get(id)?.saturating_duration_since(*at_a)))
+            .collect();
+        assert!(lags.len() >= 20, "both streams got the turn's events ({} compared)", lags.len());
+        lags.sort();
+        lags[lags.len() / 2]
+    })
+}
+
+/// The id of the turn's first event, as a stream on A saw it.
+async fn first_event_id(a: &TestApp, agent: &str, input: &Value) -> String {
+    let head = read_events(a.post_run_with(agent, input, &[]).await, Some(1)).await;
+    head.first().and_then(|e| e.id.clone()).expect("the first event has an id")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn over_nats_twenty_streams_on_b_get_every_event_of_a_turn_on_a_reading_the_log_at_most_once_per_batch() {
     let (a, b, db) = two_nats_apps(&nats_server::server_url()).await;
     let pool = PgPool::connect(&db.url).await.expect("pool");
     let input = first_run(&unique("th-nats-follow"), "run-1", "tick");
     let readers = followed_on_b(&a, &b, "ticker", &input).await;
+    let first = first_event_id(&a, "ticker", &input).await;
+    let lag = median_lag_behind_the_runner(&a, &b, "ticker", &input, &first, Instant::now()).await;
     let (reads, events) = reads_over_a_window(&pool).await;
-    println!("{FOLLOWERS} streams on B over NATS: {reads} reads of the log for {events} events committed");
+    let lag = lag.await.expect("lag");
+    println!("{FOLLOWERS} streams on B over NATS: {reads} reads of the log for {events} events committed; B {lag:?} behind A (median)");
+    assert!(lag < Duration::from_millis(400), "B got the events {lag:?} after A (median): not from NATS");
     assert!(events >= 20, "the turn ticked through the window ({events} events)");
     assert!(reads <= events, "B read the log {reads} times for at most {events} batches: more than once per batch");
     // The messages carried the events: only the check for lost ones reads.
@@ -85,6 +139,7 @@ async fn over_nats_events_too_big_for_a_message_are_read_once_per_batch_for_all_
     let readers = followed_on_b(&a, &b, "huge", &input).await;
     let (reads, events) = reads_over_a_window(&pool).await;
     println!("{FOLLOWERS} streams on B over NATS: {reads} reads of the log for {events} events committed (70 KB each)");
+    assert!(events >= 4, "the turn streamed through the window ({events} events)");
     // One read per message naming the newest seq (and the check for lost ones), never one per
     // stream.
     assert!(reads <= events + 3, "B read the log {reads} times for {events} batches");
@@ -145,9 +200,16 @@ async fn a_nats_server_restarted_mid_turn_loses_nothing() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     nats.start_again();
     // Once both instances are back on NATS, B is fed from its messages again.
+    let first = first_event_id(&a, "long_ticker", &input).await;
+    let lag =
+        median_lag_behind_the_runner(&a, &b, "long_ticker", &input, &first, Instant::now() + Duration::from_secs(2))
+            .await;
     let (reads, events) = reads_over_a_window(&pool).await;
     println!("after the NATS restart: {reads} reads of the log for {events} events committed");
     assert!(events >= 20, "the turn ticked through the window ({events} events)");
     assert!(reads <= 4, "B read the log {reads} times: it did not follow over NATS again");
+    let lag = lag.await.expect("lag");
+    println!("after the NATS restart: B {lag:?} behind A (median)");
+    assert!(lag < Duration::from_millis(400), "B got the events {lag:?} after A (median): not from NATS again");
     every_follower_got_the_whole_log(&a, "long_ticker", &input, readers).await;
 }

@@ -87,6 +87,8 @@ impl Drop for NatsServer {
 
 /// Starts `nats-server` on `port` (-1: any) and waits for it to say it is ready; returns it
 /// with the port it listens on. A watchdog kills it once this process has exited.
+// The watchdog is never waited for: it is to outlive this process.
+#[allow(clippy::zombie_processes)]
 fn spawn(binary: &PathBuf, port: i32) -> (Child, u16) {
     let mut child = Command::new(binary)
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
