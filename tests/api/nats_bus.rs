@@ -140,9 +140,10 @@ async fn over_nats_events_too_big_for_a_message_are_read_once_per_batch_for_all_
     let (reads, events) = reads_over_a_window(&pool).await;
     println!("{FOLLOWERS} streams on B over NATS: {reads} reads of the log for {events} events committed (70 KB each)");
     assert!(events >= 4, "the turn streamed through the window ({events} events)");
-    // One read per message naming the newest seq (and the check for lost ones), never one per
-    // stream.
-    assert!(reads <= events + 3, "B read the log {reads} times for {events} batches");
+    // About one read per message naming the newest seq (and the check for lost ones), never one
+    // per stream (that would be 20 a batch). Streams still catching up from the table when the
+    // window opens (70 KB events to 20 streams on a loaded machine) add a few reads of their own.
+    assert!(reads <= 2 * events + 3, "B read the log {reads} times for {events} batches");
     every_follower_got_the_whole_log(&a, "huge", &input, readers).await;
 }
 
@@ -212,4 +213,15 @@ async fn a_nats_server_restarted_mid_turn_loses_nothing() {
     println!("after the NATS restart: B {lag:?} behind A (median)");
     assert!(lag < Duration::from_millis(400), "B got the events {lag:?} after A (median): not from NATS again");
     every_follower_got_the_whole_log(&a, "long_ticker", &input, readers).await;
+}
+
+#[tokio::test]
+async fn an_instance_whose_nats_server_does_not_answer_does_not_start() {
+    let mut nats = NatsServer::start();
+    // Its port answers nobody now.
+    nats.kill();
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let refused = agui_gateway::server::Server::start(nats_config(&db.url, &nats.url, "agui-test")).await;
+    let message = refused.err().expect("the gateway does not start").to_string();
+    assert!(message.starts_with(&format!("the NATS bus: cannot reach the NATS server at {}", nats.url)), "{message}");
 }
