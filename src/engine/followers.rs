@@ -59,8 +59,11 @@ impl Followers {
                 if !feed.is_followed() {
                     let seq = events.last().map_or(0, |e| e.seq);
                     hub.wake(turn, seq);
-                } else if !feed.fill(events) {
-                    self.fill(turn, feed);
+                } else {
+                    let seq = events.last().map_or(0, |e| e.seq);
+                    if !feed.fill(events) {
+                        self.fill(turn, feed, seq);
+                    }
                 }
             }
             WakeUp::Committed { turn, seq } => {
@@ -71,13 +74,14 @@ impl Followers {
                 if !feed.is_followed() {
                     hub.wake(turn, seq);
                 } else if seq > feed.filled_to() {
-                    self.fill(turn, feed);
+                    self.fill(turn, feed, seq);
                 }
             }
             WakeUp::Lost => {
                 for (turn, feed) in hub.remote_feeds() {
                     if feed.is_followed() {
-                        self.fill(turn, feed);
+                        // What was missed is unknown: read whatever is there.
+                        self.fill(turn, feed, i64::MAX);
                     }
                 }
                 hub.wake_every_feed();
@@ -86,11 +90,12 @@ impl Followers {
         }
     }
 
-    /// Reads the table after the feed's memory into it, one read at a time per feed.
-    fn fill(self: &Arc<Self>, turn: i64, feed: Arc<Feed>) {
+    /// Reads the table after the feed's memory into it, up to at least `wanted`, one read at
+    /// a time per feed.
+    fn fill(self: &Arc<Self>, turn: i64, feed: Arc<Feed>, wanted: i64) {
         if !feed.start_filling() {
-            // The fill under way reads again before it stops if it was asked meanwhile.
-            feed.fill_again();
+            // The fill under way reads again before it stops if what it read falls short.
+            feed.fill_again(wanted);
             return;
         }
         let store = self.store.clone();
@@ -135,8 +140,8 @@ impl Followers {
         match self.store.last_seqs(&turns).await {
             Ok(last) => {
                 for (turn, feed) in feeds {
-                    if last.get(&turn).is_some_and(|&seq| seq > feed.filled_to()) {
-                        self.fill(turn, feed);
+                    if let Some(&seq) = last.get(&turn).filter(|&&seq| seq > feed.filled_to()) {
+                        self.fill(turn, feed, seq);
                     }
                 }
             }
@@ -196,6 +201,7 @@ async fn read_into(store: &dyn Store, turn: i64, feed: &Feed) -> Result<(), crat
     loop {
         let after = feed.filled_to();
         let page = store.events_after(turn, after, PAGE).await?;
+        tracing::debug!(turn, after, read = page.len(), "filled a followed turn's feed from the table");
         let full = page.len() as i64 == PAGE;
         if page.is_empty() {
             return Ok(());

@@ -95,8 +95,9 @@ pub struct Feed {
     filled_to: AtomicI64,
     /// Set while a read of the table fills memory (one at a time per feed).
     filling: AtomicBool,
-    /// Set when a fill was asked for while one was under way: it reads once more.
-    fill_wanted: AtomicBool,
+    /// The newest sequence number a fill asked for while one was under way wants (0: none):
+    /// that one reads once more unless it already reached it.
+    fill_wanted: AtomicI64,
 }
 
 /// The instant feeds count their publish times from (an `Instant` does not fit an atomic).
@@ -116,7 +117,7 @@ impl Feed {
             follow_asked: AtomicBool::new(false),
             filled_to: AtomicI64::new(0),
             filling: AtomicBool::new(false),
-            fill_wanted: AtomicBool::new(false),
+            fill_wanted: AtomicI64::new(0),
         }
     }
 
@@ -174,21 +175,24 @@ impl Feed {
     pub fn start_filling(&self) -> bool {
         let took = !self.filling.swap(true, Ordering::AcqRel);
         if took {
-            self.fill_wanted.store(false, Ordering::Release);
+            self.fill_wanted.store(0, Ordering::Release);
         }
         took
     }
 
-    /// A fill was asked for while one is under way: that one reads once more.
-    pub fn fill_again(&self) {
-        self.fill_wanted.store(true, Ordering::Release);
+    /// A fill up to `wanted` was asked for while one is under way: that one reads once more
+    /// if it stops short of it.
+    pub fn fill_again(&self, wanted: i64) {
+        self.fill_wanted.fetch_max(wanted, Ordering::AcqRel);
     }
 
-    /// Gives the fill slot back; `true` when it was taken again at once because a fill was
-    /// asked for meanwhile (the caller reads once more).
+    /// Gives the fill slot back; `true` when it was taken again at once because a fill asked
+    /// for meanwhile wants more than memory holds (the caller reads once more).
     pub fn done_filling(&self) -> bool {
+        let wanted = self.fill_wanted.swap(0, Ordering::AcqRel);
         self.filling.store(false, Ordering::Release);
-        self.fill_wanted.swap(false, Ordering::AcqRel) && self.start_filling()
+        (wanted > self.filled_to() || self.fill_wanted.load(Ordering::Acquire) > self.filled_to())
+            && self.start_filling()
     }
 
     /// Gives the fill slot back after a failed read (nothing is read again).
