@@ -23,6 +23,7 @@ pub mod connect;
 pub mod conversation;
 pub mod hub;
 pub mod log;
+mod pages;
 #[cfg(test)]
 mod reasoning_tests;
 pub mod request;

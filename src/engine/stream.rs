@@ -21,6 +21,7 @@ use super::log::events::{
     self as log_events, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME,
     WAITING_FOR_OTHERS,
 };
+use super::pages::LogPages;
 use super::FollowPlan;
 use crate::ids::EventId;
 use crate::metrics::Metrics;
@@ -28,7 +29,7 @@ use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
 use crate::store::{EventKind, Store, StoreError, StoredEvent};
 
-/// Events read from the table per query.
+/// The most events read from the table per query (catch-up pages start smaller: `pages`).
 pub(super) const PAGE: i64 = 1000;
 /// How often a stream re-reads the table of a turn another instance runs, in case a wake-up
 /// notification was lost.
@@ -42,9 +43,9 @@ pub struct StreamItem {
 }
 
 /// The turn's log after `after`, as it is committed: every event once and in order, a batch at
-/// a time (what one commit or one page of the table holds), for as long as it is read. It ends
-/// only when a read fails (the error is its last item) or the hub goes; a reader stops at the
-/// event that ends what it shows.
+/// a time (what one commit or one page of the table holds, the next page read while this one
+/// is sent: [`LogPages`]), for as long as it is read. It ends only when a read fails (the error
+/// is its last item) or the hub goes; a reader stops at the event that ends what it shows.
 pub(super) fn tail(
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
@@ -56,12 +57,13 @@ pub(super) fn tail(
         let feed = hub.feed(turn);
         let mut wake = feed.subscribe();
         let mut cursor = after;
+        let mut pages = LogPages::new(store.clone(), turn);
         loop {
             wake.borrow_and_update();
             let batch = match feed.recent_after(cursor, PAGE as usize) {
                 // A local feed's memory holds every committed event: empty means caught up.
                 Some(events) if !events.is_empty() || feed.is_local() => events,
-                _ => match store.events_after(turn, cursor, PAGE).await {
+                _ => match pages.after(cursor).await {
                     Ok(events) => events,
                     Err(error) => {
                         yield Err(error);
