@@ -209,7 +209,8 @@ fn split_for<'a>(viewer: &Viewer, waiting: &'a WaitingEvent) -> (Vec<&'a Waiting
 /// An event as this run sends it (§3, §5.2, §5.4): run-boundary events carry the run's own
 /// ids; a wait becomes the caller's ending (or `gateway.waiting`); a decision opens the run
 /// that made it (with the board as it stood then). Several items rendered from one event are
-/// told apart by part ids ([`name_part`]).
+/// told apart by part ids ([`name_part`]). The conversation reads are boxed: they are rare, and
+/// inline they would take their room in every open stream for all of its life.
 pub(super) async fn render(
     plan: &FollowPlan,
     store: &dyn Store,
@@ -240,7 +241,7 @@ pub(super) async fn render(
             if event.kind == EventKind::RunStarted && plan.snapshot_on_open {
                 // A reopened thread (§3): the conversation the gateway recorded, so a page that
                 // sent a stale or empty history shows the thread as it is.
-                let messages = conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq).await?;
+                let messages = Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq)).await?;
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
             }
             Ok(items)
@@ -259,7 +260,7 @@ pub(super) async fn render(
             }
             if plan.viewer.pre_1_0 {
                 // §5.4: the conversation, one on_interrupt per interrupt, and a plain ending.
-                let messages = conversation::load(store, plan.thread_pk).await?;
+                let messages = Box::pin(conversation::load(store, plan.thread_pk)).await?;
                 let mut items = vec![item(Event::MessagesSnapshot { messages }, event.at_ms)?];
                 for waiting in &mine {
                     let value = json!({
@@ -299,7 +300,7 @@ pub(super) async fn render(
             };
             let mut items = vec![item(started, event.at_ms)?];
             if plan.snapshot_on_open {
-                let messages = conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq).await?;
+                let messages = Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq)).await?;
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
             }
             if let Some(board) = recorded.board.filter(|_| plan.viewer.clearance.content) {
