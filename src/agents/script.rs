@@ -63,14 +63,29 @@ impl Agent for ScriptAgent {
             };
             let mut position = Position { index, answer: &mut answer, waited, child, client_call };
             self.run_step(turn, step, &mut position).await?;
-            turn.commit_step(&Checkpoint { step: index + 1, answer: answer.clone(), ..Checkpoint::default() }).await?;
+            let checkpoint = Checkpoint { step: index + 1, answer: answer.clone(), ..Checkpoint::default() };
+            Box::pin(turn.commit_step(&checkpoint)).await?;
         }
         Ok(AgentOutput::default())
     }
 }
 
 impl ScriptAgent {
+    /// Runs one step. A turn waiting in a `wait` step holds only the sleep: the other steps'
+    /// states are large, each live only while its step runs, so they are boxed.
     async fn run_step(
+        &self,
+        turn: &mut TurnContext,
+        step: &ScriptStep,
+        at: &mut Position<'_>,
+    ) -> Result<(), AgentError> {
+        match step {
+            ScriptStep::Wait { wait_ms } => turn.sleep(Duration::from_millis(*wait_ms)).await,
+            _ => Box::pin(self.run_busy_step(turn, step, at)).await,
+        }
+    }
+
+    async fn run_busy_step(
         &self,
         turn: &mut TurnContext,
         step: &ScriptStep,

@@ -24,6 +24,7 @@ pub mod conversation;
 mod followers;
 pub mod hub;
 pub mod log;
+mod pages;
 #[cfg(test)]
 mod reasoning_tests;
 pub mod request;

@@ -2,13 +2,14 @@
 //! from its checkpoint, the map of the turns running here (with each runner's epoch and signal
 //! switch), cancelling, and handing every turn over when the instance stops.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext, TurnSignal};
-use super::{board, Engine, EngineError, Inner};
+use super::{board, Agent, Engine, EngineError, Inner};
 use crate::caller::Caller;
 use crate::ids::ThreadId;
 use crate::metrics::OutcomeLabels;
@@ -89,7 +90,9 @@ impl Engine {
             };
             let mut context = TurnContext::new(&inner, &turn, tenant, ai_label, signal_rx.clone());
             let ending = run_turn(&inner, &mut context, &turn, start).await;
-            let finished = context.finish(ending).await;
+            // Boxed: the ending's state is live for a moment at the end, but unboxed it would
+            // take its room in the task for all of the turn's life (a waiting turn's too).
+            let finished = Box::pin(context.finish(ending)).await;
             let ended = matches!(finished, Ok(Some(_)));
             match finished {
                 Ok(Some(status)) => {
@@ -190,6 +193,20 @@ pub(super) async fn run_turn(
     turn: &TurnRow,
     start: TurnStart,
 ) -> Result<AgentOutput, AgentError> {
+    // The opening is boxed and gone by the time the agent runs: only the agent's own future
+    // stays in the turn's task while it runs or waits.
+    let (agent, checkpoint) = Box::pin(open_turn(inner, context, turn, start)).await?;
+    agent.run(context, checkpoint).await
+}
+
+/// What a turn's agent starts from: the turn's opening events logged (a new turn's, or what a
+/// taken-over log lacks), its agent, and the checkpoint it goes on from.
+async fn open_turn(
+    inner: &Inner,
+    context: &mut TurnContext,
+    turn: &TurnRow,
+    start: TurnStart,
+) -> Result<(Arc<dyn Agent>, Checkpoint), AgentError> {
     let store = &inner.store;
     let what = "the turn's record could not be read";
     let (thread_id, run_id, board, opened) = match start {
@@ -243,5 +260,5 @@ pub(super) async fn run_turn(
     if picked_up && !agent.continues_cut_items(&checkpoint) {
         context.close_cut_items().await?;
     }
-    agent.run(context, checkpoint).await
+    Ok((agent.clone(), checkpoint))
 }

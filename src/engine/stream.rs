@@ -22,6 +22,7 @@ use super::log::events::{
     self as log_events, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME,
     WAITING_FOR_OTHERS,
 };
+use super::pages::LogPages;
 use super::FollowPlan;
 use crate::ids::EventId;
 use crate::metrics::Metrics;
@@ -29,7 +30,7 @@ use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
 use crate::store::{EventKind, Store, StoreError, StoredEvent};
 
-/// Events read from the table per query.
+/// The most events read from the table per query (catch-up pages start smaller: `pages`).
 pub(super) const PAGE: i64 = 1000;
 /// How often a stream re-reads the table of a turn another instance runs, in case a wake-up
 /// notification was lost.
@@ -43,9 +44,9 @@ pub struct StreamItem {
 }
 
 /// The turn's log after `after`, as it is committed: every event once and in order, a batch at
-/// a time (what one commit or one page of the table holds), for as long as it is read. It ends
-/// only when a read fails (the error is its last item) or the hub goes; a reader stops at the
-/// event that ends what it shows.
+/// a time (what one commit or one page of the table holds, the next page read while this one
+/// is sent: [`LogPages`]), for as long as it is read. It ends only when a read fails (the error
+/// is its last item) or the hub goes; a reader stops at the event that ends what it shows.
 pub(super) fn tail(
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
@@ -57,13 +58,14 @@ pub(super) fn tail(
         let feed = hub.feed(turn);
         let mut wake = feed.subscribe();
         let mut cursor = after;
+        let mut pages = LogPages::new(store.clone(), turn);
         loop {
             wake.borrow_and_update();
             let batch = match feed.next_after(cursor, PAGE as usize) {
                 Next::Events(events) => events,
                 // Memory holds every committed event this instance knows of: caught up.
                 Next::Wait => Vec::new(),
-                Next::ReadLog => match store.events_after(turn, cursor, PAGE).await {
+                Next::ReadLog => match pages.after(cursor).await {
                     Ok(events) => {
                         // Caught up with a turn another instance runs: from now on this
                         // instance follows it, once for all its streams here.
@@ -218,7 +220,8 @@ fn split_for<'a>(viewer: &Viewer, waiting: &'a WaitingEvent) -> (Vec<&'a Waiting
 /// An event as this run sends it (§3, §5.2, §5.4): run-boundary events carry the run's own
 /// ids; a wait becomes the caller's ending (or `gateway.waiting`); a decision opens the run
 /// that made it (with the board as it stood then). Several items rendered from one event are
-/// told apart by part ids ([`name_part`]).
+/// told apart by part ids ([`name_part`]). The conversation reads are boxed: they are rare, and
+/// inline they would take their room in every open stream for all of its life.
 pub(super) async fn render(
     plan: &FollowPlan,
     store: &dyn Store,
@@ -249,7 +252,7 @@ pub(super) async fn render(
             if event.kind == EventKind::RunStarted && plan.snapshot_on_open {
                 // A reopened thread (§3): the conversation the gateway recorded, so a page that
                 // sent a stale or empty history shows the thread as it is.
-                let messages = conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq).await?;
+                let messages = Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq)).await?;
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
             }
             Ok(items)
@@ -268,7 +271,7 @@ pub(super) async fn render(
             }
             if plan.viewer.pre_1_0 {
                 // §5.4: the conversation, one on_interrupt per interrupt, and a plain ending.
-                let messages = conversation::load(store, plan.thread_pk).await?;
+                let messages = Box::pin(conversation::load(store, plan.thread_pk)).await?;
                 let mut items = vec![item(Event::MessagesSnapshot { messages }, event.at_ms)?];
                 for waiting in &mine {
                     let value = json!({
@@ -308,7 +311,7 @@ pub(super) async fn render(
             };
             let mut items = vec![item(started, event.at_ms)?];
             if plan.snapshot_on_open {
-                let messages = conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq).await?;
+                let messages = Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq)).await?;
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
             }
             if let Some(board) = recorded.board.filter(|_| plan.viewer.clearance.content) {

@@ -81,9 +81,11 @@ pub fn serve_events(
     slot: StreamSlot,
 ) -> Response {
     let Lifetime { keepalive, max_duration, mut shutdown, mut access_ends } = lifetime;
+    // Pinned before the body takes it: pinned inside, the engine's stream would take its room
+    // twice in the body for as long as the stream lives, once where it was moved from.
+    let mut events = Box::pin(events);
     response(async_stream::stream! {
         let _slot = slot;
-        let mut events = std::pin::pin!(events);
         let stopping = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         };
