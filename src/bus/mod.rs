@@ -5,8 +5,8 @@
 //! to find out. Whatever a bus loses (a dropped connection, a message never sent because its
 //! sender died between its commit and the send) is caught up from the table by the instance
 //! that follows the turn (`engine/followers.rs`). PostgreSQL's own notifications
-//! (`postgres.rs`, the default) are sent from inside the batch's transaction, only for turns
-//! someone follows; NATS (`[bus] kind = "nats"`) takes that traffic off the database.
+//! (`postgres.rs`, the default) are sent after a batch commits, only for turns someone follows;
+//! NATS (`[bus] kind = "nats"`) takes that traffic off the database.
 
 mod nats;
 mod postgres;
@@ -34,9 +34,10 @@ pub enum BusError {
 
 #[async_trait]
 pub trait Bus: Send + Sync + 'static {
-    /// Whether the store's batches tell the followers of their turns themselves (inside their
-    /// own transaction): the log writer then announces nothing of the batches it writes.
-    fn batches_tell_followers(&self) -> bool;
+    /// Whether the log writer announces only the turns a batch's fence found followed
+    /// (PostgreSQL, where every listener hears every notice), or every batch (a bus that
+    /// delivers a turn's messages only to the instances that follow it).
+    fn announces_followed_turns_only(&self) -> bool;
     /// Streams here follow `turns` (run elsewhere), until `until_ms` unless renewed: their
     /// commits are to reach this instance.
     async fn follow(&self, turns: &[i64], until_ms: i64) -> Result<(), BusError>;

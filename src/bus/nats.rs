@@ -135,7 +135,7 @@ impl Drop for NatsBus {
 
 #[async_trait]
 impl Bus for NatsBus {
-    fn batches_tell_followers(&self) -> bool {
+    fn announces_followed_turns_only(&self) -> bool {
         false
     }
 

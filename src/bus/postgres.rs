@@ -1,8 +1,7 @@
 //! The default bus: the database's own notifications (`LISTEN`/`NOTIFY` on PostgreSQL; on
-//! SQLite, one instance, nothing to tell). A batch's notice to the instances following its
-//! turns is sent by the store inside the batch's transaction (`store/postgres.rs`); this side
-//! marks the turns followed and carries the rest (cancels, turn starts, appends committed
-//! outside the log writer).
+//! SQLite, one instance, nothing to tell). Every listener hears every notice, so the log
+//! writer announces only the turns a batch's fence found followed (the follow mark is on the
+//! turn's row, `store/postgres.rs`).
 
 use std::sync::Arc;
 
@@ -24,7 +23,7 @@ impl PgBus {
 
 #[async_trait]
 impl Bus for PgBus {
-    fn batches_tell_followers(&self) -> bool {
+    fn announces_followed_turns_only(&self) -> bool {
         true
     }
 

@@ -67,26 +67,14 @@ pub(crate) trait Backend: Send + Sync + 'static {
         now_ms: i64,
     ) -> Result<Fence, StoreError>;
 
-    /// Tells the instances that follow some of these turns of their new events, inside the
-    /// batch's transaction (so the notice is sent exactly when the events commit). Nothing
-    /// where no other instance can listen.
-    async fn notify_followed(
-        &self,
-        _tx: &mut Transaction<'static, Self::Db>,
-        _events: &[(i64, &StoredEvent)],
-        _followed: &HashSet<i64>,
-    ) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    /// The whole batch in one statement, fence and notice included, when this database and
-    /// this batch allow it (`None`: write it the transactional way).
+    /// The whole batch in one statement, fence included, when this database and this batch
+    /// allow it (`None`: write it the transactional way).
     async fn write_at_once(&self, _batch: &[TurnWrites], _now_ms: i64) -> Result<Option<BatchOutcome>, StoreError> {
         Ok(None)
     }
 
-    /// Whether batches notify the instances that follow their turns (off where another bus
-    /// carries the wake-ups). Nothing where no other instance can listen.
+    /// Whether a batch's fence reads the follow marks of its turns (off where the bus delivers
+    /// a turn's messages to its followers only). Nothing where no other instance can follow.
     fn set_follower_notices(&self, _on: bool) {}
 
     /// Each turn's newest sequence number in one query, where the database can (`None`: ask

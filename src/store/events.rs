@@ -129,6 +129,9 @@ pub enum WriteOp {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchOutcome {
     pub refused: Vec<usize>,
+    /// The batch's turns a stream on another instance follows (as the fence read them): the
+    /// log writer tells those instances of their new events once the batch committed.
+    pub followed: Vec<i64>,
 }
 
 impl BatchOutcome {
@@ -168,7 +171,7 @@ pub(crate) fn fence_batch(batch: &[TurnWrites], current: &HashMap<i64, (i64, Tur
             sealed.insert(writes.turn);
         }
     }
-    BatchOutcome { refused }
+    BatchOutcome { refused, followed: Vec::new() }
 }
 
 /// The distinct turns of a batch, in ascending order: rows are locked in this order so two
@@ -191,8 +194,9 @@ pub trait OpenBatch: Send {
 
 /// What [`EventLog::write_batch_ahead`] did.
 pub enum WrittenAhead {
-    /// Every append passed the fence: the batch is written, ready to commit.
-    Open(Box<dyn OpenBatch>),
+    /// Every append passed the fence: the batch is written, ready to commit; `followed` are
+    /// its turns a stream on another instance follows.
+    Open { open: Box<dyn OpenBatch>, followed: Vec<i64> },
     /// The fence refused an append whose events were already inserted: rolled back, to be
     /// written again with [`EventLog::write_batch`].
     Refused,
@@ -256,8 +260,8 @@ pub trait EventLog: Send + Sync {
     /// Each turn's newest sequence number (0 for none), in one query: a follower's check for
     /// a notice it may have missed.
     async fn last_seqs(&self, turns: &[i64]) -> Result<HashMap<i64, i64>, StoreError>;
-    /// Whether batches notify the instances following their turns (PostgreSQL; off where
-    /// another bus carries the wake-ups).
+    /// Whether a batch's fence reads the follow marks of its turns (PostgreSQL; off where the
+    /// bus delivers a turn's messages to its followers only).
     fn set_follower_notices(&self, on: bool);
     /// How many batches this store can have written and uncommitted at once, each on its own
     /// connection: 1 where there is a single write connection (SQLite).
@@ -381,14 +385,12 @@ impl<B: Backend> EventLog for B {
         let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
         let written = async {
             let fence = self.lock_turns(&mut tx, &batch_turns(batch), crate::protocol::now_ms()).await?;
-            let outcome = fence_batch(batch, &fence.current);
+            let mut outcome = fence_batch(batch, &fence.current);
+            outcome.followed = fence.followed.iter().copied().collect();
             let ops = outcome.admitted(batch);
             let events = events_of(ops.iter().copied());
             if !events.is_empty() {
                 self.insert_events(&mut tx, &events).await?;
-                if !fence.followed.is_empty() {
-                    self.notify_followed(&mut tx, &events, &fence.followed).await?;
-                }
             }
             apply_side_ops(&mut tx, &ops).await?;
             Ok::<_, StoreError>(outcome)
@@ -416,23 +418,20 @@ impl<B: Backend> EventLog for B {
                 self.insert_events(&mut tx, &events).await?;
             }
             if !gate.await {
-                return Ok(Some(WrittenAhead::Abandoned));
+                return Ok(Err(WrittenAhead::Abandoned));
             }
             let fence = self.lock_turns(&mut tx, &batch_turns(batch), crate::protocol::now_ms()).await?;
             let outcome = fence_batch(batch, &fence.current);
             if !outcome.refused.is_empty() {
-                return Ok(Some(WrittenAhead::Refused));
-            }
-            if !fence.followed.is_empty() && !events.is_empty() {
-                self.notify_followed(&mut tx, &events, &fence.followed).await?;
+                return Ok(Err(WrittenAhead::Refused));
             }
             apply_side_ops(&mut tx, &outcome.admitted(batch)).await?;
-            Ok::<_, StoreError>(None)
+            Ok::<_, StoreError>(Ok(fence.followed.iter().copied().collect::<Vec<i64>>()))
         }
         .await;
         match written {
-            Ok(None) => Ok(WrittenAhead::Open(Box::new(OpenTx(tx)))),
-            Ok(Some(undone)) => {
+            Ok(Ok(followed)) => Ok(WrittenAhead::Open { open: Box::new(OpenTx(tx)), followed }),
+            Ok(Err(undone)) => {
                 Box::new(OpenTx(tx)).rollback().await;
                 Ok(undone)
             }

@@ -1,12 +1,14 @@
 //! The PostgreSQL store: production, any number of instances sharing one database.
 //!
 //! Appends are group-committed as one `INSERT … SELECT FROM UNNEST(…)` per batch; a batch with
-//! no other in flight is written whole in one statement (`WRITE_AT_ONCE`: fence, inserts,
-//! checkpoints and notice, one round trip). Other instances hear of a batch only when one of
-//! them follows a turn of it (`turns.followed_until_ms`, read by the fence under its row lock):
-//! then the batch's own transaction notifies them, with the new events when they fit, so the
-//! notice is sent exactly when the events commit. A notify takes a database-wide lock at
-//! commit, which is why only batches someone follows send one.
+//! no other in flight is written whole in one statement (`WRITE_AT_ONCE`: fence, inserts and
+//! checkpoints, one round trip). Other instances hear of a batch only when one of them follows a
+//! turn of it (`turns.followed_until_ms`, read by the fence under its row lock): then the log
+//! writer notifies them after the commit, with the new events when they fit. The notice is a
+//! transaction of its own, never part of the batch's: a notify takes a database-wide lock from
+//! its commit to the end of it, which inside a batch would be held across the batch's fsync and
+//! serialise every commit that carries one. A notice lost to a crash between the two is caught
+//! up by the followers' check.
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
@@ -38,14 +40,14 @@ pub struct PgStore {
     pool: PgPool,
     /// Tags this instance's notifications so it can skip its own.
     instance: String,
-    /// Whether batches notify the instances that follow their turns (off where another bus
-    /// carries the wake-ups).
+    /// Whether a batch's fence reads the follow marks (off where the bus delivers a turn's
+    /// messages to its followers only).
     notices: AtomicBool,
 }
 
 /// The whole of a batch that only appends events and checkpoints, in one statement: the fence
-/// (the turns locked and read), the admitted events inserted, each turn's last checkpoint
-/// written, and the followers notified; its rows are the fence's. Run on its own (autocommit),
+/// (the turns locked and read, with whether another instance follows them), the admitted
+/// events inserted and each turn's last checkpoint written; its rows are the fence's. Run on its own (autocommit),
 /// it is one round trip.
 const WRITE_AT_ONCE: &str = "WITH fence AS ( \
         SELECT id, epoch, status, followed_until_ms > $1 AS followed FROM turns \
@@ -61,18 +63,9 @@ const WRITE_AT_ONCE: &str = "WITH fence AS ( \
         UPDATE turns t SET checkpoint = c.checkpoint \
         FROM UNNEST($9::bigint[], $10::bigint[], $11::text[]) AS c(turn, epoch, checkpoint) \
         JOIN admitted a ON a.id = c.turn AND a.epoch = c.epoch \
-        WHERE t.id = c.turn RETURNING 1), \
-    told AS ( \
-        SELECT pg_notify($12, $13 || '[' || CASE \
-            WHEN SUM(octet_length(n.whole)) + COUNT(*) <= $14 THEN string_agg(n.whole, ',') \
-            WHEN SUM(octet_length(n.short)) + COUNT(*) <= $14 THEN string_agg(n.short, ',') \
-            ELSE '' END || ']') \
-        FROM UNNEST($15::bigint[], $16::bigint[], $17::text[], $18::text[]) AS n(turn, epoch, whole, short) \
-        JOIN fence f ON f.id = n.turn AND f.epoch = n.epoch AND f.status = 'running' AND f.followed \
-        HAVING COUNT(*) > 0) \
+        WHERE t.id = c.turn RETURNING 1) \
     SELECT f.id, f.epoch, f.status, f.followed, \
-        (SELECT COUNT(*) FROM inserted) AS inserted, (SELECT COUNT(*) FROM checkpointed) AS checkpointed, \
-        (SELECT COUNT(*) FROM told) AS told \
+        (SELECT COUNT(*) FROM inserted) AS inserted, (SELECT COUNT(*) FROM checkpointed) AS checkpointed \
     FROM fence f";
 
 impl PgStore {
@@ -143,25 +136,10 @@ impl Backend for PgStore {
         Ok(fence)
     }
 
-    async fn notify_followed(
-        &self,
-        tx: &mut Transaction<'static, Postgres>,
-        events: &[(i64, &StoredEvent)],
-        followed: &HashSet<i64>,
-    ) -> Result<(), StoreError> {
-        let pieces = notice_pieces(events.iter().filter(|(turn, _)| followed.contains(turn)).map(|(t, e)| (*t, *e)))?;
-        if pieces.is_empty() {
-            return Ok(());
-        }
-        let payload = notice(&self.notice_prefix(), &pieces);
-        sqlx::query("SELECT pg_notify($1, $2)").bind(EVENTS_CHANNEL).bind(payload).execute(&mut **tx).await?;
-        Ok(())
-    }
-
     async fn write_at_once(&self, batch: &[TurnWrites], now_ms: i64) -> Result<Option<BatchOutcome>, StoreError> {
         let Some(plan) = AtOnce::plan(batch)? else { return Ok(None) };
         let turns = super::events::batch_turns(batch);
-        let rows: Vec<(i64, i64, String, bool, i64, i64, i64)> = sqlx::query_as(WRITE_AT_ONCE)
+        let rows: Vec<(i64, i64, String, bool, i64, i64)> = sqlx::query_as(WRITE_AT_ONCE)
             .bind(if self.notices() { now_ms } else { i64::MAX })
             .bind(&turns)
             .bind(&plan.event_turns)
@@ -173,17 +151,11 @@ impl Backend for PgStore {
             .bind(&plan.checkpoint_turns)
             .bind(&plan.checkpoint_epochs)
             .bind(&plan.checkpoints)
-            .bind(EVENTS_CHANNEL)
-            .bind(self.notice_prefix())
-            .bind(MAX_NOTIFY_PAYLOAD as i64)
-            .bind(&plan.notice_turns)
-            .bind(&plan.notice_epochs)
-            .bind(&plan.whole_pieces)
-            .bind(&plan.short_pieces)
             .fetch_all(&self.pool)
             .await?;
         let fence = fence_rows(rows.iter().map(|r| (r.0, r.1, r.2.clone(), r.3)));
         let mut outcome = super::events::fence_batch(batch, &fence.current);
+        outcome.followed = fence.followed.into_iter().collect();
         outcome.refused.extend(plan.sealed_out.iter().copied());
         outcome.refused.sort_unstable();
         outcome.refused.dedup();
@@ -291,12 +263,28 @@ impl Backend for PgStore {
         Ok(Some(receiver))
     }
 
+    /// Appends go out as a notice (with their events when they fit), on the channel only
+    /// this version reads; cancels, turn starts and "look again" as the announcement every
+    /// version reads.
     async fn announce(&self, wakeups: &[WakeUp]) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(APPENDS_CHANNEL)
-            .bind(announcement(&self.instance, wakeups))
-            .execute(&self.pool)
-            .await?;
+        let (appends, others): (Vec<&WakeUp>, Vec<&WakeUp>) =
+            wakeups.iter().partition(|w| matches!(w, WakeUp::Committed { .. } | WakeUp::Events { .. }));
+        if !appends.is_empty() {
+            let pieces = notice_pieces_of(&appends)?;
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(EVENTS_CHANNEL)
+                .bind(notice(&self.notice_prefix(), &pieces))
+                .execute(&self.pool)
+                .await?;
+        }
+        if !others.is_empty() {
+            let others: Vec<WakeUp> = others.into_iter().cloned().collect();
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(APPENDS_CHANNEL)
+                .bind(announcement(&self.instance, &others))
+                .execute(&self.pool)
+                .await?;
+        }
         Ok(())
     }
 }
@@ -353,7 +341,6 @@ fn parse_announcement(payload: &str, own_instance: &str) -> Option<Vec<WakeUp>> 
 
 /// One turn's part of a notice: with its events (`whole`) and without (`short`).
 struct NoticePiece {
-    turn: i64,
     whole: String,
     short: String,
 }
@@ -381,9 +368,27 @@ fn notice_pieces<'a>(events: impl Iterator<Item = (i64, &'a StoredEvent)>) -> Re
                 whole.push(']');
             }
             whole.push_str("]}");
-            Ok(NoticePiece { turn, whole, short: format!("{{\"t\":{turn},\"s\":{last}}}") })
+            Ok(NoticePiece { whole, short: format!("{{\"t\":{turn},\"s\":{last}}}") })
         })
         .collect()
+}
+
+/// The pieces of a notice for these wake-ups: a turn's events, or only its newest seq.
+fn notice_pieces_of(wakeups: &[&WakeUp]) -> Result<Vec<NoticePiece>, StoreError> {
+    let mut pieces = Vec::with_capacity(wakeups.len());
+    for wakeup in wakeups {
+        match wakeup {
+            WakeUp::Events { turn, events } => {
+                pieces.extend(notice_pieces(events.iter().map(|event| (*turn, event)))?);
+            }
+            WakeUp::Committed { turn, seq } => {
+                let short = format!("{{\"t\":{turn},\"s\":{seq}}}");
+                pieces.push(NoticePiece { whole: short.clone(), short });
+            }
+            _ => {}
+        }
+    }
+    Ok(pieces)
 }
 
 /// A whole notice: the pieces with their events when they all fit, else without, else none
@@ -455,10 +460,6 @@ struct AtOnce<'a> {
     checkpoint_turns: Vec<i64>,
     checkpoint_epochs: Vec<i64>,
     checkpoints: Vec<&'a str>,
-    notice_turns: Vec<i64>,
-    notice_epochs: Vec<i64>,
-    whole_pieces: Vec<String>,
-    short_pieces: Vec<String>,
     /// Appends after one that ended their turn in this batch: refused, not sent.
     sealed_out: Vec<usize>,
 }
@@ -477,7 +478,6 @@ impl<'a> AtOnce<'a> {
         let mut sealed: HashSet<i64> = HashSet::new();
         // Each turn's last checkpoint only (the earlier ones would be overwritten unseen).
         let mut checkpoints: Vec<(i64, i64, &'a str)> = Vec::new();
-        let mut events: Vec<(i64, &'a StoredEvent)> = Vec::new();
         for (index, writes) in batch.iter().enumerate() {
             if writes.ops.is_empty() {
                 continue;
@@ -498,7 +498,6 @@ impl<'a> AtOnce<'a> {
                         plan.kinds.push(event.kind as i16);
                         plan.bodies.push(event.body_text()?);
                         plan.times.push(event.at_ms);
-                        events.push((writes.turn, event));
                     }
                     WriteOp::Checkpoint { checkpoint, .. } => {
                         checkpoints.retain(|(turn, _, _)| *turn != writes.turn);
@@ -512,12 +511,6 @@ impl<'a> AtOnce<'a> {
             plan.checkpoint_turns.push(turn);
             plan.checkpoint_epochs.push(epoch);
             plan.checkpoints.push(checkpoint);
-        }
-        for piece in notice_pieces(events.into_iter())? {
-            plan.notice_turns.push(piece.turn);
-            plan.notice_epochs.push(epochs.get(&piece.turn).copied().unwrap_or_default());
-            plan.whole_pieces.push(piece.whole);
-            plan.short_pieces.push(piece.short);
         }
         Ok(Some(plan))
     }

@@ -4,6 +4,7 @@
 //! counted in the database itself; a notice that is lost or never sent is caught up from the
 //! table, and every stream still gets every event once, in order.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -128,6 +129,54 @@ pub(crate) async fn reads_over_a_window(pool: &PgPool) -> (i64, i64) {
     (after - before, events)
 }
 
+/// When each event of `response` arrived, by id, read to its end.
+pub(crate) async fn arrivals(response: reqwest::Response) -> HashMap<String, Instant> {
+    let mut stream = EventStream::new(response);
+    let mut arrived = HashMap::new();
+    let mut seen = 0;
+    while stream.read_chunk().await {
+        let now = Instant::now();
+        for event in &stream.events[seen..] {
+            arrived.insert(event.id.clone().unwrap_or_default(), now);
+        }
+        seen = stream.events.len();
+    }
+    arrived
+}
+
+/// Reads the turn on A (its runner) and on B at once, after `from`; returns the median of how
+/// much later B got each event that reached A after `since`. Woken by the runner's notices or
+/// messages it is milliseconds; a follower left to the 2-second check for lost ones would lag
+/// about a second.
+pub(crate) async fn median_lag_behind_the_runner(
+    a: &TestApp,
+    b: &TestApp,
+    agent: &str,
+    input: &Value,
+    from: &str,
+    since: Instant,
+) -> tokio::task::JoinHandle<Duration> {
+    let on_a = a.post_run_with(agent, input, &[("last-event-id", from)]).await;
+    let on_b = b.post_run_with(agent, input, &[("last-event-id", from)]).await;
+    tokio::spawn(async move {
+        let (on_a, on_b) = tokio::join!(arrivals(on_a), arrivals(on_b));
+        let mut lags: Vec<Duration> = on_a
+            .iter()
+            .filter(|(_, at_a)| **at_a > since)
+            .filter_map(|(id, at_a)| Some(on_b.get(id)?.saturating_duration_since(*at_a)))
+            .collect();
+        assert!(lags.len() >= 20, "both streams got the turn's events ({} compared)", lags.len());
+        lags.sort();
+        lags[lags.len() / 2]
+    })
+}
+
+/// The id of the turn's first event, as a stream on A saw it.
+pub(crate) async fn first_event_id(a: &TestApp, agent: &str, input: &Value) -> String {
+    let head = read_events(a.post_run_with(agent, input, &[]).await, Some(1)).await;
+    head.first().and_then(|e| e.id.clone()).expect("the first event has an id")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_instance_reads_the_log_at_most_once_per_batch_whatever_its_streams() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -136,8 +185,13 @@ async fn a_follower_instance_reads_the_log_at_most_once_per_batch_whatever_its_s
     let pool = PgPool::connect(&db.url).await.expect("pool");
     let input = first_run(&unique("th-follow"), "run-1", "tick");
     let readers = followed_on_b(&a, &b, "ticker", &input).await;
+    let first = first_event_id(&a, "ticker", &input).await;
+    let lag = median_lag_behind_the_runner(&a, &b, "ticker", &input, &first, Instant::now()).await;
     let (reads, events) = reads_over_a_window(&pool).await;
-    println!("{FOLLOWERS} streams on B: {reads} reads of the log for {events} events committed");
+    let lag = lag.await.expect("lag");
+    println!("{FOLLOWERS} streams on B: {reads} reads of the log for {events} events committed; B {lag:?} behind A (median)");
+    // Woken by the runner's notices, not by the check for lost ones (a second late).
+    assert!(lag < Duration::from_millis(400), "B got the events {lag:?} after A (median): not from the notices");
     assert!(events >= 20, "the turn ticked through the window ({events} events)");
     assert!(reads <= events, "B read the log {reads} times for at most {events} batches: more than once per batch");
     // The notices carried the (small) events: only the check for lost notices reads.

@@ -158,3 +158,44 @@ async fn a_failed_append_lets_no_later_batch_commit_the_same_runners_next_events
     assert!(other_done.is_ok() && !other_health.is_failed(), "the other turn is unharmed: {other_done:?}");
     assert_eq!(seqs_of(store.as_ref(), other.pk).await, (1..=24).collect::<Vec<_>>());
 }
+
+/// A batch with none in flight before it is one statement on PostgreSQL: it writes the admitted
+/// events and each turn's last checkpoint, refuses a stale runner's appends (and what follows a
+/// turn's terminal event), and names the turns another instance follows.
+#[tokio::test]
+async fn a_batch_alone_is_written_in_one_statement_fenced_like_any_other() {
+    use agui_gateway::store::TurnWrites;
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let store = open_store(&db).await;
+    store.register_instance("a", 0, i64::MAX / 2).await.expect("instance a");
+    let live = new_turn(store.as_ref(), "th-live", "a").await;
+    let stale = new_turn(store.as_ref(), "th-stale", "a").await;
+    let finished = |turn: i64, seq: i64| WriteOp::Event {
+        turn,
+        event: StoredEvent { seq, kind: EventKind::RunFinished, body: Bytes::from_static(b"{}"), at_ms: seq },
+    };
+    let checkpoint = |turn: i64, text: &str| WriteOp::Checkpoint { turn, checkpoint: text.to_string() };
+    store.follow_turns(&[live.pk], i64::MAX / 2).await.expect("followed");
+    let batch = vec![
+        TurnWrites { turn: live.pk, epoch: live.epoch, ops: vec![event(live.pk, 1), checkpoint(live.pk, "one")] },
+        TurnWrites { turn: stale.pk, epoch: stale.epoch + 1, ops: vec![event(stale.pk, 1)] },
+        TurnWrites { turn: live.pk, epoch: live.epoch, ops: vec![event(live.pk, 2), checkpoint(live.pk, "two")] },
+        TurnWrites { turn: live.pk, epoch: live.epoch, ops: vec![finished(live.pk, 3)] },
+        // After the turn's terminal event in the same batch: refused, not written.
+        TurnWrites { turn: live.pk, epoch: live.epoch, ops: vec![event(live.pk, 4)] },
+    ];
+    let outcome = store.commit_at_once(&batch).await.expect("written").expect("one statement takes this batch");
+    assert_eq!(outcome.refused, vec![1, 4]);
+    assert_eq!(outcome.followed, vec![live.pk], "the live turn is followed, the stale one is not");
+    assert_eq!(seqs_of(store.as_ref(), live.pk).await, vec![1, 2, 3]);
+    assert!(seqs_of(store.as_ref(), stale.pk).await.is_empty(), "a stale runner wrote nothing");
+    let row = store.turn_by_pk(live.pk).await.expect("query").expect("turn");
+    assert_eq!(row.checkpoint.as_deref(), Some("two"), "the batch's last checkpoint of the turn");
+    // A batch that ends a turn (or opens an interrupt) is not one the statement takes.
+    let ends = vec![TurnWrites {
+        turn: stale.pk,
+        epoch: stale.epoch,
+        ops: vec![WriteOp::FinishTurn { turn: stale.pk, status: store::TurnStatus::Succeeded, at_ms: 1 }],
+    }];
+    assert!(store.commit_at_once(&ends).await.expect("asked").is_none());
+}

@@ -4,7 +4,6 @@
 //! database stays the only truth: whatever NATS loses is read from the table, and every
 //! stream still gets every event once, in order.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -12,7 +11,8 @@ use sqlx::postgres::PgPool;
 
 use crate::connect::{connect, next_input, until_runs_ended};
 use crate::followers::{
-    agents, config_with, every_follower_got_the_whole_log, followed_on_b, reads_over_a_window, FOLLOWERS,
+    agents, config_with, every_follower_got_the_whole_log, first_event_id, followed_on_b, median_lag_behind_the_runner,
+    reads_over_a_window, FOLLOWERS,
 };
 use crate::helpers::*;
 use crate::nats_server::{self, NatsServer};
@@ -62,53 +62,6 @@ async fn database_listeners(pool: &PgPool) -> i64 {
     .fetch_one(pool)
     .await
     .expect("activity")
-}
-
-/// When each event of `response` arrived, by id, read to its end.
-async fn arrivals(response: reqwest::Response) -> HashMap<String, Instant> {
-    let mut stream = EventStream::new(response);
-    let mut arrived = HashMap::new();
-    let mut seen = 0;
-    while stream.read_chunk().await {
-        let now = Instant::now();
-        for event in &stream.events[seen..] {
-            arrived.insert(event.id.clone().unwrap_or_default(), now);
-        }
-        seen = stream.events.len();
-    }
-    arrived
-}
-
-/// Reads the turn on A (its runner) and on B at once, after `from`; returns the median of how
-/// much later B got each event that reached A after `since`. Over NATS it is milliseconds; a
-/// follower left to the 2-second check for lost messages would lag about a second.
-async fn median_lag_behind_the_runner(
-    a: &TestApp,
-    b: &TestApp,
-    agent: &str,
-    input: &Value,
-    from: &str,
-    since: Instant,
-) -> tokio::task::JoinHandle<Duration> {
-    let on_a = a.post_run_with(agent, input, &[("last-event-id", from)]).await;
-    let on_b = b.post_run_with(agent, input, &[("last-event-id", from)]).await;
-    tokio::spawn(async move {
-        let (on_a, on_b) = tokio::join!(arrivals(on_a), arrivals(on_b));
-        let mut lags: Vec<Duration> = on_a
-            .iter()
-            .filter(|(_, at_a)| **at_a > since)
-            .filter_map(|(id, at_a)| Some(on_b.get(id)?.saturating_duration_since(*at_a)))
-            .collect();
-        assert!(lags.len() >= 20, "both streams got the turn's events ({} compared)", lags.len());
-        lags.sort();
-        lags[lags.len() / 2]
-    })
-}
-
-/// The id of the turn's first event, as a stream on A saw it.
-async fn first_event_id(a: &TestApp, agent: &str, input: &Value) -> String {
-    let head = read_events(a.post_run_with(agent, input, &[]).await, Some(1)).await;
-    head.first().and_then(|e| e.id.clone()).expect("the first event has an id")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

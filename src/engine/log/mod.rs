@@ -111,9 +111,6 @@ pub struct LogWriter {
     writers: Arc<Vec<mpsc::Sender<Append>>>,
     hub: Arc<Hub>,
     announce: mpsc::UnboundedSender<Announcement>,
-    /// Whether the writer announces its batches on the bus (the store's batches may tell the
-    /// turns' followers themselves).
-    announces_batches: bool,
 }
 
 /// How a writer batches: the most events in one batch, and how many batches may be in flight
@@ -136,7 +133,7 @@ impl LogWriter {
         metrics: Arc<Metrics>,
     ) -> LogWriter {
         let (announce_tx, announce_rx) = mpsc::unbounded_channel();
-        let announces_batches = !bus.batches_tell_followers();
+        let followed_only = bus.announces_followed_turns_only();
         tokio::spawn(announce(bus, announce_rx, metrics.clone()));
         let depth = batching.pipeline_depth.clamp(1, store.max_pipeline_depth().max(1));
         let writers = (0..writers.max(1))
@@ -146,7 +143,7 @@ impl LogWriter {
                     store: store.clone(),
                     hub: hub.clone(),
                     announce: announce_tx.clone(),
-                    announces_batches,
+                    followed_only,
                     metrics: metrics.clone(),
                     batch_max_events: batching.batch_max_events.max(1),
                     depth,
@@ -155,7 +152,7 @@ impl LogWriter {
                 sender
             })
             .collect();
-        LogWriter { writers: Arc::new(writers), hub, announce: announce_tx, announces_batches }
+        LogWriter { writers: Arc::new(writers), hub, announce: announce_tx }
     }
 
     fn writer(&self, turn: i64) -> &mpsc::Sender<Append> {
@@ -183,9 +180,9 @@ impl LogWriter {
     /// Events committed outside the writer (a decision, recorded in its own transaction): the
     /// streams hear of them as of any batch.
     pub fn published(&self, turn: i64, events: Vec<StoredEvent>) {
-        // Committed in a transaction of its own, which told nobody: announced here always.
+        // Committed in a transaction of its own, whose fence nobody read: announced always.
         let ops = events.into_iter().map(|event| WriteOp::Event { turn, event }).collect();
-        let appended = publish(&self.hub, ops, self.announces_batches);
+        let appended = publish(&self.hub, ops, |_| true);
         if !appended.is_empty() {
             let _ = self.announce.send((appended, Instant::now()));
         }
@@ -219,9 +216,9 @@ pub(crate) async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredE
     }
 }
 
-/// Hands the committed events to the hub, per turn and in order; returns what to announce of
-/// each turn: its events (`with_events`, for a bus that carries them) or its newest seq.
-fn publish(hub: &Hub, ops: Vec<WriteOp>, with_events: bool) -> Vec<WakeUp> {
+/// Hands the committed events to the hub, per turn and in order; returns the events of the
+/// turns to announce to other instances.
+fn publish(hub: &Hub, ops: Vec<WriteOp>, announced: impl Fn(i64) -> bool) -> Vec<WakeUp> {
     let mut by_turn: BTreeMap<i64, Vec<StoredEvent>> = BTreeMap::new();
     for op in ops {
         if let WriteOp::Event { turn, event } = op {
@@ -231,11 +228,9 @@ fn publish(hub: &Hub, ops: Vec<WriteOp>, with_events: bool) -> Vec<WakeUp> {
     by_turn
         .into_iter()
         .filter_map(|(turn, events)| {
-            let seq = events.last()?.seq;
-            let wakeup =
-                if with_events { WakeUp::Events { turn, events: events.clone() } } else { WakeUp::Committed { turn, seq } };
+            let wakeup = announced(turn).then(|| WakeUp::Events { turn, events: events.clone() });
             hub.publish(turn, events);
-            Some(wakeup)
+            wakeup
         })
         .collect()
 }

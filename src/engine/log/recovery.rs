@@ -59,7 +59,8 @@ impl Writer {
                 outcomes
             }
         };
-        self.settle(appends, batch, outcomes, Instant::now());
+        // Who follows these turns was not read: other instances catch up by their own check.
+        self.settle(appends, batch, outcomes, &[], Instant::now());
     }
 }
 
@@ -124,5 +125,6 @@ async fn already_committed(store: &dyn Store, batch: &[TurnWrites]) -> Option<Ba
             Err(_) => return None,
         }
     }
-    found_any.then_some(BatchOutcome { refused })
+    // Who follows the turns is not known here: the followers' check catches them up.
+    found_any.then_some(BatchOutcome { refused, followed: Vec::new() })
 }

@@ -24,8 +24,8 @@ pub(super) struct Writer {
     pub(super) store: Arc<dyn Store>,
     pub(super) hub: Arc<Hub>,
     pub(super) announce: mpsc::UnboundedSender<Announcement>,
-    /// Whether batches are announced on the bus by the writer (not by the store's own notice).
-    pub(super) announces_batches: bool,
+    /// Whether only the turns a batch's fence found followed are announced (else all).
+    pub(super) followed_only: bool,
     pub(super) metrics: Arc<Metrics>,
     pub(super) batch_max_events: usize,
     pub(super) depth: usize,
@@ -104,7 +104,7 @@ impl Writer {
                             let outcomes = (0..appends.len())
                                 .map(|index| if outcome.is_refused(index) { Err(LogError::Fenced) } else { Ok(()) })
                                 .collect();
-                            self.settle(appends, batch, outcomes, acknowledged);
+                            self.settle(appends, batch, outcomes, &outcome.followed, acknowledged);
                         }
                         failed => {
                             // Every batch behind it rolls back (each waits on the one before),
@@ -214,12 +214,13 @@ impl Writer {
 
     /// After a batch's commit: counts it, flags the runners it refused or failed, hands the
     /// committed events to the streams, answers the appends that wait, and queues the
-    /// announcement to other instances.
+    /// announcement to other instances (of the `followed` turns only, where the bus wants so).
     pub(super) fn settle(
         &self,
         appends: Vec<Append>,
         batch: Vec<TurnWrites>,
         outcomes: Vec<Result<(), LogError>>,
+        followed: &[i64],
         acknowledged: Instant,
     ) {
         let events = |writes: &TurnWrites| writes.ops.iter().filter(|op| matches!(op, WriteOp::Event { .. })).count();
@@ -248,11 +249,11 @@ impl Writer {
             append.health.record(&outcome);
             settled.push((append, outcome));
         }
-        let appended = publish(&self.hub, committed, self.announces_batches);
+        let appended = publish(&self.hub, committed, |turn| !self.followed_only || followed.contains(&turn));
         for (append, outcome) in settled {
             answer(append, outcome);
         }
-        if self.announces_batches && !appended.is_empty() {
+        if !appended.is_empty() {
             let _ = self.announce.send((appended, acknowledged));
         }
     }
