@@ -28,8 +28,19 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
-        let writes = SqlitePoolOptions::new().max_connections(1).connect_with(options.clone()).await?;
-        let reads = SqlitePoolOptions::new().max_connections(8).connect_with(options.read_only(false)).await?;
+        // No ping before each use: the connection is a file handle in this process, nothing can
+        // hang up on it, and each ping is one more round trip to its thread on the way to
+        // every log batch.
+        let writes = SqlitePoolOptions::new()
+            .max_connections(1)
+            .test_before_acquire(false)
+            .connect_with(options.clone())
+            .await?;
+        let reads = SqlitePoolOptions::new()
+            .max_connections(8)
+            .test_before_acquire(false)
+            .connect_with(options.read_only(false))
+            .await?;
         Ok(SqliteStore { reads, writes })
     }
 }
