@@ -1,5 +1,5 @@
 //! The NATS bus (`[bus] kind = "nats"`): the wake-ups travel over a NATS server, so the
-//! database carries only the log itself (no `LISTEN` connection, no notice inside a batch, no
+//! database carries only the log itself (no `LISTEN` connection, no notices, no
 //! follow marks on the turns' rows).
 //!
 //! Subjects, under the deployment's `nats_subject_prefix`:

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use super::hub::{Feed, Following, Hub};
-use super::stream::PAGE;
+use super::pages::PAGE;
 use crate::bus::{Bus, WakeUp};
 use crate::protocol::now_ms;
 use crate::store::Store;

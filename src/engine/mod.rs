@@ -19,6 +19,8 @@ mod audit;
 pub mod board;
 #[cfg(test)]
 mod clock_tests;
+#[cfg(test)]
+mod pages_tests;
 pub mod connect;
 pub mod conversation;
 mod followers;

@@ -22,7 +22,7 @@ use super::log::events::{
     self as log_events, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME,
     WAITING_FOR_OTHERS,
 };
-use super::pages::LogPages;
+use super::pages::{LogPages, PAGE};
 use super::FollowPlan;
 use crate::ids::EventId;
 use crate::metrics::Metrics;
@@ -30,8 +30,6 @@ use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
 use crate::store::{EventKind, Store, StoreError, StoredEvent};
 
-/// The most events read from the table per query (catch-up pages start smaller: `pages`).
-pub(super) const PAGE: i64 = 1000;
 /// How often a stream re-reads the table of a turn another instance runs, in case a wake-up
 /// notification was lost.
 pub(super) const REMOTE_POLL: Duration = Duration::from_secs(2);
