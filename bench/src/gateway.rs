@@ -243,6 +243,25 @@ impl Gateway {
     }
 }
 
+/// Stops instances sharing one database, the first started (the database's owner, which
+/// drops it) last; a scenario's failure comes back with every instance's last log lines, else
+/// the first failure to stop.
+pub async fn stop_all<T>(mut started: Vec<Gateway>, outcome: Result<T>) -> Result<T> {
+    let logs: Vec<String> = started.iter().map(Gateway::log_tail).collect();
+    let mut stop_error = None;
+    while let Some(gateway) = started.pop() {
+        if let Err(error) = gateway.stop().await {
+            stop_error.get_or_insert(error);
+        }
+    }
+    let value = outcome.map_err(|error| {
+        let logs: Vec<String> =
+            logs.iter().enumerate().map(|(n, log)| format!("--- instance {n} log ---\n{log}")).collect();
+        crate::error::Error::msg(format!("{error}\n{}", logs.join("\n")))
+    })?;
+    stop_error.map_or(Ok(value), Err)
+}
+
 /// SIGTERM, up to 10 s for a graceful exit, then SIGKILL.
 pub async fn terminate(child: &mut Child, pid: u32) {
     if let Ok(Some(_)) = child.try_wait() {

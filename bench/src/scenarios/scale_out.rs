@@ -111,23 +111,7 @@ pub async fn run(
         measure(&started, layout, settings, quiet, report).await
     }
     .await;
-    let logs: Vec<String> = started.iter().map(Gateway::log_tail).collect();
-    // The owner of the database last: it drops the database.
-    let mut stop_error = None;
-    while let Some(gateway) = started.pop() {
-        if let Err(error) = gateway.stop().await {
-            stop_error.get_or_insert(error);
-        }
-    }
-    outcome.map_err(|error| {
-        let logs: Vec<String> =
-            logs.iter().enumerate().map(|(n, log)| format!("--- instance {n} log ---\n{log}")).collect();
-        Error::msg(format!("{error}\n{}", logs.join("\n")))
-    })?;
-    match stop_error {
-        Some(error) => Err(error),
-        None => Ok(()),
-    }
+    crate::gateway::stop_all(started, outcome).await
 }
 
 /// A start-up failure, named a failed configuration when the gateway refused its config.

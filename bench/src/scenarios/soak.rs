@@ -111,19 +111,7 @@ pub async fn run(gateways: &GatewaySettings, settings: &Settings, report: &mut R
         soak(&mut started, &gateways, &model, settings, report).await
     }
     .await;
-    let logs: Vec<String> = started.iter().map(Gateway::log_tail).collect();
-    let mut stop_error = None;
-    while let Some(gateway) = started.pop() {
-        if let Err(error) = gateway.stop().await {
-            stop_error.get_or_insert(error);
-        }
-    }
-    outcome.map_err(|error| {
-        let logs: Vec<String> =
-            logs.iter().enumerate().map(|(n, log)| format!("--- instance {n} log ---\n{log}")).collect();
-        Error::msg(format!("{error}\n{}", logs.join("\n")))
-    })?;
-    stop_error.map_or(Ok(()), Err)
+    crate::gateway::stop_all(started, outcome).await
 }
 
 async fn soak(
