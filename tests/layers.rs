@@ -35,7 +35,20 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("auth", &["caller", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock"]),
     (
         "engine",
-        &["caller", "bus", "store", "config", "protocol", "ids", "redact", "metrics", "telemetry", "tls", "clock", "retry"],
+        &[
+            "caller",
+            "bus",
+            "store",
+            "config",
+            "protocol",
+            "ids",
+            "redact",
+            "metrics",
+            "telemetry",
+            "tls",
+            "clock",
+            "retry",
+        ],
     ),
     (
         "agents",

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::config::BusConfig;
-use crate::store::{Store, StoreError};
 pub use crate::store::WakeUp;
+use crate::store::{Store, StoreError};
 pub use nats::NatsBus;
 pub use postgres::PgBus;
 

@@ -19,14 +19,14 @@ mod audit;
 pub mod board;
 #[cfg(test)]
 mod clock_tests;
-#[cfg(test)]
-mod pages_tests;
 pub mod connect;
 pub mod conversation;
 mod followers;
 pub mod hub;
 pub mod log;
 mod pages;
+#[cfg(test)]
+mod pages_tests;
 #[cfg(test)]
 mod reasoning_tests;
 pub mod request;
@@ -47,13 +47,13 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
+use crate::bus::Bus;
 use crate::caller::Caller;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::ids::{EventId, RunId, ThreadId};
 use crate::metrics::Metrics;
 use crate::protocol::RunAgentInput;
-use crate::bus::Bus;
 use crate::store::{Store, StoreError, ThreadRow};
 use hub::Hub;
 use interrupts::Viewer;

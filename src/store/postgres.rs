@@ -168,13 +168,11 @@ impl Backend for PgStore {
         }
         // The same row lock as a batch's fence: a batch either sees the mark or committed
         // before it (and the follower reads the table after marking).
-        sqlx::query(
-            "UPDATE turns SET followed_until_ms = $2 WHERE id = ANY($1) AND followed_until_ms < $2",
-        )
-        .bind(turns)
-        .bind(until_ms)
-        .execute(&self.pool)
-        .await?;
+        sqlx::query("UPDATE turns SET followed_until_ms = $2 WHERE id = ANY($1) AND followed_until_ms < $2")
+            .bind(turns)
+            .bind(until_ms)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

@@ -189,7 +189,9 @@ async fn a_follower_instance_reads_the_log_at_most_once_per_batch_whatever_its_s
     let lag = median_lag_behind_the_runner(&a, &b, "ticker", &input, &first, Instant::now()).await;
     let (reads, events) = reads_over_a_window(&pool).await;
     let lag = lag.await.expect("lag");
-    println!("{FOLLOWERS} streams on B: {reads} reads of the log for {events} events committed; B {lag:?} behind A (median)");
+    println!(
+        "{FOLLOWERS} streams on B: {reads} reads of the log for {events} events committed; B {lag:?} behind A (median)"
+    );
     // Woken by the runner's notices, not by the check for lost ones (a second late).
     assert!(lag < Duration::from_millis(400), "B got the events {lag:?} after A (median): not from the notices");
     assert!(events >= 20, "the turn ticked through the window ({events} events)");

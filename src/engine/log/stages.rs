@@ -103,7 +103,9 @@ pub(super) async fn write_and_commit(
             tokio::time::timeout(FENCE_WAIT, reached(earlier_fenced)).await.unwrap_or(false)
         };
         match store.write_batch_ahead(batch, gate.boxed()).await {
-            Ok(WrittenAhead::Open { open, followed }) => Ok(Some((BatchOutcome { followed, ..Default::default() }, open))),
+            Ok(WrittenAhead::Open { open, followed }) => {
+                Ok(Some((BatchOutcome { followed, ..Default::default() }, open)))
+            }
             // Its fence refused an append it had inserted: written again fence first, still
             // after the batch before it took its fence (the gate passed).
             Ok(WrittenAhead::Refused) => store.write_batch(batch).await.map(|w| Some((w.outcome, w.open))),
