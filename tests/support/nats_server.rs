@@ -10,11 +10,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
+
+#[path = "watchdog.rs"]
+mod watchdog;
 
 /// `nats://HOST:PORT` of the NATS server the tests share. Called from many test threads; the
 /// work is done once per process.
@@ -119,20 +121,7 @@ fn spawn(binary: &PathBuf, port: i32) -> (Child, u16) {
         let _ = child.wait();
         panic!("{} on port {port} did not become ready", binary.display());
     };
-    let script = format!(
-        "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -9 {} 2>/dev/null",
-        std::process::id(),
-        child.id()
-    );
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("cannot spawn the watchdog shell for the throwaway NATS server");
+    watchdog::after_this_process(&format!("kill -9 {} 2>/dev/null", child.id()), "the throwaway NATS server");
     (child, listening)
 }
 

@@ -8,11 +8,13 @@
 //! Only `std` is used, so the tests take no extra dependencies.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[path = "watchdog.rs"]
+mod watchdog;
 
 /// Returns the base connection URL of a PostgreSQL server the tests may create
 /// databases on, e.g. `"postgres://postgres@127.0.0.1:5432"`, with no path, so
@@ -188,21 +190,8 @@ fn start_cluster(tls: Option<ServerTls<'_>>) -> Cluster {
             "stop".into(),
         ],
     );
-    let script = format!(
-        "while kill -0 {} 2>/dev/null; do sleep 1; done; {} >/dev/null 2>&1; rm -rf {}",
-        std::process::id(),
-        shell_join(&stop),
-        shell_quote(&dir.display().to_string()),
-    );
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("cannot spawn the watchdog shell for the throwaway PostgreSQL cluster");
+    let cleanup = format!("{} >/dev/null 2>&1; rm -rf {}", shell_join(&stop), shell_quote(&dir.display().to_string()));
+    watchdog::after_this_process(&cleanup, "the throwaway PostgreSQL cluster");
 
     Cluster { url: format!("postgres://postgres@127.0.0.1:{port}"), data, pg_ctl, as_root }
 }
