@@ -119,12 +119,13 @@ pub(crate) async fn reads_over_a_window(pool: &PgPool) -> (i64, i64) {
     let from = now_ms();
     let before = log_reads(pool).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let to = now_ms();
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let after = log_reads(pool).await;
-    // A backend publishes its counts up to a second late, so the reads counted may reach back
-    // a second before the window: the events of that second count too (an upper bound on the
-    // batches whose reads are counted). The count query itself reads after the window.
+    let to = now_ms();
+    // A backend publishes its counts up to a second late, so the reads counted reach from a
+    // second before the first count to the second one: the batches of that whole span are the
+    // ones whose reads can be counted (an upper bound on them: the events). The count query
+    // itself reads after the second count.
     let events = events_between(pool, from - 1_000, to).await;
     (after - before, events)
 }
