@@ -51,29 +51,20 @@ impl Followers {
     pub fn heard(self: &Arc<Self>, wakeup: WakeUp) {
         let Some(hub) = self.hub.upgrade() else { return };
         match wakeup {
-            WakeUp::Events { turn, events } => {
-                let Some(feed) = hub.existing(turn) else { return };
-                if feed.is_local() {
-                    return;
-                }
-                if !feed.is_followed() {
-                    let seq = events.last().map_or(0, |e| e.seq);
-                    hub.wake(turn, seq);
-                } else {
-                    let seq = events.last().map_or(0, |e| e.seq);
-                    if !feed.fill(events) {
-                        self.fill(turn, feed, seq);
-                    }
-                }
-            }
-            WakeUp::Committed { turn, seq } => {
+            WakeUp::Events { .. } | WakeUp::Committed { .. } => {
+                let (turn, seq, events) = match wakeup {
+                    WakeUp::Events { turn, events } => (turn, events.last().map_or(0, |e| e.seq), Some(events)),
+                    WakeUp::Committed { turn, seq } => (turn, seq, None),
+                    _ => return,
+                };
                 let Some(feed) = hub.existing(turn) else { return };
                 if feed.is_local() {
                     return;
                 }
                 if !feed.is_followed() {
                     hub.wake(turn, seq);
-                } else if seq > feed.filled_to() {
+                } else if seq > feed.filled_to() && !events.is_some_and(|events| feed.fill(events)) {
+                    // No events carried, or not following on from memory: read the table.
                     self.fill(turn, feed, seq);
                 }
             }

@@ -80,8 +80,13 @@ impl PgStore {
         Ok(PgStore { pool, instance, notices: AtomicBool::new(true) })
     }
 
-    fn notices(&self) -> bool {
-        self.notices.load(Ordering::Acquire)
+    /// The time a follow mark must reach to count: `now_ms`, or never when marks are not read.
+    fn followed_after(&self, now_ms: i64) -> i64 {
+        if self.notices.load(Ordering::Acquire) {
+            now_ms
+        } else {
+            i64::MAX
+        }
     }
 
     /// The notice's prefix: who sends it (so it skips its own).
@@ -126,21 +131,17 @@ impl Backend for PgStore {
             "SELECT id, epoch, status, followed_until_ms > $2 FROM turns WHERE id = ANY($1) ORDER BY id FOR UPDATE",
         )
         .bind(turns)
-        .bind(now_ms)
+        .bind(self.followed_after(now_ms))
         .fetch_all(&mut **tx)
         .await?;
-        let mut fence = fence_rows(rows);
-        if !self.notices() {
-            fence.followed.clear();
-        }
-        Ok(fence)
+        Ok(fence_rows(rows))
     }
 
     async fn write_at_once(&self, batch: &[TurnWrites], now_ms: i64) -> Result<Option<BatchOutcome>, StoreError> {
         let Some(plan) = AtOnce::plan(batch)? else { return Ok(None) };
         let turns = super::events::batch_turns(batch);
         let rows: Vec<(i64, i64, String, bool, i64, i64)> = sqlx::query_as(WRITE_AT_ONCE)
-            .bind(if self.notices() { now_ms } else { i64::MAX })
+            .bind(self.followed_after(now_ms))
             .bind(&turns)
             .bind(&plan.event_turns)
             .bind(&plan.event_epochs)
@@ -156,9 +157,6 @@ impl Backend for PgStore {
         let fence = fence_rows(rows.iter().map(|r| (r.0, r.1, r.2.clone(), r.3)));
         let mut outcome = super::events::fence_batch(batch, &fence.current);
         outcome.followed = fence.followed.into_iter().collect();
-        outcome.refused.extend(plan.sealed_out.iter().copied());
-        outcome.refused.sort_unstable();
-        outcome.refused.dedup();
         Ok(Some(outcome))
     }
 
@@ -458,8 +456,6 @@ struct AtOnce<'a> {
     checkpoint_turns: Vec<i64>,
     checkpoint_epochs: Vec<i64>,
     checkpoints: Vec<&'a str>,
-    /// Appends after one that ended their turn in this batch: refused, not sent.
-    sealed_out: Vec<usize>,
 }
 
 impl<'a> AtOnce<'a> {
@@ -476,12 +472,12 @@ impl<'a> AtOnce<'a> {
         let mut sealed: HashSet<i64> = HashSet::new();
         // Each turn's last checkpoint only (the earlier ones would be overwritten unseen).
         let mut checkpoints: Vec<(i64, i64, &'a str)> = Vec::new();
-        for (index, writes) in batch.iter().enumerate() {
+        for writes in batch {
             if writes.ops.is_empty() {
                 continue;
             }
+            // After the turn's terminal event: left out here, refused by the fence's verdict.
             if sealed.contains(&writes.turn) {
-                plan.sealed_out.push(index);
                 continue;
             }
             for op in &writes.ops {
