@@ -19,6 +19,8 @@ mod nats_server;
 mod pg_server;
 #[path = "support/waiting.rs"]
 mod waiting;
+#[path = "support/watchdog.rs"]
+mod watchdog;
 
 use gateway_process::{Instance, Spawn};
 

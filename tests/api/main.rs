@@ -14,6 +14,8 @@ mod test_ca;
 mod test_log;
 #[path = "../support/tls.rs"]
 mod tls_support;
+#[path = "../support/watchdog.rs"]
+mod watchdog;
 
 mod atomic_audit;
 mod auth;

@@ -15,8 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-#[path = "watchdog.rs"]
-mod watchdog;
+use crate::watchdog;
 
 /// `nats://HOST:PORT` of the NATS server the tests share. Called from many test threads; the
 /// work is done once per process.

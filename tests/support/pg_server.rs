@@ -13,8 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-#[path = "watchdog.rs"]
-mod watchdog;
+use crate::watchdog;
 
 /// Returns the base connection URL of a PostgreSQL server the tests may create
 /// databases on, e.g. `"postgres://postgres@127.0.0.1:5432"`, with no path, so
