@@ -8,9 +8,11 @@
 //! carries, or, when they did not fit or one was missed, with one read of the table for the
 //! feed, never one per stream. What a bus may lose (a dropped listening connection, a runner
 //! that died between its commit and its message) is caught up by one query for every followed
-//! turn every [`CHECK_EVERY`], and a lost connection fills every followed feed at once.
+//! turn every [`CHECK_EVERY`] (a feed still behind what the check before saw is read), and a
+//! lost connection fills every followed feed at once.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -34,14 +36,41 @@ pub struct Followers {
     hub: Weak<Hub>,
     /// Turns this instance marked followed (to renew, and to let go of on the bus).
     followed: Mutex<HashSet<i64>>,
+    /// Turns asked to be followed whose mark is not yet taken.
+    to_mark: Arc<MarkQueue>,
+    /// Each followed turn's newest sequence number at the last check.
+    seen: Mutex<HashMap<i64, i64>>,
+}
+
+/// Turns to mark followed, marked together, in one write, by one task at a time: 1,000 streams
+/// reconnecting here cost a few writes, not 1,000 writes each waiting on its turn's row lock
+/// behind the runner's batches.
+#[derive(Default)]
+struct MarkQueue {
+    waiting: Mutex<Vec<ToMark>>,
+    /// Set while the marking task runs.
+    marking: AtomicBool,
+}
+
+/// A turn to follow: its feed, and where its asking stream read the table up to.
+struct ToMark {
+    turn: i64,
+    feed: Arc<Feed>,
+    from: i64,
 }
 
 impl Followers {
     /// Starts following for `hub`'s feeds, and the task that renews marks and checks for lost
     /// notices.
     pub fn start(store: Arc<dyn Store>, bus: Arc<dyn Bus>, hub: &Arc<Hub>) -> Arc<Followers> {
-        let followers =
-            Arc::new(Followers { store, bus, hub: Arc::downgrade(hub), followed: Mutex::new(HashSet::new()) });
+        let followers = Arc::new(Followers {
+            store,
+            bus,
+            hub: Arc::downgrade(hub),
+            followed: Mutex::new(HashSet::new()),
+            to_mark: Arc::default(),
+            seen: Mutex::default(),
+        });
         hub.set_following(followers.clone());
         tokio::spawn(keep_up(Arc::downgrade(&followers)));
         followers
@@ -130,11 +159,16 @@ impl Followers {
         let turns: Vec<i64> = feeds.iter().map(|(turn, _)| *turn).collect();
         match self.store.last_seqs(&turns).await {
             Ok(last) => {
+                // A feed is read only when it is still behind what the check before this one
+                // saw: a notice committed a moment ago is on its way, not lost, and under
+                // load reading every feed a fresh commit left behind would double the reads.
+                let mut seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 for (turn, feed) in feeds {
-                    if let Some(&seq) = last.get(&turn).filter(|&&seq| seq > feed.filled_to()) {
+                    if let Some(&seq) = seen.get(&turn).filter(|&&seq| seq > feed.filled_to()) {
                         self.fill(turn, feed, seq);
                     }
                 }
+                *seen = last;
             }
             Err(error) => tracing::warn!(%error, "checking followed turns failed; tried again later"),
         }
@@ -143,29 +177,54 @@ impl Followers {
 
 impl Following for Followers {
     fn follow(&self, turn: i64, feed: Arc<Feed>, from: i64) {
-        let store = self.store.clone();
-        let bus = self.bus.clone();
         self.followed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(turn);
-        tokio::spawn(async move {
-            // The mark first, then the table: a batch that committed before the mark took is
-            // read here; every later one tells this instance.
-            if let Err(error) = bus.follow(&[turn], until()).await {
-                tracing::warn!(%error, turn, "following a turn run elsewhere failed; its streams read the table");
-                feed.not_followed();
-                return;
+        let queue = &self.to_mark;
+        queue.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(ToMark { turn, feed, from });
+        if !queue.marking.swap(true, Ordering::AcqRel) {
+            tokio::spawn(mark_waiting(self.store.clone(), self.bus.clone(), queue.clone()));
+        }
+    }
+}
+
+/// Marks the waiting turns followed, all in one write, then reads the table once for each
+/// (what committed before its mark took); again while more turns wait.
+async fn mark_waiting(store: Arc<dyn Store>, bus: Arc<dyn Bus>, queue: Arc<MarkQueue>) {
+    loop {
+        let batch = std::mem::take(&mut *queue.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        if batch.is_empty() {
+            queue.marking.store(false, Ordering::Release);
+            // A turn queued after the take and before the flag went down found the task
+            // still running: take it now.
+            let more = !queue.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).is_empty();
+            if more && !queue.marking.swap(true, Ordering::AcqRel) {
+                continue;
             }
-            feed.fill_from(from);
-            while !feed.start_filling() {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            match read_until_done(store.as_ref(), turn, &feed).await {
-                Ok(()) => feed.now_followed(),
-                Err(error) => {
-                    tracing::warn!(%error, turn, "reading a followed turn's log failed; its streams read the table");
-                    feed.not_followed();
+            return;
+        }
+        let turns: Vec<i64> = batch.iter().map(|waiting| waiting.turn).collect();
+        // The mark first, then the table: a batch that committed before the mark took is
+        // read here; every later one tells this instance.
+        if let Err(error) = bus.follow(&turns, until()).await {
+            tracing::warn!(%error, turns = turns.len(), "following turns run elsewhere failed; their streams read the table");
+            batch.iter().for_each(|waiting| waiting.feed.not_followed());
+            continue;
+        }
+        for ToMark { turn, feed, from } in batch {
+            let store = store.clone();
+            tokio::spawn(async move {
+                feed.fill_from(from);
+                while !feed.start_filling() {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
                 }
-            }
-        });
+                match read_until_done(store.as_ref(), turn, &feed).await {
+                    Ok(()) => feed.now_followed(),
+                    Err(error) => {
+                        tracing::warn!(%error, turn, "reading a followed turn's log failed; its streams read the table");
+                        feed.not_followed();
+                    }
+                }
+            });
+        }
     }
 }
 

@@ -131,7 +131,10 @@ impl Feed {
                 return Next::Wait;
             }
         }
-        if self.is_followed() && after_seq >= self.filled_to() {
+        // Followed, or following asked for and not yet under way or failed: memory holds (or
+        // is about to hold) everything after `filled_to`, so a stream caught up with it waits
+        // for the feed rather than reading the table on its own.
+        if (self.is_followed() || self.follow_asked.load(Ordering::Acquire)) && after_seq >= self.filled_to() {
             return Next::Wait;
         }
         Next::ReadLog
@@ -351,6 +354,8 @@ impl Hub {
     pub fn follow(&self, turn: i64, feed: &Arc<Feed>, from: i64) {
         if let Some(following) = self.following.get() {
             if feed.ask_to_follow() {
+                // From now on the streams caught up to `from` wait for the feed.
+                feed.fill_from(from);
                 following.follow(turn, feed.clone(), from);
             }
         }
@@ -506,6 +511,19 @@ mod tests {
         assert!(!feed.is_followed());
         assert!(feed.ask_to_follow());
         assert!(!feed.ask_to_follow(), "asked once per feed");
+    }
+
+    #[test]
+    fn while_following_is_under_way_streams_caught_up_wait_and_others_read_the_log() {
+        let hub = Hub::default();
+        let feed = hub.feed(9);
+        assert!(matches!(feed.next_after(5, 10), Next::ReadLog));
+        assert!(feed.ask_to_follow());
+        feed.fill_from(5);
+        assert!(matches!(feed.next_after(5, 10), Next::Wait), "the follow brings what comes after 5");
+        assert!(matches!(feed.next_after(2, 10), Next::ReadLog), "3 to 5 are not coming to memory");
+        feed.not_followed();
+        assert!(matches!(feed.next_after(5, 10), Next::ReadLog), "the follow failed: read the log again");
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub(super) struct LogPages {
     /// The size of the next page asked for.
     size: i64,
     ahead: Option<ReadAhead>,
+    /// The last page read was short: the stream has read the log to its end as of that read.
+    reached_end: bool,
 }
 
 /// The next page, being read in a task of its own (so it progresses while the stream is
@@ -52,7 +54,7 @@ impl Drop for ReadAhead {
 
 impl LogPages {
     pub(super) fn new(store: Arc<dyn Store>, turn: i64) -> LogPages {
-        LogPages { store, turn, size: FIRST_PAGE, ahead: None }
+        LogPages { store, turn, size: FIRST_PAGE, ahead: None, reached_end: false }
     }
 
     /// The turn's events after `after`, in order: a page of them, or none when the table holds
@@ -69,11 +71,18 @@ impl LogPages {
         // Full: more may follow, in a page twice as large. Short: the stream has caught up (or
         // met a gap), and its next catch-up starts small again.
         let full = page.len() as i64 >= size;
+        self.reached_end = !full;
         self.size = if full { (size * 2).min(PAGE) } else { FIRST_PAGE };
         if let Some(last) = page.last().filter(|_| full) {
             self.read_ahead(last.seq);
         }
         Ok(page)
+    }
+
+    /// Whether the last page read was short: it held the log up to its end as it was then
+    /// (or up to a gap, which the next read steps over).
+    pub(super) fn reached_end(&self) -> bool {
+        self.reached_end
     }
 
     fn read_ahead(&mut self, after: i64) {

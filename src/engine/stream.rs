@@ -65,10 +65,13 @@ pub(super) fn tail(
                 Next::Wait => Vec::new(),
                 Next::ReadLog => match pages.after(cursor).await {
                     Ok(events) => {
-                        // Caught up with a turn another instance runs: from now on this
-                        // instance follows it, once for all its streams here.
-                        if events.is_empty() && !feed.is_local() {
-                            hub.follow(turn, &feed, cursor);
+                        // Caught up with a turn another instance runs (the page was short:
+                        // it held the log to its end): from now on this instance follows it,
+                        // once for all its streams here. Asked at the first short page, not
+                        // at an empty one: a stream chasing a busy turn's tail might read a
+                        // few new events each time for as long as it ran.
+                        if pages.reached_end() && !feed.is_local() {
+                            hub.follow(turn, &feed, events.last().map_or(cursor, |e| e.seq));
                         }
                         events
                     }

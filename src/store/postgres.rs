@@ -28,7 +28,8 @@ const APPENDS_CHANNEL: &str = "agui_gateway_appends";
 /// A batch's notice to the instances following its turns: `instance|[{"t":turn,"s":seq,
 /// "e":[[seq,kind,at_ms,body]…]}…]`, the events left out (`"e"` absent) when they do not fit.
 const EVENTS_CHANNEL: &str = "agui_gateway_events";
-/// `pg_notify` payloads must stay under 8000 bytes; larger batches announce "everything".
+/// `pg_notify` payloads must stay under 8000 bytes: a notice of appends is split to fit, other
+/// announcements too long announce "everything".
 const MAX_NOTIFY_PAYLOAD: usize = 7000;
 /// How a notification spells the wake-ups that are not appends: `turn:-1` asks for a cancel,
 /// `thread:-2` says a turn started on the thread (a sequence number is never negative). Only
@@ -165,12 +166,17 @@ impl Backend for PgStore {
             return Ok(());
         }
         // The same row lock as a batch's fence: a batch either sees the mark or committed
-        // before it (and the follower reads the table after marking).
-        sqlx::query("UPDATE turns SET followed_until_ms = $2 WHERE id = ANY($1) AND followed_until_ms < $2")
-            .bind(turns)
-            .bind(until_ms)
-            .execute(&self.pool)
-            .await?;
+        // before it (and the follower reads the table after marking). The rows are locked in
+        // id order, as the fences lock theirs, so marking many turns at once cannot deadlock
+        // with a batch.
+        sqlx::query(
+            "UPDATE turns SET followed_until_ms = $2 WHERE id IN \
+             (SELECT id FROM turns WHERE id = ANY($1) AND followed_until_ms < $2 ORDER BY id FOR UPDATE)",
+        )
+        .bind(turns)
+        .bind(until_ms)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -267,9 +273,10 @@ impl Backend for PgStore {
             wakeups.iter().partition(|w| matches!(w, WakeUp::Committed { .. } | WakeUp::Events { .. }));
         if !appends.is_empty() {
             let pieces = notice_pieces_of(&appends)?;
-            sqlx::query("SELECT pg_notify($1, $2)")
+            // One round trip however many notices; a transaction's notices arrive in order.
+            sqlx::query("SELECT pg_notify($1, notice) FROM UNNEST($2::text[]) AS notice")
                 .bind(EVENTS_CHANNEL)
-                .bind(notice(&self.notice_prefix(), &pieces))
+                .bind(notices(&self.notice_prefix(), &pieces))
                 .execute(&self.pool)
                 .await?;
         }
@@ -387,19 +394,31 @@ fn notice_pieces_of(wakeups: &[&WakeUp]) -> Result<Vec<NoticePiece>, StoreError>
     Ok(pieces)
 }
 
-/// A whole notice: the pieces with their events when they all fit, else without, else none
-/// (which its hearers take as "look at everything you follow").
-fn notice(prefix: &str, pieces: &[NoticePiece]) -> String {
-    let fits = |len: usize| len + pieces.len() <= MAX_NOTIFY_PAYLOAD;
-    let joined = |part: fn(&NoticePiece) -> &str| pieces.iter().map(part).collect::<Vec<_>>().join(",");
-    let body = if fits(pieces.iter().map(|p| p.whole.len()).sum()) {
-        joined(|p| &p.whole)
-    } else if fits(pieces.iter().map(|p| p.short.len()).sum()) {
-        joined(|p| &p.short)
-    } else {
-        String::new()
-    };
-    format!("{prefix}[{body}]")
+/// The notices for these pieces, each under the payload limit: every turn's piece with its
+/// events when that piece fits a notice on its own, else its newest seq only, packed in order
+/// into as few notices as hold them. Notices are never all-or-nothing: one turn's large events
+/// cost its followers one read of that turn, not a read of every turn the batch touched.
+fn notices(prefix: &str, pieces: &[NoticePiece]) -> Vec<String> {
+    // `prefix`, the brackets, and a comma between pieces.
+    let room = MAX_NOTIFY_PAYLOAD.saturating_sub(prefix.len() + 2);
+    let mut out = Vec::new();
+    let mut body = String::new();
+    for piece in pieces {
+        let part = if piece.whole.len() <= room { &piece.whole } else { &piece.short };
+        let comma = usize::from(!body.is_empty());
+        if !body.is_empty() && body.len() + comma + part.len() > room {
+            out.push(format!("{prefix}[{body}]"));
+            body.clear();
+        }
+        if !body.is_empty() {
+            body.push(',');
+        }
+        body.push_str(part);
+    }
+    if !body.is_empty() || out.is_empty() {
+        out.push(format!("{prefix}[{body}]"));
+    }
+    out
 }
 
 /// A notice's turn, as sent.
@@ -540,7 +559,7 @@ mod tests {
         let body = r#"{"type":"TEXT_MESSAGE_CONTENT","delta":"Grüße \"quoted\" 你好 😀 \n"}"#;
         let events = [stored(4, body), stored(5, r#"{ "type" : "CUSTOM" }"#)];
         let pieces = notice_pieces([(7, &events[0]), (9, &events[1]), (7, &events[1])].into_iter()).expect("pieces");
-        let payload = notice("a|", &pieces);
+        let [payload] = notices("a|", &pieces).try_into().expect("one notice");
         assert_eq!(parse_notice(&payload, "a"), None, "our own");
         let heard = parse_notice(&payload, "b").expect("parses");
         assert_eq!(
@@ -552,12 +571,33 @@ mod tests {
         );
         let big = stored(6, &format!("{{\"delta\":\"{}\"}}", "x".repeat(MAX_NOTIFY_PAYLOAD)));
         let pieces = notice_pieces([(7, &big)].into_iter()).expect("pieces");
-        assert_eq!(parse_notice(&notice("a|", &pieces), "b"), Some(vec![WakeUp::Committed { turn: 7, seq: 6 }]));
-        let many: Vec<StoredEvent> = (1..2000).map(|seq| stored(seq, "{}")).collect();
-        let pieces = notice_pieces(many.iter().map(|e| (e.seq, e))).expect("pieces");
-        let payload = notice("a|", &pieces);
-        assert!(payload.len() < 8000);
-        assert_eq!(parse_notice(&payload, "b"), Some(vec![WakeUp::Lost]));
+        let heard: Vec<WakeUp> =
+            notices("a|", &pieces).iter().flat_map(|n| parse_notice(n, "b").expect("parses")).collect();
+        assert_eq!(heard, vec![WakeUp::Committed { turn: 7, seq: 6 }]);
+    }
+
+    #[test]
+    fn a_batch_too_big_for_one_notice_is_split_and_only_a_piece_too_big_alone_loses_its_events() {
+        // 2,000 turns with an event each: far over one payload, every event still carried.
+        let many: Vec<StoredEvent> =
+            (1..2001).map(|seq| stored(seq, r#"{"type":"CUSTOM","value":"abcdefgh"}"#)).collect();
+        let big = stored(9_999, &format!("{{\"delta\":\"{}\"}}", "x".repeat(MAX_NOTIFY_PAYLOAD)));
+        let events =
+            many.iter().map(|e| (e.seq, e)).chain([(5_000, &big)]).chain(many.iter().take(1).map(|e| (e.seq, e)));
+        let pieces = notice_pieces(events).expect("pieces");
+        let sent = notices("a|", &pieces);
+        assert!(sent.len() > 1, "split");
+        assert!(sent.iter().all(|n| n.len() <= MAX_NOTIFY_PAYLOAD), "each under the limit");
+        let heard: Vec<WakeUp> = sent.iter().flat_map(|n| parse_notice(n, "b").expect("parses")).collect();
+        let mut expected: Vec<WakeUp> = many
+            .iter()
+            .map(|e| WakeUp::Events {
+                turn: e.seq,
+                events: if e.seq == 1 { vec![e.clone(), e.clone()] } else { vec![e.clone()] },
+            })
+            .collect();
+        expected.push(WakeUp::Committed { turn: 5_000, seq: 9_999 });
+        assert_eq!(heard, expected, "every turn once, in order, the big one by its seq");
     }
 
     #[test]
