@@ -55,8 +55,12 @@ async fn concurrent_turns_past_the_limit_are_refused_with_the_figures(backend: B
         .send()
         .await
         .expect("run");
-    let head = read_events(first, Some(2)).await;
+    // Up to the wait (RUN_STARTED, STATE_SNAPSHOT and the "waiting" message): every event the
+    // first turn writes before it waits is committed before the rows are counted, or a slow
+    // machine would count the refused run's "nothing" against events still on their way.
+    let head = read_events(first, Some(5)).await;
     assert_eq!(head[0].kind(), "RUN_STARTED");
+    assert_eq!(head[4].kind(), "TEXT_MESSAGE_END");
     let before = app.counts().await;
     let refused = run_as_limited(&app, "demo", "th-q2").await;
     let (code, figures) = refusal(&refused);
