@@ -12,9 +12,10 @@
 //! lost connection fills every followed feed at once.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+use tokio::sync::mpsc;
 
 use super::hub::{Feed, Following, Hub};
 use super::pages::PAGE;
@@ -36,39 +37,24 @@ pub struct Followers {
     hub: Weak<Hub>,
     /// Turns this instance marked followed (to renew, and to let go of on the bus).
     followed: Mutex<HashSet<i64>>,
-    /// Turns asked to be followed whose mark is not yet taken.
-    to_mark: Arc<MarkQueue>,
+    /// Turns asked to be followed, for the marking task.
+    to_mark: mpsc::UnboundedSender<(i64, Arc<Feed>)>,
     /// Each followed turn's newest sequence number at the last check.
     seen: Mutex<HashMap<i64, i64>>,
-}
-
-/// Turns to mark followed, marked together, in one write, by one task at a time: 1,000 streams
-/// reconnecting here cost a few writes, not 1,000 writes each waiting on its turn's row lock
-/// behind the runner's batches.
-#[derive(Default)]
-struct MarkQueue {
-    waiting: Mutex<Vec<ToMark>>,
-    /// Set while the marking task runs.
-    marking: AtomicBool,
-}
-
-/// A turn to follow: its feed, and where its asking stream read the table up to.
-struct ToMark {
-    turn: i64,
-    feed: Arc<Feed>,
-    from: i64,
 }
 
 impl Followers {
     /// Starts following for `hub`'s feeds, and the task that renews marks and checks for lost
     /// notices.
     pub fn start(store: Arc<dyn Store>, bus: Arc<dyn Bus>, hub: &Arc<Hub>) -> Arc<Followers> {
+        let (to_mark, waiting) = mpsc::unbounded_channel();
+        tokio::spawn(mark_waiting(store.clone(), bus.clone(), waiting));
         let followers = Arc::new(Followers {
             store,
             bus,
             hub: Arc::downgrade(hub),
             followed: Mutex::new(HashSet::new()),
-            to_mark: Arc::default(),
+            to_mark,
             seen: Mutex::default(),
         });
         hub.set_following(followers.clone());
@@ -176,43 +162,38 @@ impl Followers {
 }
 
 impl Following for Followers {
-    fn follow(&self, turn: i64, feed: Arc<Feed>, from: i64) {
+    fn follow(&self, turn: i64, feed: Arc<Feed>) {
         self.followed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(turn);
-        let queue = &self.to_mark;
-        queue.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(ToMark { turn, feed, from });
-        if !queue.marking.swap(true, Ordering::AcqRel) {
-            tokio::spawn(mark_waiting(self.store.clone(), self.bus.clone(), queue.clone()));
-        }
+        // Gone only with the followers themselves, when nobody follows anything any more.
+        let _ = self.to_mark.send((turn, feed));
     }
 }
 
-/// Marks the waiting turns followed, all in one write, then reads the table once for each
-/// (what committed before its mark took); again while more turns wait.
-async fn mark_waiting(store: Arc<dyn Store>, bus: Arc<dyn Bus>, queue: Arc<MarkQueue>) {
-    loop {
-        let batch = std::mem::take(&mut *queue.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
-        if batch.is_empty() {
-            queue.marking.store(false, Ordering::Release);
-            // A turn queued after the take and before the flag went down found the task
-            // still running: take it now.
-            let more = !queue.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).is_empty();
-            if more && !queue.marking.swap(true, Ordering::AcqRel) {
-                continue;
-            }
-            return;
+/// Marks the turns asked for followed, everything asked for meanwhile in one write (1,000
+/// streams reconnecting here cost a few writes, not 1,000 writes each waiting on its turn's
+/// row lock behind the runner's batches), then reads the table once for each (what committed
+/// before its mark took). Ends when the followers go.
+async fn mark_waiting(
+    store: Arc<dyn Store>,
+    bus: Arc<dyn Bus>,
+    mut waiting: mpsc::UnboundedReceiver<(i64, Arc<Feed>)>,
+) {
+    while let Some(first) = waiting.recv().await {
+        let mut batch = vec![first];
+        while let Ok(more) = waiting.try_recv() {
+            batch.push(more);
         }
-        let turns: Vec<i64> = batch.iter().map(|waiting| waiting.turn).collect();
+        let turns: Vec<i64> = batch.iter().map(|(turn, _)| *turn).collect();
         // The mark first, then the table: a batch that committed before the mark took is
         // read here; every later one tells this instance.
         if let Err(error) = bus.follow(&turns, until()).await {
             tracing::warn!(%error, turns = turns.len(), "following turns run elsewhere failed; their streams read the table");
-            batch.iter().for_each(|waiting| waiting.feed.not_followed());
+            batch.iter().for_each(|(_, feed)| feed.not_followed());
             continue;
         }
-        for ToMark { turn, feed, from } in batch {
+        for (turn, feed) in batch {
             let store = store.clone();
             tokio::spawn(async move {
-                feed.fill_from(from);
                 while !feed.start_filling() {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }

@@ -35,9 +35,10 @@ pub struct Hub {
 
 /// Follows turns another instance runs, so that their feeds here are kept filled.
 pub trait Following: Send + Sync {
-    /// Starts following the turn (its streams here have read the table up to `from`): from
-    /// then on the feed's memory is kept filled ([`Feed::fill`]) and [`Feed::is_followed`].
-    fn follow(&self, turn: i64, feed: Arc<Feed>, from: i64);
+    /// Starts following the turn (its streams here have read the table up to the feed's
+    /// [`Feed::filled_to`]): from then on the feed's memory is kept filled ([`Feed::fill`])
+    /// and [`Feed::is_followed`].
+    fn follow(&self, turn: i64, feed: Arc<Feed>);
 }
 
 /// Where events handed to a feed come from.
@@ -356,7 +357,7 @@ impl Hub {
             if feed.ask_to_follow() {
                 // From now on the streams caught up to `from` wait for the feed.
                 feed.fill_from(from);
-                following.follow(turn, feed.clone(), from);
+                following.follow(turn, feed.clone());
             }
         }
     }

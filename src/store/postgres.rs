@@ -405,8 +405,7 @@ fn notices(prefix: &str, pieces: &[NoticePiece]) -> Vec<String> {
     let mut body = String::new();
     for piece in pieces {
         let part = if piece.whole.len() <= room { &piece.whole } else { &piece.short };
-        let comma = usize::from(!body.is_empty());
-        if !body.is_empty() && body.len() + comma + part.len() > room {
+        if !body.is_empty() && body.len() + 1 + part.len() > room {
             out.push(format!("{prefix}[{body}]"));
             body.clear();
         }
