@@ -240,6 +240,45 @@ async fn an_unreachable_model_fails_the_turn_with_a_helpful_message() {
     assert_eq!(last.kind(), "RUN_ERROR");
     assert_eq!(last.data["code"], "failed");
     assert!(last.data["message"].as_str().is_some_and(|m| m.contains("could not be reached")), "{}", last.data);
+    assert!(last.data.get("usage").is_none(), "no model call, no usage: {}", last.data);
+}
+
+/// A turn that fails after a model call reports the tokens that call took on its RUN_ERROR
+/// (AG-UI 1.0: a failed run's tokens were still spent); one that fails before any reports none.
+#[tokio::test]
+async fn a_turn_that_fails_after_a_model_call_reports_its_usage_on_run_error() {
+    let answer = plan(vec![("get_weather", json!({"city": "Oslo"}))], "never said");
+    // The first call asks for the tool; the second is refused (429) and not retried.
+    let model = ScriptedModel::start(move |request, number| {
+        if number == 2 {
+            Reply::RateLimited { retry_after_secs: 1 }
+        } else {
+            answer(request, number)
+        }
+    })
+    .await;
+    let (tool_url, _calls) = start_tool("cold").await;
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    let mut agent = openai_agent(&model.url, &tool_url, "never");
+    if let agui_gateway::config::AgentKindConfig::Openai(openai) = &mut agent.kind {
+        openai.retries = 0;
+    }
+    config.agents.push(agent);
+    let app = TestApp::start_with(config).await;
+    let input = first_run("th-spent", "run-1", "weather in Oslo?");
+    let events = app.run_to_end("assistant", &input).await;
+    let last = events.last().expect("end");
+    assert_eq!(last.kind(), "RUN_ERROR", "{:?}", kinds(&events));
+    assert_eq!(model.calls(), 2);
+    let usage = &last.data["usage"][0];
+    assert_eq!(
+        (&usage["inputTokens"], &usage["outputTokens"], &usage["totalTokens"]),
+        (&json!(12), &json!(5), &json!(17))
+    );
+    assert_eq!(usage["provider"], "openai");
+    let (passed, report) = agui_check(&app.run_url("assistant"), &input).await;
+    assert!(passed, "{report}");
 }
 
 /// A model answer in German, Chinese and with an emoji, its stream cut by the network inside

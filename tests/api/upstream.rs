@@ -314,6 +314,25 @@ async fn upstream_reasoning_and_activity_are_relayed(kind: Upstream) {
     assert!(ok, "{report}");
 }
 
+/// An upstream run that fails after its model spent tokens: the gateway's RUN_ERROR carries
+/// them (AG-UI 1.0), and the official client accepts it.
+async fn a_failed_upstream_runs_usage_reaches_the_client(kind: Upstream) {
+    let server = upstream_of(kind);
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = gateway_in_front_of(&server, "fails", &db).await;
+    let input = first_run("th-up-fails", "run-1", "look into it");
+    let events = app.run_to_end("upstream", &input).await;
+    let end = events.last().expect("end");
+    assert_eq!(end.kind(), "RUN_ERROR", "{:?}", kinds(&events));
+    assert!(end.data["message"].as_str().is_some_and(|m| m.contains("the model stopped")), "{}", end.data);
+    assert_eq!(
+        end.data["usage"],
+        json!([{ "provider": "acme", "model": "m-1", "inputTokens": 7, "outputTokens": 3, "totalTokens": 10 }])
+    );
+    let (ok, report) = agui_check(&app.run_url("upstream"), &input).await;
+    assert!(ok, "{report}");
+}
+
 macro_rules! on_both_upstreams {
     ($name:ident) => {
         mod $name {
@@ -334,3 +353,4 @@ on_both_upstreams!(an_upstream_interrupt_is_decided_through_the_gateway);
 on_both_upstreams!(an_upstream_that_breaks_the_protocol_fails_the_turn);
 on_both_upstreams!(an_https_upstream_is_reached_over_verified_tls);
 on_both_upstreams!(upstream_reasoning_and_activity_are_relayed);
+on_both_upstreams!(a_failed_upstream_runs_usage_reaches_the_client);

@@ -253,7 +253,12 @@ impl Relay<'_> {
             }
             // The upstream's custom and raw events pass through as they are.
             event @ (Event::Custom { .. } | Event::Raw { .. }) => turn.emit(event).await?,
-            Event::RunError { message, code, .. } => {
+            Event::RunError { message, code, usage } => {
+                // The upstream's tokens were spent though its run failed: they go on the
+                // gateway's RUN_ERROR.
+                for (n, spent) in usage.into_iter().flatten().enumerate() {
+                    turn.report_usage(&format!("upstream/{n}"), spent);
+                }
                 let code = code.map(|c| format!(" ({c})")).unwrap_or_default();
                 return Err(AgentError::Failed(format!("the upstream agent failed{code}: {message}")));
             }

@@ -169,6 +169,10 @@ impl Agent for OpenaiAgent {
                 .map_err(|e| AgentError::Internal(format!("the turn's saved conversation does not parse: {e}")))?,
             None => self.opening(turn).await?,
         };
+        // Spent before a takeover or a wait: still spent if the turn fails from here.
+        if conversation.steps > 0 {
+            turn.report_usage(USAGE_REPORTER, self.usage_of(&conversation));
+        }
         if !from.awaiting.is_empty() {
             // The calls waited for people; the decisions are in now.
             let decided = turn.decisions(&from.awaiting).await?;
@@ -199,6 +203,7 @@ impl Agent for OpenaiAgent {
             conversation.steps += 1;
             conversation.usage.input += answer.usage.input;
             conversation.usage.output += answer.usage.output;
+            turn.report_usage(USAGE_REPORTER, self.usage_of(&conversation));
             let mut assistant = json!({ "role": "assistant", "content": answer.text });
             if !answer.calls.is_empty() {
                 assistant["tool_calls"] = Value::Array(
@@ -214,22 +219,29 @@ impl Agent for OpenaiAgent {
             // The events closing this answer were held back; they commit with this checkpoint.
             turn.commit_step(&self.checkpoint(&conversation, &[])).await?;
             if conversation.pending.is_empty() {
-                let usage = TokenUsage {
-                    provider: Some("openai".into()),
-                    model: Some(self.config.model.clone()),
-                    input_tokens: Some(conversation.usage.input),
-                    output_tokens: Some(conversation.usage.output),
-                    total_tokens: Some(conversation.usage.input + conversation.usage.output),
-                    ..TokenUsage::default()
-                };
-                return Ok(AgentOutput { result: None, usage: Some(vec![usage]) });
+                return Ok(AgentOutput { result: None, usage: Some(vec![self.usage_of(&conversation)]) });
             }
             self.settle_pending(turn, &mut conversation, None, &mut child).await?;
         }
     }
 }
 
+/// How the agent names itself when it reports what it spent ([`TurnContext::report_usage`]).
+const USAGE_REPORTER: &str = "openai";
+
 impl OpenaiAgent {
+    /// The tokens the conversation's model calls took so far, as AG-UI reports them.
+    fn usage_of(&self, conversation: &Conversation) -> TokenUsage {
+        TokenUsage {
+            provider: Some("openai".into()),
+            model: Some(self.config.model.clone()),
+            input_tokens: Some(conversation.usage.input),
+            output_tokens: Some(conversation.usage.output),
+            total_tokens: Some(conversation.usage.input + conversation.usage.output),
+            ..TokenUsage::default()
+        }
+    }
+
     /// `awaiting`: the interrupts whose decisions are being applied to the pending calls.
     fn checkpoint(&self, conversation: &Conversation, awaiting: &[String]) -> Checkpoint {
         Checkpoint {

@@ -1,9 +1,12 @@
 //! A tenant's token budget as a running turn meets it (§8): tokens its model reported are
 //! counted, and the turn ends cleanly before a model call once the budget is spent. The window
-//! and the refusal are the tenant quotas' own ([`crate::engine::request::quota`]).
+//! and the refusal are the tenant quotas' own ([`crate::engine::request::quota`]). What the
+//! agents report spending is also kept for the turn's end: a run that fails or is cancelled
+//! still spent its tokens, and says so on its terminal event (`usage`, AG-UI 1.0).
 
 use super::{AgentError, TurnContext};
 use crate::engine::RunErrorCode;
+use crate::protocol::events::TokenUsage;
 
 /// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +27,23 @@ impl TurnContext {
             self.store.add_tokens(&self.tenant, self.turn_pk, tokens, at_ms)
         })
         .await
+    }
+
+    /// Records what `reporter` (an agent, or one model an upstream named) has spent in this turn
+    /// so far: its running total, replacing its last report. A delegated child reports apart
+    /// from its parent (by how deep it runs).
+    pub fn report_usage(&mut self, reporter: &str, usage: TokenUsage) {
+        let key = format!("{}/{reporter}", self.nest.len());
+        match self.spent.iter_mut().find(|(reported, _)| *reported == key) {
+            Some((_, last)) => *last = usage,
+            None => self.spent.push((key, usage)),
+        }
+    }
+
+    /// What the agents reported spending, for a `RUN_ERROR` or a cancelled `RUN_FINISHED`
+    /// (none when nothing was reported: absent is not zero).
+    pub(super) fn spent_usage(&self) -> Option<Vec<TokenUsage>> {
+        (!self.spent.is_empty()).then(|| self.spent.iter().map(|(_, usage)| usage.clone()).collect())
     }
 
     /// Ends the turn cleanly (before a model call, never in one) when the tenant's token budget

@@ -22,6 +22,7 @@ use crate::engine::log::events::GatewayEvent;
 use crate::engine::log::{AppendHealth, LogWriter};
 use crate::engine::{AgentRegistry, Inner};
 use crate::protocol::events::Envelope;
+use crate::protocol::events::TokenUsage;
 use crate::protocol::Event;
 use crate::store::{Store, StoredEvent, TurnRow, WriteOp};
 
@@ -81,6 +82,9 @@ pub struct TurnContext {
     pub(super) board: Option<Vec<Value>>,
     pub(super) tenant: String,
     pub(super) token_budget: Option<TokenBudget>,
+    /// What the agents reported spending so far, each reporter's latest running total
+    /// ([`TurnContext::report_usage`]).
+    pub(super) spent: Vec<(String, TokenUsage)>,
     pub(super) agents: Arc<AgentRegistry>,
     /// Delegations under way, outermost first; the innermost child is the one running.
     pub(super) nest: Vec<NestFrame>,
@@ -162,6 +166,7 @@ impl TurnContext {
             board: None,
             tenant,
             token_budget,
+            spent: Vec::new(),
             agents: inner.agents.clone(),
             nest: Vec::new(),
             cards: inner.cards.clone(),

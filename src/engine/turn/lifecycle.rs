@@ -153,7 +153,7 @@ impl TurnContext {
                     run_id: String::new(),
                     result: None,
                     outcome: Some(RunOutcome::Cancelled),
-                    usage: None,
+                    usage: self.spent_usage(),
                 };
                 (event, TurnStatus::Cancelled)
             }
@@ -184,7 +184,8 @@ impl TurnContext {
             AgentError::QuotaExceeded { .. } => RunErrorCode::QuotaExceeded,
             _ => RunErrorCode::Failed,
         };
-        let event = Event::RunError { message: error.to_string(), code: Some(code.as_str().into()), usage: None };
+        let usage = self.spent_usage();
+        let event = Event::RunError { message: error.to_string(), code: Some(code.as_str().into()), usage };
         let mut envelope = Envelope::new(event, self.now_ms());
         if let AgentError::QuotaExceeded { figures, .. } = error {
             envelope.raw_event = Some(json!({ "gateway": figures }));

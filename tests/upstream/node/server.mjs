@@ -14,6 +14,7 @@
 //   POST /agents/slow           /agents/chat with 200 ms between events
 //   POST /agents/thinking       a reasoning span with one message, an activity (snapshot, then a
 //                               delta), text, success
+//   POST /agents/fails          text, then RUN_ERROR carrying the tokens its model spent
 //   POST /agents/frontend-tool  calls the first tool the client declared, unanswered; given a
 //                               role "tool" message last, says what the tool said
 //   POST /agents/chunks         TEXT_MESSAGE_CHUNK, TOOL_CALL_CHUNK and REASONING_MESSAGE_CHUNK,
@@ -21,7 +22,8 @@
 //   POST /agents/many-steps     40 nested steps around one message
 //   GET|DELETE /requests        every POST received, as {path, headers, body}, in order
 //
-// The Python server serves the routes above /agents/thinking; the last three are this one's.
+// The Python server serves the routes above /agents/thinking and /agents/fails; frontend-tool,
+// chunks and many-steps are this one's.
 //
 // Chat's STATE_SNAPSHOT is {"upstream":{"runs":N}}: every run this process has started, on any
 // agent, this one included; DELETE /requests does not reset it.
@@ -222,6 +224,20 @@ function frontendToolEvents(input) {
   ];
 }
 
+function failsEvents(input) {
+  // A run whose model spent tokens before it failed: 1.0's RUN_ERROR carries them.
+  return [
+    runStarted(input),
+    ...textMessage(`${input.runId}-started`, ["Looking into it."]),
+    {
+      type: EventType.RUN_ERROR,
+      message: "the model stopped",
+      code: "model_error",
+      usage: [{ provider: "acme", model: "m-1", inputTokens: 7, outputTokens: 3, totalTokens: 10 }],
+    },
+  ];
+}
+
 function chunkEvents(input) {
   const { runId } = input;
   return [
@@ -277,6 +293,7 @@ const ROUTES = {
   "/agents/empty-delta": { events: emptyDeltaEvents },
   "/agents/out-of-order": { events: outOfOrderEvents },
   "/agents/thinking": { events: thinkingEvents },
+  "/agents/fails": { events: failsEvents },
   "/agents/frontend-tool": { events: frontendToolEvents },
   "/agents/chunks": { events: chunkEvents },
   "/agents/many-steps": { events: manyStepsEvents },

@@ -43,6 +43,7 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    TokenUsage,
 )
 from ag_ui.encoder import EventEncoder
 from pydantic import ValidationError
@@ -230,6 +231,19 @@ def thinking_events(inp: RunAgentInput, _case: str | None) -> list:
     ]
 
 
+def fails_events(inp: RunAgentInput, _case: str | None) -> list:
+    # A run whose model spent tokens before it failed: 1.0's RUN_ERROR carries them.
+    return [
+        run_started(inp),
+        *text_message(f"{inp.run_id}-started", ["Looking into it."]),
+        RunErrorEvent(
+            message="the model stopped",
+            code="model_error",
+            usage=[TokenUsage(provider="acme", model="m-1", input_tokens=7, output_tokens=3, total_tokens=10)],
+        ),
+    ]
+
+
 def record(request: Request, raw: bytes) -> object:
     try:
         body = json.loads(raw)
@@ -303,6 +317,7 @@ app = Starlette(
         Route("/agents/empty-delta", agent(empty_delta_events), methods=["POST"]),
         Route("/agents/out-of-order", agent(out_of_order_events), methods=["POST"]),
         Route("/agents/thinking", agent(thinking_events), methods=["POST"]),
+        Route("/agents/fails", agent(fails_events), methods=["POST"]),
         Route("/requests", requests_endpoint, methods=["GET", "DELETE"]),
         # Recorded too, so a test can see a request the gateway sent to the wrong place.
         Route("/{path:path}", no_agent, methods=["POST"]),
