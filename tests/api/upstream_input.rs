@@ -171,6 +171,31 @@ async fn chunk_events_are_expanded_and_relayed() {
     assert!(ok, "{report}");
 }
 
+/// A tool result made of content parts (AG-UI 1.0 final) is relayed and recorded as parts —
+/// in the stream and in the thread's conversation — not turned into text.
+#[tokio::test]
+async fn a_tool_result_of_content_parts_stays_parts() {
+    let server = upstream_of(Upstream::Node);
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = gateway(&server, "parts-result", &db, "").await;
+    let parts = json!([
+        { "type": "text", "text": "A map of Paris." },
+        { "type": "image", "source": { "type": "url", "value": "https://maps.example/paris.png", "mimeType": "image/png" } }
+    ]);
+    let input = first_run("th-parts", "run-1", "draw Paris");
+    let events = app.run_to_end("upstream", &input).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the call's result");
+    assert_eq!(result.data["content"], parts, "relayed as parts");
+
+    let body: Value = app.get_json("/v1/threads/th-parts/messages").await;
+    let tool = body["messages"].as_array().expect("list").iter().find(|m| m["role"] == "tool").expect("tool message");
+    assert_eq!(tool["content"], parts, "recorded as parts: {body}");
+
+    let (ok, report) = agui_check(&app.run_url("upstream"), &input).await;
+    assert!(ok, "{report}");
+}
+
 /// Steps from an upstream obey `limits.max_open_steps` (§3): past it they run unshown.
 #[tokio::test]
 async fn upstream_steps_past_the_cap_run_unshown() {

@@ -13,7 +13,7 @@ use super::check::UpstreamOrder;
 use super::chunks::ChunkExpander;
 use super::Upstream;
 use crate::engine::turn::{AgentError, TurnContext};
-use crate::protocol::events::{RunOutcome, ToolResultContent};
+use crate::protocol::events::RunOutcome;
 use crate::protocol::{Event, TokenUsage};
 
 /// How an upstream run ended.
@@ -169,11 +169,7 @@ impl Relay<'_> {
             Event::ToolCallResult { tool_call_id, content, .. } => {
                 // A result for a call the gateway never relayed has nothing to attach to.
                 if let Some(id) = self.state.calls.get(&tool_call_id).cloned() {
-                    let text = match content {
-                        ToolResultContent::Text(text) => text,
-                        ToolResultContent::Parts(parts) => Value::Array(parts).to_string(),
-                    };
-                    turn.tool_result(&id, &text).await?;
+                    turn.tool_result_content(&id, content).await?;
                     // The upstream answered it itself: the client owes nothing.
                     self.live().client_calls.retain(|call| *call != id);
                 }

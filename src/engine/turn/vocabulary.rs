@@ -185,6 +185,12 @@ impl TurnContext {
 
     /// A call's result, as a tool message named after the call (`<turn>:r<n>` for `<turn>:c<n>`).
     pub async fn tool_result(&mut self, call_id: &str, result: &str) -> Result<(), AgentError> {
+        self.tool_result_content(call_id, ToolResultContent::Text(result.to_string())).await
+    }
+
+    /// A call's result as text or as AG-UI 1.0 content parts (an upstream's pictures or files
+    /// stay parts, recorded and relayed as they came), as a tool message named after the call.
+    pub async fn tool_result_content(&mut self, call_id: &str, content: ToolResultContent) -> Result<(), AgentError> {
         let message_id = match call_id.rsplit_once(":c") {
             Some((turn, n)) => format!("{turn}:r{n}"),
             None => format!("{call_id}:r"),
@@ -192,7 +198,7 @@ impl TurnContext {
         self.emit(Event::ToolCallResult {
             message_id,
             tool_call_id: call_id.to_string(),
-            content: ToolResultContent::Text(result.to_string()),
+            content,
             role: Some("tool".into()),
             subagent_run_id: None,
         })

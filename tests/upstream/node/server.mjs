@@ -15,6 +15,7 @@
 //   POST /agents/thinking       a reasoning span with one message, an activity (snapshot, then a
 //                               delta), text, success
 //   POST /agents/fails          text, then RUN_ERROR carrying the tokens its model spent
+//   POST /agents/parts-result   a tool call whose result is content parts (text and a picture's URL)
 //   POST /agents/frontend-tool  calls the first tool the client declared, unanswered; given a
 //                               role "tool" message last, says what the tool said
 //   POST /agents/chunks         TEXT_MESSAGE_CHUNK, TOOL_CALL_CHUNK and REASONING_MESSAGE_CHUNK,
@@ -22,8 +23,8 @@
 //   POST /agents/many-steps     40 nested steps around one message
 //   GET|DELETE /requests        every POST received, as {path, headers, body}, in order
 //
-// The Python server serves the routes above /agents/thinking and /agents/fails; frontend-tool,
-// chunks and many-steps are this one's.
+// The Python server serves the routes above /agents/thinking and /agents/fails; parts-result,
+// frontend-tool, chunks and many-steps are this one's.
 //
 // Chat's STATE_SNAPSHOT is {"upstream":{"runs":N}}: every run this process has started, on any
 // agent, this one included; DELETE /requests does not reset it.
@@ -238,6 +239,30 @@ function failsEvents(input) {
   ];
 }
 
+function partsResultEvents(input) {
+  // AG-UI 1.0 final: a tool result made of content parts.
+  const { runId } = input;
+  const call = `${runId}-map`;
+  return [
+    runStarted(input),
+    ...toolCall(call, "draw_map", undefined, ['{"city":"Paris"}']),
+    {
+      type: EventType.TOOL_CALL_RESULT,
+      messageId: `${runId}-map-result`,
+      toolCallId: call,
+      content: PARTS_RESULT,
+      role: "tool",
+    },
+    ...textMessage(`${runId}-done`, ["Here is the map."]),
+    runFinished(input, { type: "success" }),
+  ];
+}
+
+const PARTS_RESULT = [
+  { type: "text", text: "A map of Paris." },
+  { type: "image", source: { type: "url", value: "https://maps.example/paris.png", mimeType: "image/png" } },
+];
+
 function chunkEvents(input) {
   const { runId } = input;
   return [
@@ -294,6 +319,7 @@ const ROUTES = {
   "/agents/out-of-order": { events: outOfOrderEvents },
   "/agents/thinking": { events: thinkingEvents },
   "/agents/fails": { events: failsEvents },
+  "/agents/parts-result": { events: partsResultEvents },
   "/agents/frontend-tool": { events: frontendToolEvents },
   "/agents/chunks": { events: chunkEvents },
   "/agents/many-steps": { events: manyStepsEvents },
