@@ -147,7 +147,7 @@ impl ScriptAgent {
                 if let Some(call) = at.client_call.take() {
                     // The client's result is in: it answers the step.
                     let results = turn.client_results().await?;
-                    *at.answer = results.get(&call).cloned();
+                    *at.answer = results.get(&call).map(|result| result.as_text());
                     return Ok(());
                 }
                 if !turn.client_tools().iter().any(|t| t.name == *client_tool) {

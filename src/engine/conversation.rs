@@ -4,8 +4,6 @@
 //! `MESSAGES_SNAPSHOT` does, finds its own message again), or `<turn>:in` when an earlier turn
 //! of the thread already used that id; answers have the gateway's ids (`<turn>:m<n>`).
 
-use serde_json::Value;
-
 use crate::ids;
 use crate::protocol::events::{Envelope, ToolResultContent};
 use crate::protocol::input::{AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserContent, UserMessage};
@@ -122,21 +120,18 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
                 if has_result(messages, &tool_call_id) {
                     continue;
                 }
-                let content = match content {
-                    ToolResultContent::Text(text) => Value::String(text),
-                    ToolResultContent::Parts(parts) => Value::Array(parts),
-                };
+                let content = content.to_value();
                 messages.push(InputMessage::Tool(ToolMessage { id: message_id, content, tool_call_id, error: None }));
             }
             // The results a client sent for its (frontend) tool calls, where the turn went on.
             Event::Custom { name, value, .. } if name == super::log::events::RESUMED_EVENT => {
-                let results: std::collections::BTreeMap<String, String> =
+                let results: std::collections::BTreeMap<String, ToolResultContent> =
                     serde_json::from_value(value["toolResults"].clone()).unwrap_or_default();
                 for (tool_call_id, content) in results {
                     if !has_result(messages, &tool_call_id) {
                         messages.push(InputMessage::Tool(ToolMessage {
                             id: format!("{tool_call_id}:result"),
-                            content: Value::String(content),
+                            content: content.to_value(),
                             tool_call_id,
                             error: None,
                         }));

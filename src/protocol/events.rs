@@ -137,6 +137,41 @@ pub enum ToolResultContent {
     Parts(Vec<Value>),
 }
 
+impl ToolResultContent {
+    /// The content as a client sent it in a `role: "tool"` message: text, or parts (any other
+    /// JSON is kept as its text).
+    pub fn from_message(content: &Value) -> ToolResultContent {
+        match content {
+            Value::String(text) => ToolResultContent::Text(text.clone()),
+            Value::Array(parts) => ToolResultContent::Parts(parts.clone()),
+            other => ToolResultContent::Text(other.to_string()),
+        }
+    }
+
+    /// The content as a message's `content`: a string, or the parts.
+    pub fn to_value(&self) -> Value {
+        match self {
+            ToolResultContent::Text(text) => Value::String(text.clone()),
+            ToolResultContent::Parts(parts) => Value::Array(parts.clone()),
+        }
+    }
+
+    /// The content for a reader of text (a model, a script's `{answer}`): the text, or the
+    /// text parts joined when every part is text; otherwise the parts as JSON.
+    pub fn as_text(&self) -> String {
+        match self {
+            ToolResultContent::Text(text) => text.clone(),
+            ToolResultContent::Parts(parts) => {
+                let texts: Option<Vec<&str>> = parts
+                    .iter()
+                    .map(|part| (part["type"] == "text").then(|| part["text"].as_str()).flatten())
+                    .collect();
+                texts.map_or_else(|| Value::Array(parts.clone()).to_string(), |texts| texts.concat())
+            }
+        }
+    }
+}
+
 /// Every AG-UI 1.0 event. `subagentRunId` is carried by the events that may have it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
@@ -405,6 +440,23 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_result_reads_as_text_when_every_part_is_text() {
+        let text = ToolResultContent::from_message(&serde_json::json!("done"));
+        assert_eq!(text, ToolResultContent::Text("done".into()));
+        let parts = serde_json::json!([{ "type": "text", "text": "painted " }, { "type": "text", "text": "blue" }]);
+        let content = ToolResultContent::from_message(&parts);
+        assert_eq!((content.as_text(), content.to_value()), ("painted blue".to_string(), parts));
+        let picture =
+            serde_json::json!([{ "type": "image", "source": { "type": "url", "value": "https://x.example/a.png" } }]);
+        assert_eq!(
+            ToolResultContent::from_message(&picture).as_text(),
+            picture.to_string(),
+            "not text: the parts as JSON"
+        );
+        assert_eq!(ToolResultContent::from_message(&serde_json::json!(7)), ToolResultContent::Text("7".into()));
+    }
     use serde_json::json;
 
     #[test]

@@ -84,6 +84,48 @@ async fn a_client_tool_goes_upstream_and_its_result_comes_back(backend: Backend)
 }
 crate::on_both_stores!(a_client_tool_goes_upstream_and_its_result_comes_back);
 
+/// A client's tool result made of content parts (AG-UI 1.0 final) is recorded as parts: the
+/// thread's conversation and the upstream's next run get the parts, not a string of them.
+#[tokio::test]
+async fn a_clients_tool_result_of_content_parts_goes_upstream_as_parts() {
+    let server = upstream_of(Upstream::Node);
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = gateway(&server, "frontend-tool", &db, "frontend_tools = [\"change_color\"]").await;
+    let tools = json!([{ "name": "change_color", "description": "Paint the page",
+        "parameters": { "type": "object", "properties": { "color": { "type": "string" } } } }]);
+    let mut input = first_run("th-front-parts", "run-1", "make it blue");
+    input["tools"] = tools.clone();
+    let first = app.run_to_end("upstream", &input).await;
+    let call = first.iter().find(|e| e.kind() == "TOOL_CALL_START").expect("the upstream called the tool");
+    let call_id = call.data["toolCallId"].as_str().expect("id").to_string();
+    let turn = call_id.split(':').next().expect("turn").to_string();
+    let parts = json!([
+        { "type": "text", "text": "painted blue" },
+        { "type": "image", "source": { "type": "url", "value": "https://shots.example/page.png", "mimeType": "image/png" } }
+    ]);
+    let next = json!({
+        "threadId": "th-front-parts", "runId": "run-2", "protocolVersion": "1.0", "tools": tools,
+        "messages": [
+            { "id": "run-1-user", "role": "user", "content": "make it blue" },
+            { "id": format!("{turn}:m1"), "role": "assistant", "content": "Calling change_color",
+              "toolCalls": [{ "id": call_id, "type": "function",
+                  "function": { "name": "change_color", "arguments": "{\"color\":\"blue\"}" } }] },
+            { "id": "result-1", "role": "tool", "toolCallId": call_id, "content": parts }
+        ]
+    });
+    let continued = app.run_to_end("upstream", &next).await;
+    assert_eq!(continued.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&continued));
+    let sent = last_body(&server).await;
+    let result = sent["messages"].as_array().expect("messages").last().expect("a message").clone();
+    assert_eq!((result["role"].as_str(), result["toolCallId"].as_str()), (Some("tool"), Some(&*call_id)));
+    assert_eq!(result["content"], parts, "the upstream got the parts: {result}");
+    let body: Value = app.get_json("/v1/threads/th-front-parts/messages").await;
+    let tool = body["messages"].as_array().expect("list").iter().find(|m| m["role"] == "tool").expect("tool message");
+    assert_eq!(tool["content"], parts, "recorded as parts: {body}");
+    let (ok, report) = agui_check(&app.run_url("upstream"), &next).await;
+    assert!(ok, "{report}");
+}
+
 /// The client's context and forwarded props go upstream (the props limited by the agent's
 /// allow-list), and its admitted editable state with what the upstream itself last set.
 async fn context_props_and_state_go_upstream(backend: Backend) {

@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 use crate::config::{HttpTool, McpServerConfig, OpenaiAgentConfig};
 use crate::engine::agent::{Agent, AskedNow};
 use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, ChildCheckpoint, Decided, NotePin, TurnContext};
+use crate::protocol::events::ToolResultContent;
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
@@ -327,7 +328,7 @@ impl OpenaiAgent {
         turn: &mut TurnContext,
         conversation: &mut Conversation,
         decisions: Option<&Decisions>,
-        client_results: &BTreeMap<String, String>,
+        client_results: &BTreeMap<String, ToolResultContent>,
         child: &mut Option<ChildCheckpoint>,
     ) -> Result<(), AgentError> {
         let awaiting = decisions.map_or(&[][..], |d| d.awaiting.as_slice());
@@ -339,10 +340,11 @@ impl OpenaiAgent {
                 match client_results.get(&call.gateway_id) {
                     Some(result) => {
                         turn.begin_step();
-                        turn.tool_result(&call.gateway_id, result).await?;
-                        conversation
-                            .messages
-                            .push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": result }));
+                        // Recorded and shown as the client sent it; the model reads its text.
+                        turn.tool_result_content(&call.gateway_id, result.clone()).await?;
+                        conversation.messages.push(
+                            json!({ "role": "tool", "tool_call_id": call.model_id, "content": result.as_text() }),
+                        );
                         turn.commit_step(&self.checkpoint(conversation, awaiting)).await?;
                     }
                     None => owed.push(call),

@@ -53,7 +53,7 @@ pub struct ResumedEvent {
     pub decisions: Vec<Value>,
     /// Results of client-declared tools, by tool call id, when those are what the turn waited for.
     #[serde(default, rename = "toolResults", skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub tool_results: std::collections::BTreeMap<String, String>,
+    pub tool_results: std::collections::BTreeMap<String, crate::protocol::events::ToolResultContent>,
     /// The thread's board when the decision was made: the snapshot a run starting here opens
     /// with, so the deltas after it apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -57,10 +57,8 @@ impl Engine {
         for message in &request.input.messages {
             if let crate::protocol::InputMessage::Tool(tool) = message {
                 if pending.contains(&tool.tool_call_id) {
-                    let content = match &tool.content {
-                        Value::String(text) => text.clone(),
-                        other => other.to_string(),
-                    };
+                    // Text or content parts, recorded as the client sent them.
+                    let content = crate::protocol::events::ToolResultContent::from_message(&tool.content);
                     results.insert(tool.tool_call_id.clone(), content);
                 }
             }
@@ -393,7 +391,7 @@ impl Engine {
 /// there. (The turn waits while it is decided, so nothing pins a note meanwhile.)
 pub(in crate::engine) fn resumed_marker(
     outcomes: &[Value],
-    tool_results: std::collections::BTreeMap<String, String>,
+    tool_results: std::collections::BTreeMap<String, crate::protocol::events::ToolResultContent>,
     board: Vec<Value>,
     at_ms: i64,
 ) -> Result<StoredEvent, StoreError> {

@@ -200,7 +200,9 @@ impl TurnContext {
     }
 
     /// The client's results of the tool calls the turn last waited for, by call id.
-    pub async fn client_results(&self) -> Result<std::collections::BTreeMap<String, String>, AgentError> {
+    pub async fn client_results(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, crate::protocol::events::ToolResultContent>, AgentError> {
         let log = self
             .patiently("the turn's log could not be read", || {
                 crate::engine::read_log(self.store.as_ref(), self.turn_pk)
