@@ -31,9 +31,10 @@ impl TurnContext {
 
     /// Records what `reporter` (an agent, or one model an upstream named) has spent in this turn
     /// so far: its running total, replacing its last report. A delegated child reports apart
-    /// from its parent (by how deep it runs).
+    /// from its parent and from the other children (by its delegation's id).
     pub fn report_usage(&mut self, reporter: &str, usage: TokenUsage) {
-        let key = format!("{}/{reporter}", self.nest.len());
+        let delegation = self.nest.last().map_or("", |frame| frame.id.as_str());
+        let key = format!("{delegation}/{reporter}");
         match self.spent.iter_mut().find(|(reported, _)| *reported == key) {
             Some((_, last)) => *last = usage,
             None => self.spent.push((key, usage)),
