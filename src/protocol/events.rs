@@ -440,24 +440,23 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_tool_result_reads_as_text_when_every_part_is_text() {
-        let text = ToolResultContent::from_message(&serde_json::json!("done"));
+        let text = ToolResultContent::from_message(&json!("done"));
         assert_eq!(text, ToolResultContent::Text("done".into()));
-        let parts = serde_json::json!([{ "type": "text", "text": "painted " }, { "type": "text", "text": "blue" }]);
+        let parts = json!([{ "type": "text", "text": "painted " }, { "type": "text", "text": "blue" }]);
         let content = ToolResultContent::from_message(&parts);
         assert_eq!((content.as_text(), content.to_value()), ("painted blue".to_string(), parts));
-        let picture =
-            serde_json::json!([{ "type": "image", "source": { "type": "url", "value": "https://x.example/a.png" } }]);
+        let picture = json!([{ "type": "image", "source": { "type": "url", "value": "https://x.example/a.png" } }]);
         assert_eq!(
             ToolResultContent::from_message(&picture).as_text(),
             picture.to_string(),
             "not text: the parts as JSON"
         );
-        assert_eq!(ToolResultContent::from_message(&serde_json::json!(7)), ToolResultContent::Text("7".into()));
+        assert_eq!(ToolResultContent::from_message(&json!(7)), ToolResultContent::Text("7".into()));
     }
-    use serde_json::json;
 
     #[test]
     fn a_patch_value_of_null_is_kept_and_an_absent_one_stays_absent() {

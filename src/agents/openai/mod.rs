@@ -276,10 +276,8 @@ impl OpenaiAgent {
                     messages.push(entry);
                 }
                 InputMessage::Tool(tool) => {
-                    let content = match tool.content {
-                        Value::String(text) => text,
-                        other => other.to_string(),
-                    };
+                    // The model reads a result's text, as when the result first came in.
+                    let content = ToolResultContent::from_message(&tool.content).as_text();
                     messages.push(json!({ "role": "tool", "tool_call_id": tool.tool_call_id, "content": content }));
                 }
                 _ => {}
