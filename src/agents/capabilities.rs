@@ -43,7 +43,7 @@ pub fn capabilities(agent: &AgentConfig, config: &Config) -> AgentCapabilities {
         transport: TransportCapabilities {
             streaming: true,
             websocket: false,
-            http_binary: false,
+            http_binary: true,
             push_notifications: false,
             resumable: true,
         },

@@ -29,7 +29,7 @@ use super::AppState;
                        interrupts and multi-tenant auth in front of AI agents.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    components(schemas(ErrorBody, ErrorDetail, ErrorCode, SseEvent)),
+    components(schemas(ErrorBody, ErrorDetail, ErrorCode, SseEvent, BinaryFrames)),
     modifiers(&BearerCredential),
     security(("bearer" = []), ()),
 )]
@@ -57,6 +57,14 @@ pub struct SseEvent {
     /// Always `message` (unnamed events).
     pub event: Option<String>,
 }
+
+/// The binary transport's body (`Accept: application/vnd.ag-ui.event+proto`): one frame per
+/// event, each a 4-byte big-endian length and then an `@ag-ui/proto` `Event` message whose
+/// `metadata.eventId` is the event's id (send it back as `Last-Event-ID`).
+#[derive(Serialize, ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)]
+pub struct BinaryFrames(pub Vec<u8>);
 
 /// A JSON object whose members the route's documentation lists (any JSON object validates).
 #[derive(Serialize, ToSchema)]

@@ -26,9 +26,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::openapi::{SseEvent, TenantQuery};
+use super::openapi::{BinaryFrames, SseEvent, TenantQuery};
 use super::permissions::CanStart;
-use super::sse::{SlotLimits, SlotRefused, StreamSlots};
+use super::sse::{Framing, SlotLimits, SlotRefused, StreamSlots};
 use super::{sse, ApiError, AppState};
 use crate::auth::{Caller, ThreadSight};
 use crate::config::AgentConfig;
@@ -59,13 +59,13 @@ pub fn router() -> OpenApiRouter<AppState> {
     ),
     request_body(content = RunAgentInput, content_type = "application/json"),
     responses(
-        (status = 200, description = "The run: AG-UI events as server-sent events, each with an `id:` (`<turn>.<seq>`). A refused run is a 200 stream of one `RUN_ERROR` with its `code`.", content_type = "text/event-stream", body = SseEvent),
+        (status = 200, description = "The run: AG-UI events as server-sent events, each with an `id:` (`<turn>.<seq>`). A refused run is a 200 stream of one `RUN_ERROR` with its `code`. With `Accept: application/vnd.ag-ui.event+proto` (named before `text/event-stream`), the same events as length-prefixed protobuf frames, each id in its `metadata.eventId`.", content((SseEvent = "text/event-stream"), (BinaryFrames = "application/vnd.ag-ui.event+proto"))),
         (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`): among them a body of more than `limits.max_json_values` JSON values, a client tool schema past `limits.max_tool_schema_bytes` or `limits.max_tool_schema_depth`, and text holding a NUL character, each naming the field", body = ErrorBody),
         StreamRefusals
     )
 )]
 async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
-    let StreamRequest { caller, tenant, agent, slots, last_event_id, body: bytes } = request;
+    let StreamRequest { caller, tenant, agent, slots, framing, last_event_id, body: bytes } = request;
     let agent = &agent;
     let input = parse_input(&bytes)?;
     // Parsed: the raw body is not held beside its copy while the run starts.
@@ -106,11 +106,11 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
                 caller = %caller.label(),
                 "run"
             );
-            sse::serve_events(state.engine.stream(plan), lifetime(&state, caller, sight), slot)
+            sse::serve_events(state.engine.stream(plan), lifetime(&state, caller, sight, framing), slot)
         }
         RunPlan::Refused(refusal) => {
             let refused = sse::lone_run_error(refusal.code.into(), refusal.message, refusal.figures)?;
-            sse::response_in_slot(futures_util::stream::iter([refused]), slot)
+            sse::response_in_slot(futures_util::stream::iter([refused]), slot, framing)
         }
     })
 }
@@ -128,13 +128,13 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     ),
     request_body(content = ConnectInput, content_type = "application/json", description = "A RunAgentInput, of which only `threadId` is read (and `runId`, which the stream's runs carry, and `protocolVersion`); the rest is ignored."),
     responses(
-        (status = 200, description = "The thread: `RUN_STARTED`, `MESSAGES_SNAPSHOT` (with `threads:content`), `STATE_SNAPSHOT`, the turn going on, then each later turn as a run of its own; every event has an `id:` (`<turn>.<seq>[.<part>]`) that `Last-Event-ID` continues after, on any instance.", content_type = "text/event-stream", body = SseEvent),
+        (status = 200, description = "The thread: `RUN_STARTED`, `MESSAGES_SNAPSHOT` (with `threads:content`), `STATE_SNAPSHOT`, the turn going on, then each later turn as a run of its own; every event has an `id:` (`<turn>.<seq>[.<part>]`) that `Last-Event-ID` continues after, on any instance. With `Accept: application/vnd.ag-ui.event+proto`, the same as protobuf frames.", content((SseEvent = "text/event-stream"), (BinaryFrames = "application/vnd.ag-ui.event+proto"))),
         (status = 400, description = "a bad body, id or Last-Event-ID (`bad_request`, `bad_last_event_id`)", body = ErrorBody),
         StreamRefusals
     )
 )]
 async fn connect(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
-    let StreamRequest { caller, tenant, slots, last_event_id, body: bytes, .. } = request;
+    let StreamRequest { caller, tenant, slots, framing, last_event_id, body: bytes, .. } = request;
     let input = parse_connect_input(&bytes)?;
     let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
     let run_id = match input.run_id.as_deref() {
@@ -160,7 +160,7 @@ async fn connect(State(state): State<AppState>, request: StreamRequest) -> Resul
         thread_id: plan.thread_id().to_string(),
         thread_pk: plan.thread_pk(),
     };
-    Ok(sse::serve_events(state.engine.connect_stream(plan), lifetime(&state, caller, sight), slot))
+    Ok(sse::serve_events(state.engine.connect_stream(plan), lifetime(&state, caller, sight, framing), slot))
 }
 
 /// The refusals both stream routes answer before a stream opens, as OpenAPI documents them
@@ -177,7 +177,7 @@ enum StreamRefusals {
     PermissionDenied(ErrorBody),
     #[response(status = 404, description = "unknown tenant or agent (`not_found`)")]
     NotFound(ErrorBody),
-    #[response(status = 406, description = "Accept rules out text/event-stream (`not_acceptable`)")]
+    #[response(status = 406, description = "Accept names neither text/event-stream, the AG-UI binary type nor a wildcard (`not_acceptable`)")]
     NotAcceptable(ErrorBody),
     #[response(
         status = 408,
@@ -206,6 +206,8 @@ pub struct StreamRequest {
     tenant: crate::config::TenantConfig,
     agent: AgentConfig,
     slots: Arc<StreamSlots>,
+    /// SSE or the binary transport, as `Accept` asked.
+    framing: Framing,
     last_event_id: Option<EventId>,
     body: Bytes,
 }
@@ -221,11 +223,11 @@ impl FromRequest<AppState> for StreamRequest {
             .get::<Arc<StreamSlots>>()
             .cloned()
             .ok_or_else(|| ApiError::Internal("the stream routes were built without their slots".into()))?;
-        check_accept(&parts.headers)?;
+        let framing = check_accept(&parts.headers)?;
         check_content_type(&parts.headers)?;
         let last_event_id = parse_last_event_id(&parts.headers)?;
         let body = super::body::read_json_body(state, body).await?;
-        Ok(StreamRequest { caller, tenant, agent, slots, last_event_id, body })
+        Ok(StreamRequest { caller, tenant, agent, slots, framing, last_event_id, body })
     }
 }
 
@@ -233,10 +235,11 @@ impl FromRequest<AppState> for StreamRequest {
 /// `limits.stream_max_secs`), and what ends it early: the server's shutdown, and the end of the
 /// caller's right to read (a revoked key, an expired token, the thread erased). The turn is
 /// never touched by a stream's end: it runs on, and whoever still may can follow it.
-fn lifetime(state: &AppState, caller: Caller, sight: ThreadSight) -> sse::Lifetime {
+fn lifetime(state: &AppState, caller: Caller, sight: ThreadSight, framing: Framing) -> sse::Lifetime {
     let limits = &state.config.limits;
     let auth = state.auth.clone();
     sse::Lifetime {
+        framing,
         keepalive: Duration::from_secs(limits.keepalive_secs),
         max_duration: Duration::from_secs(limits.stream_max_secs),
         shutdown: state.shutting_down.clone(),
@@ -304,13 +307,17 @@ fn take_stream_slot(
     })
 }
 
-/// The answer is always SSE: an absent Accept, a wildcard or `text/event-stream` gets it (the
-/// official encoder would pick protobuf for `*/*`; we do not). Anything else is 406.
-fn check_accept(headers: &HeaderMap) -> Result<(), ApiError> {
+/// How the answer is framed, read off `Accept` (§2.3): the first range that names
+/// `text/event-stream` or the binary media type decides; a wildcard (`*/*`, `text/*`) gets SSE
+/// when neither is named (the official encoder would pick protobuf for `*/*`; we do not, so
+/// `curl` and browsers keep SSE). An absent Accept is SSE. A range with `q=0` names nothing. No
+/// acceptable range: 406.
+fn check_accept(headers: &HeaderMap) -> Result<Framing, ApiError> {
     let mut values = headers.get_all(header::ACCEPT).iter().peekable();
     if values.peek().is_none() {
-        return Ok(());
+        return Ok(Framing::Sse);
     }
+    let mut wildcard = false;
     for value in values {
         let Ok(value) = value.to_str() else { continue };
         for range in value.split(',') {
@@ -320,12 +327,22 @@ fn check_accept(headers: &HeaderMap) -> Result<(), ApiError> {
                 let p = p.trim().replace(' ', "");
                 p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
             });
-            if !refused && matches!(media.as_str(), "text/event-stream" | "*/*" | "text/*" | "") {
-                return Ok(());
+            if refused {
+                continue;
+            }
+            match media.as_str() {
+                "text/event-stream" => return Ok(Framing::Sse),
+                crate::protocol::proto::MEDIA_TYPE => return Ok(Framing::Binary),
+                "*/*" | "text/*" | "" => wildcard = true,
+                _ => {}
             }
         }
     }
-    Err(ApiError::NotAcceptable)
+    if wildcard {
+        Ok(Framing::Sse)
+    } else {
+        Err(ApiError::NotAcceptable)
+    }
 }
 
 fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
@@ -485,12 +502,28 @@ mod tests {
     }
 
     #[test]
-    fn accept_admits_sse_and_wildcards_only() {
-        assert!(check_accept(&HeaderMap::new()).is_ok());
-        for ok in ["text/event-stream", "*/*", "application/json, text/event-stream", "text/*;q=0.5"] {
-            assert!(check_accept(&accept(ok)).is_ok(), "{ok}");
+    fn accept_picks_sse_or_the_binary_transport() {
+        assert_eq!(check_accept(&HeaderMap::new()).ok(), Some(Framing::Sse));
+        for sse in [
+            "text/event-stream",
+            "*/*",
+            "application/json, text/event-stream",
+            "text/*;q=0.5",
+            "text/event-stream, application/vnd.ag-ui.event+proto",
+            "application/vnd.ag-ui.event+proto;q=0, text/event-stream",
+            "application/vnd.ag-ui.event+proto;q=0, */*",
+        ] {
+            assert_eq!(check_accept(&accept(sse)).ok(), Some(Framing::Sse), "{sse}");
         }
-        for refused in ["application/vnd.ag-ui.event+proto", "application/json", "text/event-stream;q=0"] {
+        for binary in [
+            "application/vnd.ag-ui.event+proto",
+            "application/vnd.ag-ui.event+proto, text/event-stream",
+            "application/json, application/vnd.ag-ui.event+proto;q=0.1, text/event-stream",
+            "*/*, application/vnd.ag-ui.event+proto",
+        ] {
+            assert_eq!(check_accept(&accept(binary)).ok(), Some(Framing::Binary), "{binary}");
+        }
+        for refused in ["application/json", "text/event-stream;q=0", "application/*"] {
             assert!(check_accept(&accept(refused)).is_err(), "{refused}");
         }
     }

@@ -1,11 +1,16 @@
 //! An open stream's life, in one place ([`serve_events`]): the engine hands over the events;
-//! this module frames them as SSE, sends a `: keepalive` comment when nothing was sent for a
+//! this module frames them as SSE (or, for a client that asked for it, as the binary
+//! transport's frames: [`Framing`]), sends a `: keepalive` comment when nothing was sent for a
 //! while, ends the stream cleanly (resumable with `Last-Event-ID`) at its time cap or when the
 //! server shuts down, ends it with `RUN_ERROR revoked` when the caller's right to read ends
 //! (§2.1), and holds the stream's slot until it ends.
 //!
 //! SSE framing: `id:` and `data:` lines, LF only, one JSON object per event (the official
 //! client splits frames on `\n\n` and fails on CR), and `: keepalive` comments.
+//!
+//! Binary framing: each event as `@ag-ui/proto` frames it (`crate::protocol::proto`), its id in
+//! its metadata. The format has no comment, so a binary stream sends no keepalive: an empty
+//! frame would be an event the official decoder fails on.
 //!
 //! Framed by hand rather than with `axum::response::sse`: the event JSON is already encoded
 //! once in the log and shared among streams, so each frame is two small copies, and consecutive
@@ -34,7 +39,7 @@ use super::ApiError;
 use crate::auth::AccessEnd;
 use crate::engine::StreamItem;
 use crate::protocol::events::Envelope;
-use crate::protocol::{now_ms, Event};
+use crate::protocol::{now_ms, proto, Event};
 
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
 
@@ -45,8 +50,36 @@ enum Outgoing {
     Keepalive,
 }
 
-/// Appends the SSE frame of `outgoing` to `chunk`.
-fn put_frame(chunk: &mut BytesMut, outgoing: &Outgoing) {
+/// How a stream's events go on the wire, chosen by the request's `Accept` (`runs.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `text/event-stream`: `id:` and `data:` lines.
+    Sse,
+    /// `application/vnd.ag-ui.event+proto`: length-prefixed protobuf events.
+    Binary,
+}
+
+impl Framing {
+    fn content_type(self) -> &'static str {
+        match self {
+            Framing::Sse => "text/event-stream",
+            Framing::Binary => proto::MEDIA_TYPE,
+        }
+    }
+}
+
+/// Appends the frame of `outgoing` to `chunk`, as `framing` frames it.
+fn put_frame(chunk: &mut BytesMut, outgoing: &Outgoing, framing: Framing) {
+    if framing == Framing::Binary {
+        if let Outgoing::Event(StreamItem { id, json }) = outgoing {
+            if let Err(error) = proto::put_frame(chunk, id, json) {
+                // Only an event the 1.0 schema has no message for can get here (an upstream's
+                // newer event): the official decoder would drop it too.
+                tracing::warn!(%error, event = %id, "an event left out of a binary stream");
+            }
+        }
+        return;
+    }
     match outgoing {
         Outgoing::Event(StreamItem { id, json }) => {
             chunk.reserve(json.len() + id.len() + 14);
@@ -62,6 +95,8 @@ fn put_frame(chunk: &mut BytesMut, outgoing: &Outgoing) {
 
 /// How long an open stream lives, and what ends it before its last event.
 pub struct Lifetime {
+    /// How the events are framed.
+    pub framing: Framing,
     /// A `: keepalive` comment goes out after this long without a frame (between one and two
     /// of it: the timer is not moved for every event).
     pub keepalive: Duration,
@@ -80,11 +115,11 @@ pub fn serve_events(
     lifetime: Lifetime,
     slot: StreamSlot,
 ) -> Response {
-    let Lifetime { keepalive, max_duration, mut shutdown, mut access_ends } = lifetime;
+    let Lifetime { framing, keepalive, max_duration, mut shutdown, mut access_ends } = lifetime;
     // Pinned before the body takes it: pinned inside, the engine's stream would take its room
     // twice in the body for as long as the stream lives, once where it was moved from.
     let mut events = Box::pin(events);
-    response(async_stream::stream! {
+    response(framing, async_stream::stream! {
         let _slot = slot;
         let stopping = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
@@ -137,8 +172,12 @@ const MOST_FRAMES_PER_CHUNK: usize = 512;
 
 /// A `200 text/event-stream` response streaming `items`, holding `slot` until the stream ends
 /// or its body is dropped (the client went away, the server closed it).
-pub fn response_in_slot(items: impl Stream<Item = StreamItem> + Send + 'static, slot: StreamSlot) -> Response {
-    response(async_stream::stream! {
+pub fn response_in_slot(
+    items: impl Stream<Item = StreamItem> + Send + 'static,
+    slot: StreamSlot,
+    framing: Framing,
+) -> Response {
+    response(framing, async_stream::stream! {
         let _slot = slot;
         let mut items = std::pin::pin!(items);
         while let Some(item) = items.next().await {
@@ -147,12 +186,12 @@ pub fn response_in_slot(items: impl Stream<Item = StreamItem> + Send + 'static, 
     })
 }
 
-/// A `200 text/event-stream` response streaming `items`, with proxies told not to buffer it.
-fn response(items: impl Stream<Item = Outgoing> + Send + 'static) -> Response {
-    let chunks = items.ready_chunks(MOST_FRAMES_PER_CHUNK).map(|ready| {
+/// A `200` response streaming `items` framed by `framing`, with proxies told not to buffer it.
+fn response(framing: Framing, items: impl Stream<Item = Outgoing> + Send + 'static) -> Response {
+    let chunks = items.ready_chunks(MOST_FRAMES_PER_CHUNK).map(move |ready| {
         let mut chunk = BytesMut::new();
         for outgoing in &ready {
-            put_frame(&mut chunk, outgoing);
+            put_frame(&mut chunk, outgoing, framing);
         }
         Ok::<_, Infallible>(chunk.freeze())
     });
@@ -160,7 +199,7 @@ fn response(items: impl Stream<Item = Outgoing> + Send + 'static) -> Response {
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(framing.content_type()));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
@@ -265,8 +304,19 @@ mod tests {
     fn frames_are_lf_only_with_an_id() {
         let item = StreamItem { id: "t1.3".into(), json: Bytes::from_static(br#"{"type":"X"}"#) };
         let mut chunk = BytesMut::new();
-        put_frame(&mut chunk, &Outgoing::Event(item));
-        put_frame(&mut chunk, &Outgoing::Keepalive);
+        put_frame(&mut chunk, &Outgoing::Event(item), Framing::Sse);
+        put_frame(&mut chunk, &Outgoing::Keepalive, Framing::Sse);
         assert_eq!(&chunk[..], b"id: t1.3\ndata: {\"type\":\"X\"}\n\n: keepalive\n\n");
+    }
+
+    #[test]
+    fn binary_frames_carry_no_keepalive() {
+        let item = StreamItem { id: "t1.3".into(), json: Bytes::from_static(br#"{"type":"RUN_ERROR","message":"m"}"#) };
+        let mut chunk = BytesMut::new();
+        put_frame(&mut chunk, &Outgoing::Keepalive, Framing::Binary);
+        assert!(chunk.is_empty(), "no frame for a keepalive");
+        put_frame(&mut chunk, &Outgoing::Event(item), Framing::Binary);
+        let length = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) as usize;
+        assert_eq!(length + 4, chunk.len());
     }
 }

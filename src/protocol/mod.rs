@@ -7,6 +7,7 @@
 pub mod capabilities;
 pub mod events;
 pub mod input;
+pub mod proto;
 pub mod sse;
 
 pub use events::{Event, Interrupt, RunOutcome, TokenUsage};

@@ -77,7 +77,7 @@ async fn every_agent_states_its_capabilities_in_the_protocols_words() {
     assert_eq!(demo["identity"], json!({ "name": "demo", "type": "agui-gateway/script" }), "{demo}");
     assert_eq!(demo["transport"]["resumable"], true);
     assert_eq!(demo["transport"]["streaming"], true);
-    assert_eq!(demo["transport"]["httpBinary"], false, "no binary transport yet");
+    assert_eq!(demo["transport"]["httpBinary"], true, "the binary transport, by Accept");
     assert_eq!(demo["humanInTheLoop"]["interrupts"], false, "the demo asks no one");
 
     let approver = named("approver")["capabilities"].clone();

@@ -20,6 +20,7 @@ mod watchdog;
 mod atomic_audit;
 mod auth;
 mod bad_input;
+mod binary_transport;
 mod board;
 mod capabilities;
 mod cards;

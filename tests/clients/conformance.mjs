@@ -35,6 +35,7 @@ import { recordProtocols } from "./lib/protocols.mjs";
 const require = createRequire(import.meta.url);
 const { HttpAgent, buildResumeArray, isInterruptExpired } = require("@ag-ui/client");
 const { EventSchema } = require("@ag-ui/core/schemas");
+const proto = require("@ag-ui/proto");
 const jsonpatch = require("fast-json-patch");
 
 // The agents and tenants are the ones the Rust API tests use (tests/fixtures/agents.toml, which
@@ -226,6 +227,7 @@ async function clientRun(agent, params, { timeoutMs = 30_000, onEvent, onWire } 
   agent.fetch = async (url, init) => {
     wire.request = JSON.parse(init.body);
     const res = await fetch(url, init);
+    if (res.status === 200) runsServed.push({ url, input: wire.request, headers: agent.headers });
     wire.status = res.status;
     wire.headers = res.headers;
     wire.body = readWireCopy(res.clone(), onWire);
@@ -330,9 +332,9 @@ async function verifyRecorded(text, input, problems, label) {
  * events) or `stopWhen(frame, events)` drops the connection right after that event, as a client
  * whose network failed would.
  */
-async function rawRun(agent, input, { lastEventId, stopAfter, stopWhen, tenant = "default" } = {}) {
+async function rawRun(agent, input, { lastEventId, stopAfter, stopWhen, tenant = "default", headers: extra = {} } = {}) {
   const controller = new AbortController();
-  const headers = { "content-type": "application/json", accept: "text/event-stream" };
+  const headers = { ...extra, "content-type": "application/json", accept: "text/event-stream" };
   if (lastEventId !== undefined) headers["last-event-id"] = lastEventId;
   const res = await fetch(agentUrl(agent, tenant), { method: "POST", headers, body: JSON.stringify(input), signal: controller.signal });
   const out = { status: res.status, headers: res.headers, frames: [], comments: [], text: "", dropped: false };
@@ -438,6 +440,145 @@ function conversation(messages) {
 // ---------- scenarios ----------
 
 const results = [];
+
+/** Every run the official client was served (its URL and input), replayed over the binary transport at the end. */
+const runsServed = [];
+
+// ---------- the binary transport ----------
+
+/** POSTs `input` to `url` asking for the binary transport; returns the status, type and bytes, cut after `stopAfter` frames. */
+async function binaryRun(url, input, { lastEventId, stopAfter, headers = {} } = {}) {
+  const controller = new AbortController();
+  const sent = { ...headers, "content-type": "application/json", accept: proto.AGUI_MEDIA_TYPE };
+  if (lastEventId !== undefined) sent["last-event-id"] = lastEventId;
+  const res = await fetch(url, { method: "POST", headers: sent, body: JSON.stringify(input), signal: controller.signal });
+  const out = { status: res.status, contentType: res.headers.get("content-type"), frames: [], dropped: false };
+  let buffer = new Uint8Array(0);
+  const reader = res.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const joined = new Uint8Array(buffer.length + value.length);
+      joined.set(buffer);
+      joined.set(value, buffer.length);
+      buffer = joined;
+      while (buffer.length >= 4) {
+        const length = new DataView(buffer.buffer, buffer.byteOffset, 4).getUint32(0, false);
+        if (buffer.length < 4 + length) break;
+        out.frames.push(buffer.slice(4, 4 + length));
+        buffer = buffer.slice(4 + length);
+        if (out.frames.length === stopAfter) {
+          out.dropped = true;
+          controller.abort();
+          return out;
+        }
+      }
+    }
+  } catch (e) {
+    if (!controller.signal.aborted) throw e;
+  }
+  out.rest = buffer.length;
+  return out;
+}
+
+/** A decoded binary event as SSE carries it: its gateway id taken out of its metadata. */
+function unwrapBinary(bytes) {
+  const event = proto.decode(bytes);
+  const id = event.metadata?.eventId;
+  if (event.metadata) {
+    delete event.metadata.eventId;
+    if (Object.keys(event.metadata).length === 0) delete event.metadata;
+  }
+  return { id, event };
+}
+
+/** The same event from the two transports, a refusal's own clock left out (each answer makes its own). */
+const comparable = ({ id, event }) => (id === "0" ? { id, event: { ...event, timestamp: undefined } } : { id, event });
+
+async function binaryTransport(problems) {
+  // The runs of every scenario before, replayed: each binary answer decodes with @ag-ui/proto to
+  // exactly the events, ids and order of the SSE answer to the same request.
+  let events = 0;
+  let unsteady = 0;
+  const seen = new Set();
+  for (const { url, input, headers } of runsServed) {
+    const key = `${url} ${JSON.stringify(input)}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const sse = await rawRun(new URL(url).pathname.split("/").at(-1), input, { tenant: new URL(url).searchParams.get("tenant") ?? "default", headers });
+    const binary = await binaryRun(url, input, { headers });
+    // A resume posted again is answered afresh, and the first answer after the turn's own can
+    // differ from later ones (`already_decided` against `decided`): the binary answer is judged
+    // against the SSE answers on either side of it.
+    const sseAfter = await rawRun(new URL(url).pathname.split("/").at(-1), input, { tenant: new URL(url).searchParams.get("tenant") ?? "default", headers });
+    const label = `${input.threadId}/${input.runId}`;
+    if (binary.status !== 200 || binary.contentType !== proto.AGUI_MEDIA_TYPE) {
+      problems.push(`${label}: HTTP ${binary.status} ${binary.contentType}`);
+      continue;
+    }
+    if (binary.rest) problems.push(`${label}: ${binary.rest} bytes after the last whole frame`);
+    let decoded;
+    try {
+      decoded = binary.frames.map(unwrapBinary);
+    } catch (e) {
+      problems.push(`${label}: @ag-ui/proto could not decode a frame: ${short(e?.message ?? e)}`);
+      continue;
+    }
+    decoded.forEach(({ event }, n) => validateEvent(event, `${label} binary #${n}`, problems));
+    const asSse = (answer) => JSON.parse(JSON.stringify(answer.frames.map((f) => comparable({ id: f.id, event: f.event }))));
+    const before = asSse(sse);
+    const after = asSse(sseAfter);
+    if (!isDeepStrictEqual(before, after)) unsteady += 1;
+    const overBinary = JSON.parse(JSON.stringify(decoded.map(comparable)));
+    const overSse = isDeepStrictEqual(overBinary, before) ? before : after;
+    expectEqual(overBinary.length, overSse.length, `${label}: the number of binary events`, problems);
+    const differs = overSse.findIndex((one, n) => !isDeepStrictEqual(overBinary[n], one));
+    if (differs >= 0) expectEqual(overBinary[differs], overSse[differs], `${label}: binary event #${differs}`, problems);
+    events += decoded.length;
+  }
+  expect(runsServed.length > 20, `only ${runsServed.length} runs to replay`, problems);
+
+  // The official client reads a binary stream (its protobuf parser, verification on) as it reads SSE.
+  const threadId = uid("th-binary");
+  const agent = new HttpAgent({
+    url: agentUrl("demo"),
+    threadId,
+    initialMessages: [userMessage("binary, please")],
+    fetch: (url, init) => fetch(url, { ...init, headers: { ...init.headers, Accept: proto.AGUI_MEDIA_TYPE } }),
+  });
+  const run = { events: [] };
+  let contentType;
+  const realFetch = agent.fetch;
+  agent.fetch = async (url, init) => {
+    const res = await realFetch(url, init);
+    contentType = res.headers.get("content-type");
+    return res;
+  };
+  try {
+    await agent.runAgent({ runId: uid("run") }, { onEvent: ({ event }) => run.events.push(event) });
+  } catch (e) {
+    problems.push(`@ag-ui/client rejected the binary stream: ${short(e?.message ?? e)}`);
+  }
+  expectEqual(contentType, proto.AGUI_MEDIA_TYPE, "the answer's Content-Type", problems);
+  expect(run.events.at(-1)?.type === "RUN_FINISHED", `the client's binary run ends with ${run.events.at(-1)?.type}`, problems);
+  expect(messageTexts(run.events).join("").length > 0, "the client read the agent's text off the binary stream", problems);
+
+  // A binary stream cut after each of its first events continues with Last-Event-ID (the id in
+  // the last frame's metadata) to exactly the rest: nothing missed, nothing twice.
+  const slowInput = { threadId: uid("th-binary-cut"), runId: uid("run"), messages: [userMessage("cut me")], tools: [], context: [], state: {}, forwardedProps: {}, protocolVersion: "1.0" };
+  const head = await binaryRun(agentUrl("slow"), slowInput, { stopAfter: 3 });
+  const headEvents = head.frames.map(unwrapBinary);
+  const tail = await binaryRun(agentUrl("slow"), slowInput, { lastEventId: headEvents.at(-1)?.id });
+  const whole = await binaryRun(agentUrl("slow"), slowInput);
+  const joined = [...headEvents, ...tail.frames.map(unwrapBinary)];
+  const full = whole.frames.map(unwrapBinary);
+  expect(head.dropped && headEvents.length === 3, "the first connection was cut after 3 frames", problems);
+  expectEqual(joined.map((e) => e.id), full.map((e) => e.id), "the ids of the cut stream and its continuation", problems);
+  expectEqual(JSON.parse(JSON.stringify(joined)), JSON.parse(JSON.stringify(full)), "the joined binary stream", problems);
+  expect(full.at(-1)?.event.type === "RUN_FINISHED", `the slow run ends with ${full.at(-1)?.event.type}`, problems);
+  return `${seen.size} runs (${unsteady} answered differently when posted again), ${events} events, decoded alike; a cut at 3 of ${full.length} resumed`;
+}
 
 async function scenario(name, body) {
   const problems = [];
@@ -1219,6 +1360,7 @@ try {
   await scenario("delegated steps: a child's approval through the parent's resume (manager, mailer, summariser)", delegatedSteps);
   await scenario("a card before RUN_FINISHED (carder)", card);
   await scenario("editable state: admitted keys in the snapshot, a bad value refused with 400 (editor)", editableState);
+  await scenario("the binary transport: every run above decodes with @ag-ui/proto to its SSE events; HttpAgent reads it; a cut resumes (all)", binaryTransport);
   if (https) {
     await scenario("over HTTPS every connection negotiated h2, and the gateway served HTTP/2", async (problems) => {
       const seen = [...new Set(protocols)];
