@@ -173,6 +173,8 @@ pub enum Scenario {
     Ticking,
     Idle,
     Replay,
+    /// The replay's turn read back over SSE and over the binary transport.
+    Binary,
     Raw,
     Handshake,
     Chat,

@@ -135,7 +135,7 @@ async fn run(cli: &Cli) -> Result<()> {
             .await;
             record(format!("raw on {store}"), outcome);
         }
-        for scenario in [Scenario::Burst, Scenario::FanIn, Scenario::Ticking, Scenario::Replay] {
+        for scenario in [Scenario::Burst, Scenario::FanIn, Scenario::Ticking, Scenario::Replay, Scenario::Binary] {
             if !cli.runs(scenario) {
                 continue;
             }
@@ -295,7 +295,7 @@ async fn on_gateway(
         Scenario::Burst => scenarios::burst::script(settings),
         Scenario::FanIn => scenarios::fan_in::script(settings),
         Scenario::Ticking => scenarios::ticking::script(settings),
-        Scenario::Replay => scenarios::replay::script(settings),
+        Scenario::Replay | Scenario::Binary => scenarios::replay::script(settings),
         other => return Err(Error::msg(format!("{other:?} does not run on one gateway"))),
     };
     let gateway = Gateway::start(gateways, store, transport, &script).await?;
@@ -308,6 +308,7 @@ async fn on_gateway(
             }
             Scenario::FanIn => scenarios::fan_in::run(&target, settings, report).await?,
             Scenario::Ticking => scenarios::ticking::run(&target, settings, report).await?,
+            Scenario::Binary => scenarios::binary::run(&target, settings, report).await?,
             _ => scenarios::replay::run(&target, settings, report).await?,
         };
         if settings.strict {

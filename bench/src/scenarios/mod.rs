@@ -4,6 +4,7 @@
 //! Every scenario is bounded: a fixed number of runs of a fixed size, each under
 //! [`Settings::timeout`], against loopback only.
 
+pub mod binary;
 pub mod burst;
 pub mod chat;
 pub mod fan_in;
