@@ -64,6 +64,33 @@ async fn accept_picks_the_binary_transport_and_it_carries_every_event(backend: B
     }
     let response = post(&app, "demo", &input, "application/json").await;
     assert_eq!(response.status(), 406);
+
+    // The connect route takes it too: the thread's opening arrives as whole frames.
+    let mut watch = reqwest::Client::new()
+        .post(app.url("/v1/agui/agents/demo/connect"))
+        .header("content-type", "application/json")
+        .header("accept", BINARY)
+        .body(serde_json::json!({"threadId": input["threadId"], "protocolVersion": "1.0"}).to_string())
+        .send()
+        .await
+        .expect("connect sent");
+    assert_eq!(watch.status(), 200);
+    assert_eq!(watch.headers()["content-type"], BINARY);
+    let mut opening = Vec::new();
+    while opening.len() < 4 || opening.len() < 4 + u32::from_be_bytes([opening[0], opening[1], opening[2], opening[3]]) as usize {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), watch.chunk())
+            .await
+            .expect("the opening within 10 s")
+            .expect("read")
+            .expect("a chunk before the end");
+        opening.extend_from_slice(&chunk);
+    }
+    let first_length = u32::from_be_bytes([opening[0], opening[1], opening[2], opening[3]]) as usize;
+    let thread = input["threadId"].as_str().expect("thread id").as_bytes();
+    assert!(
+        opening[4..4 + first_length].windows(thread.len()).any(|w| w == thread),
+        "the first frame, RUN_STARTED, names the thread"
+    );
 }
 on_both_stores!(accept_picks_the_binary_transport_and_it_carries_every_event);
 
