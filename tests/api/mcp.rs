@@ -499,5 +499,12 @@ async fn a_server_restarted_between_calls_is_reached_again() {
         assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
         assert_eq!(result_of(&events), "4", "{revision}: reached again after the restart");
         assert_eq!(server.calls().await.len(), 1, "{revision}: the new process got the second call");
+        // The new process saw the handshake again (an earlier revision's session is per
+        // process), or nothing but the call (a 2026-07-28 client has nothing to re-open).
+        let seen = server.requests().await;
+        let handshakes = if revision == "2025-11-25" { 1 } else { 0 };
+        assert_eq!(count(&seen, "initialize"), handshakes, "{revision}: {seen:?}");
+        let call = seen.iter().find(|r| r["method"] == "tools/call").expect("the call");
+        assert_eq!(call["sessionId"].is_null(), revision == "2026-07-28", "{revision}: {call}");
     }
 }

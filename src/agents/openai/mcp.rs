@@ -6,8 +6,9 @@
 //! self-contained requests: no session, the revision's request headers, all of it the SDK's)
 //! and falls back to the earlier `initialize` handshake when the server is older (the SDK's own
 //! fallback); an expired session of an older server is re-established by the SDK. A client
-//! whose exchange failed in any way is dropped, and the next exchange makes a new one: a
-//! server restarted, replaced or briefly down is simply reached again.
+//! whose transport failed or closed is dropped, and the next exchange makes a new one: a
+//! server restarted, replaced or briefly down is simply reached again. (An error the server
+//! answers, or a timeout, keeps the client: other turns may have calls in flight on it.)
 //!
 //! **Tools** are listed (`tools/list`) the first time a turn needs them and kept for as long
 //! as the server says they stay fresh (`ttlMs`, 2026-07-28), else the server's configured
@@ -24,7 +25,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
-use rmcp::service::{ClientInitializeError, Peer, RunningService};
+use rmcp::service::{ClientInitializeError, Peer, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig, StreamableHttpError,
 };
@@ -185,19 +186,17 @@ impl McpServers {
         };
         let exchange = async {
             let (number, peer) = self.client(state).await?;
-            let result = peer.call_tool(params).await.map_err(|e| format!("the call failed ({e})"));
-            if result.is_err() {
+            let result = peer.call_tool(params).await;
+            if result.as_ref().is_err_and(broken) {
                 self.drop_client(state, number).await;
             }
-            result
+            result.map_err(|e| format!("the call failed ({e})"))
         };
         match tokio::time::timeout(Duration::from_secs(server.timeout_secs), exchange).await {
             Ok(Ok(result)) => result_text(&result),
             // The client's errors name the server's URL, which may carry a secret.
             Ok(Err(why)) => format!("error: the MCP server '{}': {}", server.name, crate::redact::redact_urls_in(&why)),
             Err(_) => {
-                // A client that let an exchange hang is not trusted with the next one.
-                self.drop_any_client(state).await;
                 format!("error: the MCP server '{}' did not answer within {} s", server.name, server.timeout_secs)
             }
         }
@@ -236,7 +235,7 @@ impl McpServers {
         let listing = async {
             let (number, peer) = self.client(server).await?;
             let listed = peer.list_all_tools_with_cache_hint().await;
-            if listed.is_err() {
+            if listed.as_ref().is_err_and(broken) {
                 self.drop_client(server, number).await;
             }
             listed.map_err(|e| format!("its tools could not be listed ({e})"))
@@ -247,7 +246,6 @@ impl McpServers {
                 return Err(format!("the MCP server '{}': {}", config.name, crate::redact::redact_urls_in(&why)))
             }
             Err(_) => {
-                self.drop_any_client(server).await;
                 return Err(format!(
                     "the MCP server '{}' did not answer within {} s",
                     config.name, config.timeout_secs
@@ -310,14 +308,6 @@ impl McpServers {
         }
     }
 
-    /// Drops the server's client, whichever it is, when the lock is free now (a timed-out
-    /// exchange may have been cut while it held it).
-    async fn drop_any_client(&self, server: &McpServer) {
-        if let Ok(mut slot) = server.client.try_lock() {
-            *slot = None;
-        }
-    }
-
     /// A new client of the server, with its configured headers: 2026-07-28 preferred
     /// (`server/discover`), the earlier handshake (`initialize`) for a server that is older.
     async fn connect(&self, config: &McpServerConfig) -> Result<RunningService<RoleClient, ()>, String> {
@@ -353,6 +343,14 @@ impl McpServers {
             format!("it could not be reached: {}", initialize_failure(&e, host))
         })
     }
+}
+
+/// Whether a failed exchange leaves its client unfit for the next: its transport failed or
+/// closed (the server unreachable, a session it could not re-open, a server that no longer
+/// speaks the revision the client found). An error the server answered, or an exchange cut
+/// short here (a timeout), leaves a working client, which other turns may be using.
+fn broken(error: &ServiceError) -> bool {
+    matches!(error, ServiceError::TransportSend(_) | ServiceError::TransportClosed)
 }
 
 /// Why a client could not be made, in words. The transport's error and the HTTP client's
