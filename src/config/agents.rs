@@ -256,12 +256,22 @@ pub struct McpServerConfig {
     /// Most seconds one exchange with the server may take (listing its tools, or one call).
     #[serde(default = "default_mcp_timeout_secs")]
     pub timeout_secs: u64,
+    /// Seconds a listing of the server's tools is used before it is asked again, when the
+    /// server does not say (`ttlMs`, which a server of MCP 2026-07-28 gives and which wins).
+    #[serde(default = "default_mcp_tools_ttl_secs")]
+    pub tools_ttl_secs: u64,
     #[serde(flatten)]
     pub policy: ToolPolicy,
 }
 
 fn default_mcp_timeout_secs() -> u64 {
     30
+}
+
+/// Five minutes: a changed tool list is seen soon enough, and a model call rarely waits on a
+/// listing.
+fn default_mcp_tools_ttl_secs() -> u64 {
+    300
 }
 
 impl McpServerConfig {

@@ -40,7 +40,8 @@ const HTTP_TOOL_KEYS: &[&str] = &[
 ];
 
 /// The keys of an `openai` agent's MCP server besides its approval policy (flattened).
-const MCP_SERVER_KEYS: &[&str] = &["name", "url", "headers", "secret_headers", "secret_args", "tools", "timeout_secs"];
+const MCP_SERVER_KEYS: &[&str] =
+    &["name", "url", "headers", "secret_headers", "secret_args", "tools", "timeout_secs", "tools_ttl_secs"];
 
 /// Each kind of script step: the key naming it, the other keys it takes, and whether it takes
 /// a tool call's approval policy too (flattened into it).

@@ -18,6 +18,8 @@ use crate::tls_support::{address_of, server_config, TestCa, TlsFront};
 struct McpServer {
     child: Child,
     url: String,
+    /// Its command-line arguments, for a restart.
+    args: Vec<String>,
 }
 
 impl Drop for McpServer {
@@ -28,12 +30,25 @@ impl Drop for McpServer {
 }
 
 impl McpServer {
+    /// The server as the package makes it: both revisions, no `ttlMs` hint.
     fn start() -> McpServer {
+        McpServer::start_with(&[])
+    }
+
+    /// The server with `args` (server.py: `--revision`, `--tools-ttl-ms`).
+    fn start_with(args: &[&str]) -> McpServer {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let (child, url) = McpServer::spawn(&args);
+        McpServer { child, url, args }
+    }
+
+    fn spawn(args: &[String]) -> (Child, String) {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp");
         let python = dir.join(".venv/bin/python");
         assert!(python.exists(), "create tests/mcp/.venv (scripts/test does)");
         let mut child = Command::new(python)
             .arg(dir.join("server.py"))
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -43,7 +58,20 @@ impl McpServer {
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).expect("the MCP server says where it listens");
         let url = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("unexpected: {line}")).to_string();
-        McpServer { child, url }
+        (child, url)
+    }
+
+    /// Stops the server and starts it again on the same port, with the same arguments: a new
+    /// process that knows no session and no call of the old one.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let port = self.url.rsplit(':').next().expect("a port").to_string();
+        let mut args = self.args.clone();
+        args.extend(["--port".to_string(), port]);
+        let (child, url) = McpServer::spawn(&args);
+        assert_eq!(url, self.url, "the same address");
+        self.child = child;
     }
 
     /// The calls the server got: `{tool, arguments, idempotencyKey}`.
@@ -51,6 +79,24 @@ impl McpServer {
         let answer = crate::tls_support::get(format!("{}/calls", self.url)).await.expect("calls");
         answer.json().await.expect("JSON")
     }
+
+    /// Every POST its MCP endpoint got: `{method, protocolVersion, sessionId, mcpMethod, mcpName}`.
+    async fn requests(&self) -> Vec<Value> {
+        let answer = crate::tls_support::get(format!("{}/requests", self.url)).await.expect("requests");
+        let all: Vec<Value> = answer.json().await.expect("JSON");
+        all.into_iter().filter(|r| r["httpMethod"] == "POST").collect()
+    }
+
+    /// Adds the tool `multiply` to the server's list.
+    async fn add_tool(&self) {
+        let answer = reqwest::Client::new().post(format!("{}/tools", self.url)).send().await.expect("add a tool");
+        assert!(answer.status().is_success(), "{}", answer.status());
+    }
+}
+
+/// How many of `requests` are of the JSON-RPC `method`.
+fn count(requests: &[Value], method: &str) -> usize {
+    requests.iter().filter(|r| r["method"] == method).count()
 }
 
 /// A gateway whose agent `assistant` talks to `model` and takes the tools of the MCP server at
@@ -323,5 +369,142 @@ async fn an_mcp_tools_credential_argument_is_filled_in_only_in_the_call() {
         {
             assert!(!text.contains(MCP_ARG_SECRET), "the credential in the {place}: {text}");
         }
+    }
+}
+
+/// A server of MCP 2026-07-28 only: the gateway finds it out (`server/discover`) and then sends
+/// self-contained requests (the revision's version header, `Mcp-Method` and `Mcp-Name`, no
+/// session), with one client for both turns; the listing is used for the `ttlMs` the server
+/// gives (a minute), so two turns list once; the call works end to end.
+#[tokio::test]
+async fn a_2026_07_28_server_is_reached_without_a_session_and_listed_once_within_its_ttl() {
+    let server = McpServer::start_with(&["--revision", "2026-07-28", "--tools-ttl-ms", "60000"]);
+    let model = ScriptedModel::planned(vec![("calc__add", json!({"a": 2, "b": 3}))], "It is five.").await;
+    let (app, _db) = gateway(&model, &server.url, "", Backend::Sqlite).await;
+    for thread in ["th-mcp-2026-a", "th-mcp-2026-b"] {
+        let events = app.run_to_end("assistant", &first_run(thread, "run-1", "2 + 3?")).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+        assert_eq!(result_of(&events), "5", "the server's answer reached the stream");
+    }
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4, "two model calls a turn");
+    assert!(requests.iter().all(|r| offered(r).contains(&"calc__add".to_string())), "offered at every model call");
+    let to_model = requests[1]["messages"].as_array().expect("messages").last().expect("tool").clone();
+    assert_eq!(to_model["content"], "5", "the model read the result");
+
+    let seen = server.requests().await;
+    for request in &seen {
+        assert_eq!(request["protocolVersion"], "2026-07-28", "{request}");
+        assert!(request["sessionId"].is_null(), "no session: {request}");
+        assert_eq!(request["mcpMethod"], request["method"], "the Mcp-Method header: {request}");
+    }
+    assert_eq!(count(&seen, "initialize"), 0, "{seen:?}");
+    assert_eq!(count(&seen, "server/discover"), 1, "one client for both turns: {seen:?}");
+    assert_eq!(count(&seen, "tools/list"), 1, "listed once within its ttl: {seen:?}");
+    assert_eq!(count(&seen, "tools/call"), 2, "{seen:?}");
+    let call = seen.iter().find(|r| r["method"] == "tools/call").expect("a call");
+    assert_eq!(call["mcpName"], "add", "the Mcp-Name header: {call}");
+    let calls = server.calls().await;
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(calls.iter().all(|c| c["arguments"] == json!({"a": 2, "b": 3})), "{calls:?}");
+}
+
+/// A server of an earlier revision only (`initialize`, sessions): the gateway's discovery is
+/// refused, it falls back to the handshake, once, and both turns' calls go in that one session.
+#[tokio::test]
+async fn an_earlier_revision_server_is_reached_through_its_handshake() {
+    let server = McpServer::start_with(&["--revision", "2025-11-25"]);
+    let model = ScriptedModel::planned(vec![("calc__add", json!({"a": 20, "b": 22}))], "42.").await;
+    let (app, _db) = gateway(&model, &server.url, "", Backend::Sqlite).await;
+    for thread in ["th-mcp-2025-a", "th-mcp-2025-b"] {
+        let events = app.run_to_end("assistant", &first_run(thread, "run-1", "20 + 22?")).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+        assert_eq!(result_of(&events), "42");
+    }
+    let seen = server.requests().await;
+    assert_eq!(count(&seen, "server/discover"), 1, "the newer revision asked for first: {seen:?}");
+    assert_eq!(count(&seen, "initialize"), 1, "one handshake for both turns: {seen:?}");
+    let in_session: Vec<&Value> =
+        seen.iter().filter(|r| matches!(r["method"].as_str(), Some("tools/list" | "tools/call"))).collect();
+    assert_eq!(in_session.len(), 3, "one listing (the configured ttl), two calls: {seen:?}");
+    let session = in_session[0]["sessionId"].as_str().expect("a session");
+    for request in &in_session {
+        assert_eq!(request["sessionId"], session, "one session: {request}");
+        assert_eq!(request["protocolVersion"], "2025-11-25", "the negotiated revision: {request}");
+    }
+    assert_eq!(server.calls().await.len(), 2);
+}
+
+/// A listing is used until it goes stale (the server's `ttlMs`, or the configured
+/// `tools_ttl_secs` for a server that gives none), then listed again: a tool the server added
+/// meanwhile is offered at the next model call.
+#[tokio::test]
+async fn a_changed_tool_list_is_offered_once_the_listing_goes_stale() {
+    for (args, settings) in [
+        (vec!["--revision", "2026-07-28", "--tools-ttl-ms", "2000"], "tools = []"),
+        (vec!["--revision", "2025-11-25"], "tools = []\ntools_ttl_secs = 2"),
+    ] {
+        let server = McpServer::start_with(&args);
+        let model = ScriptedModel::planned(vec![], "Hello.").await;
+        let (app, _db) = gateway(&model, &server.url, settings, Backend::Sqlite).await;
+        let multiply = "calc__multiply".to_string();
+        let events = app.run_to_end("assistant", &first_run("th-mcp-ttl-1", "run-1", "hi")).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{args:?}: {:?}", kinds(&events));
+        let first = offered(&model.requests()[0]);
+        assert!(first.contains(&"calc__add".to_string()) && !first.contains(&multiply), "{args:?}: {first:?}");
+
+        server.add_tool().await;
+        app.run_to_end("assistant", &first_run("th-mcp-ttl-2", "run-1", "hi")).await;
+        assert!(!offered(&model.requests()[1]).contains(&multiply), "{args:?}: the listing is still fresh");
+        tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
+        app.run_to_end("assistant", &first_run("th-mcp-ttl-3", "run-1", "hi")).await;
+        let third = offered(&model.requests()[2]);
+        assert!(third.contains(&multiply), "{args:?}: the new tool offered once the listing went stale: {third:?}");
+        assert_eq!(count(&server.requests().await, "tools/list"), 2, "{args:?}");
+    }
+}
+
+/// A listing that cannot be refreshed (the server went away) is kept: the model is still
+/// offered the tools, and a call reads why it failed.
+#[tokio::test]
+async fn a_failed_refresh_keeps_the_last_listing() {
+    let server = McpServer::start_with(&["--revision", "2026-07-28", "--tools-ttl-ms", "500"]);
+    let model = ScriptedModel::planned(vec![("calc__add", json!({"a": 1, "b": 2}))], "Done.").await;
+    let (app, _db) = gateway(&model, &server.url, "", Backend::Sqlite).await;
+    let events = app.run_to_end("assistant", &first_run("th-mcp-stale-1", "run-1", "1 + 2?")).await;
+    assert_eq!(result_of(&events), "3");
+    drop(server);
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let events = app.run_to_end("assistant", &first_run("th-mcp-stale-2", "run-1", "1 + 2?")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let requests = model.requests();
+    assert!(offered(&requests[2]).contains(&"calc__add".to_string()), "the last listing offered");
+    let result = result_of(&events);
+    assert!(result.starts_with("error: the MCP server 'calc': "), "{result}");
+}
+
+/// The gateway's one client of a server outlives neither a restart of the server nor its
+/// session: a server restarted between two calls (a new process, on the same address, that
+/// knows no session) is reached again, whatever its revision.
+#[tokio::test]
+async fn a_server_restarted_between_calls_is_reached_again() {
+    for revision in ["2026-07-28", "2025-11-25"] {
+        let mut server = McpServer::start_with(&["--revision", revision]);
+        let model = ScriptedModel::planned(vec![("calc__add", json!({"a": 2, "b": 2}))], "Four.").await;
+        let (app, _db) = gateway(&model, &server.url, "", Backend::Sqlite).await;
+        let events = app.run_to_end("assistant", &first_run("th-mcp-restart-1", "run-1", "2 + 2?")).await;
+        assert_eq!(result_of(&events), "4", "{revision}");
+        server.restart();
+        let events = app.run_to_end("assistant", &first_run("th-mcp-restart-2", "run-1", "2 + 2?")).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+        assert_eq!(result_of(&events), "4", "{revision}: reached again after the restart");
+        assert_eq!(server.calls().await.len(), 1, "{revision}: the new process got the second call");
+        // The new process saw the handshake again (an earlier revision's session is per
+        // process), or nothing but the call (a 2026-07-28 client has nothing to re-open).
+        let seen = server.requests().await;
+        let handshakes = if revision == "2025-11-25" { 1 } else { 0 };
+        assert_eq!(count(&seen, "initialize"), handshakes, "{revision}: {seen:?}");
+        let call = seen.iter().find(|r| r["method"] == "tools/call").expect("the call");
+        assert_eq!(call["sessionId"].is_null(), revision == "2026-07-28", "{revision}: {call}");
     }
 }

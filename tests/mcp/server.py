@@ -3,14 +3,30 @@
 Prints `listening http://127.0.0.1:<port>` once it serves; its MCP endpoint is `/mcp`. Every
 tool call is recorded (tool, arguments, the `_meta` idempotency key, the `authorization` and
 `x-client` headers it came with) and `GET /calls` answers
-the record, so a test can tell what reached the server and what never did.
+the record, so a test can tell what reached the server and what never did. Every POST to `/mcp`
+is recorded too (its JSON-RPC method; its `MCP-Protocol-Version`, `Mcp-Session-Id`,
+`Mcp-Method` and `Mcp-Name` headers),
+answered by `GET /requests`, so a test can tell how the gateway spoke.
+
+`--revision` picks what the server speaks: `both` (the package's default: 2026-07-28
+single-exchange requests and the earlier `initialize` handshake revisions), `2026-07-28` (that
+revision only: a request of an earlier revision is refused as unsupported) or `2025-11-25` (the
+handshake revisions only, as a server made before 2026-07-28: the newer revision's header is not
+read, so `server/discover` lands on the session path and is refused for want of a session).
+`--tools-ttl-ms` makes `tools/list` results say how long they stay fresh (`ttlMs`, 2026-07-28).
+`POST /tools` adds the tool `multiply`, so a test can change the listed tools.
 """
 
+import argparse
 import asyncio
+import json
 from typing import Any
 
 import anyio
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -22,8 +38,17 @@ import listen  # noqa: E402  (tests/support/listen.py, shared by the Python test
 
 
 CALLS: list[dict[str, Any]] = []
+# Every POST to the MCP endpoint: {method, protocolVersion, sessionId}.
+REQUESTS: list[dict[str, Any]] = []
 
-server = MCPServer("gateway-test-tools")
+ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ARGS.add_argument("--port", type=int, default=0)
+ARGS.add_argument("--revision", choices=["both", "2026-07-28", "2025-11-25"], default="both")
+ARGS.add_argument("--tools-ttl-ms", type=int, default=None)
+OPTIONS = ARGS.parse_args()
+
+HINTS = {"tools/list": CacheHint(ttl_ms=OPTIONS.tools_ttl_ms)} if OPTIONS.tools_ttl_ms is not None else None
+server = MCPServer("gateway-test-tools", cache_hints=HINTS)
 
 
 def idempotency_key(ctx: Context) -> Any:
@@ -96,16 +121,96 @@ def wipe(ctx: Context) -> str:
     return "wiped"
 
 
+def multiply(a: int, b: int, ctx: Context) -> int:
+    record(ctx, "multiply", {"a": a, "b": b})
+    return a * b
+
+
 async def calls(_: Request) -> JSONResponse:
     return JSONResponse(CALLS)
+
+
+async def requests(_: Request) -> JSONResponse:
+    return JSONResponse(REQUESTS)
+
+
+async def add_multiply(_: Request) -> JSONResponse:
+    server.add_tool(multiply, description="Multiplies two whole numbers.")
+    return JSONResponse({"added": "multiply"})
+
+
+def unsupported(request_id: Any, requested: str | None) -> bytes:
+    error = {
+        "code": UNSUPPORTED_PROTOCOL_VERSION,
+        "message": "Unsupported protocol version",
+        "data": {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
+    }
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+def recording(app: Any) -> Any:
+    """The app behind a door that records each MCP request and keeps the revisions out that
+    `--revision` leaves out."""
+
+    async def door(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/mcp":
+            return await app(scope, receive, send)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        version = headers.get("mcp-protocol-version")
+        body = b""
+        if scope["method"] == "POST":
+            while True:
+                message = await receive()
+                body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        method = parsed.get("method") if isinstance(parsed, dict) else None
+        REQUESTS.append(
+            {
+                "httpMethod": scope["method"],
+                "method": method,
+                "protocolVersion": version,
+                "sessionId": headers.get("mcp-session-id"),
+                "mcpMethod": headers.get("mcp-method"),
+                "mcpName": headers.get("mcp-name"),
+            }
+        )
+        if OPTIONS.revision == "2026-07-28" and version not in MODERN_PROTOCOL_VERSIONS:
+            # An `initialize` (no header yet) or any request of an earlier revision.
+            request_id = parsed.get("id") if isinstance(parsed, dict) else None
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json")]})
+            return await send({"type": "http.response.body", "body": unsupported(request_id, version)})
+        if OPTIONS.revision == "2025-11-25" and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            # A server made before 2026-07-28 does not route by the newer revision's header.
+            scope = dict(scope)
+            scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"mcp-protocol-version"]
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return door
 
 
 async def main(port: int) -> None:
     app = server.streamable_http_app(host="127.0.0.1")
     app.router.routes.append(Route("/calls", calls, methods=["GET"]))
-    # The MCP app's session manager runs in its lifespan.
-    await listen.serve(app, port, lifespan="auto")
+    app.router.routes.append(Route("/requests", requests, methods=["GET"]))
+    app.router.routes.append(Route("/tools", add_multiply, methods=["POST"]))
+    # The MCP app's session manager runs in its lifespan (which the door passes through).
+    await listen.serve(recording(app), port, lifespan="auto")
 
 
 if __name__ == "__main__":
-    asyncio.run(main(listen.port_from_args(__doc__.splitlines()[0])))
+    asyncio.run(main(OPTIONS.port))

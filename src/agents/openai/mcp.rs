@@ -1,23 +1,35 @@
 //! The `openai` agent's MCP tool servers (docs/agents.md): tools published by MCP servers over
 //! the Streamable HTTP transport, through the official SDK's client (`rmcp`).
 //!
-//! A server's tools are listed (`tools/list`) the first time a turn needs them and kept once
-//! listed; a server that cannot be listed is left out of that model call and asked again on
-//! the next one, so a server down at start never stops the gateway or a turn. Each call opens
-//! its own MCP session: no session outlives a call, so a server restarted between two calls is
-//! simply reached again. As with HTTP tools, every failure (unreachable, schema mismatch, an
-//! error result) becomes the text the model reads as the tool's result.
+//! **One client per server**, made the first time a turn needs the server and reused by every
+//! call and turn after. It speaks MCP 2026-07-28 when the server does (`server/discover`, then
+//! self-contained requests: no session, the revision's request headers, all of it the SDK's)
+//! and falls back to the earlier `initialize` handshake when the server is older (the SDK's own
+//! fallback); an expired session of an older server is re-established by the SDK. A client
+//! whose transport failed or closed is dropped, and the next exchange makes a new one: a
+//! server restarted, replaced or briefly down is simply reached again. (An error the server
+//! answers, or a timeout, keeps the client: other turns may have calls in flight on it.)
+//!
+//! **Tools** are listed (`tools/list`) the first time a turn needs them and kept for as long
+//! as the server says they stay fresh (`ttlMs`, 2026-07-28), else the server's configured
+//! `tools_ttl_secs`; the first use after that lists them again. The listing is kept here, not
+//! in the SDK's response cache (turned off), because it must outlive a client that is
+//! replaced: a refresh that fails keeps the last good listing (and the next use tries again),
+//! and a server that was never listed is left out of that model call and asked again on the
+//! next one, so a server down at start never stops the gateway or a turn. As with HTTP tools,
+//! every failure (unreachable, schema mismatch, an error result) becomes the text the model
+//! reads as the tool's result.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
+use rmcp::service::{ClientInitializeError, Peer, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig, StreamableHttpError,
 };
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientCacheConfig, ClientLifecycleMode, ClientServiceExt, RoleClient, MAX_CLIENT_CACHE_TTL};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
@@ -40,13 +52,43 @@ pub(super) struct McpTool {
     input_schema: Value,
 }
 
+/// A server's last good listing.
+#[derive(Debug, Clone)]
+struct Listing {
+    tools: Arc<Vec<McpTool>>,
+    /// Until when it is used without asking the server again.
+    fresh_until: Instant,
+}
+
+/// The client of one server, numbered so a failed exchange drops only the client it used.
+#[derive(Debug)]
+struct Client {
+    number: u64,
+    service: RunningService<RoleClient, ()>,
+}
+
 #[derive(Debug)]
 struct McpServer {
     config: McpServerConfig,
-    /// Its tools once listed; empty until a listing succeeded, then never changed.
-    listed: OnceLock<Arc<Vec<McpTool>>>,
+    /// The one client, once made; replaced after a failed exchange.
+    client: Mutex<Option<Client>>,
+    /// How many clients were made (the number of the next).
+    made: std::sync::atomic::AtomicU64,
+    /// The last good listing; `None` until a listing succeeded. Read without waiting (`find`).
+    listed: RwLock<Option<Listing>>,
     /// Held while listing, so concurrent turns ask the server once.
     listing: Mutex<()>,
+}
+
+impl McpServer {
+    fn listed(&self) -> Option<Listing> {
+        self.listed.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// The last good listing if it is still fresh.
+    fn fresh(&self) -> Option<Arc<Vec<McpTool>>> {
+        self.listed().filter(|listing| Instant::now() < listing.fresh_until).map(|listing| listing.tools)
+    }
 }
 
 /// The agent's MCP servers, spoken to with the agents' HTTP client (the SDK's transport takes
@@ -62,7 +104,9 @@ impl McpServers {
     pub(super) fn new(configs: &[McpServerConfig], http: AgentHttp) -> McpServers {
         let servers = configs.iter().map(|config| McpServer {
             config: config.clone(),
-            listed: OnceLock::new(),
+            client: Mutex::new(None),
+            made: std::sync::atomic::AtomicU64::new(0),
+            listed: RwLock::new(None),
             listing: Mutex::new(()),
         });
         McpServers { servers: Arc::new(servers.collect()), http }
@@ -70,20 +114,19 @@ impl McpServers {
 
     /// The configured server and the server's name of the tool a model's name stands for
     /// (`<server>__<tool>`): by the configuration, so a takeover knows its calls before any
-    /// server answers, and by the listing once there is one (a name it lacks stands for
-    /// nothing, so no person is asked to approve a tool that does not exist). The listing never
-    /// changes once made, so a call found absent is never found present later.
+    /// server answers, and by the last good listing once there is one (a name it lacks stands
+    /// for nothing, so no person is asked to approve a tool that does not exist).
     pub(super) fn find(&self, offered: &str) -> Option<(&McpServerConfig, String)> {
         self.servers.iter().find_map(|server| {
             let tool = offered.strip_prefix(server.config.name.as_str())?.strip_prefix(McpServerConfig::SEPARATOR)?;
             let allowed = server.config.tools.is_empty() || server.config.tools.iter().any(|t| t == tool);
-            let listed = server.listed.get().is_none_or(|tools| tools.iter().any(|t| t.name == tool));
+            let listed = server.listed().is_none_or(|listing| listing.tools.iter().any(|t| t.name == tool));
             (allowed && listed && !tool.is_empty()).then(|| (&server.config, tool.to_string()))
         })
     }
 
     /// The function definitions of every listed tool, for a model call. A server that cannot
-    /// be listed now is left out (and logged); the next model call asks it again.
+    /// be listed now and never was is left out (and logged); the next model call asks it again.
     pub(super) async fn definitions(&self) -> Vec<Value> {
         let mut definitions = Vec::new();
         for server in self.servers.iter() {
@@ -142,11 +185,12 @@ impl McpServers {
             Err(e) => return format!("error: the call could not be made ({e})"),
         };
         let exchange = async {
-            let session = self.connect(server).await?;
-            let result = session.call_tool(params).await.map_err(|e| format!("the call failed ({e})"));
-            // Ends the session (the server may free it); the result is in either way.
-            let _ = session.cancel().await;
-            result
+            let (number, peer) = self.client(state).await?;
+            let result = peer.call_tool(params).await;
+            if result.as_ref().is_err_and(broken) {
+                self.drop_client(state, number).await;
+            }
+            result.map_err(|e| format!("the call failed ({e})"))
         };
         match tokio::time::timeout(Duration::from_secs(server.timeout_secs), exchange).await {
             Ok(Ok(result)) => result_text(&result),
@@ -158,33 +202,62 @@ impl McpServers {
         }
     }
 
-    /// The server's tools: listed once, then kept.
+    /// The server's tools: the last listing while it is fresh, else listed again; when that
+    /// fails, the last good listing if there is one (the next use asks again).
     async fn tools(&self, server: &McpServer) -> Result<Arc<Vec<McpTool>>, String> {
-        if let Some(tools) = server.listed.get() {
-            return Ok(tools.clone());
+        if let Some(tools) = server.fresh() {
+            return Ok(tools);
         }
         let _listing = server.listing.lock().await;
-        if let Some(tools) = server.listed.get() {
-            return Ok(tools.clone());
+        if let Some(tools) = server.fresh() {
+            return Ok(tools);
         }
+        match self.list(server).await {
+            Ok(listing) => {
+                let tools = listing.tools.clone();
+                *server.listed.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(listing);
+                Ok(tools)
+            }
+            Err(why) => match server.listed() {
+                Some(last) => {
+                    tracing::warn!(server = %server.config.name, "MCP tools not listed again, the last listing kept: {why}");
+                    Ok(last.tools)
+                }
+                None => Err(why),
+            },
+        }
+    }
+
+    /// Lists the server's tools (every page), keeping those the configuration allows and the
+    /// model can take, fresh for the server's `ttlMs` or else the configured `tools_ttl_secs`.
+    async fn list(&self, server: &McpServer) -> Result<Listing, String> {
         let config = &server.config;
         let listing = async {
-            let session = self.connect(config).await?;
-            let tools = session.list_all_tools().await.map_err(|e| format!("its tools could not be listed ({e})"));
-            let _ = session.cancel().await;
-            tools
+            let (number, peer) = self.client(server).await?;
+            let listed = peer.list_all_tools_with_cache_hint().await;
+            if listed.as_ref().is_err_and(broken) {
+                self.drop_client(server, number).await;
+            }
+            listed.map_err(|e| format!("its tools could not be listed ({e})"))
         };
-        let tools = match tokio::time::timeout(Duration::from_secs(config.timeout_secs), listing).await {
-            Ok(Ok(tools)) => tools,
+        let listed = match tokio::time::timeout(Duration::from_secs(config.timeout_secs), listing).await {
+            Ok(Ok(listed)) => listed,
             Ok(Err(why)) => {
                 return Err(format!("the MCP server '{}': {}", config.name, crate::redact::redact_urls_in(&why)))
             }
             Err(_) => {
-                return Err(format!("the MCP server '{}' did not answer within {} s", config.name, config.timeout_secs))
+                return Err(format!(
+                    "the MCP server '{}' did not answer within {} s",
+                    config.name, config.timeout_secs
+                ));
             }
         };
+        // The server's word wins (an earlier revision gives none); either is capped as the
+        // SDK caps it, so a wild `ttlMs` cannot keep a listing for good.
+        let ttl = listed.ttl_ms.map(Duration::from_millis).unwrap_or(Duration::from_secs(config.tools_ttl_secs));
+        let fresh_until = Instant::now() + ttl.min(MAX_CLIENT_CACHE_TTL);
         let mut kept = Vec::new();
-        for tool in tools {
+        for tool in listed.items {
             let name = tool.name.to_string();
             if !config.tools.is_empty() && !config.tools.contains(&name) {
                 continue;
@@ -203,10 +276,40 @@ impl McpServers {
                 input_schema,
             });
         }
-        Ok(server.listed.get_or_init(|| Arc::new(kept)).clone())
+        Ok(Listing { tools: Arc::new(kept), fresh_until })
     }
 
-    /// A new MCP session with the server (`initialize`), with its configured headers.
+    /// The server's client (its number and a handle to it), made now if there is none or the
+    /// one there has closed.
+    async fn client(&self, server: &McpServer) -> Result<(u64, Peer<RoleClient>), String> {
+        let mut slot = server.client.lock().await;
+        if let Some(client) = slot.as_ref() {
+            if !client.service.is_closed() && !client.service.is_transport_closed() {
+                return Ok((client.number, client.service.peer().clone()));
+            }
+        }
+        *slot = None;
+        let service = self.connect(&server.config).await?;
+        // The listing is kept above the client (it outlives a replaced one), so the SDK's own
+        // response cache would only be a second clock.
+        service.set_response_cache_config(ClientCacheConfig::disabled()).await;
+        let number = server.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let peer = service.peer().clone();
+        *slot = Some(Client { number, service });
+        Ok((number, peer))
+    }
+
+    /// Drops the client numbered `number` if it is still the server's: the next exchange makes
+    /// a new one. Dropping it ends its tasks (and the session of an earlier-revision server).
+    async fn drop_client(&self, server: &McpServer, number: u64) {
+        let mut slot = server.client.lock().await;
+        if slot.as_ref().is_some_and(|client| client.number == number) {
+            *slot = None;
+        }
+    }
+
+    /// A new client of the server, with its configured headers: 2026-07-28 preferred
+    /// (`server/discover`), the earlier handshake (`initialize`) for a server that is older.
     async fn connect(&self, config: &McpServerConfig) -> Result<RunningService<RoleClient, ()>, String> {
         let http = self.http.client().map_err(str::to_string)?.clone();
         let mut headers = HashMap::new();
@@ -231,21 +334,38 @@ impl McpServers {
         }
         let transport = StreamableHttpClientTransport::with_client(http, transport_config);
         let host = reqwest::Url::parse(&config.url).ok().and_then(|url| url.host_str().map(str::to_string));
-        ().serve(transport).await.map_err(|e| {
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        };
+        ().serve_with_lifecycle(transport, lifecycle).await.map_err(|e| {
             let host = host.as_deref().unwrap_or("?");
-            // The transport's error and the HTTP client's within it keep their causes out of the
-            // source chain: both are opened by hand.
-            let reason = match &e {
-                ClientInitializeError::TransportError { error, .. } => {
-                    match error.error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-                        Some(StreamableHttpError::Client(client)) => failure_reason(client, host),
-                        _ => failure_reason(error, host),
-                    }
-                }
-                other => failure_reason(other, host),
-            };
-            format!("it could not be reached: {reason}")
+            format!("it could not be reached: {}", initialize_failure(&e, host))
         })
+    }
+}
+
+/// Whether a failed exchange leaves its client unfit for the next: its transport failed or
+/// closed (the server unreachable, a session it could not re-open, a server that no longer
+/// speaks the revision the client found). An error the server answered, or an exchange cut
+/// short here (a timeout), leaves a working client, which other turns may be using.
+fn broken(error: &ServiceError) -> bool {
+    matches!(error, ServiceError::TransportSend(_) | ServiceError::TransportClosed)
+}
+
+/// Why a client could not be made, in words. The transport's error and the HTTP client's
+/// within it keep their causes out of the source chain: both are opened by hand; a failed
+/// fallback to the earlier revision says why the fallback failed.
+fn initialize_failure(error: &ClientInitializeError, host: &str) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, .. } => {
+            match error.error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(client)) => failure_reason(client, host),
+                _ => failure_reason(error, host),
+            }
+        }
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => initialize_failure(fallback, host),
+        other => failure_reason(other, host),
     }
 }
 
