@@ -5,7 +5,7 @@
 //! field in its 400.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 /// The body of `POST /v1/agui/agents/{agent}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -271,6 +271,45 @@ impl ContentPart {
         }
     }
 
+    /// The part in its AG-UI 1.0 form: a `binary` part (which 1.0's schema no longer admits)
+    /// becomes the image/audio/video/document part of its media type with a `source`, its
+    /// `filename` kept in `metadata`; every other part is itself. What a turn records, shows
+    /// and sends upstream, so a 1.0 upstream accepts it and the history check compares like
+    /// with like.
+    pub fn normalized(&self) -> ContentPart {
+        let (Some(modality), Ok(source)) = (self.modality(), self.content_source()) else { return self.clone() };
+        if self.kind != "binary" {
+            return self.clone();
+        }
+        let source = match source {
+            PartSource::Data { value, mime_type } => json!({"type": "data", "value": value, "mimeType": mime_type}),
+            PartSource::Url { value, mime_type } => json!({"type": "url", "value": value, "mimeType": mime_type}),
+            PartSource::File { value } => json!({"type": "file", "value": value, "mimeType": self.mime_type}),
+        };
+        let mut metadata = self.metadata.clone();
+        if let Some(filename) = &self.filename {
+            if let Value::Object(members) = metadata.get_or_insert_with(|| json!({})) {
+                members.entry("filename").or_insert_with(|| json!(filename));
+            }
+        }
+        ContentPart {
+            kind: modality.as_str().to_string(),
+            text: None,
+            source: Some(source),
+            id: None,
+            mime_type: None,
+            data: None,
+            url: None,
+            filename: None,
+            metadata,
+        }
+    }
+
+    /// The part's file name: its own (`binary`) or its metadata's.
+    pub fn filename(&self) -> Option<&str> {
+        self.filename.as_deref().or_else(|| self.metadata.as_ref()?.get("filename")?.as_str())
+    }
+
     /// The part's content, or why it has none a receiver could read (a missing or mistyped
     /// member, named).
     pub fn content_source(&self) -> Result<PartSource<'_>, String> {
@@ -359,7 +398,6 @@ pub struct ReasoningMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn the_official_clients_body_parses_and_unknown_members_are_ignored() {
@@ -401,6 +439,14 @@ mod tests {
         assert_eq!(media[0].content_source(), Ok(PartSource::Url { value: "http://x/a.png", mime_type: None }));
         assert_eq!(media[1].content_source(), Ok(PartSource::Data { value: "UklG", mime_type: "audio/wav" }));
         assert!(media[2].content_source().is_err(), "a data source needs its mimeType");
+        let binary: ContentPart =
+            serde_json::from_value(json!({"type": "binary", "mimeType": "application/pdf", "data": "JVBE", "filename": "a.pdf"}))
+                .expect("parses");
+        assert_eq!(
+            serde_json::to_value(binary.normalized()).expect("serializes"),
+            json!({"type": "document", "source": {"type": "data", "value": "JVBE", "mimeType": "application/pdf"},
+                   "metadata": {"filename": "a.pdf"}})
+        );
     }
 
     #[test]

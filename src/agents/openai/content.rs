@@ -24,7 +24,7 @@ pub fn chat_part(part: &ContentPart) -> Result<Value, String> {
             Ok(json!({ "type": "input_audio", "input_audio": { "data": value, "format": format } }))
         }
         (Modality::Document, PartSource::Data { value, mime_type }) => {
-            let filename = part.filename.clone().unwrap_or_else(|| "document".to_string());
+            let filename = part.filename().unwrap_or("document");
             Ok(json!({ "type": "file", "file": { "file_data": format!("data:{mime_type};base64,{value}"), "filename": filename } }))
         }
         (Modality::Audio | Modality::Document, PartSource::Url { .. }) => {

@@ -41,7 +41,7 @@ fn is_turns_message(message: &InputMessage, turn: &TurnRow) -> bool {
         .into_iter()
         .filter(|part| part.kind != "text")
         .collect();
-    if content.media().into_iter().ne(recorded.iter()) {
+    if content.media().into_iter().map(ContentPart::normalized).ne(recorded) {
         return false;
     }
     let id = message.id();
@@ -92,7 +92,9 @@ pub fn check(messages: &[InputMessage], turns: &[TurnRow]) -> HistoryVerdict {
             message_id: messages[newest].id().to_string(),
             text: content.text(),
             parts: match content {
-                UserContent::Parts(parts) if !content.media().is_empty() => Some(parts.clone()),
+                UserContent::Parts(parts) if !content.media().is_empty() => {
+                    Some(parts.iter().map(ContentPart::normalized).collect())
+                }
                 _ => None,
             },
         },
