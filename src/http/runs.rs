@@ -61,7 +61,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body(content = RunAgentInput, content_type = "application/json"),
     responses(
         (status = 200, description = "The run: AG-UI events as server-sent events, each with an `id:` (`<turn>.<seq>`). A refused run is a 200 stream of one `RUN_ERROR` with its `code`.", content_type = "text/event-stream", body = SseEvent),
-        (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`): among them a body of more than `limits.max_json_values` JSON values, a client tool schema past `limits.max_tool_schema_bytes` or `limits.max_tool_schema_depth`, and text holding a NUL character, each naming the field", body = ErrorBody),
+        (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`): among them a body of more than `limits.max_json_values` JSON values, a client tool schema past `limits.max_tool_schema_bytes` or `limits.max_tool_schema_depth`, text holding a NUL character, and a content part of the newest user message the agent does not take (`unsupported_content`, naming `messages[i].content[j]`), each naming the field", body = ErrorBody),
         StreamRefusals
     )
 )]
@@ -185,7 +185,10 @@ enum StreamRefusals {
         description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)"
     )]
     RequestTimeout(ErrorBody),
-    #[response(status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)")]
+    #[response(
+        status = 413,
+        description = "the body exceeds `limits.max_body_bytes`, or the newest user message's content parts exceed `limits.max_content_part_bytes` (one part) or `limits.max_content_bytes` (together) (`payload_too_large`, naming the part)"
+    )]
     PayloadTooLarge(ErrorBody),
     #[response(status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)")]
     UnsupportedMediaType(ErrorBody),
