@@ -63,6 +63,10 @@ async fn an_image_reaches_the_model_and_is_recorded_with_the_turn() {
     );
     let (ok, report) = agui_check(&app.run_url("vision"), &input).await;
     assert!(ok, "{report}");
+    // The agent's capabilities say what its model takes.
+    let agent = app.get_json("/v1/agents/vision?tenant=default").await;
+    let taken = &agent["capabilities"]["multimodal"]["input"];
+    assert_eq!((taken["image"].as_bool(), taken["audio"].as_bool()), (Some(true), Some(false)), "{agent}");
 
     // The conversation holds the message as it was sent.
     let body = app.get_json("/v1/threads/th-see/messages").await;
