@@ -175,6 +175,19 @@ pub struct AgentConfig {
     pub kind: AgentKindConfig,
 }
 
+impl AgentConfig {
+    /// Whether a user message's part of `modality` may reach this agent: a script reads only
+    /// words, an `openai` agent what its model takes (`input_modalities`), an `agui` upstream
+    /// gets every part as it came (§2 `messages`).
+    pub fn takes(&self, modality: crate::protocol::Modality) -> bool {
+        match &self.kind {
+            AgentKindConfig::Script(_) => modality == crate::protocol::Modality::Text,
+            AgentKindConfig::Openai(openai) => openai.takes(modality),
+            AgentKindConfig::Agui(_) => true,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum AgentKindConfig {
@@ -303,6 +316,8 @@ impl Config {
             ("max_json_values", limits.max_json_values as u64),
             ("max_tool_schema_bytes", limits.max_tool_schema_bytes as u64),
             ("max_tool_schema_depth", limits.max_tool_schema_depth as u64),
+            ("max_content_part_bytes", limits.max_content_part_bytes as u64),
+            ("max_content_bytes", limits.max_content_bytes as u64),
         ];
         if let Some((name, _)) = edge.iter().find(|(_, value)| *value == 0) {
             return invalid(format!("limits.{name} must be at least 1"));

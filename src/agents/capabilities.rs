@@ -6,10 +6,12 @@
 
 use serde_json::{json, Value};
 
+use crate::protocol::Modality;
 use crate::config::{AgentConfig, AgentKindConfig, Approval, Config, ScriptStep, ToolPolicy};
 use crate::protocol::capabilities::{
     AgentCapabilities, DecisionPolicy, ExecutionCapabilities, GatewayCapabilities, HumanInTheLoopCapabilities,
-    IdentityCapabilities, MultiAgentCapabilities, MultimodalCapabilities, ReasoningCapabilities, StateCapabilities,
+    IdentityCapabilities, MultiAgentCapabilities, MultimodalCapabilities, MultimodalInputCapabilities,
+    ReasoningCapabilities, StateCapabilities,
     SubagentInfo, ToolDescription, ToolsCapabilities, TransportCapabilities,
 };
 
@@ -59,8 +61,17 @@ pub fn capabilities(agent: &AgentConfig, config: &Config) -> AgentCapabilities {
             subagents,
         },
         reasoning: ReasoningCapabilities { supported: facts.reasons, streaming: facts.reasons },
-        // No content part besides text is taken yet (SPEC §2 `messages`, docs/spec.md "Not yet").
-        multimodal: MultimodalCapabilities::default(),
+        // What a user message's parts may carry for this agent (§2 `messages`): `pdf` and
+        // `file` both follow documents, which a `binary` part of any other type counts as.
+        multimodal: MultimodalCapabilities {
+            input: MultimodalInputCapabilities {
+                image: agent.takes(Modality::Image),
+                audio: agent.takes(Modality::Audio),
+                video: agent.takes(Modality::Video),
+                pdf: agent.takes(Modality::Document),
+                file: agent.takes(Modality::Document),
+            },
+        },
         execution: ExecutionCapabilities { max_iterations: facts.max_iterations },
         human_in_the_loop: HumanInTheLoopCapabilities {
             supported: facts.interrupts,

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::protocol::Modality;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScriptAgentConfig {
     /// Characters per `TEXT_MESSAGE_CONTENT` when a `say` step streams its text.
@@ -228,6 +230,15 @@ pub struct OpenaiAgentConfig {
     /// MCP servers whose tools the model may call (docs/agents.md).
     #[serde(default)]
     pub mcp_servers: Vec<McpServerConfig>,
+    /// What the model takes in a user message: `text` always, and any of `image`, `audio`
+    /// and `document` it reads (chat completions has no video part). A part of another kind
+    /// is refused `unsupported_content` before the turn starts.
+    #[serde(default = "default_input_modalities")]
+    pub input_modalities: Vec<Modality>,
+}
+
+fn default_input_modalities() -> Vec<Modality> {
+    vec![Modality::Text]
 }
 
 /// An MCP server (Streamable HTTP transport) whose tools the agent offers the model, each as
@@ -366,12 +377,23 @@ impl OpenaiAgentConfig {
     pub const DELEGATE: &'static str = "delegate";
     const BUILTINS: [&'static str; 3] = [Self::ASK_USER, Self::BOARD_WRITE, Self::DELEGATE];
 
+    /// Whether the model takes parts of `modality`.
+    pub fn takes(&self, modality: Modality) -> bool {
+        modality == Modality::Text || self.input_modalities.contains(&modality)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
             return Err("base_url must be an http(s) URL".into());
         }
         if self.max_steps == 0 {
             return Err("max_steps must be at least 1".into());
+        }
+        if self.input_modalities.contains(&Modality::Video) {
+            return Err("input_modalities: chat completions takes no video part (text, image, audio, document)".into());
+        }
+        if !self.input_modalities.contains(&Modality::Text) {
+            return Err("input_modalities must hold \"text\"".into());
         }
         if let Some(unknown) = self.builtins.iter().find(|b| !Self::BUILTINS.contains(&b.as_str())) {
             return Err(format!("unknown built-in tool '{unknown}' (ask_user, board_write, delegate)"));

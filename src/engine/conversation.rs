@@ -66,7 +66,11 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
     };
     messages.push(InputMessage::User(UserMessage {
         id,
-        content: UserContent::Text(turn.user_text.clone()),
+        // A message with parts besides words is shown with them, as the client sent it.
+        content: match turn.user_parts.as_deref().and_then(|parts| serde_json::from_str(parts).ok()) {
+            Some(parts) => UserContent::Parts(parts),
+            None => UserContent::Text(turn.user_text.clone()),
+        },
         name: None,
     }));
     for stored in events {

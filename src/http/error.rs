@@ -172,6 +172,10 @@ pub enum ApiError {
     /// 413 `payload_too_large`.
     #[error("the request body exceeds {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    /// 413 `payload_too_large`: content parts of a user message past `limits.max_content_part_bytes`
+    /// or `limits.max_content_bytes` (the message names the part).
+    #[error("{0}")]
+    ContentTooLarge(String),
     /// 415 `unsupported_media_type`.
     #[error("Content-Type must be application/json")]
     UnsupportedMediaType,
@@ -206,7 +210,9 @@ impl ApiError {
             ApiError::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, ErrorCode::NotAcceptable),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::RequestTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, ErrorCode::RequestTimeout),
-            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge),
+            ApiError::PayloadTooLarge { .. } | ApiError::ContentTooLarge(_) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
+            }
             ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, ErrorCode::UnsupportedMediaType),
             ApiError::TooMany { code, .. } => (StatusCode::TOO_MANY_REQUESTS, code),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),

@@ -6,6 +6,7 @@ mod accept;
 mod agents;
 mod body;
 mod connections;
+mod content;
 mod error;
 mod health;
 mod interrupts;

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::content::check_newest_user_message;
 use super::error::{ErrorBody, ErrorCode};
 use super::openapi::{BinaryFrames, SseEvent, TenantQuery};
 use super::permissions::CanStart;
@@ -34,7 +35,7 @@ use crate::auth::{Caller, ThreadSight};
 use crate::config::AgentConfig;
 use crate::engine::{ConnectRequest, RunPlan, RunRequest};
 use crate::ids::{EventId, RunId, ThreadId};
-use crate::protocol::{InputMessage, RunAgentInput};
+use crate::protocol::RunAgentInput;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -60,7 +61,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body(content = RunAgentInput, content_type = "application/json"),
     responses(
         (status = 200, description = "The run: AG-UI events as server-sent events, each with an `id:` (`<turn>.<seq>`). A refused run is a 200 stream of one `RUN_ERROR` with its `code`. With `Accept: application/vnd.ag-ui.event+proto` (named before `text/event-stream`), the same events as length-prefixed protobuf frames, each id in its `metadata.eventId`.", content((SseEvent = "text/event-stream"), (BinaryFrames = "application/vnd.ag-ui.event+proto"))),
-        (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`): among them a body of more than `limits.max_json_values` JSON values, a client tool schema past `limits.max_tool_schema_bytes` or `limits.max_tool_schema_depth`, and text holding a NUL character, each naming the field", body = ErrorBody),
+        (status = 400, description = "a bad body, id, message or Last-Event-ID (`bad_request`, `unsupported_content`, `tool_not_admitted`, `bad_last_event_id`): among them a body of more than `limits.max_json_values` JSON values, a client tool schema past `limits.max_tool_schema_bytes` or `limits.max_tool_schema_depth`, text holding a NUL character, and a content part of the newest user message the agent does not take (`unsupported_content`, naming `messages[i].content[j]`), each naming the field", body = ErrorBody),
         StreamRefusals
     )
 )]
@@ -72,7 +73,7 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     drop(bytes);
     let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
     let run_id = RunId::parse(&input.run_id).map_err(|m| ApiError::bad_request("runId", m))?;
-    check_newest_user_message(&input)?;
+    check_newest_user_message(&input, agent, &state.config.limits)?;
     check_tools(&input, agent)?;
     check_tool_schemas(&input, &state.config.limits)?;
     let state_writes = editable_state(&input, agent)?;
@@ -184,7 +185,10 @@ enum StreamRefusals {
         description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)"
     )]
     RequestTimeout(ErrorBody),
-    #[response(status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)")]
+    #[response(
+        status = 413,
+        description = "the body exceeds `limits.max_body_bytes`, or the newest user message's content parts exceed `limits.max_content_part_bytes` (one part) or `limits.max_content_bytes` (together) (`payload_too_large`, naming the part)"
+    )]
     PayloadTooLarge(ErrorBody),
     #[response(status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)")]
     UnsupportedMediaType(ErrorBody),
@@ -408,23 +412,6 @@ fn editable_state(
     Ok(writes)
 }
 
-/// The newest user message becomes the turn: text only (§2 `messages`).
-fn check_newest_user_message(input: &RunAgentInput) -> Result<(), ApiError> {
-    let newest = input.messages.iter().rev().find_map(|m| match m {
-        InputMessage::User(user) => Some(user),
-        _ => None,
-    });
-    if let Some(user) = newest {
-        if let Err(kind) = user.content.text() {
-            return Err(ApiError::BadRequest {
-                code: ErrorCode::UnsupportedContent,
-                message: format!("messages: user message '{}' has a '{kind}' part; only text is supported", user.id),
-            });
-        }
-    }
-    Ok(())
-}
-
 /// Client-declared tools are admitted only when the agent lists them (§2 `tools`).
 fn check_tools(input: &RunAgentInput, agent: &AgentConfig) -> Result<(), ApiError> {
     match input.tools().iter().find(|tool| !agent.frontend_tools.contains(&tool.name)) {
@@ -538,7 +525,9 @@ mod tests {
         ];
         let splices: [&[u8]; 8] =
             [b"null", b"[]", b"{}", br#""\u0000""#, b"1e999", b"-0", "\"💩\"".as_bytes(), b"[[[[[[[[[[[[]]]]]]]]]]]]"];
-        let agent = crate::config::Config::builtin().expect("config").agents.remove(0);
+        let mut config = crate::config::Config::builtin().expect("config");
+        let limits = config.limits.clone();
+        let agent = config.agents.remove(0);
         let mut state = 0x2545_F491_4F6C_DD1D_u64;
         let mut next = move || {
             state ^= state << 13;
@@ -566,7 +555,7 @@ mod tests {
             if let Ok(input) = parse_input(&body) {
                 let _ = ThreadId::parse(&input.thread_id);
                 let _ = RunId::parse(&input.run_id);
-                let _ = check_newest_user_message(&input);
+                let _ = check_newest_user_message(&input, &agent, &limits);
                 let _ = check_tools(&input, &agent);
                 let _ = crate::engine::history::check(&input.messages, &[]);
             }

@@ -5,7 +5,7 @@
 //! field in its 400.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 /// The body of `POST /v1/agui/agents/{agent}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -166,26 +166,54 @@ pub enum UserContent {
 }
 
 impl UserContent {
-    /// The message's words, when it holds only text; the first non-text part's type otherwise.
-    pub fn text(&self) -> Result<String, &str> {
+    /// The message's words: the string, or its text parts joined (other parts hold no words).
+    pub fn text(&self) -> String {
         match self {
-            UserContent::Text(text) => Ok(text.clone()),
+            UserContent::Text(text) => text.clone(),
             UserContent::Parts(parts) => {
-                let mut text = String::new();
-                for part in parts {
-                    if part.kind != "text" {
-                        return Err(&part.kind);
-                    }
-                    text.push_str(part.text.as_deref().unwrap_or(""));
-                }
-                Ok(text)
+                parts.iter().filter(|p| p.kind == "text").filter_map(|p| p.text.as_deref()).collect()
             }
+        }
+    }
+
+    /// The parts besides text (images, audio, …), in order; none for string content.
+    pub fn media(&self) -> Vec<&ContentPart> {
+        match self {
+            UserContent::Text(_) => Vec::new(),
+            UserContent::Parts(parts) => parts.iter().filter(|p| p.kind != "text").collect(),
         }
     }
 }
 
-/// A content part: `text`, or `image`/`audio`/`video`/`document` with a `source`.
+/// What a content part carries, as an agent's settings name it (`input_modalities`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Modality {
+    Text,
+    Image,
+    Audio,
+    Video,
+    Document,
+}
+
+impl Modality {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Modality::Text => "text",
+            Modality::Image => "image",
+            Modality::Audio => "audio",
+            Modality::Video => "video",
+            Modality::Document => "document",
+        }
+    }
+}
+
+/// A content part (AG-UI 1.0 `InputContent`): `text`; `image`/`audio`/`video`/`document` with a
+/// `source` (`{type: "data", value, mimeType}`, `{type: "url", value, mimeType?}` or `{type:
+/// "file", value, …}`); or the older `binary` part with `mimeType` and `data`, `url` or `id`.
+/// Every member a part may have is kept, so an upstream gets the part as the client sent it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct ContentPart {
     #[serde(rename = "type")]
     pub kind: String,
@@ -195,6 +223,121 @@ pub struct ContentPart {
     pub source: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// `binary` parts: the media type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// `binary` parts: base64 data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// `binary` parts: where the content is (never fetched by the gateway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+/// Where a media part's content is, read off its `source` (or a `binary` part's members).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartSource<'a> {
+    /// Base64 data, with its media type.
+    Data { value: &'a str, mime_type: &'a str },
+    Url { value: &'a str, mime_type: Option<&'a str> },
+    /// An opaque handle of the client's storage provider.
+    File { value: &'a str },
+}
+
+impl ContentPart {
+    /// What the part carries; `None` for a type AG-UI 1.0 does not define. A `binary` part is
+    /// classed by its media type (anything but image, audio or video is a document).
+    pub fn modality(&self) -> Option<Modality> {
+        match self.kind.as_str() {
+            "text" => Some(Modality::Text),
+            "image" => Some(Modality::Image),
+            "audio" => Some(Modality::Audio),
+            "video" => Some(Modality::Video),
+            "document" => Some(Modality::Document),
+            "binary" => {
+                let mime = self.mime_type.as_deref().unwrap_or("");
+                Some(match mime.split('/').next().unwrap_or("") {
+                    "image" => Modality::Image,
+                    "audio" => Modality::Audio,
+                    "video" => Modality::Video,
+                    _ => Modality::Document,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The part in its AG-UI 1.0 form: a `binary` part (which 1.0's schema no longer admits)
+    /// becomes the image/audio/video/document part of its media type with a `source`, its
+    /// `filename` kept in `metadata`; every other part is itself. What a turn records, shows
+    /// and sends upstream, so a 1.0 upstream accepts it and the history check compares like
+    /// with like.
+    pub fn normalized(&self) -> ContentPart {
+        let (Some(modality), Ok(source)) = (self.modality(), self.content_source()) else { return self.clone() };
+        if self.kind != "binary" {
+            return self.clone();
+        }
+        let source = match source {
+            PartSource::Data { value, mime_type } => json!({"type": "data", "value": value, "mimeType": mime_type}),
+            PartSource::Url { value, mime_type } => json!({"type": "url", "value": value, "mimeType": mime_type}),
+            PartSource::File { value } => json!({"type": "file", "value": value, "mimeType": self.mime_type}),
+        };
+        let mut metadata = self.metadata.clone();
+        if let Some(filename) = &self.filename {
+            if let Value::Object(members) = metadata.get_or_insert_with(|| json!({})) {
+                members.entry("filename").or_insert_with(|| json!(filename));
+            }
+        }
+        ContentPart {
+            kind: modality.as_str().to_string(),
+            text: None,
+            source: Some(source),
+            id: None,
+            mime_type: None,
+            data: None,
+            url: None,
+            filename: None,
+            metadata,
+        }
+    }
+
+    /// The part's file name: its own (`binary`) or its metadata's.
+    pub fn filename(&self) -> Option<&str> {
+        self.filename.as_deref().or_else(|| self.metadata.as_ref()?.get("filename")?.as_str())
+    }
+
+    /// The part's content, or why it has none a receiver could read (a missing or mistyped
+    /// member, named).
+    pub fn content_source(&self) -> Result<PartSource<'_>, String> {
+        if self.kind == "binary" {
+            let mime_type = self.mime_type.as_deref().ok_or("a binary part needs a mimeType")?;
+            return match (self.data.as_deref(), self.url.as_deref(), self.id.as_deref()) {
+                (Some(value), _, _) => Ok(PartSource::Data { value, mime_type }),
+                (None, Some(value), _) => Ok(PartSource::Url { value, mime_type: Some(mime_type) }),
+                (None, None, Some(value)) => Ok(PartSource::File { value }),
+                _ => Err("a binary part needs data, url or id".into()),
+            };
+        }
+        let source = self.source.as_ref().and_then(Value::as_object).ok_or("the part needs a source object")?;
+        let value = source.get("value").and_then(Value::as_str).ok_or("source.value must be a string")?;
+        let mime_type = match source.get("mimeType") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(mime)) => Some(mime.as_str()),
+            Some(_) => return Err("source.mimeType must be a string".into()),
+        };
+        match source.get("type").and_then(Value::as_str) {
+            Some("data") => {
+                Ok(PartSource::Data { value, mime_type: mime_type.ok_or("a data source needs a mimeType")? })
+            }
+            Some("url") => Ok(PartSource::Url { value, mime_type }),
+            Some("file") => Ok(PartSource::File { value }),
+            _ => Err("source.type must be \"data\", \"url\" or \"file\"".into()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -255,7 +398,6 @@ pub struct ReasoningMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn the_official_clients_body_parses_and_unknown_members_are_ignored() {
@@ -275,15 +417,36 @@ mod tests {
         assert_eq!(input.messages.len(), 5);
         assert!(!input.is_pre_1_0_client());
         let InputMessage::User(last) = &input.messages[4] else { panic!("user message") };
-        assert_eq!(last.content.text(), Ok("again".to_string()));
+        assert_eq!(last.content.text(), "again");
     }
 
     #[test]
-    fn an_image_part_is_reported_by_its_type() {
-        let content: UserContent =
-            serde_json::from_value(json!([{"type": "image", "source": {"type": "url", "value": "x"}}]))
+    fn media_parts_are_classed_and_their_sources_read() {
+        let content: UserContent = serde_json::from_value(json!([
+            {"type": "text", "text": "look"},
+            {"type": "image", "source": {"type": "url", "value": "http://x/a.png"}},
+            {"type": "binary", "mimeType": "audio/wav", "data": "UklG"},
+            {"type": "document", "source": {"type": "data", "value": "JVBE"}}
+        ]))
+        .expect("parses");
+        assert_eq!(content.text(), "look");
+        let media = content.media();
+        assert_eq!(media.iter().map(|p| p.modality()).collect::<Vec<_>>(), [
+            Some(Modality::Image),
+            Some(Modality::Audio),
+            Some(Modality::Document)
+        ]);
+        assert_eq!(media[0].content_source(), Ok(PartSource::Url { value: "http://x/a.png", mime_type: None }));
+        assert_eq!(media[1].content_source(), Ok(PartSource::Data { value: "UklG", mime_type: "audio/wav" }));
+        assert!(media[2].content_source().is_err(), "a data source needs its mimeType");
+        let binary: ContentPart =
+            serde_json::from_value(json!({"type": "binary", "mimeType": "application/pdf", "data": "JVBE", "filename": "a.pdf"}))
                 .expect("parses");
-        assert_eq!(content.text(), Err("image"));
+        assert_eq!(
+            serde_json::to_value(binary.normalized()).expect("serializes"),
+            json!({"type": "document", "source": {"type": "data", "value": "JVBE", "mimeType": "application/pdf"},
+                   "metadata": {"filename": "a.pdf"}})
+        );
     }
 
     #[test]

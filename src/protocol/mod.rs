@@ -11,7 +11,7 @@ pub mod proto;
 pub mod sse;
 
 pub use events::{Event, Interrupt, RunOutcome, TokenUsage};
-pub use input::{ContentPart, InputMessage, ResumeEntry, RunAgentInput, UserContent};
+pub use input::{ContentPart, InputMessage, Modality, PartSource, ResumeEntry, RunAgentInput, UserContent};
 
 /// The protocol version this gateway declares on `RUN_STARTED` (its own, never an echo).
 pub const PROTOCOL_VERSION: &str = "1.0";

@@ -157,6 +157,8 @@ pub struct TurnRow {
     pub client_tools: Option<String>,
     /// The client's `context` and `forwardedProps` of the run that started the turn, as JSON.
     pub client_input: Option<String>,
+    /// The user message's content parts, as JSON, when it held parts besides text.
+    pub user_parts: Option<String>,
     /// The ownership epoch: grows with each claim (start, takeover, resume). A runner's writes
     /// carry the epoch it was given and are refused once it is no longer the turn's.
     pub epoch: i64,
@@ -180,6 +182,8 @@ pub struct NewTurn {
     pub client_tools: Option<String>,
     /// The client's `context` and `forwardedProps`, as JSON; `None` when it sent neither.
     pub client_input: Option<String>,
+    /// The user message's content parts, as JSON; `None` when it was words only.
+    pub user_parts: Option<String>,
     /// The instance that will run the turn (its lease is the instance's own, in `instances`).
     pub owner_instance: String,
     /// The `run.start` audit row (and a `board.read` one when the run opens with notes the
@@ -252,7 +256,7 @@ pub trait ThreadStore: Send + Sync {
 pub(super) const HELD_BY_INSTANCE: i64 = i64::MAX;
 
 pub(super) const TURN_COLUMNS: &str = "id, public_id, thread, ordinal, agent, status, user_message_id, \
-     user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools, client_input, epoch";
+     user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools, client_input, user_parts, epoch";
 
 /// `SELECT <turn columns> FROM turns WHERE <condition>`.
 pub(super) fn select_turns(condition: &str) -> String {
@@ -308,8 +312,8 @@ const ERASE_THREAD: &[&str] = &[
 fn insert_turn_returning() -> String {
     format!(
         "INSERT INTO turns (public_id, thread, ordinal, agent, status, user_message_id, user_text, \
-         started_by, created_at_ms, owner_instance, lease_until_ms, client_tools, client_input) \
-         VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11, $12) \
+         started_by, created_at_ms, owner_instance, lease_until_ms, client_tools, client_input, user_parts) \
+         VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11, $12, $13) \
          ON CONFLICT (thread, ordinal) DO NOTHING RETURNING {TURN_COLUMNS}"
     )
 }
@@ -330,6 +334,7 @@ pub(super) fn turn_row<DB: SqlDb>(row: &Record<DB>) -> Result<TurnRow, StoreErro
         cancel_requested: row.get("cancel_requested")?,
         client_tools: row.get("client_tools")?,
         client_input: row.get("client_input")?,
+        user_parts: row.get("user_parts")?,
         epoch: row.get("epoch")?,
     })
 }
@@ -409,6 +414,7 @@ impl<B: Backend> ThreadStore for B {
             .bind(HELD_BY_INSTANCE)
             .bind(&new.client_tools)
             .bind(&new.client_input)
+            .bind(&new.user_parts)
             .fetch_optional(&mut tx)
             .await?;
         let Some(turn_row) = inserted else {

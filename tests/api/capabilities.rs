@@ -104,7 +104,7 @@ async fn every_agent_states_its_capabilities_in_the_protocols_words() {
     assert_eq!(assistant["multiAgent"]["subagents"][0]["name"], "demo");
     assert_eq!(assistant["execution"]["maxIterations"], 5);
     assert_eq!(assistant["reasoning"]["supported"], true);
-    assert_eq!(assistant["multimodal"]["input"]["image"], false, "text only, for now");
+    assert_eq!(assistant["multimodal"]["input"]["image"], false, "text only by default");
 
     // One agent alone reads the same; an unknown one is a 404 with the error body.
     let (status, one) = get(&app, "/v1/agents/assistant?tenant=default", None).await;

@@ -612,6 +612,7 @@ pub fn new_turn_of(tenant: &str, thread: &str, instance: &str) -> NewTurn {
         at_ms: 1,
         client_tools: None,
         client_input: None,
+        user_parts: None,
         owner_instance: instance.into(),
         audit: Vec::new(),
     }

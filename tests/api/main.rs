@@ -43,6 +43,7 @@ mod leases;
 mod log_pipeline;
 mod mcp;
 mod metrics;
+mod multimodal;
 mod nats_bus;
 mod openai;
 mod operations;

@@ -347,6 +347,7 @@ macro_rules! on_both_upstreams {
         }
     };
 }
+pub(crate) use on_both_upstreams;
 
 on_both_upstreams!(a_normal_run_is_relayed_under_the_gateways_ids);
 on_both_upstreams!(an_upstream_interrupt_is_decided_through_the_gateway);

@@ -24,6 +24,7 @@ use crate::protocol::events::ToolResultContent;
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
+pub mod content;
 mod decisions;
 
 use decisions::{approved_arguments, not_run, Decisions};
@@ -261,7 +262,7 @@ impl OpenaiAgent {
         for message in turn.history().await? {
             match message {
                 InputMessage::User(user) => {
-                    messages.push(json!({ "role": "user", "content": user.content.text().unwrap_or_default() }))
+                    messages.push(json!({ "role": "user", "content": content::chat_content(&user.content) }))
                 }
                 InputMessage::Assistant(assistant) => {
                     let mut entry = json!({ "role": "assistant", "content": assistant.content.unwrap_or_default() });
@@ -283,7 +284,7 @@ impl OpenaiAgent {
                 _ => {}
             }
         }
-        messages.push(json!({ "role": "user", "content": turn.user_text() }));
+        messages.push(json!({ "role": "user", "content": content::chat_content(&turn.user_content()) }));
         Ok(Conversation { messages, ..Conversation::default() })
     }
 

@@ -2,14 +2,15 @@
 //! gateway's own record of the thread's turns, never taken as truth.
 
 use crate::ids;
-use crate::protocol::InputMessage;
+use crate::protocol::{ContentPart, InputMessage, UserContent};
 use crate::store::TurnRow;
 
 /// What a run's messages ask for, given the thread's turns.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HistoryVerdict {
-    /// One user message more than the thread has turns: start a turn with these words.
-    NewTurn { message_id: String, text: String },
+    /// One user message more than the thread has turns: start a turn with these words and,
+    /// when the message held more than words, its parts (`None` for words only).
+    NewTurn { message_id: String, text: String, parts: Option<Vec<ContentPart>> },
     /// As many user messages as turns, the newest being the latest turn's: follow that turn
     /// (what a reloaded page sends).
     FollowLatest,
@@ -19,21 +20,32 @@ pub enum HistoryVerdict {
     NoUserMessage,
 }
 
-/// The words of a user message; `None` for a message with non-text parts (refused earlier).
-fn user_words(message: &InputMessage) -> Option<String> {
+/// The content of a user message; `None` for any other role.
+fn user_content(message: &InputMessage) -> Option<&UserContent> {
     match message {
-        InputMessage::User(user) => user.content.text().ok(),
+        InputMessage::User(user) => Some(&user.content),
         _ => None,
     }
 }
 
 /// A user message is a turn's when it carries the gateway's id for it, the id the client first
-/// sent, or the same words.
+/// sent, or the same words, and holds the very parts besides words the turn recorded (an image
+/// swapped or dropped is another message, whatever its id).
 fn is_turns_message(message: &InputMessage, turn: &TurnRow) -> bool {
+    let Some(content) = user_content(message) else { return false };
+    let recorded: Vec<ContentPart> = turn
+        .user_parts
+        .as_deref()
+        .and_then(|parts| serde_json::from_str::<Vec<ContentPart>>(parts).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|part| part.kind != "text")
+        .collect();
+    if content.media().into_iter().map(ContentPart::normalized).ne(recorded) {
+        return false;
+    }
     let id = message.id();
-    id == ids::user_message_id(&turn.public_id)
-        || id == turn.user_message_id
-        || user_words(message).is_some_and(|words| words == turn.user_text)
+    id == ids::user_message_id(&turn.public_id) || id == turn.user_message_id || content.text() == turn.user_text
 }
 
 pub fn check(messages: &[InputMessage], turns: &[TurnRow]) -> HistoryVerdict {
@@ -75,9 +87,18 @@ pub fn check(messages: &[InputMessage], turns: &[TurnRow]) -> HistoryVerdict {
             ));
         }
     }
-    match user_words(&messages[newest]) {
-        Some(text) => HistoryVerdict::NewTurn { message_id: messages[newest].id().to_string(), text },
-        None => HistoryVerdict::Mismatch("the newest user message holds no text".into()),
+    match user_content(&messages[newest]) {
+        Some(content) => HistoryVerdict::NewTurn {
+            message_id: messages[newest].id().to_string(),
+            text: content.text(),
+            parts: match content {
+                UserContent::Parts(parts) if !content.media().is_empty() => {
+                    Some(parts.iter().map(ContentPart::normalized).collect())
+                }
+                _ => None,
+            },
+        },
+        None => HistoryVerdict::Mismatch("the newest user message is no user message".into()),
     }
 }
 
@@ -103,6 +124,7 @@ mod tests {
             cancel_requested: false,
             client_tools: None,
             client_input: None,
+            user_parts: None,
             epoch: 1,
         }
     }
@@ -116,7 +138,7 @@ mod tests {
     #[test]
     fn a_first_message_starts_a_turn() {
         let verdict = check(&messages(json!([{"id": "u1", "role": "user", "content": "hi"}])), &[]);
-        assert_eq!(verdict, HistoryVerdict::NewTurn { message_id: "u1".into(), text: "hi".into() });
+        assert_eq!(verdict, HistoryVerdict::NewTurn { message_id: "u1".into(), text: "hi".into(), parts: None });
     }
 
     #[test]
@@ -156,6 +178,21 @@ mod tests {
             {"id": "u3", "role": "user", "content": "new question"}
         ]));
         assert!(matches!(check(&lost, &turns), HistoryVerdict::Mismatch(_)));
+    }
+
+    #[test]
+    fn an_earlier_message_whose_image_changed_is_not_the_turns() {
+        let image = json!({"type": "image", "source": {"type": "data", "value": "AAAA", "mimeType": "image/png"}});
+        let mut recorded = turn(T1, "u1", "see");
+        recorded.user_parts = Some(json!([{"type": "text", "text": "see"}, image]).to_string());
+        let turns = [recorded];
+        let same = messages(json!([{"id": "u1", "role": "user", "content": [{"type": "text", "text": "see"}, image]}]));
+        assert_eq!(check(&same, &turns), HistoryVerdict::FollowLatest);
+        let swapped = json!({"type": "image", "source": {"type": "data", "value": "BBBB", "mimeType": "image/png"}});
+        let altered = messages(json!([{"id": "u1", "role": "user", "content": [{"type": "text", "text": "see"}, swapped]}]));
+        assert!(matches!(check(&altered, &turns), HistoryVerdict::Mismatch(_)));
+        let dropped = messages(json!([{"id": "u1", "role": "user", "content": "see"}]));
+        assert!(matches!(check(&dropped, &turns), HistoryVerdict::Mismatch(_)));
     }
 
     #[test]

@@ -117,7 +117,7 @@ impl Engine {
                 let start = decided.max().map_or(0, |seq| seq - 1);
                 self.follow(&request, thread, latest, start, None).await
             }
-            HistoryVerdict::NewTurn { message_id, text } => {
+            HistoryVerdict::NewTurn { message_id, text, parts } => {
                 if let Some(last_event_id) = request.last_event_id {
                     return Err(EngineError::BadLastEventId(last_event_id.to_string()));
                 }
@@ -144,7 +144,8 @@ impl Engine {
                 if let Some(refusal) = self.over_quota(request.tenant).await? {
                     return Ok(RunPlan::Refused(refusal));
                 }
-                self.start_turn(&request, thread.as_ref(), turns.len(), message_id, text).await
+                let message = NewMessage { id: message_id, text, parts };
+                self.start_turn(&request, thread.as_ref(), turns.len(), message).await
             }
         }
     }
@@ -179,8 +180,7 @@ impl Engine {
         request: &RunRequest<'_>,
         thread: Option<&ThreadRow>,
         known_turns: usize,
-        message_id: String,
-        text: String,
+        message: NewMessage,
     ) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
         let notes = match thread {
@@ -216,8 +216,15 @@ impl Engine {
             },
             client_input: client_input(request.input),
             agent: request.agent.to_string(),
-            user_message_id: message_id,
-            user_text: text,
+            user_message_id: message.id,
+            user_text: message.text,
+            user_parts: match &message.parts {
+                Some(parts) => Some(serde_json::to_string(parts).map_err(|e| EngineError::BadRequest {
+                    field: "messages",
+                    message: e.to_string(),
+                })?),
+                None => None,
+            },
             started_by: request.caller.label(),
             at_ms: now,
         };
@@ -279,6 +286,13 @@ impl Engine {
             tracing::warn!(%error, thread, "announcing a turn start failed; watchers will find it on their timer");
         }
     }
+}
+
+/// The user message a new turn starts with, as the history check read it.
+struct NewMessage {
+    id: String,
+    text: String,
+    parts: Option<Vec<crate::protocol::ContentPart>>,
 }
 
 /// What a turn keeps of its starting run's input for an upstream agent (§9.3): the `context`

@@ -53,6 +53,8 @@ pub struct TurnContext {
     pub(super) turn_id: String,
     pub(super) agent: String,
     pub(super) user_text: String,
+    /// The user message's parts when it held more than words (images, audio, …); else empty.
+    pub(super) user_parts: Vec<crate::protocol::ContentPart>,
     pub(super) ai_label: Option<String>,
     pub(super) max_event_bytes: usize,
     pub(super) signal: watch::Receiver<TurnSignal>,
@@ -140,6 +142,7 @@ impl TurnContext {
             turn_id: turn.public_id.clone(),
             agent: turn.agent.clone(),
             user_text: turn.user_text.clone(),
+            user_parts: turn.user_parts.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default(),
             ai_label: ai_label.filter(|l| !l.is_empty()),
             max_event_bytes: inner.config.limits.max_event_bytes,
             signal,
@@ -189,6 +192,16 @@ impl TurnContext {
     /// What the running agent was asked: the user's message, or a delegation's input.
     pub fn user_text(&self) -> &str {
         self.nest.last().map_or(&self.user_text, |frame| &frame.input)
+    }
+
+    /// What the running agent was asked, with the user message's parts besides its words; a
+    /// delegation's input is words only.
+    pub fn user_content(&self) -> crate::protocol::UserContent {
+        match self.nest.last() {
+            Some(frame) => crate::protocol::UserContent::Text(frame.input.clone()),
+            None if self.user_parts.is_empty() => crate::protocol::UserContent::Text(self.user_text.clone()),
+            None => crate::protocol::UserContent::Parts(self.user_parts.clone()),
+        }
     }
 
     pub fn is_cancelled(&self) -> bool {
