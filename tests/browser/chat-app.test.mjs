@@ -21,11 +21,14 @@
 //      stream, and the approval answered there goes away
 //   7. a stream cut mid-answer reconnects with Last-Event-ID: nothing missed, nothing twice
 //   8. Reject: the call is reported not run and the turn goes on
+//   9. an image attached in the composer reaches a vision model (an `openai` agent on a scripted
+//      chat-completions server started here) as an `image_url` part, and the thread records it
 // Prints PASS/FAIL per case; exits non-zero on any failure.
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -99,6 +102,49 @@ async function startCuttingRelay(targetUrl) {
     },
   };
 }
+
+/**
+ * A scripted OpenAI-compatible model on a random port: every `POST /v1/chat/completions` is
+ * recorded and answered with `answer` streamed as chat-completion chunks, as a model server
+ * streams them (`data: {…}` frames, then `data: [DONE]`).
+ */
+async function startScriptedModel(answer) {
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", () => {
+      if (req.method !== "POST" || !req.url.endsWith("/chat/completions")) {
+        res.writeHead(404).end();
+        return;
+      }
+      requests.push(JSON.parse(body));
+      const frame = (delta, finish = null) =>
+        `data: ${JSON.stringify({ id: "chatcmpl-1", object: "chat.completion.chunk", model: "scripted-vision", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(frame({ role: "assistant", content: answer }) + frame({}, "stop") + "data: [DONE]\n\n");
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${server.address().port}/v1`, requests, stop: () => server.close() };
+}
+
+// A vision agent beside the example's: its model takes text and images (the example's
+// gateway.toml is otherwise used as it is).
+const VISION_ANSWER = "A small red square.";
+const visionAgent = (modelUrl) => `
+[[agents]]
+name = "vision"
+kind = "openai"
+title = "Vision"
+description = "Looks at the image you attach."
+base_url = "${modelUrl}"
+model = "scripted-vision"
+input_modalities = ["text", "image"]
+`;
+
+// A 2 × 2 red PNG.
+const RED_PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEklEQVR4nGP4z8DAwMDAwMAAAAz4Af+Vo0Q7AAAAAElFTkSuQmCC", "base64");
 
 /** Starts examples/chat-app/server.mjs as a developer would, on a random port. */
 async function startBackend(env) {
@@ -229,8 +275,13 @@ let gateway;
 let relay;
 let backend;
 let browser;
+let model;
 try {
-  gateway = await startGateway({ configToml: readFileSync(path.join(exampleDir, "gateway.toml"), "utf8"), env: authEnv });
+  model = await startScriptedModel(VISION_ANSWER);
+  gateway = await startGateway({
+    configToml: readFileSync(path.join(exampleDir, "gateway.toml"), "utf8") + visionAgent(model.url),
+    env: authEnv,
+  });
   const token = execFileSync(gatewayBinary(), ["token", "mint", "--tenant", "default", "--sub", "alice"], {
     env: { ...process.env, ...authEnv },
     encoding: "utf8",
@@ -244,7 +295,7 @@ try {
     const anonymous = await fetch(`${gateway.url}/v1/agents?tenant=default`);
     assert.equal(anonymous.status, 401, "the gateway refuses a call without a token");
     const agents = await (await fetch(`${backend.url}/api/agents`)).json();
-    assert.deepEqual(agents.agents.map((agent) => agent.name).sort(), ["assistant", "planner"]);
+    assert.deepEqual(agents.agents.map((agent) => agent.name).sort(), ["assistant", "planner", "vision"]);
 
     const arrivals = await timedRun(`${backend.url}/api/agents/assistant`, {
       threadId: `wire-${randomBytes(6).toString("hex")}`,
@@ -557,6 +608,35 @@ try {
     await page.locator(".bubble-assistant", { hasText: ASSISTANT_LAST }).waitFor();
   }, context);
 
+  await runCase("an attached image reaches the vision model as an image part, and the thread keeps it", async () => {
+    await page.getByRole("button", { name: "New chat" }).click();
+    await page.locator("#agent").selectOption("vision");
+    await page.locator("#attach").setInputFiles({ name: "red.png", mimeType: "image/png", buffer: RED_PNG });
+    await page.locator("#attachment img").waitFor();
+    const callsBefore = model.requests.length;
+    await sendMessage(page, "What is in this picture?");
+
+    await page.locator(".bubble-assistant", { hasText: VISION_ANSWER }).waitFor();
+    await page.locator(".row-user .bubble-user img").waitFor();
+    assert.ok(await page.locator("#attachment").isHidden(), "the composer lets the image go once it is sent");
+    assert.equal(model.requests.length, callsBefore + 1, "one model call");
+    const user = model.requests.at(-1).messages.filter((m) => m.role === "user").at(-1);
+    const image = user.content.find((part) => part.type === "image_url");
+    assert.ok(image, `the model's user message has an image_url part: ${JSON.stringify(user.content).slice(0, 300)}`);
+    assert.equal(image.image_url.url, `data:image/png;base64,${RED_PNG.toString("base64")}`);
+    assert.ok(user.content.some((part) => part.type === "text" && part.text.includes("What is in this picture?")), "and the text");
+
+    await page.locator('#status[data-state="idle"]').waitFor();
+    const threadId = await threadIdOf(page);
+    const { messages } = await gatewayJson(gateway, token, `/v1/threads/${threadId}/messages`);
+    const recorded = messages.find((m) => m.role === "user");
+    assert.deepEqual(
+      recorded.content.find((part) => part.type === "image"),
+      { type: "image", source: { type: "data", value: RED_PNG.toString("base64"), mimeType: "image/png" } },
+      "the gateway recorded the image part",
+    );
+  }, context);
+
   await runCase("the browser never sees the app token, and the page raised no error", async () => {
     assert.deepEqual(tokenLeaks, []);
     assert.deepEqual(pageErrors, []);
@@ -568,6 +648,7 @@ try {
   await browser?.close().catch(() => {});
   backend?.stop();
   relay?.stop();
+  model?.stop();
   await gateway?.stop();
 }
 

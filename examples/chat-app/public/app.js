@@ -16,6 +16,8 @@ const ui = {
   suggestions: $("suggestions"),
   composer: $("composer"),
   input: $("input"),
+  attach: $("attach"),
+  attachment: $("attachment"),
   send: $("send"),
   threadId: $("thread-id"),
   notes: $("notes"),
@@ -145,10 +147,41 @@ function notice(kind, text) {
 // The conversation: user bubbles, assistant bubbles, tool cards.
 
 function renderUserMessage(message) {
-  const text = typeof message.content === "string"
-    ? message.content
-    : (message.content ?? []).filter((part) => part.type === "text").map((part) => part.text).join("");
-  return addRow(h("div", { class: "row row-user", "data-message-id": message.id }, h("div", { class: "bubble bubble-user" }, text)));
+  const parts = typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content ?? [];
+  const text = parts.filter((part) => part.type === "text").map((part) => part.text).join("");
+  // An attached image shows above the text: inline data as a data: URL, a URL as it is.
+  const images = parts
+    .filter((part) => part.type === "image" && part.source)
+    .map((part) => h("img", {
+      alt: "attached image",
+      src: part.source.type === "data" ? `data:${part.source.mimeType};base64,${part.source.value}` : part.source.value,
+    }));
+  return addRow(h("div", { class: "row row-user", "data-message-id": message.id }, h("div", { class: "bubble bubble-user" }, ...images, text)));
+}
+
+// An image attached to the next message, as the 1.0 image part it is sent as.
+let attached = null;
+
+/** Reads the chosen file as base64 and shows it in the composer until the message is sent. */
+async function attachImage(file) {
+  const dataUrl = await new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+  const [, mimeType, value] = /^data:([^;]+);base64,(.*)$/.exec(dataUrl) ?? [];
+  if (!value) return;
+  attached = { type: "image", source: { type: "data", value, mimeType } };
+  ui.attachment.replaceChildren(h("img", { src: dataUrl, alt: file.name }), file.name);
+  ui.attachment.hidden = false;
+}
+
+function clearAttachment() {
+  attached = null;
+  ui.attach.value = "";
+  ui.attachment.replaceChildren();
+  ui.attachment.hidden = true;
 }
 
 /** Adds `content` under the agent's avatar, joining the row above when the same agent spoke last. */
@@ -483,7 +516,10 @@ async function send(text) {
   ui.input.value = "";
   autosize();
   sessionStorage.setItem(STORAGE.thread, state.threadId);
-  const message = { id: `user-${randomHex(8)}`, role: "user", content: text };
+  // With an image attached the message is 1.0 content parts: the text, then the image.
+  const content = attached ? [{ type: "text", text }, attached] : text;
+  clearAttachment();
+  const message = { id: `user-${randomHex(8)}`, role: "user", content };
   const row = renderUserMessage(message);
   state.history.push(message);
   const run = await runAgent(state.agent, {
@@ -1001,6 +1037,10 @@ ui.input.addEventListener("keydown", (event) => {
   }
 });
 ui.input.addEventListener("input", autosize);
+ui.attach.addEventListener("change", () => {
+  const file = ui.attach.files?.[0];
+  if (file) attachImage(file).catch((error) => notice("error", `Could not read the image: ${error.message}`));
+});
 ui.agent.addEventListener("change", () => {
   state.agent = ui.agent.value;
   sessionStorage.setItem(STORAGE.agent, state.agent);
