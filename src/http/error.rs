@@ -62,7 +62,7 @@ pub enum ErrorCode {
     NotFound,
     /// 405.
     MethodNotAllowed,
-    /// 406: the answer is always `text/event-stream`.
+    /// 406: the answer is `text/event-stream` or the AG-UI binary transport.
     NotAcceptable,
     /// 408.
     RequestTimeout,
@@ -160,8 +160,8 @@ pub enum ApiError {
     /// 405 `method_not_allowed`.
     #[error("{0}")]
     MethodNotAllowed(String),
-    /// 406 `not_acceptable`: the answer is always `text/event-stream`.
-    #[error("this route answers only text/event-stream; the Accept header rules it out")]
+    /// 406 `not_acceptable`: the answer is `text/event-stream` or the AG-UI binary transport.
+    #[error("this route answers text/event-stream or application/vnd.ag-ui.event+proto; the Accept header names neither")]
     NotAcceptable,
     /// 409, with a code (`not_running`, `turn_in_progress`).
     #[error("{message}")]

@@ -53,7 +53,7 @@ fn cases() -> Vec<Case> {
             ..case("an over-limit body", json!(null), 413, "payload_too_large", "65536")
         },
         Case { headers: vec![("content-type", "text/plain".into())], ..case("a wrong Content-Type", valid.clone(), 415, "unsupported_media_type", "application/json") },
-        Case { headers: vec![("accept", "application/vnd.ag-ui.event+proto".into())], ..case("an Accept naming only protobuf", valid.clone(), 406, "not_acceptable", "text/event-stream") },
+        Case { headers: vec![("accept", "application/json".into())], ..case("an Accept naming neither SSE nor the binary transport", valid.clone(), 406, "not_acceptable", "application/vnd.ag-ui.event+proto") },
         Case { headers: vec![("last-event-id", "not-an-id".into())], ..case("a malformed Last-Event-ID", valid.clone(), 400, "bad_last_event_id", "Last-Event-ID") },
         Case { agent: "nobody", ..case("an unknown agent", valid.clone(), 404, "not_found", "nobody") },
     ];
