@@ -6,14 +6,13 @@
 
 use serde_json::{json, Value};
 
-use crate::protocol::Modality;
 use crate::config::{AgentConfig, AgentKindConfig, Approval, Config, ScriptStep, ToolPolicy};
 use crate::protocol::capabilities::{
     AgentCapabilities, DecisionPolicy, ExecutionCapabilities, GatewayCapabilities, HumanInTheLoopCapabilities,
     IdentityCapabilities, MultiAgentCapabilities, MultimodalCapabilities, MultimodalInputCapabilities,
-    ReasoningCapabilities, StateCapabilities,
-    SubagentInfo, ToolDescription, ToolsCapabilities, TransportCapabilities,
+    ReasoningCapabilities, StateCapabilities, SubagentInfo, ToolDescription, ToolsCapabilities, TransportCapabilities,
 };
+use crate::protocol::Modality;
 
 /// The capabilities of `agent`, one of `config`'s agents.
 pub fn capabilities(agent: &AgentConfig, config: &Config) -> AgentCapabilities {

@@ -18,8 +18,10 @@ pub fn check_newest_user_message(input: &RunAgentInput, agent: &AgentConfig, lim
     let mut total = 0usize;
     for (at, part) in parts.iter().enumerate() {
         let field = format!("messages[{index}].content[{at}]");
-        let unsupported =
-            |why: String| ApiError::BadRequest { code: ErrorCode::UnsupportedContent, message: format!("{field}: {why}") };
+        let unsupported = |why: String| ApiError::BadRequest {
+            code: ErrorCode::UnsupportedContent,
+            message: format!("{field}: {why}"),
+        };
         let Some(modality) = part.modality() else {
             return Err(unsupported(format!("a '{}' part is no AG-UI 1.0 content part", part.kind)));
         };

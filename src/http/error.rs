@@ -161,7 +161,9 @@ pub enum ApiError {
     #[error("{0}")]
     MethodNotAllowed(String),
     /// 406 `not_acceptable`: the answer is `text/event-stream` or the AG-UI binary transport.
-    #[error("this route answers text/event-stream or application/vnd.ag-ui.event+proto; the Accept header names neither")]
+    #[error(
+        "this route answers text/event-stream or application/vnd.ag-ui.event+proto; the Accept header names neither"
+    )]
     NotAcceptable,
     /// 409, with a code (`not_running`, `turn_in_progress`).
     #[error("{message}")]

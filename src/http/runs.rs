@@ -178,7 +178,10 @@ enum StreamRefusals {
     PermissionDenied(ErrorBody),
     #[response(status = 404, description = "unknown tenant or agent (`not_found`)")]
     NotFound(ErrorBody),
-    #[response(status = 406, description = "Accept names neither text/event-stream, the AG-UI binary type nor a wildcard (`not_acceptable`)")]
+    #[response(
+        status = 406,
+        description = "Accept names neither text/event-stream, the AG-UI binary type nor a wildcard (`not_acceptable`)"
+    )]
     NotAcceptable(ErrorBody),
     #[response(
         status = 408,

@@ -119,42 +119,45 @@ pub fn serve_events(
     // Pinned before the body takes it: pinned inside, the engine's stream would take its room
     // twice in the body for as long as the stream lives, once where it was moved from.
     let mut events = Box::pin(events);
-    response(framing, async_stream::stream! {
-        let _slot = slot;
-        let stopping = async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-        };
-        let mut stopping = std::pin::pin!(stopping);
-        let mut cap = std::pin::pin!(tokio::time::sleep(max_duration));
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut sent_since_tick = false;
-        loop {
-            tokio::select! {
-                biased;
-                why = &mut access_ends => {
-                    if let Ok(item) = lone_run_error(ErrorCode::Revoked, why.message().to_string(), None) {
-                        yield Outgoing::Event(item);
+    response(
+        framing,
+        async_stream::stream! {
+            let _slot = slot;
+            let stopping = async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            };
+            let mut stopping = std::pin::pin!(stopping);
+            let mut cap = std::pin::pin!(tokio::time::sleep(max_duration));
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut sent_since_tick = false;
+            loop {
+                tokio::select! {
+                    biased;
+                    why = &mut access_ends => {
+                        if let Ok(item) = lone_run_error(ErrorCode::Revoked, why.message().to_string(), None) {
+                            yield Outgoing::Event(item);
+                        }
+                        return;
                     }
-                    return;
-                }
-                () = &mut stopping => return,
-                () = &mut cap => return,
-                item = events.next() => match item {
-                    Some(item) => {
-                        sent_since_tick = true;
-                        yield Outgoing::Event(item);
-                    }
-                    None => return,
-                },
-                _ = ticks.tick() => {
-                    if !std::mem::take(&mut sent_since_tick) {
-                        yield Outgoing::Keepalive;
+                    () = &mut stopping => return,
+                    () = &mut cap => return,
+                    item = events.next() => match item {
+                        Some(item) => {
+                            sent_since_tick = true;
+                            yield Outgoing::Event(item);
+                        }
+                        None => return,
+                    },
+                    _ = ticks.tick() => {
+                        if !std::mem::take(&mut sent_since_tick) {
+                            yield Outgoing::Keepalive;
+                        }
                     }
                 }
             }
-        }
-    })
+        },
+    )
 }
 
 /// A stream of one `RUN_ERROR` that is not of the log (its id is `0`): a refusal, or the end of
@@ -177,13 +180,16 @@ pub fn response_in_slot(
     slot: StreamSlot,
     framing: Framing,
 ) -> Response {
-    response(framing, async_stream::stream! {
-        let _slot = slot;
-        let mut items = std::pin::pin!(items);
-        while let Some(item) = items.next().await {
-            yield Outgoing::Event(item);
-        }
-    })
+    response(
+        framing,
+        async_stream::stream! {
+            let _slot = slot;
+            let mut items = std::pin::pin!(items);
+            while let Some(item) = items.next().await {
+                yield Outgoing::Event(item);
+            }
+        },
+    )
 }
 
 /// A `200` response streaming `items` framed by `framing`, with proxies told not to buffer it.

@@ -242,10 +242,18 @@ pub struct ContentPart {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PartSource<'a> {
     /// Base64 data, with its media type.
-    Data { value: &'a str, mime_type: &'a str },
-    Url { value: &'a str, mime_type: Option<&'a str> },
+    Data {
+        value: &'a str,
+        mime_type: &'a str,
+    },
+    Url {
+        value: &'a str,
+        mime_type: Option<&'a str>,
+    },
     /// An opaque handle of the client's storage provider.
-    File { value: &'a str },
+    File {
+        value: &'a str,
+    },
 }
 
 impl ContentPart {
@@ -431,17 +439,17 @@ mod tests {
         .expect("parses");
         assert_eq!(content.text(), "look");
         let media = content.media();
-        assert_eq!(media.iter().map(|p| p.modality()).collect::<Vec<_>>(), [
-            Some(Modality::Image),
-            Some(Modality::Audio),
-            Some(Modality::Document)
-        ]);
+        assert_eq!(
+            media.iter().map(|p| p.modality()).collect::<Vec<_>>(),
+            [Some(Modality::Image), Some(Modality::Audio), Some(Modality::Document)]
+        );
         assert_eq!(media[0].content_source(), Ok(PartSource::Url { value: "http://x/a.png", mime_type: None }));
         assert_eq!(media[1].content_source(), Ok(PartSource::Data { value: "UklG", mime_type: "audio/wav" }));
         assert!(media[2].content_source().is_err(), "a data source needs its mimeType");
-        let binary: ContentPart =
-            serde_json::from_value(json!({"type": "binary", "mimeType": "application/pdf", "data": "JVBE", "filename": "a.pdf"}))
-                .expect("parses");
+        let binary: ContentPart = serde_json::from_value(
+            json!({"type": "binary", "mimeType": "application/pdf", "data": "JVBE", "filename": "a.pdf"}),
+        )
+        .expect("parses");
         assert_eq!(
             serde_json::to_value(binary.normalized()).expect("serializes"),
             json!({"type": "document", "source": {"type": "data", "value": "JVBE", "mimeType": "application/pdf"},

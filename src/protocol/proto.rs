@@ -69,7 +69,11 @@ pub fn put_frame(out: &mut BytesMut, id: &str, json: &[u8]) -> Result<(), ProtoE
 
 /// Writes the members of `json` that `descriptor` has fields for (by their JSON names), in the
 /// order they come; members it has no field for are left out, as the JSON mapping ignores them.
-fn write_message(descriptor: &MessageDescriptor, json: &Map<String, Value>, out: &mut Vec<u8>) -> Result<(), ProtoError> {
+fn write_message(
+    descriptor: &MessageDescriptor,
+    json: &Map<String, Value>,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtoError> {
     for (name, value) in json {
         let Some(field) = descriptor.get_field_by_json_name(name) else { continue };
         write_field(&field, value, out).map_err(|error| match error {

@@ -50,10 +50,7 @@ async fn accept_picks_the_binary_transport_and_it_carries_every_event(backend: B
     assert_eq!(frames.len(), over_sse.len(), "one frame per event SSE sends");
     for (frame, event) in frames.iter().zip(&over_sse) {
         let id = event.id.as_deref().expect("an SSE event has an id");
-        assert!(
-            frame.windows(id.len()).any(|window| window == id.as_bytes()),
-            "the frame of {id} carries its id"
-        );
+        assert!(frame.windows(id.len()).any(|window| window == id.as_bytes()), "the frame of {id} carries its id");
     }
 
     // curl's `*/*`, and SSE named first, stay SSE; nothing acceptable is 406.
@@ -77,7 +74,9 @@ async fn accept_picks_the_binary_transport_and_it_carries_every_event(backend: B
     assert_eq!(watch.status(), 200);
     assert_eq!(watch.headers()["content-type"], BINARY);
     let mut opening = Vec::new();
-    while opening.len() < 4 || opening.len() < 4 + u32::from_be_bytes([opening[0], opening[1], opening[2], opening[3]]) as usize {
+    while opening.len() < 4
+        || opening.len() < 4 + u32::from_be_bytes([opening[0], opening[1], opening[2], opening[3]]) as usize
+    {
         let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), watch.chunk())
             .await
             .expect("the opening within 10 s")

@@ -159,9 +159,27 @@ async fn parts_the_agent_does_not_take_or_too_large_are_refused_and_nothing_is_s
         ("an audio part", json!([text, audio]), 400, "unsupported_content", "messages[0].content[1]"),
         ("a binary document", json!([text, document]), 400, "unsupported_content", "messages[0].content[1]"),
         ("an unknown part type", json!([{"type": "hologram"}]), 400, "unsupported_content", "messages[0].content[0]"),
-        ("a data source without its type", json!([{"type": "image", "source": {"type": "data", "value": "AA"}}]), 400, "bad_request", "mimeType"),
-        ("a part past the part limit", json!([text, image_part(&"A".repeat(1200))]), 413, "payload_too_large", "messages[0].content[1]"),
-        ("parts past the request limit", json!([image_part(&"A".repeat(900)), image_part(&"A".repeat(900))]), 413, "payload_too_large", "limits.max_content_bytes"),
+        (
+            "a data source without its type",
+            json!([{"type": "image", "source": {"type": "data", "value": "AA"}}]),
+            400,
+            "bad_request",
+            "mimeType",
+        ),
+        (
+            "a part past the part limit",
+            json!([text, image_part(&"A".repeat(1200))]),
+            413,
+            "payload_too_large",
+            "messages[0].content[1]",
+        ),
+        (
+            "parts past the request limit",
+            json!([image_part(&"A".repeat(900)), image_part(&"A".repeat(900))]),
+            413,
+            "payload_too_large",
+            "limits.max_content_bytes",
+        ),
     ];
     for (name, parts, status, code, names) in cases {
         let thread = unique("th-refused");
@@ -187,7 +205,8 @@ async fn an_upstream_gets_every_part_unchanged(kind: Upstream) {
     let server = upstream_of(kind);
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
-    let toml = format!("name = \"upstream\"\nkind = \"agui\"\nurl = \"{}/agents/chat\"\ntimeout_secs = 20\n", server.url);
+    let toml =
+        format!("name = \"upstream\"\nkind = \"agui\"\nurl = \"{}/agents/chat\"\ntimeout_secs = 20\n", server.url);
     config.agents.push(toml::from_str(&toml).expect("agent config"));
     let app = TestApp::start_with(config).await;
     let parts = json!([

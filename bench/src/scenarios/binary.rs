@@ -112,7 +112,12 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
             for _ in 0..REPLAYS {
                 let read = replay(&client, &target.run_url, &body, &first_id, wire).await?;
                 if read.events + 1 != original.events {
-                    bail!("binary: a {} replay carried {} events, expected {}", wire.name(), read.events, original.events - 1);
+                    bail!(
+                        "binary: a {} replay carried {} events, expected {}",
+                        wire.name(),
+                        read.events,
+                        original.events - 1
+                    );
                 }
                 bytes += read.bytes;
                 events += read.events;
@@ -150,9 +155,21 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
     );
     for (wire, (bytes, rates, cpu)) in [Wire::Sse, Wire::Binary].into_iter().zip(figures) {
         let key = format!("{}/binary/{}", target.name, wire.name());
-        report.add(format!("{key}/bytes-per-event"), format!("{label}, {}: bytes per event", wire.name()), Unit::Times, bytes, None);
+        report.add(
+            format!("{key}/bytes-per-event"),
+            format!("{label}, {}: bytes per event", wire.name()),
+            Unit::Times,
+            bytes,
+            None,
+        );
         report.add(format!("{key}/rate"), format!("{label}, {}: events read", wire.name()), Unit::PerSec, rates, None);
-        report.add(format!("{key}/cpu-per-event"), format!("{label}, {}: gateway CPU per event", wire.name()), Unit::Us, cpu, None);
+        report.add(
+            format!("{key}/cpu-per-event"),
+            format!("{label}, {}: gateway CPU per event", wire.name()),
+            Unit::Us,
+            cpu,
+            None,
+        );
     }
     Ok(stored)
 }

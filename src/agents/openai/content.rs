@@ -18,14 +18,19 @@ pub fn chat_part(part: &ContentPart) -> Result<Value, String> {
         (Modality::Image, PartSource::Data { value, mime_type }) => {
             Ok(json!({ "type": "image_url", "image_url": { "url": format!("data:{mime_type};base64,{value}") } }))
         }
-        (Modality::Image, PartSource::Url { value, .. }) => Ok(json!({ "type": "image_url", "image_url": { "url": value } })),
+        (Modality::Image, PartSource::Url { value, .. }) => {
+            Ok(json!({ "type": "image_url", "image_url": { "url": value } }))
+        }
         (Modality::Audio, PartSource::Data { value, mime_type }) => {
-            let format = audio_format(mime_type).ok_or_else(|| format!("the model takes wav or mp3 audio, not {mime_type}"))?;
+            let format =
+                audio_format(mime_type).ok_or_else(|| format!("the model takes wav or mp3 audio, not {mime_type}"))?;
             Ok(json!({ "type": "input_audio", "input_audio": { "data": value, "format": format } }))
         }
         (Modality::Document, PartSource::Data { value, mime_type }) => {
             let filename = part.filename().unwrap_or("document");
-            Ok(json!({ "type": "file", "file": { "file_data": format!("data:{mime_type};base64,{value}"), "filename": filename } }))
+            Ok(
+                json!({ "type": "file", "file": { "file_data": format!("data:{mime_type};base64,{value}"), "filename": filename } }),
+            )
         }
         (Modality::Audio | Modality::Document, PartSource::Url { .. }) => {
             Err(format!("the model takes {} only as data, not by URL", modality.as_str()))
@@ -65,16 +70,27 @@ mod tests {
 
     #[test]
     fn each_modality_maps_to_its_chat_part() {
-        let image = part(json!({"type": "image", "source": {"type": "data", "value": "iVBO", "mimeType": "image/png"}}));
-        assert_eq!(chat_part(&image), Ok(json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}})));
+        let image =
+            part(json!({"type": "image", "source": {"type": "data", "value": "iVBO", "mimeType": "image/png"}}));
+        assert_eq!(
+            chat_part(&image),
+            Ok(json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}}))
+        );
         let linked = part(json!({"type": "image", "source": {"type": "url", "value": "https://x/a.png"}}));
         assert_eq!(chat_part(&linked), Ok(json!({"type": "image_url", "image_url": {"url": "https://x/a.png"}})));
         let audio = part(json!({"type": "binary", "mimeType": "audio/wav", "data": "UklG"}));
-        assert_eq!(chat_part(&audio), Ok(json!({"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}})));
-        let pdf = part(json!({"type": "document", "source": {"type": "data", "value": "JVBE", "mimeType": "application/pdf"}}));
+        assert_eq!(
+            chat_part(&audio),
+            Ok(json!({"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}}))
+        );
+        let pdf = part(
+            json!({"type": "document", "source": {"type": "data", "value": "JVBE", "mimeType": "application/pdf"}}),
+        );
         assert_eq!(
             chat_part(&pdf),
-            Ok(json!({"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBE", "filename": "document"}}))
+            Ok(
+                json!({"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBE", "filename": "document"}})
+            )
         );
         let by_url = part(json!({"type": "audio", "source": {"type": "url", "value": "https://x/a.wav"}}));
         assert!(chat_part(&by_url).is_err());

@@ -189,7 +189,8 @@ mod tests {
         let same = messages(json!([{"id": "u1", "role": "user", "content": [{"type": "text", "text": "see"}, image]}]));
         assert_eq!(check(&same, &turns), HistoryVerdict::FollowLatest);
         let swapped = json!({"type": "image", "source": {"type": "data", "value": "BBBB", "mimeType": "image/png"}});
-        let altered = messages(json!([{"id": "u1", "role": "user", "content": [{"type": "text", "text": "see"}, swapped]}]));
+        let altered =
+            messages(json!([{"id": "u1", "role": "user", "content": [{"type": "text", "text": "see"}, swapped]}]));
         assert!(matches!(check(&altered, &turns), HistoryVerdict::Mismatch(_)));
         let dropped = messages(json!([{"id": "u1", "role": "user", "content": "see"}]));
         assert!(matches!(check(&dropped, &turns), HistoryVerdict::Mismatch(_)));

@@ -219,10 +219,10 @@ impl Engine {
             user_message_id: message.id,
             user_text: message.text,
             user_parts: match &message.parts {
-                Some(parts) => Some(serde_json::to_string(parts).map_err(|e| EngineError::BadRequest {
-                    field: "messages",
-                    message: e.to_string(),
-                })?),
+                Some(parts) => Some(
+                    serde_json::to_string(parts)
+                        .map_err(|e| EngineError::BadRequest { field: "messages", message: e.to_string() })?,
+                ),
                 None => None,
             },
             started_by: request.caller.label(),
