@@ -67,9 +67,9 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
     messages.push(InputMessage::User(UserMessage {
         id,
         // A message with parts besides words is shown with them, as the client sent it.
-        content: match turn.user_parts.as_deref().and_then(|parts| serde_json::from_str(parts).ok()) {
-            Some(parts) => UserContent::Parts(parts),
-            None => UserContent::Text(turn.user_text.clone()),
+        content: match turn.user_content_parts() {
+            parts if parts.is_empty() => UserContent::Text(turn.user_text.clone()),
+            parts => UserContent::Parts(parts),
         },
         name: None,
     }));

@@ -285,10 +285,10 @@ impl ContentPart {
     /// and sends upstream, so a 1.0 upstream accepts it and the history check compares like
     /// with like.
     pub fn normalized(&self) -> ContentPart {
-        let (Some(modality), Ok(source)) = (self.modality(), self.content_source()) else { return self.clone() };
         if self.kind != "binary" {
             return self.clone();
         }
+        let (Some(modality), Ok(source)) = (self.modality(), self.content_source()) else { return self.clone() };
         let source = match source {
             PartSource::Data { value, mime_type } => json!({"type": "data", "value": value, "mimeType": mime_type}),
             PartSource::Url { value, mime_type } => json!({"type": "url", "value": value, "mimeType": mime_type}),

@@ -164,6 +164,14 @@ pub struct TurnRow {
     pub epoch: i64,
 }
 
+impl TurnRow {
+    /// The user message's recorded content parts (`user_parts`); empty for a message of words
+    /// only, or a record that no longer reads as parts.
+    pub fn user_content_parts(&self) -> Vec<crate::protocol::ContentPart> {
+        self.user_parts.as_deref().and_then(|parts| serde_json::from_str(parts).ok()).unwrap_or_default()
+    }
+}
+
 /// A new turn, with the run that starts it and, on a thread's first run, the thread.
 #[derive(Debug, Clone)]
 pub struct NewTurn {

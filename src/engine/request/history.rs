@@ -33,14 +33,7 @@ fn user_content(message: &InputMessage) -> Option<&UserContent> {
 /// swapped or dropped is another message, whatever its id).
 fn is_turns_message(message: &InputMessage, turn: &TurnRow) -> bool {
     let Some(content) = user_content(message) else { return false };
-    let recorded: Vec<ContentPart> = turn
-        .user_parts
-        .as_deref()
-        .and_then(|parts| serde_json::from_str::<Vec<ContentPart>>(parts).ok())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|part| part.kind != "text")
-        .collect();
+    let recorded = turn.user_content_parts().into_iter().filter(|part| part.kind != "text");
     if content.media().into_iter().map(ContentPart::normalized).ne(recorded) {
         return false;
     }

@@ -142,7 +142,7 @@ impl TurnContext {
             turn_id: turn.public_id.clone(),
             agent: turn.agent.clone(),
             user_text: turn.user_text.clone(),
-            user_parts: turn.user_parts.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default(),
+            user_parts: turn.user_content_parts(),
             ai_label: ai_label.filter(|l| !l.is_empty()),
             max_event_bytes: inner.config.limits.max_event_bytes,
             signal,
