@@ -1,6 +1,6 @@
 //! The gateway's configuration: one typed struct, loaded from the commented default file
 //! (`config/gateway.toml`, embedded in the binary), an optional operator file merged over it,
-//! and `AGUI_GATEWAY_*` environment overrides for every scalar setting.
+//! and `AGUI_GATEWAY_*` environment overrides for every setting (`env`).
 //!
 //! Loading writes nothing and validates everything, so `check-config` and `serve` fail the same
 //! way on the same mistake.
@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 mod agents;
 mod auth;
+mod env;
 mod known_keys;
 mod limits;
 mod tenants;
@@ -215,11 +216,7 @@ impl Config {
             let operator: toml::Table = text.parse()?;
             merge_tables(&mut tree, operator);
         }
-        for (name, value) in overrides {
-            if let Some(key) = name.strip_prefix(ENV_PREFIX) {
-                apply_env_override(&mut tree, &name, key, &value)?;
-            }
-        }
+        env::apply_all(&mut tree, overrides)?;
         known_keys::check(&tree)?;
         let config: Config = serde_path_to_error::deserialize(toml::Value::Table(tree)).map_err(|error| {
             let path = match error.path().to_string() {
@@ -431,45 +428,6 @@ fn merge_tables(base: &mut toml::Table, over: toml::Table) {
             }
         }
     }
-}
-
-/// Finds the scalar setting whose path, joined by `_` and upper-cased, is `key`, and replaces
-/// it with `raw` parsed as the setting's own type.
-fn apply_env_override(tree: &mut toml::Table, name: &str, key: &str, raw: &str) -> Result<(), ConfigError> {
-    fn find<'a>(table: &'a mut toml::Table, key: &str) -> Option<&'a mut toml::Value> {
-        let mut found = None;
-        for (name, value) in table.iter_mut() {
-            let upper = name.to_ascii_uppercase();
-            if upper == key && !value.is_table() && !value.is_array() {
-                found = Some(value);
-                break;
-            }
-            if let (Some(rest), toml::Value::Table(inner)) =
-                (key.strip_prefix(&upper).and_then(|r| r.strip_prefix('_')), value)
-            {
-                if let Some(value) = find(inner, rest) {
-                    found = Some(value);
-                    break;
-                }
-            }
-        }
-        found
-    }
-    let env_error = |message: String| ConfigError::Env { name: name.to_string(), message };
-    let slot = find(tree, key).ok_or_else(|| env_error("no such setting".into()))?;
-    *slot = match slot {
-        toml::Value::Integer(_) => {
-            toml::Value::Integer(raw.parse().map_err(|_| env_error(format!("'{raw}' is not an integer")))?)
-        }
-        toml::Value::Float(_) => {
-            toml::Value::Float(raw.parse().map_err(|_| env_error(format!("'{raw}' is not a number")))?)
-        }
-        toml::Value::Boolean(_) => {
-            toml::Value::Boolean(raw.parse().map_err(|_| env_error(format!("'{raw}' is not true/false")))?)
-        }
-        _ => toml::Value::String(raw.to_string()),
-    };
-    Ok(())
 }
 
 #[cfg(test)]

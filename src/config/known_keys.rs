@@ -121,25 +121,54 @@ fn settings_shape() -> Shape {
         .nest("tenants", Shape::of::<TenantConfig>().nest("quotas", Shape::of::<QuotaConfig>()))
 }
 
+/// The keys a table of the settings takes, the table named by the keys leading to it from the
+/// root (`["auth", "identity_providers"]`; an array's tables by the array's key) and, for an
+/// agent, by its `kind`. Empty for a table this does not describe (a step, a tool: their keys
+/// depend on what they hold).
+pub(super) fn keys_at(names: &[&str], table: &toml::Table) -> Vec<&'static str> {
+    if names == ["agents"] {
+        return match table.get("kind") {
+            Some(toml::Value::String(kind)) => agent_keys(kind).unwrap_or_default(),
+            _ => AGENT_KEYS.to_vec(),
+        };
+    }
+    // (Built anew for each lookup: the environment is read once, at start.)
+    let root = settings_shape();
+    let mut shape = &root;
+    for name in names {
+        match shape.nested.iter().find(|(key, _)| key == name) {
+            Some((_, inner)) => shape = inner,
+            None => return Vec::new(),
+        }
+    }
+    shape.keys.clone()
+}
+
+/// The keys an agent of `kind` takes, or `None` for no kind of agent.
+fn agent_keys(kind: &str) -> Option<Vec<&'static str>> {
+    let mut keys = AGENT_KEYS.to_vec();
+    match kind {
+        "script" => keys.extend(fields_of::<ScriptAgentConfig>()),
+        "openai" => keys.extend(fields_of::<OpenaiAgentConfig>()),
+        "agui" => keys.extend(fields_of::<AguiAgentConfig>()),
+        _ => return None,
+    }
+    Some(keys)
+}
+
 fn check_agent(agent: &toml::Table, path: &str) -> Result<(), ConfigError> {
     let kind = match agent.get("kind") {
         Some(toml::Value::String(kind)) => kind.as_str(),
         // No kind, or not a string: the typed load says so.
         _ => return Ok(()),
     };
-    let mut keys = AGENT_KEYS.to_vec();
-    match kind {
-        "script" => keys.extend(fields_of::<ScriptAgentConfig>()),
-        "openai" => keys.extend(fields_of::<OpenaiAgentConfig>()),
-        "agui" => keys.extend(fields_of::<AguiAgentConfig>()),
-        other => {
-            let hint = match nearest(other, AGENT_KINDS) {
-                Some(near) => format!("did you mean '{near}'?"),
-                None => format!("the kinds are {}", AGENT_KINDS.join(", ")),
-            };
-            return Err(ConfigError::Invalid(format!("{path}.kind: '{other}' is no agent kind; {hint}")));
-        }
-    }
+    let Some(keys) = agent_keys(kind) else {
+        let hint = match nearest(kind, AGENT_KINDS) {
+            Some(near) => format!("did you mean '{near}'?"),
+            None => format!("the kinds are {}", AGENT_KINDS.join(", ")),
+        };
+        return Err(ConfigError::Invalid(format!("{path}.kind: '{kind}' is no agent kind; {hint}")));
+    };
     expect_keys(agent, path, &keys)?;
     if kind == "script" {
         for (step_path, step) in tables_at(agent, path, "steps") {

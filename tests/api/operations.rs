@@ -199,3 +199,67 @@ fn app_url_after_stop() -> String {
     drop(listener);
     format!("http://{address}/readyz")
 }
+
+/// §10: every setting also from the environment — a gateway given an empty file serves the
+/// agents and tenants its environment declares (lists written as JSON and as TOML), with an
+/// entry changed by its index, and a list that does not read is refused at start, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_and_tenants_come_from_the_environment_alone() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(&config, "").expect("config");
+    let agents = r#"[{name = "envbot", kind = "script", title = "From the environment", steps = [{say = "set by a variable"}]}]"#;
+    let tenants = r#"[{"name": "default"}, {"name": "acme", "cors_origins": ["https://app.acme.example"]}]"#;
+    let env = [
+        ("AGUI_GATEWAY_AGENTS", agents),
+        ("AGUI_GATEWAY_TENANTS", tenants),
+        ("AGUI_GATEWAY_AGENTS_0_CHUNK_DELAY_MS", "0"),
+    ];
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let gateway = gateway_process::Spawn::new(&config, &db.url).env(&env).start(logs);
+    let client = crate::tls_support::http_client().build().expect("client");
+    let base = format!("http://{}", gateway.address);
+
+    let listed: Value =
+        client.get(format!("{base}/v1/agents")).send().await.expect("agents").json().await.expect("json");
+    let names: Vec<&str> =
+        listed["agents"].as_array().expect("agents").iter().filter_map(|a| a["name"].as_str()).collect();
+    assert_eq!(names, ["envbot"], "the environment's agents replace the built-in ones: {listed}");
+
+    let response = client
+        .post(format!("{base}/v1/agui/agents/envbot?tenant=acme"))
+        .header("content-type", "application/json")
+        .body(first_run("th-env", "run-1", "hello").to_string())
+        .send()
+        .await
+        .expect("run");
+    assert_eq!(response.status(), 200);
+    let events = read_events(response, None).await;
+    let said: String =
+        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
+    assert_eq!(said, "set by a variable");
+
+    let preflight = |origin: &'static str| {
+        client
+            .request(reqwest::Method::OPTIONS, format!("{base}/v1/agui/agents/envbot?tenant=acme"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .send()
+    };
+    let allowed = preflight("https://app.acme.example").await.expect("preflight");
+    assert_eq!(allowed.headers()["access-control-allow-origin"], "https://app.acme.example");
+    let refused = preflight("https://other.example").await.expect("preflight");
+    assert!(refused.headers().get("access-control-allow-origin").is_none());
+
+    // A list that does not read as one stops the start, naming the variable.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .env("AGUI_GATEWAY_TENANTS", "acme")
+        .output()
+        .expect("check-config runs");
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("AGUI_GATEWAY_TENANTS") && said.contains("not a list"), "{said}");
+}
