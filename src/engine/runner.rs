@@ -142,14 +142,23 @@ impl Engine {
         let Some(turn) = turns.last().filter(|t| t.status == TurnStatus::Running) else {
             return Err(EngineError::NotRunning("no turn is running on this thread".into()));
         };
-        if !store.request_cancel(turn.pk).await? {
+        if !self.request_cancel(turn.pk).await? {
             return Err(EngineError::NotRunning("the turn finished before it could be cancelled".into()));
         }
-        if !self.inner.signal_cancel(turn.pk) {
-            // Another instance runs it: tell it through the shared wake-up channel.
-            self.inner.bus.announce(&[WakeUp::Cancel { turn: turn.pk }]).await?;
-        }
         Ok(turn.public_id.clone())
+    }
+
+    /// Asks the running turn `turn` to stop, on whichever instance runs it; false when it is
+    /// not running (any more).
+    pub(super) async fn request_cancel(&self, turn: i64) -> Result<bool, EngineError> {
+        if !self.inner.store.request_cancel(turn).await? {
+            return Ok(false);
+        }
+        if !self.inner.signal_cancel(turn) {
+            // Another instance runs it: tell it through the shared wake-up channel.
+            self.inner.bus.announce(&[WakeUp::Cancel { turn }]).await?;
+        }
+        Ok(true)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Threads as a person manages them (SPEC §10): the list of a caller's threads, newest activity
 //! first in cursor pages; a thread's erasure, with everything stored for it and one audit row
-//! that names who and when but holds no content; and the optional retention sweep, which erases
+//! that names who and when but holds no content (a running turn of it cancelled first); and the optional retention sweep, which erases
 //! threads idle longer than `retention.thread_idle_days`, a small batch per pass.
 
 use std::sync::Arc;
@@ -22,6 +22,24 @@ pub const DEFAULT_PAGE: u32 = 50;
 pub const MAX_PAGE: u32 = 200;
 /// A thread's title is its first user message, cut to this many characters.
 pub const TITLE_CHARS: usize = 80;
+
+/// What erasing a thread does to a turn of it that runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnRunning {
+    /// Cancel it and erase once it has ended (a person's or an operator's delete).
+    Cancel,
+    /// Leave it running and the thread with it (retention: a thread whose turn runs is not idle).
+    Refuse,
+}
+
+/// How often an erase that cancelled a turn looks whether it has ended.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
+/// How long an erase waits for the turn it cancelled to end: a turn whose instance died ends
+/// once another takes it over, within about two leases.
+fn stop_patience(lease_ms: u64) -> Duration {
+    Duration::from_millis(lease_ms.saturating_mul(3)).max(Duration::from_secs(5))
+}
 
 /// What a list asks for besides the tenant and who asks.
 #[derive(Debug, Clone, Default)]
@@ -122,23 +140,27 @@ impl Engine {
     }
 
     /// Erases a thread the caller may read, when the caller is its owner (see
-    /// [`Caller::may_delete`]); refused while a turn of it runs or waits.
+    /// [`Caller::may_delete`]); a turn of it that runs is cancelled first.
     pub async fn delete_thread(&self, caller: &Caller, thread: &ThreadRow) -> Result<(), EngineError> {
         if !caller.may_read(thread) || !caller.may_delete(thread) {
             return Err(EngineError::PermissionDenied);
         }
-        self.erase_thread(thread, &caller.label(), caller.via(), "request").await
+        self.erase_thread(thread, &caller.label(), caller.via(), "request", OnRunning::Cancel).await
     }
 
     /// Erases `thread` with everything stored for it, and appends the `thread.delete` audit row
     /// (`actor`, `via`, why) in the same transaction. The row names the thread, never its
-    /// content.
+    /// content. A turn of it that runs is, as `on_running` says, cancelled — the erase waits
+    /// for it to end, so its streams end as on a cancel (outcome `cancelled`), up to
+    /// [`stop_patience`] — or left to run, the thread refused; a turn that waits is refused
+    /// (`turn_in_progress`).
     pub async fn erase_thread(
         &self,
         thread: &ThreadRow,
         actor: &str,
         via: Option<&str>,
         reason: &str,
+        on_running: OnRunning,
     ) -> Result<(), EngineError> {
         let audit = AuditEntry {
             tenant: thread.tenant.clone(),
@@ -148,17 +170,49 @@ impl Engine {
             detail: json!({ "thread": thread.thread_id, "reason": reason }).to_string(),
             at_ms: self.now_ms(),
         };
-        match self.inner.store.delete_thread(thread.pk, &audit).await? {
-            DeleteThread::Deleted { turns } => {
-                tracing::info!(tenant = %thread.tenant, turns, reason, "a thread was erased");
-                Ok(())
+        let deadline = tokio::time::Instant::now() + stop_patience(self.inner.config.turns.lease_ms);
+        loop {
+            let status = match self.inner.store.delete_thread(thread.pk, &audit).await? {
+                DeleteThread::Deleted { turns } => {
+                    tracing::info!(tenant = %thread.tenant, turns, reason, "a thread was erased");
+                    return Ok(());
+                }
+                DeleteThread::Missing => {
+                    return Err(EngineError::NotFound(format!("thread '{}' not found", thread.thread_id)))
+                }
+                DeleteThread::Busy(status) => status,
+            };
+            let stoppable = status == TurnStatus::Running && on_running == OnRunning::Cancel;
+            if !stoppable || tokio::time::Instant::now() >= deadline {
+                return Err(EngineError::TurnInProgress(match status {
+                    TurnStatus::Running if stoppable => {
+                        "the thread's turn was asked to stop and has not yet: try again".to_string()
+                    }
+                    status => format!(
+                        "a turn of this thread is {}: cancel it, or decide what it waits for, before deleting the thread",
+                        status.as_str()
+                    ),
+                }));
             }
-            DeleteThread::Busy(status) => Err(EngineError::TurnInProgress(format!(
-                "a turn of this thread is {}: cancel it, or decide what it waits for, before deleting the thread",
-                status.as_str()
-            ))),
-            DeleteThread::Missing => Err(EngineError::NotFound(format!("thread '{}' not found", thread.thread_id))),
+            self.stop_running_turn(thread.pk, deadline).await?;
         }
+    }
+
+    /// Cancels the thread's running turn and waits, until `deadline`, for it to end.
+    async fn stop_running_turn(&self, thread: i64, deadline: tokio::time::Instant) -> Result<(), EngineError> {
+        let store = &self.inner.store;
+        let Some(turn) = store.thread_turns(thread).await?.into_iter().rev().find(|t| t.status == TurnStatus::Running)
+        else {
+            return Ok(());
+        };
+        self.request_cancel(turn.pk).await?;
+        while tokio::time::Instant::now() < deadline {
+            match store.turn_by_pk(turn.pk).await? {
+                Some(row) if row.status == TurnStatus::Running => tokio::time::sleep(STOP_POLL).await,
+                _ => break,
+            }
+        }
+        Ok(())
     }
 
     /// One pass of the retention sweep: erases up to `retention.batch` threads idle for longer
@@ -175,7 +229,7 @@ impl Engine {
         let batch = i64::try_from(retention.batch).unwrap_or(i64::MAX);
         let mut erased = 0;
         for thread in self.inner.store.idle_threads(before, batch).await? {
-            match self.erase_thread(&thread, "gateway", None, "retention").await {
+            match self.erase_thread(&thread, "gateway", None, "retention", OnRunning::Refuse).await {
                 Ok(()) => erased += 1,
                 // A turn started since, or another instance erased it first: left for later.
                 Err(EngineError::TurnInProgress(_) | EngineError::NotFound(_)) => {}

@@ -259,7 +259,7 @@ async fn deleting_a_thread_erases_every_row_and_leaves_an_audit_row_without_cont
 }
 on_both_stores!(deleting_a_thread_erases_every_row_and_leaves_an_audit_row_without_content);
 
-async fn a_thread_is_not_deleted_while_its_turn_waits_or_runs_and_nothing_changes(backend: Backend) {
+async fn a_waiting_thread_is_not_deleted_and_a_running_turn_is_cancelled_by_the_delete(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let asked = app.run_to_end("approver", &first_run("th-busy", "run-1", "send it")).await;
@@ -276,24 +276,36 @@ async fn a_thread_is_not_deleted_while_its_turn_waits_or_runs_and_nothing_change
     assert_eq!(kinds(&denied).last(), Some(&"RUN_FINISHED"), "{:?}", kinds(&denied));
     assert_eq!(delete(&app, "th-busy", "default", None).await.0, 204);
 
-    // A running turn: refused until it is cancelled.
+    // A running turn is cancelled by the delete, which answers once it has ended: the stream
+    // that watched it ends as on a cancel, and nothing of the thread stays.
     let stream = open_until_waiting(&app, "waiter", &first_run("th-running", "run-1", "wait")).await;
-    let before = app.counts().await;
+    let audited = audit_rows(&app).await.len();
     let (status, body) = delete(&app, "th-running", "default", None).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("turn_in_progress")), "{body}");
-    assert_eq!(thread_rows(&app.counts().await), thread_rows(&before));
-    let cancel = app.client.post(app.url("/v1/threads/th-running/cancel")).send().await.expect("cancel");
-    assert_eq!(cancel.status(), 202);
-    drop(stream);
-    wait_until(PATIENCE, "the cancelled turn to end", || async {
-        let (_, thread) = get_json(&app, "/v1/threads/th-running", None).await;
-        thread["latestTurn"]["status"] == "cancelled"
-    })
-    .await;
-    assert_eq!(delete(&app, "th-running", "default", None).await.0, 204);
+    assert_eq!(status, 204, "{body}");
+    let watched = tokio::time::timeout(PATIENCE, stream.rest()).await.expect("the watching stream ends");
+    assert_eq!(watched.last().expect("events").data["outcome"], json!({"type": "cancelled"}));
     assert_eq!(app.counts().await.threads, 0);
+    assert_eq!(thread_rows(&app.counts().await), (0, 0, 0, 0, 0, 0), "every row of it is gone");
+    let rows = audit_rows(&app).await;
+    assert_eq!(rows.len(), audited + 1, "one audit row for the delete");
+    assert_eq!(rows.last().map(|r| r.entry.action.as_str()), Some("thread.delete"));
+    assert_eq!(get_json(&app, "/v1/threads/th-running", None).await.0, 403, "gone like a thread that never was");
 }
-on_both_stores!(a_thread_is_not_deleted_while_its_turn_waits_or_runs_and_nothing_changes);
+on_both_stores!(a_waiting_thread_is_not_deleted_and_a_running_turn_is_cancelled_by_the_delete);
+
+/// The delete reaches a turn another instance runs: it is cancelled there (through the bus),
+/// its stream there ends as on a cancel, and the thread is gone for both.
+#[tokio::test]
+async fn a_delete_on_one_instance_stops_the_turn_another_runs() {
+    let (a, b, _db) = two_apps().await;
+    let stream = open_until_waiting(&a, "waiter", &first_run("th-far", "run-1", "wait")).await;
+    let (status, body) = delete(&b, "th-far", "default", None).await;
+    assert_eq!(status, 204, "{body}");
+    let watched = tokio::time::timeout(PATIENCE, stream.rest()).await.expect("the stream on the runner ends");
+    assert_eq!(watched.last().expect("events").data["outcome"], json!({"type": "cancelled"}));
+    assert_eq!(thread_rows(&a.counts().await), (0, 0, 0, 0, 0, 0));
+    assert_eq!(get_json(&a, "/v1/threads/th-far", None).await.0, 403);
+}
 
 async fn a_thread_the_caller_may_not_delete_answers_like_one_that_does_not_exist(backend: Backend) {
     let db = TestDatabase::new(backend).await;
