@@ -235,10 +235,7 @@ async fn agents_and_tenants_come_from_the_environment_alone() {
         .await
         .expect("run");
     assert_eq!(response.status(), 200);
-    let events = read_events(response, None).await;
-    let said: String =
-        events.iter().filter(|e| e.kind() == "TEXT_MESSAGE_CONTENT").filter_map(|e| e.data["delta"].as_str()).collect();
-    assert_eq!(said, "set by a variable");
+    assert_eq!(text_of(&read_events(response, None).await), "set by a variable");
 
     let preflight = |origin: &'static str| {
         client
