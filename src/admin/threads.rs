@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::{known_tenant, operator, CommandResult, Common, Wiring};
 use crate::auth::Caller;
-use crate::engine::threads::{title, OnRunning, ThreadFilter};
+use crate::engine::threads::{title, ThreadFilter, TurnsToStop};
 use crate::engine::{Engine, EngineError};
 use crate::ids::ThreadId;
 use crate::protocol::iso8601;
@@ -142,12 +142,12 @@ pub async fn list_threads(
     Ok(json!({ "threads": threads, "next_cursor": page.next_cursor }))
 }
 
-/// Erases one thread of the tenant, whoever owns it (a running turn of it cancelled first;
-/// refused while a turn of it waits), audited as `actor: "cli"`.
+/// Erases one thread of the tenant, whoever owns it (an unfinished turn of it cancelled
+/// first), audited as `actor: "cli"`.
 pub async fn delete_thread(engine: &Engine, tenant: &str, thread: &str) -> Result<(), EngineError> {
     let thread_id = ThreadId::parse(thread).map_err(|message| EngineError::BadRequest { field: "thread", message })?;
     let Some(thread) = engine.store().find_thread(tenant, thread_id.as_str()).await? else {
         return Err(EngineError::NotFound(format!("tenant '{tenant}' has no thread '{thread_id}'")));
     };
-    engine.erase_thread(&thread, "cli", None, "operator", OnRunning::Cancel).await
+    engine.erase_thread(&thread, "cli", None, "operator", TurnsToStop::Any).await
 }

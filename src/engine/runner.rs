@@ -57,7 +57,14 @@ impl Engine {
         let inner = self.inner.clone();
         // A turn that starts while the instance stops is handed over at once.
         let stopping = inner.stopping.load(std::sync::atomic::Ordering::Acquire);
-        let (signal_tx, signal_rx) = watch::channel(if stopping { TurnSignal::HandOver } else { TurnSignal::Run });
+        // A turn whose cancel was asked for before this runner (its instance died after the
+        // cancel, or a waiting turn was cancelled) ends `cancelled` here.
+        let first = match (stopping, turn.cancel_requested) {
+            (true, _) => TurnSignal::HandOver,
+            (false, true) => TurnSignal::Cancel,
+            (false, false) => TurnSignal::Run,
+        };
+        let (signal_tx, signal_rx) = watch::channel(first);
         let epoch = turn.epoch;
         {
             let mut running = inner.running.lock().unwrap_or_else(|p| p.into_inner());
@@ -205,6 +212,8 @@ pub(super) async fn run_turn(
     // The opening is boxed and gone by the time the agent runs: only the agent's own future
     // stays in the turn's task while it runs or waits.
     let (agent, checkpoint) = Box::pin(open_turn(inner, context, turn, start)).await?;
+    // Cancelled before its agent runs: its log is opened (what is open is known), then ended.
+    context.check_cancelled()?;
     agent.run(context, checkpoint).await
 }
 

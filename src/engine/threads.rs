@@ -1,6 +1,6 @@
 //! Threads as a person manages them (SPEC §10): the list of a caller's threads, newest activity
 //! first in cursor pages; a thread's erasure, with everything stored for it and one audit row
-//! that names who and when but holds no content (a running turn of it cancelled first); and the optional retention sweep, which erases
+//! that names who and when but holds no content (an unfinished turn of it cancelled first); and the optional retention sweep, which erases
 //! threads idle longer than `retention.thread_idle_days`, a small batch per pass.
 
 use std::sync::Arc;
@@ -23,13 +23,13 @@ pub const MAX_PAGE: u32 = 200;
 /// A thread's title is its first user message, cut to this many characters.
 pub const TITLE_CHARS: usize = 80;
 
-/// What erasing a thread does to a turn of it that runs.
+/// Which unfinished turn of a thread its erase cancels first (any other refuses the erase).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnRunning {
-    /// Cancel it and erase once it has ended (a person's or an operator's delete).
-    Cancel,
-    /// Leave it running and the thread with it (retention: a thread whose turn runs is not idle).
-    Refuse,
+pub enum TurnsToStop {
+    /// A running or a waiting one (a person's or an operator's delete).
+    Any,
+    /// A waiting one only (retention: a thread whose turn runs is not idle).
+    Waiting,
 }
 
 /// How often an erase that cancelled a turn looks whether it has ended.
@@ -140,27 +140,27 @@ impl Engine {
     }
 
     /// Erases a thread the caller may read, when the caller is its owner (see
-    /// [`Caller::may_delete`]); a turn of it that runs is cancelled first.
+    /// [`Caller::may_delete`]); a turn of it that runs or waits is cancelled first.
     pub async fn delete_thread(&self, caller: &Caller, thread: &ThreadRow) -> Result<(), EngineError> {
         if !caller.may_read(thread) || !caller.may_delete(thread) {
             return Err(EngineError::PermissionDenied);
         }
-        self.erase_thread(thread, &caller.label(), caller.via(), "request", OnRunning::Cancel).await
+        self.erase_thread(thread, &caller.label(), caller.via(), "request", TurnsToStop::Any).await
     }
 
     /// Erases `thread` with everything stored for it, and appends the `thread.delete` audit row
     /// (`actor`, `via`, why) in the same transaction. The row names the thread, never its
-    /// content. A turn of it that runs is, as `on_running` says, cancelled — the erase waits
-    /// for it to end, so its streams end as on a cancel (outcome `cancelled`), up to
-    /// [`stop_patience`] — or left to run, the thread refused; a turn that waits is refused
-    /// (`turn_in_progress`).
+    /// content. An unfinished turn of it that `stop` names is cancelled first — a waiting one's
+    /// interrupts withdrawn — and the erase waits for it to end, so every stream following it
+    /// ends as on a cancel (outcome `cancelled`), up to [`stop_patience`]; any other refuses
+    /// the erase (`turn_in_progress`).
     pub async fn erase_thread(
         &self,
         thread: &ThreadRow,
         actor: &str,
         via: Option<&str>,
         reason: &str,
-        on_running: OnRunning,
+        stop: TurnsToStop,
     ) -> Result<(), EngineError> {
         let audit = AuditEntry {
             tenant: thread.tenant.clone(),
@@ -182,33 +182,35 @@ impl Engine {
                 }
                 DeleteThread::Busy(status) => status,
             };
-            let stoppable = status == TurnStatus::Running && on_running == OnRunning::Cancel;
+            let stoppable = status == TurnStatus::Waiting || stop == TurnsToStop::Any;
             if !stoppable || tokio::time::Instant::now() >= deadline {
-                return Err(EngineError::TurnInProgress(match status {
-                    TurnStatus::Running if stoppable => {
-                        "the thread's turn was asked to stop and has not yet: try again".to_string()
-                    }
-                    status => format!(
-                        "a turn of this thread is {}: cancel it, or decide what it waits for, before deleting the thread",
-                        status.as_str()
-                    ),
+                return Err(EngineError::TurnInProgress(if stoppable {
+                    "the thread's turn was asked to stop and has not yet: try again".to_string()
+                } else {
+                    format!("a turn of this thread is {}: it is not idle", status.as_str())
                 }));
             }
-            self.stop_running_turn(thread.pk, deadline).await?;
+            self.stop_turn(thread.pk, deadline).await?;
         }
     }
 
-    /// Cancels the thread's running turn and waits, until `deadline`, for it to end.
-    async fn stop_running_turn(&self, thread: i64, deadline: tokio::time::Instant) -> Result<(), EngineError> {
+    /// Cancels the thread's unfinished turn (a waiting one is set running to be ended by its
+    /// runner) and waits, until `deadline`, for it to end.
+    async fn stop_turn(&self, thread: i64, deadline: tokio::time::Instant) -> Result<(), EngineError> {
         let store = &self.inner.store;
-        let Some(turn) = store.thread_turns(thread).await?.into_iter().rev().find(|t| t.status == TurnStatus::Running)
-        else {
+        let Some(turn) = store.thread_turns(thread).await?.into_iter().rev().find(|t| !t.status.is_finished()) else {
             return Ok(());
         };
-        self.request_cancel(turn.pk).await?;
+        if turn.status == TurnStatus::Waiting {
+            if let Some(epoch) = store.cancel_waiting_turn(turn.pk, &self.inner.instance).await? {
+                self.go_on(turn.pk, epoch).await?;
+            }
+        } else {
+            self.request_cancel(turn.pk).await?;
+        }
         while tokio::time::Instant::now() < deadline {
             match store.turn_by_pk(turn.pk).await? {
-                Some(row) if row.status == TurnStatus::Running => tokio::time::sleep(STOP_POLL).await,
+                Some(row) if !row.status.is_finished() => tokio::time::sleep(STOP_POLL).await,
                 _ => break,
             }
         }
@@ -217,8 +219,8 @@ impl Engine {
 
     /// One pass of the retention sweep: erases up to `retention.batch` threads idle for longer
     /// than `retention.thread_idle_days` (none when it is 0), oldest first, each in its own
-    /// transaction; a thread with a turn running or waiting is never touched. Returns how many
-    /// it erased.
+    /// transaction; a thread whose turn runs is not idle and is never touched, one whose turn
+    /// waits has it cancelled first (its interrupts withdrawn). Returns how many it erased.
     pub async fn sweep_retention(&self) -> Result<usize, StoreError> {
         let retention = &self.inner.config.retention;
         if retention.thread_idle_days == 0 {
@@ -229,7 +231,7 @@ impl Engine {
         let batch = i64::try_from(retention.batch).unwrap_or(i64::MAX);
         let mut erased = 0;
         for thread in self.inner.store.idle_threads(before, batch).await? {
-            match self.erase_thread(&thread, "gateway", None, "retention", OnRunning::Refuse).await {
+            match self.erase_thread(&thread, "gateway", None, "retention", TurnsToStop::Waiting).await {
                 Ok(()) => erased += 1,
                 // A turn started since, or another instance erased it first: left for later.
                 Err(EngineError::TurnInProgress(_) | EngineError::NotFound(_)) => {}

@@ -110,7 +110,7 @@ async fn list_threads(
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
         (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 409, description = "a turn of the thread waits for a decision, or a running turn the delete cancelled has not ended in time (`turn_in_progress`): decide what it waits for first, or try again", body = ErrorBody),
+        (status = 409, description = "a turn of the thread the delete cancelled has not ended in time (`turn_in_progress`): try again", body = ErrorBody),
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
 )]

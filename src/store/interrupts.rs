@@ -21,6 +21,8 @@ pub enum InterruptStatus {
     Expired,
     /// The call it asked about changed since it was shown.
     Superseded,
+    /// Nobody decided it: its turn was cancelled while it waited (its thread being erased).
+    Withdrawn,
 }
 
 impl InterruptStatus {
@@ -30,6 +32,7 @@ impl InterruptStatus {
             InterruptStatus::Decided => "decided",
             InterruptStatus::Expired => "expired",
             InterruptStatus::Superseded => "superseded",
+            InterruptStatus::Withdrawn => "withdrawn",
         }
     }
 
@@ -39,6 +42,7 @@ impl InterruptStatus {
             "decided" => InterruptStatus::Decided,
             "expired" => InterruptStatus::Expired,
             "superseded" => InterruptStatus::Superseded,
+            "withdrawn" => InterruptStatus::Withdrawn,
             other => return Err(StoreError::Corrupt(format!("interrupt status '{other}'"))),
         })
     }
@@ -114,6 +118,11 @@ pub trait InterruptStore: Send + Sync {
         audit: &[AuditEntry],
         instance: &str,
     ) -> Result<Decided, StoreError>;
+    /// Cancels a waiting turn: its open interrupts are withdrawn and it runs again, owned by
+    /// `instance` under a new epoch with its cancel asked for, so that its runner ends it
+    /// `cancelled` in its log (and every stream following it ends), as a running turn's cancel
+    /// does. Returns the new epoch; `None` when the turn does not wait (any more).
+    async fn cancel_waiting_turn(&self, turn: i64, instance: &str) -> Result<Option<i64>, StoreError>;
 }
 
 const TURN_INTERRUPTS: &str = "SELECT * FROM interrupts WHERE turn = $1 ORDER BY created_at_ms, id";
@@ -127,6 +136,9 @@ const MARK_DECIDED_SEQ: &str = "UPDATE interrupts SET decided_seq = $1 WHERE id 
 const OPEN_INTERRUPTS_LEFT: &str = "SELECT COUNT(*) AS open FROM interrupts WHERE turn = $1 AND status = 'open'";
 const RESUME_TURN: &str = "UPDATE turns SET status = 'running', owner_instance = $1, lease_until_ms = $2, \
      epoch = epoch + 1 WHERE id = $3 AND status = 'waiting' RETURNING epoch";
+const WITHDRAW_INTERRUPTS: &str = "UPDATE interrupts SET status = 'withdrawn' WHERE turn = $1 AND status = 'open'";
+const RESUME_TO_CANCEL: &str = "UPDATE turns SET status = 'running', cancel_requested = TRUE, owner_instance = $1, \
+     lease_until_ms = $2, epoch = epoch + 1 WHERE id = $3 AND status = 'waiting' RETURNING epoch";
 
 fn interrupt_row<DB: SqlDb>(row: &Record<DB>) -> Result<InterruptRow, StoreError> {
     Ok(InterruptRow {
@@ -237,6 +249,36 @@ impl<B: Backend> InterruptStore for B {
         tx.commit().await?;
         Ok(Decided::Recorded { seq, resumed })
     }
+
+    async fn cancel_waiting_turn(&self, turn: i64, instance: &str) -> Result<Option<i64>, StoreError> {
+        let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
+        // Under the turn's lock, as a decision takes it: the two never both resume the turn.
+        let status: Option<String> = match Stmt::new(&format!("SELECT status FROM turns WHERE id = $1 {}", B::LOCK_ROW))
+            .bind(turn)
+            .fetch_optional(&mut tx)
+            .await?
+        {
+            Some(row) => Some(row.get("status")?),
+            None => None,
+        };
+        if status.as_deref() != Some(TurnStatus::Waiting.as_str()) {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        Stmt::new(WITHDRAW_INTERRUPTS).bind(turn).execute(&mut tx).await?;
+        let epoch = match Stmt::new(RESUME_TO_CANCEL)
+            .bind(instance)
+            .bind(HELD_BY_INSTANCE)
+            .bind(turn)
+            .fetch_optional(&mut tx)
+            .await?
+        {
+            Some(row) => Some(row.get::<i64>("epoch")?),
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(epoch)
+    }
 }
 
 #[cfg(test)]
@@ -245,9 +287,13 @@ mod tests {
 
     #[test]
     fn interrupt_statuses_read_back_as_written_and_an_unknown_one_is_corrupt() {
-        for status in
-            [InterruptStatus::Open, InterruptStatus::Decided, InterruptStatus::Expired, InterruptStatus::Superseded]
-        {
+        for status in [
+            InterruptStatus::Open,
+            InterruptStatus::Decided,
+            InterruptStatus::Expired,
+            InterruptStatus::Superseded,
+            InterruptStatus::Withdrawn,
+        ] {
             assert_eq!(InterruptStatus::parse(status.as_str()).ok(), Some(status));
         }
         assert!(matches!(InterruptStatus::parse("approved"), Err(StoreError::Corrupt(_))));

@@ -255,7 +255,8 @@ pub trait ThreadStore: Send + Sync {
     /// waits. The tokens its turns used stay counted in the tenant's budget.
     async fn delete_thread(&self, thread: i64, audit: &AuditEntry) -> Result<DeleteThread, StoreError>;
     /// Up to `limit` threads of any tenant whose last activity is before `before_ms` and that
-    /// have no turn running or waiting, oldest activity first (the retention sweep's batch).
+    /// have no turn running (a waiting one is idle), oldest activity first (the retention
+    /// sweep's batch).
     async fn idle_threads(&self, before_ms: i64, limit: i64) -> Result<Vec<ThreadRow>, StoreError>;
 }
 
@@ -301,7 +302,7 @@ const LIST_THREADS: &str = "SELECT t.id, t.tenant, t.thread_id, t.owner_kind, t.
      AND ($6 IS NULL OR t.updated_at_ms < $6 OR (t.updated_at_ms = $6 AND t.id < $7)) \
      ORDER BY t.updated_at_ms DESC, t.id DESC LIMIT $8";
 const IDLE_THREADS: &str = "SELECT * FROM threads t WHERE t.updated_at_ms < $1 \
-     AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.thread = t.id AND u.status IN ('running', 'waiting')) \
+     AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.thread = t.id AND u.status = 'running') \
      ORDER BY t.updated_at_ms, t.id LIMIT $2";
 const BUSY_TURN: &str =
     "SELECT status FROM turns WHERE thread = $1 AND status IN ('running', 'waiting') ORDER BY ordinal DESC LIMIT 1";

@@ -161,3 +161,35 @@ async fn a_waiting_calls_arguments_are_shown_only_with_the_content_permission() 
     assert!(interrupt["metadata"].get("gateway/details").is_none(), "never its arguments: {interrupt}");
     assert!(!limited.to_string().contains("team@example.com"), "{limited}");
 }
+
+/// §10 with §5.2: a person erases her thread while its turn waits for someone else's
+/// decision. Her stream, which showed `gateway.waiting` and went on, ends as on a cancel; the
+/// interrupt nobody decided is gone with the thread.
+#[tokio::test]
+async fn erasing_a_thread_that_waits_for_another_person_ends_the_waiting_stream() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
+    let alice = token("alice", &[]);
+    let response = post_as(&app, &alice, "foureyes", &first_run("th-4e-gone", "run-1", "wire it")).await;
+    assert_eq!(response.status(), 200);
+    let mut stream = EventStream::new(response);
+    stream.until("gateway.waiting", |e| e.data["name"] == "gateway.waiting").await;
+    let erased = app
+        .client
+        .delete(app.url("/v1/threads/th-4e-gone?tenant=default"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(erased.status(), 204);
+    let rest = tokio::time::timeout(PATIENCE, stream.rest()).await.expect("the waiting stream ends");
+    let last = rest.last().expect("events");
+    assert_eq!(
+        (last.kind(), &last.data["outcome"]),
+        ("RUN_FINISHED", &json!({"type": "cancelled"})),
+        "{:?}",
+        kinds(&rest)
+    );
+    assert!(app.store.find_thread("default", "th-4e-gone").await.expect("q").is_none());
+    assert_eq!(app.counts().await.interrupts, 0);
+}

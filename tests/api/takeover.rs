@@ -153,3 +153,30 @@ async fn a_turn_taken_over_before_its_snapshot_committed_still_opens_with_the_bo
     let (ok, report) = agui_check(&second.run_url("slow"), &input).await;
     assert!(ok, "{report}");
 }
+
+/// §4.1: a cancel asked for while no instance runs the turn (its instance gone, the wake-up
+/// heard by nobody) is kept in the turn's row, and the instance that takes the turn over ends
+/// it `cancelled` instead of running its agent on.
+#[tokio::test]
+async fn a_cancel_asked_while_nobody_runs_the_turn_is_honoured_by_the_instance_that_takes_it_over() {
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let a = TestApp::start(&db.url).await;
+    let input = first_run("th-cancel-later", "run-1", "wait");
+    let head = open_until_waiting(&a, "waiter", &input).await;
+    let last_id = head.events.last().and_then(|e| e.id.clone()).expect("id");
+    let store = a.store.clone();
+    a.shut_down().await;
+    let thread = store.find_thread("default", "th-cancel-later").await.expect("q").expect("thread");
+    let turn = store.thread_turns(thread.pk).await.expect("turns").pop().expect("turn");
+    assert!(store.request_cancel(turn.pk).await.expect("cancel"), "the turn is still running, owned by nobody");
+    let b = TestApp::start(&db.url).await;
+    let tail = tokio::time::timeout(
+        PATIENCE,
+        read_events(b.post_run_with("waiter", &input, &[("last-event-id", &last_id)]).await, None),
+    )
+    .await
+    .expect("the turn ends");
+    assert_eq!(tail.last().expect("events").data["outcome"]["type"], "cancelled", "{:?}", kinds(&tail));
+    let ended = b.store.turn_by_pk(turn.pk).await.expect("q").expect("turn");
+    assert_eq!(ended.status.as_str(), "cancelled");
+}

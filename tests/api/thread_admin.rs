@@ -259,22 +259,27 @@ async fn deleting_a_thread_erases_every_row_and_leaves_an_audit_row_without_cont
 }
 on_both_stores!(deleting_a_thread_erases_every_row_and_leaves_an_audit_row_without_content);
 
-async fn a_waiting_thread_is_not_deleted_and_a_running_turn_is_cancelled_by_the_delete(backend: Backend) {
+async fn a_delete_cancels_a_waiting_or_running_turn_and_erases_the_thread(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
+    // A waiting turn: its interrupt is withdrawn, the turn ends `cancelled` in its log, then
+    // the thread goes with everything of it.
     let asked = app.run_to_end("approver", &first_run("th-busy", "run-1", "send it")).await;
-    let before = app.counts().await;
+    let interrupt = interrupt_of(&asked);
+    let audited = audit_rows(&app).await.len();
     let (status, body) = delete(&app, "th-busy", "default", None).await;
-    assert_eq!(status, 409, "{body}");
-    assert_eq!(body["error"]["code"], "turn_in_progress");
-    assert_eq!(app.counts().await, before, "a refused delete changes nothing, the audit trail included");
-    let (_, thread) = get_json(&app, "/v1/threads/th-busy", None).await;
-    assert_eq!(thread["status"], "waiting", "the turn still waits: {thread}");
-
-    // Once decided (denied here) the turn ends and the thread can go.
-    let denied = app.run_to_end("approver", &answer("th-busy", &interrupt_of(&asked), false)).await;
-    assert_eq!(kinds(&denied).last(), Some(&"RUN_FINISHED"), "{:?}", kinds(&denied));
-    assert_eq!(delete(&app, "th-busy", "default", None).await.0, 204);
+    assert_eq!(status, 204, "{body}");
+    assert_eq!(thread_rows(&app.counts().await), (0, 0, 0, 0, 0, 0), "every row of it is gone");
+    assert_eq!(audit_rows(&app).await.len(), audited + 1, "one audit row for the delete, no decision row");
+    // Nobody can decide the withdrawn interrupt afterwards.
+    let late = app
+        .client
+        .post(app.url(&format!("/v1/interrupts/{interrupt}/decision")))
+        .json(&json!({"approved": true}))
+        .send()
+        .await
+        .expect("decision");
+    assert_ne!(late.status(), 200);
 
     // A running turn is cancelled by the delete, which answers once it has ended: the stream
     // that watched it ends as on a cancel, and nothing of the thread stays.
@@ -291,7 +296,7 @@ async fn a_waiting_thread_is_not_deleted_and_a_running_turn_is_cancelled_by_the_
     assert_eq!(rows.last().map(|r| r.entry.action.as_str()), Some("thread.delete"));
     assert_eq!(get_json(&app, "/v1/threads/th-running", None).await.0, 403, "gone like a thread that never was");
 }
-on_both_stores!(a_waiting_thread_is_not_deleted_and_a_running_turn_is_cancelled_by_the_delete);
+on_both_stores!(a_delete_cancels_a_waiting_or_running_turn_and_erases_the_thread);
 
 /// The delete reaches a turn another instance runs: it is cancelled there (through the bus),
 /// its stream there ends as on a cancel, and the thread is gone for both.
@@ -403,14 +408,15 @@ async fn the_operator_lists_shows_and_deletes_threads_from_the_command_line(back
             .expect("cli");
     assert!(ok && out.contains("from the terminal"), "{out}{err}");
 
-    let before = app.counts().await;
+    // A waiting thread too: the command holds no lease, so the serving gateway takes the
+    // cancelled turn over and ends it; the command erases the thread once it has ended.
     let url = db.url.clone();
-    let (ok, _, err) =
+    let (ok, out, err) =
         tokio::task::spawn_blocking(move || cli(&url, &["threads", "delete", "--tenant", "default", "th-cli-waits"]))
             .await
             .expect("cli");
-    assert!(!ok && err.contains("waiting"), "a waiting thread is kept: {err}");
-    assert_eq!(app.counts().await, before);
+    assert!(ok && out.contains("deleted thread th-cli-waits"), "{out}{err}");
+    assert_eq!(ids(&get_json(&app, "/v1/threads?tenant=default", None).await.1), vec!["th-cli"]);
 
     let url = db.url.clone();
     let (ok, out, err) =
@@ -418,7 +424,7 @@ async fn the_operator_lists_shows_and_deletes_threads_from_the_command_line(back
             .await
             .expect("cli");
     assert!(ok && out.contains("deleted thread th-cli"), "{out}{err}");
-    assert_eq!(ids(&get_json(&app, "/v1/threads?tenant=default", None).await.1), vec!["th-cli-waits"]);
+    assert!(ids(&get_json(&app, "/v1/threads?tenant=default", None).await.1).is_empty());
     let row = audit_rows(&app).await.pop().expect("audit").entry;
     assert_eq!((row.action.as_str(), row.actor.as_str()), ("thread.delete", "cli"));
     assert!(!row.detail.contains("terminal"), "{}", row.detail);
@@ -442,33 +448,40 @@ fn retention_config(database_url: &str) -> Config {
     config
 }
 
-async fn retention_erases_threads_idle_too_long_and_keeps_fresh_and_waiting_ones(backend: Backend) {
+async fn retention_erases_idle_threads_waiting_ones_too_and_keeps_fresh_and_running_ones(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(retention_config(&db.url)).await;
     for thread in ["th-old-1", "th-old-2", "th-fresh"] {
         app.run_to_end("demo", &first_run(thread, "run-1", "hello")).await;
     }
     app.run_to_end("approver", &first_run("th-old-waiting", "run-1", "send it")).await;
+    let running = open_until_waiting(&app, "waiter", &first_run("th-old-running", "run-1", "wait")).await;
     // Their last activity 31 days ago, as the clock will say of any thread left alone.
     execute_sql(
         &db.url,
-        "UPDATE threads SET updated_at_ms = updated_at_ms - 2678400000 WHERE thread_id IN ('th-old-1', 'th-old-2', 'th-old-waiting')",
+        "UPDATE threads SET updated_at_ms = updated_at_ms - 2678400000 \
+         WHERE thread_id IN ('th-old-1', 'th-old-2', 'th-old-waiting', 'th-old-running')",
     )
     .await;
-    // One thread per pass (batch = 1): both old ones go within a few passes.
+    // One thread per pass (batch = 1): the old ones go within a few passes, the waiting one
+    // with its turn cancelled and its interrupt withdrawn.
     wait_until(PATIENCE, "the idle threads to be erased", || async {
-        app.store.find_thread("default", "th-old-1").await.expect("find").is_none()
-            && app.store.find_thread("default", "th-old-2").await.expect("find").is_none()
+        let mut gone = true;
+        for thread in ["th-old-1", "th-old-2", "th-old-waiting"] {
+            gone &= app.store.find_thread("default", thread).await.expect("find").is_none();
+        }
+        gone
     })
     .await;
-    holds_throughout(Duration::from_millis(1500), "the fresh and the waiting thread stay", || async {
+    holds_throughout(Duration::from_millis(1500), "the fresh and the running thread stay", || async {
         app.store.find_thread("default", "th-fresh").await.expect("find").is_some()
-            && app.store.find_thread("default", "th-old-waiting").await.expect("find").is_some()
+            && app.store.find_thread("default", "th-old-running").await.expect("find").is_some()
     })
     .await;
     let counts = app.counts().await;
     assert_eq!(counts.threads, 2);
     assert_eq!(counts.turns, 2, "the erased threads' turns went with them");
+    assert_eq!(counts.interrupts, 0, "the waiting thread's interrupt went with it");
     let erased: Vec<Value> = audit_rows(&app)
         .await
         .into_iter()
@@ -478,7 +491,8 @@ async fn retention_erases_threads_idle_too_long_and_keeps_fresh_and_waiting_ones
             serde_json::from_str(&row.entry.detail).expect("detail")
         })
         .collect();
-    assert_eq!(erased.len(), 2, "{erased:?}");
+    assert_eq!(erased.len(), 3, "{erased:?}");
     assert!(erased.iter().all(|detail| detail["reason"] == "retention"), "{erased:?}");
+    drop(running);
 }
-on_both_stores!(retention_erases_threads_idle_too_long_and_keeps_fresh_and_waiting_ones);
+on_both_stores!(retention_erases_idle_threads_waiting_ones_too_and_keeps_fresh_and_running_ones);

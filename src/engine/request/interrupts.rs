@@ -190,6 +190,9 @@ pub fn check_resume(
             InterruptStatus::Expired => {
                 return Err(refusal(RunErrorCode::InterruptExpired, format!("{name}: expired, and was denied")))
             }
+            InterruptStatus::Withdrawn => {
+                return Err(refusal(RunErrorCode::InvalidResume, format!("{name}: withdrawn, its turn was cancelled")))
+            }
             InterruptStatus::Decided => {
                 plans.push(EntryPlan::AlreadyDecided { interrupt_id: row.id.clone(), decided_seq: row.decided_seq });
                 continue;
