@@ -273,3 +273,38 @@ async fn shutting_down_ends_open_streams_without_ending_their_runs(backend: Back
     assert!(last != "RUN_ERROR" && last != "RUN_FINISHED", "a shutdown is no end of the run (last: {last})");
 }
 on_both_stores!(shutting_down_ends_open_streams_without_ending_their_runs);
+
+/// §3: every tool call names the message it belongs to. A call with no text before it in its
+/// answer block (the first thing the agent does, or a call after another call's result) names
+/// a message of its own id — the assistant message the conversation, and the client, hold it in.
+#[tokio::test]
+async fn a_tool_call_with_no_text_before_it_names_the_message_it_belongs_to() {
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = TestApp::start(&db.url).await;
+    let events = app.run_to_end("sender", &first_run("th-parent", "run-1", "mirror this")).await;
+    let starts: Vec<&SseEvent> = events.iter().filter(|e| e.kind() == "TOOL_CALL_START").collect();
+    assert_eq!(starts.len(), 2, "{:?}", kinds(&events));
+    for start in &starts {
+        assert_eq!(start.data["parentMessageId"], start.data["toolCallId"], "{}", start.data);
+    }
+    let conversation: serde_json::Value = app
+        .client
+        .get(app.url("/v1/threads/th-parent/messages"))
+        .send()
+        .await
+        .expect("messages")
+        .json()
+        .await
+        .expect("json");
+    for start in &starts {
+        let parent = &start.data["parentMessageId"];
+        let message = conversation["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .find(|m| &m["id"] == parent)
+            .unwrap_or_else(|| panic!("no message {parent} in {conversation}"));
+        assert_eq!(message["role"], "assistant");
+        assert_eq!(message["toolCalls"][0]["id"], start.data["toolCallId"]);
+    }
+}

@@ -294,7 +294,13 @@ impl TurnContext {
         self.envelope_op(Envelope::new(event, self.now_ms()))
     }
 
-    pub(super) fn envelope_op(&mut self, envelope: Envelope) -> Result<WriteOp, AgentError> {
+    pub(super) fn envelope_op(&mut self, mut envelope: Envelope) -> Result<WriteOp, AgentError> {
+        // Every tool call names the message it belongs to (§3): one with no text before it in
+        // its answer block belongs to a message named by the call's own id — where the
+        // conversation, and the official client, put a call that names none.
+        if let Event::ToolCallStart { tool_call_id, parent_message_id: parent @ None, .. } = &mut envelope.event {
+            *parent = Some(tool_call_id.clone());
+        }
         if self.health.is_failed() {
             // The log refused an append of this turn (another runner holds it now) or could not
             // commit one: write nothing more, so the log never gets a hole or a second writer.
