@@ -263,6 +263,21 @@ impl Config {
         variables
     }
 
+    /// The gateway's own secrets, each with the setting that holds it: the app-token signing
+    /// secret, the metrics token, and the passwords (and secret query values) of the database
+    /// and NATS URLs. Masked as the agents' secrets are (`redact::hold_setting_secrets`).
+    pub fn own_secrets(&self) -> Vec<(String, String)> {
+        let mut secrets = vec![
+            ("auth.app_tokens.secret".to_string(), self.auth.app_tokens.secret.clone()),
+            ("auth.metrics_token".to_string(), self.auth.metrics_token.clone()),
+        ];
+        for (setting, url) in [("database.url", &self.database.url), ("bus.nats_url", &self.bus.nats_url)] {
+            secrets.extend(crate::redact::url_secrets(url).into_iter().map(|secret| (setting.to_string(), secret)));
+        }
+        secrets.retain(|(_, value)| !value.is_empty());
+        secrets
+    }
+
     pub fn tenant(&self, name: &str) -> Option<&TenantConfig> {
         self.tenants.iter().find(|t| t.name == name)
     }
@@ -516,5 +531,27 @@ mod tests {
             .expect("loads");
         let shown = format!("{config:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    #[test]
+    fn the_gateways_own_secrets_are_named_by_their_settings() {
+        let config = Config::load(
+            None,
+            [
+                ("AGUI_GATEWAY_AUTH_METRICS_TOKEN".to_string(), "metrics-token-123".to_string()),
+                ("AGUI_GATEWAY_DATABASE_URL".to_string(), "postgres://gw:db-pass-456@db/gw".to_string()),
+                ("AGUI_GATEWAY_BUS_NATS_URL".to_string(), "nats://bus:nats-pass-789@nats:4222".to_string()),
+            ],
+        )
+        .expect("loads");
+        let secrets = config.own_secrets();
+        for (setting, value) in [
+            ("auth.metrics_token", "metrics-token-123"),
+            ("database.url", "db-pass-456"),
+            ("bus.nats_url", "nats-pass-789"),
+        ] {
+            assert!(secrets.contains(&(setting.to_string(), value.to_string())), "{setting}: {secrets:?}");
+        }
+        assert!(!secrets.iter().any(|(setting, _)| setting == "auth.app_tokens.secret"), "an empty secret is none");
     }
 }

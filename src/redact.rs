@@ -6,7 +6,10 @@
 //! placeholder naming their variable (`‹secret:BILLING_TOKEN›`) wherever they would be recorded,
 //! streamed, sent to a model or logged ([`mask_secrets`]): as they are, as the token of a
 //! `Bearer <value>`, and escaped inside JSON strings (once or twice). The values are read when a
-//! configuration naming their variables is loaded ([`hold_secrets_of`]).
+//! configuration naming their variables is loaded ([`hold_secrets_of`]). The gateway's own
+//! secrets (its app-token signing secret, its metrics token, the passwords in its database and
+//! NATS URLs) are masked the same way, each placeholder naming its setting
+//! (`‹secret:auth.metrics_token›`, [`hold_setting_secrets`]).
 //!
 //! A URL is parsed, not searched: the password of its user-info and the values of query
 //! parameters that carry secrets (`?password=`, `?sslpassword=`, tokens, keys) are replaced by
@@ -74,6 +77,27 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// The secrets `url` holds: its user-info's password and the values of its secret query
+/// parameters, as written and decoded (what [`redact_url`] hides).
+pub fn url_secrets(url: &str) -> Vec<String> {
+    let Ok(parsed) = url::Url::parse(url) else { return Vec::new() };
+    let mut secrets = Vec::new();
+    if let Some(password) = parsed.password() {
+        secrets.push(password.to_string());
+        if let Ok(decoded) = percent_encoding::percent_decode_str(password).decode_utf8() {
+            secrets.push(decoded.into_owned());
+        }
+    }
+    for (name, value) in parsed.query_pairs() {
+        if is_secret(&name) {
+            secrets.push(value.into_owned());
+        }
+    }
+    secrets.retain(|secret| !secret.is_empty());
+    secrets.dedup();
+    secrets
+}
+
 /// `text` with every `http://` or `https://` URL in it passed through [`redact_url`]: for
 /// errors of HTTP clients, which name the URL they failed on.
 pub fn redact_urls_in(text: &str) -> String {
@@ -95,10 +119,13 @@ pub fn redact_urls_in(text: &str) -> String {
 /// their values to look for (longest first, each with its placeholder). The forms are made when
 /// a configuration naming the variables is loaded: the gateway never changes its own
 /// environment, so what a request reads later is the same value.
-static HELD: std::sync::RwLock<Held> = std::sync::RwLock::new(Held { variables: Vec::new(), forms: Vec::new() });
+static HELD: std::sync::RwLock<Held> =
+    std::sync::RwLock::new(Held { variables: Vec::new(), settings: Vec::new(), forms: Vec::new() });
 
 struct Held {
     variables: Vec<String>,
+    /// The gateway's own secrets: (the setting that holds it, its value).
+    settings: Vec<(String, String)>,
     forms: Vec<(String, String)>,
 }
 
@@ -115,7 +142,20 @@ pub fn hold_secrets_of(variables: impl IntoIterator<Item = String>) {
             held.variables.push(variable);
         }
     }
-    held.forms = secret_forms(&held.variables);
+    held.forms = secret_forms(&held);
+}
+
+/// Makes the gateway's own secrets — pairs of the setting that holds one and its value
+/// (`auth.metrics_token`, a database URL's password) — secrets to mask from now on, each shown
+/// as the placeholder naming its setting.
+pub fn hold_setting_secrets(settings: impl IntoIterator<Item = (String, String)>) {
+    let mut held = HELD.write().unwrap_or_else(|p| p.into_inner());
+    for (setting, value) in settings {
+        if !value.is_empty() && !held.settings.contains(&(setting.clone(), value.clone())) {
+            held.settings.push((setting, value));
+        }
+    }
+    held.forms = secret_forms(&held);
 }
 
 /// The placeholder that stands for the secret of `variable`.
@@ -123,12 +163,15 @@ pub fn secret_placeholder(variable: &str) -> String {
     format!("\u{2039}secret:{variable}\u{203a}")
 }
 
-/// Every form of the secrets of `variables` to look for, longest first, with its placeholder.
-fn secret_forms(variables: &[String]) -> Vec<(String, String)> {
+/// Every form of the held secrets to look for (the variables' values and the settings'),
+/// longest first, with its placeholder.
+fn secret_forms(held: &Held) -> Vec<(String, String)> {
+    let variables =
+        held.variables.iter().filter_map(|variable| Some((variable.as_str(), std::env::var(variable).ok()?)));
+    let settings = held.settings.iter().map(|(setting, value)| (setting.as_str(), value.clone()));
     let mut forms: Vec<(String, String)> = Vec::new();
-    for variable in variables {
-        let Ok(value) = std::env::var(variable) else { continue };
-        let placeholder = secret_placeholder(variable);
+    for (name, value) in variables.chain(settings) {
+        let placeholder = secret_placeholder(name);
         let bare = value.strip_prefix("Bearer ").unwrap_or(&value).to_string();
         for plain in [value.clone(), bare] {
             if plain.chars().count() < SHORTEST_SECRET {
@@ -243,5 +286,21 @@ mod tests {
         let nested = serde_json::to_string(&json).expect("json");
         assert!(!mask_secrets(&nested).contains("et-value"), "{}", mask_secrets(&nested));
         assert_eq!(mask_secrets("abc is too short to hide"), "abc is too short to hide");
+    }
+
+    #[test]
+    fn the_gateways_own_secrets_are_masked_naming_their_setting() {
+        hold_setting_secrets([("auth.metrics_token".to_string(), "metrics-7f3a9c-token".to_string())]);
+        let placeholder = secret_placeholder("auth.metrics_token");
+        assert_eq!(mask_secrets("scrape with metrics-7f3a9c-token"), format!("scrape with {placeholder}"));
+        assert_eq!(mask_secrets("Bearer metrics-7f3a9c-token"), format!("Bearer {placeholder}"));
+    }
+
+    #[test]
+    fn a_urls_secrets_are_its_password_as_written_and_decoded_and_its_secret_parameters() {
+        let secrets = url_secrets("postgres://u:p%40ss-word1@h/db?sslpassword=keypass123&sslmode=require");
+        assert_eq!(secrets, ["p%40ss-word1", "p@ss-word1", "keypass123"]);
+        assert!(url_secrets("postgres://gateway@db/gateway").is_empty());
+        assert!(url_secrets("sqlite://agui-gateway.db").is_empty());
     }
 }

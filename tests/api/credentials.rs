@@ -144,3 +144,34 @@ secret_args = {{ token = "AGUI_TEST_ARG_TOKEN" }}
     assert!(!logs.is_empty(), "the gateway logged");
     assert!(!logs.contains(SECRET) && !logs.contains(ARG_SECRET), "the gateway's log");
 }
+
+/// The gateway's own secrets are masked as its agents' are: a person who pastes the metrics
+/// token into a message that becomes a tool call's arguments sees a placeholder naming the
+/// setting in the stream, in the interrupt's details and in the recorded call.
+#[tokio::test]
+async fn the_gateways_own_secret_pasted_into_a_message_is_masked_naming_its_setting() {
+    const OWN: &str = "metrics-4b1d-own-secret";
+    const OWN_PLACEHOLDER: &str = "\u{2039}secret:auth.metrics_token\u{203a}";
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let mut config = test_config(&db.url);
+    config.auth.metrics_token = OWN.to_string();
+    let app = TestApp::start_with(config).await;
+    let events = app.run_to_end("approver", &first_run("th-own", "run-1", &format!("the token is {OWN}"))).await;
+    let args = deltas(&events, "TOOL_CALL_ARGS");
+    assert!(args.contains(OWN_PLACEHOLDER) && !args.contains(OWN), "{args}");
+    let interrupt = &events.last().expect("end").data["outcome"]["interrupts"][0];
+    assert!(!interrupt.to_string().contains(OWN), "{interrupt}");
+    // The recorded call holds the placeholder; the person's own message keeps its words (the
+    // history check compares them with what the client sends again).
+    let messages: Value = app
+        .client
+        .get(app.url("/v1/threads/th-own/messages"))
+        .send()
+        .await
+        .expect("messages")
+        .json()
+        .await
+        .expect("json");
+    let recorded = messages["messages"][1]["toolCalls"][0]["function"]["arguments"].as_str().expect("arguments");
+    assert!(recorded.contains(OWN_PLACEHOLDER) && !recorded.contains(OWN), "{messages}");
+}
