@@ -3,6 +3,7 @@
 //! transaction with their decision event and audit rows.
 
 use async_trait::async_trait;
+use sqlx::Transaction;
 
 use super::audit::insert_audit;
 use super::backend::Backend;
@@ -159,6 +160,42 @@ fn interrupt_row<DB: SqlDb>(row: &Record<DB>) -> Result<InterruptRow, StoreError
     })
 }
 
+/// A write transaction holding the lock of `turn`'s row while the turn waits; `None` (nothing
+/// held) when it does not wait.
+async fn begin_on_waiting_turn<B: Backend>(
+    backend: &B,
+    turn: i64,
+) -> Result<Option<Transaction<'static, B::Db>>, StoreError> {
+    let mut tx = backend.write_pool().begin_with(B::BEGIN_WRITE).await?;
+    let status: Option<String> = match Stmt::new(&format!("SELECT status FROM turns WHERE id = $1 {}", B::LOCK_ROW))
+        .bind(turn)
+        .fetch_optional(&mut tx)
+        .await?
+    {
+        Some(row) => Some(row.get("status")?),
+        None => None,
+    };
+    if status.as_deref() != Some(TurnStatus::Waiting.as_str()) {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    Ok(Some(tx))
+}
+
+/// Sets the waiting `turn` (locked by `tx`) running again, owned by `instance` under a new
+/// epoch, with `statement` (a resume, or a resume to be cancelled); the new epoch.
+async fn run_again<B: Backend>(
+    tx: &mut Transaction<'static, B::Db>,
+    statement: &str,
+    instance: &str,
+    turn: i64,
+) -> Result<Option<i64>, StoreError> {
+    match Stmt::new(statement).bind(instance).bind(HELD_BY_INSTANCE).bind(turn).fetch_optional(tx).await? {
+        Some(row) => Ok(Some(row.get::<i64>("epoch")?)),
+        None => Ok(None),
+    }
+}
+
 #[async_trait]
 impl<B: Backend> InterruptStore for B {
     async fn turn_interrupts(&self, turn: i64) -> Result<Vec<InterruptRow>, StoreError> {
@@ -181,22 +218,10 @@ impl<B: Backend> InterruptStore for B {
         audit: &[AuditEntry],
         instance: &str,
     ) -> Result<Decided, StoreError> {
-        let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
         // Deciders of one turn queue up here, so the decision event's seq is theirs alone; and
         // only a waiting turn takes decisions (or client results): a running one has a runner
         // appending, whose numbering a decision event would cut into.
-        let status: Option<String> = match Stmt::new(&format!("SELECT status FROM turns WHERE id = $1 {}", B::LOCK_ROW))
-            .bind(turn)
-            .fetch_optional(&mut tx)
-            .await?
-        {
-            Some(row) => Some(row.get("status")?),
-            None => None,
-        };
-        if status.as_deref() != Some(TurnStatus::Waiting.as_str()) {
-            tx.rollback().await?;
-            return Ok(Decided::AlreadyDecided);
-        }
+        let Some(mut tx) = begin_on_waiting_turn(self, turn).await? else { return Ok(Decided::AlreadyDecided) };
         let at_ms = marker.at_ms;
         for decision in decisions {
             let changed = Stmt::new(DECIDE_INTERRUPT)
@@ -232,50 +257,16 @@ impl<B: Backend> InterruptStore for B {
             insert_audit(&mut tx, entry).await?;
         }
         let open: i64 = Stmt::new(OPEN_INTERRUPTS_LEFT).bind(turn).fetch_one(&mut tx).await?.get("open")?;
-        let resumed = if open == 0 {
-            match Stmt::new(RESUME_TURN)
-                .bind(instance)
-                .bind(HELD_BY_INSTANCE)
-                .bind(turn)
-                .fetch_optional(&mut tx)
-                .await?
-            {
-                Some(row) => Some(row.get::<i64>("epoch")?),
-                None => None,
-            }
-        } else {
-            None
-        };
+        let resumed = if open == 0 { run_again::<B>(&mut tx, RESUME_TURN, instance, turn).await? } else { None };
         tx.commit().await?;
         Ok(Decided::Recorded { seq, resumed })
     }
 
     async fn cancel_waiting_turn(&self, turn: i64, instance: &str) -> Result<Option<i64>, StoreError> {
-        let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
         // Under the turn's lock, as a decision takes it: the two never both resume the turn.
-        let status: Option<String> = match Stmt::new(&format!("SELECT status FROM turns WHERE id = $1 {}", B::LOCK_ROW))
-            .bind(turn)
-            .fetch_optional(&mut tx)
-            .await?
-        {
-            Some(row) => Some(row.get("status")?),
-            None => None,
-        };
-        if status.as_deref() != Some(TurnStatus::Waiting.as_str()) {
-            tx.rollback().await?;
-            return Ok(None);
-        }
+        let Some(mut tx) = begin_on_waiting_turn(self, turn).await? else { return Ok(None) };
         Stmt::new(WITHDRAW_INTERRUPTS).bind(turn).execute(&mut tx).await?;
-        let epoch = match Stmt::new(RESUME_TO_CANCEL)
-            .bind(instance)
-            .bind(HELD_BY_INSTANCE)
-            .bind(turn)
-            .fetch_optional(&mut tx)
-            .await?
-        {
-            Some(row) => Some(row.get::<i64>("epoch")?),
-            None => None,
-        };
+        let epoch = run_again::<B>(&mut tx, RESUME_TO_CANCEL, instance, turn).await?;
         tx.commit().await?;
         Ok(epoch)
     }

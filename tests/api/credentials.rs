@@ -163,15 +163,7 @@ async fn the_gateways_own_secret_pasted_into_a_message_is_masked_naming_its_sett
     assert!(!interrupt.to_string().contains(OWN), "{interrupt}");
     // The recorded call holds the placeholder; the person's own message keeps its words (the
     // history check compares them with what the client sends again).
-    let messages: Value = app
-        .client
-        .get(app.url("/v1/threads/th-own/messages"))
-        .send()
-        .await
-        .expect("messages")
-        .json()
-        .await
-        .expect("json");
+    let messages = app.get_json("/v1/threads/th-own/messages").await;
     let recorded = messages["messages"][1]["toolCalls"][0]["function"]["arguments"].as_str().expect("arguments");
     assert!(recorded.contains(OWN_PLACEHOLDER) && !recorded.contains(OWN), "{messages}");
 }

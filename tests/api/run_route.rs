@@ -287,15 +287,7 @@ async fn a_tool_call_with_no_text_before_it_names_the_message_it_belongs_to() {
     for start in &starts {
         assert_eq!(start.data["parentMessageId"], start.data["toolCallId"], "{}", start.data);
     }
-    let conversation: serde_json::Value = app
-        .client
-        .get(app.url("/v1/threads/th-parent/messages"))
-        .send()
-        .await
-        .expect("messages")
-        .json()
-        .await
-        .expect("json");
+    let conversation = app.get_json("/v1/threads/th-parent/messages").await;
     for start in &starts {
         let parent = &start.data["parentMessageId"];
         let message = conversation["messages"]
