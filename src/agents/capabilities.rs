@@ -108,7 +108,7 @@ impl Facts {
                                 facts.tool_policy(&call.tool, policy);
                             }
                         }
-                        ScriptStep::Ask { .. } => facts.interrupts = true,
+                        ScriptStep::Ask { .. } | ScriptStep::Escalate { .. } => facts.interrupts = true,
                         ScriptStep::ClientTool { .. } => facts.calls_tools = true,
                         ScriptStep::Delegate { delegate, .. } if !facts.delegates.contains(delegate) => {
                             facts.delegates.push(delegate.clone())

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::config::{CallSpec, ScriptAgentConfig, ScriptStep, ToolPolicy};
 use crate::engine::agent::Agent;
-use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
+use crate::engine::interrupts::{confirmation_schema, question_schema, tool_call_schema, Deciders};
 use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
 
 /// Where the script stands while a step runs.
@@ -22,6 +22,8 @@ struct Position<'a> {
     child: Option<crate::engine::turn::ChildCheckpoint>,
     /// Set when a client tool step is re-entered: the call whose result the client sent.
     client_call: Option<String>,
+    /// Set by a step after which the script ends (a declined escalation).
+    stop: bool,
 }
 use crate::protocol::Event;
 
@@ -61,10 +63,16 @@ impl Agent for ScriptAgent {
                 ScriptStep::ClientTool { .. } if index == from.step => from.tool_calls.first().cloned(),
                 _ => None,
             };
-            let mut position = Position { index, answer: &mut answer, waited, child, client_call };
+            let mut position = Position { index, answer: &mut answer, waited, child, client_call, stop: false };
             self.run_step(turn, step, &mut position).await?;
-            let checkpoint = Checkpoint { step: index + 1, answer: answer.clone(), ..Checkpoint::default() };
+            // A script that stops records it has no step left, so a takeover does not go on.
+            let stop = position.stop;
+            let next = if stop { self.config.steps.len() } else { index + 1 };
+            let checkpoint = Checkpoint { step: next, answer: answer.clone(), ..Checkpoint::default() };
             Box::pin(turn.commit_step(&checkpoint)).await?;
+            if stop {
+                break;
+            }
         }
         Ok(AgentOutput::default())
     }
@@ -118,20 +126,33 @@ impl ScriptAgent {
                     Err(turn.wait_for(vec![spec], Checkpoint { step: at.index, ..Checkpoint::default() }).await)
                 }
                 Some(waited) => {
-                    // The step opened one question; its answer is the decision on that interrupt.
-                    let [question] = waited.awaiting.as_slice() else {
-                        return Err(AgentError::Failed(format!(
-                            "step {} asked one question but its checkpoint waits on {} interrupts",
-                            at.index + 1,
-                            waited.awaiting.len()
-                        )));
-                    };
-                    let decided = turn.decisions(std::slice::from_ref(question)).await?;
-                    let decision = decided.iter().find(|d| d.interrupt_id == *question).map(|d| &d.decision);
-                    let decision = decision.ok_or_else(|| {
-                        AgentError::Failed(format!("no decision answers the question's interrupt {question}"))
-                    })?;
+                    let decision = the_one_decision(turn, waited, at.index, "question").await?;
                     *at.answer = decision["answer"].as_str().map(str::to_string);
+                    Ok(())
+                }
+            },
+            ScriptStep::Escalate { escalate, deciders, ttl_secs } => match at.waited {
+                None => {
+                    let spec = InterruptSpec {
+                        id: new_interrupt_id(),
+                        reason: "confirmation".into(),
+                        message: fill(escalate),
+                        tool_call_id: None,
+                        response_schema: confirmation_schema(),
+                        ttl_ms: *ttl_secs as i64 * 1000,
+                        deciders: Deciders::from_config(deciders),
+                        four_eyes: false,
+                        details: None,
+                        asks_because: None,
+                        choices: Vec::new(),
+                    };
+                    Err(turn.wait_for(vec![spec], Checkpoint { step: at.index, ..Checkpoint::default() }).await)
+                }
+                Some(waited) => {
+                    let decision = the_one_decision(turn, waited, at.index, "escalation").await?;
+                    *at.answer = decision["comment"].as_str().map(str::to_string);
+                    // Declined, or expired (denied by the gateway): the turn goes no further.
+                    at.stop = decision["approved"] != Value::Bool(true);
                     Ok(())
                 }
             },
@@ -308,6 +329,29 @@ fn substitute(value: &Value, input: &str) -> Value {
         Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), substitute(v, input))).collect()),
         other => other.clone(),
     }
+}
+
+/// The decision on the one interrupt a step (`what`: a question, an escalation) opened, once
+/// the turn goes on.
+async fn the_one_decision(
+    turn: &mut TurnContext,
+    waited: &Checkpoint,
+    index: usize,
+    what: &str,
+) -> Result<Value, AgentError> {
+    let [asked] = waited.awaiting.as_slice() else {
+        return Err(AgentError::Failed(format!(
+            "step {} opened one {what} but its checkpoint waits on {} interrupts",
+            index + 1,
+            waited.awaiting.len()
+        )));
+    };
+    let decided = turn.decisions(std::slice::from_ref(asked)).await?;
+    decided
+        .into_iter()
+        .find(|d| d.interrupt_id == *asked)
+        .map(|d| d.decision)
+        .ok_or_else(|| AgentError::Failed(format!("no decision answers the {what}'s interrupt {asked}")))
 }
 
 #[cfg(test)]

@@ -58,6 +58,15 @@ pub enum ScriptStep {
         #[serde(default = "default_ttl_secs")]
         ttl_secs: u64,
     },
+    /// An escalation (`confirmation`): a person confirms the turn may go on. Approved, the
+    /// script goes on (a comment fills `{answer}`); declined or expired, the turn ends here.
+    Escalate {
+        escalate: String,
+        #[serde(default)]
+        deciders: Vec<String>,
+        #[serde(default = "default_ttl_secs")]
+        ttl_secs: u64,
+    },
     /// A note pinned to the board.
     Note {
         note: String,

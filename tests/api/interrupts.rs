@@ -520,3 +520,40 @@ async fn interrupts_link_to_the_console_where_one_is_configured() {
     let (_, interrupts) = run_until_interrupt(&plain, "approver", "th-no-console").await;
     assert!(interrupts[0]["metadata"].get("gateway/console").is_none(), "no console, no link");
 }
+
+/// §5.1: an escalation is a `confirmation` interrupt asking `{"approved", "comment"?}`.
+/// Approved, the turn goes on (the comment in its words); a payload the schema refuses decides
+/// nothing; declined, the turn ends where it waited.
+async fn an_escalation_asks_for_a_confirmation_and_a_decline_ends_the_turn(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&app, "escalator", "th-escalate").await;
+    let interrupt = &interrupts[0];
+    assert_eq!(interrupt["reason"], "confirmation", "{interrupt}");
+    assert_eq!(interrupt["message"], "A refund of 900 is over the limit of 500: go on?");
+    let schema = &interrupt["responseSchema"];
+    assert_eq!(schema["required"], json!(["approved"]), "{schema}");
+    assert_eq!(schema["properties"]["approved"]["type"], "boolean");
+    let id = interrupt["id"].as_str().expect("id").to_string();
+
+    let before = stored_interrupts(&app, "th-escalate").await;
+    let bad = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": "yes"}}]);
+    let refused = app.run_to_end("escalator", &resume("th-escalate", "run-bad", bad)).await;
+    assert_eq!(kinds(&refused), ["RUN_ERROR"]);
+    assert_eq!(refused[0].data["code"], "invalid_resume");
+    assert_eq!(stored_interrupts(&app, "th-escalate").await, before, "nothing decided");
+
+    let approve =
+        json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true, "comment": "Manager ok."}}]);
+    let approved = app.run_to_end("escalator", &resume("th-escalate", "run-2", approve)).await;
+    assert_eq!(text_of(&approved), "Refunded. Manager ok.");
+    assert_eq!(approved.last().expect("end").data["outcome"]["type"], "success");
+
+    let (_, interrupts) = run_until_interrupt(&app, "escalator", "th-decline").await;
+    let id = interrupts[0]["id"].as_str().expect("id");
+    let decline = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": false}}]);
+    let declined = app.run_to_end("escalator", &resume("th-decline", "run-2", decline)).await;
+    assert_eq!(text_of(&declined), "", "the turn went no further: {:?}", kinds(&declined));
+    assert_eq!(declined.last().expect("end").data["outcome"]["type"], "success");
+}
+on_both_stores!(an_escalation_asks_for_a_confirmation_and_a_decline_ends_the_turn);

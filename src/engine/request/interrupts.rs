@@ -274,6 +274,12 @@ pub fn tool_call_schema(allow_edit: bool, confirm: Option<&str>) -> Value {
     json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
 }
 
+/// The response schema of a confirmation (an escalation, §5.1): `{"approved", "comment"?}`,
+/// a tool approval's without edits.
+pub fn confirmation_schema() -> Value {
+    tool_call_schema(false, None)
+}
+
 /// The response schema of a question: free text, or one of its choices.
 pub fn question_schema(choices: &[String]) -> Value {
     let answer =
