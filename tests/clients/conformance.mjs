@@ -952,6 +952,26 @@ async function questionWithChoices(problems) {
   expect(answer.finished?.outcome === "success", `answer outcome ${answer.finished?.outcome}`, problems);
 }
 
+async function escalation(problems) {
+  const threadId = uid("th-escalate");
+  const agent = new HttpAgent({ url: agentUrl("escalator"), threadId, initialMessages: [userMessage("refund me")] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  const events = judgeClientRun(run, problems, "escalation");
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "RUN_FINISHED"], problems, "escalation");
+  expect(run.finished?.outcome === "interrupt", `outcome ${run.finished?.outcome}`, problems);
+  const [interrupt] = agent.pendingInterrupts ?? [];
+  if (!interrupt) return problems.push("no pending interrupt");
+  expect(interrupt.reason === "confirmation", `interrupt ${JSON.stringify(interrupt)}`, problems);
+  expectEqual(interrupt.responseSchema?.required, ["approved"], "the confirmation's required fields", problems);
+
+  const approved = await clientRun(agent, { runId: uid("run"), resume: buildResumeArray(agent.pendingInterrupts, { [interrupt.id]: { status: "resolved", payload: { approved: true, comment: "Manager ok." } } }) });
+  const events2 = judgeClientRun(approved, problems, "approved");
+  expectEqual(messageTexts(events2), ["Refunded. Manager ok."], "the text after the confirmation", problems);
+  expect(approved.finished?.outcome === "success", `approved outcome ${approved.finished?.outcome}`, problems);
+  const record = await getJson(`/v1/threads/${threadId}/messages?tenant=default`);
+  expectEqual(conversation(agent.messages), conversation(record.body.messages), "the client's messages vs GET .../messages", problems);
+}
+
 async function allOrNothing(problems) {
   const threadId = uid("th-pair");
   const agent = new HttpAgent({ url: agentUrl("pair"), threadId, initialMessages: [userMessage("both")] });
@@ -1348,6 +1368,7 @@ try {
   await scenario("a frontend tool call: pendingToolCallIds, then the client's result continues the turn (checker)", frontendToolCall);
   await scenario("approval interrupt, pendingInterrupts and buildResumeArray resume (approver)", approvalAndResume);
   await scenario("question with choices: refused answer, then resume (asker)", questionWithChoices);
+  await scenario("an escalation: a confirmation interrupt, approved with a comment (escalator)", escalation);
   await scenario("two interrupts: a partial resume is refused, then all at once (pair)", allOrNothing);
   await scenario("a failing turn ends with RUN_ERROR failed (failing)", turnFails);
   await scenario("refused runs: history_mismatch, turn_in_progress (demo, slow)", refusedRuns);
