@@ -573,8 +573,9 @@ export async function listThreads(options: ListThreadsOptions): Promise<ThreadPa
 
 /**
  * Erases a thread with everything the gateway stored for it (`DELETE /v1/threads/{thread}`).
- * Rejects with `status` 409 (`payload.error.code` `turn_in_progress`) while a turn of it runs
- * or waits, and 403 for a thread the caller may not erase or that does not exist.
+ * A turn of it that runs or waits is cancelled first; the promise settles once the thread is
+ * gone. Rejects with `status` 409 (`payload.error.code` `turn_in_progress`) when that turn did
+ * not end in time, and 403 for a thread the caller may not erase or that does not exist.
  */
 export async function deleteThread(threadId: string, options: GatewayRequestOptions): Promise<void> {
   const doFetch = options.fetch ?? fetch;
