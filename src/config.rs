@@ -263,6 +263,14 @@ impl Config {
         variables
     }
 
+    /// Makes every secret this configuration holds — its agents' ([`Config::secret_variables`])
+    /// and the gateway's own ([`Config::own_secrets`]) — one to mask from now on, before
+    /// anything can log, record or stream it.
+    pub fn hold_its_secrets(&self) {
+        crate::redact::hold_secrets_of(self.secret_variables());
+        crate::redact::hold_setting_secrets(self.own_secrets());
+    }
+
     /// The gateway's own secrets, each with the setting that holds it: the app-token signing
     /// secret, the metrics token, and the passwords (and secret query values) of the database
     /// and NATS URLs. Masked as the agents' secrets are (`redact::hold_setting_secrets`).

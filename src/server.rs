@@ -87,9 +87,8 @@ impl crate::admin::Wiring for CommandWiring {
 
 /// Connects to the configured database, applies migrations, loads the keys and starts the engine.
 pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), BuildError> {
-    // Before anything can say them: the secrets this configuration's agents hold.
-    crate::redact::hold_secrets_of(config.secret_variables());
-    crate::redact::hold_setting_secrets(config.own_secrets());
+    // Before anything can say them: the secrets this configuration holds.
+    config.hold_its_secrets();
     let config = Arc::new(config);
     // Read first: a bad certificate file is reported before anything connects anywhere.
     let outbound = tls::client_config(&config.tls)?;

@@ -30,8 +30,7 @@ type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 pub fn init(config: &Config) -> Telemetry {
     let filter = EnvFilter::try_new(&config.log.filter).unwrap_or_else(|_| EnvFilter::new("info"));
     // No log line shows a secret the gateway holds, whatever error or answer quotes it.
-    crate::redact::hold_secrets_of(config.secret_variables());
-    crate::redact::hold_setting_secrets(config.own_secrets());
+    config.hold_its_secrets();
     let stderr = || crate::redact::MaskingWriter(std::io::stderr());
     let lines: BoxedLayer = match config.log.format {
         LogFormat::Pretty => tracing_subscriber::fmt::layer().with_writer(stderr).boxed(),
