@@ -99,6 +99,38 @@ async fn the_same_resume_twice_decides_once(backend: Backend) {
 }
 on_both_stores!(the_same_resume_twice_decides_once);
 
+/// One interrupt answered twice in one resume (approved and cancelled, or approved twice) is
+/// refused at once, `invalid_resume` naming it, and decides nothing: it used to be retried
+/// without end, never answering and holding a core.
+async fn a_resume_naming_one_interrupt_twice_is_refused_at_once_and_decides_nothing(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let (_, interrupts) = run_until_interrupt(&app, "approver", "th-dup").await;
+    let id = interrupts[0]["id"].as_str().expect("id").to_string();
+    let before = stored_interrupts(&app, "th-dup").await;
+    assert_eq!(before[0].1, "open");
+    let yes = json!({"interruptId": id, "status": "resolved", "payload": {"approved": true}});
+    let no = json!({"interruptId": id, "status": "cancelled"});
+    for (n, entries) in [json!([yes, no]), json!([yes, yes]), json!([no, yes])].into_iter().enumerate() {
+        let answered = tokio::time::timeout(
+            Duration::from_secs(10),
+            app.run_to_end("approver", &resume("th-dup", &format!("dup-{n}"), entries.clone())),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{entries}: no answer within 10 s"));
+        assert_eq!(kinds(&answered), ["RUN_ERROR"], "{entries}");
+        assert_eq!(answered[0].data["code"], "invalid_resume", "{}", answered[0].data);
+        let message = answered[0].data["message"].as_str().unwrap_or("");
+        assert!(message.contains(&id) && message.contains("twice"), "names the interrupt: {message}");
+        assert_eq!(stored_interrupts(&app, "th-dup").await, before, "{entries}: nothing decided, still open");
+    }
+    // The interrupt is still there to answer, once.
+    let events = app.run_to_end("approver", &resume("th-dup", "run-ok", json!([yes]))).await;
+    assert_eq!(events[2].data["value"]["outcome"], "decided", "{:?}", kinds(&events));
+    assert_eq!(stored_interrupts(&app, "th-dup").await[0].1, "decided");
+}
+on_both_stores!(a_resume_naming_one_interrupt_twice_is_refused_at_once_and_decides_nothing);
+
 #[tokio::test]
 async fn a_denied_call_says_so_and_an_edited_call_runs_as_edited() {
     let db = TestDatabase::new(Backend::Sqlite).await;

@@ -249,8 +249,11 @@ impl Engine {
                 return Ok(Some((outcomes, seq - 1)));
             }
             // Someone decided one of these first: what they decided is already_decided here,
-            // and the rest is tried again (each round turns at least one entry, so it ends).
+            // and the rest is tried again. Each round must turn at least one entry, so the
+            // loop ends; a round that turns none (the turn does not wait, yet these interrupts
+            // read open) is refused at once rather than tried again without end.
             let stored = inner.store.turn_interrupts(turn.pk).await?;
+            let mut turned = false;
             for plan in plans.iter_mut() {
                 if let EntryPlan::Decide { interrupt_id, .. } = plan {
                     if let Some(row) =
@@ -260,8 +263,15 @@ impl Engine {
                             interrupt_id: interrupt_id.clone(),
                             decided_seq: row.decided_seq,
                         };
+                        turned = true;
                     }
                 }
+            }
+            if !turned {
+                return Err(EngineError::TurnInProgress(format!(
+                    "turn {} does not wait for a decision now: load the thread and try again",
+                    turn.public_id
+                )));
             }
         }
     }

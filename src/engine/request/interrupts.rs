@@ -152,8 +152,9 @@ pub enum EntryPlan {
     AlreadyDecided { interrupt_id: String, decided_seq: Option<i64> },
 }
 
-/// Checks every entry of a resume before any is decided (§5.3): unknown or not of this turn
-/// (`invalid_resume`), changed (`interrupt_changed`), expired (`interrupt_expired`), not the
+/// Checks every entry of a resume before any is decided (§5.3): an interrupt named by two
+/// entries (`invalid_resume`: which answer would count is anyone's guess), unknown or not of
+/// this turn (`invalid_resume`), changed (`interrupt_changed`), expired (`interrupt_expired`), not the
 /// caller's to decide (`not_a_decider`), a payload its schema rejects (`invalid_resume`), and
 /// every open interrupt the caller may decide answered (`interrupts_open`).
 pub fn check_resume(
@@ -167,6 +168,15 @@ pub fn check_resume(
     let mut plans = Vec::with_capacity(entries.len());
     for (index, entry) in entries.iter().enumerate() {
         let name = format!("resume[{index}] ({})", entry.interrupt_id);
+        if let Some(first) = entries[..index].iter().position(|e| e.interrupt_id == entry.interrupt_id) {
+            return Err(refusal(
+                RunErrorCode::InvalidResume,
+                format!(
+                    "{name}: interrupt {} is answered twice (resume[{first}] too): answer each once",
+                    entry.interrupt_id
+                ),
+            ));
+        }
         let Some(row) = interrupts.iter().find(|i| i.id == entry.interrupt_id) else {
             return Err(refusal(
                 RunErrorCode::InvalidResume,
@@ -310,6 +320,41 @@ mod tests {
         assert!(!may_decide("alice", &["admin".into()], &anyone_admin, true, "alice"), "four eyes");
         assert!(may_decide("alice", &[], &Deciders::default(), false, "alice"), "the starter by default");
         assert!(!may_decide("bob", &[], &Deciders::default(), false, "alice"));
+    }
+
+    #[test]
+    fn an_interrupt_answered_twice_is_refused_naming_it() {
+        let row = InterruptRow {
+            id: "int_1".into(),
+            thread: 1,
+            turn: 1,
+            shown: json!({"id": "int_1", "reason": "tool_call"}).to_string(),
+            deciders: "{}".into(),
+            four_eyes: false,
+            started_by: "alice".into(),
+            expires_at_ms: i64::MAX,
+            status: InterruptStatus::Open,
+            decision: None,
+            decided_by: None,
+            decided_seq: None,
+            created_at_ms: 0,
+            policy_digest: String::new(),
+        };
+        let entry = |status| ResumeEntry {
+            interrupt_id: "int_1".into(),
+            status,
+            payload: Some(json!({"approved": true})),
+            metadata: None,
+        };
+        for pair in [
+            [entry(ResumeStatus::Resolved), entry(ResumeStatus::Cancelled)],
+            [entry(ResumeStatus::Resolved), entry(ResumeStatus::Resolved)],
+        ] {
+            let refused = check_resume(&pair, std::slice::from_ref(&row), "alice", &[], 0, true).expect_err("refused");
+            assert_eq!(refused.code, RunErrorCode::InvalidResume);
+            assert!(refused.message.contains("int_1") && refused.message.contains("twice"), "{}", refused.message);
+        }
+        assert!(check_resume(&[entry(ResumeStatus::Resolved)], &[row], "alice", &[], 0, true).is_ok());
     }
 
     #[test]
