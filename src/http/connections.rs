@@ -216,6 +216,10 @@ async fn serve_connection<Io>(
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout)
+                // The head is measured once it is whole, to the byte: the read buffer's bound
+                // alone is checked only while a head is unfinished, and one read may fill the
+                // buffer well past it, so heads up to twice the limit went through.
+                .max_header_size(limits.max_header_bytes)
                 .max_buf_size(limits.max_header_bytes);
             let connection = builder.serve_connection(io, service);
             drive(connection, activity, &mut stop, limits, |c| c.graceful_shutdown()).await
