@@ -203,8 +203,14 @@ impl Config {
         Config::load(None, std::iter::empty())
     }
 
+    /// The process's `AGUI_GATEWAY_*` variables, for [`Config::load`]: read as bytes, so a
+    /// variable that is not UTF-8 is ignored, or refused by name when it is one of ours.
+    pub fn environment() -> Result<Vec<(String, String)>, ConfigError> {
+        env::ours(std::env::vars_os())
+    }
+
     /// Loads the defaults, merges `file` over them and applies the environment `overrides`
-    /// (pairs of name and value; pass `std::env::vars()` in production).
+    /// (pairs of name and value; pass [`Config::environment`] in production).
     pub fn load(
         file: Option<&Path>,
         overrides: impl IntoIterator<Item = (String, String)>,

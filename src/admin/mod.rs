@@ -50,7 +50,7 @@ pub struct Common {
 impl Common {
     /// The configuration: the built-in defaults, the file, the environment, then `--database`.
     pub fn load(&self) -> Result<Config, ConfigError> {
-        let mut config = Config::load(self.config.as_deref(), std::env::vars())?;
+        let mut config = Config::load(self.config.as_deref(), Config::environment()?)?;
         if let Some(url) = &self.database {
             config.database.url = url.clone();
         }

@@ -10,8 +10,14 @@
 //!
 //! Variables are applied shortest name first, so a whole list set by one variable is in place
 //! before the variables that change its entries, whatever order the environment lists them in.
+//! A table the settings describe but the configuration does not hold yet is reached all the
+//! same, at any depth (`AGUI_GATEWAY_TENANTS_0_QUOTAS_MAX_CONCURRENT_TURNS`).
+//!
+//! The process environment is read as bytes ([`ours`]): a variable that is not UTF-8 is
+//! nobody's business here unless it is one of ours, which is then refused by name.
 
 use std::cmp::Reverse;
+use std::ffi::OsString;
 
 use super::{known_keys, merge_tables, ConfigError, ENV_PREFIX};
 
@@ -20,6 +26,27 @@ use super::{known_keys, merge_tables, ConfigError, ENV_PREFIX};
 enum Step {
     Key(String),
     Index(usize),
+}
+
+/// The `AGUI_GATEWAY_*` variables of `variables` (the process's, `std::env::vars_os()`), as
+/// text; any other variable is left alone whatever it holds. One of ours that is not UTF-8 is
+/// refused, named (its name as far as it reads).
+pub fn ours(variables: impl IntoIterator<Item = (OsString, OsString)>) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut ours = Vec::new();
+    for (name, value) in variables {
+        if !name.to_string_lossy().starts_with(ENV_PREFIX) {
+            continue;
+        }
+        let name = name.into_string().map_err(|name| ConfigError::Env {
+            name: name.to_string_lossy().into_owned(),
+            message: "the variable's name is not valid UTF-8".into(),
+        })?;
+        let value = value
+            .into_string()
+            .map_err(|_| ConfigError::Env { name: name.clone(), message: "the value is not valid UTF-8".into() })?;
+        ours.push((name, value));
+    }
+    Ok(ours)
 }
 
 /// Applies every `AGUI_GATEWAY_*` variable of `variables` to the merged settings `tree`.
@@ -67,7 +94,11 @@ fn resolve(table: &toml::Table, names: &[String], key: &str) -> Option<Vec<Step>
         let inner = match table.get(&candidate) {
             Some(toml::Value::Table(inner)) => resolve(inner, &inner_names, rest),
             Some(toml::Value::Array(items)) => resolve_in_list(items, &inner_names, rest),
-            _ => None,
+            // A key the settings know, not held yet: a list of tables when an index follows,
+            // else a table (a scalar setting has no keys under it, so nothing resolves).
+            None if rest.starts_with(|c: char| c.is_ascii_digit()) => resolve_in_list(&[], &inner_names, rest),
+            None => resolve(&toml::Table::new(), &inner_names, rest),
+            Some(_) => None,
         };
         if let Some(mut steps) = inner {
             steps.insert(0, Step::Key(candidate));
@@ -105,9 +136,16 @@ fn resolve_in_list(items: &[toml::Value], names: &[String], key: &str) -> Option
 fn place(root: &mut toml::Value, steps: &[Step], raw: &str) -> Result<(), String> {
     let Some((last, leading)) = steps.split_last() else { return Err("no such setting".into()) };
     let mut current = root;
-    for step in leading {
+    for (at, step) in leading.iter().enumerate() {
         current = match (step, current) {
-            (Step::Key(key), toml::Value::Table(table)) => table.get_mut(key).ok_or("no such setting")?,
+            (Step::Key(key), toml::Value::Table(table)) => {
+                // A table or list on the way that is not held yet begins empty.
+                let empty = match steps.get(at + 1) {
+                    Some(Step::Index(_)) => toml::Value::Array(Vec::new()),
+                    _ => toml::Value::Table(toml::Table::new()),
+                };
+                table.entry(key.clone()).or_insert(empty)
+            }
             (Step::Index(index), toml::Value::Array(items)) => {
                 if *index == items.len() {
                     items.push(toml::Value::Table(toml::Table::new()));
@@ -213,6 +251,51 @@ mod tests {
         assert_eq!(demo.chunk_chars, 3);
         let error = load(&[("AGUI_GATEWAY_TENANTS_5_NAME", "far")]).expect_err("no fifth tenant");
         assert!(error.contains("AGUI_GATEWAY_TENANTS_5_NAME") && error.contains("no such setting"), "{error}");
+    }
+
+    #[test]
+    fn a_table_not_held_yet_is_reached_by_its_keys_at_any_depth() {
+        let config = load(&[
+            ("AGUI_GATEWAY_TENANTS_0_QUOTAS_MAX_CONCURRENT_TURNS", "2"),
+            ("AGUI_GATEWAY_TENANTS_1_NAME", "acme"),
+            ("AGUI_GATEWAY_TENANTS_1_QUOTAS_TURNS_PER_MINUTE", "30"),
+            ("AGUI_GATEWAY_AUTH_IDENTITY_PROVIDERS_0_NAME", "idp"),
+            ("AGUI_GATEWAY_AUTH_IDENTITY_PROVIDERS_0_ISSUER", "https://idp.example"),
+            ("AGUI_GATEWAY_AUTH_IDENTITY_PROVIDERS_0_AUDIENCE", r#"["gw"]"#),
+            ("AGUI_GATEWAY_AUTH_IDENTITY_PROVIDERS_0_JWKS_URL", "https://idp.example/jwks"),
+            ("AGUI_GATEWAY_AUTH_IDENTITY_PROVIDERS_0_TENANTS_0", "acme"),
+        ])
+        .expect("loads");
+        assert_eq!(config.tenants[0].quotas.max_concurrent_turns, Some(2));
+        assert_eq!(
+            config.tenants[0].quotas.token_period_secs, 86_400,
+            "the quota's other settings keep their defaults"
+        );
+        assert_eq!(config.tenants[1].name, "acme");
+        assert_eq!(config.tenants[1].quotas.turns_per_minute, Some(30));
+        assert_eq!(config.auth.identity_providers[0].issuer, "https://idp.example");
+        let error = load(&[("AGUI_GATEWAY_TENANTS_0_QUOTAS_MAX_TURNS", "2")]).expect_err("no such setting");
+        assert!(
+            error.contains("AGUI_GATEWAY_TENANTS_0_QUOTAS_MAX_TURNS") && error.contains("no such setting"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn only_our_variables_are_read_and_one_that_is_not_utf8_is_named() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+        let bad = || OsString::from_vec(vec![0xff, 0xfe]);
+        let read = super::ours([
+            (OsString::from("FOO"), bad()),
+            (OsString::from_vec(b"BAR\xff".to_vec()), OsString::from("x")),
+            (OsString::from("AGUI_GATEWAY_LISTEN"), OsString::from("127.0.0.1:9")),
+        ])
+        .expect("others are ignored");
+        assert_eq!(read, [("AGUI_GATEWAY_LISTEN".to_string(), "127.0.0.1:9".to_string())]);
+        let error = super::ours([(OsString::from("AGUI_GATEWAY_DATABASE_URL"), bad())]).expect_err("refused");
+        let error = error.to_string();
+        assert!(error.contains("AGUI_GATEWAY_DATABASE_URL") && error.contains("UTF-8"), "{error}");
     }
 
     #[test]

@@ -63,3 +63,47 @@ fn check_config_passes_a_valid_config() {
     ));
     assert!(passed && printed.contains("config ok"), "{printed}");
 }
+
+/// Runs `agui-gateway <args>` with `variable` set to bytes that are not UTF-8; returns whether
+/// it passed and what it printed.
+fn with_non_utf8_variable(variable: &str, args: &[&str]) -> (bool, String) {
+    use std::os::unix::ffi::OsStrExt;
+    let output = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(args)
+        .env(variable, std::ffi::OsStr::from_bytes(b"\xff\xfe"))
+        .output()
+        .expect("the gateway runs");
+    let printed = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), printed)
+}
+
+/// An environment variable that is not UTF-8 used to make every command panic at start: one
+/// of someone else's is ignored, one of ours is refused with its name.
+#[test]
+fn a_variable_that_is_not_utf8_is_ignored_unless_it_is_ours_then_named() {
+    let (passed, printed) = with_non_utf8_variable("SOMEONE_ELSES", &["check-config"]);
+    assert!(passed && printed.contains("config ok"), "{printed}");
+    assert!(!printed.contains("panicked"), "{printed}");
+    for command in [&["check-config"][..], &["serve", "--listen", "127.0.0.1:0"][..]] {
+        let (passed, printed) = with_non_utf8_variable("AGUI_GATEWAY_DATABASE_URL", command);
+        assert!(!passed, "{command:?} refused: {printed}");
+        assert!(!printed.contains("panicked"), "{command:?}: {printed}");
+        assert!(
+            printed.contains("AGUI_GATEWAY_DATABASE_URL") && printed.contains("not valid UTF-8"),
+            "{command:?} names the variable: {printed}"
+        );
+    }
+}
+
+/// A setting of a table the configuration does not hold yet is reached by its index and keys
+/// (`tenants[0].quotas` is absent from the defaults).
+#[test]
+fn a_nested_setting_is_reached_by_index_from_the_environment() {
+    let output = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+        .args(["check-config"])
+        .env("AGUI_GATEWAY_TENANTS_0_QUOTAS_MAX_CONCURRENT_TURNS", "2")
+        .output()
+        .expect("check-config runs");
+    let printed = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && printed.contains("config ok"), "{printed}");
+}
