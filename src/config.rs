@@ -351,6 +351,13 @@ impl Config {
         if limits.max_connections > 1_000_000 {
             return invalid("limits.max_connections must be at most 1000000".into());
         }
+        if let Some(scheme) = limits.content_url_schemes.iter().find(|scheme| {
+            crate::protocol::input::url_scheme(&format!("{scheme}:")).as_deref() != Some(scheme.as_str())
+        }) {
+            return invalid(format!(
+                "limits.content_url_schemes: '{scheme}' is no URL scheme (lower-case, as \"https\" or \"data\")"
+            ));
+        }
         // hyper's smallest read buffer: a smaller one would not hold a plain request line.
         if limits.max_header_bytes < 8192 {
             return invalid("limits.max_header_bytes must be at least 8192".into());
@@ -537,6 +544,22 @@ mod tests {
         std::fs::write(&path, "[limits]\nmax_conections = 10\n").expect("write");
         let error = Config::load(Some(&path), std::iter::empty()).expect_err("refused").to_string();
         assert!(error.contains("limits.max_conections") && error.contains("'max_connections'"), "{error}");
+    }
+
+    #[test]
+    fn content_url_schemes_default_to_https_and_data_and_must_be_schemes() {
+        let config = Config::builtin().expect("loads");
+        assert_eq!(config.limits.content_url_schemes, ["https", "data"]);
+        let config =
+            Config::load(None, [("AGUI_GATEWAY_LIMITS_CONTENT_URL_SCHEMES".into(), r#"["https", "http"]"#.into())])
+                .expect("loads");
+        assert_eq!(config.limits.content_url_schemes, ["https", "http"]);
+        for bad in [r#"["https:"]"#, r#"["HTTPS"]"#, r#"[""]"#, r#"["a b"]"#] {
+            let error = Config::load(None, [("AGUI_GATEWAY_LIMITS_CONTENT_URL_SCHEMES".into(), bad.into())])
+                .expect_err("refused")
+                .to_string();
+            assert!(error.contains("limits.content_url_schemes"), "{bad}: {error}");
+        }
     }
 
     #[test]

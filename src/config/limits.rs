@@ -41,12 +41,16 @@ pub struct Limits {
     pub max_tool_schema_bytes: usize,
     /// The deepest nesting of objects and arrays in one client tool's schema.
     pub max_tool_schema_depth: usize,
-    /// The largest inline content (base64 `data` or a URL) of one media part of a user
-    /// message, in bytes as sent (413 `payload_too_large` naming the part beyond).
+    /// The largest content part of a user message, every byte of it as kept (its base64 data
+    /// or URL, media type, file name, metadata; a text part without its words) (413
+    /// `payload_too_large` naming the part beyond).
     pub max_content_part_bytes: usize,
-    /// The media parts of one run's new user message together, in bytes as sent: the turn
-    /// keeps them, and they go to the agent on every model call of it.
+    /// The content parts of one run's new user message together, measured so: the turn keeps
+    /// them, and they go to the agent on every model call of it.
     pub max_content_bytes: usize,
+    /// The URL schemes a media part's URL may have (lower-case; `https` and `data` by
+    /// default): the gateway fetches none, but a model server given one might.
+    pub content_url_schemes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -348,6 +348,118 @@ impl ContentPart {
     }
 }
 
+impl ContentPart {
+    /// The media type the part declares (`mimeType` of a `binary` part or of its `source`),
+    /// when it declares one as text.
+    fn declared_media_type(&self) -> Option<&str> {
+        if self.kind == "binary" {
+            return self.mime_type.as_deref();
+        }
+        self.source.as_ref()?.get("mimeType")?.as_str()
+    }
+
+    /// The part's content, checked as its receiver will read it: its media type well formed
+    /// (`type/subtype`, no parameters) and of the part's modality (an image part is `image/*`),
+    /// base64 data that decodes, and a `data:` URL that is `data:<type/subtype>;base64,<data>`
+    /// with the same checks. What is sent on is then exactly what was checked: a media type
+    /// cannot carry text into a `data:` URL built from it. The URL's scheme is the caller's
+    /// to judge (its allowed list is configuration).
+    pub fn checked_source(&self) -> Result<PartSource<'_>, String> {
+        let modality = self.modality().ok_or_else(|| format!("a '{}' part is no AG-UI 1.0 content part", self.kind))?;
+        let source = self.content_source()?;
+        let field = if self.kind == "binary" { "mimeType" } else { "source.mimeType" };
+        if let Some(mime_type) = self.declared_media_type() {
+            media_type_of(modality, mime_type).map_err(|why| format!("{field}: {why}"))?;
+        }
+        match source {
+            PartSource::Data { value, .. } => {
+                let field = if self.kind == "binary" { "data" } else { "source.value" };
+                check_base64(value).map_err(|why| format!("{field}: {why}"))?;
+            }
+            PartSource::Url { value, .. } => {
+                let field = if self.kind == "binary" { "url" } else { "source.value" };
+                if let Some(rest) = strip_prefix_ignoring_case(value, "data:") {
+                    let (mime_type, data) = rest
+                        .split_once(";base64,")
+                        .ok_or_else(|| format!("{field}: a data: URL must read data:<type>/<subtype>;base64,<data>"))?;
+                    media_type_of(modality, mime_type).map_err(|why| format!("{field}: {why}"))?;
+                    check_base64(data).map_err(|why| format!("{field}: {why}"))?;
+                }
+            }
+            PartSource::File { .. } => {}
+        }
+        Ok(source)
+    }
+}
+
+/// The scheme of an absolute URL, lower-cased (`https`, `data`), or `None` when `url` does not
+/// begin with one (RFC 3986 §3.1: a letter, then letters, digits, `+`, `-` or `.`, then `:`).
+pub fn url_scheme(url: &str) -> Option<String> {
+    let (scheme, _) = url.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic() && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+        .then(|| scheme.to_ascii_lowercase())
+}
+
+fn strip_prefix_ignoring_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &text[prefix.len()..])
+}
+
+/// `mime_type` as a part of `modality` may carry it: `type/subtype`, each an RFC 6838 §4.2
+/// restricted name, nothing else (no parameters, no spaces), its type the modality's
+/// (`image`, `audio`, `video`; a document is of any other type).
+pub fn media_type_of(modality: Modality, mime_type: &str) -> Result<(), String> {
+    let shown: String = mime_type.chars().take(64).collect();
+    let (kind, _) = mime_type
+        .split_once('/')
+        .filter(|(kind, subtype)| restricted_name(kind) && restricted_name(subtype))
+        .ok_or_else(|| {
+            format!("'{shown}' is no media type: write type/subtype (e.g. image/png), with no parameters")
+        })?;
+    let kind = kind.to_ascii_lowercase();
+    let fits = match modality {
+        Modality::Image | Modality::Audio | Modality::Video => kind == modality.as_str(),
+        Modality::Document => !matches!(kind.as_str(), "image" | "audio" | "video"),
+        Modality::Text => false,
+    };
+    if fits {
+        Ok(())
+    } else {
+        let wanted = match modality {
+            Modality::Document => "a type other than image, audio or video".to_string(),
+            other => format!("{}/*", other.as_str()),
+        };
+        Err(format!("'{shown}' does not fit the part's kind, {} ({wanted})", modality.as_str()))
+    }
+}
+
+/// An RFC 6838 §4.2 restricted name: 1 to 127 characters, a letter or digit first, then
+/// letters, digits and `!#$&-^_.+`.
+fn restricted_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 127
+        && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "!#$&-^_.+".contains(c))
+}
+
+/// Base64 as a `data:` URL and every model API read it: the standard alphabet (`A-Z a-z 0-9
+/// + /`), padded or not, nothing else (no spaces or line breaks), of a length some bytes
+/// encode to. Checked by reading the text, without decoding a copy of it.
+fn check_base64(data: &str) -> Result<(), String> {
+    if data.is_empty() {
+        return Err("the data is empty".into());
+    }
+    let unpadded = data.strip_suffix("==").or_else(|| data.strip_suffix('=')).unwrap_or(data);
+    let padded = unpadded.len() != data.len();
+    let alphabet = unpadded.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
+    if !alphabet || unpadded.len() % 4 == 1 || (padded && data.len() % 4 != 0) {
+        return Err("the data is not base64 (the standard alphabet A-Z a-z 0-9 + /, padded with = or not)".into());
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
@@ -455,6 +567,52 @@ mod tests {
             json!({"type": "document", "source": {"type": "data", "value": "JVBE", "mimeType": "application/pdf"},
                    "metadata": {"filename": "a.pdf"}})
         );
+    }
+
+    #[test]
+    fn media_types_base64_and_data_urls_are_checked_against_the_part() {
+        let part = |value: Value| serde_json::from_value::<ContentPart>(value).expect("a part");
+        let data = |kind: &str, mime: &str, value: &str| {
+            part(json!({"type": kind, "source": {"type": "data", "value": value, "mimeType": mime}}))
+        };
+        assert!(data("image", "image/png", "iVBORw0KGgo=").checked_source().is_ok());
+        assert!(data("image", "IMAGE/PNG", "iVBORw0KGgo").checked_source().is_ok(), "case and padding as sent");
+        assert!(data("document", "application/pdf", "JVBERi0=").checked_source().is_ok());
+        assert!(data("audio", "audio/wav", "UklGRg==").checked_source().is_ok());
+        let long = "QUJD".repeat(5000);
+        assert!(data("image", "image/png", &long).checked_source().is_ok(), "across chunks");
+        for (kind, mime, value, names) in [
+            ("image", "text/html", "iVBO", "source.mimeType"),
+            ("image", "image/png;base64,AAAA\" onerror=x", "iVBO", "source.mimeType"),
+            ("image", "image/png; charset=x", "iVBO", "source.mimeType"),
+            ("image", "image", "iVBO", "source.mimeType"),
+            ("document", "image/png", "iVBO", "source.mimeType"),
+            ("audio", "video/mp4", "iVBO", "source.mimeType"),
+            ("image", "image/png", "not base64!", "source.value"),
+            ("image", "image/png", "iVBO\niVBO", "source.value"),
+            ("image", "image/png", "iVB=iVBO", "source.value"),
+            ("image", "image/png", "i", "source.value"),
+            ("image", "image/png", "", "source.value"),
+        ] {
+            let error = data(kind, mime, value).checked_source().expect_err(mime);
+            assert!(error.starts_with(names), "{kind} {mime} {value}: {error}");
+        }
+        let mut bad_tail = long.clone();
+        bad_tail.push_str("A*==");
+        assert!(data("image", "image/png", &bad_tail).checked_source().is_err());
+        let binary = part(json!({"type": "binary", "mimeType": "image/png\"><x", "data": "iVBO"}));
+        assert!(binary.checked_source().expect_err("refused").starts_with("mimeType"));
+        let url = |value: &str| part(json!({"type": "image", "source": {"type": "url", "value": value}}));
+        assert!(url("https://x.example/a.png").checked_source().is_ok());
+        assert!(url("data:image/png;base64,iVBO").checked_source().is_ok());
+        assert!(url("DATA:image/png;base64,iVBO").checked_source().is_ok());
+        assert!(url("data:text/html;base64,iVBO").checked_source().is_err());
+        assert!(url("data:image/png,<svg onload=x>").checked_source().is_err());
+        assert!(url("data:image/png;base64,<svg>").checked_source().is_err());
+        assert_eq!(url_scheme("HTTPS://x"), Some("https".into()));
+        assert_eq!(url_scheme("file:///etc/passwd"), Some("file".into()));
+        assert_eq!(url_scheme("/relative"), None);
+        assert_eq!(url_scheme("1http://x"), None);
     }
 
     #[test]

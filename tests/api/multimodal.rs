@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::fakes::model::ScriptedModel;
 use crate::helpers::*;
+use crate::on_both_stores;
 use crate::upstream::{upstream_of, Upstream};
 
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -134,7 +135,11 @@ async fn a_url_image_is_passed_on_and_never_fetched() {
     });
     let model = ScriptedModel::planned(vec![], "A cat.").await;
     let db = TestDatabase::new(Backend::Sqlite).await;
-    let app = vision_gateway(&model, &db, None).await;
+    // A plain http:// URL (the listener here has no certificate) is allowed by setting only.
+    let mut config = test_config(&db.url);
+    config.agents.push(model.agent("vision", "input_modalities = [\"text\", \"image\"]\n"));
+    config.limits.content_url_schemes = vec!["https".into(), "data".into(), "http".into()];
+    let app = TestApp::start_with(config).await;
     let url = format!("http://{address}/cat.png");
     let parts = json!([{"type": "image", "source": {"type": "url", "value": url, "mimeType": "image/png"}}]);
     let events = app.run_to_end("vision", &run_with_parts("th-url", "run-1", parts)).await;
@@ -198,6 +203,105 @@ async fn parts_the_agent_does_not_take_or_too_large_are_refused_and_nothing_is_s
     let response = app.post_run("demo", &run_with_parts("th-script", "run-1", json!([image_part(PNG)]))).await;
     assert_eq!(response.status(), 400);
 }
+
+/// A part is measured whole (its media type, file name and metadata too, not only its
+/// content), its media type and base64 are checked against its kind, and a URL must be of a
+/// scheme `limits.content_url_schemes` allows: each refused before anything is stored or
+/// reaches the model. These used to pass unchanged into the `data:` URL the model was given.
+async fn a_part_is_measured_whole_and_checked_as_the_model_will_read_it(backend: Backend) {
+    let model = ScriptedModel::planned(vec![], "Seen.").await;
+    let db = TestDatabase::new(backend).await;
+    let app = vision_gateway(&model, &db, Some((1000, 1500))).await;
+    app.run_to_end("demo", &first_run("th-held", "run-0", "hello")).await;
+    let before = app.counts().await;
+    let image = |mime: &str, value: &str| json!({"type": "image", "source": {"type": "data", "value": value, "mimeType": mime}});
+    let linked = |url: &str| json!({"type": "image", "source": {"type": "url", "value": url}});
+    let mut with_metadata = image_part(PNG);
+    with_metadata["metadata"] = json!({"note": "m".repeat(1200)});
+    let noted_text = json!({"type": "text", "text": "look", "metadata": {"note": "n".repeat(800)}});
+    let long_name = json!({"type": "binary", "mimeType": "image/png", "data": PNG, "filename": "f".repeat(1100)});
+    let cases = [
+        ("metadata past the part limit", json!([with_metadata]), 413, "payload_too_large", "messages[0].content[0]"),
+        (
+            "a mimeType past the part limit",
+            json!([image(&format!("image/{}", "x".repeat(1100)), PNG)]),
+            413,
+            "payload_too_large",
+            "messages[0].content[0]",
+        ),
+        ("a filename past the part limit", json!([long_name]), 413, "payload_too_large", "messages[0].content[0]"),
+        (
+            "text parts' metadata past the message limit",
+            json!([noted_text, noted_text]),
+            413,
+            "payload_too_large",
+            "limits.max_content_bytes",
+        ),
+        ("data that is not base64", json!([image("image/png", "not base64!")]), 400, "bad_request", "source.value"),
+        ("an image part of text/html", json!([image("text/html", PNG)]), 400, "bad_request", "source.mimeType"),
+        (
+            "a mimeType carrying more",
+            json!([image("image/png;base64,AAAA\" onerror=x", PNG)]),
+            400,
+            "bad_request",
+            "source.mimeType",
+        ),
+        ("a data: URL of text/html", json!([linked("data:text/html;base64,PGI+")]), 400, "bad_request", "source.value"),
+        (
+            "a file: URL",
+            json!([linked("file:///etc/passwd")]),
+            400,
+            "unsupported_content",
+            "limits.content_url_schemes",
+        ),
+        (
+            "a link-local http: URL",
+            json!([linked("http://169.254.169.254/latest/meta-data")]),
+            400,
+            "unsupported_content",
+            "limits.content_url_schemes",
+        ),
+        (
+            "a gopher: URL",
+            json!([linked("gopher://127.0.0.1:70/_x")]),
+            400,
+            "unsupported_content",
+            "limits.content_url_schemes",
+        ),
+    ];
+    for (name, parts, status, code, names) in cases {
+        let thread = unique("th-checked");
+        let response = app.post_run("vision", &run_with_parts(&thread, "run-1", parts)).await;
+        assert_eq!(response.status().as_u16(), status, "{name}");
+        let body: Value = response.json().await.expect("an error body");
+        assert_eq!(body["error"]["code"], code, "{name}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(names), "{name}: '{message}' names {names}");
+        assert_eq!(app.counts().await, before, "{name} changed the store");
+    }
+    assert_eq!(model.calls(), 0, "no refused part reached the model");
+    // Well-formed parts of the default schemes are taken.
+    let parts = json!([
+        linked("https://images.example/a.png"),
+        linked(&format!("data:image/png;base64,{PNG}")),
+        image_part(PNG)
+    ]);
+    let input = run_with_parts(&unique("th-fine"), "run-1", parts);
+    let events = app.run_to_end("vision", &input).await;
+    assert_eq!(events.last().expect("end").kind(), "RUN_FINISHED", "{:?}", kinds(&events));
+    let data_url = format!("data:image/png;base64,{PNG}");
+    assert_eq!(
+        last_user_content(&model.requests()[0]),
+        json!([
+            {"type": "image_url", "image_url": {"url": "https://images.example/a.png"}},
+            {"type": "image_url", "image_url": {"url": data_url}},
+            {"type": "image_url", "image_url": {"url": data_url}}
+        ])
+    );
+    let (ok, report) = agui_check(&app.run_url("vision"), &input).await;
+    assert!(ok, "{report}");
+}
+on_both_stores!(a_part_is_measured_whole_and_checked_as_the_model_will_read_it);
 
 /// An `agui` upstream gets the parts unchanged, each kind, and the official model of the
 /// upstream's SDK accepts the input.

@@ -13,7 +13,9 @@ pub fn chat_part(part: &ContentPart) -> Result<Value, String> {
     if modality == Modality::Text {
         return Ok(json!({ "type": "text", "text": part.text.as_deref().unwrap_or("") }));
     }
-    let source = part.content_source()?;
+    // Checked again here, not only at the door: a part a turn recorded before the checks
+    // existed is left out of later model calls rather than built into a data: URL.
+    let source = part.checked_source()?;
     match (modality, source) {
         (Modality::Image, PartSource::Data { value, mime_type }) => {
             Ok(json!({ "type": "image_url", "image_url": { "url": format!("data:{mime_type};base64,{value}") } }))
