@@ -54,6 +54,9 @@ pub fn peek_issuer(token: &str) -> Option<String> {
 pub fn verify(token: &str, keys: &[VerifyKey], rules: &Rules<'_>) -> Result<Map<String, Value>, AuthError> {
     let header: Header =
         jsonwebtoken::decode_header(token).map_err(|_| AuthError::InvalidToken("the token is malformed"))?;
+    if names_critical_extensions(token) {
+        return Err(AuthError::InvalidToken("the token's header names extensions it must be understood by (crit)"));
+    }
     let candidates: Vec<&VerifyKey> = keys
         .iter()
         .filter(|k| header.kid.is_none() || k.kid.is_none() || k.kid == header.kid)
@@ -99,6 +102,18 @@ pub fn verify(token: &str, keys: &[VerifyKey], rules: &Rules<'_>) -> Result<Map<
         }
     }
     Err(last)
+}
+
+/// Whether the token's header has `crit`: the extensions it lists must be understood by
+/// whoever accepts the token (RFC 7515 §4.1.11), and the gateway understands none, so such a
+/// token is refused whatever it lists (an empty or malformed `crit` is itself invalid).
+fn names_critical_extensions(token: &str) -> bool {
+    let header = token.split('.').next().unwrap_or("");
+    let Ok(bytes) = URL_SAFE_NO_PAD.decode(header.trim_end_matches('=')) else { return true };
+    match serde_json::from_slice::<Map<String, Value>>(&bytes) {
+        Ok(members) => members.contains_key("crit"),
+        Err(_) => true,
+    }
 }
 
 /// Strings of a claim that is an array of strings or one space-separated string.

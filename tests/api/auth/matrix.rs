@@ -41,6 +41,18 @@ async fn every_refused_caller_gets_its_status_and_code_and_writes_nothing(backen
         URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#),
         URL_SAFE_NO_PAD.encode(claims("acme", "alice").to_string())
     );
+    // Signed well with the app token secret, but its header names an extension it must be
+    // understood by (RFC 7515 §4.1.11): the gateway understands none.
+    let critical = {
+        let signed = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT","crit":["exp-ext"],"exp-ext":true}"#),
+            URL_SAFE_NO_PAD.encode(claims("acme", "alice").to_string())
+        );
+        let key = EncodingKey::from_secret(SECRET.as_bytes());
+        let signature = jsonwebtoken::crypto::sign(signed.as_bytes(), &key, Algorithm::HS256).expect("sign");
+        format!("{signed}.{signature}")
+    };
     let rsa_public_pem = std::fs::read(fixture("idp-rsa.pub.pem")).expect("fixture");
     let hs_with_rsa_public = jsonwebtoken::encode(
         &Header::new(Algorithm::HS256),
@@ -79,6 +91,15 @@ async fn every_refused_caller_gets_its_status_and_code_and_writes_nothing(backen
         case("missing header", "demo", "acme", None, fresh("th-1"), 401, "unauthenticated"),
         case("malformed header", "demo", "acme", Some(format!("Token {alice}")), fresh("th-2"), 401, "unauthenticated"),
         case("alg none", "demo", "acme", Some(bearer(&alg_none)), fresh("th-3"), 401, "unauthenticated"),
+        case(
+            "an unknown critical extension",
+            "demo",
+            "acme",
+            Some(bearer(&critical)),
+            fresh("th-3c"),
+            401,
+            "unauthenticated",
+        ),
         case(
             "HS256 signed with the RSA public key",
             "demo",
