@@ -330,8 +330,9 @@ fn check_accept(headers: &HeaderMap) -> Result<Framing, ApiError> {
         for range in value.split(',') {
             let mut parts = range.split(';');
             let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            // Parameter names are case-insensitive (RFC 9110 §5.6.6): `Q=0` refuses too.
             let refused = parts.any(|p| {
-                let p = p.trim().replace(' ', "");
+                let p = p.trim().replace(' ', "").to_ascii_lowercase();
                 p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
             });
             if refused {
@@ -502,6 +503,8 @@ mod tests {
             "text/event-stream, application/vnd.ag-ui.event+proto",
             "application/vnd.ag-ui.event+proto;q=0, text/event-stream",
             "application/vnd.ag-ui.event+proto;q=0, */*",
+            "application/vnd.ag-ui.event+proto;Q=0, text/event-stream",
+            "application/vnd.ag-ui.event+proto; Q = 0.0, */*",
         ] {
             assert_eq!(check_accept(&accept(sse)).ok(), Some(Framing::Sse), "{sse}");
         }
@@ -513,7 +516,7 @@ mod tests {
         ] {
             assert_eq!(check_accept(&accept(binary)).ok(), Some(Framing::Binary), "{binary}");
         }
-        for refused in ["application/json", "text/event-stream;q=0", "application/*"] {
+        for refused in ["application/json", "text/event-stream;q=0", "text/event-stream;Q=0", "application/*"] {
             assert!(check_accept(&accept(refused)).is_err(), "{refused}");
         }
     }

@@ -90,7 +90,14 @@ on_both_stores!(each_bad_input_gets_its_status_and_code_and_changes_nothing);
 async fn accept_headers_that_admit_sse_are_served() {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let app = TestApp::start(&db.url).await;
-    for (n, accept) in ["*/*", "text/event-stream", "application/json, text/event-stream;q=0.5"].iter().enumerate() {
+    let accepts = [
+        "*/*",
+        "text/event-stream",
+        "application/json, text/event-stream;q=0.5",
+        // Parameter names are case-insensitive: `Q=0` refuses the binary transport too.
+        "application/vnd.ag-ui.event+proto;Q=0, text/event-stream",
+    ];
+    for (n, accept) in accepts.iter().enumerate() {
         let response =
             app.post_run_with("demo", &first_run(&format!("th-acc-{n}"), "r", "x"), &[("accept", accept)]).await;
         assert_eq!(response.status(), 200, "{accept}");
