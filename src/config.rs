@@ -547,6 +547,23 @@ mod tests {
     }
 
     #[test]
+    fn a_blank_secret_is_refused_at_load_naming_its_setting() {
+        for (name, setting) in [
+            ("AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET", "auth.app_tokens.secret"),
+            ("AGUI_GATEWAY_AUTH_METRICS_TOKEN", "auth.metrics_token"),
+        ] {
+            for blank in [" ".repeat(40), "\t \n".repeat(12)] {
+                let error = Config::load(None, [(name.to_string(), blank)]).expect_err("refused").to_string();
+                assert!(error.contains(setting) && error.contains("blank"), "{error}");
+            }
+        }
+        let secret = "a real secret of well over thirty-two bytes";
+        let config = Config::load(None, [("AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET".to_string(), secret.to_string())])
+            .expect("loads");
+        assert_eq!(config.auth.app_tokens.secret, secret);
+    }
+
+    #[test]
     fn content_url_schemes_default_to_https_and_data_and_must_be_schemes() {
         let config = Config::builtin().expect("loads");
         assert_eq!(config.limits.content_url_schemes, ["https", "data"]);

@@ -166,6 +166,15 @@ impl Config {
         if auth.revocation_check_ms == 0 || auth.failure_report_secs == 0 {
             return invalid("auth.revocation_check_ms and auth.failure_report_secs must be at least 1".into());
         }
+        // A secret of only whitespace is no secret (and 40 spaces pass a length check): most
+        // likely a template's placeholder or a variable that expanded to nothing but spaces.
+        for (setting, secret) in
+            [("auth.app_tokens.secret", &auth.app_tokens.secret), ("auth.metrics_token", &auth.metrics_token)]
+        {
+            if !secret.is_empty() && secret.trim().is_empty() {
+                return invalid(format!("{setting} is blank (only whitespace): give a real secret, or leave it empty"));
+            }
+        }
         let app = &auth.app_tokens;
         match app.algorithm.as_str() {
             "HS256" => {
