@@ -231,6 +231,51 @@ impl Drop for DefaultGateway {
     }
 }
 
+/// docs/api.md's `GET /v1/agents` says what the binary reports: its table names every key of
+/// an agent's capabilities, and its example's members are the demo agent's, value for value
+/// (`"…"` stands for what the example leaves out).
+#[test]
+fn the_capabilities_api_md_shows_are_what_the_binary_reports() {
+    let api = read("docs/api.md");
+    let section = api.split("## `GET /v1/agents`").nth(1).expect("the section").split("\n## ").next().unwrap_or("");
+    let example = section.split("```json\n").nth(1).and_then(|b| b.split("\n```").next()).expect("the example");
+    let example: serde_json::Value = serde_json::from_str(example).expect("the example is JSON");
+    let gateway = DefaultGateway::start();
+    let output = std::process::Command::new("curl")
+        .args(["-sS", &format!("http://{}/v1/agents", gateway.address)])
+        .output()
+        .expect("curl runs (it must be installed)");
+    let reported: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let demo = reported["agents"].as_array().expect("agents").iter().find(|a| a["name"] == "demo").expect("demo");
+    fn same(shown: &serde_json::Value, real: &serde_json::Value, path: &str) {
+        match shown {
+            serde_json::Value::Object(members) => {
+                for (key, value) in members.iter().filter(|(key, _)| key.as_str() != "…") {
+                    same(value, &real[key.as_str()], &format!("{path}.{key}"));
+                }
+            }
+            serde_json::Value::String(text) if text.ends_with('…') => {
+                let real = real.as_str().unwrap_or_else(|| panic!("{path}: the binary reports {real}"));
+                assert!(real.starts_with(text.trim_end_matches('…')), "{path}: shown {text}, reported {real}");
+            }
+            _ => assert_eq!(shown, real, "{path}: docs/api.md shows {shown}, the binary reports {real}"),
+        }
+    }
+    same(&example["agents"][0], demo, "agents[0]");
+    let rows: Vec<&str> = section.lines().filter_map(|line| line.strip_prefix("| `")?.split('`').next()).collect();
+    for (key, value) in demo["capabilities"].as_object().expect("capabilities") {
+        let named = rows.iter().any(|row| row == key || row.starts_with(&format!("{key}.")));
+        assert!(named, "capabilities.{key} ({value}) is in no row of docs/api.md's table: {rows:?}");
+        if let serde_json::Value::Object(members) = value {
+            for member in members.keys() {
+                let said =
+                    section.contains(&format!("`{member}`")) || rows.contains(&format!("{key}.{member}").as_str());
+                assert!(said, "capabilities.{key}.{member} is not named in docs/api.md's table");
+            }
+        }
+    }
+}
+
 /// One `$ command` of a README console block (continuation lines joined) and the output shown
 /// under it.
 #[derive(Debug)]

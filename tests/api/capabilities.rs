@@ -1,5 +1,5 @@
 //! Each agent says what it can do in AG-UI 1.0's capabilities vocabulary (`GET /v1/agents`, `GET
-//! /v1/agents/{agent}`): resumable SSE and no binary transport yet, the tools it holds and the
+//! /v1/agents/{agent}`): resumable SSE and the binary transport, the tools it holds and the
 //! client tools it admits, interrupts and who decides them, its editable state keys, its
 //! delegates and the input it takes. The official schema accepts every agent's capabilities
 //! with nothing dropped; an agent the caller may not start answers like one that does not exist.
