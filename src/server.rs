@@ -85,7 +85,8 @@ impl crate::admin::Wiring for CommandWiring {
     }
 }
 
-/// Connects to the configured database, applies migrations, loads the keys and starts the engine.
+/// Connects to the configured database and the wake-up bus, applies migrations, loads the keys
+/// and starts the engine.
 pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), BuildError> {
     // Before anything can say them: the secrets this configuration holds.
     config.hold_its_secrets();
@@ -93,10 +94,13 @@ pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), Bu
     // Read first: a bad certificate file is reported before anything connects anywhere.
     let outbound = tls::client_config(&config.tls)?;
     let store = connect_store(&config.database.url, config.database.max_connections).await?;
+    // The wake-up bus before the migrations: an instance that cannot reach it does not start,
+    // and it should change nothing on its way out (a newer schema under older instances).
+    let bus = crate::bus::connect(&config.bus, store.clone()).await.map_err(crate::engine::StartError::from)?;
     store.migrate().await?;
     let auth = Auth::start(&config, store.clone(), &outbound).await?;
     let agents = Arc::new(agents::registry(&config, &outbound));
-    let engine = Engine::start(config, store, agents).await?;
+    let engine = Engine::start_on_bus(config, store, agents, bus).await?;
     Ok(AppState::new(engine, auth))
 }
 

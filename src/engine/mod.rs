@@ -263,7 +263,19 @@ impl Engine {
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
     ) -> Result<Engine, StartError> {
-        Engine::start_with(config, store, agents, crate::clock::system(), true).await
+        Engine::start_with(config, store, agents, crate::clock::system(), true, None).await
+    }
+
+    /// [`Engine::start`] on a wake-up bus already connected ([`crate::bus::connect`]): a server
+    /// connects it before it migrates the database, so that a bus it cannot reach stops the
+    /// start before anything was changed.
+    pub async fn start_on_bus(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        agents: Arc<AgentRegistry>,
+        bus: Arc<dyn Bus>,
+    ) -> Result<Engine, StartError> {
+        Engine::start_with(config, store, agents, crate::clock::system(), true, Some(bus)).await
     }
 
     /// [`Engine::start`] reading the time from `clock` (a test's, moved by hand).
@@ -273,7 +285,7 @@ impl Engine {
         agents: Arc<AgentRegistry>,
         clock: Arc<dyn Clock>,
     ) -> Result<Engine, StartError> {
-        Engine::start_with(config, store, agents, clock, true).await
+        Engine::start_with(config, store, agents, clock, true, None).await
     }
 
     /// An engine for a one-off command next to serving instances: it neither takes turns over
@@ -284,7 +296,7 @@ impl Engine {
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
     ) -> Result<Engine, StartError> {
-        Engine::start_with(config, store, agents, crate::clock::system(), false).await
+        Engine::start_with(config, store, agents, crate::clock::system(), false, None).await
     }
 
     async fn start_with(
@@ -293,10 +305,14 @@ impl Engine {
         agents: Arc<AgentRegistry>,
         clock: Arc<dyn Clock>,
         serving: bool,
+        bus: Option<Arc<dyn Bus>>,
     ) -> Result<Engine, StartError> {
         let hub = Arc::new(Hub::default());
         let shared = store.is_shared();
-        let bus = crate::bus::connect(&config.bus, store.clone()).await?;
+        let bus = match bus {
+            Some(bus) => bus,
+            None => crate::bus::connect(&config.bus, store.clone()).await?,
+        };
         let followers = (shared && serving).then(|| followers::Followers::start(store.clone(), bus.clone(), &hub));
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();

@@ -176,4 +176,12 @@ async fn an_instance_whose_nats_server_does_not_answer_does_not_start() {
     let refused = agui_gateway::server::Server::start(nats_config(&db.url, &nats.url, "agui-test")).await;
     let message = refused.err().expect("the gateway does not start").to_string();
     assert!(message.starts_with(&format!("the NATS bus: cannot reach the NATS server at {}", nats.url)), "{message}");
+    // Noticed before the migrations: the database is as it was, empty.
+    let pool = PgPool::connect(&db.url).await.expect("connect");
+    let tables: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'")
+            .fetch_one(&pool)
+            .await
+            .expect("tables");
+    assert_eq!(tables, 0, "no migration ran for an instance that does not start");
 }
