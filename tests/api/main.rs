@@ -36,6 +36,7 @@ mod edge;
 mod fencing;
 mod followers;
 mod frameworks;
+mod fuzz_input;
 mod https;
 mod instances;
 mod interrupts;
