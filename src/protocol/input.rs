@@ -444,9 +444,9 @@ fn restricted_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || "!#$&-^_.+".contains(c))
 }
 
-/// Base64 as a `data:` URL and every model API read it: the standard alphabet (`A-Z a-z 0-9
-/// + /`), padded or not, nothing else (no spaces or line breaks), of a length some bytes
-/// encode to. Checked by reading the text, without decoding a copy of it.
+/// Base64 as a `data:` URL and every model API read it: the standard alphabet (letters,
+/// digits, `+` and `/`), padded or not, nothing else (no spaces or line breaks), of a length
+/// some bytes encode to. Checked by reading the text, without decoding a copy of it.
 fn check_base64(data: &str) -> Result<(), String> {
     if data.is_empty() {
         return Err("the data is empty".into());
@@ -454,7 +454,7 @@ fn check_base64(data: &str) -> Result<(), String> {
     let unpadded = data.strip_suffix("==").or_else(|| data.strip_suffix('=')).unwrap_or(data);
     let padded = unpadded.len() != data.len();
     let alphabet = unpadded.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
-    if !alphabet || unpadded.len() % 4 == 1 || (padded && data.len() % 4 != 0) {
+    if !alphabet || unpadded.len() % 4 == 1 || (padded && !data.len().is_multiple_of(4)) {
         return Err("the data is not base64 (the standard alphabet A-Z a-z 0-9 + /, padded with = or not)".into());
     }
     Ok(())
