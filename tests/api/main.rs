@@ -65,3 +65,4 @@ mod tool_effects;
 mod upstream;
 mod upstream_input;
 mod upstream_takeover;
+mod upstream_terms;

@@ -66,6 +66,17 @@ pub(super) struct LiveRun {
     /// announces again (LangGraph does): not shown twice; their results go to the first call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeated_calls: Vec<String>,
+    /// Upstream message ids of this run → the gateway's, kept after a message ends: a tool
+    /// call names the message it belongs to by it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub said: BTreeMap<String, String>,
+    /// This run runs a cut one again (a takeover without `Last-Event-ID`, or an upstream that
+    /// began the cut run anew): it must answer, or the turn fails (docs/agents.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rerun: bool,
+    /// The run said something of its own: text, a tool call or a result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answered: bool,
     /// The upstream's `RUN_FINISHED` as it sent it, once the log holds the run's last word: a
     /// turn taken over after it only acts on the ending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,14 +94,29 @@ impl LiveRun {
         LiveRun { run_id: format!("{}-{number}", turn.turn_id()), conversation_before, resume, ..LiveRun::default() }
     }
 
-    /// The same run from its start again: nothing of it is open or mapped any more.
+    /// The same run from its start again: nothing of it is open or mapped any more, and it
+    /// is a run again of a cut one.
     pub(super) fn restart(&mut self) {
         *self = LiveRun {
             run_id: std::mem::take(&mut self.run_id),
             conversation_before: self.conversation_before,
             resume: self.resume.take(),
+            rerun: true,
             ..LiveRun::default()
         };
+    }
+}
+
+/// The upstream's state as a client is shown it: its keys, with the gateway's `board` beside
+/// them (an upstream's own `board` key gives way). A state that is no object has no room for
+/// the board and is shown as the upstream set it.
+fn beside_board(snapshot: Value, board: Vec<Value>) -> Value {
+    match snapshot {
+        Value::Object(mut keys) => {
+            keys.insert("board".into(), serde_json::json!({ "notes": board }));
+            Value::Object(keys)
+        }
+        other => other,
     }
 }
 
@@ -128,10 +154,13 @@ impl Relay<'_> {
         match event {
             Event::TextMessageStart { message_id, .. } => {
                 let id = turn.text_start().await?;
-                self.live().messages.insert(message_id, id);
+                self.live().messages.insert(message_id.clone(), id.clone());
+                self.live().said.insert(message_id.clone(), id.clone());
+                self.state.upstream_ids.insert(id, message_id);
             }
             Event::TextMessageContent { message_id, delta, .. } => {
                 if let (Some(id), false) = (self.live().messages.get(&message_id).cloned(), delta.is_empty()) {
+                    self.live().answered = true;
                     turn.text_delta(&id, &delta).await?;
                 }
             }
@@ -149,11 +178,14 @@ impl Relay<'_> {
             }
             Event::ToolCallArgs { tool_call_id, .. } | Event::ToolCallEnd { tool_call_id, .. }
                 if self.live().repeated_calls.contains(&tool_call_id) => {}
-            Event::ToolCallStart { tool_call_id, tool_call_name, .. } => {
-                let id = turn.tool_call_open(&tool_call_name).await?;
+            Event::ToolCallStart { tool_call_id, tool_call_name, parent_message_id, .. } => {
+                let parent = self.parent_of(turn, parent_message_id);
+                let id = turn.tool_call_open_in(&tool_call_name, parent, None).await?;
                 if self.client_tools.contains(&tool_call_name) {
                     self.live().client_calls.push(id.clone());
                 }
+                self.live().answered = true;
+                self.state.upstream_ids.insert(id.clone(), tool_call_id.clone());
                 self.state.calls.insert(tool_call_id, id);
             }
             Event::ToolCallArgs { tool_call_id, delta, .. } => {
@@ -166,10 +198,12 @@ impl Relay<'_> {
                     turn.tool_call_close(&id).await?;
                 }
             }
-            Event::ToolCallResult { tool_call_id, content, .. } => {
+            Event::ToolCallResult { message_id, tool_call_id, content, .. } => {
                 // A result for a call the gateway never relayed has nothing to attach to.
                 if let Some(id) = self.state.calls.get(&tool_call_id).cloned() {
-                    turn.tool_result_content(&id, content).await?;
+                    let result = turn.tool_result_content(&id, content).await?;
+                    self.state.upstream_ids.insert(result, message_id);
+                    self.live().answered = true;
                     // The upstream answered it itself: the client owes nothing.
                     self.live().client_calls.retain(|call| *call != id);
                 }
@@ -241,11 +275,32 @@ impl Relay<'_> {
             }
             Event::StateSnapshot { snapshot, .. } => {
                 self.state.state = Some(snapshot.clone());
+                let snapshot = beside_board(snapshot, turn.board().await?);
                 turn.emit(Event::StateSnapshot { snapshot, subagent_run_id: None }).await?;
             }
             Event::StateDelta { delta, .. } => {
                 self.remember_state_delta(&delta);
-                turn.emit(Event::StateDelta { delta, subagent_run_id: None }).await?;
+                // The client's `board` is the gateway's: a delta that would touch it (or replace
+                // the whole state) is shown as the upstream's state it leads to, beside the board.
+                let touches_board = |path: &str| path.is_empty() || path == "/board" || path.starts_with("/board/");
+                let on_board =
+                    delta.iter().any(|op| touches_board(&op.path) || op.from.as_deref().is_some_and(touches_board));
+                match (on_board, self.state.state.clone()) {
+                    (false, _) => turn.emit(Event::StateDelta { delta, subagent_run_id: None }).await?,
+                    (true, Some(upstream)) => {
+                        let snapshot = beside_board(upstream, turn.board().await?);
+                        turn.emit(Event::StateSnapshot { snapshot, subagent_run_id: None }).await?;
+                    }
+                    (true, None) => {
+                        let rest: Vec<_> = delta
+                            .into_iter()
+                            .filter(|op| !(touches_board(&op.path) || op.from.as_deref().is_some_and(touches_board)))
+                            .collect();
+                        if !rest.is_empty() {
+                            turn.emit(Event::StateDelta { delta: rest, subagent_run_id: None }).await?;
+                        }
+                    }
+                }
             }
             // The upstream's custom and raw events pass through as they are.
             event @ (Event::Custom { .. } | Event::Raw { .. }) => turn.emit(event).await?,
@@ -265,6 +320,20 @@ impl Relay<'_> {
             _ => {}
         }
         Ok(None)
+    }
+
+    /// The gateway's message a relayed tool call belongs to: the message the upstream names
+    /// (its text's, or one of its own words holding only calls, named once), else a message of
+    /// the call's own — never the call's id, which is no message's.
+    fn parent_of(&mut self, turn: &mut TurnContext, upstream_parent: Option<String>) -> String {
+        let Some(upstream_parent) = upstream_parent else { return turn.message_id() };
+        if let Some(id) = self.live().said.get(&upstream_parent) {
+            return id.clone();
+        }
+        let id = turn.message_id();
+        self.live().said.insert(upstream_parent.clone(), id.clone());
+        self.state.upstream_ids.insert(id.clone(), upstream_parent);
+        id
     }
 
     /// Keeps the upstream's own state up to date with its delta, to send it back on its next

@@ -60,7 +60,10 @@ impl TurnContext {
                     self.last_message = Some(message_id);
                 }
                 Event::TextMessageEnd { message_id, .. } => self.open_messages.retain(|m| *m != message_id),
-                Event::ToolCallStart { tool_call_id, .. } => {
+                Event::ToolCallStart { tool_call_id, parent_message_id, .. } => {
+                    // A message that holds only calls is numbered with the messages.
+                    let parent = parent_message_id.as_deref().map_or(0, |parent| count(parent, ":m"));
+                    self.counters.messages = self.counters.messages.max(parent);
                     self.counters.tool_calls = self.counters.tool_calls.max(count(&tool_call_id, ":c"));
                     self.open_tool_calls.push(tool_call_id);
                 }
