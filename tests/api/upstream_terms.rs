@@ -224,3 +224,61 @@ async fn the_clients_echo_of_upstream_state_is_no_edit(backend: Backend) {
     assert_eq!(thread_row["state"], json!({}), "the thread's state is untouched");
 }
 crate::on_both_stores!(the_clients_echo_of_upstream_state_is_no_edit);
+
+/// An upstream's subagents are relayed under the gateway's ids: `SUBAGENT_STARTED` (with its
+/// parent subagent), `SUBAGENT_FINISHED` and `SUBAGENT_ERROR` each name `<turn>:s<n>`, and the
+/// `subagentRunId` on what a subagent says (its step, its text, its tool call) names the same
+/// id; nothing of the upstream's ids reaches the client, and the official client, which checks
+/// subagents and their attribution, accepts the stream.
+async fn an_upstreams_subagents_are_relayed_under_the_gateways_ids(backend: Backend) {
+    let server = upstream_of(Upstream::Node);
+    let db = TestDatabase::new(backend).await;
+    let app = gateway(&server, "subagents", &db, "").await;
+    let thread = unique("th-sub");
+    let input = first_run(&thread, "run-1", "find papers");
+    let events = app.run_to_end("upstream", &input).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let turn = events[0].id.as_deref().and_then(|id| id.split('.').next()).expect("id").to_string();
+    let (research, fetch) = (format!("{turn}:s1"), format!("{turn}:s2"));
+    let tagged: Vec<(&str, &str)> =
+        events.iter().filter_map(|e| Some((e.kind(), e.data["subagentRunId"].as_str()?))).collect();
+    assert_eq!(
+        tagged,
+        [
+            ("SUBAGENT_STARTED", research.as_str()),
+            ("STEP_STARTED", research.as_str()),
+            ("TEXT_MESSAGE_START", research.as_str()),
+            ("TEXT_MESSAGE_CONTENT", research.as_str()),
+            ("TEXT_MESSAGE_CONTENT", research.as_str()),
+            ("TEXT_MESSAGE_END", research.as_str()),
+            ("SUBAGENT_STARTED", fetch.as_str()),
+            ("TOOL_CALL_START", fetch.as_str()),
+            ("TOOL_CALL_ARGS", fetch.as_str()),
+            ("TOOL_CALL_END", fetch.as_str()),
+            ("SUBAGENT_ERROR", fetch.as_str()),
+            ("STEP_FINISHED", research.as_str()),
+            ("SUBAGENT_FINISHED", research.as_str()),
+        ]
+    );
+    let started: Vec<&Value> = events.iter().filter(|e| e.kind() == "SUBAGENT_STARTED").map(|e| &e.data).collect();
+    assert_eq!(
+        (started[0]["name"].as_str(), started[0]["description"].as_str()),
+        (Some("researcher"), Some("Finds things"))
+    );
+    assert_eq!(started[1]["parentSubagentRunId"], research.as_str(), "the nested one names its parent");
+    let failed = events.iter().find(|e| e.kind() == "SUBAGENT_ERROR").expect("error");
+    assert_eq!(
+        (failed.data["message"].as_str(), failed.data["code"].as_str()),
+        (Some("the archive is down"), Some("unavailable"))
+    );
+    let finished = events.iter().find(|e| e.kind() == "SUBAGENT_FINISHED").expect("finished");
+    assert_eq!(finished.data["result"], json!({ "papers": 2 }));
+    assert_eq!(finished.data["outcome"], json!({ "type": "success" }));
+    let call = events.iter().find(|e| e.kind() == "TOOL_CALL_START").expect("call");
+    assert_eq!(call.data["toolCallId"], format!("{turn}:c1"));
+    let raw = serde_json::to_string(&events.iter().map(|e| &e.data).collect::<Vec<_>>()).expect("json");
+    assert!(!raw.contains("-research") && !raw.contains("-fetch"), "no upstream id reaches the client");
+    assert_eq!(text_of(&events), "Asking the researcher.Found two papers.The researcher found two papers.");
+    judged(&app, &input).await;
+}
+crate::on_both_stores!(an_upstreams_subagents_are_relayed_under_the_gateways_ids);

@@ -70,6 +70,11 @@ struct Upstream {
     /// names them in the upstream's terms.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     upstream_ids: BTreeMap<String, String>,
+    /// Upstream subagent run ids → the gateway's (`<turn>:s<n>`), and how many were named.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    subagents: BTreeMap<String, String>,
+    #[serde(default)]
+    subagents_named: u32,
     /// The upstream run under way, while `streaming`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     live: Option<LiveRun>,

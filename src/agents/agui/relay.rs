@@ -13,7 +13,7 @@ use super::check::UpstreamOrder;
 use super::chunks::ChunkExpander;
 use super::Upstream;
 use crate::engine::turn::{AgentError, TurnContext};
-use crate::protocol::events::RunOutcome;
+use crate::protocol::events::{RunOutcome, SubagentOutcome};
 use crate::protocol::{Event, TokenUsage};
 
 /// How an upstream run ended.
@@ -150,8 +150,71 @@ impl Relay<'_> {
         self.state.live.get_or_insert_with(LiveRun::default)
     }
 
-    pub(super) async fn forward(&mut self, turn: &mut TurnContext, event: Event) -> Result<Option<Ending>, AgentError> {
+    /// Relays one checked event under the gateway's ids; what a subagent says is attributed
+    /// to the gateway's id of that subagent.
+    pub(super) async fn forward(
+        &mut self,
+        turn: &mut TurnContext,
+        mut event: Event,
+    ) -> Result<Option<Ending>, AgentError> {
+        let upstream_subagent = event.attribution_mut().and_then(Option::take);
+        let subagent = upstream_subagent.map(|up| self.subagent_id(turn, &up, false));
+        turn.attribute_to(subagent);
+        let forwarded = self.forward_event(turn, event).await;
+        turn.attribute_to(None);
+        forwarded
+    }
+
+    /// The gateway's id of the upstream's subagent `upstream` (`<turn>:s<n>`): a new one for a
+    /// subagent that starts (`fresh`: an upstream may name a later run's subagent alike).
+    fn subagent_id(&mut self, turn: &TurnContext, upstream: &str, fresh: bool) -> String {
+        if let (false, Some(id)) = (fresh, self.state.subagents.get(upstream)) {
+            return id.clone();
+        }
+        self.state.subagents_named += 1;
+        let id = format!("{}:s{}", turn.turn_id(), self.state.subagents_named);
+        self.state.subagents.insert(upstream.to_string(), id.clone());
+        id
+    }
+
+    async fn forward_event(&mut self, turn: &mut TurnContext, event: Event) -> Result<Option<Ending>, AgentError> {
         match event {
+            Event::SubagentStarted {
+                subagent_run_id,
+                name,
+                description,
+                parent_subagent_run_id,
+                parent_tool_call_id,
+                parent_message_id,
+            } => {
+                let parent_subagent_run_id = parent_subagent_run_id.map(|up| self.subagent_id(turn, &up, false));
+                let id = self.subagent_id(turn, &subagent_run_id, true);
+                let parent_tool_call_id = parent_tool_call_id.and_then(|up| self.state.calls.get(&up).cloned());
+                let parent_message_id = parent_message_id.and_then(|up| self.live().said.get(&up).cloned());
+                turn.subagent_start(Event::SubagentStarted {
+                    subagent_run_id: id,
+                    name,
+                    description,
+                    parent_subagent_run_id,
+                    parent_tool_call_id,
+                    parent_message_id,
+                })
+                .await?;
+            }
+            Event::SubagentFinished { subagent_run_id, result, outcome } => {
+                let id = self.subagent_id(turn, &subagent_run_id, false);
+                // A suspended subagent's `interruptIds` name the upstream's interrupts, which
+                // get the gateway's ids only when its run ends: left out rather than wrong.
+                let outcome = outcome.map(|outcome| match outcome {
+                    SubagentOutcome::Suspended { .. } => SubagentOutcome::Suspended { interrupt_ids: None },
+                    other => other,
+                });
+                turn.subagent_end(Event::SubagentFinished { subagent_run_id: id, result, outcome }).await?;
+            }
+            Event::SubagentError { subagent_run_id, message, code } => {
+                let id = self.subagent_id(turn, &subagent_run_id, false);
+                turn.subagent_end(Event::SubagentError { subagent_run_id: id, message, code }).await?;
+            }
             Event::TextMessageStart { message_id, .. } => {
                 let id = turn.text_start().await?;
                 self.live().messages.insert(message_id.clone(), id.clone());
@@ -315,8 +378,7 @@ impl Relay<'_> {
             }
             Event::RunFinished { result, outcome, usage, .. } => return Ok(Some(ending(result, outcome, usage))),
             // The gateway keeps the conversation itself (MESSAGES_SNAPSHOT). Encrypted reasoning
-            // is for the upstream's own model and names upstream ids; subagent events are not
-            // relayed yet.
+            // is for the upstream's own model and names upstream ids.
             _ => {}
         }
         Ok(None)

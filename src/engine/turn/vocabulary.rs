@@ -277,11 +277,44 @@ impl TurnContext {
     pub async fn step_start(&mut self, name: &str) -> Result<(), AgentError> {
         self.emit(Event::StepStarted { step_name: name.to_string(), subagent_run_id: None }).await?;
         self.open_steps.push(name.to_string());
+        if let Some(subagent) = &self.attribution {
+            self.step_owners.insert(name.to_string(), subagent.clone());
+        }
         Ok(())
     }
 
     pub async fn step_finish(&mut self, name: &str) -> Result<(), AgentError> {
         self.open_steps.retain(|s| s != name);
+        self.step_owners.remove(name);
         self.emit(Event::StepFinished { step_name: name.to_string(), subagent_run_id: None }).await
+    }
+
+    /// Attributes what is said from now on to the subagent `subagent` (its `subagentRunId`),
+    /// or to the agent itself again (`None`).
+    pub fn attribute_to(&mut self, subagent: Option<String>) {
+        self.attribution = subagent;
+    }
+
+    /// Starts a subagent (`SUBAGENT_STARTED`), whose id the agent chose.
+    pub async fn subagent_start(&mut self, started: Event) -> Result<(), AgentError> {
+        let Event::SubagentStarted { subagent_run_id, .. } = &started else {
+            return Err(AgentError::Internal("subagent_start takes SUBAGENT_STARTED".into()));
+        };
+        let id = subagent_run_id.clone();
+        self.emit(started).await?;
+        self.open_subagents.push(id);
+        Ok(())
+    }
+
+    /// Ends a subagent (`SUBAGENT_FINISHED` or `SUBAGENT_ERROR`).
+    pub async fn subagent_end(&mut self, ended: Event) -> Result<(), AgentError> {
+        let (Event::SubagentFinished { subagent_run_id, .. } | Event::SubagentError { subagent_run_id, .. }) = &ended
+        else {
+            return Err(AgentError::Internal("subagent_end takes SUBAGENT_FINISHED or SUBAGENT_ERROR".into()));
+        };
+        let id = subagent_run_id.clone();
+        self.emit(ended).await?;
+        self.open_subagents.retain(|s| *s != id);
+        Ok(())
     }
 }
