@@ -32,6 +32,37 @@ pub fn stored_state(saved: Option<&str>) -> serde_json::Map<String, Value> {
     saved.and_then(|saved| serde_json::from_str(saved).ok()).unwrap_or_default()
 }
 
+/// The state a turn's log last showed its clients: its last `STATE_SNAPSHOT` with the
+/// `STATE_DELTA`s after it applied (a delta that does not apply changes nothing, as in the
+/// client). Only an object has keys to compare; anything else shows none.
+pub fn last_shown_state(log: &[crate::store::StoredEvent]) -> serde_json::Map<String, Value> {
+    use crate::protocol::events::Envelope;
+    use crate::protocol::Event;
+    let mut state = Value::Object(serde_json::Map::new());
+    for stored in log {
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else { continue };
+        match envelope.event {
+            Event::StateSnapshot { snapshot, .. } => state = snapshot,
+            Event::StateDelta { delta, .. } => {
+                let patch = serde_json::to_value(&delta)
+                    .ok()
+                    .and_then(|ops| serde_json::from_value::<json_patch::Patch>(ops).ok());
+                if let Some(patch) = patch {
+                    let mut next = state.clone();
+                    if json_patch::patch(&mut next, &patch).is_ok() {
+                        state = next;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    match state {
+        Value::Object(keys) => keys,
+        _ => serde_json::Map::new(),
+    }
+}
+
 /// Where on `board` the note it supersedes sits.
 fn superseded_index(board: &[Value], note: &Value) -> Option<usize> {
     let old = note.get("supersedes")?.as_str()?;

@@ -77,6 +77,9 @@ pub enum EngineError {
     /// 400 `bad_request`, naming the field.
     #[error("{field}: {message}")]
     BadRequest { field: &'static str, message: String },
+    /// 400 `bad_request`: the run changes an editable state key to a value its schema refuses.
+    #[error("state.{key}: {message}")]
+    BadState { key: String, message: String },
     /// 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
@@ -216,8 +219,9 @@ pub struct RunRequest<'a> {
     pub run_id: &'a RunId,
     pub input: &'a RunAgentInput,
     pub last_event_id: Option<&'a EventId>,
-    /// The agent's editable keys the run's `state` writes, checked against their schemas
-    /// (written when the run starts a turn).
+    /// The agent's editable keys in the run's `state`, as the client sent them: the engine
+    /// takes those it changed, checked against their schemas (written when the run starts a
+    /// turn; an echo of what the thread holds is no edit).
     pub state_writes: serde_json::Map<String, Value>,
 }
 

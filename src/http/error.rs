@@ -230,7 +230,7 @@ impl From<EngineError> for ApiError {
             EngineError::BadLastEventId(_) => {
                 ApiError::BadRequest { code: ErrorCode::BadLastEventId, message: error.to_string() }
             }
-            EngineError::BadRequest { .. } => {
+            EngineError::BadRequest { .. } | EngineError::BadState { .. } => {
                 ApiError::BadRequest { code: ErrorCode::BadRequest, message: error.to_string() }
             }
             EngineError::NotFound(message) => ApiError::NotFound(message),

@@ -76,7 +76,7 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     check_newest_user_message(&input, agent, &state.config.limits)?;
     check_tools(&input, agent)?;
     check_tool_schemas(&input, &state.config.limits)?;
-    let state_writes = editable_state(&input, agent)?;
+    let state_writes = editable_state(&input, agent);
     let slot = take_stream_slot(&slots, &state, &tenant.name, &caller, &thread_id)?;
 
     let plan = state
@@ -397,23 +397,11 @@ fn parse_input(bytes: &[u8]) -> Result<RunAgentInput, ApiError> {
     Ok(input.with_command_resume())
 }
 
-/// The keys of the run's `state` the agent lists as editable, each checked against its schema
-/// (400 naming the key); every other key is ignored (§7).
-fn editable_state(
-    input: &RunAgentInput,
-    agent: &AgentConfig,
-) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
-    let mut writes = serde_json::Map::new();
-    let Some(state) = input.state.as_ref().and_then(|s| s.as_object()) else { return Ok(writes) };
-    for (key, schema) in &agent.editable_state {
-        let Some(value) = state.get(key) else { continue };
-        let validator = jsonschema::validator_for(schema).map_err(|e| ApiError::Internal(Box::new(e)))?;
-        if let Some(error) = validator.iter_errors(value).next() {
-            return Err(ApiError::bad_request(&format!("state.{key}"), error));
-        }
-        writes.insert(key.clone(), value.clone());
-    }
-    Ok(writes)
+/// The keys of the run's `state` the agent lists as editable, as sent; every other key is
+/// ignored (§7). The engine checks those the run changes against their schemas.
+fn editable_state(input: &RunAgentInput, agent: &AgentConfig) -> serde_json::Map<String, serde_json::Value> {
+    let Some(state) = input.state.as_ref().and_then(|s| s.as_object()) else { return serde_json::Map::new() };
+    agent.editable_state.keys().filter_map(|key| Some((key.clone(), state.get(key)?.clone()))).collect()
 }
 
 /// Client-declared tools are admitted only when the agent lists them (§2 `tools`).

@@ -431,6 +431,69 @@ pub enum Event {
 }
 
 impl Event {
+    /// The event's `subagentRunId` attribution, for the events that may carry one (not the
+    /// run's own events, `MESSAGES_SNAPSHOT`, nor `SUBAGENT_*`, whose id names the subagent).
+    pub fn attribution_mut(&mut self) -> Option<&mut Option<String>> {
+        match self {
+            Event::StepStarted { subagent_run_id, .. }
+            | Event::StepFinished { subagent_run_id, .. }
+            | Event::TextMessageStart { subagent_run_id, .. }
+            | Event::TextMessageContent { subagent_run_id, .. }
+            | Event::TextMessageEnd { subagent_run_id, .. }
+            | Event::TextMessageChunk { subagent_run_id, .. }
+            | Event::ToolCallStart { subagent_run_id, .. }
+            | Event::ToolCallArgs { subagent_run_id, .. }
+            | Event::ToolCallEnd { subagent_run_id, .. }
+            | Event::ToolCallChunk { subagent_run_id, .. }
+            | Event::ToolCallResult { subagent_run_id, .. }
+            | Event::StateSnapshot { subagent_run_id, .. }
+            | Event::StateDelta { subagent_run_id, .. }
+            | Event::ActivitySnapshot { subagent_run_id, .. }
+            | Event::ActivityDelta { subagent_run_id, .. }
+            | Event::ReasoningStart { subagent_run_id, .. }
+            | Event::ReasoningEnd { subagent_run_id, .. }
+            | Event::ReasoningMessageStart { subagent_run_id, .. }
+            | Event::ReasoningMessageContent { subagent_run_id, .. }
+            | Event::ReasoningMessageEnd { subagent_run_id, .. }
+            | Event::ReasoningMessageChunk { subagent_run_id, .. }
+            | Event::ReasoningEncryptedValue { subagent_run_id, .. }
+            | Event::Custom { subagent_run_id, .. }
+            | Event::Raw { subagent_run_id, .. } => Some(subagent_run_id),
+            _ => None,
+        }
+    }
+
+    /// The subagent the event is attributed to, if any.
+    pub fn attribution(&self) -> Option<&str> {
+        match self {
+            Event::StepStarted { subagent_run_id, .. }
+            | Event::StepFinished { subagent_run_id, .. }
+            | Event::TextMessageStart { subagent_run_id, .. }
+            | Event::TextMessageContent { subagent_run_id, .. }
+            | Event::TextMessageEnd { subagent_run_id, .. }
+            | Event::TextMessageChunk { subagent_run_id, .. }
+            | Event::ToolCallStart { subagent_run_id, .. }
+            | Event::ToolCallArgs { subagent_run_id, .. }
+            | Event::ToolCallEnd { subagent_run_id, .. }
+            | Event::ToolCallChunk { subagent_run_id, .. }
+            | Event::ToolCallResult { subagent_run_id, .. }
+            | Event::StateSnapshot { subagent_run_id, .. }
+            | Event::StateDelta { subagent_run_id, .. }
+            | Event::ActivitySnapshot { subagent_run_id, .. }
+            | Event::ActivityDelta { subagent_run_id, .. }
+            | Event::ReasoningStart { subagent_run_id, .. }
+            | Event::ReasoningEnd { subagent_run_id, .. }
+            | Event::ReasoningMessageStart { subagent_run_id, .. }
+            | Event::ReasoningMessageContent { subagent_run_id, .. }
+            | Event::ReasoningMessageEnd { subagent_run_id, .. }
+            | Event::ReasoningMessageChunk { subagent_run_id, .. }
+            | Event::ReasoningEncryptedValue { subagent_run_id, .. }
+            | Event::Custom { subagent_run_id, .. }
+            | Event::Raw { subagent_run_id, .. } => subagent_run_id.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The terminal events end a run: nothing of that run follows them.
     pub fn is_terminal(&self) -> bool {
         matches!(self, Event::RunFinished { .. } | Event::RunError { .. })

@@ -66,3 +66,4 @@ mod tool_effects;
 mod upstream;
 mod upstream_input;
 mod upstream_takeover;
+mod upstream_terms;

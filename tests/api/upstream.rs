@@ -151,7 +151,17 @@ async fn a_normal_run_is_relayed_under_the_gateways_ids(kind: Upstream) {
         body["messages"].as_array().expect("messages").iter().filter_map(|m| m["id"].as_str()).collect();
     let recorded: Vec<&str> = history.iter().filter_map(|m| m["id"].as_str()).collect();
     assert_eq!(sent.len(), recorded.len(), "the whole record goes upstream: {sent:?} vs {recorded:?}");
-    assert_eq!(sent, recorded, "the same ids as the thread's record");
+    // What the upstream said goes back under its own ids (its first run was `<turn>-1`); the
+    // user's messages keep theirs.
+    let theirs = |suffix: &str| format!("{turn}-1-{suffix}");
+    assert_eq!(
+        sent,
+        ["run-1-user", &theirs("heard"), &theirs("weather-result"), &theirs("done"), "run-2-user"],
+        "the upstream's own ids: {recorded:?}"
+    );
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(messages[1]["toolCalls"][0]["id"], theirs("weather"), "its call, under its id");
+    assert_eq!(messages[2]["toolCallId"], theirs("weather"), "the result names it so");
 
     // And the official client accepts the relayed stream.
     let (ok, report) = agui_check(&app.run_url("upstream"), &first_run("th-up-check", "run-1", "check me")).await;

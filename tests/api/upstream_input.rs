@@ -69,15 +69,18 @@ async fn a_client_tool_goes_upstream_and_its_result_comes_back(backend: Backend)
         "the same turn went on"
     );
     assert_eq!(app.counts().await.turns, 1);
-    // The upstream was given the conversation as the gateway recorded it: its call, under the
-    // gateway's id, and the client's result of it.
+    // The upstream was given the conversation as the gateway recorded it, in its own terms:
+    // its message and its call under its own ids (the upstream's run was `<turn>-1`), and the
+    // client's result naming its call.
     let sent = last_body(&server).await;
     let messages = sent["messages"].as_array().expect("messages");
     let result = messages.last().expect("a message");
-    assert_eq!((result["role"].as_str(), result["toolCallId"].as_str()), (Some("tool"), Some(&*call_id)));
+    let upstream_call = format!("{turn}-1-call");
+    assert_eq!((result["role"].as_str(), result["toolCallId"].as_str()), (Some("tool"), Some(&*upstream_call)));
     assert_eq!(result["content"], "painted blue");
     let asked = messages.iter().find(|m| m["role"] == "assistant").expect("the call in the conversation");
-    assert_eq!(asked["toolCalls"][0]["id"], call_id);
+    assert_eq!(asked["id"], format!("{turn}-1-ask"), "the upstream's message id");
+    assert_eq!(asked["toolCalls"][0]["id"], upstream_call);
     assert_ne!(sent["runId"], json!(format!("{turn}-1")), "a new upstream run");
     let (ok, report) = agui_check(&app.run_url("upstream"), &next).await;
     assert!(ok, "{report}");
@@ -117,7 +120,8 @@ async fn a_clients_tool_result_of_content_parts_goes_upstream_as_parts() {
     assert_eq!(continued.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&continued));
     let sent = last_body(&server).await;
     let result = sent["messages"].as_array().expect("messages").last().expect("a message").clone();
-    assert_eq!((result["role"].as_str(), result["toolCallId"].as_str()), (Some("tool"), Some(&*call_id)));
+    let upstream_call = format!("{turn}-1-call");
+    assert_eq!((result["role"].as_str(), result["toolCallId"].as_str()), (Some("tool"), Some(&*upstream_call)));
     assert_eq!(result["content"], parts, "the upstream got the parts: {result}");
     let body: Value = app.get_json("/v1/threads/th-front-parts/messages").await;
     let tool = body["messages"].as_array().expect("list").iter().find(|m| m["role"] == "tool").expect("tool message");

@@ -110,6 +110,27 @@ async fn a_cut_upstream_run_without_event_ids_is_run_again_on_the_same_conversat
     judged_by_the_official_client(&joined, &input).await;
 }
 
+/// An upstream that keeps its own session answers nothing when run again on a conversation it
+/// has already seen: the turn taken over after the cut does not end `succeeded` with the answer
+/// cut; it fails, saying so, and the log says what happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_upstream_run_that_answers_nothing_when_run_again_fails_the_turn() {
+    let server = upstream_of(Upstream::Node);
+    let pair = two_instances(&format!("{}/agents/once", server.url), "").await;
+    let logs = pair.logs.clone();
+    let input = first_run("th-cut-silent", "run-1", "tell me everything");
+    let joined = kill_a_and_follow_on_b(pair, &input, 4).await;
+    let end = &joined.last().expect("end").data;
+    assert_eq!((end["type"].as_str(), end["code"].as_str()), (Some("RUN_ERROR"), Some("failed")), "{end}");
+    assert!(end["message"].as_str().is_some_and(|m| m.contains("gave no answer")), "{end}");
+    let texts = texts_by_message(&joined);
+    assert!(texts.iter().all(|(_, text)| !text.contains("w39")), "the answer was cut: {texts:?}");
+    assert_eq!(server.requests().await.len(), 2, "asked on A, asked again on B");
+    let logged = logs.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
+    assert!(logged.contains("answered nothing"), "the log says what happened");
+    judged_by_the_official_client(&joined, &input).await;
+}
+
 /// `on_cut = "fail"`: the turn taken over after the cut ends `failed`, saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_upstream_run_fails_the_turn_when_the_agent_says_so() {

@@ -80,6 +80,15 @@ pub(super) struct UpstreamOrder {
     /// Reasoning spans and reasoning messages are tracked apart, as the client tracks them.
     reasoning_spans: BTreeSet<String>,
     reasoning_messages: BTreeSet<String>,
+    /// Subagents started and not finished, and those finished in this run.
+    #[serde(default)]
+    subagents: BTreeSet<String>,
+    #[serde(default)]
+    subagents_done: BTreeSet<String>,
+    /// Who opened each message, tool call, reasoning message and activity (`<kind>:<id>` →
+    /// its subagent; absent: the agent itself), as the client tracks attribution.
+    #[serde(default)]
+    owners: std::collections::BTreeMap<String, Option<String>>,
 }
 
 impl UpstreamOrder {
@@ -96,6 +105,7 @@ impl UpstreamOrder {
                 _ => Err(format!("sent {} before RUN_STARTED", event_name(event))),
             };
         }
+        self.check_attribution(event)?;
         match event {
             Event::RunStarted { .. } => return Err("sent RUN_STARTED twice".into()),
             Event::TextMessageStart { message_id, .. } => start(&mut self.messages, message_id, "message")?,
@@ -104,8 +114,28 @@ impl UpstreamOrder {
             Event::ToolCallStart { tool_call_id, .. } => start(&mut self.calls, tool_call_id, "tool call")?,
             Event::ToolCallArgs { tool_call_id, .. } => open(&self.calls, tool_call_id, "TOOL_CALL_ARGS")?,
             Event::ToolCallEnd { tool_call_id, .. } => end(&mut self.calls, tool_call_id, "TOOL_CALL_END")?,
-            Event::StepStarted { step_name, .. } => start(&mut self.steps, step_name, "step")?,
-            Event::StepFinished { step_name, .. } => end(&mut self.steps, step_name, "STEP_FINISHED")?,
+            // Steps are matched by their owner and name, as the client matches them.
+            Event::StepStarted { step_name, subagent_run_id, .. } => {
+                start(&mut self.steps, &step_key(subagent_run_id, step_name), "step")?
+            }
+            Event::StepFinished { step_name, subagent_run_id, .. } => {
+                end(&mut self.steps, &step_key(subagent_run_id, step_name), "STEP_FINISHED")?
+            }
+            Event::SubagentStarted { subagent_run_id, parent_subagent_run_id, .. } => {
+                if self.subagents.contains(subagent_run_id) || self.subagents_done.contains(subagent_run_id) {
+                    return Err(format!("started subagent '{subagent_run_id}' twice"));
+                }
+                if let Some(parent) = parent_subagent_run_id {
+                    if !self.subagents.contains(parent) && !self.subagents_done.contains(parent) {
+                        return Err(format!("started a subagent under '{parent}', which was never started"));
+                    }
+                }
+                self.subagents.insert(subagent_run_id.clone());
+            }
+            Event::SubagentFinished { subagent_run_id, .. } | Event::SubagentError { subagent_run_id, .. } => {
+                end(&mut self.subagents, subagent_run_id, "the end of a subagent")?;
+                self.subagents_done.insert(subagent_run_id.clone());
+            }
             Event::ReasoningStart { message_id, .. } => start(&mut self.reasoning_spans, message_id, "reasoning span")?,
             Event::ReasoningEnd { message_id, .. } => end(&mut self.reasoning_spans, message_id, "REASONING_END")?,
             Event::ReasoningMessageStart { message_id, role, .. } => {
@@ -129,6 +159,9 @@ impl UpstreamOrder {
                 if !(self.reasoning_spans.is_empty() && self.reasoning_messages.is_empty()) {
                     return Err("sent RUN_FINISHED with reasoning still open".into());
                 }
+                if !self.subagents.is_empty() {
+                    return Err("sent RUN_FINISHED with subagents still running".into());
+                }
                 if let Some(RunOutcome::Interrupt { interrupts }) = outcome {
                     if interrupts.is_empty() {
                         return Err("sent an interrupt outcome without interrupts".into());
@@ -139,6 +172,67 @@ impl UpstreamOrder {
             _ => {}
         }
         Ok(())
+    }
+}
+
+impl UpstreamOrder {
+    /// The client's attribution rules: what continues a message, tool call, reasoning message
+    /// or activity names the subagent that opened it, or none; a tool call named by a subagent
+    /// belongs to a message of that subagent.
+    fn check_attribution(&mut self, event: &Event) -> Result<(), String> {
+        let tag = event.attribution().map(str::to_string);
+        let opened = |kind: &str, id: &str| format!("{kind}:{id}");
+        let (key, opens) = match event {
+            Event::TextMessageStart { message_id, .. } => (opened("m", message_id), true),
+            Event::TextMessageContent { message_id, .. } | Event::TextMessageEnd { message_id, .. } => {
+                (opened("m", message_id), false)
+            }
+            Event::ToolCallStart { tool_call_id, parent_message_id, .. } => {
+                if let (Some(tag), Some(parent)) = (&tag, parent_message_id) {
+                    if let Some(owner) = self.owners.get(&opened("m", parent)) {
+                        if owner.as_ref() != Some(tag) {
+                            return Err(format!(
+                                "sent TOOL_CALL_START for subagent '{tag}' in message '{parent}' of another"
+                            ));
+                        }
+                    }
+                }
+                (opened("c", tool_call_id), true)
+            }
+            Event::ToolCallArgs { tool_call_id, .. } | Event::ToolCallEnd { tool_call_id, .. } => {
+                (opened("c", tool_call_id), false)
+            }
+            Event::ToolCallResult { message_id, .. } => (opened("m", message_id), true),
+            Event::ReasoningMessageStart { message_id, .. } => (opened("r", message_id), true),
+            Event::ReasoningMessageContent { message_id, .. } | Event::ReasoningMessageEnd { message_id, .. } => {
+                (opened("r", message_id), false)
+            }
+            Event::ActivitySnapshot { message_id, .. } => (opened("a", message_id), true),
+            Event::ActivityDelta { message_id, .. } => (opened("a", message_id), false),
+            _ => return Ok(()),
+        };
+        match (opens, self.owners.get(&key)) {
+            // Reopened after its end, or opened anew: it is the opener's again.
+            (true, None) => {
+                self.owners.insert(key, tag);
+            }
+            (_, Some(owner)) => {
+                if tag.is_some() && *owner != tag {
+                    let who = owner.clone().unwrap_or_else(|| "the agent itself".into());
+                    return Err(format!("sent {} attributed to another subagent than '{who}'", event_name(event)));
+                }
+            }
+            (false, None) => {}
+        }
+        Ok(())
+    }
+}
+
+/// A step's key: its owner and its name (the agent's own steps under "").
+fn step_key(owner: &Option<String>, name: &str) -> String {
+    match owner {
+        Some(subagent) => format!("{subagent}\u{0}{name}"),
+        None => name.to_string(),
     }
 }
 
@@ -233,6 +327,34 @@ mod tests {
             r#"{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"p","content":[1]}"#
         )
         .is_err());
+        checked(&mut order, finish).expect("nothing open");
+    }
+
+    #[test]
+    fn upstream_subagents_are_checked_like_the_official_client() {
+        let mut order = UpstreamOrder::default();
+        checked(&mut order, r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#).expect("started");
+        assert!(checked(&mut order, r#"{"type":"SUBAGENT_FINISHED","subagentRunId":"s"}"#).is_err(), "never started");
+        checked(&mut order, r#"{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"}"#).expect("start");
+        assert!(checked(&mut order, r#"{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"}"#).is_err());
+        let orphan = r#"{"type":"SUBAGENT_STARTED","subagentRunId":"x","name":"n","parentSubagentRunId":"nobody"}"#;
+        assert!(checked(&mut order, orphan).is_err(), "an unknown parent");
+        checked(&mut order, r#"{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s"}"#).expect("msg");
+        let other = r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","subagentRunId":"o"}"#;
+        assert!(checked(&mut order, other).is_err(), "attributed to another subagent");
+        checked(&mut order, r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#).expect("an untagged end is the opener's");
+        // Steps are the owner's: the same name may be open in the agent and in a subagent.
+        checked(&mut order, r#"{"type":"STEP_STARTED","stepName":"s1","subagentRunId":"s"}"#).expect("step");
+        checked(&mut order, r#"{"type":"STEP_STARTED","stepName":"s1"}"#).expect("the agent's own step");
+        checked(&mut order, r#"{"type":"STEP_FINISHED","stepName":"s1"}"#).expect("own");
+        checked(&mut order, r#"{"type":"STEP_FINISHED","stepName":"s1","subagentRunId":"s"}"#).expect("sub");
+        let finish = r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#;
+        assert!(checked(&mut order, finish).is_err(), "a subagent still running");
+        checked(&mut order, r#"{"type":"SUBAGENT_ERROR","subagentRunId":"s","message":"down"}"#).expect("ended");
+        assert!(
+            checked(&mut order, r#"{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"}"#).is_err(),
+            "ids are per invocation"
+        );
         checked(&mut order, finish).expect("nothing open");
     }
 }

@@ -16,7 +16,11 @@ use crate::protocol::Event;
 /// rest of a live upstream run).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(super) struct ChunkExpander {
+    /// The agent's own lane.
     open: Option<OpenChunk>,
+    /// Each subagent's lane (its `subagentRunId` → what is open in it).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    lanes: std::collections::BTreeMap<String, OpenChunk>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,8 +33,92 @@ enum OpenChunk {
 
 impl ChunkExpander {
     /// The explicit events that `event` stands for, in order (the event itself when it is not a
-    /// chunk, after whatever it closes).
+    /// chunk, after whatever it closes). Each lane — the agent's own, and each subagent's — holds
+    /// one open chunked item, as in the client: a chunk goes to the lane it names, else to the
+    /// lane whose open item it continues; an explicit event closes its own lane's; the run's
+    /// events close every lane, and a subagent's end closes its lane.
     pub(super) fn expand(&mut self, event: Event) -> Result<Vec<Event>, String> {
+        let is_chunk = matches!(
+            event,
+            Event::TextMessageChunk { .. } | Event::ToolCallChunk { .. } | Event::ReasoningMessageChunk { .. }
+        );
+        match &event {
+            Event::RunStarted { .. }
+            | Event::RunFinished { .. }
+            | Event::RunError { .. }
+            | Event::MessagesSnapshot { .. } => {
+                let mut out: Vec<Event> = std::mem::take(&mut self.lanes)
+                    .into_iter()
+                    .filter_map(|(owner, open)| close_of(Some(open), Some(owner)))
+                    .collect();
+                out.extend(self.expand_in_lane(event)?);
+                return Ok(out);
+            }
+            Event::SubagentFinished { subagent_run_id, .. } | Event::SubagentError { subagent_run_id, .. } => {
+                let owner = subagent_run_id.clone();
+                let mut out: Vec<Event> = close_of(self.lanes.remove(&owner), Some(owner)).into_iter().collect();
+                out.push(event);
+                return Ok(out);
+            }
+            _ => {}
+        }
+        let lane = match is_chunk {
+            true => self.lane_of_chunk(&event)?,
+            false => event.attribution().map(str::to_string),
+        };
+        let Some(owner) = lane else { return self.expand_in_lane(event) };
+        // A subagent's lane: the same expansion, on its own open item, its events attributed.
+        let mut own = ChunkExpander { open: self.lanes.remove(&owner), lanes: Default::default() };
+        let mut out = own.expand_in_lane(event)?;
+        if let Some(open) = own.open {
+            self.lanes.insert(owner.clone(), open);
+        }
+        for produced in &mut out {
+            if let Some(tag @ None) = produced.attribution_mut() {
+                *tag = Some(owner.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The lane a chunk goes to: the one it names, else the one whose open item of its kind
+    /// has its id, else the agent's own when that has one open, else the only lane that has.
+    fn lane_of_chunk(&self, chunk: &Event) -> Result<Option<String>, String> {
+        let (kind, id) = match chunk {
+            Event::TextMessageChunk { message_id, .. } => ("text", message_id),
+            Event::ToolCallChunk { tool_call_id, .. } => ("tool", tool_call_id),
+            Event::ReasoningMessageChunk { message_id, .. } => ("reasoning", message_id),
+            _ => return Ok(None),
+        };
+        let tag = chunk.attribution().map(str::to_string);
+        let same_kind = |open: &OpenChunk| open.kind() == kind;
+        if let Some(id) = id {
+            let open_in = std::iter::once((None, self.open.as_ref()))
+                .chain(self.lanes.iter().map(|(owner, open)| (Some(owner.clone()), Some(open))))
+                .find(|(_, open)| open.is_some_and(|open| same_kind(open) && open.id() == id));
+            if let Some((owner, _)) = open_in {
+                if tag.is_some() && tag != owner {
+                    return Err(format!("sent a chunk of '{id}' attributed to another subagent than its stream's"));
+                }
+                return Ok(owner);
+            }
+            return Ok(tag);
+        }
+        if tag.is_some() || self.open.as_ref().is_some_and(same_kind) {
+            return Ok(tag);
+        }
+        let open: Vec<&String> =
+            self.lanes.iter().filter(|(_, open)| same_kind(open)).map(|(owner, _)| owner).collect();
+        match open.as_slice() {
+            [one] => Ok(Some((*one).clone())),
+            [] => Ok(None),
+            _ => {
+                Err("sent a chunk naming neither its id nor its subagent while several subagents have one open".into())
+            }
+        }
+    }
+
+    fn expand_in_lane(&mut self, event: Event) -> Result<Vec<Event>, String> {
         let mut out = Vec::new();
         match event {
             Event::TextMessageChunk { message_id, role, delta, name, .. } => {
@@ -116,11 +204,32 @@ impl ChunkExpander {
 
     /// The end of the open chunked message or call, if one is open.
     fn close(&mut self) -> Option<Event> {
-        Some(match self.open.take()? {
-            OpenChunk::Text { id, .. } => Event::TextMessageEnd { message_id: id, subagent_run_id: None },
-            OpenChunk::ToolCall { id, .. } => Event::ToolCallEnd { tool_call_id: id, subagent_run_id: None },
-            OpenChunk::Reasoning { id } => Event::ReasoningMessageEnd { message_id: id, subagent_run_id: None },
-        })
+        close_of(self.open.take(), None)
+    }
+}
+
+/// The end of `open`, attributed to `owner`.
+fn close_of(open: Option<OpenChunk>, owner: Option<String>) -> Option<Event> {
+    Some(match open? {
+        OpenChunk::Text { id, .. } => Event::TextMessageEnd { message_id: id, subagent_run_id: owner },
+        OpenChunk::ToolCall { id, .. } => Event::ToolCallEnd { tool_call_id: id, subagent_run_id: owner },
+        OpenChunk::Reasoning { id } => Event::ReasoningMessageEnd { message_id: id, subagent_run_id: owner },
+    })
+}
+
+impl OpenChunk {
+    fn kind(&self) -> &'static str {
+        match self {
+            OpenChunk::Text { .. } => "text",
+            OpenChunk::ToolCall { .. } => "tool",
+            OpenChunk::Reasoning { .. } => "reasoning",
+        }
+    }
+
+    fn id(&self) -> &str {
+        match self {
+            OpenChunk::Text { id, .. } | OpenChunk::ToolCall { id, .. } | OpenChunk::Reasoning { id } => id,
+        }
     }
 }
 
@@ -198,5 +307,39 @@ mod tests {
         // The same id again after the close is a new message, as in the client.
         let again = chunks.expand(event(json!({"type": "TEXT_MESSAGE_CHUNK", "messageId": "m1"}))).expect("ok");
         assert_eq!(kinds(&again), ["TEXT_MESSAGE_START"]);
+    }
+
+    #[test]
+    fn each_subagent_chunks_in_its_own_lane() {
+        let mut chunks = ChunkExpander::default();
+        let mut all = Vec::new();
+        for value in [
+            json!({"type": "TEXT_MESSAGE_CHUNK", "messageId": "a", "delta": "x", "subagentRunId": "s1"}),
+            json!({"type": "TEXT_MESSAGE_CHUNK", "messageId": "b", "delta": "y", "subagentRunId": "s2"}),
+            // Continues s1's message by its id; an explicit event of s2 ends only s2's.
+            json!({"type": "TEXT_MESSAGE_CHUNK", "messageId": "a", "delta": "z"}),
+            json!({"type": "STEP_STARTED", "stepName": "st", "subagentRunId": "s2"}),
+            json!({"type": "SUBAGENT_FINISHED", "subagentRunId": "s1"}),
+        ] {
+            all.extend(chunks.expand(event(value)).expect("expands"));
+        }
+        let seen: Vec<(String, Option<String>)> =
+            all.iter().map(|e| (super::super::check::event_name(e), e.attribution().map(str::to_string))).collect();
+        let s = |id: &str| Some(id.to_string());
+        assert_eq!(
+            seen,
+            [
+                ("TEXT_MESSAGE_START".to_string(), s("s1")),
+                ("TEXT_MESSAGE_CONTENT".to_string(), s("s1")),
+                ("TEXT_MESSAGE_START".to_string(), s("s2")),
+                ("TEXT_MESSAGE_CONTENT".to_string(), s("s2")),
+                ("TEXT_MESSAGE_CONTENT".to_string(), s("s1")),
+                ("TEXT_MESSAGE_END".to_string(), s("s2")),
+                ("STEP_STARTED".to_string(), s("s2")),
+                ("TEXT_MESSAGE_END".to_string(), s("s1")),
+                ("SUBAGENT_FINISHED".to_string(), None),
+            ]
+        );
+        assert_eq!(chunks, ChunkExpander::default(), "nothing left open");
     }
 }

@@ -33,9 +33,9 @@ use self::relay::{Ending, LiveRun, Relay};
 use crate::config::{AguiAgentConfig, OnCut};
 use crate::engine::agent::Agent;
 use crate::engine::interrupts::Deciders;
-use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
+use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, Decided, InterruptSpec, TurnContext};
 use crate::protocol::sse::SseDecoder;
-use crate::protocol::Event;
+use crate::protocol::{Event, InputMessage};
 
 #[derive(Debug, Clone)]
 pub struct AguiAgent {
@@ -65,6 +65,16 @@ struct Upstream {
     /// its next run, in this turn and the thread's next.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     state: Option<Value>,
+    /// The gateway's ids of the messages, tool calls and results the upstream named → the
+    /// upstream's own ids: what goes back upstream (its calls, their results, its messages)
+    /// names them in the upstream's terms.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    upstream_ids: BTreeMap<String, String>,
+    /// Upstream subagent run ids → the gateway's (`<turn>:s<n>`), and how many were named.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    subagents: BTreeMap<String, String>,
+    #[serde(default)]
+    subagents_named: u32,
     /// The upstream run under way, while `streaming`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     live: Option<LiveRun>,
@@ -142,7 +152,7 @@ impl Agent for AguiAgent {
                             up.id
                         ))
                     })?;
-                    Ok(resume_entry(up, decision.decision.clone()))
+                    Ok(resume_entry(up, decision))
                 })
                 .collect::<Result<Vec<_>, AgentError>>()?;
             Attempt::New(Some(entries))
@@ -187,7 +197,9 @@ impl Agent for AguiAgent {
                     let (before, resume) =
                         state.live.take().map_or((turn.next_seq(), None), |cut| (cut.conversation_before, cut.resume));
                     state.runs += 1;
-                    state.live = Some(LiveRun::new(turn, state.runs, before, resume));
+                    let mut again = LiveRun::new(turn, state.runs, before, resume);
+                    again.rerun = true;
+                    state.live = Some(again);
                 }
                 Attempt::Reconnect => {}
             }
@@ -233,6 +245,21 @@ impl AguiAgent {
         state.streaming = false;
         let live = state.live.take().unwrap_or_default();
         match ending {
+            // A run again of a cut one that said nothing of its own (an upstream that keeps its
+            // own session may take the conversation as already answered): the answer the cut
+            // left is not known to be whole, so the turn does not pass it off as finished.
+            Ending::Finished { pending, .. } if live.rerun && !live.answered && pending.is_empty() => {
+                tracing::warn!(
+                    turn = %turn.turn_id(),
+                    upstream_run = %live.run_id,
+                    "the upstream was run again after a cut and answered nothing; the turn fails with its answer cut"
+                );
+                Err(AgentError::Failed(format!(
+                    "the upstream agent's run was cut off when the gateway instance relaying it stopped, and \
+                     running it again (upstream run '{}') gave no answer: the answer stays cut; ask again",
+                    live.run_id
+                )))
+            }
             Ending::Finished { result, usage, pending } => {
                 let mut owed = live.client_calls;
                 for upstream_id in pending {
@@ -269,15 +296,7 @@ impl AguiAgent {
     /// What the upstream last set as its state in this thread, by the newest earlier turn of
     /// this agent that says.
     async fn last_upstream_state(&self, turn: &TurnContext) -> Result<Option<Value>, AgentError> {
-        for saved in turn.earlier_checkpoints().await? {
-            let Ok(checkpoint) = serde_json::from_str::<Checkpoint>(&saved) else { continue };
-            let Some(upstream) = checkpoint.conversation.and_then(|c| serde_json::from_value::<Upstream>(c).ok())
-            else {
-                continue;
-            };
-            return Ok(upstream.state);
-        }
-        Ok(None)
+        Ok(earlier_turns(turn).await?.into_iter().next().and_then(|upstream| upstream.state))
     }
 
     /// The upstream's input for the live run: its thread (per tenant, so tenants sharing an
@@ -289,7 +308,15 @@ impl AguiAgent {
             None => ("", turn.next_seq(), None),
         };
         let (tenant, thread) = turn.thread().await?;
-        let messages = turn.conversation_before(conversation_before).await?;
+        let mut messages = turn.conversation_before(conversation_before).await?;
+        // What the upstream said, in earlier turns of the thread and in this one, goes back
+        // under its own ids.
+        let mut ids = BTreeMap::new();
+        for earlier in earlier_turns(turn).await?.into_iter().rev() {
+            ids.extend(earlier.upstream_ids);
+        }
+        ids.extend(state.upstream_ids.iter().map(|(ours, theirs)| (ours.clone(), theirs.clone())));
+        in_upstream_terms(&mut messages, &ids);
         let offered = if self.config.send_tools { turn.client_tools() } else { &[] };
         let tools: Vec<Value> = offered
             .iter()
@@ -478,28 +505,60 @@ impl AguiAgent {
     }
 }
 
+/// What this agent kept of its upstream in the thread's earlier turns, newest first.
+async fn earlier_turns(turn: &TurnContext) -> Result<Vec<Upstream>, AgentError> {
+    Ok(turn
+        .earlier_checkpoints()
+        .await?
+        .iter()
+        .filter_map(|saved| serde_json::from_str::<Checkpoint>(saved).ok()?.conversation)
+        .filter_map(|kept| serde_json::from_value::<Upstream>(kept).ok())
+        .collect())
+}
+
+/// Renames the gateway's ids of what the upstream said (messages, tool calls, results) to the
+/// upstream's own, in the conversation it is sent.
+fn in_upstream_terms(messages: &mut [InputMessage], ids: &BTreeMap<String, String>) {
+    let rename = |id: &mut String| {
+        if let Some(theirs) = ids.get(id.as_str()) {
+            id.clone_from(theirs);
+        }
+    };
+    for message in messages {
+        match message {
+            InputMessage::Assistant(assistant) => {
+                rename(&mut assistant.id);
+                for call in assistant.tool_calls.iter_mut().flatten() {
+                    rename(&mut call.id);
+                }
+            }
+            InputMessage::Tool(tool) => {
+                rename(&mut tool.id);
+                rename(&mut tool.tool_call_id);
+            }
+            _ => {}
+        }
+    }
+}
+
 fn checkpoint(state: &Upstream) -> Checkpoint {
     Checkpoint { conversation: serde_json::to_value(state).ok(), ..Checkpoint::default() }
 }
 
-/// The upstream's resume entry for one decision: a cancel or an expiry is `cancelled`; else
-/// `resolved` with what the person sent (without the gateway's own `approved` flag, unless the
-/// upstream's schema asks for it).
-fn resume_entry(upstream: &UpstreamInterrupt, decision: Value) -> Value {
-    let cancelled = decision.get("cancelled").and_then(Value::as_bool).unwrap_or(false)
-        || decision.get("expired").and_then(Value::as_bool).unwrap_or(false);
-    if cancelled {
+/// The upstream's resume entry for one decision, as the person made it (docs/agents.md):
+/// a cancel or an expiry is `cancelled`; a denial (`approved: false` in what the person sent)
+/// is `cancelled` with their payload, unless the upstream's schema asks for `approved`, which
+/// then gets it as `resolved`; anything else is `resolved` with the payload as the person sent
+/// it — an answer, edited arguments, an approval — and nothing the gateway added.
+fn resume_entry(upstream: &UpstreamInterrupt, decided: &Decided) -> Value {
+    if decided.was_cancelled() {
         return json!({ "interruptId": upstream.id, "status": "cancelled" });
     }
-    let mut payload = match decision {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    let wants_approved = upstream.response_schema.as_ref().is_some_and(|s| s["properties"].get("approved").is_some());
-    if !wants_approved {
-        payload.remove("approved");
-    }
-    json!({ "interruptId": upstream.id, "status": "resolved", "payload": payload })
+    let sent = decided.as_sent();
+    let asks_approved = upstream.response_schema.as_ref().is_some_and(|s| s["properties"].get("approved").is_some());
+    let denied = sent.get("approved") == Some(&Value::Bool(false));
+    let status = if denied && !asks_approved { "cancelled" } else { "resolved" };
+    json!({ "interruptId": upstream.id, "status": status, "payload": sent })
 }
 
 #[cfg(test)]
@@ -507,14 +566,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn decisions_become_resume_entries() {
+    fn decisions_become_resume_entries_as_the_person_made_them() {
+        let decided = |decision: Value| Decided { interrupt_id: "int_1".into(), tool_call_id: None, decision };
         let plain = UpstreamInterrupt { id: "u1".into(), gateway_id: None, response_schema: None };
+        // An answer: the gateway's inferred `approved` is its own, not sent.
         assert_eq!(
-            resume_entry(&plain, json!({"approved": true, "answer": "Paris"})),
+            resume_entry(
+                &plain,
+                &decided(json!({"approved": true, "answer": "Paris", "gateway/inferred": ["approved"]}))
+            ),
             json!({"interruptId": "u1", "status": "resolved", "payload": {"answer": "Paris"}})
         );
+        // A denial without a schema that asks for `approved` is a denial, never an empty resolve.
         assert_eq!(
-            resume_entry(&plain, json!({"approved": false, "expired": true})),
+            resume_entry(&plain, &decided(json!({"approved": false, "comment": "not now"}))),
+            json!({"interruptId": "u1", "status": "cancelled", "payload": {"approved": false, "comment": "not now"}})
+        );
+        // An approval with edits carries them, as sent.
+        assert_eq!(
+            resume_entry(&plain, &decided(json!({"approved": true, "editedArgs": {"to": "me"}}))),
+            json!({"interruptId": "u1", "status": "resolved", "payload": {"approved": true, "editedArgs": {"to": "me"}}})
+        );
+        assert_eq!(
+            resume_entry(&plain, &decided(json!({"approved": false, "expired": true}))),
+            json!({"interruptId": "u1", "status": "cancelled"})
+        );
+        assert_eq!(
+            resume_entry(&plain, &decided(json!({"approved": false, "cancelled": true}))),
             json!({"interruptId": "u1", "status": "cancelled"})
         );
         let approval = UpstreamInterrupt {
@@ -523,7 +601,7 @@ mod tests {
             response_schema: Some(json!({"type": "object", "properties": {"approved": {"type": "boolean"}}})),
         };
         assert_eq!(
-            resume_entry(&approval, json!({"approved": false})),
+            resume_entry(&approval, &decided(json!({"approved": false}))),
             json!({"interruptId": "u2", "status": "resolved", "payload": {"approved": false}})
         );
     }

@@ -13,7 +13,7 @@ use super::check::UpstreamOrder;
 use super::chunks::ChunkExpander;
 use super::Upstream;
 use crate::engine::turn::{AgentError, TurnContext};
-use crate::protocol::events::RunOutcome;
+use crate::protocol::events::{RunOutcome, SubagentOutcome};
 use crate::protocol::{Event, TokenUsage};
 
 /// How an upstream run ended.
@@ -66,6 +66,17 @@ pub(super) struct LiveRun {
     /// announces again (LangGraph does): not shown twice; their results go to the first call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeated_calls: Vec<String>,
+    /// Upstream message ids of this run → the gateway's, kept after a message ends: a tool
+    /// call names the message it belongs to by it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub said: BTreeMap<String, String>,
+    /// This run runs a cut one again (a takeover without `Last-Event-ID`, or an upstream that
+    /// began the cut run anew): it must answer, or the turn fails (docs/agents.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rerun: bool,
+    /// The run said something of its own: text, a tool call or a result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answered: bool,
     /// The upstream's `RUN_FINISHED` as it sent it, once the log holds the run's last word: a
     /// turn taken over after it only acts on the ending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,14 +94,29 @@ impl LiveRun {
         LiveRun { run_id: format!("{}-{number}", turn.turn_id()), conversation_before, resume, ..LiveRun::default() }
     }
 
-    /// The same run from its start again: nothing of it is open or mapped any more.
+    /// The same run from its start again: nothing of it is open or mapped any more, and it
+    /// is a run again of a cut one.
     pub(super) fn restart(&mut self) {
         *self = LiveRun {
             run_id: std::mem::take(&mut self.run_id),
             conversation_before: self.conversation_before,
             resume: self.resume.take(),
+            rerun: true,
             ..LiveRun::default()
         };
+    }
+}
+
+/// The upstream's state as a client is shown it: its keys, with the gateway's `board` beside
+/// them (an upstream's own `board` key gives way). A state that is no object has no room for
+/// the board and is shown as the upstream set it.
+fn beside_board(snapshot: Value, board: Vec<Value>) -> Value {
+    match snapshot {
+        Value::Object(mut keys) => {
+            keys.insert("board".into(), serde_json::json!({ "notes": board }));
+            Value::Object(keys)
+        }
+        other => other,
     }
 }
 
@@ -124,14 +150,80 @@ impl Relay<'_> {
         self.state.live.get_or_insert_with(LiveRun::default)
     }
 
-    pub(super) async fn forward(&mut self, turn: &mut TurnContext, event: Event) -> Result<Option<Ending>, AgentError> {
+    /// Relays one checked event under the gateway's ids; what a subagent says is attributed
+    /// to the gateway's id of that subagent.
+    pub(super) async fn forward(
+        &mut self,
+        turn: &mut TurnContext,
+        mut event: Event,
+    ) -> Result<Option<Ending>, AgentError> {
+        let upstream_subagent = event.attribution_mut().and_then(Option::take);
+        let subagent = upstream_subagent.map(|up| self.subagent_id(turn, &up, false));
+        turn.attribute_to(subagent);
+        let forwarded = self.forward_event(turn, event).await;
+        turn.attribute_to(None);
+        forwarded
+    }
+
+    /// The gateway's id of the upstream's subagent `upstream` (`<turn>:s<n>`): a new one for a
+    /// subagent that starts (`fresh`: an upstream may name a later run's subagent alike).
+    fn subagent_id(&mut self, turn: &TurnContext, upstream: &str, fresh: bool) -> String {
+        if let (false, Some(id)) = (fresh, self.state.subagents.get(upstream)) {
+            return id.clone();
+        }
+        self.state.subagents_named += 1;
+        let id = format!("{}:s{}", turn.turn_id(), self.state.subagents_named);
+        self.state.subagents.insert(upstream.to_string(), id.clone());
+        id
+    }
+
+    async fn forward_event(&mut self, turn: &mut TurnContext, event: Event) -> Result<Option<Ending>, AgentError> {
         match event {
+            Event::SubagentStarted {
+                subagent_run_id,
+                name,
+                description,
+                parent_subagent_run_id,
+                parent_tool_call_id,
+                parent_message_id,
+            } => {
+                let parent_subagent_run_id = parent_subagent_run_id.map(|up| self.subagent_id(turn, &up, false));
+                let id = self.subagent_id(turn, &subagent_run_id, true);
+                let parent_tool_call_id = parent_tool_call_id.and_then(|up| self.state.calls.get(&up).cloned());
+                let parent_message_id = parent_message_id.and_then(|up| self.live().said.get(&up).cloned());
+                turn.subagent_start(Event::SubagentStarted {
+                    subagent_run_id: id,
+                    name,
+                    description,
+                    parent_subagent_run_id,
+                    parent_tool_call_id,
+                    parent_message_id,
+                })
+                .await?;
+            }
+            Event::SubagentFinished { subagent_run_id, result, outcome } => {
+                let id = self.subagent_id(turn, &subagent_run_id, false);
+                // A suspended subagent's `interruptIds` name the upstream's interrupts, which
+                // get the gateway's ids only when its run ends: left out rather than wrong.
+                let outcome = outcome.map(|outcome| match outcome {
+                    SubagentOutcome::Suspended { .. } => SubagentOutcome::Suspended { interrupt_ids: None },
+                    other => other,
+                });
+                turn.subagent_end(Event::SubagentFinished { subagent_run_id: id, result, outcome }).await?;
+            }
+            Event::SubagentError { subagent_run_id, message, code } => {
+                let id = self.subagent_id(turn, &subagent_run_id, false);
+                turn.subagent_end(Event::SubagentError { subagent_run_id: id, message, code }).await?;
+            }
             Event::TextMessageStart { message_id, .. } => {
                 let id = turn.text_start().await?;
-                self.live().messages.insert(message_id, id);
+                self.live().messages.insert(message_id.clone(), id.clone());
+                self.live().said.insert(message_id.clone(), id.clone());
+                self.state.upstream_ids.insert(id, message_id);
             }
             Event::TextMessageContent { message_id, delta, .. } => {
                 if let (Some(id), false) = (self.live().messages.get(&message_id).cloned(), delta.is_empty()) {
+                    self.live().answered = true;
                     turn.text_delta(&id, &delta).await?;
                 }
             }
@@ -149,11 +241,14 @@ impl Relay<'_> {
             }
             Event::ToolCallArgs { tool_call_id, .. } | Event::ToolCallEnd { tool_call_id, .. }
                 if self.live().repeated_calls.contains(&tool_call_id) => {}
-            Event::ToolCallStart { tool_call_id, tool_call_name, .. } => {
-                let id = turn.tool_call_open(&tool_call_name).await?;
+            Event::ToolCallStart { tool_call_id, tool_call_name, parent_message_id, .. } => {
+                let parent = self.parent_of(turn, parent_message_id);
+                let id = turn.tool_call_open_in(&tool_call_name, parent, None).await?;
                 if self.client_tools.contains(&tool_call_name) {
                     self.live().client_calls.push(id.clone());
                 }
+                self.live().answered = true;
+                self.state.upstream_ids.insert(id.clone(), tool_call_id.clone());
                 self.state.calls.insert(tool_call_id, id);
             }
             Event::ToolCallArgs { tool_call_id, delta, .. } => {
@@ -166,10 +261,12 @@ impl Relay<'_> {
                     turn.tool_call_close(&id).await?;
                 }
             }
-            Event::ToolCallResult { tool_call_id, content, .. } => {
+            Event::ToolCallResult { message_id, tool_call_id, content, .. } => {
                 // A result for a call the gateway never relayed has nothing to attach to.
                 if let Some(id) = self.state.calls.get(&tool_call_id).cloned() {
-                    turn.tool_result_content(&id, content).await?;
+                    let result = turn.tool_result_content(&id, content).await?;
+                    self.state.upstream_ids.insert(result, message_id);
+                    self.live().answered = true;
                     // The upstream answered it itself: the client owes nothing.
                     self.live().client_calls.retain(|call| *call != id);
                 }
@@ -241,11 +338,32 @@ impl Relay<'_> {
             }
             Event::StateSnapshot { snapshot, .. } => {
                 self.state.state = Some(snapshot.clone());
+                let snapshot = beside_board(snapshot, turn.board().await?);
                 turn.emit(Event::StateSnapshot { snapshot, subagent_run_id: None }).await?;
             }
             Event::StateDelta { delta, .. } => {
                 self.remember_state_delta(&delta);
-                turn.emit(Event::StateDelta { delta, subagent_run_id: None }).await?;
+                // The client's `board` is the gateway's: a delta that would touch it (or replace
+                // the whole state) is shown as the upstream's state it leads to, beside the board.
+                let touches_board = |path: &str| path.is_empty() || path == "/board" || path.starts_with("/board/");
+                let on_board =
+                    delta.iter().any(|op| touches_board(&op.path) || op.from.as_deref().is_some_and(touches_board));
+                match (on_board, self.state.state.clone()) {
+                    (false, _) => turn.emit(Event::StateDelta { delta, subagent_run_id: None }).await?,
+                    (true, Some(upstream)) => {
+                        let snapshot = beside_board(upstream, turn.board().await?);
+                        turn.emit(Event::StateSnapshot { snapshot, subagent_run_id: None }).await?;
+                    }
+                    (true, None) => {
+                        let rest: Vec<_> = delta
+                            .into_iter()
+                            .filter(|op| !(touches_board(&op.path) || op.from.as_deref().is_some_and(touches_board)))
+                            .collect();
+                        if !rest.is_empty() {
+                            turn.emit(Event::StateDelta { delta: rest, subagent_run_id: None }).await?;
+                        }
+                    }
+                }
             }
             // The upstream's custom and raw events pass through as they are.
             event @ (Event::Custom { .. } | Event::Raw { .. }) => turn.emit(event).await?,
@@ -260,11 +378,24 @@ impl Relay<'_> {
             }
             Event::RunFinished { result, outcome, usage, .. } => return Ok(Some(ending(result, outcome, usage))),
             // The gateway keeps the conversation itself (MESSAGES_SNAPSHOT). Encrypted reasoning
-            // is for the upstream's own model and names upstream ids; subagent events are not
-            // relayed yet.
+            // is for the upstream's own model and names upstream ids.
             _ => {}
         }
         Ok(None)
+    }
+
+    /// The gateway's message a relayed tool call belongs to: the message the upstream names
+    /// (its text's, or one of its own words holding only calls, named once), else a message of
+    /// the call's own — never the call's id, which is no message's.
+    fn parent_of(&mut self, turn: &mut TurnContext, upstream_parent: Option<String>) -> String {
+        let Some(upstream_parent) = upstream_parent else { return turn.message_id() };
+        if let Some(id) = self.live().said.get(&upstream_parent) {
+            return id.clone();
+        }
+        let id = turn.message_id();
+        self.live().said.insert(upstream_parent.clone(), id.clone());
+        self.state.upstream_ids.insert(id.clone(), upstream_parent);
+        id
     }
 
     /// Keeps the upstream's own state up to date with its delta, to send it back on its next

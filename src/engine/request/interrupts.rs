@@ -145,6 +145,10 @@ fn refusal(code: RunErrorCode, message: String) -> ResumeRefusal {
     ResumeRefusal { code, message }
 }
 
+/// The key of a stored decision listing the keys the gateway added to the person's payload
+/// (`approved`, read from the interrupt's reason when the payload did not say).
+pub const INFERRED: &str = "gateway/inferred";
+
 /// What one resume entry will do once every entry passed.
 #[derive(Debug, Clone)]
 pub enum EntryPlan {
@@ -226,13 +230,19 @@ pub fn check_resume(
                     validate(schema, &payload)
                         .map_err(|why| refusal(RunErrorCode::InvalidResume, format!("{name}: {why}")))?;
                 }
-                let approved =
-                    payload.get("approved").and_then(Value::as_bool).unwrap_or(shown.reason == "input_required");
+                let said = payload.get("approved").and_then(Value::as_bool);
+                let approved = said.unwrap_or(shown.reason == "input_required");
                 let mut decision = match payload {
                     Value::Object(map) => map,
                     _ => Map::new(),
                 };
+                // The decision says which of its words are the gateway's, so what goes on (an
+                // upstream's `resume`) can carry the person's own: never a key they sent in.
+                decision.remove(INFERRED);
                 decision.insert("approved".into(), Value::Bool(approved));
+                if said.is_none() {
+                    decision.insert(INFERRED.into(), json!(["approved"]));
+                }
                 (Value::Object(decision), approved)
             }
         };

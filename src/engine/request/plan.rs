@@ -42,7 +42,7 @@ impl Engine {
         Ok(plan)
     }
 
-    async fn plan_run(&self, request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
+    async fn plan_run(&self, mut request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
         let store = &inner.store;
         let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?;
@@ -50,6 +50,9 @@ impl Engine {
             if !request.caller.may_read(thread) {
                 return Err(EngineError::PermissionDenied);
             }
+        }
+        request.state_writes = self.changed_state(&request, thread.as_ref()).await?;
+        if let Some(thread) = &thread {
             if let Some((turn, start_seq)) = store.find_run(thread.pk, request.run_id.as_str()).await? {
                 let entries = request.input.resume();
                 if entries.is_empty() {
@@ -148,6 +151,42 @@ impl Engine {
                 self.start_turn(&request, thread.as_ref(), turns.len(), message).await
             }
         }
+    }
+
+    /// The editable keys the run changes (§7), each checked against its schema (400 naming
+    /// the key). A value equal to what the thread already holds — its stored state, or the
+    /// state its latest turn last showed, an upstream's keys included — is the client's echo of
+    /// it, not an edit: neither checked nor written.
+    async fn changed_state(
+        &self,
+        request: &RunRequest<'_>,
+        thread: Option<&ThreadRow>,
+    ) -> Result<serde_json::Map<String, Value>, EngineError> {
+        let inner = &self.inner;
+        let mut changed = request.state_writes.clone();
+        if let (Some(thread), false) = (thread, changed.is_empty()) {
+            let stored = board::stored_state(inner.store.thread_state(thread.pk).await?.as_deref());
+            changed.retain(|key, value| stored.get(key) != Some(value));
+            if !changed.is_empty() {
+                if let Some(latest) = inner.store.thread_turns(thread.pk).await?.last() {
+                    let shown =
+                        board::last_shown_state(&crate::engine::read_log(inner.store.as_ref(), latest.pk).await?);
+                    changed.retain(|key, value| shown.get(key) != Some(value));
+                }
+            }
+        }
+        let Some(agent) = inner.config.agent(request.agent) else { return Ok(changed) };
+        for (key, value) in &changed {
+            let Some(schema) = agent.editable_state.get(key) else { continue };
+            let refused = |message: String| EngineError::BadState { key: key.clone(), message };
+            let validator =
+                jsonschema::validator_for(schema).map_err(|e| refused(format!("the key's schema is invalid: {e}")))?;
+            let first = validator.iter_errors(value).next().map(|error| error.to_string());
+            if let Some(error) = first {
+                return Err(refused(error));
+            }
+        }
+        Ok(changed)
     }
 
     /// A new message on a thread whose turn waits: `interrupts_pending` when the caller may

@@ -75,6 +75,13 @@ pub struct TurnContext {
     pub(super) unlabelled: Vec<String>,
     pub(super) open_tool_calls: Vec<String>,
     pub(super) open_steps: Vec<String>,
+    /// Open steps a subagent runs, by name → the subagent (a step is finished by its owner).
+    pub(super) step_owners: std::collections::BTreeMap<String, String>,
+    /// Subagents started (`SUBAGENT_STARTED`) and not yet finished, oldest first.
+    pub(super) open_subagents: Vec<String>,
+    /// The subagent what is said now is attributed to (`subagentRunId`), while an agent relays
+    /// a subagent's events ([`TurnContext::attribute_to`]).
+    pub(super) attribution: Option<String>,
     /// Reasoning spans (`REASONING_START`) not yet ended, oldest first.
     pub(super) open_reasoning_spans: Vec<String>,
     /// Reasoning messages (`REASONING_MESSAGE_START`) not yet ended, oldest first.
@@ -163,6 +170,9 @@ impl TurnContext {
             unlabelled: Vec::new(),
             open_tool_calls: Vec::new(),
             open_steps: Vec::new(),
+            step_owners: Default::default(),
+            open_subagents: Vec::new(),
+            attribution: None,
             open_reasoning_spans: Vec::new(),
             open_reasoning_messages: Vec::new(),
             last_message: None,
@@ -300,6 +310,9 @@ impl TurnContext {
         // conversation, and the official client, put a call that names none.
         if let Event::ToolCallStart { tool_call_id, parent_message_id: parent @ None, .. } = &mut envelope.event {
             *parent = Some(tool_call_id.clone());
+        }
+        if let (Some(subagent), Some(tag @ None)) = (&self.attribution, envelope.event.attribution_mut()) {
+            *tag = Some(subagent.clone());
         }
         if self.health.is_failed() {
             // The log refused an append of this turn (another runner holds it now) or could not

@@ -25,7 +25,18 @@ impl TurnContext {
         }
         self.close_reasoning().await?;
         for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
-            self.emit(Event::StepFinished { step_name: step, subagent_run_id: None }).await?;
+            let owner = self.step_owners.remove(&step);
+            self.emit(Event::StepFinished { step_name: step, subagent_run_id: owner }).await?;
+        }
+        self.close_subagents().await
+    }
+
+    /// Ends the subagents still running where the log stopped: they were cut off with it.
+    async fn close_subagents(&mut self) -> Result<(), AgentError> {
+        self.attribution = None;
+        for subagent in std::mem::take(&mut self.open_subagents).into_iter().rev() {
+            let message = "cut off: the run it was part of stopped".to_string();
+            self.emit(Event::SubagentError { subagent_run_id: subagent, message, code: None }).await?;
         }
         Ok(())
     }
@@ -60,7 +71,10 @@ impl TurnContext {
                     self.last_message = Some(message_id);
                 }
                 Event::TextMessageEnd { message_id, .. } => self.open_messages.retain(|m| *m != message_id),
-                Event::ToolCallStart { tool_call_id, .. } => {
+                Event::ToolCallStart { tool_call_id, parent_message_id, .. } => {
+                    // A message that holds only calls is numbered with the messages.
+                    let parent = parent_message_id.as_deref().map_or(0, |parent| count(parent, ":m"));
+                    self.counters.messages = self.counters.messages.max(parent);
                     self.counters.tool_calls = self.counters.tool_calls.max(count(&tool_call_id, ":c"));
                     self.open_tool_calls.push(tool_call_id);
                 }
@@ -82,8 +96,20 @@ impl TurnContext {
                 Event::ActivitySnapshot { message_id, .. } => {
                     self.counters.activities = self.counters.activities.max(count(&message_id, ":a"));
                 }
-                Event::StepStarted { step_name, .. } => self.open_steps.push(step_name),
-                Event::StepFinished { step_name, .. } => self.open_steps.retain(|s| *s != step_name),
+                Event::StepStarted { step_name, subagent_run_id, .. } => {
+                    if let Some(subagent) = subagent_run_id {
+                        self.step_owners.insert(step_name.clone(), subagent);
+                    }
+                    self.open_steps.push(step_name)
+                }
+                Event::StepFinished { step_name, .. } => {
+                    self.step_owners.remove(&step_name);
+                    self.open_steps.retain(|s| *s != step_name)
+                }
+                Event::SubagentStarted { subagent_run_id, .. } => self.open_subagents.push(subagent_run_id),
+                Event::SubagentFinished { subagent_run_id, .. } | Event::SubagentError { subagent_run_id, .. } => {
+                    self.open_subagents.retain(|s| *s != subagent_run_id)
+                }
                 _ => {}
             }
         }
@@ -101,6 +127,7 @@ impl TurnContext {
         }
         // Reasoning cut off mid-thought is closed as it stands; the step thinks again anew.
         self.close_reasoning().await?;
+        self.close_subagents().await?;
         self.unlabelled.clear();
         self.last_message = None;
         Ok(())

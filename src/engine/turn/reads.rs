@@ -71,7 +71,7 @@ impl TurnContext {
 
     /// The thread's board as it stands: read once, then kept here as this turn pins notes (its
     /// pins may not be committed yet, and only the thread's one turn pins).
-    pub(super) async fn board(&mut self) -> Result<Vec<Value>, AgentError> {
+    pub async fn board(&mut self) -> Result<Vec<Value>, AgentError> {
         if self.board.is_none() {
             let notes = self.patiently("the board could not be read", || self.store.notes(self.thread_pk)).await?;
             self.board = Some(crate::engine::board::from_stored(&notes));

@@ -156,13 +156,41 @@ impl TurnContext {
 
     /// Opens a tool call whose arguments will stream (`TOOL_CALL_START`); returns its id.
     pub async fn tool_call_open(&mut self, name: &str) -> Result<String, AgentError> {
+        let parent = self.last_message.clone();
+        self.tool_call_open_with(name, parent, None).await
+    }
+
+    /// A new assistant message id (`<turn>:m<n>`) for a message that holds only tool calls:
+    /// the parent a relayed call names when its upstream gave it no message of its own words.
+    pub fn message_id(&mut self) -> String {
+        self.counters.messages += 1;
+        format!("{}:m{}", self.turn_id, self.counters.messages)
+    }
+
+    /// Opens a tool call in the assistant message `parent` (a relayed call keeps the message
+    /// its upstream put it in), attributed to the subagent `subagent` when one made it.
+    pub async fn tool_call_open_in(
+        &mut self,
+        name: &str,
+        parent: String,
+        subagent: Option<String>,
+    ) -> Result<String, AgentError> {
+        self.tool_call_open_with(name, Some(parent), subagent).await
+    }
+
+    async fn tool_call_open_with(
+        &mut self,
+        name: &str,
+        parent: Option<String>,
+        subagent: Option<String>,
+    ) -> Result<String, AgentError> {
         self.counters.tool_calls += 1;
         let call_id = format!("{}:c{}", self.turn_id, self.counters.tool_calls);
         self.emit(Event::ToolCallStart {
             tool_call_id: call_id.clone(),
             tool_call_name: name.to_string(),
-            parent_message_id: self.last_message.clone(),
-            subagent_run_id: None,
+            parent_message_id: parent,
+            subagent_run_id: subagent,
         })
         .await?;
         self.open_tool_calls.push(call_id.clone());
@@ -185,18 +213,23 @@ impl TurnContext {
 
     /// A call's result, as a tool message named after the call (`<turn>:r<n>` for `<turn>:c<n>`).
     pub async fn tool_result(&mut self, call_id: &str, result: &str) -> Result<(), AgentError> {
-        self.tool_result_content(call_id, ToolResultContent::Text(result.to_string())).await
+        self.tool_result_content(call_id, ToolResultContent::Text(result.to_string())).await.map(|_| ())
     }
 
     /// A call's result as text or as AG-UI 1.0 content parts (an upstream's pictures or files
     /// stay parts, recorded and relayed as they came), as a tool message named after the call.
-    pub async fn tool_result_content(&mut self, call_id: &str, content: ToolResultContent) -> Result<(), AgentError> {
+    /// Returns the tool message's id.
+    pub async fn tool_result_content(
+        &mut self,
+        call_id: &str,
+        content: ToolResultContent,
+    ) -> Result<String, AgentError> {
         let message_id = match call_id.rsplit_once(":c") {
             Some((turn, n)) => format!("{turn}:r{n}"),
             None => format!("{call_id}:r"),
         };
         self.emit(Event::ToolCallResult {
-            message_id,
+            message_id: message_id.clone(),
             tool_call_id: call_id.to_string(),
             content,
             role: Some("tool".into()),
@@ -205,7 +238,7 @@ impl TurnContext {
         .await?;
         // The answer after a tool call is a new message.
         self.last_message = None;
-        Ok(())
+        Ok(message_id)
     }
 
     /// Pins a note to the thread's board: the `STATE_DELTA` that adds it (or puts it in the
@@ -244,11 +277,44 @@ impl TurnContext {
     pub async fn step_start(&mut self, name: &str) -> Result<(), AgentError> {
         self.emit(Event::StepStarted { step_name: name.to_string(), subagent_run_id: None }).await?;
         self.open_steps.push(name.to_string());
+        if let Some(subagent) = &self.attribution {
+            self.step_owners.insert(name.to_string(), subagent.clone());
+        }
         Ok(())
     }
 
     pub async fn step_finish(&mut self, name: &str) -> Result<(), AgentError> {
         self.open_steps.retain(|s| s != name);
+        self.step_owners.remove(name);
         self.emit(Event::StepFinished { step_name: name.to_string(), subagent_run_id: None }).await
+    }
+
+    /// Attributes what is said from now on to the subagent `subagent` (its `subagentRunId`),
+    /// or to the agent itself again (`None`).
+    pub fn attribute_to(&mut self, subagent: Option<String>) {
+        self.attribution = subagent;
+    }
+
+    /// Starts a subagent (`SUBAGENT_STARTED`), whose id the agent chose.
+    pub async fn subagent_start(&mut self, started: Event) -> Result<(), AgentError> {
+        let Event::SubagentStarted { subagent_run_id, .. } = &started else {
+            return Err(AgentError::Internal("subagent_start takes SUBAGENT_STARTED".into()));
+        };
+        let id = subagent_run_id.clone();
+        self.emit(started).await?;
+        self.open_subagents.push(id);
+        Ok(())
+    }
+
+    /// Ends a subagent (`SUBAGENT_FINISHED` or `SUBAGENT_ERROR`).
+    pub async fn subagent_end(&mut self, ended: Event) -> Result<(), AgentError> {
+        let (Event::SubagentFinished { subagent_run_id, .. } | Event::SubagentError { subagent_run_id, .. }) = &ended
+        else {
+            return Err(AgentError::Internal("subagent_end takes SUBAGENT_FINISHED or SUBAGENT_ERROR".into()));
+        };
+        let id = subagent_run_id.clone();
+        self.emit(ended).await?;
+        self.open_subagents.retain(|s| *s != id);
+        Ok(())
     }
 }

@@ -27,6 +27,30 @@ pub struct Decided {
     pub decision: Value,
 }
 
+impl Decided {
+    /// Whether nobody decided: the interrupt was cancelled (a `cancelled` resume, a deny from
+    /// the command line) or expired.
+    pub fn was_cancelled(&self) -> bool {
+        ["cancelled", "expired"].iter().any(|key| self.decision.get(*key).and_then(Value::as_bool).unwrap_or(false))
+    }
+
+    /// The payload as the person sent it: the decision without what the gateway added to it
+    /// (an `approved` it read from the interrupt's reason when the payload did not say).
+    pub fn as_sent(&self) -> serde_json::Map<String, Value> {
+        let mut sent = match &self.decision {
+            Value::Object(map) => map.clone(),
+            _ => serde_json::Map::new(),
+        };
+        let added = sent.remove(crate::engine::interrupts::INFERRED);
+        for key in added.as_ref().and_then(Value::as_array).into_iter().flatten() {
+            if let Some(key) = key.as_str() {
+                sent.remove(key);
+            }
+        }
+        sent
+    }
+}
+
 /// An interrupt an agent opens (§5.1).
 #[derive(Debug, Clone)]
 pub struct InterruptSpec {

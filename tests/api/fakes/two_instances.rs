@@ -23,6 +23,8 @@ const TAKEOVER_PATIENCE: Duration = Duration::from_secs(40);
 pub struct TwoInstances {
     pub a: Instance,
     pub b: Instance,
+    /// Every line either instance logged, in order.
+    pub logs: Arc<Mutex<Vec<String>>>,
     _db: TestDatabase,
     agent: String,
     client: reqwest::Client,
@@ -41,10 +43,11 @@ impl TwoInstances {
         gateway_process::migrate(&db.url);
         let logs = Arc::new(Mutex::new(Vec::new()));
         let a = Spawn::new(&config, &db.url).start(logs.clone());
-        let b = Spawn::new(&config, &db.url).start(logs);
+        let b = Spawn::new(&config, &db.url).start(logs.clone());
         TwoInstances {
             a,
             b,
+            logs,
             _db: db,
             agent: agent.to_string(),
             client: crate::tls_support::http_client().build().expect("client"),

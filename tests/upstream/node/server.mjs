@@ -21,10 +21,21 @@
 //   POST /agents/chunks         TEXT_MESSAGE_CHUNK, TOOL_CALL_CHUNK and REASONING_MESSAGE_CHUNK,
 //                               the last chunked message left for RUN_FINISHED to close
 //   POST /agents/many-steps     40 nested steps around one message
+//   POST /agents/confirm        a call of its own (`call_up_1`, in no message) waiting on an
+//                               interrupt without a responseSchema, as ADK's confirmations are;
+//                               on `resume` it says exactly what it got: `cancelled`, or
+//                               `resolved` with the payload (then the call's result)
+//   POST /agents/stateful       a state snapshot whose `theme` is an object, text, success
+//   POST /agents/once           a slow answer (as /agents/slow) on a thread's first run; every
+//                               later run of that thread answers nothing (RUN_STARTED,
+//                               RUN_FINISHED), as an upstream that keeps its own session and has
+//                               seen the message does
+//   POST /agents/subagents      two subagents (a parent and a nested one) whose text, tool call
+//                               and step are attributed to them, one finished, one failed
 //   GET|DELETE /requests        every POST received, as {path, headers, body}, in order
 //
 // The Python server serves the routes above /agents/thinking and /agents/fails; parts-result,
-// frontend-tool, chunks and many-steps are this one's.
+// frontend-tool, chunks, many-steps, confirm, stateful, once and subagents are this one's.
 //
 // Chat's STATE_SNAPSHOT is {"upstream":{"runs":N}}: every run this process has started, on any
 // agent, this one included; DELETE /requests does not reset it.
@@ -292,6 +303,71 @@ function manyStepsEvents(input) {
   ];
 }
 
+const CONFIRM_ID = "up-confirm-1";
+
+function confirmEvents(input) {
+  const { runId } = input;
+  const entry = (input.resume ?? []).find((r) => r.interruptId === CONFIRM_ID);
+  if (!entry) {
+    return [
+      runStarted(input),
+      ...toolCall("call_up_1", "send_email", undefined, ['{"to":"team@example.com"}']),
+      runFinished(input, {
+        type: "interrupt",
+        interrupts: [{ id: CONFIRM_ID, reason: "confirmation", message: "Send the email?", toolCallId: "call_up_1" }],
+      }),
+    ];
+  }
+  const got = `${entry.status}${entry.payload === undefined ? "" : ` ${JSON.stringify(entry.payload)}`}`;
+  const events = [runStarted(input)];
+  if (entry.status === "resolved") {
+    events.push({ type: EventType.TOOL_CALL_RESULT, messageId: `${runId}-sent`, toolCallId: "call_up_1", content: "sent", role: "tool" });
+  }
+  events.push(...textMessage(`${runId}-got`, ["Got: ", got]));
+  events.push(runFinished(input, { type: "success" }));
+  return events;
+}
+
+function statefulEvents(input) {
+  return [
+    runStarted(input),
+    // An editable key set to a value outside the gateway's schema for it (a string).
+    { type: EventType.STATE_SNAPSHOT, snapshot: { theme: {}, upstream: "set" } },
+    ...textMessage(`${input.runId}-themed`, ["Themed."]),
+    runFinished(input, { type: "success" }),
+  ];
+}
+
+const threadsSeen = new Set();
+
+function onceEvents(input) {
+  if (threadsSeen.has(input.threadId)) return [runStarted(input), runFinished(input, { type: "success" })];
+  threadsSeen.add(input.threadId);
+  const words = Array.from({ length: 40 }, (_, i) => `w${i} `);
+  return [runStarted(input), ...textMessage(`${input.runId}-story`, words), runFinished(input, { type: "success" })];
+}
+
+function subagentEvents(input) {
+  const { runId } = input;
+  const [research, fetch] = [`${runId}-research`, `${runId}-fetch`];
+  return [
+    runStarted(input),
+    ...textMessage(`${runId}-plan`, ["Asking the researcher."]),
+    { type: EventType.SUBAGENT_STARTED, subagentRunId: research, name: "researcher", description: "Finds things" },
+    { type: EventType.STEP_STARTED, stepName: "search", subagentRunId: research },
+    ...textMessage(`${runId}-found`, ["Found ", "two papers."]).map((e) => ({ ...e, subagentRunId: research })),
+    { type: EventType.SUBAGENT_STARTED, subagentRunId: fetch, name: "fetcher", parentSubagentRunId: research },
+    { type: EventType.TOOL_CALL_START, toolCallId: `${runId}-get`, toolCallName: "get_paper", subagentRunId: fetch },
+    { type: EventType.TOOL_CALL_ARGS, toolCallId: `${runId}-get`, delta: '{"n":1}', subagentRunId: fetch },
+    { type: EventType.TOOL_CALL_END, toolCallId: `${runId}-get`, subagentRunId: fetch },
+    { type: EventType.SUBAGENT_ERROR, subagentRunId: fetch, message: "the archive is down", code: "unavailable" },
+    { type: EventType.STEP_FINISHED, stepName: "search", subagentRunId: research },
+    { type: EventType.SUBAGENT_FINISHED, subagentRunId: research, result: { papers: 2 }, outcome: { type: "success" } },
+    ...textMessage(`${runId}-done`, ["The researcher found two papers."]),
+    runFinished(input, { type: "success" }),
+  ];
+}
+
 function sendJson(res, status, value) {
   const body = JSON.stringify(value);
   res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
@@ -323,6 +399,10 @@ const ROUTES = {
   "/agents/frontend-tool": { events: frontendToolEvents },
   "/agents/chunks": { events: chunkEvents },
   "/agents/many-steps": { events: manyStepsEvents },
+  "/agents/confirm": { events: confirmEvents },
+  "/agents/stateful": { events: statefulEvents },
+  "/agents/once": { events: onceEvents, gapMs: 200 },
+  "/agents/subagents": { events: subagentEvents },
 };
 
 async function handle(req, res) {
