@@ -108,6 +108,10 @@ impl Backend for PgStore {
     /// Each batch in flight holds a pooled connection; the writer's setting bounds it.
     const MAX_PIPELINE_DEPTH: usize = 8;
     const LOCK_SHARED: &'static str = "FOR SHARE";
+    /// A transaction-scoped advisory lock per tenant (the two-key form, its first key the
+    /// gateway's own, so it never meets a single-key lock such as the migrations'): row locks
+    /// cannot stop two transactions from each counting the turns before either inserts its own.
+    const LOCK_TENANT: &'static str = "SELECT pg_advisory_xact_lock(1634170217, hashtext($1))";
 
     fn read_pool(&self) -> &PgPool {
         &self.pool

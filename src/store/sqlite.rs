@@ -60,6 +60,8 @@ impl Backend for SqliteStore {
     /// One write connection: a second batch could not even begin before the first commits.
     const MAX_PIPELINE_DEPTH: usize = 1;
     const LOCK_SHARED: &'static str = "";
+    /// `BEGIN IMMEDIATE` holds the one write lock: a turn's start counts every turn committed.
+    const LOCK_TENANT: &'static str = "";
 
     fn read_pool(&self) -> &SqlitePool {
         &self.reads

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use super::audit::insert_audit;
 use super::backend::Backend;
 use super::sql::{Arg, Record, SqlDb, Stmt};
-use super::{AuditEntry, StoreError};
+use super::usage::TENANT_USAGE;
+use super::{AuditEntry, StoreError, TenantUsage};
 
 /// Who owns a thread: a person (private to them) or the tenant (created with an API key).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,6 +198,33 @@ pub struct NewTurn {
     /// The `run.start` audit row (and a `board.read` one when the run opens with notes the
     /// caller may read), written in the same transaction when the turn starts.
     pub audit: Vec<AuditEntry>,
+    /// The tenant's limits the turn must pass, counted in the transaction that starts it (§8);
+    /// `None`: the tenant has none.
+    pub limits: Option<TurnLimits>,
+}
+
+/// The tenant's limits on starting a turn (§8), as counts the store checks: counted in the
+/// same transaction as the turn's insert, after every other start of the tenant committed, so
+/// a burst of starts never passes a limit together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TurnLimits {
+    /// At most this many turns of the tenant running at once.
+    pub max_running: Option<i64>,
+    /// At most this many turns started since `started_since_ms`.
+    pub max_started: Option<i64>,
+    pub started_since_ms: i64,
+    /// At most this many tokens reported since `tokens_since_ms`.
+    pub max_tokens: Option<i64>,
+    pub tokens_since_ms: i64,
+}
+
+impl TurnLimits {
+    /// Whether one more turn would pass a limit, given what the tenant used.
+    pub fn reached_by(&self, usage: &TenantUsage) -> bool {
+        self.max_running.is_some_and(|limit| usage.running_turns >= limit)
+            || self.max_started.is_some_and(|limit| usage.turns_started >= limit)
+            || self.max_tokens.is_some_and(|limit| usage.tokens >= limit)
+    }
 }
 
 /// What [`ThreadStore::start_turn`] did.
@@ -213,6 +241,9 @@ pub enum StartTurn {
     Conflict,
     /// The thread exists and belongs to someone else.
     NotOwner,
+    /// The tenant reached one of [`NewTurn::limits`] (what it used, as counted): nothing was
+    /// written.
+    OverLimit(TenantUsage),
 }
 
 #[async_trait]
@@ -388,7 +419,25 @@ impl<B: Backend> ThreadStore for B {
     }
 
     async fn start_turn(&self, new: &NewTurn) -> Result<StartTurn, StoreError> {
-        let mut tx = self.write_pool().begin().await?;
+        let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
+        if let Some(limits) = &new.limits {
+            // Counted after every start of the tenant before this one committed, and before
+            // anything is written: a refused start leaves no row (§8).
+            if !B::LOCK_TENANT.is_empty() {
+                Stmt::new(B::LOCK_TENANT).bind(&new.tenant).execute(&mut tx).await?;
+            }
+            let row = Stmt::new(TENANT_USAGE)
+                .bind(&new.tenant)
+                .bind(limits.started_since_ms)
+                .bind(limits.tokens_since_ms)
+                .fetch_one(&mut tx)
+                .await?;
+            let usage = TenantUsage::read(&row)?;
+            if limits.reached_by(&usage) {
+                tx.rollback().await?;
+                return Ok(StartTurn::OverLimit(usage));
+            }
+        }
         Stmt::new(INSERT_THREAD)
             .bind(&new.tenant)
             .bind(&new.thread_id)

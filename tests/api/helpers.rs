@@ -615,6 +615,7 @@ pub fn new_turn_of(tenant: &str, thread: &str, instance: &str) -> NewTurn {
         user_parts: None,
         owner_instance: instance.into(),
         audit: Vec::new(),
+        limits: None,
     }
 }
 

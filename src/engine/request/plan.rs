@@ -227,6 +227,7 @@ impl Engine {
             },
             started_by: request.caller.label(),
             at_ms: now,
+            limits: self.turn_limits(request.tenant),
         };
         match inner.store.start_turn(&new).await? {
             StartTurn::Started { thread, turn } => {
@@ -272,6 +273,13 @@ impl Engine {
                 Ok(refuse(RunErrorCode::TurnInProgress, "another turn started on this thread first"))
             }
             StartTurn::NotOwner => Err(EngineError::PermissionDenied),
+            // Other starts of the tenant took the last places since the look before (§8).
+            StartTurn::OverLimit(usage) => match self.quota_refusal(request.tenant, &usage) {
+                Some(refusal) => Ok(RunPlan::Refused(refusal)),
+                None => Err(EngineError::Store(crate::store::StoreError::Corrupt(
+                    "the store found a limit reached that the tenant's quotas do not name".into(),
+                ))),
+            },
         }
     }
 }
