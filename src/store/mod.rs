@@ -48,7 +48,7 @@ pub use leases::LeaseStore;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use threads::{
-    DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, ThreadQuery, ThreadRow, ThreadStore, ThreadSummary,
+    DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadStore, ThreadSummary,
     TurnLimits, TurnRow, TurnStatus, Visibility,
 };
 pub use usage::{TenantUsage, UsageStore};
