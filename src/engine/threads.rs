@@ -181,7 +181,18 @@ impl Engine {
         let mut cancelled = None;
         loop {
             let idle = idle_before.map(|before_ms| StillIdle { before_ms, cancelled });
-            let status = match self.inner.store.delete_thread(thread.pk, &audit, idle).await? {
+            let erased = match self.inner.store.delete_thread(thread.pk, &audit, idle).await {
+                // A request writing to the thread at the same moment (a run's record, a turn's
+                // start) can make PostgreSQL break a deadlock by failing the erase: it goes
+                // again, as it does after a turn it stopped.
+                Err(error) if error.is_transient() && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(%error, "an erase met a write to its thread; trying again");
+                    tokio::time::sleep(STOP_POLL).await;
+                    continue;
+                }
+                other => other?,
+            };
+            let status = match erased {
                 DeleteThread::Deleted { turns } => {
                     tracing::info!(tenant = %thread.tenant, turns, reason, "a thread was erased");
                     return Ok(());

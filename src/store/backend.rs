@@ -111,6 +111,8 @@ pub(crate) struct Fence {
     pub current: HashMap<i64, (i64, TurnStatus)>,
     /// The turns a stream on another instance follows.
     pub followed: HashSet<i64>,
+    /// The turns whose cancel was asked for: none of them may begin to wait.
+    pub cancelling: HashSet<i64>,
 }
 
 /// The fence's rows, `(id, epoch, status, followed)` as read, by turn. A row whose status the

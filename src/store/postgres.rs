@@ -132,14 +132,19 @@ impl Backend for PgStore {
         turns: &[i64],
         now_ms: i64,
     ) -> Result<Fence, StoreError> {
-        let rows: Vec<(i64, i64, String, bool)> = sqlx::query_as(
-            "SELECT id, epoch, status, followed_until_ms > $2 FROM turns WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        let rows: Vec<(i64, i64, String, bool, bool)> = sqlx::query_as(
+            "SELECT id, epoch, status, followed_until_ms > $2, cancel_requested FROM turns \
+             WHERE id = ANY($1) ORDER BY id FOR UPDATE",
         )
         .bind(turns)
         .bind(self.followed_after(now_ms))
         .fetch_all(&mut **tx)
         .await?;
-        Ok(fence_rows(rows))
+        let cancelling = rows.iter().filter(|row| row.4).map(|row| row.0).collect();
+        let mut fence =
+            fence_rows(rows.into_iter().map(|(id, epoch, status, followed, _)| (id, epoch, status, followed)));
+        fence.cancelling = cancelling;
+        Ok(fence)
     }
 
     async fn write_at_once(&self, batch: &[TurnWrites], now_ms: i64) -> Result<Option<BatchOutcome>, StoreError> {
