@@ -25,6 +25,8 @@ use serde_json::{json, Value};
 
 use crate::helpers::*;
 
+/// Rounds per pair and store.
+const ROUNDS: usize = 8;
 /// Rounds of the pairs the issue measured lost answers in (a cancel or an erase racing a resume).
 const MANY_ROUNDS: usize = 30;
 /// How long a round's thread may take to settle (every turn ended or waiting).
@@ -400,3 +402,24 @@ macro_rules! races {
 races!(a_cancel_racing_a_resume_is_kept_or_refused, Resume, Cancel, MANY_ROUNDS);
 races!(a_delete_racing_a_resume_erases_the_thread, Resume, Delete, MANY_ROUNDS);
 
+// Every other pair.
+races!(two_runs_at_once_start_one_turn, Run, Run, ROUNDS);
+races!(a_run_racing_a_resume, Run, Resume, ROUNDS);
+races!(a_run_racing_a_decision, Run, Decide, ROUNDS);
+races!(a_cancel_racing_a_turns_start_is_kept_or_refused, Run, Cancel, ROUNDS);
+races!(a_delete_racing_a_turns_start_erases_the_thread, Run, Delete, ROUNDS);
+races!(retention_racing_a_turns_start_never_erases_it, Run, Retention, ROUNDS);
+races!(a_takeover_racing_a_turns_start, Run, Takeover, ROUNDS);
+races!(a_resume_racing_a_decision_decides_once, Resume, Decide, ROUNDS);
+races!(retention_racing_a_resume_never_erases_a_decided_turn, Resume, Retention, ROUNDS);
+races!(a_takeover_racing_a_resume, Resume, Takeover, ROUNDS);
+races!(a_cancel_racing_a_decision_is_kept_or_refused, Decide, Cancel, ROUNDS);
+races!(a_delete_racing_a_decision_erases_the_thread, Decide, Delete, ROUNDS);
+races!(retention_racing_a_decision_never_erases_a_decided_turn, Decide, Retention, ROUNDS);
+races!(a_takeover_racing_a_decision, Decide, Takeover, ROUNDS);
+races!(a_cancel_racing_a_delete, Cancel, Delete, ROUNDS);
+races!(a_cancel_racing_retention, Cancel, Retention, ROUNDS);
+races!(a_cancel_racing_a_takeover_is_kept, Cancel, Takeover, ROUNDS);
+races!(a_delete_racing_retention_erases_once, Delete, Retention, ROUNDS);
+races!(a_delete_racing_a_takeover_erases_the_thread, Delete, Takeover, ROUNDS);
+races!(retention_racing_a_takeover, Retention, Takeover, ROUNDS);

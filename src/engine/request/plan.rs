@@ -229,7 +229,29 @@ impl Engine {
             at_ms: now,
             limits: self.turn_limits(request.tenant),
         };
-        match inner.store.start_turn(&new).await? {
+        // An erase of the thread may meet the turn's start: PostgreSQL breaks the deadlock
+        // between the two (tried again: the erase then goes first), and a turn on the thread
+        // the erase took away is refused. The thread is unknown then, and the run is answered
+        // as for any unknown thread (§10).
+        let mut tries = 0;
+        let started = loop {
+            match inner.store.start_turn(&new).await {
+                Ok(started) => break started,
+                Err(error) if error.is_transient() && tries < 3 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(error) if error.is_refused_by_database() && thread.is_some() => {
+                    let pk = thread.map_or(0, |t| t.pk);
+                    if inner.store.thread_by_pk(pk).await?.is_none() {
+                        return Err(EngineError::PermissionDenied);
+                    }
+                    return Err(error.into());
+                }
+                Err(error) => return Err(error.into()),
+            }
+        };
+        match started {
             StartTurn::Started { thread, turn } => {
                 self.announce_turn_start(thread.pk).await;
                 if !request.state_writes.is_empty() {
