@@ -84,6 +84,18 @@ impl Engine {
         // request id.
         let span = tracing::info_span!("turn", turn = %turn.public_id, agent = %turn.agent);
         let task = async move {
+            // A cancel that committed after this turn's row was read looked for the runner
+            // before it was registered above, and found none here: the row says so now. (The
+            // cancel writes, then looks for the runner; the runner registers, then reads.)
+            if !turn.cancel_requested {
+                match inner.store.cancel_requested(turn.pk).await {
+                    Ok(true) => {
+                        inner.signal_cancel(turn.pk);
+                    }
+                    Ok(false) => {}
+                    Err(error) => tracing::warn!(%error, "whether the turn's cancel was asked could not be read"),
+                }
+            }
             // Holding the feed makes the writer keep this turn's events in memory for streams.
             let feed = inner.hub.feed(turn.pk);
             feed.enter();

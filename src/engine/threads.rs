@@ -13,7 +13,7 @@ use serde_json::json;
 use super::{Engine, EngineError};
 use crate::caller::Caller;
 use crate::store::{
-    AuditEntry, DeleteThread, StoreError, ThreadQuery, ThreadRow, ThreadSummary, TurnStatus, Visibility,
+    AuditEntry, DeleteThread, StillIdle, StoreError, ThreadQuery, ThreadRow, ThreadSummary, TurnStatus, Visibility,
 };
 
 /// Threads per page when the caller names no `limit`.
@@ -28,8 +28,10 @@ pub const TITLE_CHARS: usize = 80;
 pub enum TurnsToStop {
     /// A running or a waiting one (a person's or an operator's delete).
     Any,
-    /// A waiting one only (retention: a thread whose turn runs is not idle).
-    Waiting,
+    /// A waiting one only, and only while the thread is still idle, its last activity before
+    /// `idle_before_ms` (retention: a thread whose turn runs is not idle, nor one a turn
+    /// started on since the pass listed it). Checked again in the erase's own transaction.
+    Waiting { idle_before_ms: i64 },
 }
 
 /// How often an erase that cancelled a turn looks whether it has ended.
@@ -171,14 +173,37 @@ impl Engine {
             at_ms: self.now_ms(),
         };
         let deadline = tokio::time::Instant::now() + stop_patience(self.inner.config.turns.lease_ms);
+        let idle_before = match stop {
+            TurnsToStop::Any => None,
+            TurnsToStop::Waiting { idle_before_ms } => Some(idle_before_ms),
+        };
+        // The waiting turn this erase cancelled itself (retention): its end is not activity.
+        let mut cancelled = None;
         loop {
-            let status = match self.inner.store.delete_thread(thread.pk, &audit).await? {
+            let idle = idle_before.map(|before_ms| StillIdle { before_ms, cancelled });
+            let erased = match self.inner.store.delete_thread(thread.pk, &audit, idle).await {
+                // A request writing to the thread at the same moment (a run's record, a turn's
+                // start) can make PostgreSQL break a deadlock by failing the erase: it goes
+                // again, as it does after a turn it stopped.
+                Err(error) if error.is_transient() && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(%error, "an erase met a write to its thread; trying again");
+                    tokio::time::sleep(STOP_POLL).await;
+                    continue;
+                }
+                other => other?,
+            };
+            let status = match erased {
                 DeleteThread::Deleted { turns } => {
                     tracing::info!(tenant = %thread.tenant, turns, reason, "a thread was erased");
                     return Ok(());
                 }
                 DeleteThread::Missing => {
                     return Err(EngineError::NotFound(format!("thread '{}' not found", thread.thread_id)))
+                }
+                DeleteThread::Active => {
+                    return Err(EngineError::TurnInProgress(
+                        "a turn of this thread started since: it is not idle".into(),
+                    ))
                 }
                 DeleteThread::Busy(status) => status,
             };
@@ -190,31 +215,44 @@ impl Engine {
                     format!("a turn of this thread is {}: it is not idle", status.as_str())
                 }));
             }
-            self.stop_turn(thread.pk, deadline).await?;
+            if let Some(turn) = self.stop_turn(thread.pk, idle_before, deadline).await? {
+                cancelled = Some(turn);
+            }
         }
     }
 
     /// Cancels the thread's unfinished turn (a waiting one is set running to be ended by its
-    /// runner) and waits, until `deadline`, for it to end.
-    async fn stop_turn(&self, thread: i64, deadline: tokio::time::Instant) -> Result<(), EngineError> {
+    /// runner; with `idle_before`, only while its thread is still idle) and waits, until
+    /// `deadline`, for it to end or to wait again (a cancel that met a resume: the erase then
+    /// cancels the wait). Returns the waiting turn it cancelled, if it did.
+    async fn stop_turn(
+        &self,
+        thread: i64,
+        idle_before: Option<i64>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<i64>, EngineError> {
         let store = &self.inner.store;
         let Some(turn) = store.thread_turns(thread).await?.into_iter().rev().find(|t| !t.status.is_finished()) else {
-            return Ok(());
+            return Ok(None);
         };
+        let mut cancelled = None;
         if turn.status == TurnStatus::Waiting {
-            if let Some(epoch) = store.cancel_waiting_turn(turn.pk, &self.inner.instance).await? {
-                self.go_on(turn.pk, epoch).await?;
-            }
+            let Some(epoch) = store.cancel_waiting_turn(turn.pk, &self.inner.instance, idle_before).await? else {
+                // Decided, or (retention) the thread active since: the erase looks again.
+                return Ok(None);
+            };
+            cancelled = Some(turn.pk);
+            self.go_on(turn.pk, epoch).await?;
         } else {
             self.request_cancel(turn.pk).await?;
         }
         while tokio::time::Instant::now() < deadline {
             match store.turn_by_pk(turn.pk).await? {
-                Some(row) if !row.status.is_finished() => tokio::time::sleep(STOP_POLL).await,
+                Some(row) if row.status == TurnStatus::Running => tokio::time::sleep(STOP_POLL).await,
                 _ => break,
             }
         }
-        Ok(())
+        Ok(cancelled)
     }
 
     /// One pass of the retention sweep: erases up to `retention.batch` threads idle for longer
@@ -229,9 +267,19 @@ impl Engine {
         let idle_ms = i64::try_from(retention.thread_idle_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
         let before = self.now_ms().saturating_sub(idle_ms);
         let batch = i64::try_from(retention.batch).unwrap_or(i64::MAX);
+        let listed = self.inner.store.idle_threads(before, batch).await?;
+        self.erase_idle_threads(&listed, before).await
+    }
+
+    /// Erases the threads a retention pass listed as idle since before `idle_before_ms`, each in
+    /// its own transaction that checks again that it still is: a thread a turn started on since
+    /// the listing (or whose waiting turn was decided) is left, and its turn is never cancelled.
+    /// Returns how many it erased.
+    pub async fn erase_idle_threads(&self, listed: &[ThreadRow], idle_before_ms: i64) -> Result<usize, StoreError> {
         let mut erased = 0;
-        for thread in self.inner.store.idle_threads(before, batch).await? {
-            match self.erase_thread(&thread, "gateway", None, "retention", TurnsToStop::Waiting).await {
+        for thread in listed {
+            let stop = TurnsToStop::Waiting { idle_before_ms };
+            match self.erase_thread(thread, "gateway", None, "retention", stop).await {
                 Ok(()) => erased += 1,
                 // A turn started since, or another instance erased it first: left for later.
                 Err(EngineError::TurnInProgress(_) | EngineError::NotFound(_)) => {}

@@ -51,6 +51,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Appended to a `SELECT` of a row that must not change before the transaction commits,
     /// while others may read it too (`FOR SHARE`): a claim reading the owner's lease.
     const LOCK_SHARED: &'static str;
+    /// A statement (`$1`: the tenant) that makes every transaction starting a turn of one
+    /// tenant wait for the one before it to commit, so each counts the turns the others
+    /// started (§8 limits); empty where [`Backend::BEGIN_WRITE`] already serialises writers.
+    const LOCK_TENANT: &'static str;
 
     fn read_pool(&self) -> &Pool<Self::Db>;
     fn write_pool(&self) -> &Pool<Self::Db>;
@@ -107,6 +111,8 @@ pub(crate) struct Fence {
     pub current: HashMap<i64, (i64, TurnStatus)>,
     /// The turns a stream on another instance follows.
     pub followed: HashSet<i64>,
+    /// The turns whose cancel was asked for: none of them may begin to wait.
+    pub cancelling: HashSet<i64>,
 }
 
 /// The fence's rows, `(id, epoch, status, followed)` as read, by turn. A row whose status the

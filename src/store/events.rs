@@ -129,6 +129,9 @@ pub enum WriteOp {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchOutcome {
     pub refused: Vec<usize>,
+    /// Of the refused appends, those that would have made a turn wait after its cancel was
+    /// asked for (see [`fence_waits`]): their runner ends the turn `cancelled` instead.
+    pub cancelled: Vec<usize>,
     /// The batch's turns a stream on another instance follows (as the fence read them): the
     /// log writer tells those instances of their new events once the batch committed.
     pub followed: Vec<i64>,
@@ -138,6 +141,11 @@ impl BatchOutcome {
     /// Whether the append at `index` of the batch was refused.
     pub fn is_refused(&self, index: usize) -> bool {
         self.refused.binary_search(&index).is_ok()
+    }
+
+    /// Whether the append at `index` was refused because its turn's cancel was asked for.
+    pub fn is_cancelled(&self, index: usize) -> bool {
+        self.cancelled.binary_search(&index).is_ok()
     }
 
     /// The ops of the appends the fence let through, in batch order: what the store writes.
@@ -171,7 +179,26 @@ pub(crate) fn fence_batch(batch: &[TurnWrites], current: &HashMap<i64, (i64, Tur
             sealed.insert(writes.turn);
         }
     }
-    BatchOutcome { refused, followed: Vec::new() }
+    BatchOutcome { refused, cancelled: Vec::new(), followed: Vec::new() }
+}
+
+/// Refuses, besides what [`fence_batch`] refused, every append that would make a turn wait
+/// (open interrupts, wait for client results) when the turn's cancel was asked for, as its row
+/// reads under the batch's lock: a cancel answered `202` while the turn ran committed before
+/// this wait, and must end the turn, not see it wait (§4.1). Nothing of such an append is
+/// written; its runner ends the turn `cancelled` from what its log holds.
+pub(crate) fn fence_waits(outcome: &mut BatchOutcome, batch: &[TurnWrites], cancelling: &HashSet<i64>) {
+    if cancelling.is_empty() {
+        return;
+    }
+    for (index, writes) in batch.iter().enumerate() {
+        let waits = writes.ops.iter().any(|op| matches!(op, WriteOp::OpenInterrupt(_) | WriteOp::WaitTurn { .. }));
+        if waits && cancelling.contains(&writes.turn) && !outcome.is_refused(index) {
+            outcome.refused.push(index);
+            outcome.cancelled.push(index);
+        }
+    }
+    outcome.refused.sort_unstable();
 }
 
 /// The distinct turns of a batch, in ascending order: rows are locked in this order so two
@@ -386,6 +413,7 @@ impl<B: Backend> EventLog for B {
         let written = async {
             let fence = self.lock_turns(&mut tx, &batch_turns(batch), crate::protocol::now_ms()).await?;
             let mut outcome = fence_batch(batch, &fence.current);
+            fence_waits(&mut outcome, batch, &fence.cancelling);
             outcome.followed = fence.followed.iter().copied().collect();
             let ops = outcome.admitted(batch);
             let events = events_of(ops.iter().copied());
@@ -421,7 +449,8 @@ impl<B: Backend> EventLog for B {
                 return Ok(Err(WrittenAhead::Abandoned));
             }
             let fence = self.lock_turns(&mut tx, &batch_turns(batch), crate::protocol::now_ms()).await?;
-            let outcome = fence_batch(batch, &fence.current);
+            let mut outcome = fence_batch(batch, &fence.current);
+            fence_waits(&mut outcome, batch, &fence.cancelling);
             if !outcome.refused.is_empty() {
                 return Ok(Err(WrittenAhead::Refused));
             }

@@ -122,8 +122,15 @@ pub trait InterruptStore: Send + Sync {
     /// Cancels a waiting turn: its open interrupts are withdrawn and it runs again, owned by
     /// `instance` under a new epoch with its cancel asked for, so that its runner ends it
     /// `cancelled` in its log (and every stream following it ends), as a running turn's cancel
-    /// does. Returns the new epoch; `None` when the turn does not wait (any more).
-    async fn cancel_waiting_turn(&self, turn: i64, instance: &str) -> Result<Option<i64>, StoreError>;
+    /// does. Returns the new epoch; `None` when the turn does not wait (any more), or, with
+    /// `idle_before` (retention), when its thread was active since then (checked under the
+    /// turn's lock: a turn that waits now since after that time is never cancelled).
+    async fn cancel_waiting_turn(
+        &self,
+        turn: i64,
+        instance: &str,
+        idle_before: Option<i64>,
+    ) -> Result<Option<i64>, StoreError>;
 }
 
 const TURN_INTERRUPTS: &str = "SELECT * FROM interrupts WHERE turn = $1 ORDER BY created_at_ms, id";
@@ -137,6 +144,8 @@ const MARK_DECIDED_SEQ: &str = "UPDATE interrupts SET decided_seq = $1 WHERE id 
 const OPEN_INTERRUPTS_LEFT: &str = "SELECT COUNT(*) AS open FROM interrupts WHERE turn = $1 AND status = 'open'";
 const RESUME_TURN: &str = "UPDATE turns SET status = 'running', owner_instance = $1, lease_until_ms = $2, \
      epoch = epoch + 1 WHERE id = $3 AND status = 'waiting' RETURNING epoch";
+const THREAD_ACTIVITY_OF_TURN: &str =
+    "SELECT h.updated_at_ms AS at FROM threads h JOIN turns t ON t.thread = h.id WHERE t.id = $1";
 const WITHDRAW_INTERRUPTS: &str = "UPDATE interrupts SET status = 'withdrawn' WHERE turn = $1 AND status = 'open'";
 const RESUME_TO_CANCEL: &str = "UPDATE turns SET status = 'running', cancel_requested = TRUE, owner_instance = $1, \
      lease_until_ms = $2, epoch = epoch + 1 WHERE id = $3 AND status = 'waiting' RETURNING epoch";
@@ -262,9 +271,23 @@ impl<B: Backend> InterruptStore for B {
         Ok(Decided::Recorded { seq, resumed })
     }
 
-    async fn cancel_waiting_turn(&self, turn: i64, instance: &str) -> Result<Option<i64>, StoreError> {
+    async fn cancel_waiting_turn(
+        &self,
+        turn: i64,
+        instance: &str,
+        idle_before: Option<i64>,
+    ) -> Result<Option<i64>, StoreError> {
         // Under the turn's lock, as a decision takes it: the two never both resume the turn.
         let Some(mut tx) = begin_on_waiting_turn(self, turn).await? else { return Ok(None) };
+        if let Some(before) = idle_before {
+            // The wait touched the thread's activity: a turn that began waiting after the
+            // retention pass listed its thread shows it here.
+            let activity: i64 = Stmt::new(THREAD_ACTIVITY_OF_TURN).bind(turn).fetch_one(&mut tx).await?.get("at")?;
+            if activity >= before {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+        }
         Stmt::new(WITHDRAW_INTERRUPTS).bind(turn).execute(&mut tx).await?;
         let epoch = run_again::<B>(&mut tx, RESUME_TO_CANCEL, instance, turn).await?;
         tx.commit().await?;

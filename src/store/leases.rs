@@ -53,6 +53,8 @@ pub trait LeaseStore: Send + Sync {
     async fn release_turn(&self, turn: i64, instance: &str, epoch: i64) -> Result<(), StoreError>;
     /// Marks a turn for cancellation; false when it is not running.
     async fn request_cancel(&self, turn: i64) -> Result<bool, StoreError>;
+    /// Whether a cancel of the turn was asked for (false for no such turn).
+    async fn cancel_requested(&self, turn: i64) -> Result<bool, StoreError>;
 }
 
 const REGISTER_INSTANCE: &str = "INSERT INTO instances (id, lease_until_ms, started_at_ms) VALUES ($1, $2, $3) \
@@ -64,6 +66,7 @@ const FORGET_INSTANCES: &str = "DELETE FROM instances WHERE lease_until_ms < $1 
 const OWNED_TURNS: &str = "SELECT id, epoch FROM turns WHERE status = 'running' AND owner_instance = $1";
 const RELEASE_TURN: &str = "UPDATE turns SET owner_instance = NULL, lease_until_ms = 0 \
      WHERE id = $1 AND owner_instance = $2 AND epoch = $3";
+const CANCEL_REQUESTED: &str = "SELECT cancel_requested FROM turns WHERE id = $1";
 const REQUEST_CANCEL: &str = "UPDATE turns SET cancel_requested = TRUE WHERE id = $1 AND status = 'running'";
 
 /// The owners named by running turns whose lease does not hold at `$1`: a loose index scan
@@ -205,5 +208,12 @@ impl<B: Backend> LeaseStore for B {
 
     async fn request_cancel(&self, turn: i64) -> Result<bool, StoreError> {
         Ok(Stmt::new(REQUEST_CANCEL).bind(turn).execute(self.write_pool()).await? == 1)
+    }
+
+    async fn cancel_requested(&self, turn: i64) -> Result<bool, StoreError> {
+        match Stmt::new(CANCEL_REQUESTED).bind(turn).fetch_optional(self.read_pool()).await? {
+            Some(row) => row.get("cancel_requested"),
+            None => Ok(false),
+        }
     }
 }

@@ -48,8 +48,8 @@ pub use leases::LeaseStore;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use threads::{
-    DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, ThreadQuery, ThreadRow, ThreadStore, ThreadSummary, TurnRow,
-    TurnStatus, Visibility,
+    DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadStore, ThreadSummary,
+    TurnLimits, TurnRow, TurnStatus, Visibility,
 };
 pub use usage::{TenantUsage, UsageStore};
 

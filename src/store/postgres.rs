@@ -108,6 +108,10 @@ impl Backend for PgStore {
     /// Each batch in flight holds a pooled connection; the writer's setting bounds it.
     const MAX_PIPELINE_DEPTH: usize = 8;
     const LOCK_SHARED: &'static str = "FOR SHARE";
+    /// A transaction-scoped advisory lock per tenant (the two-key form, its first key the
+    /// gateway's own, so it never meets a single-key lock such as the migrations'): row locks
+    /// cannot stop two transactions from each counting the turns before either inserts its own.
+    const LOCK_TENANT: &'static str = "SELECT pg_advisory_xact_lock(1634170217, hashtext($1))";
 
     fn read_pool(&self) -> &PgPool {
         &self.pool
@@ -128,14 +132,19 @@ impl Backend for PgStore {
         turns: &[i64],
         now_ms: i64,
     ) -> Result<Fence, StoreError> {
-        let rows: Vec<(i64, i64, String, bool)> = sqlx::query_as(
-            "SELECT id, epoch, status, followed_until_ms > $2 FROM turns WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        let rows: Vec<(i64, i64, String, bool, bool)> = sqlx::query_as(
+            "SELECT id, epoch, status, followed_until_ms > $2, cancel_requested FROM turns \
+             WHERE id = ANY($1) ORDER BY id FOR UPDATE",
         )
         .bind(turns)
         .bind(self.followed_after(now_ms))
         .fetch_all(&mut **tx)
         .await?;
-        Ok(fence_rows(rows))
+        let cancelling = rows.iter().filter(|row| row.4).map(|row| row.0).collect();
+        let mut fence =
+            fence_rows(rows.into_iter().map(|(id, epoch, status, followed, _)| (id, epoch, status, followed)));
+        fence.cancelling = cancelling;
+        Ok(fence)
     }
 
     async fn write_at_once(&self, batch: &[TurnWrites], now_ms: i64) -> Result<Option<BatchOutcome>, StoreError> {

@@ -60,6 +60,8 @@ impl Backend for SqliteStore {
     /// One write connection: a second batch could not even begin before the first commits.
     const MAX_PIPELINE_DEPTH: usize = 1;
     const LOCK_SHARED: &'static str = "";
+    /// `BEGIN IMMEDIATE` holds the one write lock: a turn's start counts every turn committed.
+    const LOCK_TENANT: &'static str = "";
 
     fn read_pool(&self) -> &SqlitePool {
         &self.reads
@@ -83,13 +85,17 @@ impl Backend for SqliteStore {
     ) -> Result<Fence, StoreError> {
         let ids = serde_json::to_string(turns)
             .map_err(|e| StoreError::Corrupt(format!("turn ids could not be encoded: {e}")))?;
-        let rows: Vec<(i64, i64, String)> =
-            sqlx::query_as("SELECT id, epoch, status FROM turns WHERE id IN (SELECT value FROM json_each($1))")
-                .bind(ids)
-                .fetch_all(&mut **tx)
-                .await?;
+        let rows: Vec<(i64, i64, String, bool)> = sqlx::query_as(
+            "SELECT id, epoch, status, cancel_requested FROM turns WHERE id IN (SELECT value FROM json_each($1))",
+        )
+        .bind(ids)
+        .fetch_all(&mut **tx)
+        .await?;
+        let cancelling = rows.iter().filter(|row| row.3).map(|row| row.0).collect();
         // One instance per file: nobody follows from elsewhere.
-        Ok(fence_rows(rows.into_iter().map(|(id, epoch, status)| (id, epoch, status, false))))
+        let mut fence = fence_rows(rows.into_iter().map(|(id, epoch, status, _)| (id, epoch, status, false)));
+        fence.cancelling = cancelling;
+        Ok(fence)
     }
 
     /// Multi-row INSERTs of up to [`ROWS_PER_INSERT`] events.

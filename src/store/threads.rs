@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use super::audit::insert_audit;
 use super::backend::Backend;
 use super::sql::{Arg, Record, SqlDb, Stmt};
-use super::{AuditEntry, StoreError};
+use super::usage::TENANT_USAGE;
+use super::{AuditEntry, StoreError, TenantUsage};
 
 /// Who owns a thread: a person (private to them) or the tenant (created with an API key).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +99,20 @@ pub enum DeleteThread {
     Busy(TurnStatus),
     /// No such thread (any more).
     Missing,
+    /// The erase asked for an idle thread ([`StillIdle`]) and the thread was active since:
+    /// nothing was changed.
+    Active,
+}
+
+/// What a retention erase checks again under its locks (§10): the thread is still idle, as the
+/// pass that listed it saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StillIdle {
+    /// Its last activity (a turn's start, wait or end) is before this.
+    pub before_ms: i64,
+    /// The waiting turn this erase cancelled itself, when it did: that turn's end is the
+    /// erase's own doing, not activity, as long as it is still the thread's latest turn.
+    pub cancelled: Option<i64>,
 }
 
 /// Where a turn is in its life. Only `Running` turns have a task appending to their log.
@@ -197,6 +212,33 @@ pub struct NewTurn {
     /// The `run.start` audit row (and a `board.read` one when the run opens with notes the
     /// caller may read), written in the same transaction when the turn starts.
     pub audit: Vec<AuditEntry>,
+    /// The tenant's limits the turn must pass, counted in the transaction that starts it (§8);
+    /// `None`: the tenant has none.
+    pub limits: Option<TurnLimits>,
+}
+
+/// The tenant's limits on starting a turn (§8), as counts the store checks: counted in the
+/// same transaction as the turn's insert, after every other start of the tenant committed, so
+/// a burst of starts never passes a limit together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TurnLimits {
+    /// At most this many turns of the tenant running at once.
+    pub max_running: Option<i64>,
+    /// At most this many turns started since `started_since_ms`.
+    pub max_started: Option<i64>,
+    pub started_since_ms: i64,
+    /// At most this many tokens reported since `tokens_since_ms`.
+    pub max_tokens: Option<i64>,
+    pub tokens_since_ms: i64,
+}
+
+impl TurnLimits {
+    /// Whether one more turn would pass a limit, given what the tenant used.
+    pub fn reached_by(&self, usage: &TenantUsage) -> bool {
+        self.max_running.is_some_and(|limit| usage.running_turns >= limit)
+            || self.max_started.is_some_and(|limit| usage.turns_started >= limit)
+            || self.max_tokens.is_some_and(|limit| usage.tokens >= limit)
+    }
 }
 
 /// What [`ThreadStore::start_turn`] did.
@@ -213,6 +255,9 @@ pub enum StartTurn {
     Conflict,
     /// The thread exists and belongs to someone else.
     NotOwner,
+    /// The tenant reached one of [`NewTurn::limits`] (what it used, as counted): nothing was
+    /// written.
+    OverLimit(TenantUsage),
 }
 
 #[async_trait]
@@ -253,7 +298,14 @@ pub trait ThreadStore: Send + Sync {
     /// Erases the thread and everything stored for it (turns, runs, events, interrupts, notes,
     /// state) and appends `audit`, in one transaction; nothing at all while a turn of it runs or
     /// waits. The tokens its turns used stay counted in the tenant's budget.
-    async fn delete_thread(&self, thread: i64, audit: &AuditEntry) -> Result<DeleteThread, StoreError>;
+    /// With `idle`, erases only a thread still idle as it says (retention), checked under the
+    /// same locks as the erase: a turn started since makes it [`DeleteThread::Active`].
+    async fn delete_thread(
+        &self,
+        thread: i64,
+        audit: &AuditEntry,
+        idle: Option<StillIdle>,
+    ) -> Result<DeleteThread, StoreError>;
     /// Up to `limit` threads of any tenant whose last activity is before `before_ms` and that
     /// have no turn running (a waiting one is idle), oldest activity first (the retention
     /// sweep's batch).
@@ -307,6 +359,7 @@ const IDLE_THREADS: &str = "SELECT * FROM threads t WHERE t.updated_at_ms < $1 \
 const BUSY_TURN: &str =
     "SELECT status FROM turns WHERE thread = $1 AND status IN ('running', 'waiting') ORDER BY ordinal DESC LIMIT 1";
 const COUNT_TURNS: &str = "SELECT COUNT(*) AS turns FROM turns WHERE thread = $1";
+const LATEST_TURN: &str = "SELECT id FROM turns WHERE thread = $1 ORDER BY ordinal DESC LIMIT 1";
 /// Everything stored for a thread, children first (the foreign keys point at turns and
 /// threads). `token_usage` is left: the tokens were spent, and stay counted in the budget.
 const ERASE_THREAD: &[&str] = &[
@@ -388,7 +441,25 @@ impl<B: Backend> ThreadStore for B {
     }
 
     async fn start_turn(&self, new: &NewTurn) -> Result<StartTurn, StoreError> {
-        let mut tx = self.write_pool().begin().await?;
+        let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
+        if let Some(limits) = &new.limits {
+            // Counted after every start of the tenant before this one committed, and before
+            // anything is written: a refused start leaves no row (§8).
+            if !B::LOCK_TENANT.is_empty() {
+                Stmt::new(B::LOCK_TENANT).bind(&new.tenant).execute(&mut tx).await?;
+            }
+            let row = Stmt::new(TENANT_USAGE)
+                .bind(&new.tenant)
+                .bind(limits.started_since_ms)
+                .bind(limits.tokens_since_ms)
+                .fetch_one(&mut tx)
+                .await?;
+            let usage = TenantUsage::read(&row)?;
+            if limits.reached_by(&usage) {
+                tx.rollback().await?;
+                return Ok(StartTurn::OverLimit(usage));
+            }
+        }
         Stmt::new(INSERT_THREAD)
             .bind(&new.tenant)
             .bind(&new.thread_id)
@@ -521,17 +592,35 @@ impl<B: Backend> ThreadStore for B {
             .collect()
     }
 
-    async fn delete_thread(&self, thread: i64, audit: &AuditEntry) -> Result<DeleteThread, StoreError> {
+    async fn delete_thread(
+        &self,
+        thread: i64,
+        audit: &AuditEntry,
+        idle: Option<StillIdle>,
+    ) -> Result<DeleteThread, StoreError> {
         let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
         // The thread's turns first, then the thread: the order the log writer locks them in
         // when a turn ends, so the two never wait for each other in a circle. A turn that starts
         // meanwhile waits for this transaction (its row references the locked thread).
         let lock_turns = format!("SELECT id FROM turns WHERE thread = $1 ORDER BY id {}", B::LOCK_ROW);
         Stmt::new(&lock_turns).bind(thread).fetch_all(&mut tx).await?;
-        let lock_thread = format!("SELECT id FROM threads WHERE id = $1 {}", B::LOCK_ROW);
-        if Stmt::new(&lock_thread).bind(thread).fetch_optional(&mut tx).await?.is_none() {
+        let lock_thread = format!("SELECT id, updated_at_ms FROM threads WHERE id = $1 {}", B::LOCK_ROW);
+        let Some(locked) = Stmt::new(&lock_thread).bind(thread).fetch_optional(&mut tx).await? else {
             tx.rollback().await?;
             return Ok(DeleteThread::Missing);
+        };
+        // Retention's listing is older than these locks: a turn started since (the thread's
+        // activity moves with every start, wait and end) makes the thread active again.
+        if let Some(idle) = idle {
+            let idle_still = locked.get::<i64>("updated_at_ms")? < idle.before_ms || {
+                let latest = Stmt::new(LATEST_TURN).bind(thread).fetch_optional(&mut tx).await?;
+                let latest: Option<i64> = latest.map(|row| row.get("id")).transpose()?;
+                latest.is_some() && latest == idle.cancelled
+            };
+            if !idle_still {
+                tx.rollback().await?;
+                return Ok(DeleteThread::Active);
+            }
         }
         // Read again under the locks: a turn that started before they were taken is seen here.
         if let Some(busy) = Stmt::new(BUSY_TURN).bind(thread).fetch_optional(&mut tx).await? {

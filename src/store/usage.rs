@@ -14,6 +14,16 @@ pub struct TenantUsage {
     pub tokens: i64,
 }
 
+impl TenantUsage {
+    pub(super) fn read<DB: super::sql::SqlDb>(row: &super::sql::Record<DB>) -> Result<TenantUsage, StoreError> {
+        Ok(TenantUsage {
+            running_turns: row.get("running_turns")?,
+            turns_started: row.get("turns_started")?,
+            tokens: row.get("tokens")?,
+        })
+    }
+}
+
 #[async_trait]
 pub trait UsageStore: Send + Sync {
     /// What a tenant has used (§8 limits): turns running now, turns started since `since_ms`,
@@ -23,7 +33,7 @@ pub trait UsageStore: Send + Sync {
     async fn add_tokens(&self, tenant: &str, turn: i64, tokens: i64, at_ms: i64) -> Result<(), StoreError>;
 }
 
-const TENANT_USAGE: &str = "SELECT \
+pub(super) const TENANT_USAGE: &str = "SELECT \
      (SELECT COUNT(*) FROM turns t JOIN threads h ON h.id = t.thread \
        WHERE h.tenant = $1 AND t.status = 'running') AS running_turns, \
      (SELECT COUNT(*) FROM turns t JOIN threads h ON h.id = t.thread \
@@ -40,11 +50,7 @@ impl<B: Backend> UsageStore for B {
             .bind(tokens_since_ms)
             .fetch_one(self.read_pool())
             .await?;
-        Ok(TenantUsage {
-            running_turns: row.get("running_turns")?,
-            turns_started: row.get("turns_started")?,
-            tokens: row.get("tokens")?,
-        })
+        TenantUsage::read(&row)
     }
 
     async fn add_tokens(&self, tenant: &str, turn: i64, tokens: i64, at_ms: i64) -> Result<(), StoreError> {

@@ -149,6 +149,8 @@ pub struct TestApp {
     /// `https` when the config names a certificate (`tls.cert_file`), else `http`.
     pub scheme: &'static str,
     pub store: Arc<dyn Store>,
+    /// The gateway's engine, for what a test must drive by hand (a retention pass).
+    pub engine: agui_gateway::engine::Engine,
     pub auth: agui_gateway::auth::Auth,
     pub client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
@@ -174,6 +176,7 @@ impl TestApp {
         let server = agui_gateway::server::Server::start(config).await.expect("gateway starts");
         let scheme = if server.serves_tls() { "https" } else { "http" };
         let store = server.state().engine.store().clone();
+        let engine = server.state().engine.clone();
         let auth = server.state().auth.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
@@ -189,6 +192,7 @@ impl TestApp {
             address,
             scheme,
             store,
+            engine,
             auth,
             client: crate::tls_support::http_client().build().expect("client"),
             shutdown: Some(shutdown),
@@ -615,6 +619,7 @@ pub fn new_turn_of(tenant: &str, thread: &str, instance: &str) -> NewTurn {
         user_parts: None,
         owner_instance: instance.into(),
         audit: Vec::new(),
+        limits: None,
     }
 }
 

@@ -50,6 +50,7 @@ mod openai;
 mod operations;
 mod postgres_tls;
 mod quotas;
+mod races;
 mod reasoning;
 mod rechecks;
 mod reconnect;

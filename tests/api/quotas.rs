@@ -136,3 +136,62 @@ async fn a_spent_token_budget_ends_the_running_turn_and_refuses_the_next(backend
     assert!(metrics.contains(r#"agui_quota_refusals_total{code="tokens"} 1"#), "{metrics}");
 }
 crate::on_both_stores!(a_spent_token_budget_ends_the_running_turn_and_refuses_the_next);
+
+/// Fires `count` first runs of `agent` at once on threads of their own, as tenant `limited`;
+/// returns the first event each stream sent (`RUN_STARTED` for a started turn, the lone
+/// `RUN_ERROR` of a refusal).
+async fn burst(app: &TestApp, agent: &str, prefix: &str, count: usize) -> Vec<SseEvent> {
+    let url = format!("{}?tenant=limited", app.run_url(agent));
+    let runs = (0..count).map(|i| {
+        let request = app
+            .client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(first_run(&format!("{prefix}-{i}"), "run-1", "wait").to_string());
+        async move {
+            let response = request.send().await.expect("run");
+            assert_eq!(response.status(), 200);
+            read_events(response, Some(1)).await.pop().expect("a first event")
+        }
+    });
+    futures_util::future::join_all(runs).await
+}
+
+/// How many of a burst's runs started a turn; every other one must be a refusal with `code`.
+fn started_or_refused(first: &[SseEvent], code: &str) -> usize {
+    let started = first.iter().filter(|e| e.kind() == "RUN_STARTED").count();
+    for event in first.iter().filter(|e| e.kind() != "RUN_STARTED") {
+        assert_eq!((event.kind(), &event.data["code"]), ("RUN_ERROR", &json!(code)), "{:?}", event.data);
+    }
+    started
+}
+
+async fn a_burst_of_runs_at_once_never_starts_more_turns_than_the_concurrency_limit(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = limited(&db, "{ max_concurrent_turns = 2 }").await;
+    // Twenty runs at once, each on a thread of its own (as twenty people would send them): each
+    // start is counted with the others' committed, so exactly two turns run.
+    let first = burst(&app, "waiter", "th-burst", 20).await;
+    assert_eq!(started_or_refused(&first, "concurrency_limit"), 2);
+    let counts = app.counts().await;
+    assert_eq!((counts.threads, counts.turns), (2, 2), "a refused run writes nothing");
+}
+crate::on_both_stores!(a_burst_of_runs_at_once_never_starts_more_turns_than_the_concurrency_limit);
+
+async fn a_burst_of_runs_at_once_never_starts_more_turns_than_the_minute_allows(backend: Backend) {
+    // Fixed minutes: the burst must not straddle two.
+    let second_of_minute = || (agui_gateway::protocol::now_ms() / 1000) % 60;
+    if second_of_minute() > 45 {
+        wait_until(std::time::Duration::from_secs(20), "the next minute", || {
+            let early = second_of_minute() <= 45;
+            async move { early }
+        })
+        .await;
+    }
+    let db = TestDatabase::new(backend).await;
+    let app = limited(&db, "{ turns_per_minute = 3 }").await;
+    let first = burst(&app, "demo", "th-minute", 20).await;
+    assert_eq!(started_or_refused(&first, "quota_exceeded"), 3);
+    assert_eq!(app.counts().await.turns, 3);
+}
+crate::on_both_stores!(a_burst_of_runs_at_once_never_starts_more_turns_than_the_minute_allows);

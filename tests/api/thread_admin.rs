@@ -496,3 +496,55 @@ async fn retention_erases_idle_threads_waiting_ones_too_and_keeps_fresh_and_runn
     drop(running);
 }
 on_both_stores!(retention_erases_idle_threads_waiting_ones_too_and_keeps_fresh_and_running_ones);
+
+/// 31 days, in milliseconds: past the retention configs' 30.
+const MONTH_AND_A_DAY_MS: i64 = 31 * 86_400_000;
+
+async fn retention_never_erases_a_thread_a_turn_started_on_after_its_pass_listed_it(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    for thread in ["th-listed", "th-idle"] {
+        app.run_to_end("demo", &first_run(thread, "run-1", "hello")).await;
+    }
+    execute_sql(&db.url, &format!("UPDATE threads SET updated_at_ms = updated_at_ms - {MONTH_AND_A_DAY_MS}")).await;
+    // A retention pass lists both threads as idle for 30 days...
+    let before = agui_gateway::protocol::now_ms() - 30 * 86_400_000;
+    let listed = app.store.idle_threads(before, 10).await.expect("the pass's listing");
+    assert_eq!(listed.len(), 2);
+    // ...then, before it erases them, a person continues one: a new turn that waits for approval.
+    let body: Value = app.get_json("/v1/threads/th-listed/messages").await;
+    let mut history = body["messages"].as_array().expect("messages").clone();
+    history.push(json!({"id": "next", "role": "user", "content": "send it"}));
+    let input = json!({"threadId": "th-listed", "runId": "run-2", "protocolVersion": "1.0", "messages": history});
+    let waiting = app.run_to_end("approver", &input).await;
+    let end = &waiting.last().expect("end").data;
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    let interrupt = end["outcome"]["interrupts"][0]["id"].as_str().expect("interrupt id").to_string();
+
+    // The pass goes on with its listing: the idle thread goes, the active one stays whole.
+    assert_eq!(app.engine.erase_idle_threads(&listed, before).await.expect("the pass"), 1);
+    assert!(app.store.find_thread("default", "th-idle").await.expect("find").is_none());
+    let thread = app.store.find_thread("default", "th-listed").await.expect("find").expect("not erased");
+    let turns = app.store.thread_turns(thread.pk).await.expect("turns");
+    assert_eq!(turns.len(), 2);
+    let turn = turns.last().expect("the new turn");
+    assert_eq!(turn.status.as_str(), "waiting", "the new turn was not cancelled");
+    // Nor does retention's cancel of a waiting turn touch one that waits since after its listing.
+    let cancelled = app.store.cancel_waiting_turn(turn.pk, "retention-test", Some(before)).await.expect("cancel");
+    assert_eq!(cancelled, None);
+    let interrupts = app.store.turn_interrupts(turn.pk).await.expect("interrupts");
+    assert_eq!(interrupts[0].status.as_str(), "open", "nobody decided or withdrew it");
+    let erased: Vec<AuditRow> =
+        audit_rows(&app).await.into_iter().filter(|row| row.entry.action == "thread.delete").collect();
+    assert_eq!(erased.len(), 1, "one erase recorded");
+
+    // The person's decision still counts: the call runs and the turn ends.
+    let resume = json!({"threadId": "th-listed", "runId": "run-3", "protocolVersion": "1.0", "messages": [],
+        "resume": [{"interruptId": interrupt, "status": "resolved", "payload": {"approved": true}}]});
+    let resumed = app.run_to_end("approver", &resume).await;
+    assert!(kinds(&resumed).contains(&"TOOL_CALL_RESULT"), "{:?}", kinds(&resumed));
+    assert_eq!(resumed.last().expect("end").data["outcome"]["type"], "success");
+    let (ok, report) = agui_check(&app.run_url("approver"), &resume).await;
+    assert!(ok, "the resumed run passes the official client: {report}");
+}
+on_both_stores!(retention_never_erases_a_thread_a_turn_started_on_after_its_pass_listed_it);

@@ -60,6 +60,22 @@ pub enum LogError {
     /// written either (the log would have a hole).
     #[error("an earlier append of this turn could not be committed")]
     Abandoned,
+    /// The store refused a wait (interrupts, client results) because the turn's cancel was
+    /// asked for before it: nothing of it was written, and the runner ends the turn
+    /// `cancelled` from its log.
+    #[error("the turn's cancel was asked for before it could wait")]
+    WaitCancelled,
+}
+
+/// How the store's verdict on the append at `index` of a batch reads for its runner.
+pub(super) fn verdict(outcome: &crate::store::BatchOutcome, index: usize) -> Result<(), LogError> {
+    if outcome.is_cancelled(index) {
+        Err(LogError::WaitCancelled)
+    } else if outcome.is_refused(index) {
+        Err(LogError::Fenced)
+    } else {
+        Ok(())
+    }
 }
 
 /// Whether a turn's appends have all succeeded so far; the writer flips it on a failed batch so
@@ -68,6 +84,7 @@ pub enum LogError {
 pub struct AppendHealth {
     failed: AtomicBool,
     fenced: AtomicBool,
+    wait_cancelled: AtomicBool,
 }
 
 impl AppendHealth {
@@ -81,10 +98,18 @@ impl AppendHealth {
         self.fenced.load(Ordering::Acquire)
     }
 
-    /// Records an append's outcome: a failure poisons every later append of the runner.
+    /// The store refused the runner's wait because the turn's cancel was asked for: nothing
+    /// of the wait was written, and the turn ends `cancelled` (read once: it clears).
+    pub fn take_wait_cancelled(&self) -> bool {
+        self.wait_cancelled.swap(false, Ordering::AcqRel)
+    }
+
+    /// Records an append's outcome: a failure poisons every later append of the runner (a
+    /// refused wait does not: the runner ends the turn after the log's last committed event).
     pub(super) fn record(&self, outcome: &Result<(), LogError>) {
         match outcome {
             Ok(()) => {}
+            Err(LogError::WaitCancelled) => self.wait_cancelled.store(true, Ordering::Release),
             Err(LogError::Fenced) => {
                 self.fenced.store(true, Ordering::Release);
                 self.failed.store(true, Ordering::Release);

@@ -21,11 +21,7 @@ impl Writer {
         let outcomes = if interrupted || (self.depth > 1 && error.is_refused_by_database()) {
             tracing::warn!(%error, appends = batch.len(), "an event log batch failed; trying it again on its own");
             match commit_with_retry(self.store.as_ref(), &batch, interrupted).await {
-                Ok(outcome) => Some(
-                    (0..batch.len())
-                        .map(|index| if outcome.is_refused(index) { Err(LogError::Fenced) } else { Ok(()) })
-                        .collect(),
-                ),
+                Ok(outcome) => Some((0..batch.len()).map(|index| super::verdict(&outcome, index)).collect()),
                 Err(error) => {
                     tracing::warn!(%error, appends = batch.len(), "an event log batch failed; committing its appends one by one");
                     None
@@ -48,8 +44,7 @@ impl Writer {
                         Err(LogError::Abandoned)
                     } else {
                         match commit_with_retry(self.store.as_ref(), std::slice::from_ref(writes), false).await {
-                            Ok(outcome) if outcome.refused.is_empty() => Ok(()),
-                            Ok(_) => Err(LogError::Fenced),
+                            Ok(outcome) => super::verdict(&outcome, 0),
                             Err(error) => Err(LogError::Commit(Arc::new(error))),
                         }
                     };
@@ -126,5 +121,5 @@ async fn already_committed(store: &dyn Store, batch: &[TurnWrites]) -> Option<Ba
         }
     }
     // Who follows the turns is not known here: the followers' check catches them up.
-    found_any.then_some(BatchOutcome { refused, followed: Vec::new() })
+    found_any.then_some(BatchOutcome { refused, ..BatchOutcome::default() })
 }

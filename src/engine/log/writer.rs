@@ -102,7 +102,7 @@ impl Writer {
                             self.metrics.log_commit_seconds.observe((acknowledged - sent).as_secs_f64());
                             self.metrics.append_commit_seconds.observe((acknowledged - started).as_secs_f64());
                             let outcomes = (0..appends.len())
-                                .map(|index| if outcome.is_refused(index) { Err(LogError::Fenced) } else { Ok(()) })
+                                .map(|index| super::verdict(&outcome, index))
                                 .collect();
                             self.settle(appends, batch, outcomes, &outcome.followed, acknowledged);
                         }
@@ -234,6 +234,9 @@ impl Writer {
                     let opened = writes.ops.iter().filter(|op| matches!(op, WriteOp::OpenInterrupt(_))).count();
                     self.metrics.interrupts_opened.inc_by(opened as u64);
                     committed.extend(writes.ops);
+                }
+                Err(LogError::WaitCancelled) => {
+                    tracing::debug!(turn = append.turn, "a wait met the turn's cancel; the turn ends cancelled");
                 }
                 Err(LogError::Fenced) => {
                     tracing::warn!(

@@ -110,9 +110,12 @@ impl Engine {
             return Ok(RunPlan::Refused(changed));
         }
         let via = request.caller.via().unwrap_or("direct");
-        let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await? {
-            Some(result) => result,
-            None => return Ok(refuse(RunErrorCode::InvalidResume, "nothing to decide")),
+        let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await {
+            Ok(Some(result)) => result,
+            Ok(None) => return Ok(refuse(RunErrorCode::InvalidResume, "nothing to decide")),
+            // A run's refusal is its RUN_ERROR.
+            Err(EngineError::DecisionRefused(refusal)) => return Ok(RunPlan::Refused(refusal)),
+            Err(error) => return Err(error),
         };
         self.record_run_and_follow(request, thread, run_key, latest.pk, start_seq, Some(outcomes)).await
     }
@@ -251,7 +254,9 @@ impl Engine {
             // Someone decided one of these first: what they decided is already_decided here,
             // and the rest is tried again. Each round must turn at least one entry, so the
             // loop ends; a round that turns none (the turn does not wait, yet these interrupts
-            // read open) is refused at once rather than tried again without end.
+            // read open) is refused at once rather than tried again without end. One that
+            // nobody decided — withdrawn by a cancel or an erase that came first, or
+            // superseded — refuses the decision: it was not made, and is not answered as made.
             let stored = inner.store.turn_interrupts(turn.pk).await?;
             let mut turned = false;
             for plan in plans.iter_mut() {
@@ -259,6 +264,19 @@ impl Engine {
                     if let Some(row) =
                         stored.iter().find(|i| i.id == *interrupt_id && i.status != InterruptStatus::Open)
                     {
+                        let refused = match row.status {
+                            InterruptStatus::Withdrawn => {
+                                Some((RunErrorCode::InvalidResume, "withdrawn, its turn was cancelled"))
+                            }
+                            InterruptStatus::Superseded => {
+                                Some((RunErrorCode::InterruptChanged, "the call changed since it was shown"))
+                            }
+                            _ => None,
+                        };
+                        if let Some((code, why)) = refused {
+                            let message = format!("{interrupt_id}: {why}");
+                            return Err(EngineError::DecisionRefused(Refusal { code, message, figures: None }));
+                        }
                         *plan = EntryPlan::AlreadyDecided {
                             interrupt_id: interrupt_id.clone(),
                             decided_seq: row.decided_seq,

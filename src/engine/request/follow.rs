@@ -23,7 +23,27 @@ impl Engine {
         resume_outcomes: Option<Vec<Value>>,
     ) -> Result<RunPlan, EngineError> {
         let store = &self.inner.store;
-        let started = store.add_run(thread.pk, run_key, turn, start_seq, self.now_ms()).await?;
+        // An erase of the thread may meet the run's record: PostgreSQL breaks the deadlock
+        // between the two (tried again: the erase then goes first), and a record of a run on
+        // rows the erase took away is refused. The thread is unknown then, and the run is
+        // answered as for any unknown thread (§10).
+        let mut tries = 0;
+        let started = loop {
+            match store.add_run(thread.pk, run_key, turn, start_seq, self.now_ms()).await {
+                Ok(started) => break started,
+                Err(error) if error.is_transient() && tries < 3 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(error) if error.is_refused_by_database() => {
+                    if store.thread_by_pk(thread.pk).await?.is_none() {
+                        return Err(EngineError::PermissionDenied);
+                    }
+                    return Err(error.into());
+                }
+                Err(error) => return Err(error.into()),
+            }
+        };
         match store.find_run(thread.pk, run_key).await? {
             Some((turn, start_seq)) if turn.pk == started => {
                 self.follow(request, thread, &turn, start_seq, resume_outcomes).await

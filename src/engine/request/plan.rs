@@ -266,8 +266,31 @@ impl Engine {
             },
             started_by: request.caller.label(),
             at_ms: now,
+            limits: self.turn_limits(request.tenant),
         };
-        match inner.store.start_turn(&new).await? {
+        // An erase of the thread may meet the turn's start: PostgreSQL breaks the deadlock
+        // between the two (tried again: the erase then goes first), and a turn on the thread
+        // the erase took away is refused. The thread is unknown then, and the run is answered
+        // as for any unknown thread (§10).
+        let mut tries = 0;
+        let started = loop {
+            match inner.store.start_turn(&new).await {
+                Ok(started) => break started,
+                Err(error) if error.is_transient() && tries < 3 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(error) if error.is_refused_by_database() && thread.is_some() => {
+                    let pk = thread.map_or(0, |t| t.pk);
+                    if inner.store.thread_by_pk(pk).await?.is_none() {
+                        return Err(EngineError::PermissionDenied);
+                    }
+                    return Err(error.into());
+                }
+                Err(error) => return Err(error.into()),
+            }
+        };
+        match started {
             StartTurn::Started { thread, turn } => {
                 self.announce_turn_start(thread.pk).await;
                 if !request.state_writes.is_empty() {
@@ -311,6 +334,13 @@ impl Engine {
                 Ok(refuse(RunErrorCode::TurnInProgress, "another turn started on this thread first"))
             }
             StartTurn::NotOwner => Err(EngineError::PermissionDenied),
+            // Other starts of the tenant took the last places since the look before (§8).
+            StartTurn::OverLimit(usage) => match self.quota_refusal(request.tenant, &usage) {
+                Some(refusal) => Ok(RunPlan::Refused(refusal)),
+                None => Err(EngineError::Store(crate::store::StoreError::Corrupt(
+                    "the store found a limit reached that the tenant's quotas do not name".into(),
+                ))),
+            },
         }
     }
 }

@@ -1,57 +1,73 @@
 //! The tenant's limits on starting turns (§8): the fixed windows they count in, the refusal a
 //! limit gives (with its figures for the client), and the check made before a turn starts.
 //! Kept apart from planning because the same window and refusal serve the token budget a
-//! running turn checks (see `turn::budget`).
+//! running turn checks (see `turn::budget`). The check that holds is the store's, in the
+//! transaction that starts the turn (`NewTurn::limits`); the look before it only spares a
+//! refused run a write.
 
 use serde_json::json;
 
 use crate::engine::{Engine, EngineError, Refusal, RunErrorCode};
 use crate::metrics::CodeLabel;
+use crate::store::{TenantUsage, TurnLimits};
 
 impl Engine {
-    /// The tenant's limits (§8) for one more turn: the first one it would pass, as a refusal
-    /// with its figures. (Counted, then started: instances starting turns at the same moment
-    /// may each pass the last free place.)
-    pub(in crate::engine) async fn over_quota(&self, tenant: &str) -> Result<Option<Refusal>, EngineError> {
-        let Some(mut quotas) = self.inner.config.tenant(tenant).map(|t| t.quotas.clone()) else { return Ok(None) };
+    /// The tenant's limits (§8) on one more turn, as counts for the store; `None` when the
+    /// tenant has none.
+    pub(in crate::engine) fn turn_limits(&self, tenant: &str) -> Option<TurnLimits> {
+        let quotas = &self.inner.config.tenant(tenant)?.quotas;
         // `0` turns the concurrency limit off.
-        quotas.max_concurrent_turns = quotas.max_concurrent_turns.filter(|limit| *limit > 0);
-        if quotas.max_concurrent_turns.is_none()
-            && quotas.turns_per_minute.is_none()
-            && quotas.tokens_per_period.is_none()
-        {
-            return Ok(None);
+        let max_running = quotas.max_concurrent_turns.filter(|limit| *limit > 0).map(i64::from);
+        if max_running.is_none() && quotas.turns_per_minute.is_none() && quotas.tokens_per_period.is_none() {
+            return None;
         }
         let now = self.now_ms();
-        let (minute, next_minute) = quota_window(now, 60);
-        let (period, next_period) = quota_window(now, quotas.token_period_secs);
-        let usage = self.inner.store.tenant_usage(tenant, minute, period).await?;
-        let refusal = if let Some(limit) = quotas.max_concurrent_turns.filter(|l| usage.running_turns >= i64::from(*l))
-        {
-            Some(quota_refusal(
-                RunErrorCode::ConcurrencyLimit,
-                "concurrent_turns",
-                i64::from(limit),
-                usage.running_turns,
-                None,
-            ))
-        } else if let Some(limit) = quotas.turns_per_minute.filter(|l| usage.turns_started >= i64::from(*l)) {
-            Some(quota_refusal(
+        Some(TurnLimits {
+            max_running,
+            max_started: quotas.turns_per_minute.map(i64::from),
+            started_since_ms: quota_window(now, 60).0,
+            max_tokens: quotas.tokens_per_period.map(|limit| i64::try_from(limit).unwrap_or(i64::MAX)),
+            tokens_since_ms: quota_window(now, quotas.token_period_secs).0,
+        })
+    }
+
+    /// The tenant's limits (§8) for one more turn: the first one it would pass, as a refusal
+    /// with its figures. A look before the turn's start, to refuse without writing; the start
+    /// counts again in its own transaction (see [`Engine::quota_refusal`]), so starts at the
+    /// same moment never pass a limit together.
+    pub(in crate::engine) async fn over_quota(&self, tenant: &str) -> Result<Option<Refusal>, EngineError> {
+        let Some(limits) = self.turn_limits(tenant) else { return Ok(None) };
+        let usage = self.inner.store.tenant_usage(tenant, limits.started_since_ms, limits.tokens_since_ms).await?;
+        Ok(self.quota_refusal(tenant, &usage))
+    }
+
+    /// The refusal for the first limit (§8) of `tenant` that `usage` reached, counted by scope;
+    /// `None` when it reached none.
+    pub(in crate::engine) fn quota_refusal(&self, tenant: &str, usage: &TenantUsage) -> Option<Refusal> {
+        let limits = self.turn_limits(tenant)?;
+        let token_period = self.inner.config.tenant(tenant).map_or(60, |t| t.quotas.token_period_secs);
+        let now = self.now_ms();
+        let refusal = if let Some(limit) = limits.max_running.filter(|l| usage.running_turns >= *l) {
+            quota_refusal(RunErrorCode::ConcurrencyLimit, "concurrent_turns", limit, usage.running_turns, None)
+        } else if let Some(limit) = limits.max_started.filter(|l| usage.turns_started >= *l) {
+            let next_minute = quota_window(now, 60).1;
+            quota_refusal(
                 RunErrorCode::QuotaExceeded,
                 "turns_per_minute",
-                i64::from(limit),
+                limit,
                 usage.turns_started,
                 Some(next_minute),
-            ))
+            )
+        } else if let Some(limit) = limits.max_tokens.filter(|l| usage.tokens >= *l) {
+            let next_period = quota_window(now, token_period).1;
+            quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period))
         } else {
-            quotas.tokens_per_period.filter(|l| usage.tokens >= *l as i64).map(|limit| {
-                quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit as i64, usage.tokens, Some(next_period))
-            })
+            return None;
         };
-        if let Some(scope) = refusal.as_ref().and_then(|r| r.figures.as_ref()).and_then(|f| f["scope"].as_str()) {
+        if let Some(scope) = refusal.figures.as_ref().and_then(|f| f["scope"].as_str()) {
             self.inner.metrics.quota_refusals.get_or_create(&CodeLabel { code: scope.into() }).inc();
         }
-        Ok(refusal)
+        Some(refusal)
     }
 }
 

@@ -115,6 +115,24 @@ impl TurnContext {
         }
     }
 
+    /// Forgets what this runner said that the log refused (a wait met the turn's cancel): what
+    /// is open and the numbering are read again from the log as committed.
+    async fn forget_unwritten(&mut self) -> Result<(), AgentError> {
+        let (store, turn) = (self.store.clone(), self.turn_pk);
+        let events = self
+            .patiently("the turn's log could not be read", || crate::engine::log::read_log(store.as_ref(), turn))
+            .await?;
+        self.open_tool_calls.clear();
+        self.open_messages.clear();
+        self.open_steps.clear();
+        self.open_reasoning_spans.clear();
+        self.open_reasoning_messages.clear();
+        self.unlabelled.clear();
+        self.next_seq = 1;
+        self.resume_from_log(&events);
+        Ok(())
+    }
+
     /// Closes the messages and tool calls an interrupted owner left open, where the log stopped
     /// (§4.6): the step that was saying them runs again and gives its answer whole, as a new
     /// message. Steps stay open: the work they stand for goes on.
@@ -142,6 +160,22 @@ impl TurnContext {
     ) -> Result<Option<TurnStatus>, LogError> {
         // A step cut short is dropped whole: its checkpoint never committed, so it runs again.
         self.atomic = None;
+        let ending = match ending {
+            Err(AgentError::Waiting) => {
+                // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
+                self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
+                if !self.health.take_wait_cancelled() {
+                    return Ok(None);
+                }
+                // The store refused the wait: the turn's cancel was asked for first (§4.1).
+                // Nothing of the wait is in the log; the turn ends after what is.
+                match self.forget_unwritten().await {
+                    Ok(()) => Err(AgentError::Cancelled),
+                    Err(error) => return self.fail(&error).await.map(|()| Some(TurnStatus::Failed)),
+                }
+            }
+            other => other,
+        };
         let (terminal, status) = match ending {
             Err(AgentError::Waiting) => {
                 // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
