@@ -1,8 +1,8 @@
 //! The `agui` agent (§9.3) in front of the agent frameworks people run, each served by its own
 //! AG-UI adapter on its own fake model (tests/frameworks): a LangGraph graph on
 //! `ag-ui-langgraph`, a Mastra agent on `@ag-ui/mastra`, a Google ADK agent on `ag-ui-adk`, a
-//! Microsoft Agent Framework agent on `agent-framework-ag-ui` and an AWS Strands agent on
-//! `ag-ui-strands`. `tests/frameworks/check.mjs` shows the scenarios working with the official
+//! Microsoft Agent Framework agent on `agent-framework-ag-ui`, an AWS Strands agent on
+//! `ag-ui-strands` and a CrewAI flow on `ag-ui-crewai`. `tests/frameworks/check.mjs` shows the scenarios working with the official
 //! client talking to each framework directly; here the same scenarios go through the gateway:
 //! a text answer, a frontend tool round trip, the client's `context` and `state` reaching the
 //! agent (and the client's echo of the state it was streamed being taken), each framework's
@@ -31,6 +31,7 @@ enum Framework {
     Adk,
     AgentFramework,
     Strands,
+    CrewAi,
 }
 
 impl Framework {
@@ -42,7 +43,25 @@ impl Framework {
             Framework::Adk => "adk",
             Framework::AgentFramework => "agent_framework",
             Framework::Strands => "strands",
+            Framework::CrewAi => "crewai",
         }
+    }
+
+    /// What a person answers to the framework's confirmation, as its interrupt's
+    /// `responseSchema` asks: CrewAI's `@human_feedback` asks for one of its outcomes (a string
+    /// enum), the others for `{"approved": bool}` (ADK gives no schema and reads the same).
+    fn decision(self, approve: bool) -> Value {
+        match (self, approve) {
+            (Framework::CrewAi, true) => json!("approved"),
+            (Framework::CrewAi, false) => json!("rejected"),
+            (_, approved) => json!({ "approved": approved }),
+        }
+    }
+
+    /// Whether the framework streams its own tool's result as `TOOL_CALL_RESULT` (a CrewAI flow
+    /// runs its tool as flow code, and only its answer is streamed).
+    fn streams_tool_results(self) -> bool {
+        self != Framework::CrewAi
     }
 
     /// What the framework's model answers to "what context" when the run's context is `user
@@ -73,12 +92,14 @@ impl FrameworkServer {
         static ADK: OnceLock<FrameworkServer> = OnceLock::new();
         static AGENT_FRAMEWORK: OnceLock<FrameworkServer> = OnceLock::new();
         static STRANDS: OnceLock<FrameworkServer> = OnceLock::new();
+        static CREWAI: OnceLock<FrameworkServer> = OnceLock::new();
         let cell = match framework {
             Framework::LangGraph => &LANGGRAPH,
             Framework::Mastra => &MASTRA,
             Framework::Adk => &ADK,
             Framework::AgentFramework => &AGENT_FRAMEWORK,
             Framework::Strands => &STRANDS,
+            Framework::CrewAi => &CREWAI,
         };
         cell.get_or_init(|| FrameworkServer::start(framework))
     }
@@ -430,10 +451,11 @@ async fn the_clients_state_reaches_the_agent_and_its_echo_is_taken(framework: Fr
 
 /// The framework's own human-in-the-loop for its tool `send_report` (ADK: `require_confirmation`
 /// with `emit_interrupt_outcome`; Agent Framework: `approval_mode="always_require"`; Strands:
-/// `ToolBehavior(interrupt_on_call=True)`) becomes a gateway interrupt; the person's decision
-/// goes back as the framework reads it. Approved, the tool runs once and the agent answers
-/// from its result; denied (`{"approved": false}`), the tool never runs — the server records
-/// every run of it — and no result says it did (issue 37, item 1).
+/// `ToolBehavior(interrupt_on_call=True)`; CrewAI: a `@human_feedback` flow step) becomes a
+/// gateway interrupt; the person's decision goes back as the framework reads it. Approved, the
+/// tool runs once and the agent answers from its result; denied (`{"approved": false}`, or
+/// CrewAI's `"rejected"`), the tool never runs — the server records every run of it — and no
+/// result says it did: a denial never goes upstream as an empty `resolved`.
 async fn a_confirmation_is_decided_through_the_gateway(framework: Framework, backend: Backend, approve: bool) {
     let db = TestDatabase::new(backend).await;
     let (app, server) = gateway_in_front_of(framework, &db).await;
@@ -461,8 +483,9 @@ async fn a_confirmation_is_decided_through_the_gateway(framework: Framework, bac
     assert_eq!(server.reports_sent_to(&to).await, 0, "nothing ran before the person decided");
     judged(&first, &input, "the run that asks").await;
 
+    let decision = framework.decision(approve);
     let resume = json!({ "threadId": thread, "runId": "run-2", "messages": [],
-                         "resume": [{ "interruptId": id, "status": "resolved", "payload": { "approved": approve } }] });
+                         "resume": [{ "interruptId": id, "status": "resolved", "payload": decision }] });
     let resumed = app.run_to_end("framework", &resume).await;
     let sent = server.requests_for(&thread).await;
     let forwarded = &sent.last().expect("the decision went upstream")["resume"][0];
@@ -471,7 +494,9 @@ async fn a_confirmation_is_decided_through_the_gateway(framework: Framework, bac
     if approve {
         assert_eq!(forwarded["status"], "resolved", "{forwarded}");
         assert_eq!(server.reports_sent_to(&to).await, 1, "the approved tool ran once");
-        assert!(results.iter().any(|r| r.contains(&format!("sent to {to}"))), "the tool's result: {results:?}");
+        if framework.streams_tool_results() {
+            assert!(results.iter().any(|r| r.contains(&format!("sent to {to}"))), "the tool's result: {results:?}");
+        }
         assert!(
             text(&resumed).ends_with(&format!("Report sent to {to}.")),
             "{:?}, {}",
@@ -480,7 +505,7 @@ async fn a_confirmation_is_decided_through_the_gateway(framework: Framework, bac
         );
     } else {
         assert!(
-            forwarded["status"] == "cancelled" || forwarded["payload"]["approved"] == false,
+            forwarded["status"] == "cancelled" || forwarded["payload"] == decision,
             "a denial goes upstream as a denial, never an empty `resolved`: {forwarded}"
         );
         assert_eq!(server.reports_sent_to(&to).await, 0, "{framework:?}: the person said no, and the tool ran");
@@ -594,7 +619,7 @@ macro_rules! on_every_framework_and_store {
     ($scenario:ident) => {
         on_frameworks_and_stores!($scenario:
             langgraph => LangGraph, mastra => Mastra, adk => Adk,
-            agent_framework => AgentFramework, strands => Strands);
+            agent_framework => AgentFramework, strands => Strands, crewai => CrewAi);
     };
 }
 
@@ -606,11 +631,11 @@ on_every_framework_and_store!(a_cut_stream_continues_with_last_event_id);
 // State, human-in-the-loop and takeover: the frameworks whose servers script them (LangGraph's
 // `interrupt()` has its own scenario below; Mastra has no AG-UI interrupts).
 on_frameworks_and_stores!(the_clients_state_reaches_the_agent_and_its_echo_is_taken:
-    adk => Adk, agent_framework => AgentFramework, strands => Strands);
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi);
 on_frameworks_and_stores!(an_approval_runs_the_tool:
-    adk => Adk, agent_framework => AgentFramework, strands => Strands);
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi);
 on_frameworks_and_stores!(a_denial_never_runs_the_tool:
-    adk => Adk, agent_framework => AgentFramework, strands => Strands);
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi);
 
 /// Two instances share one PostgreSQL database: the takeover runs there only.
 mod a_killed_instance_s_turn_is_finished_honestly {
@@ -626,6 +651,10 @@ mod a_killed_instance_s_turn_is_finished_honestly {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn strands() {
         super::a_killed_instance_s_turn_is_finished_honestly(Framework::Strands).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn crewai() {
+        super::a_killed_instance_s_turn_is_finished_honestly(Framework::CrewAi).await
     }
 }
 
