@@ -2,7 +2,7 @@
 //! AG-UI adapter on its own fake model (tests/frameworks): a LangGraph graph on
 //! `ag-ui-langgraph`, a Mastra agent on `@ag-ui/mastra`, a Google ADK agent on `ag-ui-adk`, a
 //! Microsoft Agent Framework agent on `agent-framework-ag-ui`, an AWS Strands agent on
-//! `ag-ui-strands` and a CrewAI flow on `ag-ui-crewai`. `tests/frameworks/check.mjs` shows the scenarios working with the official
+//! `ag-ui-strands`, a CrewAI flow on `ag-ui-crewai` and a Pydantic AI agent on its own adapter. `tests/frameworks/check.mjs` shows the scenarios working with the official
 //! client talking to each framework directly; here the same scenarios go through the gateway:
 //! a text answer, a frontend tool round trip, the client's `context` and `state` reaching the
 //! agent (and the client's echo of the state it was streamed being taken), each framework's
@@ -32,6 +32,7 @@ enum Framework {
     AgentFramework,
     Strands,
     CrewAi,
+    PydanticAi,
 }
 
 impl Framework {
@@ -44,6 +45,7 @@ impl Framework {
             Framework::AgentFramework => "agent_framework",
             Framework::Strands => "strands",
             Framework::CrewAi => "crewai",
+            Framework::PydanticAi => "pydantic_ai",
         }
     }
 
@@ -66,10 +68,10 @@ impl Framework {
 
     /// What the framework's model answers to "what context" when the run's context is `user
     /// name=Ada; city=Paris`: Agent Framework's adapter hands the agent only A2UI's context
-    /// entries, so its model is given none.
+    /// entries and Pydantic AI's none, so their models are given none.
     fn context_answer(self) -> &'static str {
         match self {
-            Framework::AgentFramework => "No context was given to me.",
+            Framework::AgentFramework | Framework::PydanticAi => "No context was given to me.",
             _ => "Context seen: user name=Ada; city=Paris",
         }
     }
@@ -93,6 +95,7 @@ impl FrameworkServer {
         static AGENT_FRAMEWORK: OnceLock<FrameworkServer> = OnceLock::new();
         static STRANDS: OnceLock<FrameworkServer> = OnceLock::new();
         static CREWAI: OnceLock<FrameworkServer> = OnceLock::new();
+        static PYDANTIC_AI: OnceLock<FrameworkServer> = OnceLock::new();
         let cell = match framework {
             Framework::LangGraph => &LANGGRAPH,
             Framework::Mastra => &MASTRA,
@@ -100,6 +103,7 @@ impl FrameworkServer {
             Framework::AgentFramework => &AGENT_FRAMEWORK,
             Framework::Strands => &STRANDS,
             Framework::CrewAi => &CREWAI,
+            Framework::PydanticAi => &PYDANTIC_AI,
         };
         cell.get_or_init(|| FrameworkServer::start(framework))
     }
@@ -451,9 +455,9 @@ async fn the_clients_state_reaches_the_agent_and_its_echo_is_taken(framework: Fr
 
 /// The framework's own human-in-the-loop for its tool `send_report` (ADK: `require_confirmation`
 /// with `emit_interrupt_outcome`; Agent Framework: `approval_mode="always_require"`; Strands:
-/// `ToolBehavior(interrupt_on_call=True)`; CrewAI: a `@human_feedback` flow step) becomes a
-/// gateway interrupt; the person's decision goes back as the framework reads it. Approved, the
-/// tool runs once and the agent answers from its result; denied (`{"approved": false}`, or
+/// `ToolBehavior(interrupt_on_call=True)`; CrewAI: a `@human_feedback` flow step; Pydantic AI:
+/// `requires_approval=True`) becomes a gateway interrupt; the person's decision goes back as the
+/// framework reads it. Approved, the tool runs once and the agent answers from its result; denied (`{"approved": false}`, or
 /// CrewAI's `"rejected"`), the tool never runs — the server records every run of it — and no
 /// result says it did: a denial never goes upstream as an empty `resolved`.
 async fn a_confirmation_is_decided_through_the_gateway(framework: Framework, backend: Backend, approve: bool) {
@@ -619,7 +623,7 @@ macro_rules! on_every_framework_and_store {
     ($scenario:ident) => {
         on_frameworks_and_stores!($scenario:
             langgraph => LangGraph, mastra => Mastra, adk => Adk,
-            agent_framework => AgentFramework, strands => Strands, crewai => CrewAi);
+            agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
     };
 }
 
@@ -631,11 +635,11 @@ on_every_framework_and_store!(a_cut_stream_continues_with_last_event_id);
 // State, human-in-the-loop and takeover: the frameworks whose servers script them (LangGraph's
 // `interrupt()` has its own scenario below; Mastra has no AG-UI interrupts).
 on_frameworks_and_stores!(the_clients_state_reaches_the_agent_and_its_echo_is_taken:
-    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi);
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
 on_frameworks_and_stores!(an_approval_runs_the_tool:
-    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi);
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
 on_frameworks_and_stores!(a_denial_never_runs_the_tool:
-    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi);
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
 
 /// Two instances share one PostgreSQL database: the takeover runs there only.
 mod a_killed_instance_s_turn_is_finished_honestly {
@@ -655,6 +659,10 @@ mod a_killed_instance_s_turn_is_finished_honestly {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn crewai() {
         super::a_killed_instance_s_turn_is_finished_honestly(Framework::CrewAi).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pydantic_ai() {
+        super::a_killed_instance_s_turn_is_finished_honestly(Framework::PydanticAi).await
     }
 }
 

@@ -2,14 +2,15 @@
 // check.mjs: proves the framework servers — a LangGraph graph on ag-ui-langgraph
 // (langgraph/server.py), a Mastra agent on @ag-ui/mastra (mastra/server.mjs), a Google ADK agent
 // on ag-ui-adk, a Microsoft Agent Framework agent on agent-framework-ag-ui, an AWS Strands agent
-// on ag-ui-strands and a CrewAI flow on ag-ui-crewai (<name>/server.py) — work as their
+// on ag-ui-strands, a CrewAI flow on ag-ui-crewai and a Pydantic AI agent on its own AG-UI
+// adapter (<name>/server.py) — work as their
 // frameworks promise when the official @ag-ui/client HttpAgent (verification always on) talks
 // to them directly, with no gateway: a text answer, a frontend tool round trip, the client's
 // context reaching the agent, LangGraph's `interrupt()` and its resume, and for the servers on
 // the shared script (scripted.py) their human-in-the-loop approved and denied (a denied tool
 // never runs). What passes here and fails through the gateway is the gateway's fault.
 //
-//   node tests/frameworks/check.mjs [langgraph|mastra|adk|agent_framework|strands|crewai]...
+//   node tests/frameworks/check.mjs [langgraph|mastra|adk|agent_framework|strands|crewai|pydantic_ai]...
 //                                                             (default: all)
 //
 // Needs `npm ci` in tests/clients (the pinned client) and tests/frameworks/mastra, and the venv
@@ -42,7 +43,7 @@ const SERVERS = {
 };
 // The servers on the shared script (scripted.py), each in its own venv. `contextReaches`:
 // whether the adapter hands the run's context to the agent (Agent Framework's passes only
-// A2UI's entries). `decision`: what a person answers to the server's confirmation, as its
+// A2UI's entries; Pydantic AI's none). `decision`: what a person answers to the server's confirmation, as its
 // interrupt's responseSchema asks.
 const approvedBool = (approved) => ({ approved });
 const SCRIPTED = {
@@ -50,6 +51,7 @@ const SCRIPTED = {
   agent_framework: { decision: approvedBool, contextReaches: false },
   strands: { decision: approvedBool },
   crewai: { decision: (approved) => (approved ? "approved" : "rejected") },
+  pydantic_ai: { decision: approvedBool, contextReaches: false },
 };
 for (const name of Object.keys(SCRIPTED)) {
   SERVERS[name] = {
