@@ -1,11 +1,16 @@
 //! The `agui` agent (§9.3) in front of the agent frameworks people run, each served by its own
 //! AG-UI adapter on its own fake model (tests/frameworks): a LangGraph graph on
-//! `ag-ui-langgraph` and a Mastra agent on `@ag-ui/mastra`. `tests/frameworks/check.mjs` shows
-//! every scenario working with the official client talking to the framework directly; here the
-//! same scenarios go through the gateway: a text answer, a frontend tool round trip, the
-//! client's `context` reaching the agent, LangGraph's `interrupt()` decided through the gateway,
-//! and a cut stream continued with `Last-Event-ID`. The official client judges every stream a
-//! test reads. Each scenario runs on both stores.
+//! `ag-ui-langgraph`, a Mastra agent on `@ag-ui/mastra`, a Google ADK agent on `ag-ui-adk`, a
+//! Microsoft Agent Framework agent on `agent-framework-ag-ui`, an AWS Strands agent on
+//! `ag-ui-strands`, a CrewAI flow on `ag-ui-crewai` and a Pydantic AI agent on its own adapter. `tests/frameworks/check.mjs` shows the scenarios working with the official
+//! client talking to each framework directly; here the same scenarios go through the gateway:
+//! a text answer, a frontend tool round trip, the client's `context` and `state` reaching the
+//! agent (and the client's echo of the state it was streamed being taken), each framework's
+//! human-in-the-loop approved and denied (a denied tool never runs: the servers record every
+//! run of their tool), a cut stream continued with `Last-Event-ID`, and the relaying instance
+//! killed (SIGKILL) in the middle of an answer with the turn finished honestly by another. The
+//! official client judges every stream a test reads. Each scenario runs on both stores (the
+//! takeover on PostgreSQL, which two instances share).
 //!
 //! One server per framework serves the whole test process (each test on threads of its own);
 //! it ends when the process does (its stdin, a pipe from here, closes).
@@ -16,12 +21,60 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
+use crate::fakes::two_instances::TwoInstances;
 use crate::helpers::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Framework {
     LangGraph,
     Mastra,
+    Adk,
+    AgentFramework,
+    Strands,
+    CrewAi,
+    PydanticAi,
+}
+
+impl Framework {
+    /// The directory of its server under tests/frameworks.
+    fn dir(self) -> &'static str {
+        match self {
+            Framework::LangGraph => "langgraph",
+            Framework::Mastra => "mastra",
+            Framework::Adk => "adk",
+            Framework::AgentFramework => "agent_framework",
+            Framework::Strands => "strands",
+            Framework::CrewAi => "crewai",
+            Framework::PydanticAi => "pydantic_ai",
+        }
+    }
+
+    /// What a person answers to the framework's confirmation, as its interrupt's
+    /// `responseSchema` asks: CrewAI's `@human_feedback` asks for one of its outcomes (a string
+    /// enum), the others for `{"approved": bool}` (ADK gives no schema and reads the same).
+    fn decision(self, approve: bool) -> Value {
+        match (self, approve) {
+            (Framework::CrewAi, true) => json!("approved"),
+            (Framework::CrewAi, false) => json!("rejected"),
+            (_, approved) => json!({ "approved": approved }),
+        }
+    }
+
+    /// Whether the framework streams its own tool's result as `TOOL_CALL_RESULT` (a CrewAI flow
+    /// runs its tool as flow code, and only its answer is streamed).
+    fn streams_tool_results(self) -> bool {
+        self != Framework::CrewAi
+    }
+
+    /// What the framework's model answers to "what context" when the run's context is `user
+    /// name=Ada; city=Paris`: Agent Framework's adapter hands the agent only A2UI's context
+    /// entries and Pydantic AI's none, so their models are given none.
+    fn context_answer(self) -> &'static str {
+        match self {
+            Framework::AgentFramework | Framework::PydanticAi => "No context was given to me.",
+            _ => "Context seen: user name=Ada; city=Paris",
+        }
+    }
 }
 
 /// A framework's server, started once per test process.
@@ -38,22 +91,26 @@ impl FrameworkServer {
     fn of(framework: Framework) -> &'static FrameworkServer {
         static LANGGRAPH: OnceLock<FrameworkServer> = OnceLock::new();
         static MASTRA: OnceLock<FrameworkServer> = OnceLock::new();
-        match framework {
-            Framework::LangGraph => LANGGRAPH.get_or_init(|| FrameworkServer::start(framework)),
-            Framework::Mastra => MASTRA.get_or_init(|| FrameworkServer::start(framework)),
-        }
+        static ADK: OnceLock<FrameworkServer> = OnceLock::new();
+        static AGENT_FRAMEWORK: OnceLock<FrameworkServer> = OnceLock::new();
+        static STRANDS: OnceLock<FrameworkServer> = OnceLock::new();
+        static CREWAI: OnceLock<FrameworkServer> = OnceLock::new();
+        static PYDANTIC_AI: OnceLock<FrameworkServer> = OnceLock::new();
+        let cell = match framework {
+            Framework::LangGraph => &LANGGRAPH,
+            Framework::Mastra => &MASTRA,
+            Framework::Adk => &ADK,
+            Framework::AgentFramework => &AGENT_FRAMEWORK,
+            Framework::Strands => &STRANDS,
+            Framework::CrewAi => &CREWAI,
+            Framework::PydanticAi => &PYDANTIC_AI,
+        };
+        cell.get_or_init(|| FrameworkServer::start(framework))
     }
 
     fn start(framework: Framework) -> FrameworkServer {
         let dir = frameworks_dir();
         let command = match framework {
-            Framework::LangGraph => {
-                let python = dir.join("langgraph/.venv/bin/python");
-                assert!(python.exists(), "create tests/frameworks/langgraph/.venv (scripts/test does)");
-                let mut command = Command::new(python);
-                command.arg(dir.join("langgraph/server.py"));
-                command
-            }
             Framework::Mastra => {
                 assert!(
                     dir.join("mastra/node_modules/@ag-ui/mastra").exists(),
@@ -61,6 +118,14 @@ impl FrameworkServer {
                 );
                 let mut command = Command::new("node");
                 command.arg(dir.join("mastra/server.mjs"));
+                command
+            }
+            _ => {
+                let name = framework.dir();
+                let python = dir.join(name).join(".venv/bin/python");
+                assert!(python.exists(), "create tests/frameworks/{name}/.venv (scripts/test does)");
+                let mut command = Command::new(python);
+                command.arg(dir.join(name).join("server.py"));
                 command
             }
         };
@@ -75,6 +140,13 @@ impl FrameworkServer {
         let upstream_thread = format!("default:{thread}");
         all.into_iter().map(|r| r["body"].clone()).filter(|body| body["threadId"] == upstream_thread).collect()
     }
+
+    /// The runs of the server's own tool `send_report` to `to` (the Python servers record them).
+    async fn reports_sent_to(&self, to: &str) -> usize {
+        let answer = crate::tls_support::get(format!("{}/executions", self.url)).await.expect("executions");
+        let all: Vec<Value> = answer.json().await.expect("JSON");
+        all.iter().filter(|run| run["tool"] == "send_report" && run["args"]["to"] == to).count()
+    }
 }
 
 /// The frontend tool the client declares and the agent admits.
@@ -86,22 +158,27 @@ fn show_city() -> Value {
     }])
 }
 
-/// A gateway on `backend` whose agent `framework` fronts the framework's `/agent` and admits
-/// the client tool `show_city`.
-async fn gateway_in_front_of(framework: Framework, db: &TestDatabase) -> (TestApp, &'static FrameworkServer) {
-    let server = FrameworkServer::of(framework);
-    let mut config = test_config(&db.url);
-    let toml = format!(
+/// The `[[agents]]` table of the agent `framework`, fronting the framework's `/agent`: it
+/// admits the client tool `show_city` and lets a run's `state` write `theme` (a string).
+fn agent_toml(server: &FrameworkServer) -> String {
+    format!(
         r#"
 name = "framework"
 kind = "agui"
 url = "{}/agent"
-timeout_secs = 20
+timeout_secs = 30
 frontend_tools = ["show_city"]
+editable_state = {{ theme = {{ type = "string" }} }}
 "#,
         server.url
-    );
-    config.agents.push(toml::from_str(&toml).expect("agent config"));
+    )
+}
+
+/// A gateway on `backend` whose agent `framework` fronts the framework's `/agent`.
+async fn gateway_in_front_of(framework: Framework, db: &TestDatabase) -> (TestApp, &'static FrameworkServer) {
+    let server = FrameworkServer::of(framework);
+    let mut config = test_config(&db.url);
+    config.agents.push(toml::from_str(&agent_toml(server)).expect("agent config"));
     (TestApp::start_with(config).await, server)
 }
 
@@ -215,6 +292,11 @@ async fn a_frontend_tool_round_trip_continues_the_turn(framework: Framework, bac
     assert_eq!(tool["content"], "shown Paris");
     let asked = upstream.iter().find(|m| m["toolCalls"].is_array()).expect("the call went upstream");
     assert_eq!(asked["toolCalls"][0]["id"], tool["toolCallId"], "the result names the call it answers");
+    let upstream_id = tool["toolCallId"].as_str().expect("an id");
+    assert!(
+        !upstream_id.starts_with(&format!("{}:", turn_of(&events))),
+        "the framework's own call id goes upstream, not the gateway's: {upstream_id}"
+    );
 }
 
 /// The client's `context` entries reach the agent: the framework's model repeats them.
@@ -228,13 +310,7 @@ async fn the_clients_context_reaches_the_agent(framework: Framework, backend: Ba
     let events = app.run_to_end("framework", &input).await;
     let sent = server.requests_for(&thread).await;
     assert_eq!(sent.last().expect("a request")["context"], input["context"], "the client's context goes upstream");
-    assert_eq!(
-        text(&events),
-        "Context seen: user name=Ada; city=Paris",
-        "{framework:?}: {:?}, {}",
-        kinds(&events),
-        ending(&events)
-    );
+    assert_eq!(text(&events), framework.context_answer(), "{framework:?}: {:?}, {}", kinds(&events), ending(&events));
     judged(&events, &input, "the run").await;
 }
 
@@ -314,35 +390,281 @@ async fn a_cut_stream_continues_with_last_event_id(framework: Framework, backend
     }
 }
 
-macro_rules! on_both_frameworks_and_stores {
-    ($name:ident) => {
-        mod $name {
-            use super::Framework;
-            use crate::helpers::Backend;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn langgraph_sqlite() {
-                super::$name(Framework::LangGraph, Backend::Sqlite).await
+/// The state the official client holds after `events`, starting from the `state` it sent: each
+/// `STATE_SNAPSHOT` replaces it, each `STATE_DELTA` patches it. What it sends on its next run.
+fn client_state(sent: &Value, events: &[SseEvent]) -> Value {
+    let mut state = sent.clone();
+    for event in events {
+        match event.kind() {
+            "STATE_SNAPSHOT" => state = event.data["snapshot"].clone(),
+            "STATE_DELTA" => {
+                let patch: json_patch::Patch =
+                    serde_json::from_value(event.data["delta"].clone()).expect("a JSON Patch");
+                json_patch::patch(&mut state, &patch).expect("the delta applies, as the client applies it");
             }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn langgraph_postgres() {
-                super::$name(Framework::LangGraph, Backend::Postgres).await
+            _ => {}
+        }
+    }
+    state
+}
+
+/// The next run of the official client on `thread`: the thread's conversation, then `text`.
+async fn next_run(app: &TestApp, thread: &str, run: &str, text: &str, state: Value) -> Value {
+    let mut input = first_run(thread, run, text);
+    let mut history = thread_messages(app, thread).await;
+    history.push(input["messages"][0].clone());
+    input["messages"] = Value::Array(history);
+    input["state"] = state;
+    input
+}
+
+/// The client's `state` reaches the agent (the agent lists `theme` as editable), and the state
+/// the client holds after a run — the framework's own `STATE_SNAPSHOT`s applied — is taken
+/// back on its next run as the official client sends it: an echo is not an edit (issue 37,
+/// item 3; Agent Framework streams `theme: {}`, its default for a string, which the agent's
+/// schema would refuse as an edit). A changed value is validated and goes upstream.
+async fn the_clients_state_reaches_the_agent_and_its_echo_is_taken(framework: Framework, backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let (app, server) = gateway_in_front_of(framework, &db).await;
+    let thread = unique("th-fw-state");
+    let input = first_run(&thread, "run-1", "hello there");
+    let first = app.run_to_end("framework", &input).await;
+    assert_eq!(first.last().expect("end").data["outcome"]["type"], "success", "{}", ending(&first));
+    judged(&first, &input, "the first run").await;
+    let held = client_state(&input["state"], &first);
+
+    // The client's next run sends back what it holds.
+    let echo = next_run(&app, &thread, "run-2", "what state", held.clone()).await;
+    let answer = app.post_run("framework", &echo).await;
+    let status = answer.status();
+    let events = read_events(answer, None).await;
+    assert_eq!(status, 200, "{framework:?}: the client's own state, sent back as it holds it ({held}), was refused");
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{}", ending(&events));
+    judged(&events, &echo, "the run that echoes the state").await;
+
+    // The client changes `theme`: it is checked, kept and sent upstream, and the agent reads it.
+    let mut state = client_state(&held, &events);
+    state["theme"] = json!("dark");
+    let changed = next_run(&app, &thread, "run-3", "what state", state).await;
+    let events = app.run_to_end("framework", &changed).await;
+    assert_eq!(text(&events), "State seen: theme=dark", "{framework:?}: {:?}, {}", kinds(&events), ending(&events));
+    judged(&events, &changed, "the run that changes the state").await;
+    let sent = server.requests_for(&thread).await;
+    assert_eq!(sent.last().expect("a request")["state"]["theme"], "dark", "the edited key goes upstream");
+}
+
+/// The framework's own human-in-the-loop for its tool `send_report` (ADK: `require_confirmation`
+/// with `emit_interrupt_outcome`; Agent Framework: `approval_mode="always_require"`; Strands:
+/// `ToolBehavior(interrupt_on_call=True)`; CrewAI: a `@human_feedback` flow step; Pydantic AI:
+/// `requires_approval=True`) becomes a gateway interrupt; the person's decision goes back as the
+/// framework reads it. Approved, the tool runs once and the agent answers from its result; denied (`{"approved": false}`, or
+/// CrewAI's `"rejected"`), the tool never runs — the server records every run of it — and no
+/// result says it did: a denial never goes upstream as an empty `resolved`.
+async fn a_confirmation_is_decided_through_the_gateway(framework: Framework, backend: Backend, approve: bool) {
+    let db = TestDatabase::new(backend).await;
+    let (app, server) = gateway_in_front_of(framework, &db).await;
+    let thread = unique(if approve { "th-fw-approve" } else { "th-fw-deny" });
+    let to = format!("{thread}@example.com");
+    let input = first_run(&thread, "run-1", &format!("send the report to {to}"));
+    let first = app.run_to_end("framework", &input).await;
+    let end = &first.last().expect("end").data;
+    assert_eq!(end["outcome"]["type"], "interrupt", "{framework:?}: {:?}, {}", kinds(&first), ending(&first));
+    assert_eq!(end["outcome"]["interrupts"].as_array().map(Vec::len), Some(1), "{end}");
+    let interrupt = &end["outcome"]["interrupts"][0];
+    let id = interrupt["id"].as_str().expect("id").to_string();
+    assert!(id.starts_with("int_"), "a gateway id: {id}");
+    assert!(text(&first).starts_with("I will send it once approved."), "{:?}", text(&first));
+    let call = first
+        .iter()
+        .find(|e| e.kind() == "TOOL_CALL_START" && e.data["toolCallName"] == "send_report")
+        .expect("the call of send_report is shown");
+    assert!(call.data["toolCallId"].as_str().is_some_and(|c| c.starts_with(&turn_of(&first))), "the gateway's id");
+    if let Some(named) = interrupt["toolCallId"].as_str() {
+        let shown = first.iter().any(|e| e.kind() == "TOOL_CALL_START" && e.data["toolCallId"] == named);
+        assert!(shown, "the interrupt names a call the stream showed: {named}");
+    }
+    assert!(!kinds(&first).contains(&"TOOL_CALL_RESULT"), "the tool waits for the decision");
+    assert_eq!(server.reports_sent_to(&to).await, 0, "nothing ran before the person decided");
+    judged(&first, &input, "the run that asks").await;
+
+    let decision = framework.decision(approve);
+    let resume = json!({ "threadId": thread, "runId": "run-2", "messages": [],
+                         "resume": [{ "interruptId": id, "status": "resolved", "payload": decision }] });
+    let resumed = app.run_to_end("framework", &resume).await;
+    let sent = server.requests_for(&thread).await;
+    let forwarded = &sent.last().expect("the decision went upstream")["resume"][0];
+    let results: Vec<String> =
+        resumed.iter().filter(|e| e.kind() == "TOOL_CALL_RESULT").map(|e| e.data["content"].to_string()).collect();
+    if approve {
+        assert_eq!(forwarded["status"], "resolved", "{forwarded}");
+        assert_eq!(server.reports_sent_to(&to).await, 1, "the approved tool ran once");
+        if framework.streams_tool_results() {
+            assert!(results.iter().any(|r| r.contains(&format!("sent to {to}"))), "the tool's result: {results:?}");
+        }
+        assert!(
+            text(&resumed).ends_with(&format!("Report sent to {to}.")),
+            "{:?}, {}",
+            text(&resumed),
+            ending(&resumed)
+        );
+    } else {
+        assert!(
+            forwarded["status"] == "cancelled" || forwarded["payload"] == decision,
+            "a denial goes upstream as a denial, never an empty `resolved`: {forwarded}"
+        );
+        assert_eq!(server.reports_sent_to(&to).await, 0, "{framework:?}: the person said no, and the tool ran");
+        assert!(!results.iter().any(|r| r.contains("sent to")), "no result says it ran: {results:?}");
+        assert!(!text(&resumed).contains("Report sent"), "{:?}", text(&resumed));
+    }
+    let outcome = &resumed.last().expect("end").data["outcome"];
+    assert_eq!(outcome["type"], "success", "{framework:?}: {:?}, {}", kinds(&resumed), ending(&resumed));
+    assert_eq!(app.counts().await.turns, 1, "the decision continued the same turn");
+    judged(&resumed, &resume, "the run after the decision").await;
+}
+
+async fn an_approval_runs_the_tool(framework: Framework, backend: Backend) {
+    a_confirmation_is_decided_through_the_gateway(framework, backend, true).await
+}
+
+async fn a_denial_never_runs_the_tool(framework: Framework, backend: Backend) {
+    a_confirmation_is_decided_through_the_gateway(framework, backend, false).await
+}
+
+/// The framework's slow answer: `w0` … `w39`.
+fn slow_answer() -> String {
+    (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
+}
+
+/// Each text message's text, in the order the messages started.
+fn texts_by_message(events: &[SseEvent]) -> Vec<String> {
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for event in events {
+        let id = event.data["messageId"].as_str().unwrap_or_default().to_string();
+        match event.kind() {
+            "TEXT_MESSAGE_START" => texts.push((id, String::new())),
+            "TEXT_MESSAGE_CONTENT" => {
+                if let Some(text) = texts.iter_mut().find(|(m, _)| *m == id) {
+                    text.1.push_str(event.data["delta"].as_str().unwrap_or_default());
+                }
             }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mastra_sqlite() {
-                super::$name(Framework::Mastra, Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mastra_postgres() {
-                super::$name(Framework::Mastra, Backend::Postgres).await
-            }
+            _ => {}
+        }
+    }
+    texts.into_iter().map(|(_, text)| text).collect()
+}
+
+/// The instance relaying the framework's answer is killed (SIGKILL) in the middle of it; another
+/// instance on the same database takes the turn over and finishes it honestly: either the whole
+/// answer arrives (no message shows a word twice) and the turn succeeds, or the turn ends
+/// `RUN_ERROR` `failed` saying why — never `success` with the answer cut (issue 37, item 4: a
+/// framework that keeps its own session, as ADK does, answers a re-run of a conversation it has
+/// already seen with nothing). The joined stream has no gap and passes the official client.
+async fn a_killed_instance_s_turn_is_finished_honestly(framework: Framework) {
+    let server = FrameworkServer::of(framework);
+    let mut pair = TwoInstances::start("framework", &format!("[[agents]]{}", agent_toml(server))).await;
+    let input = first_run(&unique("th-fw-takeover"), "run-1", "tell me slowly");
+    let mut stream = pair.open_on_a(&input).await;
+    stream
+        .until("the framework's answer, relayed by A", |e| {
+            e.kind() == "TEXT_MESSAGE_CONTENT" && e.data["delta"].as_str().is_some_and(|d| d.trim() == "w5")
+        })
+        .await;
+    let head = stream.events.clone();
+    pair.kill_a();
+    let joined = pair.follow_on_b(&input, head).await;
+    let whole = slow_answer();
+    let texts = texts_by_message(&joined);
+    for shown in &texts {
+        assert!(whole.starts_with(shown.as_str()), "{framework:?}: a message shows its words once: {shown:?}");
+    }
+    let end = &joined.last().expect("end").data;
+    match end["type"].as_str() {
+        Some("RUN_FINISHED") => {
+            assert_eq!(end["outcome"]["type"], "success", "{end}");
+            assert_eq!(
+                texts.last().map(String::as_str),
+                Some(whole.as_str()),
+                "{framework:?}: the turn ended `success`, so the answer must be whole: {texts:?}"
+            );
+        }
+        Some("RUN_ERROR") => {
+            assert_eq!(end["code"], "failed", "{end}");
+            assert!(end["message"].as_str().is_some_and(|m| !m.is_empty()), "it says why: {end}");
+        }
+        _ => panic!("{framework:?}: the turn did not end: {:?}", kinds(&joined)),
+    }
+    judged(&joined, &input, "the joined stream").await;
+}
+
+/// `scenario(Framework::X, backend)` as the tests `scenario::x::{sqlite, postgres}`, one pair per
+/// framework named.
+macro_rules! on_frameworks_and_stores {
+    ($scenario:ident: $($module:ident => $framework:ident),+ $(,)?) => {
+        mod $scenario {
+            $(
+                mod $module {
+                    use crate::helpers::Backend;
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn sqlite() {
+                        super::super::$scenario(super::super::Framework::$framework, Backend::Sqlite).await
+                    }
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn postgres() {
+                        super::super::$scenario(super::super::Framework::$framework, Backend::Postgres).await
+                    }
+                }
+            )+
         }
     };
 }
 
-on_both_frameworks_and_stores!(a_text_answer_is_relayed);
-on_both_frameworks_and_stores!(a_frontend_tool_round_trip_continues_the_turn);
-on_both_frameworks_and_stores!(the_clients_context_reaches_the_agent);
-on_both_frameworks_and_stores!(a_cut_stream_continues_with_last_event_id);
+/// The scenarios every framework's adapter supports.
+macro_rules! on_every_framework_and_store {
+    ($scenario:ident) => {
+        on_frameworks_and_stores!($scenario:
+            langgraph => LangGraph, mastra => Mastra, adk => Adk,
+            agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
+    };
+}
+
+on_every_framework_and_store!(a_text_answer_is_relayed);
+on_every_framework_and_store!(a_frontend_tool_round_trip_continues_the_turn);
+on_every_framework_and_store!(the_clients_context_reaches_the_agent);
+on_every_framework_and_store!(a_cut_stream_continues_with_last_event_id);
+
+// State, human-in-the-loop and takeover: the frameworks whose servers script them (LangGraph's
+// `interrupt()` has its own scenario below; Mastra has no AG-UI interrupts).
+on_frameworks_and_stores!(the_clients_state_reaches_the_agent_and_its_echo_is_taken:
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
+on_frameworks_and_stores!(an_approval_runs_the_tool:
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
+on_frameworks_and_stores!(a_denial_never_runs_the_tool:
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
+
+/// Two instances share one PostgreSQL database: the takeover runs there only.
+mod a_killed_instance_s_turn_is_finished_honestly {
+    use super::Framework;
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn adk() {
+        super::a_killed_instance_s_turn_is_finished_honestly(Framework::Adk).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn agent_framework() {
+        super::a_killed_instance_s_turn_is_finished_honestly(Framework::AgentFramework).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn strands() {
+        super::a_killed_instance_s_turn_is_finished_honestly(Framework::Strands).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn crewai() {
+        super::a_killed_instance_s_turn_is_finished_honestly(Framework::CrewAi).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pydantic_ai() {
+        super::a_killed_instance_s_turn_is_finished_honestly(Framework::PydanticAi).await
+    }
+}
 
 mod a_langgraph_interrupt_is_decided_through_the_gateway {
     use crate::helpers::Backend;

@@ -1,16 +1,21 @@
 #!/usr/bin/env node
-// check.mjs: proves the two framework servers — a LangGraph graph on ag-ui-langgraph
-// (langgraph/server.py) and a Mastra agent on @ag-ui/mastra (mastra/server.mjs) — work as
-// their frameworks promise when the official @ag-ui/client HttpAgent (verification always on)
-// talks to them directly, with no gateway: a text answer, a frontend tool round trip, the
-// client's context reaching the agent and, for LangGraph, an `interrupt()` and its resume.
-// What passes here and fails through the gateway is the gateway's fault.
+// check.mjs: proves the framework servers — a LangGraph graph on ag-ui-langgraph
+// (langgraph/server.py), a Mastra agent on @ag-ui/mastra (mastra/server.mjs), a Google ADK agent
+// on ag-ui-adk, a Microsoft Agent Framework agent on agent-framework-ag-ui, an AWS Strands agent
+// on ag-ui-strands, a CrewAI flow on ag-ui-crewai and a Pydantic AI agent on its own AG-UI
+// adapter (<name>/server.py) — work as their
+// frameworks promise when the official @ag-ui/client HttpAgent (verification always on) talks
+// to them directly, with no gateway: a text answer, a frontend tool round trip, the client's
+// context reaching the agent, LangGraph's `interrupt()` and its resume, and for the servers on
+// the shared script (scripted.py) their human-in-the-loop approved and denied (a denied tool
+// never runs). What passes here and fails through the gateway is the gateway's fault.
 //
-//   node tests/frameworks/check.mjs [langgraph|mastra]...      (default: both)
+//   node tests/frameworks/check.mjs [langgraph|mastra|adk|agent_framework|strands|crewai|pydantic_ai]...
+//                                                             (default: all)
 //
 // Needs `npm ci` in tests/clients (the pinned client) and tests/frameworks/mastra, and the venv
-// of tests/frameworks/langgraph/requirements.txt (scripts/test installs all three). Prints a
-// summary; exits 1 on any failure.
+// of each Python server's requirements.txt (scripts/test installs them all). Prints a summary;
+// exits 1 on any failure.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -36,6 +41,26 @@ const SERVERS = {
     missing: "run npm ci --prefix tests/frameworks/mastra",
   },
 };
+// The servers on the shared script (scripted.py), each in its own venv. `contextReaches`:
+// whether the adapter hands the run's context to the agent (Agent Framework's passes only
+// A2UI's entries; Pydantic AI's none). `decision`: what a person answers to the server's confirmation, as its
+// interrupt's responseSchema asks.
+const approvedBool = (approved) => ({ approved });
+const SCRIPTED = {
+  adk: { decision: approvedBool },
+  agent_framework: { decision: approvedBool, contextReaches: false },
+  strands: { decision: approvedBool },
+  crewai: { decision: (approved) => (approved ? "approved" : "rejected") },
+  pydantic_ai: { decision: approvedBool, contextReaches: false },
+};
+for (const name of Object.keys(SCRIPTED)) {
+  SERVERS[name] = {
+    command: here(`${name}/.venv/bin/python`),
+    args: [here(`${name}/server.py`)],
+    missing: `the venv is missing: python3 -m venv tests/frameworks/${name}/.venv && ` +
+      `tests/frameworks/${name}/.venv/bin/pip install -r tests/frameworks/${name}/requirements.txt`,
+  };
+}
 
 const SHOW_CITY = {
   name: "show_city",
@@ -152,9 +177,11 @@ async function checkServer(name) {
       const context = [{ description: "user name", value: "Ada" }, { description: "city", value: "Paris" }];
       const r = await run(url, { text: "what context", input: { context } });
       const none = await run(url, { text: "what context" });
-      check("context: the client's entries reach the agent", [
+      const reaches = SCRIPTED[name]?.contextReaches ?? true;
+      const expected = reaches ? "Context seen: user name=Ada; city=Paris" : "No context was given to me.";
+      check(reaches ? "context: the client's entries reach the agent" : "context: accepted (the adapter does not pass it on)", [
         ...accepted(r), ...accepted(none),
-        lastAnswer(r.agent) !== "Context seen: user name=Ada; city=Paris" && `answer ${JSON.stringify(lastAnswer(r.agent))}`,
+        lastAnswer(r.agent) !== expected && `answer ${JSON.stringify(lastAnswer(r.agent))}`,
         lastAnswer(none.agent) !== "No context was given to me." && `without context: ${JSON.stringify(lastAnswer(none.agent))}`,
       ]);
     }
@@ -183,6 +210,31 @@ async function checkServer(name) {
           result?.content !== "sent to team@example.com, note: ship it" && `result ${JSON.stringify(result)}`,
           lastAnswer(second.agent) !== "Report sent to team@example.com, note: ship it." && `answer ${JSON.stringify(lastAnswer(second.agent))}`,
           second.events.at(-1)?.outcome?.type === "interrupt" && "still interrupted",
+        ]);
+      }
+    }
+    if (SCRIPTED[name]) {
+      const base = url.replace(/\/agent$/, "");
+      const sent = async (to) => (await (await fetch(`${base}/executions`)).json()).filter((x) => x.args?.to === to).length;
+      for (const approved of [true, false]) {
+        const to = `${approved ? "yes" : "no"}-${Math.random().toString(36).slice(2)}@example.com`;
+        const first = await run(url, { text: `send the report to ${to}` });
+        const pending = first.agent.pendingInterrupts ?? [];
+        check(`human-in-the-loop: the tool call ends the run with an interrupt outcome`, [
+          ...accepted(first),
+          first.events.at(-1)?.outcome?.type !== "interrupt" && `outcome ${JSON.stringify(first.events.at(-1)?.outcome)}`,
+          pending.length !== 1 && `pendingInterrupts ${JSON.stringify(pending)}`,
+          (await sent(to)) !== 0 && "the tool ran before the decision",
+        ]);
+        if (pending.length !== 1) continue;
+        const decision = { status: "resolved", payload: SCRIPTED[name].decision(approved) };
+        const resume = buildResumeArray(pending, { [pending[0].id]: decision });
+        const second = await run(url, { agent: first.agent, input: { resume } });
+        const answer = lastAnswer(second.agent);
+        check(approved ? "human-in-the-loop: approved, the tool runs and the agent answers" : "human-in-the-loop: denied, the tool never runs", [
+          ...accepted(second),
+          (await sent(to)) !== (approved ? 1 : 0) && `the tool ran ${await sent(to)} time(s)`,
+          answer !== (approved ? `Report sent to ${to}.` : "Report not sent.") && `answer ${JSON.stringify(answer)}`,
         ]);
       }
     }

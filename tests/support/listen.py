@@ -52,6 +52,9 @@ async def serve(app: Any, port: int, lifespan: str = "off") -> None:
             sys.exit(1)
         await asyncio.sleep(0.01)
     print(f"listening http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+    # The parent reads that one line and may close its end: anything a framework prints later
+    # (CrewAI prints a panel per flow run) would break the pipe and end the server.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     await serving
 
 
