@@ -430,35 +430,44 @@ pub enum Event {
     },
 }
 
+/// The events that may carry a `subagentRunId` (not the run's own events, `MESSAGES_SNAPSHOT`,
+/// nor `SUBAGENT_*`, whose id names the subagent), as one pattern binding the field to `$id`:
+/// the list both accessors match, kept once.
+macro_rules! attributed_event {
+    ($id:ident) => {
+        Event::StepStarted { subagent_run_id: $id, .. }
+            | Event::StepFinished { subagent_run_id: $id, .. }
+            | Event::TextMessageStart { subagent_run_id: $id, .. }
+            | Event::TextMessageContent { subagent_run_id: $id, .. }
+            | Event::TextMessageEnd { subagent_run_id: $id, .. }
+            | Event::TextMessageChunk { subagent_run_id: $id, .. }
+            | Event::ToolCallStart { subagent_run_id: $id, .. }
+            | Event::ToolCallArgs { subagent_run_id: $id, .. }
+            | Event::ToolCallEnd { subagent_run_id: $id, .. }
+            | Event::ToolCallChunk { subagent_run_id: $id, .. }
+            | Event::ToolCallResult { subagent_run_id: $id, .. }
+            | Event::StateSnapshot { subagent_run_id: $id, .. }
+            | Event::StateDelta { subagent_run_id: $id, .. }
+            | Event::ActivitySnapshot { subagent_run_id: $id, .. }
+            | Event::ActivityDelta { subagent_run_id: $id, .. }
+            | Event::ReasoningStart { subagent_run_id: $id, .. }
+            | Event::ReasoningEnd { subagent_run_id: $id, .. }
+            | Event::ReasoningMessageStart { subagent_run_id: $id, .. }
+            | Event::ReasoningMessageContent { subagent_run_id: $id, .. }
+            | Event::ReasoningMessageEnd { subagent_run_id: $id, .. }
+            | Event::ReasoningMessageChunk { subagent_run_id: $id, .. }
+            | Event::ReasoningEncryptedValue { subagent_run_id: $id, .. }
+            | Event::Custom { subagent_run_id: $id, .. }
+            | Event::Raw { subagent_run_id: $id, .. }
+    };
+}
+
 impl Event {
-    /// The event's `subagentRunId` attribution, for the events that may carry one (not the
-    /// run's own events, `MESSAGES_SNAPSHOT`, nor `SUBAGENT_*`, whose id names the subagent).
+    /// The event's `subagentRunId` attribution, for the events that may carry one
+    /// ([`attributed_event`]).
     pub fn attribution_mut(&mut self) -> Option<&mut Option<String>> {
         match self {
-            Event::StepStarted { subagent_run_id, .. }
-            | Event::StepFinished { subagent_run_id, .. }
-            | Event::TextMessageStart { subagent_run_id, .. }
-            | Event::TextMessageContent { subagent_run_id, .. }
-            | Event::TextMessageEnd { subagent_run_id, .. }
-            | Event::TextMessageChunk { subagent_run_id, .. }
-            | Event::ToolCallStart { subagent_run_id, .. }
-            | Event::ToolCallArgs { subagent_run_id, .. }
-            | Event::ToolCallEnd { subagent_run_id, .. }
-            | Event::ToolCallChunk { subagent_run_id, .. }
-            | Event::ToolCallResult { subagent_run_id, .. }
-            | Event::StateSnapshot { subagent_run_id, .. }
-            | Event::StateDelta { subagent_run_id, .. }
-            | Event::ActivitySnapshot { subagent_run_id, .. }
-            | Event::ActivityDelta { subagent_run_id, .. }
-            | Event::ReasoningStart { subagent_run_id, .. }
-            | Event::ReasoningEnd { subagent_run_id, .. }
-            | Event::ReasoningMessageStart { subagent_run_id, .. }
-            | Event::ReasoningMessageContent { subagent_run_id, .. }
-            | Event::ReasoningMessageEnd { subagent_run_id, .. }
-            | Event::ReasoningMessageChunk { subagent_run_id, .. }
-            | Event::ReasoningEncryptedValue { subagent_run_id, .. }
-            | Event::Custom { subagent_run_id, .. }
-            | Event::Raw { subagent_run_id, .. } => Some(subagent_run_id),
+            attributed_event!(id) => Some(id),
             _ => None,
         }
     }
@@ -466,30 +475,7 @@ impl Event {
     /// The subagent the event is attributed to, if any.
     pub fn attribution(&self) -> Option<&str> {
         match self {
-            Event::StepStarted { subagent_run_id, .. }
-            | Event::StepFinished { subagent_run_id, .. }
-            | Event::TextMessageStart { subagent_run_id, .. }
-            | Event::TextMessageContent { subagent_run_id, .. }
-            | Event::TextMessageEnd { subagent_run_id, .. }
-            | Event::TextMessageChunk { subagent_run_id, .. }
-            | Event::ToolCallStart { subagent_run_id, .. }
-            | Event::ToolCallArgs { subagent_run_id, .. }
-            | Event::ToolCallEnd { subagent_run_id, .. }
-            | Event::ToolCallChunk { subagent_run_id, .. }
-            | Event::ToolCallResult { subagent_run_id, .. }
-            | Event::StateSnapshot { subagent_run_id, .. }
-            | Event::StateDelta { subagent_run_id, .. }
-            | Event::ActivitySnapshot { subagent_run_id, .. }
-            | Event::ActivityDelta { subagent_run_id, .. }
-            | Event::ReasoningStart { subagent_run_id, .. }
-            | Event::ReasoningEnd { subagent_run_id, .. }
-            | Event::ReasoningMessageStart { subagent_run_id, .. }
-            | Event::ReasoningMessageContent { subagent_run_id, .. }
-            | Event::ReasoningMessageEnd { subagent_run_id, .. }
-            | Event::ReasoningMessageChunk { subagent_run_id, .. }
-            | Event::ReasoningEncryptedValue { subagent_run_id, .. }
-            | Event::Custom { subagent_run_id, .. }
-            | Event::Raw { subagent_run_id, .. } => subagent_run_id.as_deref(),
+            attributed_event!(id) => id.as_deref(),
             _ => None,
         }
     }
