@@ -636,13 +636,11 @@ on_every_framework_and_store!(a_cut_stream_continues_with_last_event_id);
 // `interrupt()` has its own scenario below; Mastra has no AG-UI interrupts).
 on_frameworks_and_stores!(the_clients_state_reaches_the_agent_and_its_echo_is_taken:
     adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
-// CrewAI's approval is left out until the gateway sends a non-object answer upstream as given
-// (docs/spec.md, Not yet): its interrupt asks for a plain string, which the resume check turns
-// into `{}`, so CrewAI falls back to "rejected".
+// (CrewAI's interrupt asks for a plain string, "approved" or "rejected": it goes upstream as given.)
 on_frameworks_and_stores!(an_approval_runs_the_tool:
-    adk => Adk, agent_framework => AgentFramework, strands => Strands, pydantic_ai => PydanticAi);
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
 on_frameworks_and_stores!(a_denial_never_runs_the_tool:
-    adk => Adk, agent_framework => AgentFramework, strands => Strands, pydantic_ai => PydanticAi);
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
 
 /// Two instances share one PostgreSQL database: the takeover runs there only.
 mod a_killed_instance_s_turn_is_finished_honestly {

@@ -577,6 +577,14 @@ mod tests {
             ),
             json!({"interruptId": "u1", "status": "resolved", "payload": {"answer": "Paris"}})
         );
+        // An answer that is not an object (CrewAI asks for a plain string) goes as given.
+        assert_eq!(
+            resume_entry(
+                &plain,
+                &decided(json!({"approved": true, "gateway/payload": "rejected", "gateway/inferred": ["approved"]}))
+            ),
+            json!({"interruptId": "u1", "status": "resolved", "payload": "rejected"})
+        );
         // A denial without a schema that asks for `approved` is a denial, never an empty resolve.
         assert_eq!(
             resume_entry(&plain, &decided(json!({"approved": false, "comment": "not now"}))),

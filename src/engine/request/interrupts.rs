@@ -149,6 +149,11 @@ fn refusal(code: RunErrorCode, message: String) -> ResumeRefusal {
 /// (`approved`, read from the interrupt's reason when the payload did not say).
 pub const INFERRED: &str = "gateway/inferred";
 
+/// The key of a stored decision holding the person's payload when it is not a JSON object (a
+/// plain string such as CrewAI's `"approved"`): the decision stays an object the gateway reads,
+/// and an upstream gets the payload back exactly as it was sent.
+pub const AS_GIVEN: &str = "gateway/payload";
+
 /// What one resume entry will do once every entry passed.
 #[derive(Debug, Clone)]
 pub enum EntryPlan {
@@ -233,8 +238,13 @@ pub fn check_resume(
                 let said = payload.get("approved").and_then(Value::as_bool);
                 let approved = said.unwrap_or(shown.reason == "input_required");
                 let mut decision = match payload {
-                    Value::Object(map) => map,
-                    _ => Map::new(),
+                    // A key of the gateway's own is never taken from the person's words.
+                    Value::Object(mut map) => {
+                        map.remove(AS_GIVEN);
+                        map
+                    }
+                    Value::Null => Map::new(),
+                    other => Map::from_iter([(AS_GIVEN.to_string(), other)]),
                 };
                 // The decision says which of its words are the gateway's, so what goes on (an
                 // upstream's `resume`) can carry the person's own: never a key they sent in.

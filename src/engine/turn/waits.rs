@@ -35,19 +35,23 @@ impl Decided {
     }
 
     /// The payload as the person sent it: the decision without what the gateway added to it
-    /// (an `approved` it read from the interrupt's reason when the payload did not say).
-    pub fn as_sent(&self) -> serde_json::Map<String, Value> {
+    /// (an `approved` it read from the interrupt's reason when the payload did not say), and a
+    /// payload that was not an object (a plain string, a number) as that value itself.
+    pub fn as_sent(&self) -> Value {
         let mut sent = match &self.decision {
             Value::Object(map) => map.clone(),
             _ => serde_json::Map::new(),
         };
+        if let Some(given) = sent.remove(crate::engine::interrupts::AS_GIVEN) {
+            return given;
+        }
         let added = sent.remove(crate::engine::interrupts::INFERRED);
         for key in added.as_ref().and_then(Value::as_array).into_iter().flatten() {
             if let Some(key) = key.as_str() {
                 sent.remove(key);
             }
         }
-        sent
+        Value::Object(sent)
     }
 }
 
