@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::follow::{refuse, viewer_of};
-use super::history::{self, HistoryVerdict};
+use super::history::{self, Branching, HistoryVerdict};
 use super::interrupts::{self, waiting_of};
 use crate::engine::runner::TurnStart;
 use crate::engine::{board, Engine, EngineError, FollowPlan, RunErrorCode, RunPlan, RunRequest};
@@ -94,35 +94,16 @@ impl Engine {
                 RunErrorCode::HistoryMismatch,
                 &format!("the history differs from the thread's ({why}); load the thread again"),
             )),
-            HistoryVerdict::Follow(pk) => {
-                let (Some(thread), Some(latest)) = (&thread, turns.iter().find(|t| t.pk == pk)) else {
-                    return Ok(refuse(
-                        RunErrorCode::HistoryMismatch,
-                        "the thread has no turn to follow; load the thread again",
-                    ));
-                };
-                if latest.status == TurnStatus::Waiting {
-                    if let Some(pending) = self.pending_client_calls(latest).await? {
-                        let answers = request.input.messages.iter().any(|m| {
-                            matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id))
-                        });
-                        if answers {
-                            return self.continue_with_client_results(&request, thread, latest, pending).await;
-                        }
-                    }
-                }
-                // A reloaded page follows the turn from its latest decision (or its start); its
-                // reconnect, from the latest decision before its Last-Event-ID. Nothing is recorded:
-                // each reload brings a new runId, and its history finds the turn again.
-                let interrupts = store.turn_interrupts(latest.pk).await?;
-                let seen = request.last_event_id.map_or(i64::MAX, |id| id.seq);
-                let decided = interrupts.iter().filter_map(|i| i.decided_seq).filter(|seq| *seq <= seen);
-                let start = decided.max().map_or(0, |seq| seq - 1);
-                self.follow(&request, thread, latest, start, None).await
-            }
+            HistoryVerdict::Follow(pk) => self.follow_recorded(&request, thread.as_ref(), &turns, pk).await,
             HistoryVerdict::NewTurn { message_id, text, parts, parent, kind } => {
                 tracing::debug!(?kind, "a run adds a turn");
                 if let Some(last_event_id) = request.last_event_id {
+                    // A reload's reconnect after the turn it followed ended: it reads as a
+                    // regenerate now, but its Last-Event-ID names the turn it was following.
+                    let followed = turns.iter().find(|t| t.public_id == last_event_id.turn && t.parent == parent);
+                    if let (Branching::Regenerate, Some(followed)) = (kind, followed) {
+                        return self.follow_recorded(&request, thread.as_ref(), &turns, followed.pk).await;
+                    }
                     return Err(EngineError::BadLastEventId(last_event_id.to_string()));
                 }
                 // One turn at a time per thread, whichever branch it is on (§6): the newest
@@ -155,6 +136,43 @@ impl Engine {
                 self.start_turn(&request, thread.as_ref(), ordinal, message).await
             }
         }
+    }
+
+    /// Follows a recorded turn the run's history ends at (§4.3): a reloaded page, from the
+    /// turn's latest decision (or its start); its reconnect, from the latest decision before its
+    /// Last-Event-ID; a waiting turn's client tool results go on with it.
+    async fn follow_recorded(
+        &self,
+        request: &RunRequest<'_>,
+        thread: Option<&ThreadRow>,
+        turns: &[TurnRow],
+        pk: i64,
+    ) -> Result<RunPlan, EngineError> {
+        let store = &self.inner.store;
+        let (Some(thread), Some(latest)) = (thread, turns.iter().find(|t| t.pk == pk)) else {
+            return Ok(refuse(
+                RunErrorCode::HistoryMismatch,
+                "the thread has no turn to follow; load the thread again",
+            ));
+        };
+        if latest.status == TurnStatus::Waiting {
+            if let Some(pending) = self.pending_client_calls(latest).await? {
+                let answers = request.input.messages.iter().any(|m| {
+                    matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id))
+                });
+                if answers {
+                    return self.continue_with_client_results(request, thread, latest, pending).await;
+                }
+            }
+        }
+        // A reloaded page follows the turn from its latest decision (or its start); its
+        // reconnect, from the latest decision before its Last-Event-ID. Nothing is recorded:
+        // each reload brings a new runId, and its history finds the turn again.
+        let interrupts = store.turn_interrupts(latest.pk).await?;
+        let seen = request.last_event_id.map_or(i64::MAX, |id| id.seq);
+        let decided = interrupts.iter().filter_map(|i| i.decided_seq).filter(|seq| *seq <= seen);
+        let start = decided.max().map_or(0, |seq| seq - 1);
+        self.follow(request, thread, latest, start, None).await
     }
 
     /// The editable keys the run changes (§7), each checked against its schema (400 naming
