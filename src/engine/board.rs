@@ -31,18 +31,16 @@ pub fn from_stored(notes: &[String]) -> Vec<Value> {
 /// the thread that is not on `branch` — a sibling branch's notes are not this branch's board.
 /// A note naming no turn of the thread (a delegated child's) stays with its thread.
 pub fn on_branch(notes: Vec<String>, turns: &[crate::store::TurnRow], branch: &[crate::store::TurnRow]) -> Vec<String> {
-    let off_branch: Vec<&str> = turns
-        .iter()
-        .filter(|t| !branch.iter().any(|b| b.pk == t.pk))
-        .map(|t| t.public_id.as_str())
-        .collect();
+    let off_branch: Vec<&str> =
+        turns.iter().filter(|t| !branch.iter().any(|b| b.pk == t.pk)).map(|t| t.public_id.as_str()).collect();
     if off_branch.is_empty() {
         return notes;
     }
     notes
         .into_iter()
         .filter(|note| {
-            let pinned_by = serde_json::from_str::<Value>(note).ok().and_then(|n| n["turn"].as_str().map(str::to_string));
+            let pinned_by =
+                serde_json::from_str::<Value>(note).ok().and_then(|n| n["turn"].as_str().map(str::to_string));
             !pinned_by.is_some_and(|turn| off_branch.contains(&turn.as_str()))
         })
         .collect()

@@ -72,7 +72,10 @@ async fn regenerate_after_the_end_is_another_answer_on_a_new_branch(backend: Bac
     let second = judged_run(&app, "demo", &again).await;
     assert_eq!(kinds(&second).last(), Some(&"RUN_FINISHED"));
     let second_ids = answer_ids(&second);
-    assert!(!second_ids.is_empty() && second_ids.iter().all(|id| !first_ids.contains(id)), "a new answer: {second_ids:?}");
+    assert!(
+        !second_ids.is_empty() && second_ids.iter().all(|id| !first_ids.contains(id)),
+        "a new answer: {second_ids:?}"
+    );
     assert_eq!(app.counts().await.turns, 2, "nothing is erased: both answers stay");
 
     let turns = turns_of(&app, "th-regen").await;
@@ -86,7 +89,8 @@ async fn regenerate_after_the_end_is_another_answer_on_a_new_branch(backend: Bac
     let view = messages_of(&app, "th-regen", None).await;
     assert_eq!(view["turn"], turns[1]["id"]);
     assert_eq!(view["current"], true);
-    let shown: Vec<&str> = view["messages"].as_array().expect("messages").iter().filter_map(|m| m["id"].as_str()).collect();
+    let shown: Vec<&str> =
+        view["messages"].as_array().expect("messages").iter().filter_map(|m| m["id"].as_str()).collect();
     assert!(shown.contains(&second_ids[0].as_str()) && !shown.contains(&first_ids[0].as_str()), "{shown:?}");
     let alternatives = &view["alternatives"][0];
     assert_eq!((alternatives["index"].clone(), alternatives["count"].clone()), (json!(2), json!(2)), "{view}");
@@ -94,7 +98,8 @@ async fn regenerate_after_the_end_is_another_answer_on_a_new_branch(backend: Bac
     // The first answer is one request away, as it was.
     let old = messages_of(&app, "th-regen", turns[0]["id"].as_str()).await;
     assert_eq!(old["current"], false);
-    let old_ids: Vec<&str> = old["messages"].as_array().expect("messages").iter().filter_map(|m| m["id"].as_str()).collect();
+    let old_ids: Vec<&str> =
+        old["messages"].as_array().expect("messages").iter().filter_map(|m| m["id"].as_str()).collect();
     assert!(old_ids.contains(&first_ids[0].as_str()), "{old_ids:?}");
     assert_eq!(old["alternatives"][0]["index"], 1);
 }
@@ -145,8 +150,13 @@ async fn an_edit_of_an_earlier_message_branches_from_its_parent(backend: Backend
     let on_current: Vec<&Value> = turns.iter().filter(|t| t["onCurrentBranch"] == true).map(|t| &t["id"]).collect();
     assert_eq!(on_current, [&turns[0]["id"], &turns[3]["id"]]);
     let view = messages_of(&app, "th-earlier", None).await;
-    let users: Vec<&Value> =
-        view["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").map(|m| &m["content"]).collect();
+    let users: Vec<&Value> = view["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| &m["content"])
+        .collect();
     assert_eq!(users, [&json!("one"), &json!("TWO, rephrased")]);
     assert_eq!(view["alternatives"][1]["index"], 2);
     assert_eq!(view["alternatives"][1]["turns"][0]["head"], turns[2]["id"], "the old branch opens where it ended");
@@ -157,7 +167,11 @@ async fn a_client_goes_on_from_another_branch(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     app.run_to_end("demo", &first_run("th-other", "run-1", "apples")).await;
-    app.run_to_end("demo", &run("th-other", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "pears"}]))).await;
+    app.run_to_end(
+        "demo",
+        &run("th-other", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "pears"}])),
+    )
+    .await;
     let turns = turns_of(&app, "th-other").await;
     // The client opens the first branch (no longer the current one) and goes on there.
     let mut held = loaded(&app, "th-other", turns[0]["id"].as_str()).await;
@@ -169,8 +183,13 @@ async fn a_client_goes_on_from_another_branch(backend: Backend) {
     assert_eq!(turns[2]["parent"], turns[0]["id"]);
     // It is the current branch now.
     let view = messages_of(&app, "th-other", None).await;
-    let users: Vec<&Value> =
-        view["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").map(|m| &m["content"]).collect();
+    let users: Vec<&Value> = view["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| &m["content"])
+        .collect();
     assert_eq!(users, [&json!("apples"), &json!("more about apples")]);
     // The run restated its branch: the conversation the client goes on from, not the other one.
     let snapshot = events.iter().find(|e| e.kind() == "MESSAGES_SNAPSHOT").expect("a snapshot");
@@ -307,7 +326,8 @@ async fn an_erase_takes_every_branch_and_a_turn_outside_the_thread_is_not_found(
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     app.run_to_end("demo", &first_run("th-erase", "run-1", "one")).await;
-    app.run_to_end("demo", &run("th-erase", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "uno"}]))).await;
+    app.run_to_end("demo", &run("th-erase", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "uno"}])))
+        .await;
     app.run_to_end("demo", &first_run("th-kept", "run-1", "kept")).await;
     let kept_turn = turns_of(&app, "th-kept").await[0]["id"].as_str().expect("id").to_string();
     let response =
@@ -321,3 +341,31 @@ async fn an_erase_takes_every_branch_and_a_turn_outside_the_thread_is_not_found(
     assert_eq!(app.counts().await.turns, 1, "both branches are erased, the other thread stays");
 }
 on_both_stores!(an_erase_takes_every_branch_and_a_turn_outside_the_thread_is_not_found);
+
+async fn a_model_is_given_only_its_branch(backend: Backend) {
+    let model = crate::fakes::model::ScriptedModel::planned(vec![], "Noted.").await;
+    let db = TestDatabase::new(backend).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(crate::openai::openai_agent(&model.url, "http://127.0.0.1:9/", "never"));
+    let app = TestApp::start_with(config).await;
+    app.run_to_end("assistant", &first_run("th-llm-branch", "run-1", "apples")).await;
+    let edit = run("th-llm-branch", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "pears"}]));
+    judged_run(&app, "assistant", &edit).await;
+    let mut held = loaded(&app, "th-llm-branch", None).await;
+    held.push(json!({"id": "u-more", "role": "user", "content": "and plums"}));
+    judged_run(&app, "assistant", &run("th-llm-branch", "run-3", Value::Array(held))).await;
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "one model call per turn");
+    let users = |request: &Value| -> Vec<Value> {
+        request["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].clone())
+            .collect()
+    };
+    assert_eq!(users(&requests[1]), [json!("pears")], "the edit's turn never sees the words it replaced");
+    assert_eq!(users(&requests[2]), [json!("pears"), json!("and plums")], "the branch, not its sibling");
+}
+on_both_stores!(a_model_is_given_only_its_branch);

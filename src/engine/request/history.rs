@@ -85,7 +85,10 @@ pub fn check(messages: &[InputMessage], turns: &[TurnRow]) -> HistoryVerdict {
         return if turns.is_empty() {
             HistoryVerdict::NoUserMessage
         } else {
-            HistoryVerdict::Mismatch(format!("the thread has {} turns but the messages hold no user message", turns.len()))
+            HistoryVerdict::Mismatch(format!(
+                "the thread has {} turns but the messages hold no user message",
+                turns.len()
+            ))
         };
     };
     let current = branches::current(turns);
@@ -292,7 +295,10 @@ mod tests {
             {"id": format!("{}:m1", turns[0].public_id), "role": "assistant", "content": "hello"},
             {"id": "u2", "role": "user", "content": "less"}
         ]));
-        assert!(matches!(check(&newest, &turns), HistoryVerdict::NewTurn { parent: Some(1), kind: Branching::Edit, .. }));
+        assert!(matches!(
+            check(&newest, &turns),
+            HistoryVerdict::NewTurn { parent: Some(1), kind: Branching::Edit, .. }
+        ));
         let earlier = messages(json!([{"id": "u1", "role": "user", "content": "hello there"}]));
         assert!(matches!(check(&earlier, &turns), HistoryVerdict::NewTurn { parent: None, kind: Branching::Edit, .. }));
     }
@@ -332,8 +338,9 @@ mod tests {
         recorded.user_parts = Some(json!([{"type": "text", "text": "see"}, image]).to_string());
         let turns = [recorded];
         let answer = json!({"id": format!("{T1}:m1"), "role": "assistant", "content": "a cat"});
-        let same =
-            messages(json!([{"id": "u1", "role": "user", "content": [{"type": "text", "text": "see"}, image]}, answer]));
+        let same = messages(
+            json!([{"id": "u1", "role": "user", "content": [{"type": "text", "text": "see"}, image]}, answer]),
+        );
         assert_eq!(check(&same, &turns), HistoryVerdict::Follow(1));
         let swapped = json!({"type": "image", "source": {"type": "data", "value": "BBBB", "mimeType": "image/png"}});
         let more = json!({"id": "u2", "role": "user", "content": "and?"});

@@ -12,7 +12,9 @@ use crate::engine::runner::TurnStart;
 use crate::engine::{board, Engine, EngineError, FollowPlan, RunErrorCode, RunPlan, RunRequest};
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
-use crate::store::{branches, InterruptRow, InterruptStatus, NewTurn, StartTurn, ThreadRow, TurnRow, TurnStatus, WakeUp};
+use crate::store::{
+    branches, InterruptRow, InterruptStatus, NewTurn, StartTurn, ThreadRow, TurnRow, TurnStatus, WakeUp,
+};
 
 impl Engine {
     /// Decides what a run streams (§2, §4, §5, §6). Starts a turn when the run brings a new
@@ -157,9 +159,10 @@ impl Engine {
         };
         if latest.status == TurnStatus::Waiting {
             if let Some(pending) = self.pending_client_calls(latest).await? {
-                let answers = request.input.messages.iter().any(|m| {
-                    matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id))
-                });
+                let answers =
+                    request.input.messages.iter().any(
+                        |m| matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id)),
+                    );
                 if answers {
                     return self.continue_with_client_results(request, thread, latest, pending).await;
                 }

@@ -76,7 +76,8 @@ impl TurnContext {
     pub async fn board(&mut self) -> Result<Vec<Value>, AgentError> {
         if self.board.is_none() {
             let notes = self.patiently("the board could not be read", || self.store.notes(self.thread_pk)).await?;
-            let turns = self.patiently("the board could not be read", || self.store.thread_turns(self.thread_pk)).await?;
+            let turns =
+                self.patiently("the board could not be read", || self.store.thread_turns(self.thread_pk)).await?;
             let branch = crate::store::branches::ending_at(&turns, self.turn_pk);
             let notes = crate::engine::board::on_branch(notes, &turns, &branch);
             self.board = Some(crate::engine::board::from_stored(&notes));
