@@ -446,29 +446,7 @@ impl Engine {
             Some(last) => conversation::load_branch(store, thread.pk, last.pk).await?,
             None => Vec::new(),
         };
-        // Each turn of the branch opens with its user message, in order.
-        let user_ids = messages.iter().filter(|m| matches!(m, crate::protocol::InputMessage::User(_))).map(|m| m.id());
-        let alternatives = branch
-            .iter()
-            .zip(user_ids)
-            .map(|(turn, message_id)| {
-                let (place, siblings) = branches::alternatives(&turns, turn);
-                Alternatives {
-                    message_id: message_id.to_string(),
-                    turn: turn.public_id.clone(),
-                    index: place + 1,
-                    count: siblings.len(),
-                    turns: siblings
-                        .iter()
-                        .map(|sibling| {
-                            let head = branches::latest_through(&turns, sibling);
-                            let head = turns.iter().find(|t| t.pk == head).map_or(&sibling.public_id, |t| &t.public_id);
-                            AlternativeTurn { turn: sibling.public_id.clone(), head: head.clone() }
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
+        let alternatives = alternatives_of(&turns, &branch, &messages);
         Ok(BranchView {
             head: branch.last().map(|t| t.public_id.clone()),
             current: branch.last().map(|t| t.pk) == branches::newest(&turns).map(|t| t.pk),
@@ -495,6 +473,62 @@ impl Engine {
             })
             .collect())
     }
+}
+
+/// The alternatives of each user message of `branch` (whose conversation is `messages`).
+fn alternatives_of(
+    turns: &[crate::store::TurnRow],
+    branch: &[crate::store::TurnRow],
+    messages: &[crate::protocol::InputMessage],
+) -> Vec<Alternatives> {
+    // Each turn of the branch opens with its user message, in order.
+    let user_ids = messages.iter().filter(|m| matches!(m, crate::protocol::InputMessage::User(_))).map(|m| m.id());
+    branch
+        .iter()
+        .zip(user_ids)
+        .map(|(turn, message_id)| {
+            let (place, siblings) = branches::alternatives(turns, turn);
+            Alternatives {
+                message_id: message_id.to_string(),
+                turn: turn.public_id.clone(),
+                index: place + 1,
+                count: siblings.len(),
+                turns: siblings
+                    .iter()
+                    .map(|sibling| {
+                        let head = branches::latest_through(turns, sibling);
+                        let head = turns.iter().find(|t| t.pk == head).map_or(&sibling.public_id, |t| &t.public_id);
+                        AlternativeTurn { turn: sibling.public_id.clone(), head: head.clone() }
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The name of the `CUSTOM` event that follows a `MESSAGES_SNAPSHOT` of a branch whose user
+/// messages have alternatives (§6): `{"turn", "alternatives"}`, as `GET …/messages` gives them.
+pub const BRANCHES_EVENT: &str = "gateway.branches";
+
+/// The `CUSTOM gateway.branches` event for a snapshot of the branch ending at turn `head`
+/// (`messages` being that snapshot's); `None` when none of its user messages has an alternative.
+pub(crate) async fn branches_event(
+    store: &dyn Store,
+    thread: i64,
+    head: i64,
+    messages: &[crate::protocol::InputMessage],
+) -> Result<Option<crate::protocol::Event>, StoreError> {
+    let turns = store.thread_turns(thread).await?;
+    let branch = branches::ending_at(&turns, head);
+    let alternatives = alternatives_of(&turns, &branch, messages);
+    if alternatives.iter().all(|a| a.count < 2) {
+        return Ok(None);
+    }
+    let value = serde_json::json!({
+        "turn": branch.last().map(|t| t.public_id.clone()),
+        "alternatives": alternatives,
+    });
+    Ok(Some(crate::protocol::Event::Custom { name: BRANCHES_EVENT.into(), value, subagent_run_id: None }))
 }
 
 /// A branch of a thread as `GET /v1/threads/{thread}/messages` shows it (§6).

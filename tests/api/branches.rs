@@ -95,6 +95,23 @@ async fn regenerate_after_the_end_is_another_answer_on_a_new_branch(backend: Bac
     let alternatives = &view["alternatives"][0];
     assert_eq!((alternatives["index"].clone(), alternatives["count"].clone()), (json!(2), json!(2)), "{view}");
     assert_eq!(alternatives["turns"][0]["head"], turns[0]["id"]);
+    // The regenerate's run and the connect stream say it too, after their MESSAGES_SNAPSHOT.
+    let said_in = |events: &[SseEvent]| -> Value {
+        let at = events.iter().position(|e| e.kind() == "MESSAGES_SNAPSHOT").expect("a snapshot");
+        let branches = &events[at + 1];
+        assert_eq!((branches.kind(), branches.data["name"].as_str()), ("CUSTOM", Some("gateway.branches")));
+        branches.data["value"]["alternatives"][0].clone()
+    };
+    assert_eq!(said_in(&second), view["alternatives"][0]);
+    let connect = app
+        .client
+        .post(app.url("/v1/agui/agents/demo/connect?tenant=default"))
+        .header("content-type", "application/json")
+        .body(json!({"threadId": "th-regen", "runId": "watch-1"}).to_string())
+        .send()
+        .await
+        .expect("connect");
+    assert_eq!(said_in(&read_events(connect, Some(4)).await), view["alternatives"][0]);
     // The first answer is one request away, as it was.
     let old = messages_of(&app, "th-regen", turns[0]["id"].as_str()).await;
     assert_eq!(old["current"], false);
