@@ -386,3 +386,28 @@ async fn a_model_is_given_only_its_branch(backend: Backend) {
     assert_eq!(users(&requests[2]), [json!("pears"), json!("and plums")], "the branch, not its sibling");
 }
 on_both_stores!(a_model_is_given_only_its_branch);
+
+async fn a_thread_recorded_before_branching_reads_as_one_branch(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    app.run_to_end("demo", &first_run("th-old", "run-1", "one")).await;
+    let mut held = loaded(&app, "th-old", None).await;
+    held.push(json!({"id": "u2", "role": "user", "content": "two"}));
+    app.run_to_end("demo", &run("th-old", "run-2", Value::Array(held))).await;
+    // Rows as a gateway before migration 0019 left them (no parents), then its backfill.
+    execute_sql(&db.url, "UPDATE turns SET parent = NULL").await;
+    let migration = match backend {
+        Backend::Sqlite => include_str!("../../migrations/sqlite/0019_branches.sql"),
+        Backend::Postgres => include_str!("../../migrations/postgres/0019_branches.sql"),
+    };
+    let backfill = migration.lines().filter(|line| line.starts_with("UPDATE")).collect::<Vec<_>>();
+    assert_eq!(backfill.len(), 1, "{migration}");
+    execute_sql(&db.url, backfill[0]).await;
+    let turns = turns_of(&app, "th-old").await;
+    assert_eq!(turns[1]["parent"], turns[0]["id"]);
+    assert!(turns.iter().all(|t| t["onCurrentBranch"] == true));
+    let view = loaded(&app, "th-old", None).await;
+    let users: Vec<&Value> = view.iter().filter(|m| m["role"] == "user").map(|m| &m["content"]).collect();
+    assert_eq!(users, [&json!("one"), &json!("two")]);
+}
+on_both_stores!(a_thread_recorded_before_branching_reads_as_one_branch);
