@@ -411,3 +411,27 @@ async fn a_thread_recorded_before_branching_reads_as_one_branch(backend: Backend
     assert_eq!(users, [&json!("one"), &json!("two")]);
 }
 on_both_stores!(a_thread_recorded_before_branching_reads_as_one_branch);
+
+async fn an_upstream_is_given_only_its_branch(backend: Backend) {
+    use crate::upstream::{gateway_in_front_of, upstream_of, Upstream};
+    let server = upstream_of(Upstream::Node);
+    let db = TestDatabase::new(backend).await;
+    let app = gateway_in_front_of(&server, "chat", &db).await;
+    app.run_to_end("upstream", &first_run("th-up-branch", "run-1", "apples")).await;
+    let edit = run("th-up-branch", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "pears"}]));
+    assert!(said(&judged_run(&app, "upstream", &edit).await).contains("Upstream heard: pears"));
+    let mut held = loaded(&app, "th-up-branch", None).await;
+    held.push(json!({"id": "u-more", "role": "user", "content": "and plums"}));
+    judged_run(&app, "upstream", &run("th-up-branch", "run-3", Value::Array(held))).await;
+    let requests = server.requests().await;
+    let last = requests.last().expect("the upstream was called");
+    let users: Vec<&Value> = last["body"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| &m["content"])
+        .collect();
+    assert_eq!(users, [&json!("pears"), &json!("and plums")], "the branch, not its sibling: {last}");
+}
+on_both_stores!(an_upstream_is_given_only_its_branch);
