@@ -151,31 +151,31 @@ impl Engine {
         pk: i64,
     ) -> Result<RunPlan, EngineError> {
         let store = &self.inner.store;
-        let (Some(thread), Some(latest)) = (thread, turns.iter().find(|t| t.pk == pk)) else {
+        let (Some(thread), Some(turn)) = (thread, turns.iter().find(|t| t.pk == pk)) else {
             return Ok(refuse(
                 RunErrorCode::HistoryMismatch,
                 "the thread has no turn to follow; load the thread again",
             ));
         };
-        if latest.status == TurnStatus::Waiting {
-            if let Some(pending) = self.pending_client_calls(latest).await? {
+        if turn.status == TurnStatus::Waiting {
+            if let Some(pending) = self.pending_client_calls(turn).await? {
                 let answers =
                     request.input.messages.iter().any(
                         |m| matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id)),
                     );
                 if answers {
-                    return self.continue_with_client_results(request, thread, latest, pending).await;
+                    return self.continue_with_client_results(request, thread, turn, pending).await;
                 }
             }
         }
-        // A reloaded page follows the turn from its latest decision (or its start); its
-        // reconnect, from the latest decision before its Last-Event-ID. Nothing is recorded:
+        // A reloaded page follows the turn from its turn decision (or its start); its
+        // reconnect, from the turn decision before its Last-Event-ID. Nothing is recorded:
         // each reload brings a new runId, and its history finds the turn again.
-        let interrupts = store.turn_interrupts(latest.pk).await?;
+        let interrupts = store.turn_interrupts(turn.pk).await?;
         let seen = request.last_event_id.map_or(i64::MAX, |id| id.seq);
         let decided = interrupts.iter().filter_map(|i| i.decided_seq).filter(|seq| *seq <= seen);
         let start = decided.max().map_or(0, |seq| seq - 1);
-        self.follow(request, thread, latest, start, None).await
+        self.follow(request, thread, turn, start, None).await
     }
 
     /// The editable keys the run changes (§7), each checked against its schema (400 naming
