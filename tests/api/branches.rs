@@ -77,6 +77,10 @@ async fn regenerate_after_the_end_is_another_answer_on_a_new_branch(backend: Bac
         "a new answer: {second_ids:?}"
     );
     assert_eq!(app.counts().await.turns, 2, "nothing is erased: both answers stay");
+    // The regenerate is a turn like any: its own run.start in the audit trail (§8).
+    let starts = app.store.audit_rows_of("run.start", 0).await.expect("audit");
+    let started: Vec<String> = starts.iter().map(|row| row.detail.clone()).collect();
+    assert_eq!(starts.len(), 2, "{started:?}");
 
     let turns = turns_of(&app, "th-regen").await;
     assert_eq!(turns.len(), 2);
