@@ -9,7 +9,7 @@
 //   POST /api/agents/:agent/connect      -> POST /v1/agui/agents/:agent/connect?tenant=…  (the thread's stream)
 //   GET  /api/agents                     -> GET  /v1/agents?tenant=…
 //   GET  /api/threads/:thread            -> GET  /v1/threads/:thread?tenant=…
-//   GET  /api/threads/:thread/messages   -> GET  /v1/threads/:thread/messages?tenant=…
+//   GET  /api/threads/:thread/messages   -> GET  /v1/threads/:thread/messages?tenant=…  (`?turn=` passed on)
 //   GET  /…                              -> a file of public/
 //
 // Only node: built-ins and the global fetch: nothing to install.
@@ -153,7 +153,7 @@ async function serveStatic(req, res, pathname, parts) {
 }
 
 async function handle(req, res) {
-  const { pathname } = new URL(req.url, "http://localhost");
+  const { pathname, searchParams } = new URL(req.url, "http://localhost");
   let parts;
   try {
     parts = pathname.split("/").filter(Boolean).map(decodeURIComponent);
@@ -189,7 +189,10 @@ async function handle(req, res) {
   if (parts[1] === "threads" && (parts.length === 3 || (parts.length === 4 && parts[3] === "messages"))) {
     if (req.method !== "GET") return sendError(res, 405, "method_not_allowed", "threads are read with GET");
     if (!THREAD_ID.test(parts[2])) return sendError(res, 400, "bad_request", "not a thread id");
-    const suffix = parts.length === 4 ? "/messages" : "";
+    // `?turn=`: the branch of the thread that ends at that turn (a "‹ ›" switch).
+    const turn = searchParams.get("turn");
+    if (turn !== null && !THREAD_ID.test(turn)) return sendError(res, 400, "bad_request", "not a turn id");
+    const suffix = parts.length === 4 ? `/messages${turn ? `?turn=${encodeURIComponent(turn)}` : ""}` : "";
     return passThrough(req, res, { method: "GET", gatewayPath: `/v1/threads/${parts[2]}${suffix}` });
   }
   return sendError(res, 404, "not_found", `no route ${pathname}`);

@@ -27,6 +27,25 @@ pub fn from_stored(notes: &[String]) -> Vec<Value> {
     assemble(notes.iter().filter_map(|note| serde_json::from_str(note).ok()))
 }
 
+/// The notes (as the store keeps them) a branch sees (§6): all but those pinned by a turn of
+/// the thread that is not on `branch` — a sibling branch's notes are not this branch's board.
+/// A note naming no turn of the thread (a delegated child's) stays with its thread.
+pub fn on_branch(notes: Vec<String>, turns: &[crate::store::TurnRow], branch: &[crate::store::TurnRow]) -> Vec<String> {
+    let off_branch: Vec<&str> =
+        turns.iter().filter(|t| !branch.iter().any(|b| b.pk == t.pk)).map(|t| t.public_id.as_str()).collect();
+    if off_branch.is_empty() {
+        return notes;
+    }
+    notes
+        .into_iter()
+        .filter(|note| {
+            let pinned_by =
+                serde_json::from_str::<Value>(note).ok().and_then(|n| n["turn"].as_str().map(str::to_string));
+            !pinned_by.is_some_and(|turn| off_branch.contains(&turn.as_str()))
+        })
+        .collect()
+}
+
 /// The editable state runs wrote (§7), from the text the store keeps; none written: empty.
 pub fn stored_state(saved: Option<&str>) -> serde_json::Map<String, Value> {
     saved.and_then(|saved| serde_json::from_str(saved).ok()).unwrap_or_default()

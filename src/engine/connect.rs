@@ -378,7 +378,11 @@ async fn ended_opening(
     let mut items = vec![event_item(&turn.public_id, seq, run_started(&follow), at_ms)?];
     if plan.viewer.clearance.content {
         let messages = conversation::load_at(store, plan.thread_pk, turn.pk, seq).await?;
+        let branches = super::branches_event(store, plan.thread_pk, turn.pk, &messages).await?;
         items.push(event_item(&turn.public_id, seq, Event::MessagesSnapshot { messages }, at_ms)?);
+        if let Some(branches) = branches {
+            items.push(event_item(&turn.public_id, seq, branches, at_ms)?);
+        }
     }
     let state = Event::StateSnapshot { snapshot: state_at_end(&log), subagent_run_id: None };
     let body = Bytes::from(serde_json::to_vec(&Envelope::new(state, at_ms))?);

@@ -3,55 +3,64 @@
 //! message keeps the id its client gave it (so a client that restates the conversation, as a
 //! `MESSAGES_SNAPSHOT` does, finds its own message again), or `<turn>:in` when an earlier turn
 //! of the thread already used that id; answers have the gateway's ids (`<turn>:m<n>`).
+//! A conversation is one branch of the thread's turns (§6): the current one unless a turn is
+//! named.
 
 use crate::ids;
 use crate::protocol::events::{Envelope, ToolResultContent};
 use crate::protocol::input::{AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserContent, UserMessage};
 use crate::protocol::{Event, InputMessage};
-use crate::store::{Store, StoreError, StoredEvent, TurnRow};
+use crate::store::{branches, Store, StoreError, StoredEvent, TurnRow};
 
-/// The thread's whole conversation.
+/// The conversation of the thread's current branch.
 pub async fn load(store: &dyn Store, thread: i64) -> Result<Vec<InputMessage>, StoreError> {
-    load_until(store, thread, None).await
+    let turns = store.thread_turns(thread).await?;
+    fold_branch(store, &branches::current(&turns), None).await
 }
 
-/// The conversation of the thread's turns before `turn`.
+/// The conversation of the branch that ends at turn `head` (a primary key).
+pub async fn load_branch(store: &dyn Store, thread: i64, head: i64) -> Result<Vec<InputMessage>, StoreError> {
+    let turns = store.thread_turns(thread).await?;
+    fold_branch(store, &branches::ending_at(&turns, head), None).await
+}
+
+/// The conversation of the turns of `turn`'s branch before it: what its agent is given.
 pub async fn load_before(store: &dyn Store, thread: i64, turn: &str) -> Result<Vec<InputMessage>, StoreError> {
-    load_until(store, thread, Some(turn)).await
+    let turns = store.thread_turns(thread).await?;
+    let Some(head) = turns.iter().find(|t| t.public_id == turn) else { return Ok(Vec::new()) };
+    let mut branch = branches::ending_at(&turns, head.pk);
+    branch.pop();
+    fold_branch(store, &branch, None).await
 }
 
 /// The conversation as it stood just before event `before_seq` of turn `turn`: the earlier
-/// turns whole, then the turn's user message and what its log says up to that event. What a run
-/// that opens at that event restates (`MESSAGES_SNAPSHOT`): a pure function of the log, so a
-/// reconnect renders it again exactly, and it never repeats what the run streams after it.
+/// turns of its branch whole, then the turn's user message and what its log says up to that
+/// event. What a run that opens at that event restates (`MESSAGES_SNAPSHOT`): a pure function of
+/// the log, so a reconnect renders it again exactly, and it never repeats what the run streams
+/// after it.
 pub async fn load_at(
     store: &dyn Store,
     thread: i64,
     turn: i64,
     before_seq: i64,
 ) -> Result<Vec<InputMessage>, StoreError> {
-    let mut messages = Vec::new();
-    for row in store.thread_turns(thread).await? {
-        let mut events = super::read_log(store, row.pk).await?;
-        if row.pk == turn {
-            events.retain(|event| event.seq < before_seq);
-            fold_turn(&mut messages, &row, &events);
-            break;
-        }
-        fold_turn(&mut messages, &row, &events);
-    }
-    Ok(messages)
+    let turns = store.thread_turns(thread).await?;
+    fold_branch(store, &branches::ending_at(&turns, turn), Some(before_seq)).await
 }
 
-/// The turns before `stop` (every turn for `None`).
-async fn load_until(store: &dyn Store, thread: i64, stop: Option<&str>) -> Result<Vec<InputMessage>, StoreError> {
+/// Folds a branch's turns; the last one's log only before `last_before_seq` when given.
+async fn fold_branch(
+    store: &dyn Store,
+    branch: &[TurnRow],
+    last_before_seq: Option<i64>,
+) -> Result<Vec<InputMessage>, StoreError> {
     let mut messages = Vec::new();
-    for row in store.thread_turns(thread).await? {
-        if Some(row.public_id.as_str()) == stop {
-            break;
+    for (place, row) in branch.iter().enumerate() {
+        let mut events = super::read_log(store, row.pk).await?;
+        if let (Some(before_seq), true) = (last_before_seq, place + 1 == branch.len()) {
+            events.retain(|event| event.seq < before_seq);
         }
-        let events = super::read_log(store, row.pk).await?;
-        fold_turn(&mut messages, &row, &events);
+        fold_turn(&mut messages, row, &events);
     }
     Ok(messages)
 }

@@ -259,7 +259,15 @@ async fn open_turn(
     };
     let picked_up = !context.is_fresh();
     if !picked_up {
-        let board = board.unwrap_or_else(|| board::from_stored(&notes));
+        let board = match board {
+            Some(board) => board,
+            // Taken over before it opened: the board of its own branch (§6).
+            None => {
+                let turns = context.patiently(what, || store.thread_turns(turn.thread)).await?;
+                let branch = crate::store::branches::ending_at(&turns, turn.pk);
+                board::from_stored(&board::on_branch(notes.clone(), &turns, &branch))
+            }
+        };
         let state = context.patiently(what, || store.thread_state(turn.thread)).await?;
         let started = Event::RunStarted {
             thread_id,

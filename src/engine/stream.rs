@@ -254,7 +254,12 @@ pub(super) async fn render(
                 // A reopened thread (§3): the conversation the gateway recorded, so a page that
                 // sent a stale or empty history shows the thread as it is.
                 let messages = Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq)).await?;
+                // Which alternatives its user messages have, when any has one (§6).
+                let branches = Box::pin(super::branches_event(store, plan.thread_pk, plan.turn_pk, &messages)).await?;
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
+                if let Some(branches) = branches {
+                    items.push(item(branches, event.at_ms)?);
+                }
             }
             Ok(items)
         }

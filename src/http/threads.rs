@@ -1,4 +1,5 @@
-//! `GET /v1/threads`, `GET /v1/threads/{thread}`, `GET /v1/threads/{thread}/messages`,
+//! `GET /v1/threads`, `GET /v1/threads/{thread}`, `GET /v1/threads/{thread}/messages` (a branch
+//! of the thread), `GET /v1/threads/{thread}/turns` (its tree of turns),
 //! `POST /v1/threads/{thread}/cancel` and `DELETE /v1/threads/{thread}`. A thread that does not
 //! exist and one the caller may not read are answered alike (403), so a caller learns nothing
 //! about other people's threads; a list shows only the threads the caller may read.
@@ -27,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_threads))
         .routes(routes!(show_thread, delete_thread))
         .routes(routes!(thread_messages))
+        .routes(routes!(thread_turns))
         .routes(routes!(cancel_turn))
 }
 
@@ -195,17 +197,31 @@ async fn show_thread(
     })))
 }
 
+/// The query of `GET /v1/threads/{thread}/messages`.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct MessagesQuery {
+    /// A configured tenant's name (default `default`); unknown tenants are `404 not_found`.
+    #[allow(dead_code)] // read by the permission extractor; here for the document
+    pub tenant: Option<String>,
+    /// A turn of the thread (its id, `t…`): show the branch that ends at it. Absent: the
+    /// current branch (the one ending at the thread's newest turn).
+    pub turn: Option<String>,
+}
+
+/// A branch of the thread (§6): its conversation as AG-UI messages, and for each user message
+/// the alternatives a client can offer ("‹ 2 / 3 ›").
 #[utoipa::path(
     get,
     path = "/v1/threads/{thread}/messages",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
+    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), MessagesQuery),
     responses(
-        (status = 200, description = "The conversation as AG-UI messages, with the gateway's ids.", body = JsonObject),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 200, description = "The branch: `threadId`, `turn` (the branch's last turn), `current` (whether it is the current branch), `messages` (AG-UI messages, with the gateway's ids) and `alternatives` (one per user message, in order: `messageId`, `turn`, `index` from 1, `count`, and `turns`, each `{turn, head}`: an alternative and the turn to open with `?turn=` to see it as last continued).", body = JsonObject),
+        (status = 400, description = "the thread id or the query is malformed (`bad_request`)", body = ErrorBody),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant, or `turn` is no turn of this thread (`not_found`)", body = ErrorBody),
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
 )]
@@ -213,10 +229,58 @@ async fn thread_messages(
     State(state): State<AppState>,
     CanReadContent { caller, tenant }: CanReadContent,
     Path(thread): Path<String>,
+    query: Result<Query<MessagesQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|error| ApiError::bad_request("query", error.body_text()))?;
+    let thread = readable(&state, &tenant.name, &caller, &thread).await?;
+    let view = state.engine.branch_view(&thread, query.turn.as_deref()).await?;
+    Ok(Json(json!({
+        "threadId": thread.thread_id,
+        "turn": view.head,
+        "current": view.current,
+        "messages": view.messages,
+        "alternatives": view.alternatives,
+    })))
+}
+
+/// The thread's turns as a tree (§6): every turn of every branch, oldest first, with its parent.
+#[utoipa::path(
+    get,
+    path = "/v1/threads/{thread}/turns",
+    tag = "threads",
+    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
+    responses(
+        (status = 200, description = "`threadId` and `turns`, oldest first: each `id`, `parent` (the turn it went on from, null for a first turn), `agent`, `status`, `createdAt` and `onCurrentBranch`.", body = JsonObject),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn thread_turns(
+    State(state): State<AppState>,
+    CanRead { caller, tenant }: CanRead,
+    Path(thread): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
-    let messages = state.engine.messages(&thread).await?;
-    Ok(Json(json!({ "threadId": thread.thread_id, "messages": messages })))
+    let turns: Vec<Value> = state
+        .engine
+        .turn_tree(&thread)
+        .await?
+        .into_iter()
+        .map(|turn| {
+            json!({
+                "id": turn.id,
+                "parent": turn.parent,
+                "agent": turn.agent,
+                "status": turn.status,
+                "createdAt": iso8601(turn.created_at_ms),
+                "onCurrentBranch": turn.on_current_branch,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "threadId": thread.thread_id, "turns": turns })))
 }
 
 #[utoipa::path(

@@ -23,6 +23,7 @@
 
 mod audit;
 mod backend;
+pub mod branches;
 mod events;
 mod interrupts;
 mod keys;

@@ -177,6 +177,9 @@ pub struct TurnRow {
     /// The ownership epoch: grows with each claim (start, takeover, resume). A runner's writes
     /// carry the epoch it was given and are refused once it is no longer the turn's.
     pub epoch: i64,
+    /// The turn whose answer the client had last when this one started (§6); `None` for a
+    /// first turn. A regenerate or an edit shares its sibling's parent.
+    pub parent: Option<i64>,
 }
 
 impl TurnRow {
@@ -207,6 +210,9 @@ pub struct NewTurn {
     pub client_input: Option<String>,
     /// The user message's content parts, as JSON; `None` when it was words only.
     pub user_parts: Option<String>,
+    /// The turn it goes on from (§6): the last turn of the branch the client carried, or the
+    /// parent of the turn it regenerates or edits; `None` for a first turn.
+    pub parent: Option<i64>,
     /// The instance that will run the turn (its lease is the instance's own, in `instances`).
     pub owner_instance: String,
     /// The `run.start` audit row (and a `board.read` one when the run opens with notes the
@@ -317,7 +323,7 @@ pub trait ThreadStore: Send + Sync {
 pub(super) const HELD_BY_INSTANCE: i64 = i64::MAX;
 
 pub(super) const TURN_COLUMNS: &str = "id, public_id, thread, ordinal, agent, status, user_message_id, \
-     user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools, client_input, user_parts, epoch";
+     user_text, started_by, created_at_ms, checkpoint, cancel_requested, client_tools, client_input, user_parts, epoch, parent";
 
 /// `SELECT <turn columns> FROM turns WHERE <condition>`.
 pub(super) fn select_turns(condition: &str) -> String {
@@ -374,8 +380,8 @@ const ERASE_THREAD: &[&str] = &[
 fn insert_turn_returning() -> String {
     format!(
         "INSERT INTO turns (public_id, thread, ordinal, agent, status, user_message_id, user_text, \
-         started_by, created_at_ms, owner_instance, lease_until_ms, client_tools, client_input, user_parts) \
-         VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+         started_by, created_at_ms, owner_instance, lease_until_ms, client_tools, client_input, user_parts, parent) \
+         VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
          ON CONFLICT (thread, ordinal) DO NOTHING RETURNING {TURN_COLUMNS}"
     )
 }
@@ -398,6 +404,7 @@ pub(super) fn turn_row<DB: SqlDb>(row: &Record<DB>) -> Result<TurnRow, StoreErro
         client_input: row.get("client_input")?,
         user_parts: row.get("user_parts")?,
         epoch: row.get("epoch")?,
+        parent: row.get("parent")?,
     })
 }
 
@@ -495,6 +502,7 @@ impl<B: Backend> ThreadStore for B {
             .bind(&new.client_tools)
             .bind(&new.client_input)
             .bind(&new.user_parts)
+            .bind(new.parent)
             .fetch_optional(&mut tx)
             .await?;
         let Some(turn_row) = inserted else {

@@ -617,6 +617,7 @@ pub fn new_turn_of(tenant: &str, thread: &str, instance: &str) -> NewTurn {
         client_tools: None,
         client_input: None,
         user_parts: None,
+        parent: None,
         owner_instance: instance.into(),
         audit: Vec::new(),
         limits: None,

@@ -22,6 +22,7 @@ mod auth;
 mod bad_input;
 mod binary_transport;
 mod board;
+mod branches;
 mod capabilities;
 mod cards;
 mod config_check;

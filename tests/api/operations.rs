@@ -20,6 +20,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/threads/{thread}"),
     ("delete", "/v1/threads/{thread}"),
     ("get", "/v1/threads/{thread}/messages"),
+    ("get", "/v1/threads/{thread}/turns"),
     ("post", "/v1/threads/{thread}/cancel"),
     ("post", "/v1/interrupts/{id}/decision"),
     ("post", "/v1/auth/token"),

@@ -162,8 +162,11 @@ async fn a_reloaded_page_follows_the_latest_turn_from_its_start(backend: Backend
     let app = TestApp::start(&db.url).await;
     let original = app.run_to_end("demo", &first_run("th-reload", "run-1", "hello")).await;
     let turn = original[0].id.as_deref().and_then(|id| id.split('.').next()).expect("turn id").to_string();
-    let reload = json!({"threadId": "th-reload", "runId": "run-after-reload", "messages": [
-        {"id": format!("{turn}:in"), "role": "user", "content": "hello"}]});
+    // A page reloaded after the end loaded the thread: the user message and its answer (§4.3;
+    // without the answer, the same run asks for another answer).
+    let mut held = app.get_json("/v1/threads/th-reload/messages?tenant=default").await["messages"].clone();
+    held[0]["id"] = json!(format!("{turn}:in"));
+    let reload = json!({"threadId": "th-reload", "runId": "run-after-reload", "messages": held});
     let followed = app.run_to_end("demo", &reload).await;
     assert_eq!(followed.len(), original.len());
     assert_eq!(followed[0].data["runId"], "run-after-reload");

@@ -115,10 +115,10 @@ async fn reloading_a_page_adds_no_run(backend: Backend) {
     let app = TestApp::start(&db.url).await;
     let original = app.run_to_end("demo", &first_run("th-reloads", "run-1", "hello")).await;
     let turn = original[0].id.as_deref().and_then(|id| id.split('.').next()).expect("turn id").to_string();
-    let reload = |n: usize| {
-        json!({"threadId": "th-reloads", "runId": format!("reload-{n}"), "messages": [
-            {"id": format!("{turn}:in"), "role": "user", "content": "hello"}]})
-    };
+    // A page reloaded after the end loaded the thread: the user message and its answer (§4.3).
+    let mut held = app.get_json("/v1/threads/th-reloads/messages?tenant=default").await["messages"].clone();
+    held[0]["id"] = json!(format!("{turn}:in"));
+    let reload = |n: usize| json!({"threadId": "th-reloads", "runId": format!("reload-{n}"), "messages": held.clone()});
     let before = app.counts().await;
     for n in 0..5 {
         let followed = app.run_to_end("demo", &reload(n)).await;

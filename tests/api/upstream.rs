@@ -67,7 +67,7 @@ impl UpstreamServer {
 }
 
 /// A gateway whose agent `upstream` fronts `route` of the upstream server.
-async fn gateway_in_front_of(upstream: &UpstreamServer, route: &str, db: &TestDatabase) -> TestApp {
+pub(crate) async fn gateway_in_front_of(upstream: &UpstreamServer, route: &str, db: &TestDatabase) -> TestApp {
     gateway_at(&upstream.url, route, db, TlsConfig::default()).await
 }
 

@@ -14,7 +14,8 @@
 //      Edit: the form built from the responseSchema changes the call's arguments
 //   3. the question agent: its choices are buttons, and a click answers the question
 //   4. a reload puts the conversation back together from the gateway, mid-answer and while
-//      the turn waits for approval too
+//      the turn waits for approval too; then Regenerate, Rewrite (an edit) and the ‹ › switch
+//      between a message's alternatives on that thread (SPEC §6)
 //   5. a reload in the middle of a later turn's answer (the connect stream): the conversation,
 //      the board, the rest of the answer and the approval all appear
 //   6. a second tab on the same thread (a #thread= link) shows the first tab's turns as they
@@ -452,6 +453,41 @@ try {
     ]);
     assert.deepEqual(await texts(page.locator(".notes .note .note-text")), ["Plan the quarterly review: Wednesday"]);
     assert.equal(await page.locator(".question").count(), 0, "the answered question is not asked again");
+  }, context);
+
+  await runCase("Regenerate, Rewrite and ‹ › keep every answer and switch between them", async () => {
+    // The planner's thread of the cases before: its turn ended with "Wednesday".
+    const answerLast = async (day) => {
+      const question = page.locator(".question:not(.decided)");
+      await question.waitFor();
+      await question.getByRole("button", { name: day }).click();
+      await page.locator(".bubble-assistant", { hasText: `${day} it is.` }).waitFor();
+      await page.locator('#status[data-state="idle"]').waitFor();
+      await page.locator(".branch-bar").first().waitFor();
+    };
+    const lastAnswer = async () => (await texts(page.locator(".bubble-assistant"))).at(-1);
+    await page.getByRole("button", { name: "Regenerate" }).click();
+    await answerLast("Friday");
+    assert.equal(await lastAnswer(), "Friday it is. The plan is on the board.");
+    await page.locator(".branch-position", { hasText: "2 / 2" }).waitFor();
+    assert.equal(await page.locator(".bubble-assistant", { hasText: "Wednesday it is." }).count(), 0, "one branch shown");
+
+    await page.getByRole("button", { name: "Previous alternative" }).click();
+    await page.locator(".bubble-assistant", { hasText: "Wednesday it is." }).waitFor();
+    await page.locator(".branch-position", { hasText: "1 / 2" }).waitFor();
+    assert.deepEqual(await texts(page.locator(".notes .note .note-text")), ["Plan the quarterly review: Friday"], "the board shows the current branch");
+    await page.getByRole("button", { name: "Next alternative" }).click();
+    await page.locator(".bubble-assistant", { hasText: "Friday it is." }).waitFor();
+
+    page.once("dialog", (dialog) => dialog.accept("Plan the team offsite"));
+    await page.getByRole("button", { name: "Rewrite" }).click();
+    await answerLast("Monday");
+    assert.deepEqual(await texts(page.locator(".bubble-user")), ["Plan the team offsite"]);
+    await page.locator(".branch-position", { hasText: "3 / 3" }).waitFor();
+    assert.deepEqual(await texts(page.locator(".notes .note .note-text")), ["Plan the team offsite: Monday"]);
+    const turns = await gatewayJson(gateway, token, `/v1/threads/${await threadIdOf(page)}/turns`);
+    assert.equal(turns.turns.length, 3, "nothing was erased");
+    assert.equal(await page.locator(".notice-error").count(), 0, "no run was refused");
   }, context);
 
   await runCase("a reload mid-answer follows the running turn; a reload while it waits shows the approval again", async () => {

@@ -77,6 +77,33 @@ test("a message sent through the CopilotKit runtime gets the gateway's streamed 
   assert.deepEqual(outboundRequests, [], "nothing may leave the machine (telemetry is disabled)");
 });
 
+test("regenerate and edit as CopilotChat sends them get new answers on new branches, the old ones kept", async () => {
+  const { copilotkit, agent, errors } = browser("helper");
+  await send(copilotkit, agent, "Tell me something new");
+  const first = agent.messages.at(-1).id;
+  const userIndex = () => agent.messages.findLastIndex((m) => m.role === "user");
+
+  // Regenerate: the messages up to the user message (its answer left out), run again.
+  agent.setMessages(agent.messages.slice(0, userIndex() + 1));
+  await copilotkit.runAgent({ agent });
+  assert.deepEqual(errors, []);
+  const regenerated = agent.messages.at(-1);
+  assert.equal(regenerated.role, "assistant");
+  assert.notEqual(regenerated.id, first, "another answer, not the old one replayed");
+
+  // Edit: the user message under its id with other words, what follows dropped, run again.
+  const edited = { ...agent.messages[userIndex()], content: "Tell me something old" };
+  agent.setMessages([...agent.messages.slice(0, userIndex()), edited]);
+  await copilotkit.runAgent({ agent });
+  assert.deepEqual(errors, []);
+  assert.equal(agent.messages.at(-1).content, "Hello from the gateway: Tell me something old");
+
+  const { turns } = await gatewayGet(`/v1/threads/${agent.threadId}/turns?tenant=default`, stack.tokens.server);
+  assert.deepEqual(turns.map((t) => t.parent), [null, null, null], "three answers side by side, none erased");
+  const branch = await gatewayGet(`/v1/threads/${agent.threadId}/messages?tenant=default`, stack.tokens.server);
+  assert.deepEqual([branch.alternatives[0].index, branch.alternatives[0].count], [3, 3]);
+});
+
 /**
  * `useInterrupt` without React: the same subscriptions, the same state machine, the same
  * `copilotkit.runAgent` calls on resolve (react-core 1.74.0 `use-interrupt.tsx`).

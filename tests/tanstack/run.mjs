@@ -136,6 +136,31 @@ test("a message sent with TanStack AI's ChatClient gets the gateway's streamed a
   assert.equal(thread.turnCount, 2);
 });
 
+test("TanStack's reload() gets another answer on a new branch, and the first one stays in the thread", async () => {
+  const { requests, fetchClient } = recorder();
+  const { client, errors } = chat("helper", { fetchClient });
+  await client.sendMessage("Tell me something new");
+  const first = client.getMessages().at(-1).id;
+
+  await client.reload();
+
+  assert.deepEqual(errors, []);
+  const answers = client.getMessages().filter((m) => m.role === "assistant");
+  assert.equal(answers.length, 1, "the old answer is replaced on screen");
+  assert.notEqual(answers[0].id, first, "another answer, not the old one replayed");
+  assert.deepEqual(
+    requests.at(-1).body.messages.map((m) => m.role),
+    ["user"],
+    "reload() sends the user message with its answer left out",
+  );
+  // The gateway kept both answers: two turns beside each other (§6).
+  const { turns } = await gatewayGet(`/v1/threads/${client.threadId}/turns?tenant=default`);
+  assert.deepEqual(turns.map((t) => t.parent), [null, null]);
+  assert.deepEqual(turns.map((t) => t.onCurrentBranch), [false, true]);
+  const branch = await gatewayGet(`/v1/threads/${client.threadId}/messages?tenant=default`);
+  assert.deepEqual([branch.alternatives[0].index, branch.alternatives[0].count], [2, 2]);
+});
+
 test("a stream cut mid-answer is continued by TanStack with Last-Event-ID, nothing missed or repeated", async () => {
   // A proxy that drops the first connection after five events, as a load balancer might.
   let cut = false;

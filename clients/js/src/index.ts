@@ -215,6 +215,15 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  * so does running out of reconnects. A server that sends events without ids cannot be resumed:
  * such a run behaves exactly as with `HttpAgent`.
  */
+/** Where the user message `messageId` (the newest user message when absent) is in `messages`. */
+function userMessageIndex(messages: HttpAgent["messages"], messageId: string | undefined): number {
+  for (let index = messages.length - 1; index >= 0; index--) {
+    const message = messages[index];
+    if (message.role === "user" && (messageId === undefined || message.id === messageId)) return index;
+  }
+  throw new Error(messageId === undefined ? "no user message to regenerate" : `no user message '${messageId}'`);
+}
+
 export class ResumableHttpAgent extends HttpAgent {
   public maxReconnects: number;
   public reconnectDelayMs: number;
@@ -237,6 +246,31 @@ export class ResumableHttpAgent extends HttpAgent {
     if (!(this.reconnectDelayMs >= 0)) {
       throw new TypeError(`reconnectDelayMs must be ≥ 0, got ${config.reconnectDelayMs}`);
     }
+  }
+
+  /**
+   * Asks for another answer to a user message (the newest one, or `messageId`): the messages
+   * after it are dropped and the run sends the conversation up to it, the message unchanged —
+   * the gateway starts a new turn beside the old one (a new branch; the old answer stays in the
+   * thread). While that message's turn still runs or waits, the gateway follows it instead.
+   */
+  async regenerate(parameters?: RunAgentParameters & { messageId?: string }): Promise<RunAgentResult> {
+    const { messageId, ...run } = parameters ?? {};
+    const index = userMessageIndex(this.messages, messageId);
+    this.setMessages(this.messages.slice(0, index + 1));
+    return this.runAgent(run);
+  }
+
+  /**
+   * Edits a user message the thread holds: it keeps its id, takes `content`, and the messages
+   * after it are dropped; the gateway answers the new words on a new branch from the same
+   * point (the old words and their answers stay in the thread).
+   */
+  async edit(messageId: string, content: string, parameters?: RunAgentParameters): Promise<RunAgentResult> {
+    const index = userMessageIndex(this.messages, messageId);
+    const edited = { ...this.messages[index], content } as (typeof this.messages)[number];
+    this.setMessages([...this.messages.slice(0, index), edited]);
+    return this.runAgent(parameters);
   }
 
   run(input: RunAgentInput): Observable<BaseEvent> {
@@ -583,4 +617,41 @@ export async function deleteThread(threadId: string, options: GatewayRequestOpti
   const response = await doFetch(url, { method: "DELETE", headers: options.headers, signal: options.signal });
   if (!response.ok) throw await httpStatusError(response);
   await response.body?.cancel();
+}
+
+/** The alternatives of one user message of a branch: "‹ index / count ›". */
+export interface MessageAlternatives {
+  messageId: string;
+  /** The branch's turn this message started. */
+  turn: string;
+  /** Its place among the alternatives, from 1. */
+  index: number;
+  count: number;
+  /** Every alternative, oldest first; `head` is the turn to open (`loadBranch({ turn })`) to
+   * show that alternative as it was last continued. */
+  turns: { turn: string; head: string }[];
+}
+
+/** A branch of a thread (`GET /v1/threads/{thread}/messages`). */
+export interface Branch {
+  /** The branch's last turn; null for a thread with no turn. */
+  turn: string | null;
+  /** Whether it is the thread's current branch. */
+  current: boolean;
+  messages: HttpAgent["messages"];
+  alternatives: MessageAlternatives[];
+}
+
+/**
+ * A branch of the thread: the current one, or the one ending at `turn` (an alternative's
+ * `head`). Put its `messages` into the agent (`agent.setMessages(branch.messages)`) and the next
+ * run goes on from that branch, which becomes the current one.
+ */
+export async function loadBranch(threadId: string, options: GatewayRequestOptions & { turn?: string }): Promise<Branch> {
+  const doFetch = options.fetch ?? fetch;
+  const url = gatewayUrl(options, `/v1/threads/${encodeURIComponent(threadId)}/messages`, { turn: options.turn });
+  const response = await doFetch(url, { method: "GET", headers: options.headers, signal: options.signal });
+  if (!response.ok) throw await httpStatusError(response);
+  const body = (await response.json()) as Branch;
+  return { turn: body.turn ?? null, current: body.current, messages: body.messages, alternatives: body.alternatives };
 }

@@ -498,6 +498,9 @@ async function runAgent(agent, body) {
     setBusy(false);
     if (body.threadId === state.threadId) startWatching(agent);
   }
+  // A run that ended leaves the thread on its branch: the current one.
+  branchHead = null;
+  refreshBranches();
   if (run.error) {
     notice("error", `${run.error.message}${run.error.code ? ` [${run.error.code}]` : ""}`);
     setStatus("error", "Error");
@@ -992,13 +995,89 @@ function adoptConversation(messages, run) {
     && messages.every((message, i) => message.id === state.history[i].id
       && JSON.stringify(message.content ?? "") === JSON.stringify(state.history[i].content ?? ""));
   state.history = messages;
+  refreshBranches();
   if (same) return;
-  for (const row of [...ui.transcript.querySelectorAll(".row")]) row.remove();
+  redrawConversation(messages, run.agent);
+}
+
+/** Draws the transcript again from `messages` (the page's history). */
+function redrawConversation(messages, agent) {
+  for (const row of [...ui.transcript.querySelectorAll(".row, .branch-bar")]) row.remove();
   bubbles.clear();
   toolCards.clear();
   state.pending = null;
-  renderHistory(messages, run.agent);
+  renderHistory(messages, agent);
   refreshComposer();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Branches (SPEC §6): Regenerate, Rewrite (an edit of a message) and the "‹ 2 / 3 ›" switch
+// between a message's alternatives. The gateway keeps every answer; each of these starts a turn
+// beside another, and the thread shows one branch at a time.
+
+/** The turn the shown branch ends at (a branch opened with ‹ ›); null: the current branch. */
+let branchHead = null;
+
+/** Puts the actions and the alternatives switch under each user message of the shown branch. */
+async function refreshBranches() {
+  const threadId = state.threadId;
+  if (!threadId || state.busy) return;
+  const query = branchHead ? `?turn=${encodeURIComponent(branchHead)}` : "";
+  const response = await fetch(`/api/threads/${encodeURIComponent(threadId)}/messages${query}`);
+  if (!response.ok || threadId !== state.threadId) return;
+  const view = await response.json();
+  for (const old of ui.transcript.querySelectorAll(".branch-bar")) old.remove();
+  const rows = [...ui.transcript.querySelectorAll(".row-user")];
+  (view.alternatives ?? []).forEach((alternatives, i) => {
+    const row = rows[i];
+    if (!row) return;
+    const { index, count, turns } = alternatives;
+    const bar = h("div", { class: "branch-bar" },
+      count > 1 ? h("button", { class: "button-branch", type: "button", "aria-label": "Previous alternative", disabled: index <= 1, onclick: () => openBranch(turns[index - 2].head) }, "‹") : null,
+      count > 1 ? h("span", { class: "branch-position" }, `${index} / ${count}`) : null,
+      count > 1 ? h("button", { class: "button-branch", type: "button", "aria-label": "Next alternative", disabled: index >= count, onclick: () => openBranch(turns[index].head) }, "›") : null,
+      h("button", { class: "button-branch", type: "button", onclick: () => rewrite(row.dataset.messageId) }, "Rewrite"),
+      i === rows.length - 1 ? h("button", { class: "button-branch", type: "button", onclick: () => regenerate() }, "Regenerate") : null);
+    row.after(bar);
+  });
+}
+
+/** Shows the branch that ends at turn `head`; the next message goes on from it. */
+async function openBranch(head) {
+  if (state.busy || state.pending) return;
+  const response = await fetch(`/api/threads/${encodeURIComponent(state.threadId)}/messages?turn=${encodeURIComponent(head)}`);
+  if (!response.ok) return notice("error", `The branch could not be loaded [http_${response.status}]`);
+  branchHead = head;
+  state.history = (await response.json()).messages;
+  redrawConversation(state.history, state.agent);
+  await refreshBranches();
+}
+
+/** Sends the shown branch up to (and with) its user message at `index`, as `message`. */
+async function branchFrom(index, message) {
+  if (state.busy || state.pending || !state.agent) return;
+  state.history = [...state.history.slice(0, index), message];
+  branchHead = null;
+  redrawConversation(state.history, state.agent);
+  await runAgent(state.agent, { threadId: state.threadId, runId: newRunId(), protocolVersion: "1.0", messages: state.history });
+}
+
+/** Another answer to the newest user message of the shown branch. */
+function regenerate() {
+  const index = state.history.findLastIndex((message) => message.role === "user");
+  if (index >= 0) return branchFrom(index, state.history[index]);
+}
+
+/** The user message `messageId` with other words: answered on a new branch. */
+function rewrite(messageId) {
+  const index = state.history.findIndex((message) => message.role === "user" && message.id === messageId);
+  if (index < 0) return;
+  const old = state.history[index];
+  const before = typeof old.content === "string" ? old.content : (old.content ?? []).filter((p) => p.type === "text").map((p) => p.text).join("");
+  const words = window.prompt("Rewrite your message", before)?.trim();
+  if (!words || words === before) return;
+  const content = typeof old.content === "string" ? words : [{ type: "text", text: words }, ...old.content.filter((p) => p.type !== "text")];
+  return branchFrom(index, { ...old, content });
 }
 
 function startNewChat() {

@@ -95,7 +95,7 @@ impl Engine {
             return Ok(refuse(RunErrorCode::InvalidResume, "no interrupt is open on this thread"));
         };
         if !request.input.messages.is_empty()
-            && history::check(&request.input.messages, turns) != HistoryVerdict::FollowLatest
+            && history::check(&request.input.messages, turns) != HistoryVerdict::Follow(latest.pk)
         {
             return Ok(refuse(RunErrorCode::HistoryMismatch, "a resume adds no message; load the thread again"));
         }

@@ -6,13 +6,15 @@
 use serde_json::Value;
 
 use super::follow::{refuse, viewer_of};
-use super::history::{self, HistoryVerdict};
+use super::history::{self, Branching, HistoryVerdict};
 use super::interrupts::{self, waiting_of};
 use crate::engine::runner::TurnStart;
 use crate::engine::{board, Engine, EngineError, FollowPlan, RunErrorCode, RunPlan, RunRequest};
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
-use crate::store::{InterruptRow, InterruptStatus, NewTurn, StartTurn, ThreadRow, TurnRow, TurnStatus, WakeUp};
+use crate::store::{
+    branches, InterruptRow, InterruptStatus, NewTurn, StartTurn, ThreadRow, TurnRow, TurnStatus, WakeUp,
+};
 
 impl Engine {
     /// Decides what a run streams (§2, §4, §5, §6). Starts a turn when the run brings a new
@@ -94,37 +96,21 @@ impl Engine {
                 RunErrorCode::HistoryMismatch,
                 &format!("the history differs from the thread's ({why}); load the thread again"),
             )),
-            HistoryVerdict::FollowLatest => {
-                let (Some(thread), Some(latest)) = (&thread, turns.last()) else {
-                    return Ok(refuse(
-                        RunErrorCode::HistoryMismatch,
-                        "the thread has no turn to follow; load the thread again",
-                    ));
-                };
-                if latest.status == TurnStatus::Waiting {
-                    if let Some(pending) = self.pending_client_calls(latest).await? {
-                        let answers = request.input.messages.iter().any(|m| {
-                            matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id))
-                        });
-                        if answers {
-                            return self.continue_with_client_results(&request, thread, latest, pending).await;
-                        }
-                    }
-                }
-                // A reloaded page follows the turn from its latest decision (or its start); its
-                // reconnect, from the latest decision before its Last-Event-ID. Nothing is recorded:
-                // each reload brings a new runId, and its history finds the turn again.
-                let interrupts = store.turn_interrupts(latest.pk).await?;
-                let seen = request.last_event_id.map_or(i64::MAX, |id| id.seq);
-                let decided = interrupts.iter().filter_map(|i| i.decided_seq).filter(|seq| *seq <= seen);
-                let start = decided.max().map_or(0, |seq| seq - 1);
-                self.follow(&request, thread, latest, start, None).await
-            }
-            HistoryVerdict::NewTurn { message_id, text, parts } => {
+            HistoryVerdict::Follow(pk) => self.follow_recorded(&request, thread.as_ref(), &turns, pk).await,
+            HistoryVerdict::NewTurn { message_id, text, parts, parent, kind } => {
+                tracing::debug!(?kind, "a run adds a turn");
                 if let Some(last_event_id) = request.last_event_id {
+                    // A reload's reconnect after the turn it followed ended: it reads as a
+                    // regenerate now, but its Last-Event-ID names the turn it was following.
+                    let followed = turns.iter().find(|t| t.public_id == last_event_id.turn && t.parent == parent);
+                    if let (Branching::Regenerate, Some(followed)) = (kind, followed) {
+                        return self.follow_recorded(&request, thread.as_ref(), &turns, followed.pk).await;
+                    }
                     return Err(EngineError::BadLastEventId(last_event_id.to_string()));
                 }
-                if let Some(latest) = turns.last() {
+                // One turn at a time per thread, whichever branch it is on (§6): the newest
+                // turn is the only one that may still run or wait.
+                if let Some(latest) = branches::newest(&turns) {
                     match latest.status {
                         TurnStatus::Running => {
                             return Ok(refuse(
@@ -147,10 +133,49 @@ impl Engine {
                 if let Some(refusal) = self.over_quota(request.tenant).await? {
                     return Ok(RunPlan::Refused(refusal));
                 }
-                let message = NewMessage { id: message_id, text, parts };
-                self.start_turn(&request, thread.as_ref(), turns.len(), message).await
+                let message = NewMessage { id: message_id, text, parts, parent };
+                let ordinal = branches::newest(&turns).map_or(1, |t| t.ordinal.saturating_add(1));
+                self.start_turn(&request, thread.as_ref(), ordinal, message).await
             }
         }
+    }
+
+    /// Follows a recorded turn the run's history ends at (§4.3): a reloaded page, from the
+    /// turn's latest decision (or its start); its reconnect, from the latest decision before its
+    /// Last-Event-ID; a waiting turn's client tool results go on with it.
+    async fn follow_recorded(
+        &self,
+        request: &RunRequest<'_>,
+        thread: Option<&ThreadRow>,
+        turns: &[TurnRow],
+        pk: i64,
+    ) -> Result<RunPlan, EngineError> {
+        let store = &self.inner.store;
+        let (Some(thread), Some(turn)) = (thread, turns.iter().find(|t| t.pk == pk)) else {
+            return Ok(refuse(
+                RunErrorCode::HistoryMismatch,
+                "the thread has no turn to follow; load the thread again",
+            ));
+        };
+        if turn.status == TurnStatus::Waiting {
+            if let Some(pending) = self.pending_client_calls(turn).await? {
+                let answers =
+                    request.input.messages.iter().any(
+                        |m| matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id)),
+                    );
+                if answers {
+                    return self.continue_with_client_results(request, thread, turn, pending).await;
+                }
+            }
+        }
+        // A reloaded page follows the turn from its turn decision (or its start); its
+        // reconnect, from the turn decision before its Last-Event-ID. Nothing is recorded:
+        // each reload brings a new runId, and its history finds the turn again.
+        let interrupts = store.turn_interrupts(turn.pk).await?;
+        let seen = request.last_event_id.map_or(i64::MAX, |id| id.seq);
+        let decided = interrupts.iter().filter_map(|i| i.decided_seq).filter(|seq| *seq <= seen);
+        let start = decided.max().map_or(0, |seq| seq - 1);
+        self.follow(request, thread, turn, start, None).await
     }
 
     /// The editable keys the run changes (§7), each checked against its schema (400 naming
@@ -218,12 +243,17 @@ impl Engine {
         &self,
         request: &RunRequest<'_>,
         thread: Option<&ThreadRow>,
-        known_turns: usize,
+        ordinal: i32,
         message: NewMessage,
     ) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
+        // The new turn sees the board of the branch it goes on from (§6).
         let notes = match thread {
-            Some(thread) => inner.store.notes(thread.pk).await?,
+            Some(thread) => {
+                let turns = inner.store.thread_turns(thread.pk).await?;
+                let branch = message.parent.map(|head| branches::ending_at(&turns, head)).unwrap_or_default();
+                board::on_branch(inner.store.notes(thread.pk).await?, &turns, &branch)
+            }
             None => Vec::new(),
         };
         let public_id = ids::new_turn_id();
@@ -247,7 +277,8 @@ impl Engine {
             owner: request.caller.owner(),
             run_id: request.run_id.as_str().to_string(),
             public_id,
-            ordinal: i32::try_from(known_turns + 1).unwrap_or(i32::MAX),
+            ordinal,
+            parent: message.parent,
             owner_instance: inner.instance.clone(),
             client_tools: match request.input.tools() {
                 [] => None,
@@ -362,6 +393,8 @@ struct NewMessage {
     id: String,
     text: String,
     parts: Option<Vec<crate::protocol::ContentPart>>,
+    /// The turn it goes on from (§6).
+    parent: Option<i64>,
 }
 
 /// What a turn keeps of its starting run's input for an upstream agent (§9.3): the `context`

@@ -23,11 +23,13 @@ impl TurnContext {
         .await
     }
 
-    /// The checkpoints of the thread's earlier turns of this turn's agent, newest first (an
+    /// The checkpoints of the earlier turns of this turn's branch and agent, newest first (an
     /// agent that keeps what an upstream last said across turns reads it there).
     pub async fn earlier_checkpoints(&self) -> Result<Vec<String>, AgentError> {
         let turns = self.patiently("the thread could not be read", || self.store.thread_turns(self.thread_pk)).await?;
-        Ok(turns
+        // Only the turns of this turn's own branch: what a sibling branch's upstream said is
+        // not this conversation's (§6).
+        Ok(crate::store::branches::ending_at(&turns, self.turn_pk)
             .into_iter()
             .rev()
             .filter(|turn| turn.pk != self.turn_pk && turn.agent == self.agent)
@@ -74,6 +76,10 @@ impl TurnContext {
     pub async fn board(&mut self) -> Result<Vec<Value>, AgentError> {
         if self.board.is_none() {
             let notes = self.patiently("the board could not be read", || self.store.notes(self.thread_pk)).await?;
+            let turns =
+                self.patiently("the board could not be read", || self.store.thread_turns(self.thread_pk)).await?;
+            let branch = crate::store::branches::ending_at(&turns, self.turn_pk);
+            let notes = crate::engine::board::on_branch(notes, &turns, &branch);
             self.board = Some(crate::engine::board::from_stored(&notes));
         }
         Ok(self.board.clone().unwrap_or_default())
