@@ -16,8 +16,13 @@ use super::{ApiError, AppState};
 use crate::auth::{AuthError, Caller};
 use crate::config::{AgentConfig, TenantConfig};
 
-/// The tenant a request names with `?tenant=` (default `default`), not yet checked.
+/// The tenant a request names, not yet checked: the path's for the CopilotKit runtime routes
+/// (`/v1/copilotkit/{tenant}/…`, whose clients join paths to a base URL and cannot add a
+/// query), else `?tenant=` (default `default`).
 pub(super) fn tenant_name(parts: &Parts) -> Result<String, ApiError> {
+    if let Some(tenant) = super::copilotkit::tenant_in_path(parts.uri.path()) {
+        return Ok(tenant);
+    }
     let Query(query) = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
         .map_err(|error| ApiError::bad_request("query", error.body_text()))?;
     Ok(query.get("tenant").cloned().unwrap_or_else(|| "default".to_string()))
@@ -111,19 +116,32 @@ impl FromRequestParts<AppState> for CanStart {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let CanReadContent { caller, tenant } = CanReadContent::from_request_parts(parts, state).await?;
-        let Path(name) = Path::<String>::from_request_parts(parts, state)
+        // The route's `{agent}` (beside a `{tenant}` or `{thread}` on the CopilotKit routes).
+        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::NotFound("unknown agent".into()))?;
-        // The name is checked against the caller's scopes before it is looked up: to a caller
-        // who may not start it, an agent that exists and one that does not answer alike (§8).
-        if !caller.scopes().may_start(&name) {
-            return Err(ApiError::PermissionDenied);
-        }
-        let agent = state
-            .config
-            .agent(&name)
-            .filter(|agent| agent.tenants.is_empty() || agent.tenants.contains(&tenant.name))
-            .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))?;
-        Ok(CanStart { caller, tenant, agent: agent.clone() })
+        let name = params.get("agent").ok_or_else(|| ApiError::NotFound("unknown agent".into()))?;
+        let agent = startable_agent(state, &caller, &tenant, name)?;
+        Ok(CanStart { caller, tenant, agent })
     }
+}
+
+/// The agent `name` when the caller may start it in the tenant. The name is checked against
+/// the caller's scopes before it is looked up: to a caller who may not start it, an agent that
+/// exists and one that does not answer alike (§8).
+pub(super) fn startable_agent(
+    state: &AppState,
+    caller: &Caller,
+    tenant: &TenantConfig,
+    name: &str,
+) -> Result<AgentConfig, ApiError> {
+    if !caller.scopes().may_start(name) {
+        return Err(ApiError::PermissionDenied);
+    }
+    state
+        .config
+        .agent(name)
+        .filter(|agent| agent.tenants.is_empty() || agent.tenants.contains(&tenant.name))
+        .cloned()
+        .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))
 }
