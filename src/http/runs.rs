@@ -214,13 +214,17 @@ fn until_run_ends(
         serde_json::from_slice::<Kind>(&item.json)
             .is_ok_and(|event| event.kind == "RUN_FINISHED" || event.kind == "RUN_ERROR")
     };
-    events.scan(false, move |ended, item| {
-        let next = if *ended { None } else { Some(item) };
-        if let Some(item) = &next {
-            *ended = ends_run(item);
+    // Ends right after that event, without waiting on the thread for another.
+    async_stream::stream! {
+        let mut events = Box::pin(events);
+        while let Some(item) = events.next().await {
+            let ended = ends_run(&item);
+            yield item;
+            if ended {
+                break;
+            }
         }
-        futures_util::future::ready(next)
-    })
+    }
 }
 
 /// The refusals both stream routes answer before a stream opens, as OpenAPI documents them
