@@ -94,7 +94,9 @@ function Probe() {
 function App() {
   return (
     <CopilotKitProvider runtimeUrl={runtimeUrl} headers={{ Authorization: `Bearer ${token}` }}>
-      <ConfirmTool />
+      {/* Only for the agent that admits it: a client tool an agent does not list under
+          `frontend_tools` makes the gateway refuse the run (400 tool_not_admitted). */}
+      {agentId === "checker" ? <ConfirmTool /> : null}
       <Approvals />
       <Probe />
       {params.get("threads") === "1" ? <Threads /> : null}
