@@ -20,12 +20,23 @@ use crate::config::{AgentConfig, TenantConfig};
 /// (`/v1/copilotkit/{tenant}/…`, whose clients join paths to a base URL and cannot add a
 /// query), else `?tenant=` (default `default`).
 pub(super) fn tenant_name(parts: &Parts) -> Result<String, ApiError> {
-    if let Some(tenant) = super::copilotkit::tenant_in_path(parts.uri.path()) {
+    if let Some(tenant) = tenant_in_path(parts.uri.path()) {
         return Ok(tenant);
     }
     let Query(query) = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
         .map_err(|error| ApiError::bad_request("query", error.body_text()))?;
     Ok(query.get("tenant").cloned().unwrap_or_else(|| "default".to_string()))
+}
+
+/// Where the CopilotKit runtime's routes live; the segment after it is the tenant.
+pub(super) const COPILOTKIT_BASE: &str = "/v1/copilotkit";
+
+/// The tenant of a path under [`COPILOTKIT_BASE`] (`/v1/copilotkit/{tenant}/…`),
+/// percent-decoded; `None` for any other path.
+fn tenant_in_path(path: &str) -> Option<String> {
+    let rest = path.strip_prefix(COPILOTKIT_BASE)?.strip_prefix('/')?;
+    let segment = rest.split('/').next().filter(|s| !s.is_empty())?;
+    percent_encoding::percent_decode_str(segment).decode_utf8().ok().map(|s| s.into_owned())
 }
 
 /// The configured tenant of that name (404 otherwise).

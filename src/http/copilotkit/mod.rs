@@ -1,5 +1,6 @@
 //! The CopilotKit runtime's own routes (SPEC §2), so a CopilotKit app points its `runtimeUrl`
-//! at the gateway with no Node runtime between: `{base}` is `/v1/copilotkit/{tenant}`.
+//! at the gateway with no Node runtime between: `{base}` is `/v1/copilotkit/{tenant}`
+//! ([`super::permissions::COPILOTKIT_BASE`]; the tenant is read from the path there).
 //!
 //! | route | what |
 //! |---|---|
@@ -35,9 +36,6 @@ use super::{ApiError, AppState};
 use crate::engine::EngineError;
 use crate::ids::ThreadId;
 
-/// Where the routes live; the segment after it is the tenant.
-pub const BASE: &str = "/v1/copilotkit";
-
 /// The version `GET {base}/info` reports: CopilotKit's clients read it as the runtime's.
 const RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -52,14 +50,6 @@ pub fn router(slots: Arc<StreamSlots>) -> OpenApiRouter<AppState> {
         // The stream routes measure their own body limit while reading (413), from config.
         .layer(DefaultBodyLimit::disable())
         .layer(Extension(slots))
-}
-
-/// The tenant of a path under [`BASE`] (`/v1/copilotkit/{tenant}/…`), percent-decoded; `None`
-/// for any other path.
-pub(super) fn tenant_in_path(path: &str) -> Option<String> {
-    let rest = path.strip_prefix(BASE)?.strip_prefix('/')?;
-    let segment = rest.split('/').next().filter(|s| !s.is_empty())?;
-    percent_encoding::percent_decode_str(segment).decode_utf8().ok().map(|s| s.into_owned())
 }
 
 /// `{tenant}` in the document: the path names the tenant on these routes.
