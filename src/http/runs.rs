@@ -293,15 +293,20 @@ impl StreamRequest {
         agent: AgentConfig,
         body: Bytes,
     ) -> Result<StreamRequest, ApiError> {
-        let slots = parts
-            .extensions
-            .get::<Arc<StreamSlots>>()
-            .cloned()
-            .ok_or_else(|| ApiError::Internal("the stream routes were built without their slots".into()))?;
+        let slots = stream_slots(parts)?;
         let framing = check_accept(&parts.headers)?;
         let last_event_id = parse_last_event_id(&parts.headers)?;
         Ok(StreamRequest { caller, tenant, agent, slots, framing, last_event_id, body })
     }
+}
+
+/// The server's count of open streams, which the routes were built with.
+fn stream_slots(parts: &axum::http::request::Parts) -> Result<Arc<StreamSlots>, ApiError> {
+    parts
+        .extensions
+        .get::<Arc<StreamSlots>>()
+        .cloned()
+        .ok_or_else(|| ApiError::Internal("the stream routes were built without their slots".into()))
 }
 
 impl FromRequest<AppState> for StreamRequest {
@@ -310,11 +315,7 @@ impl FromRequest<AppState> for StreamRequest {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let (mut parts, body) = request.into_parts();
         let CanStart { caller, tenant, agent } = CanStart::from_request_parts(&mut parts, state).await?;
-        let slots = parts
-            .extensions
-            .get::<Arc<StreamSlots>>()
-            .cloned()
-            .ok_or_else(|| ApiError::Internal("the stream routes were built without their slots".into()))?;
+        let slots = stream_slots(&parts)?;
         let framing = check_accept(&parts.headers)?;
         check_content_type(&parts.headers)?;
         let last_event_id = parse_last_event_id(&parts.headers)?;

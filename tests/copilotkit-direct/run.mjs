@@ -24,12 +24,12 @@ import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 import { chromium } from "playwright-core";
+import { startCuttingRelay } from "../clients/lib/cutting-relay.mjs";
 import { startGateway } from "../clients/lib/gateway.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -82,57 +82,6 @@ async function serveStatic(dir) {
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return { origin: `http://127.0.0.1:${server.address().port}`, stop: () => server.close() };
-}
-
-/**
- * A TCP relay to the gateway that, once armed, closes the connection whose response brings
- * the `count`-th `marker`, half-way through that chunk: a network that drops mid-stream.
- */
-async function startCuttingRelay(target) {
-  const { hostname, port } = new URL(target);
-  let plan = null;
-  const state = { cuts: 0 };
-  const sockets = new Set();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(port), hostname);
-    sockets.add(client).add(upstream);
-    const closeBoth = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on("data", (data) => upstream.write(data));
-    upstream.on("data", (data) => {
-      if (plan) {
-        plan.seen += data.toString("utf8").split(plan.marker).length - 1;
-        if (plan.seen >= plan.count) {
-          plan = null;
-          state.cuts += 1;
-          client.write(data.subarray(0, Math.floor(data.length / 2)), closeBoth);
-          return;
-        }
-      }
-      client.write(data);
-    });
-    for (const socket of [client, upstream]) {
-      socket.on("error", closeBoth);
-      socket.on("close", () => {
-        sockets.delete(socket);
-        closeBoth();
-      });
-    }
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${server.address().port}`,
-    state,
-    arm(marker, count) {
-      plan = { marker, count, seen: 0 };
-    },
-    stop() {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
 }
 
 const work = mkdtempSync(path.join(tmpdir(), "ck-direct-"));
@@ -266,8 +215,8 @@ test("a run stream cut by the network is completed through connect, whole and on
   relay.arm("TEXT_MESSAGE_CONTENT", 3);
   await say(page, "over the wire");
   const deadline = Date.now() + PATIENCE;
-  while (relay.state.cuts === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  assert.equal(relay.state.cuts, 1, "the stream was cut");
+  while (relay.seen.cuts === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(relay.seen.cuts, 1, "the stream was cut");
   await page.waitForFunction(() => !window.page.agent.isRunning, null, { timeout: PATIENCE });
   const cut = textOf(await messagesOf(page));
   assert.ok(!cut.includes("And a second answer"), `cut mid-answer: ${cut}`);

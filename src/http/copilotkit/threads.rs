@@ -23,7 +23,6 @@ use crate::http::error::ErrorBody;
 use crate::http::openapi::JsonObject;
 use crate::http::permissions::{CanRead, CanReadContent};
 use crate::http::{ApiError, AppState};
-use crate::ids::ThreadId;
 use crate::protocol::iso8601;
 use crate::store::{ThreadRow, ThreadSummary, ThreadTitle, TitleChange};
 
@@ -113,11 +112,10 @@ async fn list(
 
 /// One of the caller's own threads, or 403 alike for another's and one that does not exist.
 async fn own_thread(state: &AppState, tenant: &str, caller: &Caller, thread: &str) -> Result<ThreadRow, ApiError> {
-    let thread_id = ThreadId::parse(thread).map_err(|m| ApiError::bad_request("thread", m))?;
-    match state.engine.readable_thread(tenant, caller, &thread_id).await {
-        Ok(thread) if caller.may_delete(&thread) => Ok(thread),
-        Ok(_) | Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
-        Err(other) => Err(other.into()),
+    let thread = crate::http::threads::readable(state, tenant, caller, thread).await?;
+    match caller.may_delete(&thread) {
+        true => Ok(thread),
+        false => Err(ApiError::PermissionDenied),
     }
 }
 
