@@ -156,3 +156,18 @@ pub(super) fn startable_agent(
         .cloned()
         .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::tenant_in_path;
+
+    #[test]
+    fn the_copilotkit_routes_name_their_tenant_in_the_path() {
+        assert_eq!(tenant_in_path("/v1/copilotkit/acme/info").as_deref(), Some("acme"));
+        assert_eq!(tenant_in_path("/v1/copilotkit/acme").as_deref(), Some("acme"));
+        assert_eq!(tenant_in_path("/v1/copilotkit/ac%2Dme/threads").as_deref(), Some("ac-me"));
+        for other in ["/v1/copilotkit", "/v1/copilotkit/", "/v1/copilotkitx/acme", "/v1/agui/agents/demo", "/"] {
+            assert_eq!(tenant_in_path(other), None, "{other}");
+        }
+    }
+}
