@@ -47,7 +47,10 @@ impl Engine {
             (_, Some(false)) => "thread.unarchive",
             (true, None) => "thread.rename",
             (false, None) => {
-                return Err(EngineError::BadRequest { field: "body", message: "changes nothing: give name or archived".into() })
+                return Err(EngineError::BadRequest {
+                    field: "body",
+                    message: "changes nothing: give name or archived".into(),
+                })
             }
         };
         let at_ms = self.now_ms();

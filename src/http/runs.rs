@@ -158,7 +158,11 @@ pub(super) enum ConnectEnd {
 }
 
 /// The connect route's work once its request is checked (see [`ConnectEnd`]).
-pub(super) async fn connect_stream(state: AppState, request: StreamRequest, end: ConnectEnd) -> Result<Response, ApiError> {
+pub(super) async fn connect_stream(
+    state: AppState,
+    request: StreamRequest,
+    end: ConnectEnd,
+) -> Result<Response, ApiError> {
     let StreamRequest { caller, tenant, slots, framing, last_event_id, body: bytes, .. } = request;
     let input = parse_connect_input(&bytes)?;
     let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;

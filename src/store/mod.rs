@@ -49,11 +49,11 @@ pub use keys::{ApiKeyRow, KeyKind, KeyStore};
 pub use leases::LeaseStore;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use thread_titles::{ThreadTitle, ThreadTitleStore, TitleChange};
 pub use threads::{
     DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadStore, ThreadSummary,
     TurnLimits, TurnRow, TurnStatus, Visibility,
 };
-pub use thread_titles::{ThreadTitle, ThreadTitleStore, TitleChange};
 pub use usage::{TenantUsage, UsageStore};
 
 use backend::Backend;

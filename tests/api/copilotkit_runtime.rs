@@ -59,7 +59,13 @@ async fn send_json(
 }
 
 /// Runs `agent` through the runtime's run route to its end.
-async fn run_through_runtime(app: &TestApp, tenant: &str, agent: &str, input: &Value, bearer: Option<&str>) -> Vec<SseEvent> {
+async fn run_through_runtime(
+    app: &TestApp,
+    tenant: &str,
+    agent: &str,
+    input: &Value,
+    bearer: Option<&str>,
+) -> Vec<SseEvent> {
     let response = post_stream(app, &format!("{}/agent/{agent}/run", base(tenant)), input, bearer).await;
     assert_eq!(response.status(), 200, "run answered {}", response.status());
     read_events(response, None).await
@@ -119,7 +125,8 @@ async fn a_run_through_the_runtime_is_the_agui_run(backend: Backend) {
     // The route's own checks: an unknown agent, a bad body.
     let response = post_stream(&app, &format!("{}/agent/nobody/run", base("default")), &input, None).await;
     assert_eq!(response.status(), 404);
-    let response = post_stream(&app, &format!("{}/agent/demo/run", base("default")), &json!({"threadId": 5}), None).await;
+    let response =
+        post_stream(&app, &format!("{}/agent/demo/run", base("default")), &json!({"threadId": 5}), None).await;
     let (status, body) = json_of(response).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("bad_request")), "{body}");
     assert_eq!(app.counts().await, before);
@@ -150,14 +157,18 @@ async fn connect_restores_the_thread_and_ends_with_its_opening_run(backend: Back
     }
 
     // A waiting turn comes back with its interrupt, and the stream ends there.
-    let waiting = run_through_runtime(&app, "default", "approver", &first_run("th-ck-wait", "run-1", "mail"), None).await;
+    let waiting =
+        run_through_runtime(&app, "default", "approver", &first_run("th-ck-wait", "run-1", "mail"), None).await;
     assert_eq!(waiting.last().expect("end").data["outcome"]["type"], "interrupt");
     let url = format!("{}/agent/approver/connect", base("default"));
     let body = json!({"threadId": "th-ck-wait", "protocolVersion": "1.0"});
     let events = read_events(post_stream(&app, &url, &body, None).await, None).await;
     let end = events.last().expect("end");
     assert_eq!(end.kind(), "RUN_FINISHED", "{:?}", kinds(&events));
-    assert_eq!(end.data["outcome"]["interrupts"][0]["id"], waiting.last().expect("end").data["outcome"]["interrupts"][0]["id"]);
+    assert_eq!(
+        end.data["outcome"]["interrupts"][0]["id"],
+        waiting.last().expect("end").data["outcome"]["interrupts"][0]["id"]
+    );
     // CopilotKit's own client (pre-1.0): the interrupt as its `on_interrupt` event.
     let body = json!({"threadId": "th-ck-wait"});
     let events = read_events(post_stream(&app, &url, &body, None).await, None).await;
@@ -247,7 +258,8 @@ async fn the_single_route_envelope_serves_each_method(backend: Backend) {
     assert_eq!(kinds(&events).last(), Some(&"RUN_FINISHED"));
     assert!(text_of(&events).contains("one route"));
 
-    let connect = json!({"method": "agent/connect", "params": {"agentId": "demo"}, "body": {"threadId": "th-ck-single"}});
+    let connect =
+        json!({"method": "agent/connect", "params": {"agentId": "demo"}, "body": {"threadId": "th-ck-single"}});
     let events = read_events(post_stream(&app, &route, &connect, None).await, None).await;
     assert_eq!(kinds(&events), vec!["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]);
 
@@ -280,8 +292,14 @@ async fn threads_are_listed_renamed_and_archived_by_their_owner(backend: Backend
     let alice = app_token(&claims("acme", "alice"));
     let bob = app_token(&claims("acme", "bob"));
     for thread in ["th-ck-a1", "th-ck-a2"] {
-        run_through_runtime(&app, "acme", "demo", &first_run(thread, "run-1", &format!("{thread} question")), Some(&alice))
-            .await;
+        run_through_runtime(
+            &app,
+            "acme",
+            "demo",
+            &first_run(thread, "run-1", &format!("{thread} question")),
+            Some(&alice),
+        )
+        .await;
     }
     run_through_runtime(&app, "acme", "demo", &first_run("th-ck-b1", "run-1", "bob asks"), Some(&bob)).await;
 
@@ -298,14 +316,19 @@ async fn threads_are_listed_renamed_and_archived_by_their_owner(backend: Backend
     // Rename: the list shows the name; one audit row, without the name.
     let one = format!("{}/threads/th-ck-a1", base("acme"));
     let (status, renamed) =
-        send_json(&app, reqwest::Method::PATCH, &one, &json!({"agentId": "demo", "name": "Trip plans"}), Some(&alice)).await;
+        send_json(&app, reqwest::Method::PATCH, &one, &json!({"agentId": "demo", "name": "Trip plans"}), Some(&alice))
+            .await;
     assert_eq!((status, &renamed["name"]), (200, &json!("Trip plans")), "{renamed}");
     let (_, page) = get(&app, &threads, Some(&alice)).await;
     assert_eq!(page["threads"][1]["name"], "Trip plans");
     let rows = audit_rows(&app).await;
     let rename = rows.iter().find(|r| r.entry.action == "thread.rename").expect("a thread.rename row");
     assert_eq!(rename.entry.actor, "person:alice");
-    assert!(rename.entry.detail.contains("th-ck-a1") && !rename.entry.detail.contains("Trip"), "{}", rename.entry.detail);
+    assert!(
+        rename.entry.detail.contains("th-ck-a1") && !rename.entry.detail.contains("Trip"),
+        "{}",
+        rename.entry.detail
+    );
 
     // Another person: as if the thread did not exist, and nothing changes.
     let before = (app.counts().await, every_table_as_text(&db.url).await);
@@ -320,26 +343,34 @@ async fn threads_are_listed_renamed_and_archived_by_their_owner(backend: Backend
         assert_eq!((status, body["error"]["code"].as_str()), (403, Some("permission_denied")), "{method} {path}");
     }
     // Bad input from the owner: a clear error, nothing changes either.
-    for body in [json!({"name": ""}), json!({"name": "x".repeat(201)}), json!({"agentId": "demo"}), json!({"name": 7})] {
+    for body in [json!({"name": ""}), json!({"name": "x".repeat(201)}), json!({"agentId": "demo"}), json!({"name": 7})]
+    {
         let (status, answer) = send_json(&app, reqwest::Method::PATCH, &one, &body, Some(&alice)).await;
         assert_eq!((status, answer["error"]["code"].as_str()), (400, Some("bad_request")), "{body}: {answer}");
     }
     assert_eq!((app.counts().await, every_table_as_text(&db.url).await), before);
 
     // Archive: left out of the list unless asked for; unarchive brings it back.
-    let (status, archived) = send_json(&app, reqwest::Method::POST, &format!("{one}/archive"), &json!({"agentId": "demo"}), Some(&alice)).await;
+    let (status, archived) =
+        send_json(&app, reqwest::Method::POST, &format!("{one}/archive"), &json!({"agentId": "demo"}), Some(&alice))
+            .await;
     assert_eq!((status, &archived["archived"]), (200, &json!(true)), "{archived}");
     let (_, page) = get(&app, &threads, Some(&alice)).await;
     assert_eq!(listed(&page), vec!["th-ck-a2"]);
     let (_, page) = get(&app, &format!("{threads}&includeArchived=true"), Some(&alice)).await;
     assert_eq!(listed(&page), vec!["th-ck-a2", "th-ck-a1"]);
     assert_eq!(page["threads"][1]["archived"], true);
-    let (status, _) = send_json(&app, reqwest::Method::PATCH, &one, &json!({"agentId": "demo", "archived": false}), Some(&alice)).await;
+    let (status, _) =
+        send_json(&app, reqwest::Method::PATCH, &one, &json!({"agentId": "demo", "archived": false}), Some(&alice))
+            .await;
     assert_eq!(status, 200);
     let (_, page) = get(&app, &threads, Some(&alice)).await;
     assert_eq!(listed(&page), vec!["th-ck-a2", "th-ck-a1"]);
     let actions: Vec<String> = audit_rows(&app).await.into_iter().map(|r| r.entry.action).collect();
-    assert!(actions.contains(&"thread.archive".to_string()) && actions.contains(&"thread.unarchive".to_string()), "{actions:?}");
+    assert!(
+        actions.contains(&"thread.archive".to_string()) && actions.contains(&"thread.unarchive".to_string()),
+        "{actions:?}"
+    );
 
     // The thread's messages, in the runtime's shape.
     let (status, messages) = get(&app, &format!("{one}/messages"), Some(&alice)).await;
