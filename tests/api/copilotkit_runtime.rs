@@ -2,10 +2,10 @@
 //! `/v1/copilotkit/{tenant}/info`, `agent/{agent}/run|connect|stop/{thread}`, the single-route
 //! envelope at `/v1/copilotkit/{tenant}`, and the thread routes of `useThreads`.
 
-use agui_gateway::store::AuditRow;
+use agui_gateway::store::{AuditRow, KeyKind};
 use serde_json::{json, Value};
 
-use crate::auth::{app_token, auth_config, claims, rsa_provider};
+use crate::auth::{app_token, auth_config, claims, new_key, rsa_provider};
 use crate::helpers::*;
 use crate::on_both_stores;
 
@@ -417,6 +417,20 @@ async fn the_runtime_refuses_as_the_agui_route_and_answers_the_tenants_origin(ba
     assert_eq!(app.counts().await, before, "no refused run stored anything");
     let events = run_through_runtime(&app, "acme", "demo", &input, Some(&alice)).await;
     assert_eq!(kinds(&events).last(), Some(&"RUN_FINISHED"));
+
+    // A tenant API key in the provider's headers: its agents only, its runs the tenant's.
+    let (key, _) = new_key(&app, "acme", &["demo"], KeyKind::Tenant).await;
+    let (status, info) = get(&app, &format!("{}/info", base("acme")), Some(&key)).await;
+    assert_eq!(status, 200, "{info}");
+    let agents: Vec<&String> = info["agents"].as_object().expect("agents").keys().collect();
+    assert_eq!(agents, vec!["demo"]);
+    let by_key = first_run("th-ck-key", "run-1", "by key");
+    let events = run_through_runtime(&app, "acme", "demo", &by_key, Some(&key)).await;
+    assert_eq!(kinds(&events).last(), Some(&"RUN_FINISHED"));
+    let response = post_stream(&app, &format!("{}/agent/mailer/run", base("acme")), &by_key, Some(&key)).await;
+    assert_eq!(response.status(), 403, "an agent the key does not name");
+    let (_, page) = get(&app, &format!("{}/threads?agentId=demo", base("acme")), Some(&key)).await;
+    assert_eq!(listed(&page), vec!["th-ck-key"], "the tenant's threads, not alice's");
 
     // CORS: acme's origin is allowed on acme's runtime routes, not on another tenant's.
     let preflight = |tenant: &str| {
