@@ -33,6 +33,7 @@ pub mod request;
 mod runner;
 pub mod stream;
 mod sweeper;
+pub mod thread_titles;
 pub mod threads;
 pub mod turn;
 

@@ -7,6 +7,7 @@ mod agents;
 mod body;
 mod connections;
 mod content;
+mod copilotkit;
 mod error;
 mod health;
 mod interrupts;
@@ -71,8 +72,11 @@ impl AppState {
 
 /// Every route, and the OpenAPI document describing exactly them.
 fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    // One count of open streams for this server, made with its routes.
+    let slots = Arc::new(sse::StreamSlots::default());
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .merge(runs::router())
+        .merge(runs::router(slots.clone()))
+        .merge(copilotkit::router(slots))
         .merge(threads::router())
         .merge(agents::router())
         .merge(token::router())
@@ -142,7 +146,7 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
 /// `cors_origins` lists it. The preflight allows `Authorization`, `Content-Type` and
 /// `Last-Event-ID`; no response header is exposed beyond the CORS-safelisted ones, and no
 /// cookies are involved (credentials are bearer headers). `DELETE` is allowed so a chat page
-/// can erase a conversation.
+/// can erase a conversation, `PATCH` so a CopilotKit page can rename or unarchive one.
 fn cors(config: Arc<Config>) -> CorsLayer {
     CorsLayer::new()
         .allow_origin(AllowOrigin::predicate(move |origin: &HeaderValue, parts: &Parts| {
@@ -151,7 +155,7 @@ fn cors(config: Arc<Config>) -> CorsLayer {
                 .tenant(&name)
                 .is_some_and(|tenant| tenant.cors_origins.iter().any(|o| o.as_bytes() == origin.as_bytes()))
         }))
-        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
         .allow_headers([AUTHORIZATION, CONTENT_TYPE, HeaderName::from_static("last-event-id")])
         .max_age(Duration::from_secs(600))
 }

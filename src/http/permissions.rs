@@ -16,11 +16,27 @@ use super::{ApiError, AppState};
 use crate::auth::{AuthError, Caller};
 use crate::config::{AgentConfig, TenantConfig};
 
-/// The tenant a request names with `?tenant=` (default `default`), not yet checked.
+/// The tenant a request names, not yet checked: the path's for the CopilotKit runtime routes
+/// (`/v1/copilotkit/{tenant}/…`, whose clients join paths to a base URL and cannot add a
+/// query), else `?tenant=` (default `default`).
 pub(super) fn tenant_name(parts: &Parts) -> Result<String, ApiError> {
+    if let Some(tenant) = tenant_in_path(parts.uri.path()) {
+        return Ok(tenant);
+    }
     let Query(query) = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
         .map_err(|error| ApiError::bad_request("query", error.body_text()))?;
     Ok(query.get("tenant").cloned().unwrap_or_else(|| "default".to_string()))
+}
+
+/// Where the CopilotKit runtime's routes live; the segment after it is the tenant.
+pub(super) const COPILOTKIT_BASE: &str = "/v1/copilotkit";
+
+/// The tenant of a path under [`COPILOTKIT_BASE`] (`/v1/copilotkit/{tenant}/…`),
+/// percent-decoded; `None` for any other path.
+fn tenant_in_path(path: &str) -> Option<String> {
+    let rest = path.strip_prefix(COPILOTKIT_BASE)?.strip_prefix('/')?;
+    let segment = rest.split('/').next().filter(|s| !s.is_empty())?;
+    percent_encoding::percent_decode_str(segment).decode_utf8().ok().map(|s| s.into_owned())
 }
 
 /// The configured tenant of that name (404 otherwise).
@@ -111,19 +127,47 @@ impl FromRequestParts<AppState> for CanStart {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let CanReadContent { caller, tenant } = CanReadContent::from_request_parts(parts, state).await?;
-        let Path(name) = Path::<String>::from_request_parts(parts, state)
+        // The route's `{agent}` (beside a `{tenant}` or `{thread}` on the CopilotKit routes).
+        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::NotFound("unknown agent".into()))?;
-        // The name is checked against the caller's scopes before it is looked up: to a caller
-        // who may not start it, an agent that exists and one that does not answer alike (§8).
-        if !caller.scopes().may_start(&name) {
-            return Err(ApiError::PermissionDenied);
+        let name = params.get("agent").ok_or_else(|| ApiError::NotFound("unknown agent".into()))?;
+        let agent = startable_agent(state, &caller, &tenant, name)?;
+        Ok(CanStart { caller, tenant, agent })
+    }
+}
+
+/// The agent `name` when the caller may start it in the tenant. The name is checked against
+/// the caller's scopes before it is looked up: to a caller who may not start it, an agent that
+/// exists and one that does not answer alike (§8).
+pub(super) fn startable_agent(
+    state: &AppState,
+    caller: &Caller,
+    tenant: &TenantConfig,
+    name: &str,
+) -> Result<AgentConfig, ApiError> {
+    if !caller.scopes().may_start(name) {
+        return Err(ApiError::PermissionDenied);
+    }
+    state
+        .config
+        .agent(name)
+        .filter(|agent| agent.tenants.is_empty() || agent.tenants.contains(&tenant.name))
+        .cloned()
+        .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tenant_in_path;
+
+    #[test]
+    fn the_copilotkit_routes_name_their_tenant_in_the_path() {
+        assert_eq!(tenant_in_path("/v1/copilotkit/acme/info").as_deref(), Some("acme"));
+        assert_eq!(tenant_in_path("/v1/copilotkit/acme").as_deref(), Some("acme"));
+        assert_eq!(tenant_in_path("/v1/copilotkit/ac%2Dme/threads").as_deref(), Some("ac-me"));
+        for other in ["/v1/copilotkit", "/v1/copilotkit/", "/v1/copilotkitx/acme", "/v1/agui/agents/demo", "/"] {
+            assert_eq!(tenant_in_path(other), None, "{other}");
         }
-        let agent = state
-            .config
-            .agent(&name)
-            .filter(|agent| agent.tenants.is_empty() || agent.tenants.contains(&tenant.name))
-            .ok_or_else(|| ApiError::NotFound(format!("unknown agent '{name}'")))?;
-        Ok(CanStart { caller, tenant, agent: agent.clone() })
     }
 }

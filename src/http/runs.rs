@@ -37,14 +37,15 @@ use crate::engine::{ConnectRequest, RunPlan, RunRequest};
 use crate::ids::{EventId, RunId, ThreadId};
 use crate::protocol::RunAgentInput;
 
-pub fn router() -> OpenApiRouter<AppState> {
+/// The routes, counting their open streams in `slots` (the server's one count, which the
+/// CopilotKit runtime's routes share).
+pub fn router(slots: Arc<StreamSlots>) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(run))
         .routes(routes!(connect))
         // The route measures its own body limit while reading (413), from config.
         .layer(DefaultBodyLimit::disable())
-        // One count of open streams for this server, made with its routes.
-        .layer(Extension(Arc::new(StreamSlots::default())))
+        .layer(Extension(slots))
 }
 
 /// Runs the agent (a new turn, a reconnect with `Last-Event-ID`, a replay of a known runId, or a
@@ -66,6 +67,12 @@ pub fn router() -> OpenApiRouter<AppState> {
     )
 )]
 async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
+    run_stream(state, request).await
+}
+
+/// The run route's work once its request is checked: also what the CopilotKit runtime's
+/// `agent/{agent}/run` does (one run path for both).
+pub(super) async fn run_stream(state: AppState, request: StreamRequest) -> Result<Response, ApiError> {
     let StreamRequest { caller, tenant, agent, slots, framing, last_event_id, body: bytes } = request;
     let agent = &agent;
     let input = parse_input(&bytes)?;
@@ -135,6 +142,27 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     )
 )]
 async fn connect(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
+    connect_stream(state, request, ConnectEnd::Open).await
+}
+
+/// Where a connect stream ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ConnectEnd {
+    /// It follows the thread's later turns until the client leaves (`…/connect`).
+    Open,
+    /// With the end of its opening run (`RUN_FINISHED`/`RUN_ERROR`: the thread as it stands,
+    /// a turn going on followed to its end or to its wait), as the CopilotKit runtime's connect
+    /// ends; a thread with no turn, or one the caller may not read, is an empty stream, as that
+    /// runtime answers for a thread it does not know (alike, so it tells nothing).
+    AfterOpeningRun,
+}
+
+/// The connect route's work once its request is checked (see [`ConnectEnd`]).
+pub(super) async fn connect_stream(
+    state: AppState,
+    request: StreamRequest,
+    end: ConnectEnd,
+) -> Result<Response, ApiError> {
     let StreamRequest { caller, tenant, slots, framing, last_event_id, body: bytes, .. } = request;
     let input = parse_connect_input(&bytes)?;
     let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
@@ -154,14 +182,53 @@ async fn connect(State(state): State<AppState>, request: StreamRequest) -> Resul
             pre_1_0,
             last_event_id: last_event_id.as_ref(),
         })
-        .await?;
+        .await;
+    let plan = match (plan, end) {
+        (Ok(plan), _) => plan,
+        (Err(crate::engine::EngineError::PermissionDenied), ConnectEnd::AfterOpeningRun) => {
+            return Ok(sse::response_in_slot(futures_util::stream::empty(), slot, framing));
+        }
+        (Err(error), _) => return Err(error.into()),
+    };
     tracing::info!(tenant = %tenant.name, thread = %plan.thread_id(), caller = %caller.label(), "connect");
     let sight = ThreadSight {
         tenant: tenant.name.clone(),
         thread_id: plan.thread_id().to_string(),
         thread_pk: plan.thread_pk(),
     };
-    Ok(sse::serve_events(state.engine.connect_stream(plan), lifetime(&state, caller, sight, framing), slot))
+    let events = state.engine.connect_stream(plan);
+    let lifetime = lifetime(&state, caller, sight, framing);
+    Ok(match end {
+        ConnectEnd::Open => sse::serve_events(events, lifetime, slot),
+        ConnectEnd::AfterOpeningRun => sse::serve_events(until_run_ends(events), lifetime, slot),
+    })
+}
+
+/// The events up to and including the first that ends a run (`RUN_FINISHED`, `RUN_ERROR`).
+fn until_run_ends(
+    events: impl futures_util::Stream<Item = crate::engine::StreamItem> + Send + 'static,
+) -> impl futures_util::Stream<Item = crate::engine::StreamItem> + Send + 'static {
+    use futures_util::StreamExt;
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    let ends_run = |item: &crate::engine::StreamItem| {
+        serde_json::from_slice::<Kind>(&item.json)
+            .is_ok_and(|event| event.kind == "RUN_FINISHED" || event.kind == "RUN_ERROR")
+    };
+    // Ends right after that event, without waiting on the thread for another.
+    async_stream::stream! {
+        let mut events = Box::pin(events);
+        while let Some(item) = events.next().await {
+            let ended = ends_run(&item);
+            yield item;
+            if ended {
+                break;
+            }
+        }
+    }
 }
 
 /// The refusals both stream routes answer before a stream opens, as OpenAPI documents them
@@ -219,17 +286,40 @@ pub struct StreamRequest {
     body: Bytes,
 }
 
+impl StreamRequest {
+    /// A stream request of the CopilotKit runtime's single-route envelope: the caller, tenant
+    /// and agent already checked, the envelope's `body` as the body; `Accept` and
+    /// `Last-Event-ID` from the request's head, as the routes read them.
+    pub(super) fn from_envelope(
+        parts: &axum::http::request::Parts,
+        caller: Caller,
+        tenant: crate::config::TenantConfig,
+        agent: AgentConfig,
+        body: Bytes,
+    ) -> Result<StreamRequest, ApiError> {
+        let slots = stream_slots(parts)?;
+        let framing = check_accept(&parts.headers)?;
+        let last_event_id = parse_last_event_id(&parts.headers)?;
+        Ok(StreamRequest { caller, tenant, agent, slots, framing, last_event_id, body })
+    }
+}
+
+/// The server's count of open streams, which the routes were built with.
+fn stream_slots(parts: &axum::http::request::Parts) -> Result<Arc<StreamSlots>, ApiError> {
+    parts
+        .extensions
+        .get::<Arc<StreamSlots>>()
+        .cloned()
+        .ok_or_else(|| ApiError::Internal("the stream routes were built without their slots".into()))
+}
+
 impl FromRequest<AppState> for StreamRequest {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let (mut parts, body) = request.into_parts();
         let CanStart { caller, tenant, agent } = CanStart::from_request_parts(&mut parts, state).await?;
-        let slots = parts
-            .extensions
-            .get::<Arc<StreamSlots>>()
-            .cloned()
-            .ok_or_else(|| ApiError::Internal("the stream routes were built without their slots".into()))?;
+        let slots = stream_slots(&parts)?;
         let framing = check_accept(&parts.headers)?;
         check_content_type(&parts.headers)?;
         let last_event_id = parse_last_event_id(&parts.headers)?;
@@ -353,7 +443,7 @@ fn check_accept(headers: &HeaderMap) -> Result<Framing, ApiError> {
     }
 }
 
-fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let media = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

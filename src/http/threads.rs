@@ -130,7 +130,13 @@ async fn delete_thread(
     }
 }
 
-async fn readable(state: &AppState, tenant: &str, caller: &Caller, thread: &str) -> Result<ThreadRow, ApiError> {
+/// The thread the caller may read, or 403 alike for one it may not and one that does not exist.
+pub(super) async fn readable(
+    state: &AppState,
+    tenant: &str,
+    caller: &Caller,
+    thread: &str,
+) -> Result<ThreadRow, ApiError> {
     let thread_id = ThreadId::parse(thread).map_err(|m| ApiError::bad_request("thread", m))?;
     match state.engine.readable_thread(tenant, caller, &thread_id).await {
         Ok(thread) => Ok(thread),

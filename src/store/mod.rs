@@ -10,6 +10,7 @@
 //! | [`KeyStore`] | `keys.rs` | API and app keys, revocations |
 //! | [`AuditStore`] | `audit.rs` | the audit trail |
 //! | [`UsageStore`] | `usage.rs` | what a tenant used of its limits |
+//! | [`ThreadTitleStore`] | `thread_titles.rs` | a thread's name and archived mark |
 //!
 //! [`Store`] is all of them plus what concerns the database as a whole; the gateway holds an
 //! `Arc<dyn Store>`, opened by [`connect`] from the database URL's scheme. What differs between
@@ -31,6 +32,7 @@ mod leases;
 mod postgres;
 mod sql;
 mod sqlite;
+mod thread_titles;
 mod threads;
 mod usage;
 
@@ -48,6 +50,7 @@ pub use keys::{ApiKeyRow, KeyKind, KeyStore};
 pub use leases::LeaseStore;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use thread_titles::{ThreadTitle, ThreadTitleStore, TitleChange};
 pub use threads::{
     DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadStore, ThreadSummary,
     TurnLimits, TurnRow, TurnStatus, Visibility,
@@ -110,7 +113,17 @@ pub struct RowCounts {
 /// The whole store: every role, and what concerns the database itself.
 #[async_trait]
 pub trait Store:
-    ThreadStore + EventLog + LeaseStore + InterruptStore + KeyStore + AuditStore + UsageStore + Send + Sync + 'static
+    ThreadStore
+    + EventLog
+    + LeaseStore
+    + InterruptStore
+    + KeyStore
+    + AuditStore
+    + UsageStore
+    + ThreadTitleStore
+    + Send
+    + Sync
+    + 'static
 {
     /// Applies the migrations of this store's kind.
     async fn migrate(&self) -> Result<(), StoreError>;

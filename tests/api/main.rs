@@ -28,6 +28,7 @@ mod cards;
 mod config_check;
 mod conformance;
 mod connect;
+mod copilotkit_runtime;
 mod corrupt_state;
 mod credentials;
 mod deciders;

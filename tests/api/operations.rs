@@ -27,6 +27,17 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/livez"),
     ("get", "/readyz"),
     ("get", "/metrics"),
+    ("get", "/v1/copilotkit/{tenant}/info"),
+    ("post", "/v1/copilotkit/{tenant}"),
+    ("post", "/v1/copilotkit/{tenant}/agent/{agent}/run"),
+    ("post", "/v1/copilotkit/{tenant}/agent/{agent}/connect"),
+    ("post", "/v1/copilotkit/{tenant}/agent/{agent}/stop/{thread}"),
+    ("get", "/v1/copilotkit/{tenant}/threads"),
+    ("get", "/v1/copilotkit/{tenant}/threads/{thread}"),
+    ("patch", "/v1/copilotkit/{tenant}/threads/{thread}"),
+    ("delete", "/v1/copilotkit/{tenant}/threads/{thread}"),
+    ("post", "/v1/copilotkit/{tenant}/threads/{thread}/archive"),
+    ("get", "/v1/copilotkit/{tenant}/threads/{thread}/messages"),
 ];
 
 #[tokio::test]
@@ -65,10 +76,15 @@ async fn the_openapi_document_lists_exactly_the_routes_that_answer() {
 
     // Each documented route answers at its path: neither the unknown-route 404 nor a 405.
     for (method, path) in ROUTES {
-        let concrete = path.replace("{agent}", "demo").replace("{thread}", "th-openapi").replace("{id}", "int_x");
+        let concrete = path
+            .replace("{agent}", "demo")
+            .replace("{thread}", "th-openapi")
+            .replace("{id}", "int_x")
+            .replace("{tenant}", "default");
         let request = match *method {
             "get" => client.get(app.url(&concrete)),
             "delete" => client.delete(app.url(&concrete)),
+            "patch" => client.patch(app.url(&concrete)).header("content-type", "application/json").body("{}"),
             _ => client.post(app.url(&concrete)).header("content-type", "application/json").body("{}"),
         };
         let response = request.send().await.expect("request");

@@ -30,12 +30,12 @@ import { spawn, execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import { startGateway, gatewayBinary } from "../clients/lib/gateway.mjs";
+import { startCuttingRelay } from "../clients/lib/cutting-relay.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const exampleDir = path.join(repoRoot, "examples/chat-app");
@@ -46,63 +46,6 @@ const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const REQUEST = "Tell the team the launch moved to Thursday";
 const ASSISTANT_FIRST = `Sure. I drafted an email to the team about "${REQUEST}". It goes out as soon as you approve it.`;
 const ASSISTANT_LAST = "All set. I pinned a follow-up note to the board so it does not get lost.";
-
-/**
- * A TCP relay between the backend and the gateway that can cut one response mid-stream: after
- * `arm(marker, count)`, the connection whose gateway bytes bring the `count`-th `marker` is
- * closed half-way through that chunk, as a dropped network would. It also records every
- * `Last-Event-ID` request header that passes.
- */
-async function startCuttingRelay(targetUrl) {
-  const target = new URL(targetUrl);
-  const seen = { lastEventIds: [], cuts: 0 };
-  let plan = null;
-  const sockets = new Set();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    sockets.add(client).add(upstream);
-    const closeBoth = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on("data", (data) => {
-      const header = /\r\nlast-event-id:\s*([^\r\n]+)/i.exec(data.toString("latin1"));
-      if (header) seen.lastEventIds.push(header[1].trim());
-      upstream.write(data);
-    });
-    upstream.on("data", (data) => {
-      if (plan) {
-        plan.seen += data.toString("utf8").split(plan.marker).length - 1;
-        if (plan.seen >= plan.count) {
-          plan = null;
-          seen.cuts += 1;
-          client.write(data.subarray(0, Math.floor(data.length / 2)), closeBoth);
-          return;
-        }
-      }
-      client.write(data);
-    });
-    for (const socket of [client, upstream]) {
-      socket.on("error", closeBoth);
-      socket.on("close", () => {
-        sockets.delete(socket);
-        closeBoth();
-      });
-    }
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${server.address().port}`,
-    seen,
-    arm(marker, count) {
-      plan = { marker, count, seen: 0 };
-    },
-    stop() {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-}
 
 /**
  * A scripted OpenAI-compatible model on a random port: every `POST /v1/chat/completions` is

@@ -1,0 +1,304 @@
+//! The CopilotKit runtime's own routes (SPEC §2), so a CopilotKit app points its `runtimeUrl`
+//! at the gateway with no Node runtime between: `{base}` is `/v1/copilotkit/{tenant}`
+//! ([`super::permissions::COPILOTKIT_BASE`]; the tenant is read from the path there).
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET {base}/info` | the agents the caller may start, in the shape `@copilotkit/core` reads |
+//! | `POST {base}/agent/{agent}/run` | the AG-UI run route, unchanged ([`super::runs::run_stream`]) |
+//! | `POST {base}/agent/{agent}/connect` | the gateway's connect stream, ended with its opening run |
+//! | `POST {base}/agent/{agent}/stop/{thread}` | cancels the thread's running turn |
+//! | `POST {base}` | the single-route envelope `{method, params, body}` of the four above |
+//! | `{base}/threads…` | the thread routes `useThreads` calls ([`threads`]) |
+//!
+//! The tenant is the path's (CopilotKit joins paths to the `runtimeUrl`, so a query would be
+//! lost); the caller is the `Authorization` header the provider's `headers` send, checked as on
+//! every route: the same credentials, scopes, refusals, limits and audit. A run goes through the
+//! same code as `POST /v1/agui/agents/{agent}`: one run path, not a copy.
+
+mod threads;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::ErrorBody;
+use super::openapi::{JsonObject, SseEvent};
+use super::permissions::{startable_agent, Authorized, CanStart};
+use super::runs::{connect_stream, run_stream, ConnectEnd, StreamRequest};
+use super::sse::StreamSlots;
+use super::{ApiError, AppState};
+use crate::engine::EngineError;
+use crate::ids::ThreadId;
+
+/// The version `GET {base}/info` reports: CopilotKit's clients read it as the runtime's.
+const RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub fn router(slots: Arc<StreamSlots>) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(info))
+        .routes(routes!(envelope))
+        .routes(routes!(run))
+        .routes(routes!(connect))
+        .routes(routes!(stop))
+        .merge(threads::router())
+        // The stream routes measure their own body limit while reading (413), from config.
+        .layer(DefaultBodyLimit::disable())
+        .layer(Extension(slots))
+}
+
+/// `{tenant}` in the document: the path names the tenant on these routes.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct TenantPath {
+    /// A configured tenant's name; unknown tenants are `404 not_found`.
+    tenant: String,
+}
+
+/// What the runtime describes itself as: the caller's agents, and which of CopilotKit's
+/// features the gateway serves (threads listed and changed over REST; no live thread
+/// updates, transcription, suggestions or generative UI).
+fn runtime_info(state: &AppState, auth: &Authorized) -> Value {
+    let agents: serde_json::Map<String, Value> = state
+        .config
+        .agents
+        .iter()
+        .filter(|agent| agent.tenants.is_empty() || agent.tenants.contains(&auth.tenant.name))
+        .filter(|agent| auth.caller.scopes().may_start(&agent.name))
+        .map(|agent| {
+            let capabilities = crate::agents::capabilities::capabilities(agent, &state.config);
+            (
+                agent.name.clone(),
+                json!({
+                    "name": agent.name,
+                    "description": agent.description,
+                    "className": "agui-gateway",
+                    "capabilities": capabilities,
+                }),
+            )
+        })
+        .collect();
+    json!({
+        "version": RUNTIME_VERSION,
+        "agents": agents,
+        "mode": "sse",
+        "threadEndpoints": { "list": true, "inspect": true, "mutations": true, "realtimeMetadata": false },
+        "audioFileTranscriptionEnabled": false,
+        "suggestions": false,
+        "a2uiEnabled": false,
+        "openGenerativeUIEnabled": false,
+        "telemetryDisabled": true,
+    })
+}
+
+/// The runtime's description: the agents this caller may start (as `/v1/agents` lists them),
+/// keyed by name, and what the gateway serves.
+#[utoipa::path(
+    get,
+    path = "/v1/copilotkit/{tenant}/info",
+    tag = "copilotkit",
+    params(TenantPath),
+    responses(
+        (status = 200, description = "`{version, agents: {<name>: {name, description, className, capabilities}}, mode: \"sse\", threadEndpoints: {list, inspect, mutations, realtimeMetadata}, …}`, as `@copilotkit/core` reads it.", body = JsonObject),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "a credential of another tenant (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn info(State(state): State<AppState>, auth: Authorized) -> Json<Value> {
+    Json(runtime_info(&state, &auth))
+}
+
+/// Runs the agent: exactly `POST /v1/agui/agents/{agent}` (a new turn, a replay of a known
+/// runId, a resume, `Last-Event-ID`), with the tenant from the path.
+#[utoipa::path(
+    post,
+    path = "/v1/copilotkit/{tenant}/agent/{agent}/run",
+    tag = "copilotkit",
+    params(TenantPath, ("agent" = String, Path, description = "The configured agent's name.")),
+    request_body(content = crate::protocol::RunAgentInput, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The run, as on `POST /v1/agui/agents/{agent}`.", content((SseEvent = "text/event-stream"))),
+        (status = 400, description = "a bad body, id or message, as on the AG-UI route", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not start the agent (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
+        (status = 406, description = "Accept names no stream type (`not_acceptable`)", body = ErrorBody),
+        (status = 408, description = "the body was too slow (`request_timeout`)", body = ErrorBody),
+        (status = 413, description = "the body is too large (`payload_too_large`)", body = ErrorBody),
+        (status = 415, description = "Content-Type is not JSON (`unsupported_media_type`)", body = ErrorBody),
+        (status = 429, description = "too many open streams (`too_many_streams`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
+    run_stream(state, request).await
+}
+
+/// Restores the thread: the gateway's connect stream (`RUN_STARTED`, `MESSAGES_SNAPSHOT`,
+/// `STATE_SNAPSHOT`, a turn going on followed live, a waiting turn's interrupt), ended with
+/// that opening run, as CopilotKit's connect ends. A thread with no turn yet, or one the
+/// caller may not read, is an empty stream.
+#[utoipa::path(
+    post,
+    path = "/v1/copilotkit/{tenant}/agent/{agent}/connect",
+    tag = "copilotkit",
+    params(TenantPath, ("agent" = String, Path, description = "The configured agent's name.")),
+    request_body(content = JsonObject, content_type = "application/json", description = "A RunAgentInput, of which `threadId`, `runId` and `protocolVersion` are read."),
+    responses(
+        (status = 200, description = "The thread's opening run (empty for a thread with no turn or not the caller's); each event's `id:` continues with `Last-Event-ID`.", content((SseEvent = "text/event-stream"))),
+        (status = 400, description = "a bad body, id or Last-Event-ID (`bad_request`, `bad_last_event_id`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not start the agent (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
+        (status = 406, description = "Accept names no stream type (`not_acceptable`)", body = ErrorBody),
+        (status = 408, description = "the body was too slow (`request_timeout`)", body = ErrorBody),
+        (status = 413, description = "the body is too large (`payload_too_large`)", body = ErrorBody),
+        (status = 415, description = "Content-Type is not JSON (`unsupported_media_type`)", body = ErrorBody),
+        (status = 429, description = "too many open streams (`too_many_streams`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn connect(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
+    connect_stream(state, request, ConnectEnd::AfterOpeningRun).await
+}
+
+/// The Stop button: cancels the thread's running turn (it ends `cancelled` for every stream
+/// following it). Nothing running is not an error, as for CopilotKit's runtime.
+#[utoipa::path(
+    post,
+    path = "/v1/copilotkit/{tenant}/agent/{agent}/stop/{thread}",
+    tag = "copilotkit",
+    params(
+        TenantPath,
+        ("agent" = String, Path, description = "The configured agent's name."),
+        ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")
+    ),
+    responses(
+        (status = 200, description = "`{stopped: true, turn}` when a running turn is being cancelled, `{stopped: false, message}` when none runs.", body = JsonObject),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not start the agent, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn stop(
+    State(state): State<AppState>,
+    CanStart { caller, tenant, .. }: CanStart,
+    Path((_, _, thread)): Path<(String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    stop_thread(&state, &caller, &tenant.name, &thread).await
+}
+
+async fn stop_thread(
+    state: &AppState,
+    caller: &crate::auth::Caller,
+    tenant: &str,
+    thread: &str,
+) -> Result<Json<Value>, ApiError> {
+    let thread_id = ThreadId::parse(thread).map_err(|m| ApiError::bad_request("threadId", m))?;
+    match state.engine.cancel(tenant, caller, &thread_id).await {
+        Ok(turn) => Ok(Json(json!({ "stopped": true, "turn": turn }))),
+        Err(EngineError::NotRunning(message)) => Ok(Json(json!({ "stopped": false, "message": message }))),
+        Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// What [`CanStart`] asks besides the agent: read on threads and their content.
+fn may_read_content(auth: &Authorized) -> Result<(), ApiError> {
+    let scopes = auth.caller.scopes();
+    match scopes.may_read_threads() && scopes.may_read_content() {
+        true => Ok(()),
+        false => Err(ApiError::PermissionDenied),
+    }
+}
+
+/// The single-route envelope.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+struct Envelope {
+    /// `info`, `agent/run`, `agent/connect` or `agent/stop`.
+    method: String,
+    /// `agentId` (and `threadId` for `agent/stop`).
+    #[serde(default)]
+    params: Option<serde_json::Map<String, Value>>,
+    /// The method's body: a RunAgentInput for `agent/run` and `agent/connect`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    body: Option<Value>,
+}
+
+/// CopilotKit's single-route mode: one `POST {base}` carrying `{method, params, body}`, each
+/// method answered as its own route answers it. The caller is checked before the body is read;
+/// the agent, named inside, after.
+#[utoipa::path(
+    post,
+    path = "/v1/copilotkit/{tenant}",
+    tag = "copilotkit",
+    params(TenantPath),
+    request_body(content = Envelope, content_type = "application/json"),
+    responses(
+        (status = 200, description = "What the method's own route answers: the runtime info (JSON), a run or connect stream (SSE), or the stop's answer.", content((JsonObject = "application/json"), (SseEvent = "text/event-stream"))),
+        (status = 400, description = "not an envelope, an unknown method or a missing parameter (`bad_request`, naming it), or what the method's route refuses", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not start the agent, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
+        (status = 406, description = "Accept names no stream type (`not_acceptable`)", body = ErrorBody),
+        (status = 408, description = "the body was too slow (`request_timeout`)", body = ErrorBody),
+        (status = 413, description = "the body is too large (`payload_too_large`)", body = ErrorBody),
+        (status = 415, description = "Content-Type is not JSON (`unsupported_media_type`)", body = ErrorBody),
+        (status = 429, description = "too many open streams (`too_many_streams`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn envelope(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let auth = Authorized::from_request_parts(&mut parts, &state).await?;
+    super::runs::check_content_type(&parts.headers)?;
+    let bytes = super::body::read_json_body(&state, body).await?;
+    let envelope: Envelope = serde_json::from_slice(&bytes)
+        .map_err(|error| ApiError::bad_request("body", format!("not a single-route envelope ({error})")))?;
+    drop(bytes);
+    let param = |name: &'static str| {
+        envelope
+            .params
+            .as_ref()
+            .and_then(|params| params.get(name))
+            .and_then(Value::as_str)
+            .filter(|value| !value.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::bad_request(&format!("params.{name}"), "missing"))
+    };
+    match envelope.method.as_str() {
+        "info" => Ok(Json(runtime_info(&state, &auth)).into_response()),
+        "agent/run" | "agent/connect" => {
+            let agent = startable_agent(&state, &auth.caller, &auth.tenant, &param("agentId")?)?;
+            may_read_content(&auth)?;
+            let body = envelope.body.ok_or_else(|| ApiError::bad_request("body.body", "missing"))?;
+            let body = serde_json::to_vec(&body).map_err(|e| ApiError::Internal(Box::new(e)))?;
+            let request = StreamRequest::from_envelope(&parts, auth.caller, auth.tenant, agent, body.into())?;
+            if envelope.method == "agent/run" {
+                run_stream(state, request).await
+            } else {
+                connect_stream(state, request, ConnectEnd::AfterOpeningRun).await
+            }
+        }
+        "agent/stop" => {
+            startable_agent(&state, &auth.caller, &auth.tenant, &param("agentId")?)?;
+            may_read_content(&auth)?;
+            Ok(stop_thread(&state, &auth.caller, &auth.tenant.name, &param("threadId")?).await?.into_response())
+        }
+        other => Err(ApiError::bad_request(
+            "method",
+            format!("'{other}' is not a method this runtime serves (info, agent/run, agent/connect, agent/stop)"),
+        )),
+    }
+}

@@ -1,0 +1,347 @@
+//! The thread routes CopilotKit's `useThreads` calls, over the gateway's own threads:
+//! `GET {base}/threads` (the caller's own threads of an agent), `GET`, `PATCH` (rename,
+//! unarchive) and `DELETE {base}/threads/{thread}`, `POST {base}/threads/{thread}/archive` and
+//! `GET {base}/threads/{thread}/messages`.
+//!
+//! "Own" is the owner who may erase the thread: a person's own threads, or the tenant's for a
+//! tenant API key; another person's thread is answered as one that does not exist (403). A
+//! rename, an archive or an unarchive is audited in the same transaction.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::TenantPath;
+use crate::auth::Caller;
+use crate::engine::threads::{title, ThreadFilter};
+use crate::engine::EngineError;
+use crate::http::error::ErrorBody;
+use crate::http::openapi::JsonObject;
+use crate::http::permissions::{CanRead, CanReadContent};
+use crate::http::{ApiError, AppState};
+use crate::protocol::iso8601;
+use crate::store::{ThreadRow, ThreadSummary, ThreadTitle, TitleChange};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(show, change, erase))
+        .routes(routes!(archive))
+        .routes(routes!(messages))
+}
+
+/// The query `useThreads` sends.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+struct ListQuery {
+    /// Only threads whose latest turn ran this agent (`useThreads({agentId})`).
+    agent_id: Option<String>,
+    /// `true` lists archived threads too.
+    include_archived: Option<String>,
+    /// Threads per page, from 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<u32>,
+    /// The previous page's `nextCursor`.
+    cursor: Option<String>,
+}
+
+/// A thread as `useThreads` shows it: `name` is the name a person gave it, else its first user
+/// message (to a caller with `threads:content`).
+fn entry(summary: &ThreadSummary, label: Option<&ThreadTitle>, content: bool) -> Value {
+    let named = label.and_then(|l| l.title.clone());
+    let name = match (named, content) {
+        (Some(name), true) => Some(name),
+        (None, true) => Some(title(&summary.first_user_text)),
+        (_, false) => None,
+    };
+    json!({
+        "id": summary.thread.thread_id,
+        "agentId": summary.agent,
+        "name": name,
+        "archived": label.is_some_and(|l| l.archived_at_ms.is_some()),
+        "status": summary.status.as_str(),
+        "createdAt": iso8601(summary.thread.created_at_ms),
+        "updatedAt": iso8601(summary.updated_at_ms),
+        "lastRunAt": iso8601(summary.updated_at_ms),
+    })
+}
+
+/// The caller's own threads, newest activity first, a page at a time; archived ones only with
+/// `includeArchived=true`. A page holds at most `limit` threads (fewer when some were archived
+/// or another's); `nextCursor` continues it.
+#[utoipa::path(
+    get,
+    path = "/v1/copilotkit/{tenant}/threads",
+    tag = "copilotkit",
+    params(TenantPath, ListQuery),
+    responses(
+        (status = 200, description = "`{threads: [{id, agentId, name, archived, status, createdAt, updatedAt, lastRunAt}], nextCursor}`", body = JsonObject),
+        (status = 400, description = "a malformed `agentId`, `limit` or `cursor` (`bad_request`, naming it)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn list(
+    State(state): State<AppState>,
+    CanRead { caller, tenant }: CanRead,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|error| ApiError::bad_request("query", error.body_text()))?;
+    let include_archived = query.include_archived.as_deref() == Some("true");
+    let filter = ThreadFilter { agent: query.agent_id, status: None, cursor: query.cursor, limit: query.limit };
+    let page = state.engine.list_threads(&tenant.name, caller.visibility(), &filter).await?;
+    let own: Vec<&ThreadSummary> = page.threads.iter().filter(|s| caller.may_delete(&s.thread)).collect();
+    let pks: Vec<i64> = own.iter().map(|s| s.thread.pk).collect();
+    let labels = state.engine.thread_titles(&pks).await?;
+    let content = caller.scopes().may_read_content();
+    let threads: Vec<Value> = own
+        .into_iter()
+        .map(|summary| (summary, labels.get(&summary.thread.pk)))
+        .filter(|(_, label)| include_archived || !label.is_some_and(|l| l.archived_at_ms.is_some()))
+        .map(|(summary, label)| entry(summary, label, content))
+        .collect();
+    Ok(Json(json!({ "threads": threads, "nextCursor": page.next_cursor })))
+}
+
+/// One of the caller's own threads, or 403 alike for another's and one that does not exist.
+async fn own_thread(state: &AppState, tenant: &str, caller: &Caller, thread: &str) -> Result<ThreadRow, ApiError> {
+    let thread = crate::http::threads::readable(state, tenant, caller, thread).await?;
+    match caller.may_delete(&thread) {
+        true => Ok(thread),
+        false => Err(ApiError::PermissionDenied),
+    }
+}
+
+/// The list's entry of one thread.
+async fn thread_entry(state: &AppState, caller: &Caller, thread: &ThreadRow) -> Result<Value, ApiError> {
+    let labels = state.engine.thread_titles(&[thread.pk]).await?;
+    let label = labels.get(&thread.pk);
+    let turns = state.engine.store().thread_turns(thread.pk).await?;
+    let content = caller.scopes().may_read_content();
+    let first = turns.first().map(|t| t.user_text.as_str()).unwrap_or_default();
+    let latest = turns.last();
+    let name = match (label.and_then(|l| l.title.clone()), content) {
+        (Some(name), true) => Some(name),
+        (None, true) => Some(title(first)),
+        (_, false) => None,
+    };
+    let updated = latest.map(|t| t.created_at_ms).unwrap_or(thread.created_at_ms);
+    Ok(json!({
+        "id": thread.thread_id,
+        "agentId": latest.map(|t| t.agent.clone()),
+        "name": name,
+        "archived": label.is_some_and(|l| l.archived_at_ms.is_some()),
+        "status": latest.map(|t| t.status.as_str()),
+        "createdAt": iso8601(thread.created_at_ms),
+        "updatedAt": iso8601(updated),
+        "lastRunAt": iso8601(updated),
+    }))
+}
+
+/// One of the caller's own threads, as the list shows it.
+#[utoipa::path(
+    get,
+    path = "/v1/copilotkit/{tenant}/threads/{thread}",
+    tag = "copilotkit",
+    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    responses(
+        (status = 200, description = "`{id, agentId, name, archived, status, createdAt, updatedAt, lastRunAt}`", body = JsonObject),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not read threads, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn show(
+    State(state): State<AppState>,
+    CanRead { caller, tenant }: CanRead,
+    Path((_, thread)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = own_thread(&state, &tenant.name, &caller, &thread).await?;
+    Ok(Json(thread_entry(&state, &caller, &thread).await?))
+}
+
+/// What `PATCH {base}/threads/{thread}` takes: `useThreads` sends `{agentId, name}` to rename
+/// and `{agentId, archived: false}` to unarchive.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct Change {
+    /// The thread's new name (1–200 characters).
+    #[serde(default)]
+    name: Option<String>,
+    /// `false` unarchives, `true` archives.
+    #[serde(default)]
+    archived: Option<bool>,
+    /// Sent by `useThreads`; not read.
+    #[serde(default)]
+    #[allow(dead_code)]
+    agent_id: Option<String>,
+}
+
+fn parse_change(body: &[u8]) -> Result<Change, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let change: Change = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        match path.as_str() {
+            "." => ApiError::bad_request("body", error.into_inner()),
+            _ => ApiError::bad_request(&path, error.into_inner()),
+        }
+    })?;
+    Ok(change)
+}
+
+async fn apply(
+    state: &AppState,
+    caller: &Caller,
+    tenant: &str,
+    thread: &str,
+    change: TitleChange,
+) -> Result<Json<Value>, ApiError> {
+    let row = own_thread(state, tenant, caller, thread).await?;
+    if change.title.is_some() && !caller.scopes().may_read_content() {
+        // A name is content: set only by who may read it.
+        return Err(ApiError::PermissionDenied);
+    }
+    match state.engine.change_thread_title(caller, &row, &change).await {
+        Ok(_) => Ok(Json(thread_entry(state, caller, &row).await?)),
+        // Erased meanwhile: as unknown as any other missing thread.
+        Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// Renames (`name`) or unarchives (`archived: false`) one of the caller's own threads; the
+/// change is audited (`thread.rename`, `thread.unarchive`).
+#[utoipa::path(
+    patch,
+    path = "/v1/copilotkit/{tenant}/threads/{thread}",
+    tag = "copilotkit",
+    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    request_body(content = Change, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The thread as the list shows it now.", body = JsonObject),
+        (status = 400, description = "a malformed id or body, a name of no or more than 200 characters, or a body that changes nothing (`bad_request`, naming it)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 413, description = "the body is too large (`payload_too_large`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn change(
+    State(state): State<AppState>,
+    CanRead { caller, tenant }: CanRead,
+    Path((_, thread)): Path<(String, String)>,
+    body: axum::body::Body,
+) -> Result<Json<Value>, ApiError> {
+    let body = crate::http::body::read_json_body(&state, body).await?;
+    let change = parse_change(&body)?;
+    apply(&state, &caller, &tenant.name, &thread, TitleChange { title: change.name, archived: change.archived }).await
+}
+
+/// Archives one of the caller's own threads (audited, `thread.archive`): the list leaves it
+/// out unless asked with `includeArchived=true`; it stays whole and runs as before.
+#[utoipa::path(
+    post,
+    path = "/v1/copilotkit/{tenant}/threads/{thread}/archive",
+    tag = "copilotkit",
+    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    responses(
+        (status = 200, description = "The thread as the list shows it now.", body = JsonObject),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn archive(
+    State(state): State<AppState>,
+    CanRead { caller, tenant }: CanRead,
+    Path((_, thread)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    apply(&state, &caller, &tenant.name, &thread, TitleChange { title: None, archived: Some(true) }).await
+}
+
+/// Erases one of the caller's own threads, as `DELETE /v1/threads/{thread}` does.
+#[utoipa::path(
+    delete,
+    path = "/v1/copilotkit/{tenant}/threads/{thread}",
+    tag = "copilotkit",
+    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    responses(
+        (status = 204, description = "The thread and everything stored for it are erased."),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 409, description = "a turn of the thread the delete cancelled has not ended in time (`turn_in_progress`): try again", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn erase(
+    State(state): State<AppState>,
+    CanReadContent { caller, tenant }: CanReadContent,
+    Path((_, thread)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let thread = own_thread(&state, &tenant.name, &caller, &thread).await?;
+    match state.engine.delete_thread(&caller, &thread).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// The conversation of one of the caller's own threads, in the runtime's shape: a tool call is
+/// `{id, name, args}`.
+#[utoipa::path(
+    get,
+    path = "/v1/copilotkit/{tenant}/threads/{thread}/messages",
+    tag = "copilotkit",
+    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    responses(
+        (status = 200, description = "`{messages: [{id, role, content?, toolCalls?: [{id, name, args}], toolCallId?}]}` with the gateway's ids.", body = JsonObject),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not read content, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn messages(
+    State(state): State<AppState>,
+    CanReadContent { caller, tenant }: CanReadContent,
+    Path((_, thread)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = own_thread(&state, &tenant.name, &caller, &thread).await?;
+    let messages = state.engine.messages(&thread).await?;
+    let messages = serde_json::to_value(&messages).map_err(|e| ApiError::Internal(Box::new(e)))?;
+    let messages: Vec<Value> = match messages {
+        Value::Array(items) => items.into_iter().map(runtime_message).collect(),
+        _ => Vec::new(),
+    };
+    Ok(Json(json!({ "messages": messages })))
+}
+
+/// An AG-UI message in the runtime's thread-messages shape: tool calls flattened.
+fn runtime_message(mut message: Value) -> Value {
+    if let Some(calls) = message.get_mut("toolCalls").and_then(Value::as_array_mut) {
+        for call in calls.iter_mut() {
+            let function = call.get("function").cloned().unwrap_or(Value::Null);
+            *call = json!({
+                "id": call.get("id").cloned().unwrap_or(Value::Null),
+                "name": function.get("name").cloned().unwrap_or(Value::Null),
+                "args": function.get("arguments").cloned().unwrap_or(Value::Null),
+            });
+        }
+    }
+    message
+}

@@ -1,0 +1,299 @@
+#!/usr/bin/env node
+// CopilotKit with the gateway as its runtime, in headless Chromium: a page built on the real
+// @copilotkit/react-core v2 (pinned in package.json) whose `runtimeUrl` is the gateway's
+// `/v1/copilotkit/acme` — no Node runtime in between. Node here only builds the page (esbuild),
+// serves its static files from another origin (so the tenant's CORS is in play), and, for the
+// cut case, relays TCP bytes to cut a stream as a network would.
+//
+//   npm ci --ignore-scripts --prefix tests/copilotkit-direct
+//   node tests/copilotkit-direct/run.mjs
+//
+// Needs a built gateway (AGUI_GATEWAY_BIN, else target/debug/agui-gateway) and Chromium
+// (CHROMIUM_PATH, else /usr/bin/chromium). Cases:
+//   1. a message typed in <CopilotChat> is answered
+//   2. a frontend tool (useFrontendTool) is called and the agent answers from its result
+//   3. an approval shows through useInterrupt; Approve runs the call and finishes the turn
+//   4. a reload restores the chat and the waiting interrupt, which is then approved
+//   5. Stop cancels the running turn in the gateway
+//   6. a run stream cut by the network is completed through connect: the answer whole, once
+//   7. a second tab on the same thread shows the conversation
+//   8. useThreads lists the person's threads, renames and archives one
+//   9. another person's useThreads lists none of them
+// Prints ok/not ok per case; exits non-zero on any failure.
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import * as esbuild from "esbuild";
+import { chromium } from "playwright-core";
+import { startCuttingRelay } from "../clients/lib/cutting-relay.mjs";
+import { startGateway } from "../clients/lib/gateway.mjs";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repoRoot = path.resolve(here, "../..");
+const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const SECRET = "a-copilotkit-direct-test-secret-0123456789";
+const PATIENCE = 20_000;
+
+/** A gateway app token for `sub` in `tenant` (HS256, as the token exchange issues them). */
+function appToken(tenant, sub) {
+  const encode = (value) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  const now = Math.floor(Date.now() / 1000);
+  const head = encode({ alg: "HS256", typ: "JWT" });
+  const body = encode({ iss: "agui-gateway", aud: "agui-gateway", sub, tenant, iat: now, exp: now + 3600 });
+  const signature = createHmac("sha256", SECRET).update(`${head}.${body}`).digest("base64url");
+  return `${head}.${body}.${signature}`;
+}
+
+/** Builds the page into `dir`: app.js, app.css and index.html. */
+async function buildPage(dir) {
+  await esbuild.build({
+    entryPoints: [path.join(here, "page/app.jsx")],
+    bundle: true,
+    outfile: path.join(dir, "app.js"),
+    format: "esm",
+    jsx: "automatic",
+    define: { "process.env.NODE_ENV": '"production"' },
+    // KaTeX's fonts (math in answers) are not needed by these tests.
+    loader: { ".woff": "empty", ".woff2": "empty", ".ttf": "empty" },
+    logLevel: "error",
+  });
+  writeFileSync(
+    path.join(dir, "index.html"),
+    '<!doctype html><html><head><meta charset="utf-8"><link rel="stylesheet" href="/app.css"></head>' +
+      '<body><div id="root"></div><script type="module" src="/app.js"></script></body></html>',
+  );
+}
+
+/** Serves the built page's files (and nothing else) on a random port. */
+async function serveStatic(dir) {
+  const types = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css" };
+  const server = http.createServer((req, res) => {
+    const name = new URL(req.url, "http://x").pathname === "/" ? "index.html" : new URL(req.url, "http://x").pathname.slice(1);
+    if (!/^[a-z]+\.(html|js|css)$/.test(name)) return res.writeHead(404).end();
+    try {
+      res.writeHead(200, { "content-type": types[path.extname(name)] }).end(readFileSync(path.join(dir, name)));
+    } catch {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { origin: `http://127.0.0.1:${server.address().port}`, stop: () => server.close() };
+}
+
+const work = mkdtempSync(path.join(tmpdir(), "ck-direct-"));
+await buildPage(work);
+const site = await serveStatic(work);
+// The shared test agents, with acme's CORS origin set to the page's and app tokens on.
+const agents = readFileSync(path.join(repoRoot, "tests/fixtures/agents.toml"), "utf8").replace(
+  'name = "acme"\n',
+  `name = "acme"\ncors_origins = ["${site.origin}"]\n`,
+);
+const gateway = await startGateway({
+  configToml: `[limits]\nkeepalive_secs = 1\n\n[auth.app_tokens]\nsecret = "${SECRET}"\n\n${agents}`,
+});
+const relay = await startCuttingRelay(gateway.url);
+const alice = appToken("acme", "alice");
+const bob = appToken("acme", "bob");
+const runtime = `${gateway.url}/v1/copilotkit/acme`;
+
+/** The gateway's own record of a thread, as alice may read it. */
+async function gatewayThread(thread, token = alice) {
+  const response = await fetch(`${gateway.url}/v1/threads/${thread}?tenant=acme`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  return response.json();
+}
+
+const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox"] });
+const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+const seenUrls = [];
+context.on("request", (request) => seenUrls.push(request.url()));
+
+/** Opens the page on `agent` and `thread` as `token` (through `via`, the gateway by default). */
+async function open({ agent, thread, token = alice, via = runtime, extra = "" }) {
+  const page = await context.newPage();
+  page.on("pageerror", (error) => console.error(`  page error: ${error.message}`));
+  const query = new URLSearchParams({ runtime: via, token, agent, ...(thread ? { thread } : {}) });
+  await page.goto(`${site.origin}/?${query}${extra}`);
+  await page.waitForFunction(() => window.page?.agent && window.page.copilotkit?.runtimeConnectionStatus === "connected", null, {
+    timeout: PATIENCE,
+  });
+  return page;
+}
+
+/** Types `text` into the chat's input and sends it, as a person does. */
+async function say(page, text) {
+  const input = page.locator("textarea").first();
+  await input.fill(text);
+  await input.press("Enter");
+}
+
+/** The agent's messages in the page. */
+const messagesOf = (page) => page.evaluate(() => JSON.parse(JSON.stringify(window.page.agent.messages)));
+const textOf = (messages) =>
+  messages
+    .filter((m) => m.role === "assistant" && typeof m.content === "string")
+    .map((m) => m.content)
+    .join("|");
+
+async function waitForText(page, text) {
+  await page.getByText(text, { exact: false }).first().waitFor({ timeout: PATIENCE });
+}
+
+const cases = [];
+const test = (name, body) => cases.push({ name, body });
+let failures = 0;
+
+test("a message typed in CopilotChat is answered by the gateway", async () => {
+  const page = await open({ agent: "demo", thread: "ck-chat" });
+  await say(page, "What is AG-UI?");
+  await waitForText(page, "Done.");
+  const messages = await messagesOf(page);
+  assert.match(textOf(messages), /Hello! You said: "What is AG-UI\?"/);
+  const record = await gatewayThread("ck-chat");
+  assert.equal(record.turnCount, 1, JSON.stringify(record));
+  await page.close();
+});
+
+test("a frontend tool is called and the agent answers from its result", async () => {
+  const page = await open({ agent: "checker", thread: "ck-tool" });
+  await say(page, "the plan");
+  await waitForText(page, "You said yes, go ahead.");
+  const calls = await page.evaluate(() => window.page.toolCalls);
+  assert.deepEqual(calls, ["Proceed with the plan?"]);
+  await page.close();
+});
+
+test("an approval shows through useInterrupt and Approve finishes the turn", async () => {
+  const page = await open({ agent: "mailer", thread: "ck-approve" });
+  await say(page, "the minutes");
+  await page.getByTestId("interrupt").waitFor({ timeout: PATIENCE });
+  await page.getByRole("button", { name: "Approve" }).click();
+  await waitForText(page, "Mailer sent it.");
+  const record = await gatewayThread("ck-approve");
+  assert.equal(record.latestTurn.status, "succeeded", JSON.stringify(record));
+  await page.close();
+});
+
+test("a reload restores the chat and the waiting interrupt", async () => {
+  const page = await open({ agent: "mailer", thread: "ck-reload" });
+  await say(page, "the report");
+  await page.getByTestId("interrupt").waitFor({ timeout: PATIENCE });
+  await page.reload();
+  await page.waitForFunction(() => window.page?.agent, null, { timeout: PATIENCE });
+  await waitForText(page, "Mailer drafting: the report");
+  await page.getByTestId("interrupt").waitFor({ timeout: PATIENCE });
+  await page.getByRole("button", { name: "Approve" }).click();
+  await waitForText(page, "Mailer sent it.");
+  const messages = await messagesOf(page);
+  assert.equal(messages.filter((m) => m.role === "user").length, 1, JSON.stringify(messages));
+  await page.close();
+});
+
+test("Stop cancels the running turn", async () => {
+  const page = await open({ agent: "waiter", thread: "ck-stop" });
+  await say(page, "take your time");
+  await waitForText(page, "waiting");
+  await page.evaluate(() => window.page.copilotkit.stopAgent({ agent: window.page.agent }));
+  const deadline = Date.now() + PATIENCE;
+  let record;
+  do {
+    await new Promise((r) => setTimeout(r, 200));
+    record = await gatewayThread("ck-stop");
+  } while (record.latestTurn?.status !== "cancelled" && Date.now() < deadline);
+  assert.equal(record.latestTurn?.status, "cancelled", JSON.stringify(record));
+  await page.close();
+});
+
+test("a run stream cut by the network is completed through connect, whole and once", async () => {
+  const whole = "Streaming slowly so a client can drop mid-message: over the wire";
+  const page = await open({ agent: "slow", thread: "ck-cut", via: `${relay.url}/v1/copilotkit/acme` });
+  relay.arm("TEXT_MESSAGE_CONTENT", 3);
+  await say(page, "over the wire");
+  const deadline = Date.now() + PATIENCE;
+  while (relay.seen.cuts === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(relay.seen.cuts, 1, "the stream was cut");
+  await page.waitForFunction(() => !window.page.agent.isRunning, null, { timeout: PATIENCE });
+  const cut = textOf(await messagesOf(page));
+  assert.ok(!cut.includes("And a second answer"), `cut mid-answer: ${cut}`);
+  await page.evaluate(() => window.page.copilotkit.connectAgent({ agent: window.page.agent }));
+  await waitForText(page, "And a second answer after the tool.");
+  const messages = await messagesOf(page);
+  const text = textOf(messages);
+  assert.equal(text.split(whole).length - 1, 1, `the first answer once: ${text}`);
+  assert.equal(text.split("And a second answer after the tool.").length - 1, 1, `the second once: ${text}`);
+  await page.close();
+});
+
+test("a second tab on the same thread shows the conversation", async () => {
+  const page = await open({ agent: "demo", thread: "ck-chat" });
+  await waitForText(page, 'You said: "What is AG-UI?"');
+  await waitForText(page, "Done.");
+  await page.close();
+});
+
+test("useThreads lists the person's threads, renames and archives one", async () => {
+  const page = await open({ agent: "demo", thread: "ck-chat", extra: "&threads=1" });
+  await page.locator('[data-thread="ck-chat"]').waitFor({ timeout: PATIENCE });
+  await page.evaluate(() => window.page.threads.renameThread("ck-chat", "About AG-UI"));
+  await page.locator('[data-thread="ck-chat"]', { hasText: "About AG-UI" }).waitFor({ timeout: PATIENCE });
+  await page.evaluate(() => window.page.threads.refetchThreads());
+  await page.locator('[data-thread="ck-chat"]', { hasText: "About AG-UI" }).waitFor({ timeout: PATIENCE });
+  await page.evaluate(() => window.page.threads.archiveThread("ck-chat"));
+  await page.evaluate(() => window.page.threads.refetchThreads());
+  await page.waitForFunction(() => !document.querySelector('[data-thread="ck-chat"]'), null, { timeout: PATIENCE });
+  const listed = await fetch(`${runtime}/threads?agentId=demo&includeArchived=true`, {
+    headers: { authorization: `Bearer ${alice}` },
+  }).then((r) => r.json());
+  const entry = listed.threads.find((t) => t.id === "ck-chat");
+  assert.equal(entry?.name, "About AG-UI", JSON.stringify(listed));
+  assert.equal(entry?.archived, true);
+  await page.close();
+});
+
+test("another person's useThreads lists none of those threads", async () => {
+  const page = await open({ agent: "demo", thread: "ck-bob", token: bob, extra: "&threads=1" });
+  await say(page, "bob here");
+  await waitForText(page, "Done.");
+  await page.evaluate(() => window.page.threads.refetchThreads());
+  await page.locator('[data-thread="ck-bob"]').waitFor({ timeout: PATIENCE });
+  const listed = await page.evaluate(() => window.page.threads.threads.map((t) => t.id));
+  assert.deepEqual(listed, ["ck-bob"]);
+  await page.close();
+});
+
+try {
+  for (const { name, body } of cases) {
+    try {
+      await body();
+      console.log(`ok - ${name}`);
+    } catch (error) {
+      failures += 1;
+      console.log(`not ok - ${name}\n  ${String(error?.stack ?? error).split("\n").join("\n  ")}`);
+    }
+  }
+  // Nothing but the page's own origin, the gateway and the relay was asked for anything.
+  const foreign = seenUrls.filter(
+    (url) => !url.startsWith(site.origin) && !url.startsWith(gateway.url) && !url.startsWith(relay.url),
+  );
+  if (foreign.length > 0) {
+    failures += 1;
+    console.log(`not ok - the page called only the gateway\n  ${[...new Set(foreign)].join("\n  ")}`);
+  } else {
+    console.log("ok - the page called only the gateway");
+  }
+} finally {
+  await browser.close();
+  relay.stop();
+  site.stop();
+  await gateway.stop();
+  rmSync(work, { recursive: true, force: true });
+}
+if (failures > 0) {
+  console.log(gateway.logs.slice(-40).join("\n"));
+  process.exit(1);
+}
