@@ -22,6 +22,7 @@ mod clock_tests;
 pub mod connect;
 pub mod conversation;
 mod followers;
+pub mod inbox;
 pub mod hub;
 pub mod log;
 mod pages;

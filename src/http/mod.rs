@@ -6,6 +6,7 @@ mod accept;
 mod agents;
 mod body;
 mod connections;
+mod console;
 mod content;
 mod error;
 mod health;
@@ -91,6 +92,8 @@ pub fn router(state: AppState) -> Router {
     let (routes, document) = routes();
     let document = Arc::new(serde_json::to_value(document).unwrap_or_default());
     routes
+        // The console's page is no API route: it is not in the document.
+        .merge(console::router(state.config.console))
         .route(
             "/openapi.json",
             get(move |State(state): State<AppState>, headers: HeaderMap, extensions: Extensions| {
