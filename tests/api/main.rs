@@ -38,6 +38,7 @@ mod followers;
 mod frameworks;
 mod fuzz_input;
 mod https;
+mod inbox;
 mod instances;
 mod interrupts;
 mod leases;
