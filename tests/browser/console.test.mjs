@@ -274,7 +274,7 @@ try {
     const card = alice.locator("#mine .card", { hasText: "purge_cache" });
     await card.waitFor();
     // The page keeps what it showed (its refreshes fail) while the interrupt expires.
-    await alice.route("**/v1/interrupts?*", (route) => route.abort());
+    await alice.route((url) => url.pathname === "/v1/interrupts", (route) => route.abort());
     const expiresAt = Date.parse(await card.locator("time").nth(1).getAttribute("datetime"));
     await new Promise((r) => setTimeout(r, Math.max(0, expiresAt - Date.now()) + 300));
     await card.getByRole("button", { name: "Approve", exact: true }).click();
@@ -289,7 +289,7 @@ try {
     const lead = await consoleAs("aliceLead");
     const raise = lead.locator("#mine .card", { hasText: "raise_budget" });
     await raise.waitFor();
-    await lead.route("**/v1/interrupts?*", (route) => route.abort());
+    await lead.route((url) => url.pathname === "/v1/interrupts", (route) => route.abort());
     await lead.evaluate((t) => sessionStorage.setItem("agui-console-token", t), tokens.alice);
     await raise.getByRole("button", { name: "Approve", exact: true }).click();
     await raise.locator('.result[data-code="not_a_decider"]').waitFor();

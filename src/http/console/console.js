@@ -63,11 +63,16 @@ async function api(method, path, { tenant, body, query } = {}) {
 }
 
 /** The tenants this caller reaches: the OpenAPI document names them to a signed-in caller. */
+const tenantsOf = new Map(); // credential -> its tenants, read once
 async function tenants() {
-  const document = await api("GET", "/openapi.json");
-  const parameters = document?.paths?.["/v1/threads"]?.get?.parameters ?? [];
-  const tenant = parameters.find((p) => p.name === "tenant");
-  return tenant?.schema?.enum ?? ["default"];
+  const key = token() ?? "";
+  if (!tenantsOf.has(key)) {
+    const document = await api("GET", "/openapi.json");
+    const parameters = document?.paths?.["/v1/threads"]?.get?.parameters ?? [];
+    const tenant = parameters.find((p) => p.name === "tenant");
+    tenantsOf.set(key, tenant?.schema?.enum ?? ["default"]);
+  }
+  return tenantsOf.get(key);
 }
 
 // What a refusal means, in words a person reads (the gateway's message follows).
@@ -413,9 +418,14 @@ async function showThread(tenant, threadId) {
     );
   };
   render();
+  let shown = JSON.stringify([thread, messages]);
   follow(tenant, threadId, thread.latestTurn?.agent, log, async () => {
     try {
       await load();
+      // Unchanged (a replayed opening, say): keep the page, and a confirmation being given.
+      const now = JSON.stringify([thread, messages]);
+      if (now === shown) return;
+      shown = now;
       render();
     } catch (error) {
       say(refusalText(error));
