@@ -133,7 +133,7 @@ function say(text) {
 }
 
 function show(...children) {
-  main.replaceChildren(...children);
+  main.replaceChildren(...children.filter((child) => child !== null && child !== undefined && child !== false));
 }
 
 const threadLink = (tenant, threadId) =>
@@ -398,7 +398,7 @@ async function showThread(tenant, threadId) {
     };
     show(
       h("h1", {}, threadId),
-      h("p", { class: "meta" }, `${tenant} · ${thread.turnCount} turns · latest `,
+      h("p", { class: "meta" }, `${tenant} · ${thread.turnCount} ${thread.turnCount === 1 ? "turn" : "turns"} · latest `,
         h("span", { class: `pill ${turn.status}`, id: "turn-status" }, turn.status ?? "none"),
         ` on ${turn.agent ?? "?"}`),
       h("div", { class: "actions" },
@@ -536,8 +536,13 @@ function showSignIn(why) {
 
 // ---- routes and keys -----------------------------------------------------------------------
 
+let lastRoute = null; // the screen shown: a new one clears the last screen's status line
+
 async function route() {
   clearInterval(inboxTimer);
+  const [previous] = location.hash.split("?");
+  if (previous !== lastRoute) say("");
+  lastRoute = previous;
   liveStream?.abort();
   takeTokenFromAddress();
   document.getElementById("who").textContent = whoAmI();
