@@ -67,7 +67,7 @@ steps = [
 name = "quick"
 kind = "script"
 steps = [
-  { tool = "purge_cache", args = { region = "eu" }, result = "purged", approval = "always", ttl_secs = 3 },
+  { tool = "purge_cache", args = { region = "eu" }, result = "purged", approval = "always", ttl_secs = 8 },
   { say = "Done." },
 ]
 
@@ -190,7 +190,7 @@ try {
   const consoleAs = async (who, { hash = "#/inbox", viewport = { width: 1200, height: 800 } } = {}) => {
     const context = await browser.newContext({ viewport, deviceScaleFactor: 1 });
     const page = await context.newPage();
-    page.setDefaultTimeout(15_000);
+    page.setDefaultTimeout(30_000);
     page.on("pageerror", (error) => problems.push(`${who}: ${error.message}`));
     page.on("console", (message) => {
       if (/Content.Security.Policy|Refused to/i.test(message.text())) problems.push(`${who}: ${message.text()}`);
@@ -211,7 +211,7 @@ try {
 
   await runCase("four eyes: the chat waits, Bob approves from his inbox, the chat goes on", async () => {
     const chat = await (await browser.newContext({ viewport: { width: 1100, height: 760 } })).newPage();
-    chat.setDefaultTimeout(15_000);
+    chat.setDefaultTimeout(30_000);
     await chat.goto(backend.url);
     await chat.waitForSelector("body[data-ready=true]");
     await chat.selectOption("#agent", "payments");
@@ -296,13 +296,13 @@ try {
     await raise.getByRole("button", { name: "Approve", exact: true }).click();
     await raise.locator('.result[data-code="not_a_decider"]').waitFor();
     assert.match(await raise.locator(".result").textContent(), /You may not decide this one/);
-    await startTurn("alice", "payments", "th-role", "Invoice 9", { until: "gateway.waiting" });
     await alice.context().close();
     await lead.context().close();
   });
 
   await runCase("each person sees only their own inbox", async () => {
-    // Open now: Alice's question and Bob's payment (th-role) — none of it Carol's.
+    // Open now: Alice's question, her budget (a lead's) and her payment (Bob's) — none of it Carol's.
+    await startTurn("alice", "payments", "th-role", "Invoice 9", { until: "gateway.waiting" });
     await startTurn("alice", "planner", "th-plan-2", "the party");
     const carol = await consoleAs("carol");
     await carol.getByText("Nothing waits for you.").waitFor();
@@ -358,8 +358,10 @@ try {
     await alice.evaluate(() => { location.hash = "#/threads?tenant=default"; });
     await alice.locator(".threads li").first().waitFor();
     await alice.selectOption("select[name=status]", "cancelled");
-    await alice.locator(".threads li", { hasText: "the report" }).waitFor();
-    assert.equal(await alice.locator(".threads li").count(), 1, "the filter keeps the cancelled thread only");
+    // The filtered list replaces the whole one: only the cancelled thread stays.
+    await alice.locator(".threads li", { hasText: "Jordan" }).waitFor({ state: "detached" });
+    assert.deepEqual(await alice.locator(".threads li a").allTextContents(), ["the report"], "the filter keeps the cancelled thread only");
+    assert.match(alice.url(), /status=cancelled/, "the filter is in the address");
     await alice.selectOption("select[name=status]", "");
     await alice.locator(".threads li", { hasText: "Jordan" }).waitFor();
     await shot(alice, "threads");
