@@ -35,6 +35,7 @@ mod runner;
 pub mod stream;
 mod sweeper;
 pub mod threads;
+pub mod trail;
 pub mod turn;
 
 // The paths agents and routes name these by: the rooms own the files.

@@ -4,6 +4,7 @@
 
 mod accept;
 mod agents;
+mod audit;
 mod body;
 mod connections;
 mod console;
@@ -79,6 +80,7 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(token::router())
         .merge(health::router())
         .merge(interrupts::router())
+        .merge(audit::router())
         .split_for_parts()
 }
 

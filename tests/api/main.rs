@@ -62,6 +62,7 @@ mod stream_limits;
 mod takeover;
 mod tenant_scope;
 mod thread_admin;
+mod thread_audit;
 mod threads;
 mod tls;
 mod tool_effects;

@@ -16,7 +16,7 @@
 //   5. the console cannot read what the API refuses the same person: another person's thread,
 //      a redacted note, another tenant
 //   6. a thread: conversation, board, the running turn live, cancel; the threads list with its
-//      filter; delete with a confirmation
+//      filter; delete with a confirmation; a tenant admin reads a thread's audit trail
 //   7. phone-sized, keyboard: j moves to a card, a approves it
 // Screenshots of each screen go to docs/img/console-*.png. Prints PASS/FAIL per case.
 import assert from "node:assert/strict";
@@ -36,6 +36,7 @@ const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const CONFIG = `
 [[tenants]]
 name = "default"
+admin_roles = ["admin"]
 
 [[tenants]]
 name = "acme"
@@ -152,6 +153,7 @@ try {
     aliceLead: mint(configPath, "default", "alice", ["lead"]),
     bob: mint(configPath, "default", "bob", ["finance"]),
     carol: mint(configPath, "default", "carol"),
+    erin: mint(configPath, "default", "erin", ["admin"]),
     dora: mint(configPath, "acme", "dora", ["finance"]),
   };
   const call = async (who, method, route, body) => {
@@ -326,6 +328,7 @@ try {
     await carol.locator("#thread-error").waitFor();
     assert.match(await carol.locator("#thread-error").textContent(), /permission_denied/);
     assert.ok(!(await carol.content()).includes("Jordan"), "no word of the thread");
+    assert.equal(await carol.locator("#audit").count(), 0, "nor its audit trail");
     // Alice reads her thread, but not the note labelled hr: redacted on the page as in the API.
     const alice = await consoleAs("alice", { hash: "#/threads/default/th-notes" });
     await alice.locator(".note.redacted").waitFor();
@@ -338,7 +341,14 @@ try {
     await dora.evaluate(() => { location.hash = "#/inbox"; });
     await dora.getByText("Nothing waits for you.").waitFor();
     assert.equal((await call("dora", "GET", "/v1/interrupts?tenant=default")).status, 403);
-    for (const page of [carol, alice, dora]) await page.context().close();
+    // Erin administers the tenant: Alice's thread's trail (who, what, via), still not its content.
+    const erin = await consoleAs("erin", { hash: "#/threads/default/th-notes" });
+    await erin.locator("#audit td", { hasText: "run.start" }).waitFor();
+    await erin.locator("#audit td", { hasText: "board.read" }).first().waitFor();
+    assert.ok((await erin.locator("#audit").textContent()).includes("person:alice"));
+    assert.ok(!(await erin.content()).includes("Jordan"), "the trail holds no content");
+    await shot(erin, "audit");
+    for (const page of [carol, alice, dora, erin]) await page.context().close();
   });
 
   await runCase("a thread live: conversation, board, a running turn's events, cancel; the list; delete with a confirmation", async () => {

@@ -357,15 +357,24 @@ let liveStream = null; // the AbortController of the thread view's connect strea
 async function showThread(tenant, threadId) {
   let thread;
   let messages = [];
+  let audit = null; // the thread's audit trail, for the tenant's admins only
   const load = async () => {
     thread = await api("GET", `/v1/threads/${encodeURIComponent(threadId)}`, { tenant });
     messages = (await api("GET", `/v1/threads/${encodeURIComponent(threadId)}/messages`, { tenant })).messages;
+    audit = await api("GET", `/v1/threads/${encodeURIComponent(threadId)}/audit`, { tenant })
+      .then((answer) => answer.audit)
+      .catch(() => null);
   };
   try {
     await load();
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return showSignIn(refusalText(error));
-    show(h("h1", {}, threadId), h("p", { class: "error", id: "thread-error" }, refusalText(error)));
+    // A tenant's admin reads the trail of a thread whose content is not theirs to read.
+    const trail = await api("GET", `/v1/threads/${encodeURIComponent(threadId)}/audit`, { tenant })
+      .then((answer) => answer.audit)
+      .catch(() => null);
+    show(h("h1", {}, threadId), h("p", { class: "error", id: "thread-error" }, refusalText(error)),
+      trail ? auditSection(trail) : null);
     return;
   }
   const log = h("ol", { class: "log", "aria-label": "Live events" });
@@ -415,15 +424,16 @@ async function showThread(tenant, threadId) {
         h("section", { "aria-label": "Board" }, h("h2", {}, "Board"),
           (thread.board?.notes ?? []).length ? board : h("p", { class: "muted" }, "No notes."),
           h("h2", {}, "Live"), log)),
+      audit ? auditSection(audit) : null,
     );
   };
   render();
-  let shown = JSON.stringify([thread, messages]);
+  let shown = JSON.stringify([thread, messages, audit]);
   follow(tenant, threadId, thread.latestTurn?.agent, log, async () => {
     try {
       await load();
       // Unchanged (a replayed opening, say): keep the page, and a confirmation being given.
-      const now = JSON.stringify([thread, messages]);
+      const now = JSON.stringify([thread, messages, audit]);
       if (now === shown) return;
       shown = now;
       render();
@@ -431,6 +441,16 @@ async function showThread(tenant, threadId) {
       say(refusalText(error));
     }
   });
+}
+
+/** The thread's audit trail: who did what, when, via what (no content). */
+function auditSection(audit) {
+  return h("section", { "aria-label": "Audit trail", id: "audit" }, h("h2", {}, "Audit trail"),
+    h("table", { class: "audit" },
+      h("thead", {}, h("tr", {}, ...["When", "What", "Who", "Via"].map((name) => h("th", { scope: "col" }, name)))),
+      h("tbody", {}, ...audit.map((row) => h("tr", {},
+        h("td", {}, when(row.at)), h("td", {}, row.action), h("td", {}, row.actor),
+        h("td", {}, row.via ?? row.detail?.via ?? "direct"))))));
 }
 
 function messageItem(message) {
