@@ -132,6 +132,9 @@ function say(text) {
   statusLine.textContent = text;
 }
 
+/** Counts screens: an answer that arrives after the person moved on is not shown. */
+let screen = 0;
+
 function show(...children) {
   main.replaceChildren(...children.filter((child) => child !== null && child !== undefined && child !== false));
 }
@@ -160,11 +163,14 @@ async function loadInbox() {
 }
 
 async function showInbox() {
+  const mine = screen;
   const render = async () => {
     let inbox;
     try {
       inbox = await loadInbox();
+      if (mine !== screen) return;
     } catch (error) {
+      if (mine !== screen) return;
       if (error instanceof ApiError && error.status === 401) return showSignIn(refusalText(error));
       say(refusalText(error));
       return;
@@ -317,10 +323,13 @@ async function showThreads(query) {
   if (status) filters.status = status;
   if (agent) filters.agent = agent;
   if (query.get("cursor")) filters.cursor = query.get("cursor");
+  const mine = screen;
   let page;
   try {
     page = await api("GET", "/v1/threads", { tenant, query: filters });
+    if (mine !== screen) return;
   } catch (error) {
+    if (mine !== screen) return;
     if (error instanceof ApiError && error.status === 401) return showSignIn(refusalText(error));
     show(h("h1", {}, "Threads"), h("p", { class: "error" }, refusalText(error)));
     return;
@@ -365,15 +374,19 @@ async function showThread(tenant, threadId) {
       .then((answer) => answer.audit)
       .catch(() => null);
   };
+  const mine = screen;
   try {
     await load();
+    if (mine !== screen) return;
   } catch (error) {
+    if (mine !== screen) return;
     if (error instanceof ApiError && error.status === 401) return showSignIn(refusalText(error));
     // A tenant's admin reads the trail of a thread whose content is not theirs to read.
     const trail = await api("GET", `/v1/threads/${encodeURIComponent(threadId)}/audit`, { tenant })
       .then((answer) => answer.audit)
       .catch(() => null);
     show(h("h1", {}, threadId), h("p", { class: "error", id: "thread-error" }, refusalText(error)),
+      trail ? h("p", { class: "muted" }, "You administer this tenant: the thread's audit trail is yours to read, its content is not.") : null,
       trail ? auditSection(trail) : null);
     return;
   }
@@ -432,6 +445,7 @@ async function showThread(tenant, threadId) {
   follow(tenant, threadId, thread.latestTurn?.agent, log, async () => {
     try {
       await load();
+      if (mine !== screen) return;
       // Unchanged (a replayed opening, say): keep the page, and a confirmation being given.
       const now = JSON.stringify([thread, messages, audit]);
       if (now === shown) return;
@@ -559,6 +573,7 @@ function showSignIn(why) {
 let lastRoute = null; // the screen shown: a new one clears the last screen's status line
 
 async function route() {
+  screen += 1;
   clearInterval(inboxTimer);
   const [previous] = location.hash.split("?");
   if (previous !== lastRoute) say("");
