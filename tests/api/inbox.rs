@@ -6,15 +6,9 @@
 
 use serde_json::{json, Value};
 
-use crate::auth::{app_token, auth_config, claims, rsa_provider};
+use crate::auth::{app_token, auth_config, claims, person_token as token, rsa_provider};
 use crate::helpers::*;
 use crate::on_both_stores;
-
-fn token(tenant: &str, sub: &str, roles: &[&str]) -> String {
-    let mut claims = claims(tenant, sub);
-    claims["roles"] = json!(roles);
-    app_token(&claims)
-}
 
 async fn start_as(app: &TestApp, token: &str, agent: &str, thread: &str) -> EventStream {
     let response = app
