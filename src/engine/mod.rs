@@ -22,8 +22,8 @@ mod clock_tests;
 pub mod connect;
 pub mod conversation;
 mod followers;
-pub mod inbox;
 pub mod hub;
+pub mod inbox;
 pub mod log;
 mod pages;
 #[cfg(test)]

@@ -105,8 +105,12 @@ pub trait InterruptStore: Send + Sync {
     async fn find_interrupt(&self, tenant: &str, id: &str) -> Result<Option<InterruptRow>, StoreError>;
     /// The tenant's open interrupts not yet past their deadline at `now_ms`, oldest first, at
     /// most `limit` (a person's inbox reads them and keeps those they may decide or see).
-    async fn tenant_open_interrupts(&self, tenant: &str, now_ms: i64, limit: i64)
-        -> Result<Vec<InterruptRow>, StoreError>;
+    async fn tenant_open_interrupts(
+        &self,
+        tenant: &str,
+        now_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<InterruptRow>, StoreError>;
     /// Open interrupts whose deadline has come at `now_ms` (a resume at that instant is refused as
     /// expired too), of every tenant (the expiry sweeper).
     async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError>;

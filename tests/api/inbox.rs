@@ -66,7 +66,8 @@ async fn each_person_sees_what_they_decide_and_what_waits_on_their_threads(backe
     second.until_kind("RUN_FINISHED").await;
     let mut wire = start_as(&app, &alice, "foureyes", "th-inbox-wire").await;
     wire.until("gateway.waiting", |e| e.kind() == "CUSTOM" && e.data["name"] == "gateway.waiting").await;
-    let (approval_1, approval_2) = (open_interrupt_of(&app, "th-inbox-1").await, open_interrupt_of(&app, "th-inbox-2").await);
+    let (approval_1, approval_2) =
+        (open_interrupt_of(&app, "th-inbox-1").await, open_interrupt_of(&app, "th-inbox-2").await);
     let wire_id = open_interrupt_of(&app, "th-inbox-wire").await;
 
     let before = app.counts().await;
@@ -80,7 +81,10 @@ async fn each_person_sees_what_they_decide_and_what_waits_on_their_threads(backe
     assert_eq!(entry["fourEyes"], false);
     assert_eq!(entry["deciders"], "the person who started the turn");
     assert_eq!(entry["interrupt"]["reason"], "tool_call");
-    assert_eq!(entry["interrupt"]["metadata"]["gateway/details"]["to"], "team@example.com", "content holders see the call");
+    assert_eq!(
+        entry["interrupt"]["metadata"]["gateway/details"]["to"], "team@example.com",
+        "content holders see the call"
+    );
     assert_eq!(
         entry["interrupt"]["metadata"]["gateway/console"]["url"],
         format!("/console/#/interrupts/{approval_1}"),

@@ -540,9 +540,7 @@ async fn interrupts_link_to_the_console_where_one_is_configured() {
     config.console_url = "https://console.example.com/decide".into();
     let app = TestApp::start_with(config).await;
     // Each link opens its interrupt's own item there.
-    let link = |id: &Value| {
-        json!({ "label": "Decide in the console", "url": format!("https://console.example.com/decide#/interrupts/{}", id.as_str().unwrap_or_default()) })
-    };
+    let link = |id: &Value| json!({ "label": "Decide in the console", "url": format!("https://console.example.com/decide#/interrupts/{}", id.as_str().unwrap_or_default()) });
     let (_, interrupts) = run_until_interrupt(&app, "approver", "th-console").await;
     assert_eq!(interrupts[0]["metadata"]["gateway/console"], link(&interrupts[0]["id"]));
     let thread: Value = app.get_json("/v1/threads/th-console").await;
