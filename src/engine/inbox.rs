@@ -8,6 +8,7 @@
 //! interrupt only when the caller may read that thread or decides the interrupt, and nothing
 //! of an interrupt that is neither theirs to decide nor on a thread of theirs.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -48,16 +49,16 @@ impl Engine {
             // An interrupt whose record does not read decides nobody's inbox.
             let Some(waiting) = waiting_of(row) else { continue };
             let decides = waiting.may_be_decided_by(&viewer);
-            if !threads.contains_key(&row.thread) {
-                threads.insert(row.thread, store.thread_by_pk(row.thread).await?.filter(|t| t.tenant == tenant));
+            if let Entry::Vacant(slot) = threads.entry(row.thread) {
+                slot.insert(store.thread_by_pk(row.thread).await?.filter(|t| t.tenant == tenant));
             }
             let Some(Some(thread)) = threads.get(&row.thread) else { continue };
             let reads = caller.may_read(thread);
             if !decides && !reads {
                 continue;
             }
-            if !turns.contains_key(&row.turn) {
-                turns.insert(row.turn, store.turn_by_pk(row.turn).await?);
+            if let Entry::Vacant(slot) = turns.entry(row.turn) {
+                slot.insert(store.turn_by_pk(row.turn).await?);
             }
             let turn = turns.get(&row.turn).and_then(Option::as_ref);
             let mut entry = json!({
