@@ -90,7 +90,7 @@ async fn each_person_sees_what_they_decide_and_what_waits_on_their_threads(backe
         format!("/console/#/interrupts/{approval_1}"),
         "the link opens the item in the gateway's own console"
     );
-    assert_eq!(ids(&hers["waitingForOthers"], "interruptId"), [wire_id.clone()], "{hers}");
+    assert_eq!(ids(&hers["waitingForOthers"], "interruptId"), vec![wire_id.as_str()], "{hers}");
     let waiting = &hers["waitingForOthers"][0];
     assert_eq!(waiting["deciders"], "anyone with the role finance (not the person who started the turn)");
     assert_eq!(waiting["threadId"], "th-inbox-wire");
@@ -98,7 +98,7 @@ async fn each_person_sees_what_they_decide_and_what_waits_on_their_threads(backe
 
     // Bob decides the wire without reading Alice's thread, and sees nothing else of hers.
     let his = inbox_of(&app, &bob, "default").await;
-    assert_eq!(ids(&his["interrupts"], "interrupt"), [wire_id.clone()], "{his}");
+    assert_eq!(ids(&his["interrupts"], "interrupt"), vec![wire_id.as_str()], "{his}");
     assert_eq!(his["interrupts"][0]["threadReadable"], false);
     assert_eq!(his["interrupts"][0]["startedBy"], "alice");
     assert_eq!(his["waitingForOthers"], json!([]));
