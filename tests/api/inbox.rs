@@ -216,6 +216,12 @@ async fn the_console_is_served_with_a_strict_policy_or_not_at_all() {
     let missing = plain.get(app.url("/console/other.js")).send().await.expect("get");
     assert_eq!(missing.status(), 404);
 
+    // In local development the console needs no token: the loopback person's inbox.
+    app.run_to_end("approver", &first_run("th-local", "run-1", "x")).await;
+    let inbox: Value = plain.get(app.url("/v1/interrupts")).send().await.expect("get").json().await.expect("json");
+    assert_eq!(inbox["interrupts"][0]["startedBy"], "local", "{inbox}");
+    assert_eq!(inbox["interrupts"][0]["threadId"], "th-local");
+
     let off_db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&off_db.url);
     config.console = false;
