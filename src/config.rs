@@ -35,6 +35,9 @@ pub use crate::redact::redact_url;
 /// The documented example configuration, which is also the built-in default.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("../config/gateway.toml");
 
+/// Where the gateway serves its console (`console = true`).
+pub const CONSOLE_PATH: &str = "/console/";
+
 /// Prefix of every environment override: `AGUI_GATEWAY_` + the setting's path joined by `_`,
 /// upper-cased (`database.url` → `AGUI_GATEWAY_DATABASE_URL`).
 pub const ENV_PREFIX: &str = "AGUI_GATEWAY_";
@@ -63,8 +66,11 @@ pub enum ConfigError {
 pub struct Config {
     /// Address the HTTP server listens on.
     pub listen: String,
-    /// A public console where people decide interrupts (`gateway/console`); empty: none.
+    /// Where people decide interrupts (`gateway/console`); empty: the gateway's own console
+    /// while [`Config::console`] serves it, else none.
     pub console_url: String,
+    /// Whether the gateway serves its console (the inbox of interrupts, threads) at `/console/`.
+    pub console: bool,
     pub log: LogConfig,
     pub database: DatabaseConfig,
     pub bus: BusConfig,
@@ -83,6 +89,7 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("listen", &self.listen)
             .field("console_url", &self.console_url)
+            .field("console", &self.console)
             .field("log", &self.log)
             .field("database", &self.database)
             .field("bus", &self.bus)
@@ -198,6 +205,17 @@ pub enum AgentKindConfig {
 }
 
 impl Config {
+    /// Where an interrupt's `gateway/console` link points (the interrupt's item is added to
+    /// it): `console_url` when set; else the gateway's own console, `/console/` on the origin
+    /// the client called, while it is served; else none.
+    pub fn console_link_base(&self) -> Option<String> {
+        match (self.console_url.as_str(), self.console) {
+            ("", true) => Some(CONSOLE_PATH.to_string()),
+            ("", false) => None,
+            (url, _) => Some(url.to_string()),
+        }
+    }
+
     /// The built-in configuration: SQLite, the `default` tenant and the `demo` agent.
     pub fn builtin() -> Result<Config, ConfigError> {
         Config::load(None, std::iter::empty())

@@ -58,4 +58,9 @@ pub struct TenantConfig {
     /// is no limit.
     #[serde(default)]
     pub quotas: QuotaConfig,
+    /// Roles whose holders administer the tenant: they read any of its threads' audit trails
+    /// (`GET /v1/threads/{thread}/audit`, the console). Empty: nobody (but the local person of
+    /// development mode).
+    #[serde(default)]
+    pub admin_roles: Vec<String>,
 }

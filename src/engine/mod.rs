@@ -23,6 +23,7 @@ pub mod connect;
 pub mod conversation;
 mod followers;
 pub mod hub;
+pub mod inbox;
 pub mod log;
 mod pages;
 #[cfg(test)]
@@ -35,6 +36,7 @@ pub mod stream;
 mod sweeper;
 pub mod thread_titles;
 pub mod threads;
+pub mod trail;
 pub mod turn;
 
 // The paths agents and routes name these by: the rooms own the files.

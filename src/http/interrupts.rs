@@ -1,22 +1,46 @@
 //! `POST /v1/interrupts/{id}/decision`: a person decides one interrupt out of band (§2, §5.3),
-//! with the same checks as a resume, so a decider who is not in the chat can unblock a turn.
+//! with the same checks as a resume, so a decider who is not in the chat can unblock a turn;
+//! and `GET /v1/interrupts`, the caller's inbox: what waits for them to decide in the tenant,
+//! and what waits on their threads for others.
 
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ErrorBody;
 use super::openapi::{JsonObject, TenantQuery};
-use super::permissions::CanReadContent;
+use super::permissions::{CanRead, CanReadContent};
 use super::{ApiError, AppState};
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 
 pub fn router() -> OpenApiRouter<AppState> {
     // The route measures its own body limit while reading (413 with the JSON error body).
-    OpenApiRouter::new().routes(routes!(decide)).layer(DefaultBodyLimit::disable())
+    OpenApiRouter::new().routes(routes!(decide)).routes(routes!(inbox)).layer(DefaultBodyLimit::disable())
+}
+
+/// The caller's inbox (§5): every open interrupt of the tenant this caller may decide, oldest
+/// first, whoever's thread it waits on, and apart from them the open interrupts on the
+/// caller's threads that only others decide. The call's arguments only with `threads:content`.
+#[utoipa::path(
+    get,
+    path = "/v1/interrupts",
+    tag = "interrupts",
+    params(TenantQuery),
+    responses(
+        (status = 200, description = "`interrupts`: the open interrupts the caller may decide, oldest first, each with `tenant`, `threadId`, `turn`, `agent`, `startedBy`, `createdAt`, `expiresAt`, `deciders`, `fourEyes`, `threadReadable` and the AG-UI `interrupt`; `waitingForOthers`: those on the caller's threads that others decide (`interruptId`, `what`, `deciders`, …).", body = JsonObject),
+        (status = 400, description = "an unparseable query string (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "the caller may not read threads, or holds another tenant's credential (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn inbox(State(state): State<AppState>, CanRead { caller, tenant }: CanRead) -> Result<Json<Value>, ApiError> {
+    let inbox = state.engine.inbox(&tenant.name, &caller).await?;
+    Ok(Json(json!({ "interrupts": inbox.mine, "waitingForOthers": inbox.others })))
 }
 
 /// The body: what a resume entry says, without the id (it is in the path).

@@ -4,8 +4,10 @@
 
 mod accept;
 mod agents;
+mod audit;
 mod body;
 mod connections;
+mod console;
 mod content;
 mod copilotkit;
 mod error;
@@ -82,6 +84,7 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(token::router())
         .merge(health::router())
         .merge(interrupts::router())
+        .merge(audit::router())
         .split_for_parts()
 }
 
@@ -95,6 +98,8 @@ pub fn router(state: AppState) -> Router {
     let (routes, document) = routes();
     let document = Arc::new(serde_json::to_value(document).unwrap_or_default());
     routes
+        // The console's page is no API route: it is not in the document.
+        .merge(console::router(state.config.console))
         .route(
             "/openapi.json",
             get(move |State(state): State<AppState>, headers: HeaderMap, extensions: Extensions| {

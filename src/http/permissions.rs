@@ -115,6 +115,26 @@ impl FromRequestParts<AppState> for CanReadContent {
     }
 }
 
+/// Administers the tenant (`threads:read` and a role the tenant's `admin_roles` lists; the
+/// local person of development mode too): reads its threads' audit trails (§8).
+pub struct TenantAdmin {
+    pub caller: Caller,
+    pub tenant: TenantConfig,
+}
+
+impl FromRequestParts<AppState> for TenantAdmin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let CanRead { caller, tenant } = CanRead::from_request_parts(parts, state).await?;
+        let admin = caller == Caller::local() || caller.roles().iter().any(|role| tenant.admin_roles.contains(role));
+        if !admin {
+            return Err(ApiError::PermissionDenied);
+        }
+        Ok(TenantAdmin { caller, tenant })
+    }
+}
+
 /// May start a turn on the route's `{agent}` (§2.2): read, content, and `agent:<name>`.
 pub struct CanStart {
     pub caller: Caller,

@@ -103,6 +103,14 @@ pub trait InterruptStore: Send + Sync {
     /// The tenant's interrupt with this id (a client names it on the decision route): none
     /// when the id is another tenant's.
     async fn find_interrupt(&self, tenant: &str, id: &str) -> Result<Option<InterruptRow>, StoreError>;
+    /// The tenant's open interrupts not yet past their deadline at `now_ms`, oldest first, at
+    /// most `limit` (a person's inbox reads them and keeps those they may decide or see).
+    async fn tenant_open_interrupts(
+        &self,
+        tenant: &str,
+        now_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<InterruptRow>, StoreError>;
     /// Open interrupts whose deadline has come at `now_ms` (a resume at that instant is refused as
     /// expired too), of every tenant (the expiry sweeper).
     async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError>;
@@ -136,6 +144,8 @@ pub trait InterruptStore: Send + Sync {
 const TURN_INTERRUPTS: &str = "SELECT * FROM interrupts WHERE turn = $1 ORDER BY created_at_ms, id";
 const FIND_INTERRUPT: &str =
     "SELECT i.* FROM interrupts i JOIN threads h ON h.id = i.thread WHERE h.tenant = $1 AND i.id = $2";
+const TENANT_OPEN_INTERRUPTS: &str = "SELECT i.* FROM interrupts i JOIN threads h ON h.id = i.thread \
+     WHERE h.tenant = $1 AND i.status = 'open' AND i.expires_at_ms > $2 ORDER BY i.created_at_ms, i.id LIMIT $3";
 const LAPSED_INTERRUPTS: &str =
     "SELECT * FROM interrupts WHERE status = 'open' AND expires_at_ms <= $1 ORDER BY expires_at_ms LIMIT 100";
 const DECIDE_INTERRUPT: &str = "UPDATE interrupts SET status = $1, decision = $2, decided_by = $3, \
@@ -213,6 +223,20 @@ impl<B: Backend> InterruptStore for B {
 
     async fn find_interrupt(&self, tenant: &str, id: &str) -> Result<Option<InterruptRow>, StoreError> {
         Stmt::new(FIND_INTERRUPT).bind(tenant).bind(id).fetch_optional_as(self.read_pool(), interrupt_row).await
+    }
+
+    async fn tenant_open_interrupts(
+        &self,
+        tenant: &str,
+        now_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<InterruptRow>, StoreError> {
+        Stmt::new(TENANT_OPEN_INTERRUPTS)
+            .bind(tenant)
+            .bind(now_ms)
+            .bind(limit)
+            .fetch_all_as(self.read_pool(), interrupt_row)
+            .await
     }
 
     async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError> {

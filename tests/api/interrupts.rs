@@ -532,25 +532,28 @@ async fn an_exfiltrating_tool_asks_first_in_a_tainted_turn() {
 
 /// `gateway/console` (§5.1): with `console_url` configured, an interrupt links to where people
 /// decide — on the stream, on `GET /v1/threads/{thread}` and on a `gateway.waiting` entry — and
-/// without it there is no link.
+/// without it the gateway's own console (`console = false` links nowhere: tests/api/inbox.rs).
 #[tokio::test]
 async fn interrupts_link_to_the_console_where_one_is_configured() {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let mut config = test_config(&db.url);
     config.console_url = "https://console.example.com/decide".into();
     let app = TestApp::start_with(config).await;
-    let link = json!({ "label": "Decide in the console", "url": "https://console.example.com/decide" });
+    // Each link opens its interrupt's own item there.
+    let link = |id: &Value| json!({ "label": "Decide in the console", "url": format!("https://console.example.com/decide#/interrupts/{}", id.as_str().unwrap_or_default()) });
     let (_, interrupts) = run_until_interrupt(&app, "approver", "th-console").await;
-    assert_eq!(interrupts[0]["metadata"]["gateway/console"], link);
+    assert_eq!(interrupts[0]["metadata"]["gateway/console"], link(&interrupts[0]["id"]));
     let thread: Value = app.get_json("/v1/threads/th-console").await;
-    assert_eq!(thread["interrupts"][0]["metadata"]["gateway/console"], link, "{thread}");
+    assert_eq!(thread["interrupts"][0]["metadata"]["gateway/console"], link(&interrupts[0]["id"]), "{thread}");
     let (_, waiting) = run_until_interrupt_for_others(&app, "foureyes", "th-console-others").await;
-    assert_eq!(waiting["gateway/console"], link, "{waiting}");
+    assert_eq!(waiting["gateway/console"], link(&waiting["interruptId"]), "{waiting}");
 
+    // Without `console_url`, the gateway's own console (served by default) is the link.
     let plain_db = TestDatabase::new(Backend::Sqlite).await;
     let plain = TestApp::start(&plain_db.url).await;
-    let (_, interrupts) = run_until_interrupt(&plain, "approver", "th-no-console").await;
-    assert!(interrupts[0]["metadata"].get("gateway/console").is_none(), "no console, no link");
+    let (_, interrupts) = run_until_interrupt(&plain, "approver", "th-own-console").await;
+    let own = format!("/console/#/interrupts/{}", interrupts[0]["id"].as_str().unwrap_or_default());
+    assert_eq!(interrupts[0]["metadata"]["gateway/console"]["url"], json!(own));
 }
 
 /// §5.1: an escalation is a `confirmation` interrupt asking `{"approved", "comment"?}`.

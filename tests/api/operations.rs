@@ -23,6 +23,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/threads/{thread}/turns"),
     ("post", "/v1/threads/{thread}/cancel"),
     ("post", "/v1/interrupts/{id}/decision"),
+    ("get", "/v1/interrupts"),
+    ("get", "/v1/threads/{thread}/audit"),
     ("post", "/v1/auth/token"),
     ("get", "/livez"),
     ("get", "/readyz"),

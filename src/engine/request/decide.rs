@@ -408,9 +408,9 @@ impl Engine {
 
     /// Where a person can decide, for a caller who cannot (`gateway/console`).
     pub(in crate::engine) fn console_hint(&self) -> String {
-        match self.inner.config.console_url.as_str() {
-            "" => String::new(),
-            url => format!(": decide at {url}"),
+        match self.console() {
+            None => String::new(),
+            Some(url) => format!(": decide at {url}"),
         }
     }
 }

@@ -92,9 +92,10 @@ impl Engine {
         }))
     }
 
-    /// The public console where people decide, when `console_url` is configured.
+    /// Where people decide (`gateway/console`): `console_url`, else the gateway's own console
+    /// while it is served; none when neither.
     pub(in crate::engine) fn console(&self) -> Option<String> {
-        Some(self.inner.config.console_url.clone()).filter(|url| !url.is_empty())
+        self.inner.config.console_link_base()
     }
 }
 

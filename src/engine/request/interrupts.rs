@@ -109,7 +109,7 @@ impl Waiting {
             metadata.remove("gateway/details");
         }
         if let Some(url) = console {
-            metadata.insert("gateway/console".into(), console_link(url));
+            metadata.insert("gateway/console".into(), console_link(url, &self.interrupt.id));
         }
         interrupt
     }
@@ -123,14 +123,20 @@ impl Waiting {
             "deciders": describe_deciders(&self.deciders, self.four_eyes),
         });
         if let Some(url) = console {
-            entry["gateway/console"] = console_link(url);
+            entry["gateway/console"] = console_link(url, &self.interrupt.id);
         }
         entry
     }
 }
 
-/// `gateway/console` (§5.1): where the people who decide can do so.
-pub fn console_link(url: &str) -> Value {
+/// `gateway/console` (§5.1): where the people who decide can do so — the interrupt's own item
+/// there: the console's address with `#/interrupts/<id>` (an address that names a fragment of
+/// its own is linked as it is).
+pub fn console_link(url: &str, interrupt_id: &str) -> Value {
+    let url = match url.contains('#') {
+        true => url.to_string(),
+        false => format!("{url}#/interrupts/{interrupt_id}"),
+    };
     json!({ "label": "Decide in the console", "url": url })
 }
 

@@ -86,6 +86,13 @@ pub(crate) fn idp_claims(tenant: &str, sub: &str) -> Value {
             "scope": "openid profile", "roles": ["analyst"] })
 }
 
+/// An app token acting as `sub` of `tenant`, holding `roles`.
+pub(crate) fn person_token(tenant: &str, sub: &str, roles: &[&str]) -> String {
+    let mut claims = claims(tenant, sub);
+    claims["roles"] = json!(roles);
+    app_token(&claims)
+}
+
 pub(crate) fn app_token(claims: &Value) -> String {
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &EncodingKey::from_secret(SECRET.as_bytes()))
         .expect("sign")

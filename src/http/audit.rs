@@ -1,0 +1,47 @@
+//! `GET /v1/threads/{thread}/audit`: a thread's audit trail (§8) for the tenant's admins — who
+//! started its turns and through which door, who read its board, who decided its interrupts and
+//! via what. Anyone else, and a thread that does not exist, get the same `403`.
+
+use axum::extract::{Path, State};
+use axum::Json;
+use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::ErrorBody;
+use super::openapi::{JsonObject, TenantQuery};
+use super::permissions::TenantAdmin;
+use super::{ApiError, AppState};
+use crate::ids::ThreadId;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(thread_audit))
+}
+
+/// The audit rows about one thread of the tenant, oldest first, for an admin of the tenant
+/// (a role its `admin_roles` lists), whoever's thread it is.
+#[utoipa::path(
+    get,
+    path = "/v1/threads/{thread}/audit",
+    tag = "threads",
+    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
+    responses(
+        (status = 200, description = "`threadId` and `audit`: the rows about the thread, oldest first (at most 500), each `at`, `action` (`run.start`, `board.read`, `interrupt.decide`, `interrupt.expire`, …), `actor`, `via` and `detail`.", body = JsonObject),
+        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
+        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
+        (status = 403, description = "not an admin of the tenant, or no such thread (`permission_denied`)", body = ErrorBody),
+        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
+        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+    )
+)]
+async fn thread_audit(
+    State(state): State<AppState>,
+    TenantAdmin { tenant, .. }: TenantAdmin,
+    Path(thread): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let thread_id = ThreadId::parse(&thread).map_err(|m| ApiError::bad_request("thread", m))?;
+    let thread = state.engine.store().find_thread(&tenant.name, thread_id.as_str()).await?;
+    let Some(thread) = thread else { return Err(ApiError::PermissionDenied) };
+    let audit = state.engine.thread_audit(&thread).await?;
+    Ok(Json(json!({ "threadId": thread.thread_id, "audit": audit })))
+}
