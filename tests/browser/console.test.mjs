@@ -165,11 +165,11 @@ try {
     return { status: response.status, body: await response.text() };
   };
   /** Starts a turn as `who` and reads its stream to its end (or to a wait for others). */
-  const startTurn = async (who, agent, threadId, text, { until } = {}) => {
+  const startTurn = async (who, agent, threadId, text, { until, runId = "run-1" } = {}) => {
     const response = await fetch(`${gateway.url}/v1/agui/agents/${agent}?tenant=default`, {
       method: "POST",
       headers: { authorization: `Bearer ${tokens[who]}`, "content-type": "application/json" },
-      body: JSON.stringify({ threadId, runId: "run-1", protocolVersion: "1.0", messages: [{ id: "u1", role: "user", content: text }] }),
+      body: JSON.stringify({ threadId, runId, protocolVersion: "1.0", messages: [{ id: "u1", role: "user", content: text }] }),
     });
     assert.equal(response.status, 200);
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -359,6 +359,21 @@ try {
     await alice.locator(".message.user", { hasText: "the report" }).waitFor();
     await alice.getByRole("button", { name: "Cancel the turn" }).click();
     await alice.locator("#turn-status", { hasText: "cancelled" }).waitFor();
+    await alice.locator("#turns li .pill.cancelled").waitFor();
+    // A regenerate (the same message, a new run) is a second turn on a new branch: each turn
+    // is listed with its own status, the cancelled one on another branch.
+    await startTurn("alice", "slow", "th-slow", "the report", { until: "TEXT_MESSAGE_END", runId: "run-2" });
+    await alice.evaluate(() => { location.hash = "#/inbox"; });
+    await alice.locator("h1", { hasText: "Waiting for you" }).waitFor();
+    await alice.evaluate(() => { location.hash = "#/threads/default/th-slow"; });
+    await alice.locator("#turns li .pill.running").waitFor();
+    const turnRows = await alice.locator("#turns li").allTextContents();
+    assert.equal(turnRows.length, 2, `two turns listed: ${turnRows}`);
+    assert.match(turnRows[0], /cancelled.*another branch/, "the first turn, cancelled, on another branch");
+    assert.match(turnRows[1], /running/, "the regenerated turn runs");
+    assert.doesNotMatch(turnRows[1], /another branch/);
+    await alice.getByRole("button", { name: "Cancel the turn" }).click();
+    await alice.locator("#turns li .pill.running").waitFor({ state: "detached" });
 
     await alice.evaluate(() => { location.hash = "#/threads/default/th-notes"; });
     await alice.locator(".note", { hasText: "Topic: Jordan" }).waitFor();

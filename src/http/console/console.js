@@ -366,10 +366,12 @@ let liveStream = null; // the AbortController of the thread view's connect strea
 async function showThread(tenant, threadId) {
   let thread;
   let messages = [];
+  let turns = []; // every turn of every branch, oldest first
   let audit = null; // the thread's audit trail, for the tenant's admins only
   const load = async () => {
     thread = await api("GET", `/v1/threads/${encodeURIComponent(threadId)}`, { tenant });
     messages = (await api("GET", `/v1/threads/${encodeURIComponent(threadId)}/messages`, { tenant })).messages;
+    turns = (await api("GET", `/v1/threads/${encodeURIComponent(threadId)}/turns`, { tenant })).turns;
     audit = await api("GET", `/v1/threads/${encodeURIComponent(threadId)}/audit`, { tenant })
       .then((answer) => answer.audit)
       .catch(() => null);
@@ -437,17 +439,18 @@ async function showThread(tenant, threadId) {
         h("section", { "aria-label": "Board" }, h("h2", {}, "Board"),
           (thread.board?.notes ?? []).length ? board : h("p", { class: "muted" }, "No notes."),
           h("h2", {}, "Live"), log)),
+      turnsSection(turns),
       audit ? auditSection(audit) : null,
     );
   };
   render();
-  let shown = JSON.stringify([thread, messages, audit]);
+  let shown = JSON.stringify([thread, messages, turns, audit]);
   follow(tenant, threadId, thread.latestTurn?.agent, log, async () => {
     try {
       await load();
       if (mine !== screen) return;
       // Unchanged (a replayed opening, say): keep the page, and a confirmation being given.
-      const now = JSON.stringify([thread, messages, audit]);
+      const now = JSON.stringify([thread, messages, turns, audit]);
       if (now === shown) return;
       shown = now;
       render();
@@ -455,6 +458,14 @@ async function showThread(tenant, threadId) {
       say(refusalText(error));
     }
   });
+}
+
+/** Each turn of the thread, oldest first: its status, agent, start and branch. */
+function turnsSection(turns) {
+  return h("section", { "aria-label": "Turns", id: "turns" }, h("h2", {}, "Turns"),
+    h("ol", { class: "turns" }, ...turns.map((turn) => h("li", { "data-turn": turn.id },
+      h("span", { class: `pill ${turn.status}` }, turn.status), ` ${turn.agent} · ${when(turn.createdAt)}`,
+      turn.onCurrentBranch ? null : h("span", { class: "muted" }, " · another branch")))));
 }
 
 /** The thread's audit trail: who did what, when, via what (no content). */
