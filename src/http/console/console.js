@@ -464,7 +464,7 @@ async function showThread(tenant, threadId) {
 function turnsSection(turns) {
   return h("section", { "aria-label": "Turns", id: "turns" }, h("h2", {}, "Turns"),
     h("ol", { class: "turns" }, ...turns.map((turn) => h("li", { "data-turn": turn.id },
-      h("span", { class: `pill ${turn.status}` }, turn.status), ` ${turn.agent} · ${when(turn.createdAt)}`,
+      h("span", { class: `pill ${turn.status}` }, turn.status), ` ${turn.agent} · `, when(turn.createdAt),
       turn.onCurrentBranch ? null : h("span", { class: "muted" }, " · another branch")))));
 }
 
