@@ -55,6 +55,7 @@ const STEP_KINDS: &[(&str, &[&str], bool)] = &[
     ("step", &[], false),
     ("client_tool", &["args"], false),
     ("delegate", &["input"], false),
+    ("activity", &["content", "patch"], false),
     ("wait_ms", &[], false),
     ("fail", &[], false),
     ("tick", &["every_ms"], false),
