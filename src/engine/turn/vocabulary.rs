@@ -316,8 +316,8 @@ impl TurnContext {
     pub async fn step_start(&mut self, name: &str) -> Result<(), AgentError> {
         self.emit(Event::StepStarted { step_name: name.to_string(), subagent_run_id: None }).await?;
         self.open_steps.push(name.to_string());
-        if let Some(subagent) = &self.attribution {
-            self.step_owners.insert(name.to_string(), subagent.clone());
+        if let Some(subagent) = self.lane().map(str::to_string) {
+            self.step_owners.insert(name.to_string(), subagent);
         }
         Ok(())
     }
