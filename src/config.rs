@@ -560,6 +560,26 @@ mod tests {
     }
 
     #[test]
+    fn an_activity_step_the_protocol_would_refuse_is_refused_at_load() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("activity.toml");
+        let agent = |step: &str| format!("[[agents]]\nname = \"painter\"\nkind = \"script\"\nsteps = [ {step} ]\n");
+        std::fs::write(&path, agent("{ activity = \"plan\", content = { done = 0 } }")).expect("write");
+        Config::load(Some(&path), std::iter::empty()).expect("content alone loads");
+        for (step, why) in [
+            ("{ activity = \"plan\" }", "neither content nor patch"),
+            ("{ activity = \"plan\", content = {}, patch = [] }", "both content and patch"),
+            ("{ activity = \"plan\", patch = [ { op = \"replace\", path = \"done\", value = 1 } ] }", "refuses"),
+            ("{ activity = \"plan\", patch = [ { op = \"add\", path = \"/done\" } ] }", "refuses"),
+            ("{ activity = \"plan\", patch = [ { op = \"merge\", path = \"/done\", value = 1 } ] }", "refuses"),
+        ] {
+            std::fs::write(&path, agent(step)).expect("write");
+            let error = Config::load(Some(&path), std::iter::empty()).expect_err(step).to_string();
+            assert!(error.contains("activity step") && error.contains(why), "{step}: {error}");
+        }
+    }
+
+    #[test]
     fn a_misspelled_setting_is_refused() {
         let dir = std::env::temp_dir().join(format!("agui-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");

@@ -410,6 +410,7 @@ mod tests {
             "step = 's'",
             "client_tool = 'c'",
             "delegate = 'd'",
+            "activity = 'a'\ncontent = {}",
             "wait_ms = 1",
             "fail = 'f'",
             "tick = 1",
