@@ -448,6 +448,11 @@ impl Config {
                                 ));
                             }
                         }
+                        if let ScriptStep::Activity { activity, content, patch } = step {
+                            if let Err(why) = activity_step(activity, content.is_some(), patch.as_deref()) {
+                                return invalid(format!("agent '{}': its activity step {why}", agent.name));
+                            }
+                        }
                     }
                 }
                 AgentKindConfig::Openai(openai) => {
@@ -468,6 +473,38 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A script's `activity` step: a type, and either content or a patch the official client takes
+/// (it refuses a bad pointer or an op without its `value`, and so would end the run).
+fn activity_step(
+    activity: &str,
+    has_content: bool,
+    patch: Option<&[crate::protocol::events::PatchOp]>,
+) -> Result<(), String> {
+    if activity.is_empty() {
+        return Err("names no activity type".into());
+    }
+    let Some(patch) = patch else {
+        return if has_content { Ok(()) } else { Err(format!("'{activity}' has neither content nor patch")) };
+    };
+    if has_content {
+        return Err(format!("'{activity}' has both content and patch"));
+    }
+    let pointer = |p: &str| p.is_empty() || p.starts_with('/');
+    for op in patch {
+        let known = ["add", "remove", "replace", "move", "copy", "test"].contains(&op.op.as_str());
+        let needs_value = ["add", "replace", "test"].contains(&op.op.as_str());
+        let needs_from = ["move", "copy"].contains(&op.op.as_str());
+        if !known
+            || !pointer(&op.path)
+            || (needs_value && op.value.is_none())
+            || (needs_from && !op.from.as_deref().is_some_and(pointer))
+        {
+            return Err(format!("'{activity}' has a patch operation the protocol refuses: {} at '{}'", op.op, op.path));
+        }
+    }
+    Ok(())
 }
 
 /// Tables merge key by key; any other value (arrays included) replaces the default.
@@ -520,6 +557,26 @@ mod tests {
         assert!(error.to_string().contains("AGUI_GATEWAY_LIMITS_MAX_BODY_BYTES"), "{error}");
         let error = Config::load(None, [("AGUI_GATEWAY_NOPE".into(), "1".into())]).expect_err("refused");
         assert!(error.to_string().contains("no such setting"), "{error}");
+    }
+
+    #[test]
+    fn an_activity_step_the_protocol_would_refuse_is_refused_at_load() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("activity.toml");
+        let agent = |step: &str| format!("[[agents]]\nname = \"painter\"\nkind = \"script\"\nsteps = [ {step} ]\n");
+        std::fs::write(&path, agent("{ activity = \"plan\", content = { done = 0 } }")).expect("write");
+        Config::load(Some(&path), std::iter::empty()).expect("content alone loads");
+        for (step, why) in [
+            ("{ activity = \"plan\" }", "neither content nor patch"),
+            ("{ activity = \"plan\", content = {}, patch = [] }", "both content and patch"),
+            ("{ activity = \"plan\", patch = [ { op = \"replace\", path = \"done\", value = 1 } ] }", "refuses"),
+            ("{ activity = \"plan\", patch = [ { op = \"add\", path = \"/done\" } ] }", "refuses"),
+            ("{ activity = \"plan\", patch = [ { op = \"merge\", path = \"/done\", value = 1 } ] }", "refuses"),
+        ] {
+            std::fs::write(&path, agent(step)).expect("write");
+            let error = Config::load(Some(&path), std::iter::empty()).expect_err(step).to_string();
+            assert!(error.contains("activity step") && error.contains(why), "{step}: {error}");
+        }
     }
 
     #[test]

@@ -188,6 +188,17 @@ impl ScriptAgent {
                 let ask = fill(input.as_deref().unwrap_or("{input}"));
                 turn.delegate(delegate, ask, parent, at.child.take()).await
             }
+            ScriptStep::Activity { activity, content, patch } => match (content, patch) {
+                (Some(content), _) => {
+                    let content = match substitute(&Value::Object(content.clone()), &input) {
+                        Value::Object(content) => content,
+                        _ => serde_json::Map::new(),
+                    };
+                    turn.activity_show(activity, content).await.map(|_| ())
+                }
+                (None, Some(patch)) => turn.activity_update_latest(activity, patch.clone()).await,
+                (None, None) => Ok(()),
+            },
             ScriptStep::Wait { wait_ms } => turn.sleep(Duration::from_millis(*wait_ms)).await,
             ScriptStep::Fail { fail } => Err(AgentError::Failed(fill(fail))),
             ScriptStep::Tick { tick, every_ms } => {

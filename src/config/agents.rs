@@ -98,6 +98,16 @@ pub enum ScriptStep {
         #[serde(default)]
         input: Option<String>,
     },
+    /// Generative UI (§3): with `content`, a new activity of type `activity` shown with that
+    /// content (`ACTIVITY_SNAPSHOT`); with `patch` (RFC 6902 operations) instead, the turn's
+    /// latest activity updated (`ACTIVITY_DELTA`).
+    Activity {
+        activity: String,
+        #[serde(default)]
+        content: Option<serde_json::Map<String, Value>>,
+        #[serde(default)]
+        patch: Option<Vec<crate::protocol::events::PatchOp>>,
+    },
     /// A pause (cancellable).
     Wait { wait_ms: u64 },
     /// The turn fails with this message (`RUN_ERROR` `failed`).

@@ -377,7 +377,8 @@ async fn ended_opening(
     let follow = TurnRun::new(plan, turn).plan;
     let mut items = vec![event_item(&turn.public_id, seq, run_started(&follow), at_ms)?];
     if plan.viewer.clearance.content {
-        let messages = conversation::load_at(store, plan.thread_pk, turn.pk, seq).await?;
+        let messages =
+            conversation::load_at(store, plan.thread_pk, turn.pk, seq, conversation::Activity::Shown).await?;
         let branches = super::branches_event(store, plan.thread_pk, turn.pk, &messages).await?;
         items.push(event_item(&turn.public_id, seq, Event::MessagesSnapshot { messages }, at_ms)?);
         if let Some(branches) = branches {

@@ -5,32 +5,69 @@
 //! of the thread already used that id; answers have the gateway's ids (`<turn>:m<n>`).
 //! A conversation is one branch of the thread's turns (§6): the current one unless a turn is
 //! named.
+//!
+//! Activity (generative UI: `ACTIVITY_SNAPSHOT` / `ACTIVITY_DELTA`, SPEC §3) is folded into a
+//! reader's view as `role: "activity"` messages, at the place its first snapshot took in the
+//! log, holding its last state (later snapshots replace it unless `replace` is `false`, deltas
+//! are applied as JSON Patch; a delta that does not apply is skipped, as the official client
+//! skips it). An agent's view leaves activity out: it is what a person was shown, not what was
+//! said, and AG-UI clients never send it back either.
+
+use serde_json::Value;
 
 use crate::ids;
-use crate::protocol::events::{Envelope, ToolResultContent};
-use crate::protocol::input::{AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserContent, UserMessage};
+use crate::protocol::events::{Envelope, PatchOp, ToolResultContent};
+use crate::protocol::input::{
+    ActivityMessage, AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserContent, UserMessage,
+};
 use crate::protocol::{Event, InputMessage};
 use crate::store::{branches, Store, StoreError, StoredEvent, TurnRow};
 
+/// Whether a conversation holds the activity its turns showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// A reader's view with the content permission: activity messages at their place.
+    Shown,
+    /// What an agent is given, and any view without content: the conversation proper.
+    Left,
+}
+
+impl Activity {
+    /// Activity is content (§2.2): shown only to a caller who may read content.
+    pub fn for_content(may_read_content: bool) -> Activity {
+        if may_read_content {
+            Activity::Shown
+        } else {
+            Activity::Left
+        }
+    }
+}
+
 /// The conversation of the thread's current branch.
-pub async fn load(store: &dyn Store, thread: i64) -> Result<Vec<InputMessage>, StoreError> {
+pub async fn load(store: &dyn Store, thread: i64, activity: Activity) -> Result<Vec<InputMessage>, StoreError> {
     let turns = store.thread_turns(thread).await?;
-    fold_branch(store, &branches::current(&turns), None).await
+    fold_branch(store, &branches::current(&turns), None, activity).await
 }
 
 /// The conversation of the branch that ends at turn `head` (a primary key).
-pub async fn load_branch(store: &dyn Store, thread: i64, head: i64) -> Result<Vec<InputMessage>, StoreError> {
+pub async fn load_branch(
+    store: &dyn Store,
+    thread: i64,
+    head: i64,
+    activity: Activity,
+) -> Result<Vec<InputMessage>, StoreError> {
     let turns = store.thread_turns(thread).await?;
-    fold_branch(store, &branches::ending_at(&turns, head), None).await
+    fold_branch(store, &branches::ending_at(&turns, head), None, activity).await
 }
 
-/// The conversation of the turns of `turn`'s branch before it: what its agent is given.
+/// The conversation of the turns of `turn`'s branch before it: what its agent is given (no
+/// activity).
 pub async fn load_before(store: &dyn Store, thread: i64, turn: &str) -> Result<Vec<InputMessage>, StoreError> {
     let turns = store.thread_turns(thread).await?;
     let Some(head) = turns.iter().find(|t| t.public_id == turn) else { return Ok(Vec::new()) };
     let mut branch = branches::ending_at(&turns, head.pk);
     branch.pop();
-    fold_branch(store, &branch, None).await
+    fold_branch(store, &branch, None, Activity::Left).await
 }
 
 /// The conversation as it stood just before event `before_seq` of turn `turn`: the earlier
@@ -43,9 +80,10 @@ pub async fn load_at(
     thread: i64,
     turn: i64,
     before_seq: i64,
+    activity: Activity,
 ) -> Result<Vec<InputMessage>, StoreError> {
     let turns = store.thread_turns(thread).await?;
-    fold_branch(store, &branches::ending_at(&turns, turn), Some(before_seq)).await
+    fold_branch(store, &branches::ending_at(&turns, turn), Some(before_seq), activity).await
 }
 
 /// Folds a branch's turns; the last one's log only before `last_before_seq` when given.
@@ -53,6 +91,7 @@ async fn fold_branch(
     store: &dyn Store,
     branch: &[TurnRow],
     last_before_seq: Option<i64>,
+    activity: Activity,
 ) -> Result<Vec<InputMessage>, StoreError> {
     let mut messages = Vec::new();
     for (place, row) in branch.iter().enumerate() {
@@ -60,13 +99,15 @@ async fn fold_branch(
         if let (Some(before_seq), true) = (last_before_seq, place + 1 == branch.len()) {
             events.retain(|event| event.seq < before_seq);
         }
-        fold_turn(&mut messages, row, &events);
+        fold_turn(&mut messages, row, &events, activity);
     }
     Ok(messages)
 }
 
-/// Appends one turn's messages: the user's, then what the log says the agent answered.
-pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[StoredEvent]) {
+/// Appends one turn's messages: the user's, then what the log says the agent answered (and,
+/// when shown, the activity it showed; an earlier turn's activity it updated is updated where
+/// it stands).
+pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[StoredEvent], activity: Activity) {
     let client_id = &turn.user_message_id;
     let id = if client_id.is_empty() || messages.iter().any(|m| m.id() == client_id) {
         ids::user_message_id(&turn.public_id)
@@ -151,8 +192,50 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
                     }
                 }
             }
+            Event::ActivitySnapshot { message_id, activity_type, content, replace, .. }
+                if activity == Activity::Shown =>
+            {
+                show_activity(messages, message_id, activity_type, content, replace.unwrap_or(true))
+            }
+            Event::ActivityDelta { message_id, activity_type, patch, .. } if activity == Activity::Shown => {
+                update_activity(messages, &message_id, activity_type, &patch)
+            }
             _ => {}
         }
+    }
+}
+
+/// An `ACTIVITY_SNAPSHOT` as the official client applies it: a new message at the end; an
+/// existing one (of any role) replaced, unless `replace` is `false`.
+fn show_activity(
+    messages: &mut Vec<InputMessage>,
+    id: String,
+    activity_type: String,
+    content: serde_json::Map<String, Value>,
+    replace: bool,
+) {
+    let message = InputMessage::Activity(ActivityMessage { id, activity_type, content });
+    match messages.iter().position(|m| m.id() == message.id()) {
+        None => messages.push(message),
+        Some(place) if replace => messages[place] = message,
+        Some(_) => {}
+    }
+}
+
+/// An `ACTIVITY_DELTA` as the official client applies it: the patch on the activity's content,
+/// whole or not at all; a delta of no activity message changes nothing.
+fn update_activity(messages: &mut [InputMessage], id: &str, activity_type: String, patch: &[PatchOp]) {
+    let Some(InputMessage::Activity(message)) = find(messages, id) else { return };
+    let Ok(patch) = serde_json::to_value(patch).and_then(serde_json::from_value::<json_patch::Patch>) else {
+        return;
+    };
+    let mut content = Value::Object(message.content.clone());
+    if json_patch::patch(&mut content, &patch).is_err() {
+        return;
+    }
+    if let Value::Object(content) = content {
+        message.content = content;
+        message.activity_type = activity_type;
     }
 }
 

@@ -424,15 +424,20 @@ impl Engine {
         stream::follow(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan)
     }
 
-    /// The thread's conversation as AG-UI messages (see [`conversation`]).
+    /// The thread's conversation as AG-UI messages (see [`conversation`]), without activity.
     pub async fn messages(&self, thread: &ThreadRow) -> Result<Vec<crate::protocol::InputMessage>, EngineError> {
-        Ok(conversation::load(self.inner.store.as_ref(), thread.pk).await?)
+        Ok(conversation::load(self.inner.store.as_ref(), thread.pk, conversation::Activity::Left).await?)
     }
 
     /// A branch of the thread (§6): the current one, or the one ending at the turn `head` (its
     /// public id; one not of this thread: [`EngineError::NotFound`]), with the alternatives of
-    /// each of its user messages.
-    pub async fn branch_view(&self, thread: &ThreadRow, head: Option<&str>) -> Result<BranchView, EngineError> {
+    /// each of its user messages; with the activity its turns showed when `activity` says so.
+    pub async fn branch_view(
+        &self,
+        thread: &ThreadRow,
+        head: Option<&str>,
+        activity: conversation::Activity,
+    ) -> Result<BranchView, EngineError> {
         let store = self.inner.store.as_ref();
         let turns = store.thread_turns(thread.pk).await?;
         let branch = match head {
@@ -446,7 +451,7 @@ impl Engine {
             }
         };
         let messages = match branch.last() {
-            Some(last) => conversation::load_branch(store, thread.pk, last.pk).await?,
+            Some(last) => conversation::load_branch(store, thread.pk, last.pk, activity).await?,
             None => Vec::new(),
         };
         let alternatives = alternatives_of(&turns, &branch, &messages);

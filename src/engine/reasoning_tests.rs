@@ -56,7 +56,9 @@ async fn reasoning_reaches_only_callers_who_may_read_content() {
     assert_eq!(kinds.last(), Some(&"RUN_FINISHED"));
 
     // Not conversation: the thread's messages are the user's and the answer.
-    let messages = conversation::load(setup.store.as_ref(), thread).await.expect("the conversation");
+    let messages = conversation::load(setup.store.as_ref(), thread, conversation::Activity::Shown)
+        .await
+        .expect("the conversation");
     let text = serde_json::to_string(&messages).unwrap_or_default();
     assert_eq!(messages.len(), 2, "{text}");
     assert!(!text.contains("secret plan") && !text.contains("reasoning"), "{text}");

@@ -229,6 +229,8 @@ pub(super) async fn render(
     event: StoredEvent,
 ) -> Result<Vec<StreamItem>, RenderError> {
     let id = EventId { turn: plan.turn_id.clone(), seq: event.seq, part: 0 }.to_string();
+    // The activity a restated conversation holds is content, as its live events are.
+    let shown = conversation::Activity::for_content(plan.viewer.clearance.content);
     let item = |event: Event, at_ms: i64| -> Result<StreamItem, RenderError> {
         Ok(StreamItem { id: id.clone(), json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
     };
@@ -253,7 +255,8 @@ pub(super) async fn render(
             if event.kind == EventKind::RunStarted && plan.snapshot_on_open {
                 // A reopened thread (§3): the conversation the gateway recorded, so a page that
                 // sent a stale or empty history shows the thread as it is.
-                let messages = Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq)).await?;
+                let messages =
+                    Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq, shown)).await?;
                 // Which alternatives its user messages have, when any has one (§6).
                 let branches = Box::pin(super::branches_event(store, plan.thread_pk, plan.turn_pk, &messages)).await?;
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
@@ -277,7 +280,7 @@ pub(super) async fn render(
             }
             if plan.viewer.pre_1_0 {
                 // §5.4: the conversation, one on_interrupt per interrupt, and a plain ending.
-                let messages = Box::pin(conversation::load(store, plan.thread_pk)).await?;
+                let messages = Box::pin(conversation::load(store, plan.thread_pk, shown)).await?;
                 let mut items = vec![item(Event::MessagesSnapshot { messages }, event.at_ms)?];
                 for waiting in &mine {
                     let value = json!({
@@ -317,7 +320,8 @@ pub(super) async fn render(
             };
             let mut items = vec![item(started, event.at_ms)?];
             if plan.snapshot_on_open {
-                let messages = Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq)).await?;
+                let messages =
+                    Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq, shown)).await?;
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
             }
             if let Some(board) = recorded.board.filter(|_| plan.viewer.clearance.content) {

@@ -17,6 +17,7 @@ use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{CanRead, CanReadContent};
 use super::{ApiError, AppState};
 use crate::auth::Caller;
+use crate::engine::conversation::Activity;
 use crate::engine::threads::{title, ThreadFilter};
 use crate::engine::EngineError;
 use crate::ids::ThreadId;
@@ -239,7 +240,8 @@ async fn thread_messages(
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) = query.map_err(|error| ApiError::bad_request("query", error.body_text()))?;
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
-    let view = state.engine.branch_view(&thread, query.turn.as_deref()).await?;
+    // The route takes the content permission, so the branch shows its activity (§3).
+    let view = state.engine.branch_view(&thread, query.turn.as_deref(), Activity::Shown).await?;
     Ok(Json(json!({
         "threadId": thread.thread_id,
         "turn": view.head,

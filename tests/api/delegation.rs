@@ -88,6 +88,101 @@ async fn a_childs_approval_is_answered_through_the_parents_resume(backend: Backe
 }
 on_both_stores!(a_childs_approval_is_answered_through_the_parents_resume);
 
+/// Checks that every event inside a sub-agent (between its `SUBAGENT_STARTED` and its end)
+/// carries its `subagentRunId`, and every other none; returns the sub-agents as
+/// `(subagentRunId, name, how it ended)`.
+fn subagents(events: &[SseEvent]) -> Vec<(String, String, Value)> {
+    let mut open: Option<(String, String)> = None;
+    let mut seen = Vec::new();
+    for event in events {
+        let id = event.data["subagentRunId"].as_str().map(str::to_string);
+        match event.kind() {
+            "SUBAGENT_STARTED" => {
+                assert!(open.is_none(), "one delegation at a time: {}", event.data);
+                open = Some((id.expect("a sub-agent's id"), event.data["name"].as_str().unwrap_or("").to_string()));
+            }
+            "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
+                let (started, name) = open.take().expect("a sub-agent ends after it started");
+                assert_eq!(id.as_deref(), Some(started.as_str()), "it ends the one that started");
+                let mut ended = event.data.clone();
+                if let Some(ended) = ended.as_object_mut() {
+                    ended.remove("timestamp");
+                }
+                seen.push((started, name, ended));
+            }
+            kind => assert_eq!(
+                id.as_deref(),
+                open.as_ref().map(|(id, _)| id.as_str()),
+                "{kind} is attributed to the sub-agent it is inside: {}",
+                event.data
+            ),
+        }
+    }
+    assert!(open.is_none(), "a run ends with no sub-agent open: {:?}", kinds(events));
+    seen
+}
+
+async fn a_delegation_is_a_subagent_whose_events_carry_its_id(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let input = first_run("th-sub", "run-1", "the launch");
+    let first = app.run_to_end("manager", &input).await;
+    let end = &first.last().expect("end").data;
+    assert_eq!(end["outcome"]["type"], "interrupt", "{:?}", kinds(&first));
+    let interrupt = end["outcome"]["interrupts"][0]["id"].clone();
+    let child = steps(&first)[0].1.clone();
+    // The mailer runs as a sub-agent named after its child turn, inside the step, and is
+    // suspended where the run ends at its approval.
+    let seen = subagents(&first);
+    assert_eq!(seen.len(), 1, "{:?}", kinds(&first));
+    assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), (child.as_str(), "mailer"));
+    assert_eq!(seen[0].2["type"], "SUBAGENT_FINISHED");
+    assert_eq!(seen[0].2["outcome"], json!({ "type": "suspended", "interruptIds": [interrupt] }));
+    let at = |kind: &str| first.iter().position(|e| e.kind() == kind).expect(kind);
+    assert!(at("STEP_STARTED") < at("SUBAGENT_STARTED") && at("SUBAGENT_FINISHED") < at("STEP_FINISHED"));
+    let drafting = first.iter().find(|e| e.kind() == "TEXT_MESSAGE_START" && e.data["subagentRunId"] == json!(child));
+    assert!(drafting.is_some(), "the child's answer is attributed to it");
+    let (ok, report) = agui_check(&app.run_url("manager"), &input).await;
+    assert!(ok, "the suspended sub-agent's run passes the official client: {report}");
+
+    let resume = json!({
+        "threadId": "th-sub", "runId": "run-2", "protocolVersion": "1.0", "messages": [],
+        "resume": [{ "interruptId": interrupt, "status": "resolved", "payload": { "approved": true } }],
+    });
+    let second = app.run_to_end("manager", &resume).await;
+    assert_eq!(second.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&second));
+    // The mailer starts again in the run that resumes it and finishes; then the summariser.
+    let seen = subagents(&second);
+    let names: Vec<(&str, &str)> = seen.iter().map(|(id, name, _)| (id.as_str(), name.as_str())).collect();
+    let summariser = steps(&second)[2].1.clone();
+    assert_eq!(names, [(child.as_str(), "mailer"), (summariser.as_str(), "summariser")]);
+    for (_, _, ended) in &seen {
+        assert_eq!(ended["outcome"], json!({ "type": "success" }), "{ended}");
+    }
+    let result = second.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the approved call's result");
+    assert_eq!(result.data["subagentRunId"], json!(child));
+    let (ok, report) = agui_check(&app.run_url("manager"), &resume).await;
+    assert!(ok, "the resumed run passes the official client: {report}");
+}
+on_both_stores!(a_delegation_is_a_subagent_whose_events_carry_its_id);
+
+async fn a_failed_delegation_is_a_subagent_error(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start(&db.url).await;
+    let input = first_run("th-sub-fail", "run-1", "the launch");
+    let events = app.run_to_end("failboss", &input).await;
+    let end = &events.last().expect("end").data;
+    assert_eq!(end["type"], "RUN_ERROR", "{:?}", kinds(&events));
+    let seen = subagents(&events[..events.len() - 1]);
+    assert_eq!(seen.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(seen[0].1, "failing");
+    assert_eq!(seen[0].2["type"], "SUBAGENT_ERROR");
+    assert_eq!(seen[0].2["message"], "the script failed on purpose");
+    let (ok, report) = agui_check(&app.run_url("failboss"), &input).await;
+    assert!(ok, "{report}");
+}
+on_both_stores!(a_failed_delegation_is_a_subagent_error);
+
 /// The LLM agent's `delegate` built-in: the model hands a task to another agent; the child's
 /// turn runs inside a step of this run and its answer is the call's result the model reads.
 #[tokio::test]

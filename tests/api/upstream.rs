@@ -273,7 +273,7 @@ async fn an_https_upstream_is_reached_over_verified_tls(kind: Upstream) {
 }
 
 /// An upstream's reasoning and activity are relayed under the gateway's ids, in order, and
-/// pass the official client; neither becomes part of the thread's conversation.
+/// pass the official client; the activity is kept in the thread (its last state), the reasoning not.
 async fn upstream_reasoning_and_activity_are_relayed(kind: Upstream) {
     let server = upstream_of(kind);
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -315,10 +315,16 @@ async fn upstream_reasoning_and_activity_are_relayed(kind: Upstream) {
     assert_eq!(delta.data["patch"], json!([{"op": "replace", "path": "/done", "value": 1}]));
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "success");
 
+    // The thread keeps the activity (its last state, the delta applied), never the reasoning.
     let body: Value = app.get_json("/v1/threads/th-up-think/messages").await;
     let roles: Vec<&str> =
         body["messages"].as_array().expect("list").iter().filter_map(|m| m["role"].as_str()).collect();
-    assert_eq!(roles, ["user", "assistant"], "{body}");
+    assert_eq!(roles, ["user", "activity", "assistant"], "{body}");
+    assert_eq!(
+        body["messages"][1],
+        json!({"id": ours("a1"), "role": "activity", "activityType": "plan",
+               "content": {"steps": ["search", "answer"], "done": 1}})
+    );
 
     let (ok, report) = agui_check(&app.run_url("upstream"), &input).await;
     assert!(ok, "{report}");

@@ -292,6 +292,12 @@ impl TurnContext {
         self.append(ops).await
     }
 
+    /// The sub-agent what is said now belongs to (its `subagentRunId`): the one an agent relays,
+    /// else the delegated child running (§3 sub-agents), else none (the turn's own agent).
+    pub fn lane(&self) -> Option<&str> {
+        self.attribution.as_deref().or_else(|| self.nest.last().map(|frame| frame.id.as_str()))
+    }
+
     /// A turn that must leave this instance says nothing more (a cancelled one still closes).
     pub(super) fn check_stopped(&self) -> Result<(), AgentError> {
         match *self.signal.borrow() {
@@ -311,8 +317,8 @@ impl TurnContext {
         if let Event::ToolCallStart { tool_call_id, parent_message_id: parent @ None, .. } = &mut envelope.event {
             *parent = Some(tool_call_id.clone());
         }
-        if let (Some(subagent), Some(tag @ None)) = (&self.attribution, envelope.event.attribution_mut()) {
-            *tag = Some(subagent.clone());
+        if let (Some(subagent), Some(tag @ None)) = (self.lane(), envelope.event.attribution_mut()) {
+            *tag = Some(subagent.to_string());
         }
         if self.health.is_failed() {
             // The log refused an append of this turn (another runner holds it now) or could not

@@ -1,8 +1,17 @@
 //! Delegation (§3 steps): an agent running another agent as a child turn inside its own. The
 //! child's events sit inside a step named by the child turn's id, and its checkpoints are saved
 //! inside the parent's, so a takeover or a resume re-enters the child where it was.
+//!
+//! The child is a sub-agent too (§3 sub-agents): inside the step, `SUBAGENT_STARTED` (the
+//! child turn's id as `subagentRunId`, the agent's name, the delegating child as
+//! `parentSubagentRunId` when delegations nest), the child's events each carrying that
+//! `subagentRunId` (the context's lane, [`TurnContext::lane`]), and `SUBAGENT_FINISHED`
+//! (`success`), `SUBAGENT_ERROR` (the child failed) or, at a wait, `SUBAGENT_FINISHED`
+//! `suspended` — a run ends with no sub-agent open, and the run that resumes it starts it again.
 
 use super::{AgentError, Checkpoint, TurnContext};
+use crate::protocol::events::SubagentOutcome;
+use crate::protocol::Event;
 
 /// How deep delegations may nest (an agent delegating to one that delegates…).
 pub(super) const MAX_DELEGATION_DEPTH: usize = 4;
@@ -82,11 +91,64 @@ impl TurnContext {
                 (id, Checkpoint::default(), input)
             }
         };
+        let parent_subagent = self.nest.last().map(|frame| frame.id.clone());
         self.nest.push(NestFrame { parent, id: id.clone(), agent: agent.to_string(), input, reopen: false });
-        let outcome = child.run(self, checkpoint).await;
+        // A message of one lane never holds a tool call of another: the child's answers start
+        // their own messages, and so does the parent's after it.
+        self.last_message = None;
+        // Open already when a takeover re-enters it (the log says so); else it starts here.
+        let started = if self.open_subagents.contains(&id) {
+            Ok(())
+        } else {
+            self.subagent_start(Event::SubagentStarted {
+                subagent_run_id: id.clone(),
+                name: agent.to_string(),
+                description: None,
+                parent_subagent_run_id: parent_subagent,
+                parent_tool_call_id: None,
+                parent_message_id: None,
+            })
+            .await
+        };
+        let outcome = match started {
+            Ok(()) => child.run(self, checkpoint).await,
+            Err(error) => Err(error),
+        };
+        let ended = self.end_subagent(&id, &outcome).await;
         self.nest.pop();
+        self.last_message = None;
         outcome?;
+        ended?;
         self.emit_card(agent, &id).await?;
         self.step_finish(&id).await
+    }
+
+    /// Ends the child's sub-agent as its run went: finished, or failed with what the turn will
+    /// end with. A wait finished it already (`suspended`); a turn leaving this instance leaves
+    /// it open for the next owner.
+    async fn end_subagent(
+        &mut self,
+        id: &str,
+        outcome: &Result<crate::engine::turn::AgentOutput, AgentError>,
+    ) -> Result<(), AgentError> {
+        if !self.open_subagents.iter().any(|s| s == id) {
+            return Ok(());
+        }
+        let message = match outcome {
+            Ok(_) => {
+                let success = Some(SubagentOutcome::Success);
+                let finished =
+                    Event::SubagentFinished { subagent_run_id: id.to_string(), result: None, outcome: success };
+                return self.subagent_end(finished).await;
+            }
+            Err(AgentError::Waiting | AgentError::Stopped) => return Ok(()),
+            Err(AgentError::Cancelled) => "the run was cancelled".to_string(),
+            Err(AgentError::Failed(message)) => message.clone(),
+            Err(_) => "the delegated agent failed".to_string(),
+        };
+        // The child's step cut short is dropped whole, as the turn's end drops it (its
+        // checkpoint never committed); the sub-agent's end is said on its own.
+        self.atomic = None;
+        self.subagent_end(Event::SubagentError { subagent_run_id: id.to_string(), message, code: None }).await
     }
 }

@@ -28,13 +28,19 @@ impl TurnContext {
             let owner = self.step_owners.remove(&step);
             self.emit(Event::StepFinished { step_name: step, subagent_run_id: owner }).await?;
         }
-        self.close_subagents().await
+        self.close_subagents(false).await
     }
 
-    /// Ends the subagents still running where the log stopped: they were cut off with it.
-    async fn close_subagents(&mut self) -> Result<(), AgentError> {
+    /// Ends the subagents still running where the log stopped: they were cut off with it. With
+    /// `keep_delegations`, a delegated child's (whose step is still open) stays open: its work
+    /// goes on when the delegation is re-entered.
+    async fn close_subagents(&mut self, keep_delegations: bool) -> Result<(), AgentError> {
         self.attribution = None;
-        for subagent in std::mem::take(&mut self.open_subagents).into_iter().rev() {
+        let open = std::mem::take(&mut self.open_subagents);
+        let (kept, cut): (Vec<String>, Vec<String>) =
+            open.into_iter().partition(|s| keep_delegations && self.open_steps.contains(s));
+        self.open_subagents = kept;
+        for subagent in cut.into_iter().rev() {
             let message = "cut off: the run it was part of stopped".to_string();
             self.emit(Event::SubagentError { subagent_run_id: subagent, message, code: None }).await?;
         }
@@ -127,6 +133,7 @@ impl TurnContext {
         self.open_steps.clear();
         self.open_reasoning_spans.clear();
         self.open_reasoning_messages.clear();
+        self.open_subagents.clear();
         self.unlabelled.clear();
         self.next_seq = 1;
         self.resume_from_log(&events);
@@ -145,7 +152,7 @@ impl TurnContext {
         }
         // Reasoning cut off mid-thought is closed as it stands; the step thinks again anew.
         self.close_reasoning().await?;
-        self.close_subagents().await?;
+        self.close_subagents(true).await?;
         self.unlabelled.clear();
         self.last_message = None;
         Ok(())

@@ -18,7 +18,13 @@ impl TurnContext {
     /// event (its answers, tool calls and results, the client's tool results).
     pub async fn conversation_before(&self, before_seq: i64) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
         self.patiently("the thread could not be read", || {
-            crate::engine::conversation::load_at(self.store.as_ref(), self.thread_pk, self.turn_pk, before_seq)
+            crate::engine::conversation::load_at(
+                self.store.as_ref(),
+                self.thread_pk,
+                self.turn_pk,
+                before_seq,
+                crate::engine::conversation::Activity::Left,
+            )
         })
         .await
     }

@@ -125,6 +125,45 @@ impl TurnContext {
         format!("{}:a{}", self.turn_id, self.counters.activities)
     }
 
+    /// Shows a new activity (`ACTIVITY_SNAPSHOT`, generative UI, §3) and returns its id. The
+    /// thread keeps it as a `role: "activity"` message (`engine::conversation`).
+    pub async fn activity_show(
+        &mut self,
+        activity_type: &str,
+        content: serde_json::Map<String, Value>,
+    ) -> Result<String, AgentError> {
+        let message_id = self.activity_id();
+        self.emit(Event::ActivitySnapshot {
+            message_id: message_id.clone(),
+            activity_type: activity_type.to_string(),
+            content,
+            replace: None,
+            subagent_run_id: None,
+        })
+        .await?;
+        Ok(message_id)
+    }
+
+    /// Updates the activity this turn showed last (`ACTIVITY_DELTA`); a turn that showed none
+    /// has nothing to update, and says nothing.
+    pub async fn activity_update_latest(
+        &mut self,
+        activity_type: &str,
+        patch: Vec<crate::protocol::events::PatchOp>,
+    ) -> Result<(), AgentError> {
+        if self.counters.activities == 0 {
+            return Ok(());
+        }
+        let message_id = format!("{}:a{}", self.turn_id, self.counters.activities);
+        self.emit(Event::ActivityDelta {
+            message_id,
+            activity_type: activity_type.to_string(),
+            patch,
+            subagent_run_id: None,
+        })
+        .await
+    }
+
     /// A span with one reasoning message open in it: what a model's reasoning deltas go into.
     pub async fn reasoning_open(&mut self) -> Result<Reasoning, AgentError> {
         let span_id = self.reasoning_span_start().await?;
@@ -277,8 +316,8 @@ impl TurnContext {
     pub async fn step_start(&mut self, name: &str) -> Result<(), AgentError> {
         self.emit(Event::StepStarted { step_name: name.to_string(), subagent_run_id: None }).await?;
         self.open_steps.push(name.to_string());
-        if let Some(subagent) = &self.attribution {
-            self.step_owners.insert(name.to_string(), subagent.clone());
+        if let Some(subagent) = self.lane().map(str::to_string) {
+            self.step_owners.insert(name.to_string(), subagent);
         }
         Ok(())
     }

@@ -7,6 +7,7 @@ use super::context::logged;
 use super::{AgentError, Checkpoint, TurnContext};
 use crate::engine::interrupts::{describe_deciders, Deciders, Waiting};
 use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent, WaitingEvent};
+use crate::protocol::events::SubagentOutcome;
 use crate::protocol::Interrupt;
 use crate::protocol::{iso8601, Event};
 use crate::store::{EventKind, InterruptRow, InterruptStatus, WriteOp};
@@ -180,7 +181,7 @@ impl TurnContext {
             checkpoint.awaiting.push(id);
         }
         let mut ops = self.atomic.take().unwrap_or_default();
-        ops.extend(self.close_steps_for_wait()?);
+        ops.extend(self.close_steps_for_wait(Some(checkpoint.awaiting.clone()))?);
         let marker = self.event_op(logged(GatewayEvent::Waiting(WaitingEvent { interrupts: waiting }))?)?;
         ops.extend(rows.into_iter().map(WriteOp::OpenInterrupt));
         ops.push(marker);
@@ -189,15 +190,44 @@ impl TurnContext {
         Ok(())
     }
 
-    /// The run ends at a wait, and a run ends with no step open: the delegations' steps finish
-    /// here, innermost first, and start again in the run that resumes them.
-    pub(super) fn close_steps_for_wait(&mut self) -> Result<Vec<WriteOp>, AgentError> {
-        let mut ops = Vec::new();
-        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
-            ops.push(self.event_op(Event::StepFinished { step_name: step, subagent_run_id: None })?);
-        }
+    /// The run ends at a wait, and a run ends with no step and no subagent open: the
+    /// delegations' subagents finish here `suspended` (naming the interrupts they wait on), then
+    /// the steps, innermost first; both start again in the run that resumes them.
+    pub(super) fn close_steps_for_wait(
+        &mut self,
+        interrupt_ids: Option<Vec<String>>,
+    ) -> Result<Vec<WriteOp>, AgentError> {
+        // Each event below names its own owner: no lane tags them.
+        let attribution = self.attribution.take();
+        let nest = std::mem::take(&mut self.nest);
+        let closed = self.close_for_wait(&nest, interrupt_ids);
+        self.attribution = attribution;
+        self.nest = nest;
         for frame in &mut self.nest {
             frame.reopen = true;
+        }
+        closed
+    }
+
+    fn close_for_wait(
+        &mut self,
+        nest: &[super::delegation::NestFrame],
+        interrupt_ids: Option<Vec<String>>,
+    ) -> Result<Vec<WriteOp>, AgentError> {
+        let mut ops = Vec::new();
+        for frame in nest.iter().rev() {
+            if !self.open_subagents.contains(&frame.id) {
+                continue;
+            }
+            self.open_subagents.retain(|s| *s != frame.id);
+            let outcome = SubagentOutcome::Suspended { interrupt_ids: interrupt_ids.clone() };
+            let finished =
+                Event::SubagentFinished { subagent_run_id: frame.id.clone(), result: None, outcome: Some(outcome) };
+            ops.push(self.event_op(finished)?);
+        }
+        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
+            let owner = self.step_owners.remove(&step);
+            ops.push(self.event_op(Event::StepFinished { step_name: step, subagent_run_id: owner })?);
         }
         Ok(ops)
     }
@@ -206,7 +236,7 @@ impl TurnContext {
     /// `role: "tool"` messages on a next run): the run ends `success` with `pendingToolCallIds`.
     pub async fn wait_for_client(&mut self, call_ids: Vec<String>, checkpoint: Checkpoint) -> AgentError {
         let mut ops = self.atomic.take().unwrap_or_default();
-        match self.close_steps_for_wait() {
+        match self.close_steps_for_wait(None) {
             Ok(closed) => ops.extend(closed),
             Err(error) => return error,
         }
