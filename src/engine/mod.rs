@@ -275,14 +275,16 @@ impl Engine {
 
     /// [`Engine::start`] on a wake-up bus already connected ([`crate::bus::connect`]): a server
     /// connects it before it migrates the database, so that a bus it cannot reach stops the
-    /// start before anything was changed.
+    /// start before anything was changed. Reads the time from `clock` (the machine's, or a
+    /// test's).
     pub async fn start_on_bus(
         config: Arc<Config>,
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
         bus: Arc<dyn Bus>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Engine, StartError> {
-        Engine::start_with(config, store, agents, crate::clock::system(), true, Some(bus)).await
+        Engine::start_with(config, store, agents, clock, true, Some(bus)).await
     }
 
     /// [`Engine::start`] reading the time from `clock` (a test's, moved by hand).
@@ -320,14 +322,23 @@ impl Engine {
             Some(bus) => bus,
             None => crate::bus::connect(&config.bus, store.clone()).await?,
         };
-        let followers = (shared && serving).then(|| followers::Followers::start(store.clone(), bus.clone(), &hub));
+        let followers =
+            (shared && serving).then(|| followers::Followers::start(store.clone(), clock.clone(), bus.clone(), &hub));
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();
         let batching = log::Batching {
             batch_max_events: config.event_log.batch_max_events,
             pipeline_depth: config.event_log.pipeline_depth,
         };
-        let log = LogWriter::start(store.clone(), bus.clone(), hub.clone(), writers, batching, metrics.clone());
+        let log = LogWriter::start(
+            store.clone(),
+            clock.clone(),
+            bus.clone(),
+            hub.clone(),
+            writers,
+            batching,
+            metrics.clone(),
+        );
         let cards = Arc::new(config.agents.iter().filter_map(|a| Some((a.name.clone(), a.card.clone()?))).collect());
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {
@@ -421,7 +432,13 @@ impl Engine {
 
     /// The run's events as a stream (see [`stream::follow`]).
     pub fn stream(&self, plan: FollowPlan) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
-        stream::follow(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan)
+        stream::follow(
+            self.inner.store.clone(),
+            self.inner.clock.clone(),
+            self.inner.hub.clone(),
+            self.inner.metrics.clone(),
+            plan,
+        )
     }
 
     /// The thread's conversation as AG-UI messages (see [`conversation`]).

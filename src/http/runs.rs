@@ -117,7 +117,12 @@ pub(super) async fn run_stream(state: AppState, request: StreamRequest) -> Resul
             sse::serve_events(state.engine.stream(plan), lifetime(&state, caller, sight, framing), slot)
         }
         RunPlan::Refused(refusal) => {
-            let refused = sse::lone_run_error(refusal.code.into(), refusal.message, refusal.figures)?;
+            let refused = sse::lone_run_error(
+                refusal.code.into(),
+                refusal.message,
+                refusal.figures,
+                state.auth.clock().now_ms(),
+            )?;
             sse::response_in_slot(futures_util::stream::iter([refused]), slot, framing)
         }
     })
@@ -339,6 +344,7 @@ fn lifetime(state: &AppState, caller: Caller, sight: ThreadSight, framing: Frami
         framing,
         keepalive: Duration::from_secs(limits.keepalive_secs),
         max_duration: Duration::from_secs(limits.stream_max_secs),
+        clock: state.auth.clock().clone(),
         shutdown: state.shutting_down.clone(),
         access_ends: Box::pin(async move { auth.access_ends(&caller, Some(sight)).await }),
     }

@@ -16,11 +16,6 @@ pub use input::{ContentPart, InputMessage, Modality, PartSource, ResumeEntry, Ru
 /// The protocol version this gateway declares on `RUN_STARTED` (its own, never an echo).
 pub const PROTOCOL_VERSION: &str = "1.0";
 
-/// Milliseconds since the Unix epoch, the protocol's timestamp unit.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
 /// `ms` since the epoch as ISO 8601 UTC with milliseconds (`2026-11-30T02:43:51.123Z`).
 pub fn iso8601(ms: i64) -> String {
     let secs = ms.div_euclid(1000);

@@ -25,6 +25,7 @@ mod board;
 mod branches;
 mod capabilities;
 mod cards;
+mod clock;
 mod config_check;
 mod conformance;
 mod connect;
