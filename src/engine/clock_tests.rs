@@ -103,8 +103,9 @@ pub(super) async fn begin(engine: &Engine, thread: &str, run: &str) -> RunPlan {
     let caller = Caller::local();
     let thread_id = ThreadId::parse(thread).expect("a thread id");
     let run_id = RunId::parse(run).expect("a run id");
+    let tenant = crate::ids::TenantId::parse("default").expect("a tenant");
     let request = RunRequest {
-        tenant: "default",
+        tenant: &tenant,
         caller: &caller,
         agent: "demo",
         thread_id: &thread_id,

@@ -54,7 +54,7 @@ use crate::bus::Bus;
 use crate::caller::Caller;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::ids::{EventId, RunId, ThreadId};
+use crate::ids::{EventId, RunId, TenantId, ThreadId};
 use crate::metrics::Metrics;
 use crate::protocol::RunAgentInput;
 use crate::store::{branches, Store, StoreError, ThreadRow};
@@ -215,7 +215,7 @@ pub struct FollowPlan {
 
 /// One run request, after the HTTP layer validated its shape.
 pub struct RunRequest<'a> {
-    pub tenant: &'a str,
+    pub tenant: &'a TenantId,
     pub caller: &'a Caller,
     pub agent: &'a str,
     pub thread_id: &'a ThreadId,

@@ -34,7 +34,7 @@ use super::{sse, ApiError, AppState};
 use crate::auth::{Caller, ThreadSight};
 use crate::config::AgentConfig;
 use crate::engine::{ConnectRequest, RunPlan, RunRequest};
-use crate::ids::{EventId, RunId, ThreadId};
+use crate::ids::{EventId, RunId, TenantId, ThreadId};
 use crate::protocol::RunAgentInput;
 
 /// The routes, counting their open streams in `slots` (the server's one count, which the
@@ -85,11 +85,12 @@ pub(super) async fn run_stream(state: AppState, request: StreamRequest) -> Resul
     check_tool_schemas(&input, &state.config.limits)?;
     let state_writes = editable_state(&input, agent);
     let slot = take_stream_slot(&slots, &state, &tenant.name, &caller, &thread_id)?;
+    let tenant_id = tenant_id(&tenant)?;
 
     let plan = state
         .engine
         .begin_run(RunRequest {
-            tenant: &tenant.name,
+            tenant: &tenant_id,
             caller: &caller,
             agent: &agent.name,
             thread_id: &thread_id,
@@ -176,11 +177,12 @@ pub(super) async fn connect_stream(
         None => format!("connect-{}", uuid::Uuid::new_v4().simple()),
     };
     let slot = take_stream_slot(&slots, &state, &tenant.name, &caller, &thread_id)?;
+    let tenant_id = tenant_id(&tenant)?;
     let pre_1_0 = input.protocol_version.as_deref().is_none_or(|v| v.split('.').next() == Some("0"));
     let plan = state
         .engine
         .begin_connect(ConnectRequest {
-            tenant: &tenant.name,
+            tenant: &tenant_id,
             caller: &caller,
             thread_id: &thread_id,
             run_id: &run_id,
@@ -331,6 +333,12 @@ impl FromRequest<AppState> for StreamRequest {
         let body = super::body::read_json_body(state, body).await?;
         Ok(StreamRequest { caller, tenant, agent, slots, framing, last_event_id, body })
     }
+}
+
+/// The configured tenant the request named, as the engine takes it (config checked its name at
+/// load, so this refuses nothing a request can name).
+fn tenant_id(tenant: &crate::config::TenantConfig) -> Result<TenantId, ApiError> {
+    TenantId::parse(&tenant.name).map_err(|message| ApiError::bad_request("tenant", message))
 }
 
 /// How long a stream of `caller` showing `sight`'s thread lives (`limits.keepalive_secs`,

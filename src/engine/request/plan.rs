@@ -47,7 +47,7 @@ impl Engine {
     async fn plan_run(&self, mut request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
         let store = &inner.store;
-        let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?;
+        let thread = store.find_thread(request.tenant.as_str(), request.thread_id.as_str()).await?;
         if let Some(thread) = &thread {
             if !request.caller.may_read(thread) {
                 return Err(EngineError::PermissionDenied);
@@ -130,7 +130,7 @@ impl Engine {
                         _ => {}
                     }
                 }
-                if let Some(refusal) = self.over_quota(request.tenant).await? {
+                if let Some(refusal) = self.over_quota(request.tenant.as_str()).await? {
                     return Ok(RunPlan::Refused(refusal));
                 }
                 let message = NewMessage { id: message_id, text, parts, parent };
@@ -264,7 +264,7 @@ impl Engine {
         let clearance = viewer_of(request).clearance;
         let board_read = Engine::board_read_entry(
             request.caller,
-            request.tenant,
+            request.tenant.as_str(),
             request.thread_id.as_str(),
             &clearance,
             &board,
@@ -297,7 +297,7 @@ impl Engine {
             },
             started_by: request.caller.label(),
             at_ms: now,
-            limits: self.turn_limits(request.tenant),
+            limits: self.turn_limits(request.tenant.as_str()),
         };
         // An erase of the thread may meet the turn's start: PostgreSQL breaks the deadlock
         // between the two (tried again: the erase then goes first), and a turn on the thread
@@ -344,11 +344,11 @@ impl Engine {
                     board_read_audited: true,
                     console: self.console(),
                 };
-                let ai_label = inner.config.tenant(request.tenant).and_then(|t| t.ai_label.clone());
+                let ai_label = inner.config.tenant(request.tenant.as_str()).and_then(|t| t.ai_label.clone());
                 let start = TurnStart::New {
                     thread_id: thread.thread_id.clone(),
                     run_id: new.run_id.clone(),
-                    tenant: request.tenant.to_string(),
+                    tenant: request.tenant.clone(),
                     board,
                 };
                 self.spawn_turn(turn, start, ai_label);
@@ -366,7 +366,7 @@ impl Engine {
             }
             StartTurn::NotOwner => Err(EngineError::PermissionDenied),
             // Other starts of the tenant took the last places since the look before (§8).
-            StartTurn::OverLimit(usage) => match self.quota_refusal(request.tenant, &usage) {
+            StartTurn::OverLimit(usage) => match self.quota_refusal(request.tenant.as_str(), &usage) {
                 Some(refusal) => Ok(RunPlan::Refused(refusal)),
                 None => Err(EngineError::Store(crate::store::StoreError::Corrupt(
                     "the store found a limit reached that the tenant's quotas do not name".into(),

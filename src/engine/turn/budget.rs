@@ -24,7 +24,7 @@ impl TurnContext {
         let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
         let at_ms = self.now_ms();
         self.patiently("the token count could not be recorded", || {
-            self.store.add_tokens(&self.tenant, self.turn_pk, tokens, at_ms)
+            self.store.add_tokens(self.tenant.as_str(), self.turn_pk, tokens, at_ms)
         })
         .await
     }
@@ -54,7 +54,9 @@ impl TurnContext {
         let now = self.now_ms();
         let (period, next_period) = crate::engine::quota_window(now, budget.period_secs);
         let usage = self
-            .patiently("the token budget could not be read", || self.store.tenant_usage(&self.tenant, now, period))
+            .patiently("the token budget could not be read", || {
+                self.store.tenant_usage(self.tenant.as_str(), now, period)
+            })
             .await?;
         let limit = i64::try_from(budget.limit).unwrap_or(i64::MAX);
         if usage.tokens < limit {
