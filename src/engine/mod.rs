@@ -104,6 +104,21 @@ pub enum EngineError {
     /// 500 `internal`: the wake-up bus failed (logged, never shown).
     #[error(transparent)]
     Bus(#[from] crate::bus::BusError),
+    /// 500 `internal`: JSON the gateway wrote itself (a checkpoint, a decision, who decides)
+    /// does not read back: the engine's fault to report, not the store's (logged, never shown).
+    #[error("{what}")]
+    Unreadable {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// 500 `internal`: an event the engine writes could not be encoded (logged, never shown).
+    #[error("{what} could not be encoded")]
+    Encoding {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// Why an engine could not start: its database, or its wake-up bus.

@@ -242,6 +242,9 @@ impl From<EngineError> for ApiError {
             }
             EngineError::Store(error) => ApiError::from(error),
             EngineError::Bus(error) => ApiError::Internal(Box::new(error)),
+            error @ (EngineError::Unreadable { .. } | EngineError::Encoding { .. }) => {
+                ApiError::Internal(Box::new(error))
+            }
         }
     }
 }
@@ -271,21 +274,7 @@ impl From<MintError> for ApiError {
     }
 }
 
-/// An error and each of its sources, joined with ": " (a source whose text its parent already
-/// ends with is left out, as `#[error("…: {0}")]` wrappers repeat it).
-pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut chain = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !chain.ends_with(&text) {
-            chain.push_str(": ");
-            chain.push_str(&text);
-        }
-        source = cause.source();
-    }
-    chain
-}
+pub(crate) use crate::telemetry::error_chain;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {

@@ -43,6 +43,7 @@ mod fuzz_input;
 mod https;
 mod inbox;
 mod instances;
+mod internal_errors;
 mod interrupts;
 mod leases;
 mod log_pipeline;

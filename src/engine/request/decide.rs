@@ -39,8 +39,10 @@ impl Engine {
         if last.kind != EventKind::ClientWait {
             return Ok(None);
         }
-        let wait: ClientWaitEvent = log_events::body_of(&last.body)
-            .map_err(|e| StoreError::Corrupt(format!("a client-wait event does not read back: {e}")))?;
+        let wait: ClientWaitEvent = log_events::body_of(&last.body).map_err(|e| EngineError::Unreadable {
+            what: "a client-wait event does not read back".into(),
+            source: e.into(),
+        })?;
         Ok(Some(wait.pending_tool_call_ids))
     }
 
@@ -147,8 +149,9 @@ impl Engine {
             return Ok(None);
         };
         let checkpoint: Checkpoint = match &turn.checkpoint {
-            Some(saved) => serde_json::from_str(saved).map_err(|e| {
-                StoreError::Corrupt(format!("turn {}'s checkpoint does not parse: {e}", turn.public_id))
+            Some(saved) => serde_json::from_str(saved).map_err(|e| EngineError::Unreadable {
+                what: format!("turn {}'s checkpoint does not parse", turn.public_id),
+                source: Box::new(e),
             })?,
             None => Checkpoint::default(),
         };
@@ -363,8 +366,11 @@ impl Engine {
         // A decider named by the policy decides without reading the thread (four eyes: the
         // approver is someone else); anyone else learns nothing about the interrupt.
         // Who decides is the gateway's own record: unreadable, it is a fault, never "anyone".
-        let deciders: interrupts::Deciders = serde_json::from_str(&row.deciders)
-            .map_err(|e| StoreError::Corrupt(format!("interrupt {}'s deciders do not parse: {e}", row.id)))?;
+        let deciders: interrupts::Deciders =
+            serde_json::from_str(&row.deciders).map_err(|e| EngineError::Unreadable {
+                what: format!("interrupt {}'s deciders do not parse", row.id),
+                source: Box::new(e),
+            })?;
         let decider = interrupts::may_decide(person, &roles, &deciders, row.four_eyes, &row.started_by);
         if !caller.may_read(&thread) && !decider {
             return Err(EngineError::PermissionDenied);
@@ -422,11 +428,11 @@ pub(in crate::engine) fn resumed_marker(
     tool_results: std::collections::BTreeMap<String, crate::protocol::events::ToolResultContent>,
     board: Vec<Value>,
     at_ms: i64,
-) -> Result<StoredEvent, StoreError> {
+) -> Result<StoredEvent, EngineError> {
+    let encoding = |source| EngineError::Encoding { what: "a decision event", source };
     let event = GatewayEvent::Resumed(ResumedEvent { decisions: outcomes.to_vec(), tool_results, board: Some(board) })
         .into_event()
-        .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;
-    let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms))
-        .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;
+        .map_err(encoding)?;
+    let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms)).map_err(encoding)?;
     Ok(StoredEvent { seq: 0, kind: EventKind::Resumed, body: body.into(), at_ms })
 }

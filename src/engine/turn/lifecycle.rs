@@ -239,6 +239,12 @@ impl TurnContext {
         if let AgentError::Internal(why) = error {
             tracing::error!(turn = %self.turn_id, why, "the turn fails on an internal fault");
         }
+        // The cause the client is not told (the database's words): logged once, with the turn.
+        if let Some(cause) = error.internal_cause() {
+            let what = error.client_message();
+            let cause = crate::telemetry::error_chain(cause);
+            tracing::error!(turn = %self.turn_id, what, cause, "the turn fails on an internal error");
+        }
         let code = match error {
             AgentError::Internal(_) => RunErrorCode::Internal,
             AgentError::TimedOut(_) => RunErrorCode::TimedOut,
@@ -246,7 +252,7 @@ impl TurnContext {
             _ => RunErrorCode::Failed,
         };
         let usage = self.spent_usage();
-        let event = Event::RunError { message: error.to_string(), code: Some(code.as_str().into()), usage };
+        let event = Event::RunError { message: error.client_message(), code: Some(code.as_str().into()), usage };
         let mut envelope = Envelope::new(event, self.now_ms());
         if let AgentError::QuotaExceeded { figures, .. } = error {
             envelope.raw_event = Some(json!({ "gateway": figures }));
