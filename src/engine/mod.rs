@@ -56,6 +56,9 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::ids::{EventId, RunId, TenantId, ThreadId};
 use crate::metrics::Metrics;
+/// The one set of error codes (HTTP bodies and `RUN_ERROR`s alike), by which the engine names
+/// its refusals and how a turn failed.
+pub use crate::protocol::ErrorCode;
 use crate::protocol::RunAgentInput;
 use crate::store::{branches, Store, StoreError, ThreadRow};
 use hub::Hub;
@@ -133,65 +136,10 @@ pub enum StartError {
 /// Why a run is refused after the request was accepted: a lone `RUN_ERROR` with this code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    pub code: RunErrorCode,
+    pub code: ErrorCode,
     pub message: String,
     /// `rawEvent.gateway` of the `RUN_ERROR`: a limit's `{scope, limit, used, resetsAt}`.
     pub figures: Option<Value>,
-}
-
-/// The code of a `RUN_ERROR` the engine ends a run with: a refusal before the run follows a
-/// turn (§4, §5.3, §8), or how a turn failed. [`RunErrorCode::as_str`] is its one spelling on
-/// the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunErrorCode {
-    /// The client's history differs from the thread's.
-    HistoryMismatch,
-    /// A turn is running on the thread (or the same answer was given already).
-    TurnInProgress,
-    /// The turn waits for something this caller can give (a decision, tool results).
-    InterruptsPending,
-    /// The turn waits for a decision by someone else.
-    TurnWaiting,
-    /// A resume names no open interrupt, or a payload its schema rejects.
-    InvalidResume,
-    /// The call an interrupt asked about changed since it was shown.
-    InterruptChanged,
-    InterruptExpired,
-    /// The caller may not decide this interrupt (403 on the decision route).
-    NotADecider,
-    /// An open interrupt the caller may decide was left unanswered.
-    InterruptsOpen,
-    /// The tenant's concurrent-turn limit is reached.
-    ConcurrencyLimit,
-    /// A tenant quota (turns per minute, tokens) is spent.
-    QuotaExceeded,
-    /// The agent failed.
-    Failed,
-    /// The agent ran out of time.
-    TimedOut,
-    /// Something the gateway stored does not read back.
-    Internal,
-}
-
-impl RunErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunErrorCode::HistoryMismatch => "history_mismatch",
-            RunErrorCode::TurnInProgress => "turn_in_progress",
-            RunErrorCode::InterruptsPending => "interrupts_pending",
-            RunErrorCode::TurnWaiting => "turn_waiting",
-            RunErrorCode::InvalidResume => "invalid_resume",
-            RunErrorCode::InterruptChanged => "interrupt_changed",
-            RunErrorCode::InterruptExpired => "interrupt_expired",
-            RunErrorCode::NotADecider => "not_a_decider",
-            RunErrorCode::InterruptsOpen => "interrupts_open",
-            RunErrorCode::ConcurrencyLimit => "concurrency_limit",
-            RunErrorCode::QuotaExceeded => "quota_exceeded",
-            RunErrorCode::Failed => "failed",
-            RunErrorCode::TimedOut => "timed_out",
-            RunErrorCode::Internal => "internal",
-        }
-    }
 }
 
 /// What a run streams: a turn's log from a position on, or a refusal.

@@ -118,12 +118,8 @@ pub(super) async fn run_stream(state: AppState, request: StreamRequest) -> Resul
             sse::serve_events(state.engine.stream(plan), lifetime(&state, caller, sight, framing), slot)
         }
         RunPlan::Refused(refusal) => {
-            let refused = sse::lone_run_error(
-                refusal.code.into(),
-                refusal.message,
-                refusal.figures,
-                state.auth.clock().now_ms(),
-            )?;
+            let refused =
+                sse::lone_run_error(refusal.code, refusal.message, refusal.figures, state.auth.clock().now_ms())?;
             sse::response_in_slot(futures_util::stream::iter([refused]), slot, framing)
         }
     })

@@ -5,11 +5,13 @@
 //! timestamps are integer milliseconds, and unknown members of the input are ignored.
 
 pub mod capabilities;
+pub mod codes;
 pub mod events;
 pub mod input;
 pub mod proto;
 pub mod sse;
 
+pub use codes::ErrorCode;
 pub use events::{Event, Interrupt, RunOutcome, TokenUsage};
 pub use input::{ContentPart, InputMessage, Modality, PartSource, ResumeEntry, RunAgentInput, UserContent};
 

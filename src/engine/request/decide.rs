@@ -13,7 +13,7 @@ use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEve
 use crate::engine::read_log;
 use crate::engine::runner::TurnStart;
 use crate::engine::turn::Checkpoint;
-use crate::engine::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
+use crate::engine::{Engine, EngineError, ErrorCode, Refusal, RunPlan, RunRequest};
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
 use crate::store::{
@@ -67,14 +67,14 @@ impl Engine {
         }
         if let Some(missing) = pending.iter().find(|id| !results.contains_key(*id)) {
             return Ok(refuse(
-                RunErrorCode::HistoryMismatch,
+                ErrorCode::HistoryMismatch,
                 &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
             ));
         }
         let Some(seq) =
             self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?, self.now_ms())?, &[]).await?
         else {
-            return Ok(refuse(RunErrorCode::TurnInProgress, "the results were already given"));
+            return Ok(refuse(ErrorCode::TurnInProgress, "the results were already given"));
         };
         self.record_run_and_follow(request, thread, request.run_id.as_str(), turn.pk, seq - 1, Some(Vec::new())).await
     }
@@ -94,12 +94,12 @@ impl Engine {
             return Err(EngineError::PersonOnly(self.console_hint()));
         };
         let (Some(thread), Some(latest)) = (thread, turns.last()) else {
-            return Ok(refuse(RunErrorCode::InvalidResume, "no interrupt is open on this thread"));
+            return Ok(refuse(ErrorCode::InvalidResume, "no interrupt is open on this thread"));
         };
         if !request.input.messages.is_empty()
             && history::check(&request.input.messages, turns) != HistoryVerdict::Follow(latest.pk)
         {
-            return Ok(refuse(RunErrorCode::HistoryMismatch, "a resume adds no message; load the thread again"));
+            return Ok(refuse(ErrorCode::HistoryMismatch, "a resume adds no message; load the thread again"));
         }
         let interrupts = self.inner.store.turn_interrupts(latest.pk).await?;
         let viewer = viewer_of(request);
@@ -114,7 +114,7 @@ impl Engine {
         let via = request.caller.via().unwrap_or("direct");
         let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await {
             Ok(Some(result)) => result,
-            Ok(None) => return Ok(refuse(RunErrorCode::InvalidResume, "nothing to decide")),
+            Ok(None) => return Ok(refuse(ErrorCode::InvalidResume, "nothing to decide")),
             // A run's refusal is its RUN_ERROR.
             Err(EngineError::DecisionRefused(refusal)) => return Ok(RunPlan::Refused(refusal)),
             Err(error) => return Err(error),
@@ -190,7 +190,7 @@ impl Engine {
             self.inner.metrics.interrupts_decided.get_or_create(&superseded).inc_by(decisions.len() as u64);
         }
         Ok(Some(Refusal {
-            code: RunErrorCode::InterruptChanged,
+            code: ErrorCode::InterruptChanged,
             message: format!(
                 "the call of interrupt {} changed since it was shown (its policy, deciders, tool or arguments): it \
                  is asked again; load the thread and decide the new interrupt",
@@ -269,10 +269,10 @@ impl Engine {
                     {
                         let refused = match row.status {
                             InterruptStatus::Withdrawn => {
-                                Some((RunErrorCode::InvalidResume, "withdrawn, its turn was cancelled"))
+                                Some((ErrorCode::InvalidResume, "withdrawn, its turn was cancelled"))
                             }
                             InterruptStatus::Superseded => {
-                                Some((RunErrorCode::InterruptChanged, "the call changed since it was shown"))
+                                Some((ErrorCode::InterruptChanged, "the call changed since it was shown"))
                             }
                             _ => None,
                         };

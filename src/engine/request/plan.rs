@@ -9,7 +9,7 @@ use super::follow::{refuse, viewer_of};
 use super::history::{self, Branching, HistoryVerdict};
 use super::interrupts::{self, waiting_of};
 use crate::engine::runner::TurnStart;
-use crate::engine::{board, Engine, EngineError, FollowPlan, RunErrorCode, RunPlan, RunRequest};
+use crate::engine::{board, Engine, EngineError, ErrorCode, FollowPlan, RunPlan, RunRequest};
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
 use crate::store::{
@@ -93,7 +93,7 @@ impl Engine {
                 Err(EngineError::BadRequest { field: "messages", message: "a run needs a user message".into() })
             }
             HistoryVerdict::Mismatch(why) => Ok(refuse(
-                RunErrorCode::HistoryMismatch,
+                ErrorCode::HistoryMismatch,
                 &format!("the history differs from the thread's ({why}); load the thread again"),
             )),
             HistoryVerdict::Follow(pk) => self.follow_recorded(&request, thread.as_ref(), &turns, pk).await,
@@ -114,14 +114,14 @@ impl Engine {
                     match latest.status {
                         TurnStatus::Running => {
                             return Ok(refuse(
-                                RunErrorCode::TurnInProgress,
+                                ErrorCode::TurnInProgress,
                                 "a turn is running on this thread; wait for it to finish",
                             ))
                         }
                         TurnStatus::Waiting => {
                             if let Some(pending) = self.pending_client_calls(latest).await? {
                                 return Ok(refuse(
-                                    RunErrorCode::InterruptsPending,
+                                    ErrorCode::InterruptsPending,
                                     &format!("the turn waits for the results of the tool calls {}", pending.join(", ")),
                                 ));
                             }
@@ -152,10 +152,7 @@ impl Engine {
     ) -> Result<RunPlan, EngineError> {
         let store = &self.inner.store;
         let (Some(thread), Some(turn)) = (thread, turns.iter().find(|t| t.pk == pk)) else {
-            return Ok(refuse(
-                RunErrorCode::HistoryMismatch,
-                "the thread has no turn to follow; load the thread again",
-            ));
+            return Ok(refuse(ErrorCode::HistoryMismatch, "the thread has no turn to follow; load the thread again"));
         };
         if turn.status == TurnStatus::Waiting {
             if let Some(pending) = self.pending_client_calls(turn).await? {
@@ -230,13 +227,13 @@ impl Engine {
         if waiting.iter().any(|w| w.may_be_decided_by(&viewer)) {
             let ids: Vec<&str> = waiting.iter().map(|w| w.interrupt.id.as_str()).collect();
             return Ok(refuse(
-                RunErrorCode::InterruptsPending,
+                ErrorCode::InterruptsPending,
                 &format!("the turn waits for your decision on {}; answer with resume first", ids.join(", ")),
             ));
         }
         let who: Vec<String> =
             waiting.iter().map(|w| interrupts::describe_deciders(&w.deciders, w.four_eyes)).collect();
-        Ok(refuse(RunErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; "))))
+        Ok(refuse(ErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; "))))
     }
 
     async fn start_turn(
@@ -361,9 +358,7 @@ impl Engine {
                 }
                 None => Err(EngineError::PermissionDenied),
             },
-            StartTurn::Conflict => {
-                Ok(refuse(RunErrorCode::TurnInProgress, "another turn started on this thread first"))
-            }
+            StartTurn::Conflict => Ok(refuse(ErrorCode::TurnInProgress, "another turn started on this thread first")),
             StartTurn::NotOwner => Err(EngineError::PermissionDenied),
             // Other starts of the tenant took the last places since the look before (§8).
             StartTurn::OverLimit(usage) => match self.quota_refusal(request.tenant.as_str(), &usage) {

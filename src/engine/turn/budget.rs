@@ -5,7 +5,7 @@
 //! still spent its tokens, and says so on its terminal event (`usage`, AG-UI 1.0).
 
 use super::{AgentError, TurnContext};
-use crate::engine::RunErrorCode;
+use crate::engine::ErrorCode;
 use crate::protocol::events::TokenUsage;
 
 /// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
@@ -63,7 +63,7 @@ impl TurnContext {
             return Ok(());
         }
         let refusal =
-            crate::engine::quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period));
+            crate::engine::quota_refusal(ErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period));
         Err(AgentError::QuotaExceeded { message: refusal.message, figures: refusal.figures.unwrap_or_default() })
     }
 }

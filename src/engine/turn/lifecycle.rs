@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{AgentError, AgentOutput, TurnContext, TurnSignal};
 use crate::engine::log::{AppendHealth, LogError};
-use crate::engine::RunErrorCode;
+use crate::engine::ErrorCode;
 use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome};
 use crate::store::{StoredEvent, TurnStatus, WriteOp};
@@ -246,10 +246,10 @@ impl TurnContext {
             tracing::error!(turn = %self.turn_id, what, cause, "the turn fails on an internal error");
         }
         let code = match error {
-            AgentError::Internal(_) => RunErrorCode::Internal,
-            AgentError::TimedOut(_) => RunErrorCode::TimedOut,
-            AgentError::QuotaExceeded { .. } => RunErrorCode::QuotaExceeded,
-            _ => RunErrorCode::Failed,
+            AgentError::Internal(_) => ErrorCode::Internal,
+            AgentError::TimedOut(_) => ErrorCode::TimedOut,
+            AgentError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+            _ => ErrorCode::Failed,
         };
         let usage = self.spent_usage();
         let event = Event::RunError { message: error.client_message(), code: Some(code.as_str().into()), usage };
