@@ -1,5 +1,5 @@
-//! Validated identifiers: a client-named thread or run id, and the gateway's own turn ids and
-//! event ids. An unchecked string never reaches the engine.
+//! Validated identifiers: a client-named thread or run id, a tenant's name, and the gateway's
+//! own turn ids and event ids. An unchecked string never reaches the engine.
 
 use std::fmt;
 
@@ -45,6 +45,31 @@ macro_rules! client_id {
 
 client_id!(ThreadId, "threadId");
 client_id!(RunId, "runId");
+
+/// A tenant's name, validated as config validates it ([`is_valid_name`]): never empty, so a
+/// turn cannot run, or charge its tokens, under no tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TenantId(String);
+
+impl TenantId {
+    pub fn parse(value: &str) -> Result<TenantId, String> {
+        if is_valid_name(value) {
+            Ok(TenantId(value.to_string()))
+        } else {
+            Err("a tenant must be 1-64 letters, digits, _ or - characters".to_string())
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// A new turn's public id: `t` and 24 hex digits of randomness, so it names nothing guessable.
 pub fn new_turn_id() -> String {
@@ -110,6 +135,14 @@ mod tests {
         assert!(ThreadId::parse("sl/ash").is_err());
         assert!(RunId::parse(&"r".repeat(200)).is_ok());
         assert!(RunId::parse(&"r".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn a_tenant_is_never_empty_and_named_as_config_names_it() {
+        assert_eq!(TenantId::parse("acme-2_b").map(|t| t.to_string()), Ok("acme-2_b".to_string()));
+        for bad in ["", "has space", "a.b", &"t".repeat(65)] {
+            assert!(TenantId::parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

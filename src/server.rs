@@ -86,8 +86,12 @@ impl crate::admin::Wiring for CommandWiring {
 }
 
 /// Connects to the configured database and the wake-up bus, applies migrations, loads the keys
-/// and starts the engine.
-pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), BuildError> {
+/// and starts the engine; the engine and auth read the time of day from `clock`, the one clock
+/// of the gateway (the machine's when serving, a test's moved by hand).
+pub async fn build(
+    config: Config,
+    clock: Arc<dyn crate::clock::Clock>,
+) -> Result<(AppState, watch::Sender<bool>), BuildError> {
     // Before anything can say them: the secrets this configuration holds.
     config.hold_its_secrets();
     let config = Arc::new(config);
@@ -98,9 +102,9 @@ pub async fn build(config: Config) -> Result<(AppState, watch::Sender<bool>), Bu
     // and it should change nothing on its way out (a newer schema under older instances).
     let bus = crate::bus::connect(&config.bus, store.clone()).await.map_err(crate::engine::StartError::from)?;
     store.migrate().await?;
-    let auth = Auth::start(&config, store.clone(), &outbound).await?;
+    let auth = Auth::start_with_clock(&config, store.clone(), &outbound, clock.clone()).await?;
     let agents = Arc::new(agents::registry(&config, &outbound));
-    let engine = Engine::start_on_bus(config, store, agents, bus).await?;
+    let engine = Engine::start_on_bus(config, store, agents, bus, clock).await?;
     Ok(AppState::new(engine, auth))
 }
 
@@ -116,8 +120,13 @@ impl Server {
     /// Everything [`build`] does, and loads the served certificate (a bad file is an error
     /// here, before anything listens); the server then waits for [`Server::serve`].
     pub async fn start(config: Config) -> Result<Server, BuildError> {
+        Server::start_with_clock(config, crate::clock::system()).await
+    }
+
+    /// [`Server::start`] with the time of day read from `clock` (a test's, moved by hand).
+    pub async fn start_with_clock(config: Config, clock: Arc<dyn crate::clock::Clock>) -> Result<Server, BuildError> {
         let tls = TlsServing::from_config(&config.tls)?;
-        let (state, stop_streams) = build(config).await?;
+        let (state, stop_streams) = build(config, clock).await?;
         Ok(Server { state, stop_streams, tls })
     }
 

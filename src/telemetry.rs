@@ -9,6 +9,22 @@ use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use crate::config::{Config, LogFormat};
 
+/// An error and each of its sources, for a log line (what a client is told never quotes it),, joined with ": " (a source whose text its parent already
+/// ends with is left out, as `#[error("…: {0}")]` wrappers repeat it).
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !chain.ends_with(&text) {
+            chain.push_str(": ");
+            chain.push_str(&text);
+        }
+        source = cause.source();
+    }
+    chain
+}
+
 /// Keeps the trace exporter alive; dropping it flushes what is queued.
 pub struct Telemetry {
     #[cfg(feature = "otel")]

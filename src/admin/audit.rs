@@ -24,9 +24,11 @@ impl AuditArgs {
         let AuditArgs { common, tenant, since, limit } = self;
         let config = common.load()?;
         let since_ms = match since.as_deref() {
-            Some(text) => parse_since(text, crate::protocol::now_ms()).ok_or_else(|| {
-                format!("--since '{text}': give an RFC 3339 time, a date, or an age like 30m, 12h, 7d")
-            })?,
+            Some(text) => {
+                parse_since(text, crate::clock::Clock::now_ms(&crate::clock::SystemClock)).ok_or_else(|| {
+                    format!("--since '{text}': give an RFC 3339 time, a date, or an age like 30m, 12h, 7d")
+                })?
+            }
             None => 0,
         };
         let store = wiring.store(&config).await?;

@@ -51,7 +51,7 @@ impl KeysCommand {
                 let store = wiring.store(&config).await?;
                 let kind = if app { KeyKind::App } else { KeyKind::Tenant };
                 let request = keys::KeyRequest { tenant: &tenant, name: &name, kind, agents: &agents, actor: "cli" };
-                let made = keys::create(store.as_ref(), request).await?;
+                let made = keys::create(store.as_ref(), &crate::clock::SystemClock, request).await?;
                 eprintln!(
                     "created {} key {} ({}) for tenant {}, scopes: {}. It is shown only now:",
                     kind.as_str(),
@@ -91,7 +91,7 @@ impl KeysCommand {
             KeysCommand::Revoke { common, tenant, id } => {
                 let config = common.load()?;
                 let store = wiring.store(&config).await?;
-                if keys::revoke(store.as_ref(), &tenant, &id, "cli").await? {
+                if keys::revoke(store.as_ref(), &crate::clock::SystemClock, &tenant, &id, "cli").await? {
                     println!("revoked key {id} of tenant {tenant}");
                     Ok(())
                 } else {

@@ -38,8 +38,8 @@ impl TokenCommand {
         known_tenant(&config, &tenant)?;
         let app = AppTokens::from_config(&config.auth.app_tokens)?;
         let scopes = if scopes.is_empty() { Scopes::all() } else { Scopes::gateway(scopes.iter().map(String::as_str)) };
-        // Whole seconds of the machine's clock, as `jsonwebtoken` verifies `exp` by it.
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        // Whole seconds of the machine's clock, which serving instances verify `exp` by.
+        let now = crate::clock::Clock::now_secs(&crate::clock::SystemClock);
         let claims = AppClaims {
             tenant: &tenant,
             sub: &sub,

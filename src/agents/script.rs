@@ -206,6 +206,8 @@ impl ScriptAgent {
                     if n > 0 {
                         turn.sleep(Duration::from_millis(*every_ms)).await?;
                     }
+                    // Not a decision but a measurement: the load tool reads it against its own
+                    // (the machine's) clock, to the microsecond, for the latency of each tick.
                     let made_at_us = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map(|d| d.as_micros() as u64)

@@ -28,14 +28,14 @@ impl Auth {
     /// thread the stream shows (`sight`) is erased.
     pub async fn access_ends(&self, caller: &Caller, sight: Option<ThreadSight>) -> AccessEnd {
         let keys = caller.revocable_keys();
+        // A wait for a time of day, on the gateway's clock (a test moves it past `exp`).
         let expiry = caller.expires_at().map(|exp| {
-            let ends_ms = (exp.saturating_add(self.inner.config.leeway_secs)).saturating_mul(1000);
-            let left_ms = i64::try_from(ends_ms).unwrap_or(i64::MAX).saturating_sub(self.inner.clock.now_ms());
-            std::time::Duration::from_millis(u64::try_from(left_ms).unwrap_or(0))
+            let ends_ms = exp.saturating_add(self.inner.config.leeway_secs).saturating_mul(1000);
+            self.inner.clock.sleep_until_ms(i64::try_from(ends_ms).unwrap_or(i64::MAX))
         });
         let expired = async {
             match expiry {
-                Some(left) => tokio::time::sleep(left).await,
+                Some(ends) => ends.await,
                 None => std::future::pending().await,
             }
         };

@@ -28,6 +28,9 @@ pub struct Rules<'a> {
     pub issuer: &'a str,
     pub audience: &'a [String],
     pub leeway_secs: u64,
+    /// The time `exp` and `nbf` are judged at: the gateway's clock, not the library's reading
+    /// of the machine's (a test moves it by hand).
+    pub now_secs: u64,
 }
 
 /// Why a key could not be loaded at start.
@@ -68,8 +71,9 @@ pub fn verify(token: &str, keys: &[VerifyKey], rules: &Rules<'_>) -> Result<Map<
     let mut last = AuthError::InvalidToken("the token's signature does not verify");
     for key in candidates {
         let mut validation = Validation::new(key.algorithm);
-        validation.leeway = rules.leeway_secs;
-        validation.validate_nbf = true;
+        // `exp` and `nbf` are checked below by the gateway's clock (`within_lifetime`).
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
         validation.set_issuer(&[rules.issuer]);
         validation.set_audience(rules.audience);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
@@ -79,6 +83,7 @@ pub fn verify(token: &str, keys: &[VerifyKey], rules: &Rules<'_>) -> Result<Map<
                 if sub.is_empty() {
                     return Err(AuthError::InvalidToken("the token names no subject (sub)"));
                 }
+                within_lifetime(&data.claims, rules)?;
                 return Ok(data.claims);
             }
             Err(error) => {
@@ -102,6 +107,27 @@ pub fn verify(token: &str, keys: &[VerifyKey], rules: &Rules<'_>) -> Result<Map<
         }
     }
     Err(last)
+}
+
+/// The token's `exp` (required) and `nbf` (when given) against `rules.now_secs`, each with the
+/// leeway, in the same words `jsonwebtoken` would have used: expired once `exp + leeway` has
+/// passed, not yet valid while `nbf - leeway` is ahead.
+fn within_lifetime(claims: &Map<String, Value>, rules: &Rules<'_>) -> Result<(), AuthError> {
+    let exp = claims
+        .get("exp")
+        .and_then(Value::as_u64)
+        .ok_or(AuthError::InvalidToken("the token lacks a required claim (exp, iss, aud, sub)"))?;
+    if exp.saturating_add(rules.leeway_secs) < rules.now_secs {
+        return Err(AuthError::Expired);
+    }
+    match claims.get("nbf") {
+        None => Ok(()),
+        Some(nbf) => match nbf.as_u64() {
+            Some(nbf) if nbf > rules.now_secs.saturating_add(rules.leeway_secs) => Err(AuthError::NotYetValid),
+            Some(_) => Ok(()),
+            None => Err(AuthError::InvalidToken("the token's nbf is not a number of seconds")),
+        },
+    }
 }
 
 /// Whether the token's header has `crit`: the extensions it lists must be understood by
@@ -262,9 +288,10 @@ impl AppTokens {
         self.sign.is_some()
     }
 
-    pub fn verify(&self, token: &str, leeway_secs: u64) -> Result<Map<String, Value>, AuthError> {
+    /// Verifies an app token, its lifetime judged at `now_secs`.
+    pub fn verify(&self, token: &str, leeway_secs: u64, now_secs: u64) -> Result<Map<String, Value>, AuthError> {
         let keys: Vec<VerifyKey> = self.verify.iter().cloned().collect();
-        verify(token, &keys, &Rules { issuer: &self.issuer, audience: &self.audience, leeway_secs })
+        verify(token, &keys, &Rules { issuer: &self.issuer, audience: &self.audience, leeway_secs, now_secs })
     }
 
     /// Signs an app token; `None` when this gateway has no signing key.
@@ -324,18 +351,31 @@ mod tests {
     }
 
     #[test]
+    fn a_tokens_lifetime_is_judged_at_the_time_given_not_the_machines() {
+        let tokens = hs_tokens();
+        let scopes = Scopes::all();
+        // Minted in 2001: the machine's clock would call it long expired.
+        let then = 1_000_000_000;
+        let token = tokens.sign(&claims(&scopes, then + 60), then).expect("signs").expect("encodes");
+        assert!(tokens.verify(&token, 0, then + 60).is_ok(), "valid through its exp");
+        assert!(matches!(tokens.verify(&token, 0, then + 61), Err(AuthError::Expired)));
+        assert!(tokens.verify(&token, 5, then + 65).is_ok(), "the leeway stretches it");
+        assert!(matches!(tokens.verify(&token, 0, then - 1), Err(AuthError::NotYetValid)), "before its nbf");
+    }
+
+    #[test]
     fn a_signed_token_verifies_and_a_changed_one_does_not() {
         let tokens = hs_tokens();
         let now = jsonwebtoken::get_current_timestamp();
         let scopes = Scopes::all();
         let token = tokens.sign(&claims(&scopes, now + 60), now).expect("signs").expect("encodes");
-        let verified = tokens.verify(&token, 0).expect("verifies");
+        let verified = tokens.verify(&token, 0, now).expect("verifies");
         assert_eq!(verified["sub"], "alice");
         assert_eq!(peek_issuer(&token).as_deref(), Some("agui-gateway"));
         let mut tampered = token.clone();
         tampered.pop();
         tampered.push(if token.ends_with('A') { 'B' } else { 'A' });
-        assert!(tokens.verify(&tampered, 0).is_err());
+        assert!(tokens.verify(&tampered, 0, now).is_err());
     }
 
     #[test]
@@ -343,7 +383,8 @@ mod tests {
         let tokens = hs_tokens();
         let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
         let body = URL_SAFE_NO_PAD.encode(br#"{"iss":"agui-gateway","aud":"agui-gateway","sub":"x","exp":9999999999}"#);
-        let error = tokens.verify(&format!("{header}.{body}."), 0).expect_err("refused");
+        let error =
+            tokens.verify(&format!("{header}.{body}."), 0, jsonwebtoken::get_current_timestamp()).expect_err("refused");
         assert!(matches!(error, AuthError::InvalidToken(_)), "{error:?}");
     }
 }

@@ -8,7 +8,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 
 use super::Scopes;
-use crate::protocol::now_ms;
+use crate::clock::Clock;
 use crate::store::{ApiKeyRow, AuditEntry, KeyKind, Store, StoreError};
 
 /// Every key starts with this, so a key is recognisable (and findable by secret scanners).
@@ -65,13 +65,13 @@ pub struct KeyRequest<'a> {
     pub actor: &'a str,
 }
 
-/// Makes a key and stores it with its `key.create` audit row.
-pub async fn create(store: &dyn Store, request: KeyRequest<'_>) -> Result<NewKey, StoreError> {
+/// Makes a key and stores it with its `key.create` audit row, made at `clock`'s time.
+pub async fn create(store: &dyn Store, clock: &dyn Clock, request: KeyRequest<'_>) -> Result<NewKey, StoreError> {
     let id: String = random_bytes::<{ ID_HEX_LEN / 2 }>().iter().map(|b| format!("{b:02x}")).collect();
     let secret = URL_SAFE_NO_PAD.encode(random_bytes::<SECRET_BYTES>());
     let key = format!("{KEY_PREFIX}{id}_{secret}");
     let scopes = Scopes::for_key(request.agents);
-    let at_ms = now_ms();
+    let at_ms = clock.now_ms();
     let row = ApiKeyRow {
         id: id.clone(),
         tenant: request.tenant.to_string(),
@@ -95,15 +95,21 @@ pub async fn create(store: &dyn Store, request: KeyRequest<'_>) -> Result<NewKey
     Ok(NewKey { key, row })
 }
 
-/// Revokes a key of the tenant; false when there is no such live key.
-pub async fn revoke(store: &dyn Store, tenant: &str, id: &str, actor: &str) -> Result<bool, StoreError> {
+/// Revokes a key of the tenant at `clock`'s time; false when there is no such live key.
+pub async fn revoke(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    tenant: &str,
+    id: &str,
+    actor: &str,
+) -> Result<bool, StoreError> {
     let audit = AuditEntry {
         tenant: tenant.to_string(),
         action: "key.revoke".into(),
         actor: actor.to_string(),
         via: None,
         detail: json!({ "key": id }).to_string(),
-        at_ms: now_ms(),
+        at_ms: clock.now_ms(),
     };
     store.revoke_api_key(tenant, id, &audit).await
 }

@@ -300,7 +300,7 @@ impl Auth {
         let leeway = inner.config.leeway_secs;
         let issuer = jwt::peek_issuer(token).ok_or(AuthError::InvalidToken("the token is malformed or has no iss"))?;
         if inner.app.verifies() && issuer == inner.app.issuer {
-            let claims = inner.app.verify(token, leeway)?;
+            let claims = inner.app.verify(token, leeway, inner.clock.now_secs())?;
             let scopes = own_token_scopes(&claims);
             let (person, tenant) = person_from(&claims, "tenant", "roles", "clearance", scopes, true)?;
             if let Some(app_key) = &person.app_key {
@@ -330,7 +330,7 @@ impl Auth {
             .iter()
             .find(|p| p.config.issuer == issuer)
             .ok_or(AuthError::InvalidToken("the token's issuer is not accepted"))?;
-        let claims = provider.verify(token, self.inner.config.leeway_secs)?;
+        let claims = provider.verify(token, self.inner.config.leeway_secs, self.inner.clock.now_secs())?;
         let config = &provider.config;
         let scopes = identity_token_scopes(&claims, &config.default_scopes);
         let (person, tenant) =

@@ -103,10 +103,12 @@ impl Provider {
         Ok(keys)
     }
 
-    /// Verifies a token of this provider and returns its claims.
-    pub fn verify(&self, token: &str, leeway_secs: u64) -> Result<Map<String, Value>, AuthError> {
+    /// Verifies a token of this provider, its lifetime judged at `now_secs`, and returns its
+    /// claims.
+    pub fn verify(&self, token: &str, leeway_secs: u64, now_secs: u64) -> Result<Map<String, Value>, AuthError> {
         let keys = self.current_keys();
-        jwt::verify(token, &keys, &Rules { issuer: &self.config.issuer, audience: &self.config.audience, leeway_secs })
+        let rules = Rules { issuer: &self.config.issuer, audience: &self.config.audience, leeway_secs, now_secs };
+        jwt::verify(token, &keys, &rules)
     }
 }
 

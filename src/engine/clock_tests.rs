@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::interrupts::Deciders;
 use super::turn::{new_interrupt_id, InterruptSpec};
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
-use super::{Agent, AgentRegistry, Engine, RunErrorCode, RunPlan, RunRequest};
+use super::{Agent, AgentRegistry, Engine, ErrorCode, RunPlan, RunRequest};
 use crate::caller::Caller;
 use crate::clock::{Clock, TestClock};
 use crate::config::Config;
@@ -103,8 +103,9 @@ pub(super) async fn begin(engine: &Engine, thread: &str, run: &str) -> RunPlan {
     let caller = Caller::local();
     let thread_id = ThreadId::parse(thread).expect("a thread id");
     let run_id = RunId::parse(run).expect("a run id");
+    let tenant = crate::ids::TenantId::parse("default").expect("a tenant");
     let request = RunRequest {
-        tenant: "default",
+        tenant: &tenant,
         caller: &caller,
         agent: "demo",
         thread_id: &thread_id,
@@ -195,7 +196,7 @@ async fn a_turns_per_minute_quota_refuses_until_its_window_rolls_over() {
 
     let refused = begin(&engine, "th-q2", "run-2").await;
     let RunPlan::Refused(refusal) = refused else { panic!("a second turn in the minute was let through") };
-    assert_eq!(refusal.code, RunErrorCode::QuotaExceeded);
+    assert_eq!(refusal.code, ErrorCode::QuotaExceeded);
     let figures = refusal.figures.expect("the limit's figures");
     assert_eq!(figures["scope"], "turns_per_minute", "{figures}");
     let (_, next_minute) = super::quota_window(clock.now_ms(), 60);

@@ -40,7 +40,7 @@ use super::interrupts::Viewer;
 use super::stream::{ends_run_for, name_part, render, state_for, tail, OpenStream, RenderError};
 use super::{board, conversation, Engine, EngineError, FollowPlan, StreamItem};
 use crate::caller::Caller;
-use crate::ids::{EventId, ThreadId};
+use crate::ids::{EventId, TenantId, ThreadId};
 use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
@@ -52,7 +52,7 @@ const THREAD_POLL: Duration = Duration::from_secs(10);
 
 /// One connect request, after the HTTP layer validated its shape.
 pub struct ConnectRequest<'a> {
-    pub tenant: &'a str,
+    pub tenant: &'a TenantId,
     pub caller: &'a Caller,
     pub thread_id: &'a ThreadId,
     /// The runId the stream's runs carry (the request's, or one the gateway made up).
@@ -92,7 +92,7 @@ impl Engine {
     pub async fn begin_connect(&self, request: ConnectRequest<'_>) -> Result<ConnectPlan, EngineError> {
         let store = &self.inner.store;
         let thread = store
-            .find_thread(request.tenant, request.thread_id.as_str())
+            .find_thread(request.tenant.as_str(), request.thread_id.as_str())
             .await?
             .ok_or(EngineError::PermissionDenied)?;
         if !request.caller.may_read(&thread) {

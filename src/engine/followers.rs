@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::hub::{Feed, Following, Hub};
 use super::pages::PAGE;
 use crate::bus::{Bus, WakeUp};
-use crate::protocol::now_ms;
+use crate::clock::Clock;
 use crate::store::Store;
 
 /// How long a follow mark holds unless renewed.
@@ -33,6 +33,8 @@ pub(super) const CHECK_EVERY: Duration = Duration::from_secs(2);
 
 pub struct Followers {
     store: Arc<dyn Store>,
+    /// The engine's clock: a mark holds until a time of day the writers' fences read by it.
+    clock: Arc<dyn Clock>,
     bus: Arc<dyn Bus>,
     hub: Weak<Hub>,
     /// Turns this instance marked followed (to renew, and to let go of on the bus).
@@ -46,11 +48,12 @@ pub struct Followers {
 impl Followers {
     /// Starts following for `hub`'s feeds, and the task that renews marks and checks for lost
     /// notices.
-    pub fn start(store: Arc<dyn Store>, bus: Arc<dyn Bus>, hub: &Arc<Hub>) -> Arc<Followers> {
+    pub fn start(store: Arc<dyn Store>, clock: Arc<dyn Clock>, bus: Arc<dyn Bus>, hub: &Arc<Hub>) -> Arc<Followers> {
         let (to_mark, waiting) = mpsc::unbounded_channel();
-        tokio::spawn(mark_waiting(store.clone(), bus.clone(), waiting));
+        tokio::spawn(mark_waiting(store.clone(), clock.clone(), bus.clone(), waiting));
         let followers = Arc::new(Followers {
             store,
+            clock,
             bus,
             hub: Arc::downgrade(hub),
             followed: Mutex::new(HashSet::new()),
@@ -128,7 +131,7 @@ impl Followers {
             self.bus.unfollow(&gone).await;
         }
         let turns: Vec<i64> = live.into_iter().collect();
-        if let Err(error) = self.bus.follow(&turns, until()).await {
+        if let Err(error) = self.bus.follow(&turns, until(self.clock.as_ref())).await {
             tracing::warn!(%error, "renewing the follow marks failed; tried again later");
         }
     }
@@ -175,6 +178,7 @@ impl Following for Followers {
 /// before its mark took). Ends when the followers go.
 async fn mark_waiting(
     store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
     bus: Arc<dyn Bus>,
     mut waiting: mpsc::UnboundedReceiver<(i64, Arc<Feed>)>,
 ) {
@@ -186,7 +190,7 @@ async fn mark_waiting(
         let turns: Vec<i64> = batch.iter().map(|(turn, _)| *turn).collect();
         // The mark first, then the table: a batch that committed before the mark took is
         // read here; every later one tells this instance.
-        if let Err(error) = bus.follow(&turns, until()).await {
+        if let Err(error) = bus.follow(&turns, until(clock.as_ref())).await {
             tracing::warn!(%error, turns = turns.len(), "following turns run elsewhere failed; their streams read the table");
             batch.iter().for_each(|(_, feed)| feed.not_followed());
             continue;
@@ -209,8 +213,9 @@ async fn mark_waiting(
     }
 }
 
-fn until() -> i64 {
-    now_ms() + FOLLOW_FOR.as_millis() as i64
+/// When a mark taken now ends.
+fn until(clock: &dyn Clock) -> i64 {
+    clock.now_ms() + FOLLOW_FOR.as_millis() as i64
 }
 
 /// [`read_into`] with the feed's fill slot held (taken by the caller), again while more fills

@@ -54,8 +54,11 @@ use crate::bus::Bus;
 use crate::caller::Caller;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::ids::{EventId, RunId, ThreadId};
+use crate::ids::{EventId, RunId, TenantId, ThreadId};
 use crate::metrics::Metrics;
+/// The one set of error codes (HTTP bodies and `RUN_ERROR`s alike), by which the engine names
+/// its refusals and how a turn failed.
+pub use crate::protocol::ErrorCode;
 use crate::protocol::RunAgentInput;
 use crate::store::{branches, Store, StoreError, ThreadRow};
 use hub::Hub;
@@ -104,6 +107,21 @@ pub enum EngineError {
     /// 500 `internal`: the wake-up bus failed (logged, never shown).
     #[error(transparent)]
     Bus(#[from] crate::bus::BusError),
+    /// 500 `internal`: JSON the gateway wrote itself (a checkpoint, a decision, who decides)
+    /// does not read back: the engine's fault to report, not the store's (logged, never shown).
+    #[error("{what}")]
+    Unreadable {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// 500 `internal`: an event the engine writes could not be encoded (logged, never shown).
+    #[error("{what} could not be encoded")]
+    Encoding {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// Why an engine could not start: its database, or its wake-up bus.
@@ -118,65 +136,10 @@ pub enum StartError {
 /// Why a run is refused after the request was accepted: a lone `RUN_ERROR` with this code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    pub code: RunErrorCode,
+    pub code: ErrorCode,
     pub message: String,
     /// `rawEvent.gateway` of the `RUN_ERROR`: a limit's `{scope, limit, used, resetsAt}`.
     pub figures: Option<Value>,
-}
-
-/// The code of a `RUN_ERROR` the engine ends a run with: a refusal before the run follows a
-/// turn (§4, §5.3, §8), or how a turn failed. [`RunErrorCode::as_str`] is its one spelling on
-/// the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunErrorCode {
-    /// The client's history differs from the thread's.
-    HistoryMismatch,
-    /// A turn is running on the thread (or the same answer was given already).
-    TurnInProgress,
-    /// The turn waits for something this caller can give (a decision, tool results).
-    InterruptsPending,
-    /// The turn waits for a decision by someone else.
-    TurnWaiting,
-    /// A resume names no open interrupt, or a payload its schema rejects.
-    InvalidResume,
-    /// The call an interrupt asked about changed since it was shown.
-    InterruptChanged,
-    InterruptExpired,
-    /// The caller may not decide this interrupt (403 on the decision route).
-    NotADecider,
-    /// An open interrupt the caller may decide was left unanswered.
-    InterruptsOpen,
-    /// The tenant's concurrent-turn limit is reached.
-    ConcurrencyLimit,
-    /// A tenant quota (turns per minute, tokens) is spent.
-    QuotaExceeded,
-    /// The agent failed.
-    Failed,
-    /// The agent ran out of time.
-    TimedOut,
-    /// Something the gateway stored does not read back.
-    Internal,
-}
-
-impl RunErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunErrorCode::HistoryMismatch => "history_mismatch",
-            RunErrorCode::TurnInProgress => "turn_in_progress",
-            RunErrorCode::InterruptsPending => "interrupts_pending",
-            RunErrorCode::TurnWaiting => "turn_waiting",
-            RunErrorCode::InvalidResume => "invalid_resume",
-            RunErrorCode::InterruptChanged => "interrupt_changed",
-            RunErrorCode::InterruptExpired => "interrupt_expired",
-            RunErrorCode::NotADecider => "not_a_decider",
-            RunErrorCode::InterruptsOpen => "interrupts_open",
-            RunErrorCode::ConcurrencyLimit => "concurrency_limit",
-            RunErrorCode::QuotaExceeded => "quota_exceeded",
-            RunErrorCode::Failed => "failed",
-            RunErrorCode::TimedOut => "timed_out",
-            RunErrorCode::Internal => "internal",
-        }
-    }
 }
 
 /// What a run streams: a turn's log from a position on, or a refusal.
@@ -215,7 +178,7 @@ pub struct FollowPlan {
 
 /// One run request, after the HTTP layer validated its shape.
 pub struct RunRequest<'a> {
-    pub tenant: &'a str,
+    pub tenant: &'a TenantId,
     pub caller: &'a Caller,
     pub agent: &'a str,
     pub thread_id: &'a ThreadId,
@@ -275,14 +238,16 @@ impl Engine {
 
     /// [`Engine::start`] on a wake-up bus already connected ([`crate::bus::connect`]): a server
     /// connects it before it migrates the database, so that a bus it cannot reach stops the
-    /// start before anything was changed.
+    /// start before anything was changed. Reads the time from `clock` (the machine's, or a
+    /// test's).
     pub async fn start_on_bus(
         config: Arc<Config>,
         store: Arc<dyn Store>,
         agents: Arc<AgentRegistry>,
         bus: Arc<dyn Bus>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Engine, StartError> {
-        Engine::start_with(config, store, agents, crate::clock::system(), true, Some(bus)).await
+        Engine::start_with(config, store, agents, clock, true, Some(bus)).await
     }
 
     /// [`Engine::start`] reading the time from `clock` (a test's, moved by hand).
@@ -320,14 +285,23 @@ impl Engine {
             Some(bus) => bus,
             None => crate::bus::connect(&config.bus, store.clone()).await?,
         };
-        let followers = (shared && serving).then(|| followers::Followers::start(store.clone(), bus.clone(), &hub));
+        let followers =
+            (shared && serving).then(|| followers::Followers::start(store.clone(), clock.clone(), bus.clone(), &hub));
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();
         let batching = log::Batching {
             batch_max_events: config.event_log.batch_max_events,
             pipeline_depth: config.event_log.pipeline_depth,
         };
-        let log = LogWriter::start(store.clone(), bus.clone(), hub.clone(), writers, batching, metrics.clone());
+        let log = LogWriter::start(
+            store.clone(),
+            clock.clone(),
+            bus.clone(),
+            hub.clone(),
+            writers,
+            batching,
+            metrics.clone(),
+        );
         let cards = Arc::new(config.agents.iter().filter_map(|a| Some((a.name.clone(), a.card.clone()?))).collect());
         let instance = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
         let engine = Engine {
@@ -421,7 +395,13 @@ impl Engine {
 
     /// The run's events as a stream (see [`stream::follow`]).
     pub fn stream(&self, plan: FollowPlan) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
-        stream::follow(self.inner.store.clone(), self.inner.hub.clone(), self.inner.metrics.clone(), plan)
+        stream::follow(
+            self.inner.store.clone(),
+            self.inner.clock.clone(),
+            self.inner.hub.clone(),
+            self.inner.metrics.clone(),
+            plan,
+        )
     }
 
     /// The thread's conversation as AG-UI messages (see [`conversation`]), without activity.

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext, TurnSignal};
 use super::{board, Agent, Engine, EngineError, Inner};
 use crate::caller::Caller;
-use crate::ids::ThreadId;
+use crate::ids::{TenantId, ThreadId};
 use crate::metrics::OutcomeLabels;
 use crate::protocol::{Event, PROTOCOL_VERSION};
 use crate::store::{EventKind, TurnRow, TurnStatus, WakeUp};
@@ -99,19 +99,24 @@ impl Engine {
             // Holding the feed makes the writer keep this turn's events in memory for streams.
             let feed = inner.hub.feed(turn.pk);
             feed.enter();
-            // A new turn's tenant is known; a taken-over turn's is read from its thread.
+            // A new turn's tenant is known; a taken-over turn's is read from its thread. A turn
+            // whose tenant cannot be read is not run (it would have no token budget and charge
+            // no one): it is given back below, for a later takeover to try again.
             let tenant = match &start {
-                TurnStart::New { tenant, .. } => tenant.clone(),
-                TurnStart::Takeover => match inner.store.thread_by_pk(turn.thread).await {
-                    Ok(Some(thread)) => thread.tenant,
-                    _ => String::new(),
-                },
+                TurnStart::New { tenant, .. } => Some(tenant.clone()),
+                TurnStart::Takeover => tenant_of_thread(&inner, &turn, &signal_rx).await,
             };
-            let mut context = TurnContext::new(&inner, &turn, tenant, ai_label, signal_rx.clone());
-            let ending = run_turn(&inner, &mut context, &turn, start).await;
-            // Boxed: the ending's state is live for a moment at the end, but unboxed it would
-            // take its room in the task for all of the turn's life (a waiting turn's too).
-            let finished = Box::pin(context.finish(ending)).await;
+            let finished = match tenant {
+                Some(tenant) => {
+                    let mut context = TurnContext::new(&inner, &turn, tenant, ai_label, signal_rx.clone());
+                    let ending = run_turn(&inner, &mut context, &turn, start).await;
+                    // Boxed: the ending's state is live for a moment at the end, but unboxed it
+                    // would take its room in the task for all of the turn's life (a waiting
+                    // turn's too).
+                    Box::pin(context.finish(ending)).await
+                }
+                None => Ok(None),
+            };
             let ended = matches!(finished, Ok(Some(_)));
             match finished {
                 Ok(Some(status)) => {
@@ -200,10 +205,41 @@ impl Inner {
     }
 }
 
+/// How long a taken-over turn waits for its thread to be read before it is given back.
+const TENANT_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The tenant of a taken-over turn, from its thread: read again with backoff while the read
+/// fails (the database away, the row briefly unreadable), for up to [`TENANT_PATIENCE`] or
+/// until the turn must stop. `None`: the turn is not to run here now.
+async fn tenant_of_thread(inner: &Inner, turn: &TurnRow, signal: &watch::Receiver<TurnSignal>) -> Option<TenantId> {
+    let deadline = tokio::time::Instant::now() + TENANT_PATIENCE;
+    let mut backoff = crate::retry::Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
+    let mut signal = signal.clone();
+    loop {
+        let problem = match inner.store.thread_by_pk(turn.thread).await {
+            Ok(Some(thread)) => match TenantId::parse(&thread.tenant) {
+                Ok(tenant) => return Some(tenant),
+                Err(why) => why,
+            },
+            Ok(None) => "the turn's thread is gone".to_string(),
+            Err(error) => error.to_string(),
+        };
+        if *signal.borrow() != TurnSignal::Run || tokio::time::Instant::now() + backoff.peek() >= deadline {
+            tracing::error!(turn = %turn.public_id, problem, "a taken-over turn's tenant could not be read; it is given back");
+            return None;
+        }
+        tracing::warn!(turn = %turn.public_id, problem, "a taken-over turn's tenant could not be read; retrying");
+        tokio::select! {
+            _ = backoff.wait() => {}
+            _ = signal.wait_for(|s| *s != TurnSignal::Run) => {}
+        }
+    }
+}
+
 /// How a turn task begins.
 pub(super) enum TurnStart {
     /// A new turn: its log starts with `RUN_STARTED` and the board as it is now.
-    New { thread_id: String, run_id: String, tenant: String, board: Vec<Value> },
+    New { thread_id: String, run_id: String, tenant: TenantId, board: Vec<Value> },
     /// A turn another owner left unfinished: continue after its log, from its checkpoint.
     Takeover,
 }

@@ -106,6 +106,7 @@ pub(super) fn tail(
 /// The run's events for its caller, from the plan's position to the event that ends the run.
 pub fn follow(
     store: Arc<dyn Store>,
+    clock: Arc<dyn crate::clock::Clock>,
     hub: Arc<Hub>,
     metrics: Arc<Metrics>,
     plan: FollowPlan,
@@ -147,7 +148,7 @@ pub fn follow(
                 match render(&plan, store.as_ref(), event).await {
                     Ok(items) => {
                         metrics.events_streamed.inc_by(items.len() as u64);
-                        let lag_ms = (crate::protocol::now_ms() - appended_at).max(0);
+                        let lag_ms = (clock.now_ms() - appended_at).max(0);
                         metrics.stream_lag_seconds.observe(lag_ms as f64 / 1000.0);
                         let parts = items.len();
                         for (index, item) in items.into_iter().enumerate() {

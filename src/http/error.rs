@@ -12,7 +12,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::auth::{AuthError, MintError};
-use crate::engine::{EngineError, RunErrorCode};
+use crate::engine::EngineError;
 use crate::store::StoreError;
 
 /// Every error before a stream opens (§2.4): a stable `code` for programs, a `message` for
@@ -35,102 +35,7 @@ impl ErrorBody {
     }
 }
 
-/// The stable code of an error body, for programs; its spelling on the wire is the variant's
-/// name in snake_case. The status each stands for is chosen by [`ApiError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    /// 400: a bad body, id or parameter (the message names the field).
-    BadRequest,
-    /// 400: a message content part the agent cannot take.
-    UnsupportedContent,
-    /// 400: a client tool the agent does not admit.
-    ToolNotAdmitted,
-    /// 400: a `Last-Event-ID` that names no place in the run.
-    BadLastEventId,
-    /// 400, the token exchange (RFC 6749 §5.2): a malformed request.
-    InvalidRequest,
-    /// 400, the token exchange: a grant type other than token exchange.
-    UnsupportedGrantType,
-    /// 400, the token exchange: the subject token is refused.
-    InvalidGrant,
-    /// 401.
-    Unauthenticated,
-    /// 403: says nothing about whether the thing exists.
-    PermissionDenied,
-    /// 404.
-    NotFound,
-    /// 405.
-    MethodNotAllowed,
-    /// 406: the answer is `text/event-stream` or the AG-UI binary transport.
-    NotAcceptable,
-    /// 408.
-    RequestTimeout,
-    /// 409: the turn is not running (cancel).
-    NotRunning,
-    /// 413.
-    PayloadTooLarge,
-    /// 415.
-    UnsupportedMediaType,
-    /// 429: the caller's or the thread's stream slots are taken.
-    TooManyStreams,
-    /// 429 from a layer that refused before a handler ran.
-    TooManyRequests,
-    /// 503.
-    Unavailable,
-    /// 500: the cause is logged, never shown.
-    Internal,
-    /// A stream's `RUN_ERROR` only: the caller's right to read ended while it was open (a
-    /// revoked key, an expired token, the thread erased; §2.1).
-    Revoked,
-    // A decision the checks of §5.3 refused, with the code the same refusal has as a RUN_ERROR
-    // (`From<RunErrorCode>`): 403 for `not_a_decider`, 409 for the others.
-    HistoryMismatch,
-    TurnInProgress,
-    InterruptsPending,
-    TurnWaiting,
-    InvalidResume,
-    InterruptChanged,
-    InterruptExpired,
-    NotADecider,
-    InterruptsOpen,
-    ConcurrencyLimit,
-    QuotaExceeded,
-    Failed,
-    TimedOut,
-}
-
-impl ErrorCode {
-    /// The code as the wire spells it (its serde name).
-    pub fn spelled(self) -> String {
-        match serde_json::to_value(self) {
-            Ok(serde_json::Value::String(code)) => code,
-            _ => format!("{self:?}"),
-        }
-    }
-}
-
-/// A refusal the engine names by its RUN_ERROR code, as the error body's code: the same words.
-impl From<RunErrorCode> for ErrorCode {
-    fn from(code: RunErrorCode) -> ErrorCode {
-        match code {
-            RunErrorCode::HistoryMismatch => ErrorCode::HistoryMismatch,
-            RunErrorCode::TurnInProgress => ErrorCode::TurnInProgress,
-            RunErrorCode::InterruptsPending => ErrorCode::InterruptsPending,
-            RunErrorCode::TurnWaiting => ErrorCode::TurnWaiting,
-            RunErrorCode::InvalidResume => ErrorCode::InvalidResume,
-            RunErrorCode::InterruptChanged => ErrorCode::InterruptChanged,
-            RunErrorCode::InterruptExpired => ErrorCode::InterruptExpired,
-            RunErrorCode::NotADecider => ErrorCode::NotADecider,
-            RunErrorCode::InterruptsOpen => ErrorCode::InterruptsOpen,
-            RunErrorCode::ConcurrencyLimit => ErrorCode::ConcurrencyLimit,
-            RunErrorCode::QuotaExceeded => ErrorCode::QuotaExceeded,
-            RunErrorCode::Failed => ErrorCode::Failed,
-            RunErrorCode::TimedOut => ErrorCode::TimedOut,
-            RunErrorCode::Internal => ErrorCode::Internal,
-        }
-    }
-}
+pub use crate::protocol::ErrorCode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -238,10 +143,13 @@ impl From<EngineError> for ApiError {
             EngineError::TurnInProgress(message) => ApiError::Conflict { code: ErrorCode::TurnInProgress, message },
             EngineError::PersonOnly(_) => ApiError::Forbidden(error.to_string()),
             EngineError::DecisionRefused(refusal) => {
-                ApiError::DecisionRefused { code: refusal.code.into(), message: refusal.message }
+                ApiError::DecisionRefused { code: refusal.code, message: refusal.message }
             }
             EngineError::Store(error) => ApiError::from(error),
             EngineError::Bus(error) => ApiError::Internal(Box::new(error)),
+            error @ (EngineError::Unreadable { .. } | EngineError::Encoding { .. }) => {
+                ApiError::Internal(Box::new(error))
+            }
         }
     }
 }
@@ -271,21 +179,7 @@ impl From<MintError> for ApiError {
     }
 }
 
-/// An error and each of its sources, joined with ": " (a source whose text its parent already
-/// ends with is left out, as `#[error("…: {0}")]` wrappers repeat it).
-pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut chain = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !chain.ends_with(&text) {
-            chain.push_str(": ");
-            chain.push_str(&text);
-        }
-        source = cause.source();
-    }
-    chain
-}
+pub(crate) use crate::telemetry::error_chain;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -407,28 +301,27 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_decision_has_the_code_of_its_run_error() {
+    fn a_refused_decision_has_the_status_of_its_code() {
         let every = [
-            RunErrorCode::HistoryMismatch,
-            RunErrorCode::TurnInProgress,
-            RunErrorCode::InterruptsPending,
-            RunErrorCode::TurnWaiting,
-            RunErrorCode::InvalidResume,
-            RunErrorCode::InterruptChanged,
-            RunErrorCode::InterruptExpired,
-            RunErrorCode::NotADecider,
-            RunErrorCode::InterruptsOpen,
-            RunErrorCode::ConcurrencyLimit,
-            RunErrorCode::QuotaExceeded,
-            RunErrorCode::Failed,
-            RunErrorCode::TimedOut,
-            RunErrorCode::Internal,
+            ErrorCode::HistoryMismatch,
+            ErrorCode::TurnInProgress,
+            ErrorCode::InterruptsPending,
+            ErrorCode::TurnWaiting,
+            ErrorCode::InvalidResume,
+            ErrorCode::InterruptChanged,
+            ErrorCode::InterruptExpired,
+            ErrorCode::NotADecider,
+            ErrorCode::InterruptsOpen,
+            ErrorCode::ConcurrencyLimit,
+            ErrorCode::QuotaExceeded,
+            ErrorCode::Failed,
+            ErrorCode::TimedOut,
+            ErrorCode::Internal,
         ];
         for code in every {
-            assert_eq!(serde_json::to_value(ErrorCode::from(code)).expect("JSON"), code.as_str());
-            let refused = ApiError::DecisionRefused { code: code.into(), message: String::new() };
-            let status = if code == RunErrorCode::NotADecider { StatusCode::FORBIDDEN } else { StatusCode::CONFLICT };
-            assert_eq!(refused.status_and_code(), (status, code.into()));
+            let refused = ApiError::DecisionRefused { code, message: String::new() };
+            let status = if code == ErrorCode::NotADecider { StatusCode::FORBIDDEN } else { StatusCode::CONFLICT };
+            assert_eq!(refused.status_and_code(), (status, code));
         }
     }
 }

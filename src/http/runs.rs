@@ -34,7 +34,7 @@ use super::{sse, ApiError, AppState};
 use crate::auth::{Caller, ThreadSight};
 use crate::config::AgentConfig;
 use crate::engine::{ConnectRequest, RunPlan, RunRequest};
-use crate::ids::{EventId, RunId, ThreadId};
+use crate::ids::{EventId, RunId, TenantId, ThreadId};
 use crate::protocol::RunAgentInput;
 
 /// The routes, counting their open streams in `slots` (the server's one count, which the
@@ -85,11 +85,12 @@ pub(super) async fn run_stream(state: AppState, request: StreamRequest) -> Resul
     check_tool_schemas(&input, &state.config.limits)?;
     let state_writes = editable_state(&input, agent);
     let slot = take_stream_slot(&slots, &state, &tenant.name, &caller, &thread_id)?;
+    let tenant_id = tenant_id(&tenant)?;
 
     let plan = state
         .engine
         .begin_run(RunRequest {
-            tenant: &tenant.name,
+            tenant: &tenant_id,
             caller: &caller,
             agent: &agent.name,
             thread_id: &thread_id,
@@ -117,7 +118,8 @@ pub(super) async fn run_stream(state: AppState, request: StreamRequest) -> Resul
             sse::serve_events(state.engine.stream(plan), lifetime(&state, caller, sight, framing), slot)
         }
         RunPlan::Refused(refusal) => {
-            let refused = sse::lone_run_error(refusal.code.into(), refusal.message, refusal.figures)?;
+            let refused =
+                sse::lone_run_error(refusal.code, refusal.message, refusal.figures, state.auth.clock().now_ms())?;
             sse::response_in_slot(futures_util::stream::iter([refused]), slot, framing)
         }
     })
@@ -171,11 +173,12 @@ pub(super) async fn connect_stream(
         None => format!("connect-{}", uuid::Uuid::new_v4().simple()),
     };
     let slot = take_stream_slot(&slots, &state, &tenant.name, &caller, &thread_id)?;
+    let tenant_id = tenant_id(&tenant)?;
     let pre_1_0 = input.protocol_version.as_deref().is_none_or(|v| v.split('.').next() == Some("0"));
     let plan = state
         .engine
         .begin_connect(ConnectRequest {
-            tenant: &tenant.name,
+            tenant: &tenant_id,
             caller: &caller,
             thread_id: &thread_id,
             run_id: &run_id,
@@ -328,6 +331,12 @@ impl FromRequest<AppState> for StreamRequest {
     }
 }
 
+/// The configured tenant the request named, as the engine takes it (config checked its name at
+/// load, so this refuses nothing a request can name).
+fn tenant_id(tenant: &crate::config::TenantConfig) -> Result<TenantId, ApiError> {
+    TenantId::parse(&tenant.name).map_err(|message| ApiError::bad_request("tenant", message))
+}
+
 /// How long a stream of `caller` showing `sight`'s thread lives (`limits.keepalive_secs`,
 /// `limits.stream_max_secs`), and what ends it early: the server's shutdown, and the end of the
 /// caller's right to read (a revoked key, an expired token, the thread erased). The turn is
@@ -339,6 +348,7 @@ fn lifetime(state: &AppState, caller: Caller, sight: ThreadSight, framing: Frami
         framing,
         keepalive: Duration::from_secs(limits.keepalive_secs),
         max_duration: Duration::from_secs(limits.stream_max_secs),
+        clock: state.auth.clock().clone(),
         shutdown: state.shutting_down.clone(),
         access_ends: Box::pin(async move { auth.access_ends(&caller, Some(sight)).await }),
     }

@@ -37,9 +37,10 @@ use tokio::sync::watch;
 use super::error::ErrorCode;
 use super::ApiError;
 use crate::auth::AccessEnd;
+use crate::clock::Clock;
 use crate::engine::StreamItem;
 use crate::protocol::events::Envelope;
-use crate::protocol::{now_ms, proto, Event};
+use crate::protocol::{proto, Event};
 
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
 
@@ -102,6 +103,8 @@ pub struct Lifetime {
     pub keepalive: Duration,
     /// The stream ends cleanly after this long; the client continues with `Last-Event-ID`.
     pub max_duration: Duration,
+    /// The gateway's clock: the cap is a time of day on it, and the stamp of a lone `RUN_ERROR`.
+    pub clock: Arc<dyn Clock>,
     /// Becomes true when the server shuts down: the stream ends cleanly.
     pub shutdown: watch::Receiver<bool>,
     /// Resolves when the caller's right to read ends: the stream ends with `RUN_ERROR revoked`.
@@ -115,7 +118,8 @@ pub fn serve_events(
     lifetime: Lifetime,
     slot: StreamSlot,
 ) -> Response {
-    let Lifetime { framing, keepalive, max_duration, mut shutdown, mut access_ends } = lifetime;
+    let Lifetime { framing, keepalive, max_duration, clock, mut shutdown, mut access_ends } = lifetime;
+    let ends_at_ms = clock.now_ms().saturating_add(i64::try_from(max_duration.as_millis()).unwrap_or(i64::MAX));
     // Pinned before the body takes it: pinned inside, the engine's stream would take its room
     // twice in the body for as long as the stream lives, once where it was moved from.
     let mut events = Box::pin(events);
@@ -127,7 +131,7 @@ pub fn serve_events(
                 let _ = shutdown.wait_for(|stop| *stop).await;
             };
             let mut stopping = std::pin::pin!(stopping);
-            let mut cap = std::pin::pin!(tokio::time::sleep(max_duration));
+            let mut cap = clock.sleep_until_ms(ends_at_ms);
             let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut sent_since_tick = false;
@@ -135,7 +139,7 @@ pub fn serve_events(
                 tokio::select! {
                     biased;
                     why = &mut access_ends => {
-                        if let Ok(item) = lone_run_error(ErrorCode::Revoked, why.message().to_string(), None) {
+                        if let Ok(item) = lone_run_error(ErrorCode::Revoked, why.message().to_string(), None, clock.now_ms()) {
                             yield Outgoing::Event(item);
                         }
                         return;
@@ -161,10 +165,15 @@ pub fn serve_events(
 }
 
 /// A stream of one `RUN_ERROR` that is not of the log (its id is `0`): a refusal, or the end of
-/// a stream whose caller may read no more.
-pub fn lone_run_error(code: ErrorCode, message: String, figures: Option<Value>) -> Result<StreamItem, ApiError> {
+/// a stream whose caller may read no more; stamped `at_ms`.
+pub fn lone_run_error(
+    code: ErrorCode,
+    message: String,
+    figures: Option<Value>,
+    at_ms: i64,
+) -> Result<StreamItem, ApiError> {
     let event = Event::RunError { message, code: Some(code.spelled()), usage: None };
-    let mut envelope = Envelope::new(event, now_ms());
+    let mut envelope = Envelope::new(event, at_ms);
     envelope.raw_event = figures.map(|figures| serde_json::json!({ "gateway": figures }));
     let json = serde_json::to_vec(&envelope).map_err(|error| ApiError::Internal(Box::new(error)))?;
     Ok(StreamItem { id: "0".into(), json: Bytes::from(json) })

@@ -5,21 +5,18 @@
 //! timestamps are integer milliseconds, and unknown members of the input are ignored.
 
 pub mod capabilities;
+pub mod codes;
 pub mod events;
 pub mod input;
 pub mod proto;
 pub mod sse;
 
+pub use codes::ErrorCode;
 pub use events::{Event, Interrupt, RunOutcome, TokenUsage};
 pub use input::{ContentPart, InputMessage, Modality, PartSource, ResumeEntry, RunAgentInput, UserContent};
 
 /// The protocol version this gateway declares on `RUN_STARTED` (its own, never an echo).
 pub const PROTOCOL_VERSION: &str = "1.0";
-
-/// Milliseconds since the Unix epoch, the protocol's timestamp unit.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
 
 /// `ms` since the epoch as ISO 8601 UTC with milliseconds (`2026-11-30T02:43:51.123Z`).
 pub fn iso8601(ms: i64) -> String {

@@ -257,15 +257,16 @@ impl<DB: sqlx::Database> OpenBatch for OpenTx<DB> {
 #[async_trait]
 pub trait EventLog: Send + Sync {
     /// Group commit: every runner's writes in one transaction, each fenced by its epoch (see
-    /// [`TurnWrites`]); the refused ones write nothing and are named in the outcome.
-    async fn commit_batch(&self, batch: &[TurnWrites]) -> Result<BatchOutcome, StoreError> {
-        let written = self.write_batch(batch).await?;
+    /// [`TurnWrites`]); the refused ones write nothing and are named in the outcome. `now_ms`
+    /// is the writer's time of day, which the turns' follow marks are read against.
+    async fn commit_batch(&self, batch: &[TurnWrites], now_ms: i64) -> Result<BatchOutcome, StoreError> {
+        let written = self.write_batch(batch, now_ms).await?;
         written.open.commit().await?;
         Ok(written.outcome)
     }
     /// The batch written, fence first (`BEGIN`, the turns locked and their epochs read, the
     /// admitted events inserted, the side ops), left open for its commit.
-    async fn write_batch(&self, batch: &[TurnWrites]) -> Result<WrittenBatch, StoreError>;
+    async fn write_batch(&self, batch: &[TurnWrites], now_ms: i64) -> Result<WrittenBatch, StoreError>;
     /// The batch written events first, fence after (`BEGIN`, every event inserted, then, once
     /// `gate` yields `true`, the turns locked and fenced, then the side ops). The insert takes
     /// no lock on `turns`, so it can run while an earlier batch of the same turns still holds
@@ -275,12 +276,13 @@ pub trait EventLog: Send + Sync {
         &self,
         batch: &[TurnWrites],
         gate: BoxFuture<'_, bool>,
+        now_ms: i64,
     ) -> Result<WrittenAhead, StoreError>;
     /// The batch written and committed in one statement (one round trip: fence, inserts,
     /// checkpoints and the followers' notice), when the store and the batch allow it; `None`:
     /// nothing was written, use [`EventLog::write_batch`]. Only for a batch with no other in
     /// flight: it commits as soon as it is written.
-    async fn commit_at_once(&self, batch: &[TurnWrites]) -> Result<Option<BatchOutcome>, StoreError>;
+    async fn commit_at_once(&self, batch: &[TurnWrites], now_ms: i64) -> Result<Option<BatchOutcome>, StoreError>;
     /// Marks `turns` as followed by streams on this instance until `until_ms`: the batches of
     /// their runner (on another instance) notify this one of their events from then on.
     async fn follow_turns(&self, turns: &[i64], until_ms: i64) -> Result<(), StoreError>;
@@ -404,14 +406,14 @@ async fn abandon<DB: SqlDb, T>(tx: Transaction<'static, DB>, error: StoreError) 
 
 #[async_trait]
 impl<B: Backend> EventLog for B {
-    async fn write_batch(&self, batch: &[TurnWrites]) -> Result<WrittenBatch, StoreError> {
+    async fn write_batch(&self, batch: &[TurnWrites], now_ms: i64) -> Result<WrittenBatch, StoreError> {
         // The fence: the batch's turns are locked (in id order, so overlapping batches, claims
         // and renewals never deadlock; on SQLite the write lock is taken at BEGIN) and their
         // epochs read under the lock, so a claim either committed before (and the stale
         // writes are dropped here) or waits for this commit.
         let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
         let written = async {
-            let fence = self.lock_turns(&mut tx, &batch_turns(batch), crate::protocol::now_ms()).await?;
+            let fence = self.lock_turns(&mut tx, &batch_turns(batch), now_ms).await?;
             let mut outcome = fence_batch(batch, &fence.current);
             fence_waits(&mut outcome, batch, &fence.cancelling);
             outcome.followed = fence.followed.iter().copied().collect();
@@ -434,6 +436,7 @@ impl<B: Backend> EventLog for B {
         &self,
         batch: &[TurnWrites],
         gate: BoxFuture<'_, bool>,
+        now_ms: i64,
     ) -> Result<WrittenAhead, StoreError> {
         // The events table has no foreign key to `turns`, so the insert locks no turn row: a
         // claim or an earlier batch is never blocked by it. The rows stay invisible until the
@@ -448,7 +451,7 @@ impl<B: Backend> EventLog for B {
             if !gate.await {
                 return Ok(Err(WrittenAhead::Abandoned));
             }
-            let fence = self.lock_turns(&mut tx, &batch_turns(batch), crate::protocol::now_ms()).await?;
+            let fence = self.lock_turns(&mut tx, &batch_turns(batch), now_ms).await?;
             let mut outcome = fence_batch(batch, &fence.current);
             fence_waits(&mut outcome, batch, &fence.cancelling);
             if !outcome.refused.is_empty() {
@@ -468,8 +471,8 @@ impl<B: Backend> EventLog for B {
         }
     }
 
-    async fn commit_at_once(&self, batch: &[TurnWrites]) -> Result<Option<BatchOutcome>, StoreError> {
-        self.write_at_once(batch, crate::protocol::now_ms()).await
+    async fn commit_at_once(&self, batch: &[TurnWrites], now_ms: i64) -> Result<Option<BatchOutcome>, StoreError> {
+        self.write_at_once(batch, now_ms).await
     }
 
     async fn follow_turns(&self, turns: &[i64], until_ms: i64) -> Result<(), StoreError> {

@@ -43,7 +43,7 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
     let turn = new_turn(store.as_ref(), "th-fence", "a").await;
     assert_eq!(turn.epoch, 1, "a new turn's runner holds the first epoch");
 
-    let first = store.commit_batch(&[writes(&turn, 1, vec![event(turn.pk, 1, EventKind::RunStarted)])]).await;
+    let first = store.commit_batch(&[writes(&turn, 1, vec![event(turn.pk, 1, EventKind::RunStarted)])], now_ms()).await;
     assert_eq!(first.expect("commit").refused, Vec::<usize>::new());
 
     // Instance A (runner at epoch 1) stalls past its lease; B claims the turn and gets epoch 2.
@@ -59,14 +59,17 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
     store.register_instance("a", 100, 20_000).await.expect("a takes its lease up again");
     assert_eq!(store.owned_turns("a").await.expect("owned"), Vec::<(i64, i64)>::new());
     let stale = store
-        .commit_batch(&[writes(
-            &turn,
-            1,
-            vec![
-                event(turn.pk, 2, EventKind::Plain),
-                WriteOp::Checkpoint { turn: turn.pk, checkpoint: "{\"step\":9}".into() },
-            ],
-        )])
+        .commit_batch(
+            &[writes(
+                &turn,
+                1,
+                vec![
+                    event(turn.pk, 2, EventKind::Plain),
+                    WriteOp::Checkpoint { turn: turn.pk, checkpoint: "{\"step\":9}".into() },
+                ],
+            )],
+            now_ms(),
+        )
         .await
         .expect("commit");
     assert_eq!(stale.refused, vec![0], "the stale runner's append is refused");
@@ -78,10 +81,13 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
 
     // In one batch: B's append goes in, a stale one beside it does not.
     let mixed = store
-        .commit_batch(&[
-            writes(&turn, 2, vec![event(turn.pk, 2, EventKind::Plain)]),
-            writes(&turn, 1, vec![event(turn.pk, 3, EventKind::Plain)]),
-        ])
+        .commit_batch(
+            &[
+                writes(&turn, 2, vec![event(turn.pk, 2, EventKind::Plain)]),
+                writes(&turn, 1, vec![event(turn.pk, 3, EventKind::Plain)]),
+            ],
+            now_ms(),
+        )
         .await
         .expect("commit");
     assert_eq!(mixed.refused, vec![1]);
@@ -89,21 +95,24 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
     // B ends the turn; an append after the end, even in the same batch and under the current
     // epoch, is refused: the terminal event seals the log.
     let end = store
-        .commit_batch(&[
-            writes(
-                &turn,
-                2,
-                vec![
-                    event(turn.pk, 3, EventKind::RunFinished),
-                    WriteOp::FinishTurn { turn: turn.pk, status: TurnStatus::Succeeded, at_ms: 5 },
-                ],
-            ),
-            writes(&turn, 2, vec![event(turn.pk, 4, EventKind::Plain)]),
-        ])
+        .commit_batch(
+            &[
+                writes(
+                    &turn,
+                    2,
+                    vec![
+                        event(turn.pk, 3, EventKind::RunFinished),
+                        WriteOp::FinishTurn { turn: turn.pk, status: TurnStatus::Succeeded, at_ms: 5 },
+                    ],
+                ),
+                writes(&turn, 2, vec![event(turn.pk, 4, EventKind::Plain)]),
+            ],
+            now_ms(),
+        )
         .await
         .expect("commit");
     assert_eq!(end.refused, vec![1]);
-    let after = store.commit_batch(&[writes(&turn, 2, vec![event(turn.pk, 4, EventKind::Plain)])]).await;
+    let after = store.commit_batch(&[writes(&turn, 2, vec![event(turn.pk, 4, EventKind::Plain)])], now_ms()).await;
     assert_eq!(after.expect("commit").refused, vec![0], "nothing after the end");
     assert_eq!(store.claim_lapsed_turn("c", i64::MAX, true).await.expect("claim"), None);
 

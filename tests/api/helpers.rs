@@ -172,8 +172,13 @@ impl TestApp {
     }
 
     pub async fn start_with(config: Config) -> TestApp {
+        TestApp::start_with_clock(config, agui_gateway::clock::system()).await
+    }
+
+    /// A gateway reading the time of day from `clock` (a `TestClock` the test moves by hand).
+    pub async fn start_with_clock(config: Config, clock: Arc<dyn agui_gateway::clock::Clock>) -> TestApp {
         crate::test_log::show_when_asked();
-        let server = agui_gateway::server::Server::start(config).await.expect("gateway starts");
+        let server = agui_gateway::server::Server::start_with_clock(config, clock).await.expect("gateway starts");
         let scheme = if server.serves_tls() { "https" } else { "http" };
         let store = server.state().engine.store().clone();
         let engine = server.state().engine.clone();
@@ -579,6 +584,11 @@ pub fn sse_body(events: &[SseEvent]) -> String {
             None => format!("data: {}\n\n", e.data),
         })
         .collect()
+}
+
+/// The machine's time of day, as the gateways the tests start without a test clock read it.
+pub fn now_ms() -> i64 {
+    agui_gateway::clock::Clock::now_ms(&agui_gateway::clock::SystemClock)
 }
 
 /// Generates one test per store from `async fn(Backend)`.

@@ -34,6 +34,7 @@ fn pipelined_log(store: &Arc<dyn Store>, batch_max_events: usize) -> LogWriter {
     assert!(store.max_pipeline_depth() >= 3, "PostgreSQL pipelines the log writer");
     LogWriter::start(
         store.clone(),
+        agui_gateway::clock::system(),
         Arc::new(agui_gateway::bus::PgBus::new(store.clone())),
         Arc::new(Hub::default()),
         2,
@@ -184,7 +185,8 @@ async fn a_batch_alone_is_written_in_one_statement_fenced_like_any_other() {
         // After the turn's terminal event in the same batch: refused, not written.
         TurnWrites { turn: live.pk, epoch: live.epoch, ops: vec![event(live.pk, 4)] },
     ];
-    let outcome = store.commit_at_once(&batch).await.expect("written").expect("one statement takes this batch");
+    let outcome =
+        store.commit_at_once(&batch, now_ms()).await.expect("written").expect("one statement takes this batch");
     assert_eq!(outcome.refused, vec![1, 4]);
     assert_eq!(outcome.followed, vec![live.pk], "the live turn is followed, the stale one is not");
     assert_eq!(seqs_of(store.as_ref(), live.pk).await, vec![1, 2, 3]);
@@ -197,5 +199,5 @@ async fn a_batch_alone_is_written_in_one_statement_fenced_like_any_other() {
         epoch: stale.epoch,
         ops: vec![WriteOp::FinishTurn { turn: stale.pk, status: store::TurnStatus::Succeeded, at_ms: 1 }],
     }];
-    assert!(store.commit_at_once(&ends).await.expect("asked").is_none());
+    assert!(store.commit_at_once(&ends, now_ms()).await.expect("asked").is_none());
 }

@@ -77,7 +77,7 @@ crate::on_both_stores!(concurrent_turns_past_the_limit_are_refused_with_the_figu
 
 async fn turns_per_minute_past_the_limit_are_refused_until_the_next_minute(backend: Backend) {
     // Fixed minutes: start early in one so the three runs share it.
-    let second_of_minute = || (agui_gateway::protocol::now_ms() / 1000) % 60;
+    let second_of_minute = || (agui_gateway::clock::Clock::now_ms(&agui_gateway::clock::SystemClock) / 1000) % 60;
     if second_of_minute() > 45 {
         wait_until(std::time::Duration::from_secs(20), "the next minute", || {
             let early = second_of_minute() <= 45;
@@ -180,7 +180,7 @@ crate::on_both_stores!(a_burst_of_runs_at_once_never_starts_more_turns_than_the_
 
 async fn a_burst_of_runs_at_once_never_starts_more_turns_than_the_minute_allows(backend: Backend) {
     // Fixed minutes: the burst must not straddle two.
-    let second_of_minute = || (agui_gateway::protocol::now_ms() / 1000) % 60;
+    let second_of_minute = || (agui_gateway::clock::Clock::now_ms(&agui_gateway::clock::SystemClock) / 1000) % 60;
     if second_of_minute() > 45 {
         wait_until(std::time::Duration::from_secs(20), "the next minute", || {
             let early = second_of_minute() <= 45;

@@ -150,7 +150,7 @@ async fn set_up(app: &TestApp, db: &TestDatabase, thread: &str, pair: (Action, A
     };
     let body = app.get_json(&format!("/v1/threads/{thread}/messages?tenant=default")).await;
     let history = body["messages"].as_array().expect("messages").clone();
-    let idle_before = agui_gateway::protocol::now_ms() - 30 * 86_400_000;
+    let idle_before = agui_gateway::clock::Clock::now_ms(&agui_gateway::clock::SystemClock) - 30 * 86_400_000;
     let mut listed = Vec::new();
     if has(Action::Retention) {
         execute_sql(

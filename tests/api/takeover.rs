@@ -180,3 +180,44 @@ async fn a_cancel_asked_while_nobody_runs_the_turn_is_honoured_by_the_instance_t
     let ended = b.store.turn_by_pk(turn.pk).await.expect("q").expect("turn");
     assert_eq!(ended.status.as_str(), "cancelled");
 }
+
+/// A taken-over turn learns its tenant from its thread: while the thread cannot be read, the
+/// turn is not run (under no tenant it would have no token budget and charge no one); it is
+/// tried again with backoff, and runs to its end under its tenant once the thread reads.
+async fn a_takeover_that_cannot_read_its_thread_waits_for_it_and_never_runs_without_a_tenant(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let a = TestApp::start(&db.url).await;
+    let input = first_run("th-no-tenant", "run-1", "wait for my thread");
+    read_events(a.post_run("slow", &input).await, Some(8)).await;
+    let thread = a.store.find_thread("default", "th-no-tenant").await.expect("query").expect("thread");
+    let turn = a.store.thread_turns(thread.pk).await.expect("turns").remove(0);
+    let logged = |app: &TestApp| {
+        let store = app.store.clone();
+        async move { store.events_after(turn.pk, 0, 10_000).await.expect("the log").len() }
+    };
+    a.shut_down().await;
+
+    // The thread's table is away while another instance takes the turn over.
+    execute_sql(&db.url, "ALTER TABLE threads RENAME TO threads_away").await;
+    let b = TestApp::start(&db.url).await;
+    let before = logged(&b).await;
+    wait_until(PATIENCE, "the turn to be claimed", || async {
+        b.store.turn_by_pk(turn.pk).await.expect("the turn").is_some_and(|row| row.epoch > turn.epoch)
+    })
+    .await;
+    holds_throughout(Duration::from_millis(1500), "the turn is not run without its tenant", || async {
+        logged(&b).await == before
+    })
+    .await;
+
+    execute_sql(&db.url, "ALTER TABLE threads_away RENAME TO threads").await;
+    wait_until(PATIENCE, "the turn to finish under its tenant", || async {
+        b.store.turn_by_pk(turn.pk).await.expect("the turn").is_some_and(|row| row.status.is_finished())
+    })
+    .await;
+    let row = b.store.turn_by_pk(turn.pk).await.expect("the turn").expect("the turn");
+    assert_eq!(row.status, agui_gateway::store::TurnStatus::Succeeded);
+    let tail = read_events(b.post_run("slow", &input).await, None).await;
+    assert_valid_continuation(&tail);
+}
+crate::on_both_stores!(a_takeover_that_cannot_read_its_thread_waits_for_it_and_never_runs_without_a_tenant);

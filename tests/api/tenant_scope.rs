@@ -56,7 +56,10 @@ async fn another_tenants_ids_find_nothing(backend: Backend) {
         policy_digest: String::new(),
     };
     let opened = store
-        .commit_batch(&[TurnWrites { turn: turn.pk, epoch: turn.epoch, ops: vec![WriteOp::OpenInterrupt(interrupt)] }])
+        .commit_batch(
+            &[TurnWrites { turn: turn.pk, epoch: turn.epoch, ops: vec![WriteOp::OpenInterrupt(interrupt)] }],
+            now_ms(),
+        )
         .await
         .expect("commit");
     assert!(opened.refused.is_empty(), "the interrupt opened");

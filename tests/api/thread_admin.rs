@@ -247,7 +247,7 @@ async fn deleting_a_thread_erases_every_row_and_leaves_an_audit_row_without_cont
     for content in ["secret plan", "pin the plan", "team@example.com"] {
         assert!(!row.detail.contains(content), "the audit row holds no content: {}", row.detail);
     }
-    let now = agui_gateway::protocol::now_ms();
+    let now = agui_gateway::clock::Clock::now_ms(&agui_gateway::clock::SystemClock);
     assert!((now - row.at_ms).abs() < 60_000, "it says when");
 
     assert_eq!(get_json(&app, "/v1/threads/th-erase", None).await.0, 403, "gone like a thread that never was");
@@ -508,7 +508,7 @@ async fn retention_never_erases_a_thread_a_turn_started_on_after_its_pass_listed
     }
     execute_sql(&db.url, &format!("UPDATE threads SET updated_at_ms = updated_at_ms - {MONTH_AND_A_DAY_MS}")).await;
     // A retention pass lists both threads as idle for 30 days...
-    let before = agui_gateway::protocol::now_ms() - 30 * 86_400_000;
+    let before = agui_gateway::clock::Clock::now_ms(&agui_gateway::clock::SystemClock) - 30 * 86_400_000;
     let listed = app.store.idle_threads(before, 10).await.expect("the pass's listing");
     assert_eq!(listed.len(), 2);
     // ...then, before it erases them, a person continues one: a new turn that waits for approval.

@@ -278,7 +278,8 @@ impl AguiAgent {
                 Ok(AgentOutput { result, usage })
             }
             Ending::Interrupted(interrupts) => {
-                let specs: Vec<InterruptSpec> = interrupts.iter().map(|i| self.spec(i, &state)).collect();
+                let now_ms = turn.now_ms();
+                let specs: Vec<InterruptSpec> = interrupts.iter().map(|i| self.spec(i, &state, now_ms)).collect();
                 state.waiting = interrupts
                     .into_iter()
                     .zip(&specs)
@@ -478,8 +479,9 @@ impl AguiAgent {
         Err(RelayFailure::Broke(AgentError::Failed("the upstream agent's stream ended before its run finished".into())))
     }
 
-    fn spec(&self, interrupt: &crate::protocol::events::Interrupt, state: &Upstream) -> InterruptSpec {
-        let now = crate::protocol::now_ms();
+    /// The gateway's interrupt for an upstream's, open until the upstream's `expiresAt` as read
+    /// at `now` (the engine's clock), else for the configured TTL.
+    fn spec(&self, interrupt: &crate::protocol::events::Interrupt, state: &Upstream, now: i64) -> InterruptSpec {
         let ttl_ms = interrupt
             .expires_at
             .as_deref()
@@ -564,6 +566,34 @@ fn resume_entry(upstream: &UpstreamInterrupt, decided: &Decided) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_upstream_interrupts_ttl_is_read_from_its_expiry_by_the_engines_clock() {
+        let config: AguiAgentConfig =
+            serde_json::from_value(json!({ "url": "http://upstream.test/", "interrupt_ttl_secs": 600 }))
+                .expect("config");
+        let tls = crate::tls::client_config(&Default::default()).expect("the outbound TLS configuration");
+        let agent = AguiAgent::new(config, &tls);
+        // The engine's clock, far from the machine's: the TTL is the upstream's expiry minus it.
+        let now = 1_700_000_000_000;
+        let asked = |expires_at: Option<String>| crate::protocol::events::Interrupt {
+            id: "u1".into(),
+            reason: "tool_approval".into(),
+            message: None,
+            tool_call_id: None,
+            response_schema: None,
+            expires_at,
+            metadata: None,
+            subagent_run_id: None,
+        };
+        let upstream = Upstream::default();
+        let in_90s = Some(crate::protocol::iso8601(now + 90_000));
+        assert_eq!(agent.spec(&asked(in_90s), &upstream, now).ttl_ms, 90_000);
+        // Past by that clock: the shortest TTL; none given: the configured one.
+        let past = Some(crate::protocol::iso8601(now - 5_000));
+        assert_eq!(agent.spec(&asked(past), &upstream, now).ttl_ms, 1_000);
+        assert_eq!(agent.spec(&asked(None), &upstream, now).ttl_ms, 600_000);
+    }
 
     #[test]
     fn decisions_become_resume_entries_as_the_person_made_them() {

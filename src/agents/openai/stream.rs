@@ -216,6 +216,8 @@ impl OpenaiAgent {
                         .get(reqwest::header::RETRY_AFTER)
                         .and_then(|value| value.to_str().ok())
                         .and_then(|value| retry_after(value, std::time::SystemTime::now()));
+                    // A wait, not a decision: an HTTP date from the model's server is read
+                    // against the machine's clock, which that server's own time is.
                 }
                 Ok(response) => {
                     return Err(AgentError::Failed(format!("the model refused the request ({})", response.status())))

@@ -165,6 +165,7 @@ impl LogWriter {
     /// waits, and the writer waits for them.
     pub fn start(
         store: Arc<dyn Store>,
+        clock: Arc<dyn crate::clock::Clock>,
         bus: Arc<dyn Bus>,
         hub: Arc<Hub>,
         writers: usize,
@@ -181,6 +182,7 @@ impl LogWriter {
                 let (sender, receiver) = mpsc::channel(QUEUE_DEPTH);
                 let writer = Writer {
                     store: store.clone(),
+                    clock: clock.clone(),
                     hub: hub.clone(),
                     announce: announce_tx.clone(),
                     followed_only,

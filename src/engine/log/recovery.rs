@@ -20,7 +20,7 @@ impl Writer {
         // sequence numbers) can fail the whole insert, which the fence-first retry avoids.
         let outcomes = if interrupted || (self.depth > 1 && error.is_refused_by_database()) {
             tracing::warn!(%error, appends = batch.len(), "an event log batch failed; trying it again on its own");
-            match commit_with_retry(self.store.as_ref(), &batch, interrupted).await {
+            match commit_with_retry(self.store.as_ref(), self.clock.as_ref(), &batch, interrupted).await {
                 Ok(outcome) => Some((0..batch.len()).map(|index| super::verdict(&outcome, index)).collect()),
                 Err(error) => {
                     tracing::warn!(%error, appends = batch.len(), "an event log batch failed; committing its appends one by one");
@@ -43,7 +43,14 @@ impl Writer {
                     } else if append.health.is_failed() {
                         Err(LogError::Abandoned)
                     } else {
-                        match commit_with_retry(self.store.as_ref(), std::slice::from_ref(writes), false).await {
+                        match commit_with_retry(
+                            self.store.as_ref(),
+                            self.clock.as_ref(),
+                            std::slice::from_ref(writes),
+                            false,
+                        )
+                        .await
+                        {
                             Ok(outcome) => super::verdict(&outcome, 0),
                             Err(error) => Err(LogError::Commit(Arc::new(error))),
                         }
@@ -72,6 +79,7 @@ impl Writer {
 /// first attempt then waits a moment, as any retry does).
 async fn commit_with_retry(
     store: &dyn Store,
+    clock: &dyn crate::clock::Clock,
     batch: &[TurnWrites],
     mut interrupted: bool,
 ) -> Result<BatchOutcome, StoreError> {
@@ -80,7 +88,7 @@ async fn commit_with_retry(
         backoff.wait().await;
     }
     loop {
-        match store.commit_batch(batch).await {
+        match store.commit_batch(batch, clock.now_ms()).await {
             Ok(outcome) => return Ok(outcome),
             Err(error) if error.is_transient() => {
                 interrupted = true;

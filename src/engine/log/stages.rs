@@ -74,12 +74,13 @@ pub(super) async fn write_and_commit(
     earlier: Option<Stages>,
     mut stages: StageSenders,
     pipelined: bool,
+    now_ms: i64,
 ) -> Finished {
     if earlier.is_none() {
         // Nothing in flight before it: where the store can, the whole batch is one statement
         // that commits as it returns (one round trip instead of BEGIN, INSERT, fence, COMMIT).
         let sent = Instant::now();
-        match store.commit_at_once(batch).await {
+        match store.commit_at_once(batch, now_ms).await {
             Ok(Some(outcome)) => {
                 let acknowledged = Instant::now();
                 stages.committed(true);
@@ -102,18 +103,18 @@ pub(super) async fn write_and_commit(
             // gives way (rolls back and goes again after it).
             tokio::time::timeout(FENCE_WAIT, reached(earlier_fenced)).await.unwrap_or(false)
         };
-        match store.write_batch_ahead(batch, gate.boxed()).await {
+        match store.write_batch_ahead(batch, gate.boxed(), now_ms).await {
             Ok(WrittenAhead::Open { open, followed }) => {
                 Ok(Some((BatchOutcome { followed, ..Default::default() }, open)))
             }
             // Its fence refused an append it had inserted: written again fence first, still
             // after the batch before it took its fence (the gate passed).
-            Ok(WrittenAhead::Refused) => store.write_batch(batch).await.map(|w| Some((w.outcome, w.open))),
+            Ok(WrittenAhead::Refused) => store.write_batch(batch, now_ms).await.map(|w| Some((w.outcome, w.open))),
             Ok(WrittenAhead::Abandoned) => Ok(None),
             Err(error) => Err(error),
         }
     } else {
-        store.write_batch(batch).await.map(|w| Some((w.outcome, w.open)))
+        store.write_batch(batch, now_ms).await.map(|w| Some((w.outcome, w.open)))
     };
     let (outcome, open) = match written {
         Ok(Some(written)) => written,

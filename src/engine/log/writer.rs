@@ -22,6 +22,8 @@ const PIPELINE_BACKLOG: usize = 32;
 /// One writer task: its queue's batches, written (pipelined up to `depth`) and committed in order.
 pub(super) struct Writer {
     pub(super) store: Arc<dyn Store>,
+    /// The engine's clock: the time of day a batch's fence reads follow marks against.
+    pub(super) clock: Arc<dyn crate::clock::Clock>,
     pub(super) hub: Arc<Hub>,
     pub(super) announce: mpsc::UnboundedSender<Announcement>,
     /// Whether only the turns a batch's fence found followed are announced (else all).
@@ -207,8 +209,10 @@ impl Writer {
         let store = self.store.clone();
         let pipelined = self.depth > 1;
         let written = batch.clone();
-        let task =
-            tokio::spawn(async move { write_and_commit(store.as_ref(), &written, earlier, senders, pipelined).await });
+        let now_ms = self.clock.now_ms();
+        let task = tokio::spawn(async move {
+            write_and_commit(store.as_ref(), &written, earlier, senders, pipelined, now_ms).await
+        });
         InFlight { appends, batch, epochs, started, task }
     }
 

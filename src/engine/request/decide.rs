@@ -13,7 +13,7 @@ use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEve
 use crate::engine::read_log;
 use crate::engine::runner::TurnStart;
 use crate::engine::turn::Checkpoint;
-use crate::engine::{Engine, EngineError, Refusal, RunErrorCode, RunPlan, RunRequest};
+use crate::engine::{Engine, EngineError, ErrorCode, Refusal, RunPlan, RunRequest};
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
 use crate::store::{
@@ -39,8 +39,10 @@ impl Engine {
         if last.kind != EventKind::ClientWait {
             return Ok(None);
         }
-        let wait: ClientWaitEvent = log_events::body_of(&last.body)
-            .map_err(|e| StoreError::Corrupt(format!("a client-wait event does not read back: {e}")))?;
+        let wait: ClientWaitEvent = log_events::body_of(&last.body).map_err(|e| EngineError::Unreadable {
+            what: "a client-wait event does not read back".into(),
+            source: e.into(),
+        })?;
         Ok(Some(wait.pending_tool_call_ids))
     }
 
@@ -65,14 +67,14 @@ impl Engine {
         }
         if let Some(missing) = pending.iter().find(|id| !results.contains_key(*id)) {
             return Ok(refuse(
-                RunErrorCode::HistoryMismatch,
+                ErrorCode::HistoryMismatch,
                 &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
             ));
         }
         let Some(seq) =
             self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?, self.now_ms())?, &[]).await?
         else {
-            return Ok(refuse(RunErrorCode::TurnInProgress, "the results were already given"));
+            return Ok(refuse(ErrorCode::TurnInProgress, "the results were already given"));
         };
         self.record_run_and_follow(request, thread, request.run_id.as_str(), turn.pk, seq - 1, Some(Vec::new())).await
     }
@@ -92,12 +94,12 @@ impl Engine {
             return Err(EngineError::PersonOnly(self.console_hint()));
         };
         let (Some(thread), Some(latest)) = (thread, turns.last()) else {
-            return Ok(refuse(RunErrorCode::InvalidResume, "no interrupt is open on this thread"));
+            return Ok(refuse(ErrorCode::InvalidResume, "no interrupt is open on this thread"));
         };
         if !request.input.messages.is_empty()
             && history::check(&request.input.messages, turns) != HistoryVerdict::Follow(latest.pk)
         {
-            return Ok(refuse(RunErrorCode::HistoryMismatch, "a resume adds no message; load the thread again"));
+            return Ok(refuse(ErrorCode::HistoryMismatch, "a resume adds no message; load the thread again"));
         }
         let interrupts = self.inner.store.turn_interrupts(latest.pk).await?;
         let viewer = viewer_of(request);
@@ -112,7 +114,7 @@ impl Engine {
         let via = request.caller.via().unwrap_or("direct");
         let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await {
             Ok(Some(result)) => result,
-            Ok(None) => return Ok(refuse(RunErrorCode::InvalidResume, "nothing to decide")),
+            Ok(None) => return Ok(refuse(ErrorCode::InvalidResume, "nothing to decide")),
             // A run's refusal is its RUN_ERROR.
             Err(EngineError::DecisionRefused(refusal)) => return Ok(RunPlan::Refused(refusal)),
             Err(error) => return Err(error),
@@ -147,8 +149,9 @@ impl Engine {
             return Ok(None);
         };
         let checkpoint: Checkpoint = match &turn.checkpoint {
-            Some(saved) => serde_json::from_str(saved).map_err(|e| {
-                StoreError::Corrupt(format!("turn {}'s checkpoint does not parse: {e}", turn.public_id))
+            Some(saved) => serde_json::from_str(saved).map_err(|e| EngineError::Unreadable {
+                what: format!("turn {}'s checkpoint does not parse", turn.public_id),
+                source: Box::new(e),
             })?,
             None => Checkpoint::default(),
         };
@@ -187,7 +190,7 @@ impl Engine {
             self.inner.metrics.interrupts_decided.get_or_create(&superseded).inc_by(decisions.len() as u64);
         }
         Ok(Some(Refusal {
-            code: RunErrorCode::InterruptChanged,
+            code: ErrorCode::InterruptChanged,
             message: format!(
                 "the call of interrupt {} changed since it was shown (its policy, deciders, tool or arguments): it \
                  is asked again; load the thread and decide the new interrupt",
@@ -266,10 +269,10 @@ impl Engine {
                     {
                         let refused = match row.status {
                             InterruptStatus::Withdrawn => {
-                                Some((RunErrorCode::InvalidResume, "withdrawn, its turn was cancelled"))
+                                Some((ErrorCode::InvalidResume, "withdrawn, its turn was cancelled"))
                             }
                             InterruptStatus::Superseded => {
-                                Some((RunErrorCode::InterruptChanged, "the call changed since it was shown"))
+                                Some((ErrorCode::InterruptChanged, "the call changed since it was shown"))
                             }
                             _ => None,
                         };
@@ -363,8 +366,11 @@ impl Engine {
         // A decider named by the policy decides without reading the thread (four eyes: the
         // approver is someone else); anyone else learns nothing about the interrupt.
         // Who decides is the gateway's own record: unreadable, it is a fault, never "anyone".
-        let deciders: interrupts::Deciders = serde_json::from_str(&row.deciders)
-            .map_err(|e| StoreError::Corrupt(format!("interrupt {}'s deciders do not parse: {e}", row.id)))?;
+        let deciders: interrupts::Deciders =
+            serde_json::from_str(&row.deciders).map_err(|e| EngineError::Unreadable {
+                what: format!("interrupt {}'s deciders do not parse", row.id),
+                source: Box::new(e),
+            })?;
         let decider = interrupts::may_decide(person, &roles, &deciders, row.four_eyes, &row.started_by);
         if !caller.may_read(&thread) && !decider {
             return Err(EngineError::PermissionDenied);
@@ -422,11 +428,11 @@ pub(in crate::engine) fn resumed_marker(
     tool_results: std::collections::BTreeMap<String, crate::protocol::events::ToolResultContent>,
     board: Vec<Value>,
     at_ms: i64,
-) -> Result<StoredEvent, StoreError> {
+) -> Result<StoredEvent, EngineError> {
+    let encoding = |source| EngineError::Encoding { what: "a decision event", source };
     let event = GatewayEvent::Resumed(ResumedEvent { decisions: outcomes.to_vec(), tool_results, board: Some(board) })
         .into_event()
-        .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;
-    let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms))
-        .map_err(|e| StoreError::Corrupt(format!("a decision event could not be encoded: {e}")))?;
+        .map_err(encoding)?;
+    let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms)).map_err(encoding)?;
     Ok(StoredEvent { seq: 0, kind: EventKind::Resumed, body: body.into(), at_ms })
 }

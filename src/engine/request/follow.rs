@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::engine::interrupts::Viewer;
-use crate::engine::{board, Engine, EngineError, FollowPlan, Refusal, RunErrorCode, RunPlan, RunRequest};
+use crate::engine::{board, Engine, EngineError, ErrorCode, FollowPlan, Refusal, RunPlan, RunRequest};
 use crate::store::{StoreError, ThreadRow, TurnRow};
 
 impl Engine {
@@ -109,6 +109,6 @@ pub(super) fn viewer_of(request: &RunRequest<'_>) -> Viewer {
     }
 }
 
-pub(super) fn refuse(code: RunErrorCode, message: &str) -> RunPlan {
+pub(super) fn refuse(code: ErrorCode, message: &str) -> RunPlan {
     RunPlan::Refused(Refusal { code, message: message.to_string(), figures: None })
 }

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::engine::RunErrorCode;
+use crate::engine::ErrorCode;
 
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 use crate::protocol::Interrupt;
@@ -143,11 +143,11 @@ pub fn console_link(url: &str, interrupt_id: &str) -> Value {
 /// Why a resume was refused: a `RUN_ERROR` code and a message naming the entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResumeRefusal {
-    pub code: RunErrorCode,
+    pub code: ErrorCode,
     pub message: String,
 }
 
-fn refusal(code: RunErrorCode, message: String) -> ResumeRefusal {
+fn refusal(code: ErrorCode, message: String) -> ResumeRefusal {
     ResumeRefusal { code, message }
 }
 
@@ -185,7 +185,7 @@ pub fn check_resume(
         let name = format!("resume[{index}] ({})", entry.interrupt_id);
         if let Some(first) = entries[..index].iter().position(|e| e.interrupt_id == entry.interrupt_id) {
             return Err(refusal(
-                RunErrorCode::InvalidResume,
+                ErrorCode::InvalidResume,
                 format!(
                     "{name}: interrupt {} is answered twice (resume[{first}] too): answer each once",
                     entry.interrupt_id
@@ -193,30 +193,25 @@ pub fn check_resume(
             ));
         }
         let Some(row) = interrupts.iter().find(|i| i.id == entry.interrupt_id) else {
-            return Err(refusal(
-                RunErrorCode::InvalidResume,
-                format!("{name}: no such interrupt on this thread's turn"),
-            ));
+            return Err(refusal(ErrorCode::InvalidResume, format!("{name}: no such interrupt on this thread's turn")));
         };
-        let shown: Interrupt = serde_json::from_str(&row.shown).map_err(|_| {
-            refusal(RunErrorCode::InvalidResume, format!("{name}: the interrupt's record is unreadable"))
-        })?;
+        let shown: Interrupt = serde_json::from_str(&row.shown)
+            .map_err(|_| refusal(ErrorCode::InvalidResume, format!("{name}: the interrupt's record is unreadable")))?;
         // Who decides is the gateway's own record: unreadable, nobody decides (never "anyone").
-        let deciders: Deciders = serde_json::from_str(&row.deciders).map_err(|_| {
-            refusal(RunErrorCode::InvalidResume, format!("{name}: the interrupt's record is unreadable"))
-        })?;
+        let deciders: Deciders = serde_json::from_str(&row.deciders)
+            .map_err(|_| refusal(ErrorCode::InvalidResume, format!("{name}: the interrupt's record is unreadable")))?;
         match row.status {
             InterruptStatus::Superseded => {
                 return Err(refusal(
-                    RunErrorCode::InterruptChanged,
+                    ErrorCode::InterruptChanged,
                     format!("{name}: the call changed since it was shown"),
                 ))
             }
             InterruptStatus::Expired => {
-                return Err(refusal(RunErrorCode::InterruptExpired, format!("{name}: expired, and was denied")))
+                return Err(refusal(ErrorCode::InterruptExpired, format!("{name}: expired, and was denied")))
             }
             InterruptStatus::Withdrawn => {
-                return Err(refusal(RunErrorCode::InvalidResume, format!("{name}: withdrawn, its turn was cancelled")))
+                return Err(refusal(ErrorCode::InvalidResume, format!("{name}: withdrawn, its turn was cancelled")))
             }
             InterruptStatus::Decided => {
                 plans.push(EntryPlan::AlreadyDecided { interrupt_id: row.id.clone(), decided_seq: row.decided_seq });
@@ -225,11 +220,11 @@ pub fn check_resume(
             InterruptStatus::Open => {}
         }
         if row.expires_at_ms <= now_ms {
-            return Err(refusal(RunErrorCode::InterruptExpired, format!("{name}: expired")));
+            return Err(refusal(ErrorCode::InterruptExpired, format!("{name}: expired")));
         }
         if !may_decide(person, roles, &deciders, row.four_eyes, &row.started_by) {
             return Err(refusal(
-                RunErrorCode::NotADecider,
+                ErrorCode::NotADecider,
                 format!("{name}: decided by {}", describe_deciders(&deciders, row.four_eyes)),
             ));
         }
@@ -239,7 +234,7 @@ pub fn check_resume(
                 let payload = entry.payload.clone().unwrap_or(Value::Null);
                 if let Some(schema) = &shown.response_schema {
                     validate(schema, &payload)
-                        .map_err(|why| refusal(RunErrorCode::InvalidResume, format!("{name}: {why}")))?;
+                        .map_err(|why| refusal(ErrorCode::InvalidResume, format!("{name}: {why}")))?;
                 }
                 let said = payload.get("approved").and_then(Value::as_bool);
                 let approved = said.unwrap_or(shown.reason == "input_required");
@@ -267,15 +262,12 @@ pub fn check_resume(
     if require_all {
         for row in interrupts.iter().filter(|i| i.status == InterruptStatus::Open) {
             let Ok(deciders) = serde_json::from_str::<Deciders>(&row.deciders) else {
-                return Err(refusal(
-                    RunErrorCode::InvalidResume,
-                    format!("interrupt {}'s record is unreadable", row.id),
-                ));
+                return Err(refusal(ErrorCode::InvalidResume, format!("interrupt {}'s record is unreadable", row.id)));
             };
             let mine = may_decide(person, roles, &deciders, row.four_eyes, &row.started_by);
             if mine && !entries.iter().any(|e| e.interrupt_id == row.id) {
                 return Err(refusal(
-                    RunErrorCode::InterruptsOpen,
+                    ErrorCode::InterruptsOpen,
                     format!("interrupt {} is open and yours to decide: answer every open interrupt at once", row.id),
                 ));
             }
@@ -377,7 +369,7 @@ mod tests {
             [entry(ResumeStatus::Resolved), entry(ResumeStatus::Resolved)],
         ] {
             let refused = check_resume(&pair, std::slice::from_ref(&row), "alice", &[], 0, true).expect_err("refused");
-            assert_eq!(refused.code, RunErrorCode::InvalidResume);
+            assert_eq!(refused.code, ErrorCode::InvalidResume);
             assert!(refused.message.contains("int_1") && refused.message.contains("twice"), "{}", refused.message);
         }
         assert!(check_resume(&[entry(ResumeStatus::Resolved)], &[row], "alice", &[], 0, true).is_ok());

@@ -9,7 +9,7 @@ use super::follow::{refuse, viewer_of};
 use super::history::{self, Branching, HistoryVerdict};
 use super::interrupts::{self, waiting_of};
 use crate::engine::runner::TurnStart;
-use crate::engine::{board, Engine, EngineError, FollowPlan, RunErrorCode, RunPlan, RunRequest};
+use crate::engine::{board, Engine, EngineError, ErrorCode, FollowPlan, RunPlan, RunRequest};
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
 use crate::store::{
@@ -47,7 +47,7 @@ impl Engine {
     async fn plan_run(&self, mut request: RunRequest<'_>) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
         let store = &inner.store;
-        let thread = store.find_thread(request.tenant, request.thread_id.as_str()).await?;
+        let thread = store.find_thread(request.tenant.as_str(), request.thread_id.as_str()).await?;
         if let Some(thread) = &thread {
             if !request.caller.may_read(thread) {
                 return Err(EngineError::PermissionDenied);
@@ -93,7 +93,7 @@ impl Engine {
                 Err(EngineError::BadRequest { field: "messages", message: "a run needs a user message".into() })
             }
             HistoryVerdict::Mismatch(why) => Ok(refuse(
-                RunErrorCode::HistoryMismatch,
+                ErrorCode::HistoryMismatch,
                 &format!("the history differs from the thread's ({why}); load the thread again"),
             )),
             HistoryVerdict::Follow(pk) => self.follow_recorded(&request, thread.as_ref(), &turns, pk).await,
@@ -114,14 +114,14 @@ impl Engine {
                     match latest.status {
                         TurnStatus::Running => {
                             return Ok(refuse(
-                                RunErrorCode::TurnInProgress,
+                                ErrorCode::TurnInProgress,
                                 "a turn is running on this thread; wait for it to finish",
                             ))
                         }
                         TurnStatus::Waiting => {
                             if let Some(pending) = self.pending_client_calls(latest).await? {
                                 return Ok(refuse(
-                                    RunErrorCode::InterruptsPending,
+                                    ErrorCode::InterruptsPending,
                                     &format!("the turn waits for the results of the tool calls {}", pending.join(", ")),
                                 ));
                             }
@@ -130,7 +130,7 @@ impl Engine {
                         _ => {}
                     }
                 }
-                if let Some(refusal) = self.over_quota(request.tenant).await? {
+                if let Some(refusal) = self.over_quota(request.tenant.as_str()).await? {
                     return Ok(RunPlan::Refused(refusal));
                 }
                 let message = NewMessage { id: message_id, text, parts, parent };
@@ -152,10 +152,7 @@ impl Engine {
     ) -> Result<RunPlan, EngineError> {
         let store = &self.inner.store;
         let (Some(thread), Some(turn)) = (thread, turns.iter().find(|t| t.pk == pk)) else {
-            return Ok(refuse(
-                RunErrorCode::HistoryMismatch,
-                "the thread has no turn to follow; load the thread again",
-            ));
+            return Ok(refuse(ErrorCode::HistoryMismatch, "the thread has no turn to follow; load the thread again"));
         };
         if turn.status == TurnStatus::Waiting {
             if let Some(pending) = self.pending_client_calls(turn).await? {
@@ -230,13 +227,13 @@ impl Engine {
         if waiting.iter().any(|w| w.may_be_decided_by(&viewer)) {
             let ids: Vec<&str> = waiting.iter().map(|w| w.interrupt.id.as_str()).collect();
             return Ok(refuse(
-                RunErrorCode::InterruptsPending,
+                ErrorCode::InterruptsPending,
                 &format!("the turn waits for your decision on {}; answer with resume first", ids.join(", ")),
             ));
         }
         let who: Vec<String> =
             waiting.iter().map(|w| interrupts::describe_deciders(&w.deciders, w.four_eyes)).collect();
-        Ok(refuse(RunErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; "))))
+        Ok(refuse(ErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; "))))
     }
 
     async fn start_turn(
@@ -264,7 +261,7 @@ impl Engine {
         let clearance = viewer_of(request).clearance;
         let board_read = Engine::board_read_entry(
             request.caller,
-            request.tenant,
+            request.tenant.as_str(),
             request.thread_id.as_str(),
             &clearance,
             &board,
@@ -297,7 +294,7 @@ impl Engine {
             },
             started_by: request.caller.label(),
             at_ms: now,
-            limits: self.turn_limits(request.tenant),
+            limits: self.turn_limits(request.tenant.as_str()),
         };
         // An erase of the thread may meet the turn's start: PostgreSQL breaks the deadlock
         // between the two (tried again: the erase then goes first), and a turn on the thread
@@ -344,11 +341,11 @@ impl Engine {
                     board_read_audited: true,
                     console: self.console(),
                 };
-                let ai_label = inner.config.tenant(request.tenant).and_then(|t| t.ai_label.clone());
+                let ai_label = inner.config.tenant(request.tenant.as_str()).and_then(|t| t.ai_label.clone());
                 let start = TurnStart::New {
                     thread_id: thread.thread_id.clone(),
                     run_id: new.run_id.clone(),
-                    tenant: request.tenant.to_string(),
+                    tenant: request.tenant.clone(),
                     board,
                 };
                 self.spawn_turn(turn, start, ai_label);
@@ -361,12 +358,10 @@ impl Engine {
                 }
                 None => Err(EngineError::PermissionDenied),
             },
-            StartTurn::Conflict => {
-                Ok(refuse(RunErrorCode::TurnInProgress, "another turn started on this thread first"))
-            }
+            StartTurn::Conflict => Ok(refuse(ErrorCode::TurnInProgress, "another turn started on this thread first")),
             StartTurn::NotOwner => Err(EngineError::PermissionDenied),
             // Other starts of the tenant took the last places since the look before (§8).
-            StartTurn::OverLimit(usage) => match self.quota_refusal(request.tenant, &usage) {
+            StartTurn::OverLimit(usage) => match self.quota_refusal(request.tenant.as_str(), &usage) {
                 Some(refusal) => Ok(RunPlan::Refused(refusal)),
                 None => Err(EngineError::Store(crate::store::StoreError::Corrupt(
                     "the store found a limit reached that the tenant's quotas do not name".into(),

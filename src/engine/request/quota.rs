@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use crate::engine::{Engine, EngineError, Refusal, RunErrorCode};
+use crate::engine::{Engine, EngineError, ErrorCode, Refusal};
 use crate::metrics::CodeLabel;
 use crate::store::{TenantUsage, TurnLimits};
 
@@ -48,19 +48,13 @@ impl Engine {
         let token_period = self.inner.config.tenant(tenant).map_or(60, |t| t.quotas.token_period_secs);
         let now = self.now_ms();
         let refusal = if let Some(limit) = limits.max_running.filter(|l| usage.running_turns >= *l) {
-            quota_refusal(RunErrorCode::ConcurrencyLimit, "concurrent_turns", limit, usage.running_turns, None)
+            quota_refusal(ErrorCode::ConcurrencyLimit, "concurrent_turns", limit, usage.running_turns, None)
         } else if let Some(limit) = limits.max_started.filter(|l| usage.turns_started >= *l) {
             let next_minute = quota_window(now, 60).1;
-            quota_refusal(
-                RunErrorCode::QuotaExceeded,
-                "turns_per_minute",
-                limit,
-                usage.turns_started,
-                Some(next_minute),
-            )
+            quota_refusal(ErrorCode::QuotaExceeded, "turns_per_minute", limit, usage.turns_started, Some(next_minute))
         } else if let Some(limit) = limits.max_tokens.filter(|l| usage.tokens >= *l) {
             let next_period = quota_window(now, token_period).1;
-            quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period))
+            quota_refusal(ErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period))
         } else {
             return None;
         };
@@ -80,7 +74,7 @@ pub fn quota_window(now_ms: i64, length_secs: u64) -> (i64, i64) {
 }
 
 /// A refusal for a limit (§8), its figures for the client.
-pub fn quota_refusal(code: RunErrorCode, scope: &str, limit: i64, used: i64, resets_at_ms: Option<i64>) -> Refusal {
+pub fn quota_refusal(code: ErrorCode, scope: &str, limit: i64, used: i64, resets_at_ms: Option<i64>) -> Refusal {
     let resets_at = resets_at_ms.map(crate::protocol::iso8601);
     Refusal {
         code,

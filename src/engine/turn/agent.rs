@@ -96,18 +96,18 @@ pub enum AgentError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A read or record of the running turn failed for good (the database refused it, or was
-    /// away longer than the turn waits): `RUN_ERROR` `failed`, saying what could not be done.
-    /// The message quotes its source too, as the client always saw it; the source stays
-    /// attached for the logs.
-    #[error("{what}: {source}")]
+    /// away longer than the turn waits): `RUN_ERROR` `failed`, saying what could not be done
+    /// and nothing of the database's words; the source stays attached for the log, which
+    /// names it with the turn's id.
+    #[error("{what}")]
     Store {
         what: String,
         #[source]
         source: crate::store::StoreError,
     },
     /// Something the turn says could not be encoded (an event, a checkpoint, an interrupt):
-    /// `RUN_ERROR` `failed`.
-    #[error("{what} could not be encoded: {source}")]
+    /// `RUN_ERROR` `failed`, naming what; the encoder's words go to the log only.
+    #[error("{what} could not be encoded")]
     Encoding {
         what: &'static str,
         #[source]
@@ -133,6 +133,22 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// What a client is told in the turn's `RUN_ERROR`: written for the client, never an
+    /// internal error's text (the database's, the encoder's: those are the source, logged).
+    pub fn client_message(&self) -> String {
+        self.to_string()
+    }
+
+    /// The internal cause behind this failure, for the log: the database's or the encoder's
+    /// error (with its chain), when the failure has one the client is not told.
+    pub fn internal_cause(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AgentError::Store { source, .. } => Some(source),
+            AgentError::Encoding { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
     /// A name for the kind of failure, safe to log (it never holds message text).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -5,7 +5,7 @@
 //! still spent its tokens, and says so on its terminal event (`usage`, AG-UI 1.0).
 
 use super::{AgentError, TurnContext};
-use crate::engine::RunErrorCode;
+use crate::engine::ErrorCode;
 use crate::protocol::events::TokenUsage;
 
 /// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
@@ -24,7 +24,7 @@ impl TurnContext {
         let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
         let at_ms = self.now_ms();
         self.patiently("the token count could not be recorded", || {
-            self.store.add_tokens(&self.tenant, self.turn_pk, tokens, at_ms)
+            self.store.add_tokens(self.tenant.as_str(), self.turn_pk, tokens, at_ms)
         })
         .await
     }
@@ -54,14 +54,16 @@ impl TurnContext {
         let now = self.now_ms();
         let (period, next_period) = crate::engine::quota_window(now, budget.period_secs);
         let usage = self
-            .patiently("the token budget could not be read", || self.store.tenant_usage(&self.tenant, now, period))
+            .patiently("the token budget could not be read", || {
+                self.store.tenant_usage(self.tenant.as_str(), now, period)
+            })
             .await?;
         let limit = i64::try_from(budget.limit).unwrap_or(i64::MAX);
         if usage.tokens < limit {
             return Ok(());
         }
         let refusal =
-            crate::engine::quota_refusal(RunErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period));
+            crate::engine::quota_refusal(ErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period));
         Err(AgentError::QuotaExceeded { message: refusal.message, figures: refusal.figures.unwrap_or_default() })
     }
 }

@@ -89,7 +89,8 @@ pub struct TurnContext {
     pub(super) last_message: Option<String>,
     /// The board with this turn's pins ([`TurnContext::board`]).
     pub(super) board: Option<Vec<Value>>,
-    pub(super) tenant: String,
+    /// The tenant the turn's tokens are charged to and budgeted by (never an empty one).
+    pub(super) tenant: crate::ids::TenantId,
     pub(super) token_budget: Option<TokenBudget>,
     /// What the agents reported spending so far, each reporter's latest running total
     /// ([`TurnContext::report_usage`]).
@@ -132,11 +133,11 @@ impl TurnContext {
     pub(in crate::engine) fn new(
         inner: &Inner,
         turn: &TurnRow,
-        tenant: String,
+        tenant: crate::ids::TenantId,
         ai_label: Option<String>,
         signal: watch::Receiver<TurnSignal>,
     ) -> TurnContext {
-        let token_budget = inner.config.tenant(&tenant).and_then(|t| {
+        let token_budget = inner.config.tenant(tenant.as_str()).and_then(|t| {
             let quotas = &t.quotas;
             quotas.tokens_per_period.map(|limit| TokenBudget { limit, period_secs: quotas.token_period_secs })
         });

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{AgentError, AgentOutput, TurnContext, TurnSignal};
 use crate::engine::log::{AppendHealth, LogError};
-use crate::engine::RunErrorCode;
+use crate::engine::ErrorCode;
 use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome};
 use crate::store::{StoredEvent, TurnStatus, WriteOp};
@@ -246,14 +246,20 @@ impl TurnContext {
         if let AgentError::Internal(why) = error {
             tracing::error!(turn = %self.turn_id, why, "the turn fails on an internal fault");
         }
+        // The cause the client is not told (the database's words): logged once, with the turn.
+        if let Some(cause) = error.internal_cause() {
+            let what = error.client_message();
+            let cause = crate::telemetry::error_chain(cause);
+            tracing::error!(turn = %self.turn_id, what, cause, "the turn fails on an internal error");
+        }
         let code = match error {
-            AgentError::Internal(_) => RunErrorCode::Internal,
-            AgentError::TimedOut(_) => RunErrorCode::TimedOut,
-            AgentError::QuotaExceeded { .. } => RunErrorCode::QuotaExceeded,
-            _ => RunErrorCode::Failed,
+            AgentError::Internal(_) => ErrorCode::Internal,
+            AgentError::TimedOut(_) => ErrorCode::TimedOut,
+            AgentError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+            _ => ErrorCode::Failed,
         };
         let usage = self.spent_usage();
-        let event = Event::RunError { message: error.to_string(), code: Some(code.as_str().into()), usage };
+        let event = Event::RunError { message: error.client_message(), code: Some(code.as_str().into()), usage };
         let mut envelope = Envelope::new(event, self.now_ms());
         if let AgentError::QuotaExceeded { figures, .. } = error {
             envelope.raw_event = Some(json!({ "gateway": figures }));

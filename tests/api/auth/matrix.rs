@@ -29,7 +29,9 @@ async fn every_refused_caller_gets_its_status_and_code_and_writes_nothing(backen
     let alice_event_id = events[3].id.clone().expect("event id");
     let (demo_key, _) = new_key(&app, "acme", &["demo"], KeyKind::Tenant).await;
     let (revoked_key, revoked_id) = new_key(&app, "acme", &["*"], KeyKind::Tenant).await;
-    assert!(keys::revoke(app.store.as_ref(), "acme", &revoked_id, "test").await.expect("revoke"));
+    assert!(keys::revoke(app.store.as_ref(), app.auth.clock().as_ref(), "acme", &revoked_id, "test")
+        .await
+        .expect("revoke"));
     let (other_tenant_key, _) = new_key(&app, "default", &["*"], KeyKind::Tenant).await;
     let (app_key, _) = new_key(&app, "acme", &["*"], KeyKind::App).await;
 

@@ -1,6 +1,7 @@
 //! Callers, tenants and permissions (SPEC §2.1–2.2, §5.3.1, §8), one feature a file: the
 //! security matrix ([`matrix`]), JWKS rotation ([`jwks`]), revocation of an open stream
-//! ([`revocation`]), token exchange ([`token_exchange`]), CORS ([`cors`]), logs that hold no
+//! ([`revocation`]), token exchange ([`token_exchange`]), a token's lifetime on the gateway's
+//! clock ([`lifetime`]), CORS ([`cors`]), logs that hold no
 //! secret ([`secret_logs`]), the CLI ([`cli`]), local development mode ([`local_dev`]) and
 //! tenants kept apart ([`tenants`]). This module holds what they share: the configuration with
 //! authentication on, tokens and keys, and requests with a credential.
@@ -8,6 +9,7 @@
 mod cli;
 mod cors;
 mod jwks;
+mod lifetime;
 mod local_dev;
 mod matrix;
 mod revocation;
@@ -111,7 +113,7 @@ fn bearer(token: &str) -> String {
 pub(crate) async fn new_key(app: &TestApp, tenant: &str, agents: &[&str], kind: KeyKind) -> (String, String) {
     let agents: Vec<String> = agents.iter().map(|a| a.to_string()).collect();
     let request = KeyRequest { tenant, name: "test key", kind, agents: &agents, actor: "test" };
-    let made = keys::create(app.store.as_ref(), request).await.expect("key created");
+    let made = keys::create(app.store.as_ref(), app.auth.clock().as_ref(), request).await.expect("key created");
     (made.key, made.row.id)
 }
 

@@ -14,7 +14,7 @@ async fn a_revoked_key_ends_its_open_stream_within_seconds_and_the_turn_runs_on(
     let reader = tokio::spawn(stream.rest());
     let events_before = app.counts().await.events;
     let revoked_at = Instant::now();
-    assert!(keys::revoke(app.store.as_ref(), "acme", &key_id, "cli").await.expect("revoke"));
+    assert!(keys::revoke(app.store.as_ref(), app.auth.clock().as_ref(), "acme", &key_id, "cli").await.expect("revoke"));
     let events = tokio::time::timeout(Duration::from_secs(5), reader)
         .await
         .expect("the stream ended within 5 s of the revocation")

@@ -86,7 +86,9 @@ async fn an_app_exchanges_a_persons_token_and_acts_for_them_until_its_key_is_rev
     let mut stream = EventStream::new(waiting);
     stream.until_kind("TEXT_MESSAGE_END").await;
     let reader = tokio::spawn(stream.rest());
-    assert!(keys::revoke(app.store.as_ref(), "acme", &app_key_id, "cli").await.expect("revoke"));
+    assert!(keys::revoke(app.store.as_ref(), app.auth.clock().as_ref(), "acme", &app_key_id, "cli")
+        .await
+        .expect("revoke"));
     let events = tokio::time::timeout(Duration::from_secs(5), reader).await.expect("ended in 5 s").expect("reader");
     assert_eq!(events.last().map(|e| e.data["code"].clone()), Some(json!("revoked")));
     let after = post(&app, "demo", "acme", &first_run("th-erin-3", "r-1", "hi"), Some(&bearer(&token)), &[]).await;
