@@ -94,6 +94,47 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 }
 
 pub fn router(state: AppState) -> Router {
+    let base = state.config.copilotkit_path.clone();
+    let app = canonical_router(state);
+    if base == permissions::COPILOTKIT_BASE {
+        return app;
+    }
+    // The rewrite must run before routing: a layer on the routes themselves runs after it.
+    Router::new().fallback_service(app).layer(axum::middleware::map_request(move |request| {
+        let base = base.clone();
+        async move { rebase(request, &base) }
+    }))
+}
+
+/// Maps a configured `copilotkit_path` onto the canonical base the runtime's routes, their
+/// tenant extractor and the OpenAPI document use: `{base}/acme/info` is served as
+/// `/v1/copilotkit/acme/info`. The canonical base itself then answers 404, as any path the
+/// gateway does not serve. The query is kept as it came.
+fn rebase(
+    mut request: axum::http::Request<axum::body::Body>,
+    base: &str,
+) -> Result<axum::http::Request<axum::body::Body>, ApiError> {
+    let path = request.uri().path();
+    let under = |prefix: &str| path.strip_prefix(prefix).filter(|rest| rest.is_empty() || rest.starts_with('/'));
+    let Some(rest) = under(base) else {
+        return match under(permissions::COPILOTKIT_BASE) {
+            Some(_) => Err(ApiError::NotFound(format!("no route {path}"))),
+            None => Ok(request),
+        };
+    };
+    let mut rewritten = format!("{}{rest}", permissions::COPILOTKIT_BASE);
+    if let Some(query) = request.uri().query() {
+        rewritten = format!("{rewritten}?{query}");
+    }
+    let mut parts = request.uri().clone().into_parts();
+    // The path came from a valid URI and the base is plain segments: it parses again.
+    parts.path_and_query = Some(rewritten.parse().map_err(|error| ApiError::bad_request("path", format!("{error}")))?);
+    *request.uri_mut() = axum::http::Uri::from_parts(parts).map_err(|error| ApiError::Internal(Box::new(error)))?;
+    Ok(request)
+}
+
+/// Every route at its canonical path, with the layers every answer goes through.
+fn canonical_router(state: AppState) -> Router {
     let cors = cors(state.config.clone());
     let (routes, document) = routes();
     let document = Arc::new(serde_json::to_value(document).unwrap_or_default());
@@ -163,6 +204,45 @@ fn cors(config: Arc<Config>) -> CorsLayer {
         .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
         .allow_headers([AUTHORIZATION, CONTENT_TYPE, HeaderName::from_static("last-event-id")])
         .max_age(Duration::from_secs(600))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rebased(path: &str) -> Result<String, ApiError> {
+        let request = axum::http::Request::builder().uri(path).body(axum::body::Body::empty()).expect("request");
+        rebase(request, "/api/copilotkit").map(|request| request.uri().to_string())
+    }
+
+    #[test]
+    fn a_configured_copilotkit_path_is_served_as_the_canonical_one() {
+        assert_eq!(rebased("/api/copilotkit/acme/info").ok().as_deref(), Some("/v1/copilotkit/acme/info"));
+        assert_eq!(
+            rebased("/api/copilotkit/acme/threads?agentId=a&limit=2").ok().as_deref(),
+            Some("/v1/copilotkit/acme/threads?agentId=a&limit=2")
+        );
+        assert_eq!(rebased("/api/copilotkit/acme").ok().as_deref(), Some("/v1/copilotkit/acme"));
+        for other in ["/v1/threads?tenant=acme", "/api/copilotkitx/acme/info", "/livez"] {
+            assert_eq!(rebased(other).ok().as_deref(), Some(other), "{other}");
+        }
+        for old in ["/v1/copilotkit/acme/info", "/v1/copilotkit"] {
+            assert!(matches!(rebased(old), Err(ApiError::NotFound(_))), "{old}");
+        }
+    }
+
+    #[test]
+    fn every_route_lies_under_a_prefix_the_config_knows() {
+        let document = serde_json::to_value(openapi_document()).expect("document");
+        let paths = document["paths"].as_object().expect("paths");
+        for path in paths.keys() {
+            let known = crate::config::GATEWAY_ROUTE_PREFIXES
+                .iter()
+                .chain([&crate::config::COPILOTKIT_PATH])
+                .any(|prefix| path == prefix || path.starts_with(&format!("{prefix}/")));
+            assert!(known, "{path} is under no prefix of crate::config::GATEWAY_ROUTE_PREFIXES");
+        }
+    }
 }
 
 /// Serves until `shutdown` resolves; then open streams end and the server drains. With `tls`,
