@@ -54,6 +54,10 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Flips to true when the server begins shutting down: open streams end (resumably).
     shutting_down: watch::Receiver<bool>,
+    /// Moved on whenever this instance changes a thread's entry in a list (a run, a rename, an
+    /// archive, an erasure), so the live thread lists (`copilotkit::realtime`) look again at
+    /// once rather than at their next poll.
+    thread_changes: Arc<watch::Sender<u64>>,
 }
 
 impl AppState {
@@ -68,7 +72,13 @@ impl AppState {
     pub fn new(engine: Engine, auth: Auth) -> (AppState, watch::Sender<bool>) {
         let (sender, receiver) = watch::channel(false);
         let config = engine.config().clone();
-        (AppState { engine, auth, config, shutting_down: receiver }, sender)
+        let thread_changes = Arc::new(watch::Sender::new(0));
+        (AppState { engine, auth, config, shutting_down: receiver, thread_changes }, sender)
+    }
+
+    /// Says that a thread's entry in a list may have changed on this instance.
+    pub(crate) fn threads_changed(&self) {
+        self.thread_changes.send_modify(|count| *count = count.wrapping_add(1));
     }
 }
 
