@@ -216,45 +216,6 @@ fn cors(config: Arc<Config>) -> CorsLayer {
         .max_age(Duration::from_secs(600))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rebased(path: &str) -> Result<String, ApiError> {
-        let request = axum::http::Request::builder().uri(path).body(axum::body::Body::empty()).expect("request");
-        rebase(request, "/api/copilotkit").map(|request| request.uri().to_string())
-    }
-
-    #[test]
-    fn a_configured_copilotkit_path_is_served_as_the_canonical_one() {
-        assert_eq!(rebased("/api/copilotkit/acme/info").ok().as_deref(), Some("/v1/copilotkit/acme/info"));
-        assert_eq!(
-            rebased("/api/copilotkit/acme/threads?agentId=a&limit=2").ok().as_deref(),
-            Some("/v1/copilotkit/acme/threads?agentId=a&limit=2")
-        );
-        assert_eq!(rebased("/api/copilotkit/acme").ok().as_deref(), Some("/v1/copilotkit/acme"));
-        for other in ["/v1/threads?tenant=acme", "/api/copilotkitx/acme/info", "/livez"] {
-            assert_eq!(rebased(other).ok().as_deref(), Some(other), "{other}");
-        }
-        for old in ["/v1/copilotkit/acme/info", "/v1/copilotkit"] {
-            assert!(matches!(rebased(old), Err(ApiError::NotFound(_))), "{old}");
-        }
-    }
-
-    #[test]
-    fn every_route_lies_under_a_prefix_the_config_knows() {
-        let document = serde_json::to_value(openapi_document()).expect("document");
-        let paths = document["paths"].as_object().expect("paths");
-        for path in paths.keys() {
-            let known = crate::config::GATEWAY_ROUTE_PREFIXES
-                .iter()
-                .chain([&crate::config::COPILOTKIT_PATH])
-                .any(|prefix| path == prefix || path.starts_with(&format!("{prefix}/")));
-            assert!(known, "{path} is under no prefix of crate::config::GATEWAY_ROUTE_PREFIXES");
-        }
-    }
-}
-
 /// Serves until `shutdown` resolves; then open streams end and the server drains. With `tls`,
 /// the connections are HTTPS ([`tls::TlsListener`]); either way one port speaks HTTP/1.1 and
 /// HTTP/2 (over TLS by ALPN, in plain text by prior knowledge), and the same shutdown applies.
@@ -292,5 +253,44 @@ pub async fn serve(
 pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
     if let Err(error) = tcp.set_nodelay(true) {
         tracing::debug!(%error, "could not set TCP_NODELAY");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rebased(path: &str) -> Result<String, ApiError> {
+        let request = axum::http::Request::builder().uri(path).body(axum::body::Body::empty()).expect("request");
+        rebase(request, "/api/copilotkit").map(|request| request.uri().to_string())
+    }
+
+    #[test]
+    fn a_configured_copilotkit_path_is_served_as_the_canonical_one() {
+        assert_eq!(rebased("/api/copilotkit/acme/info").ok().as_deref(), Some("/v1/copilotkit/acme/info"));
+        assert_eq!(
+            rebased("/api/copilotkit/acme/threads?agentId=a&limit=2").ok().as_deref(),
+            Some("/v1/copilotkit/acme/threads?agentId=a&limit=2")
+        );
+        assert_eq!(rebased("/api/copilotkit/acme").ok().as_deref(), Some("/v1/copilotkit/acme"));
+        for other in ["/v1/threads?tenant=acme", "/api/copilotkitx/acme/info", "/livez"] {
+            assert_eq!(rebased(other).ok().as_deref(), Some(other), "{other}");
+        }
+        for old in ["/v1/copilotkit/acme/info", "/v1/copilotkit"] {
+            assert!(matches!(rebased(old), Err(ApiError::NotFound(_))), "{old}");
+        }
+    }
+
+    #[test]
+    fn every_route_lies_under_a_prefix_the_config_knows() {
+        let document = serde_json::to_value(openapi_document()).expect("document");
+        let paths = document["paths"].as_object().expect("paths");
+        for path in paths.keys() {
+            let known = crate::config::GATEWAY_ROUTE_PREFIXES
+                .iter()
+                .chain([&crate::config::COPILOTKIT_PATH])
+                .any(|prefix| path == prefix || path.starts_with(&format!("{prefix}/")));
+            assert!(known, "{path} is under no prefix of crate::config::GATEWAY_ROUTE_PREFIXES");
+        }
     }
 }
