@@ -38,6 +38,26 @@ pub const DEFAULT_CONFIG_TOML: &str = include_str!("../config/gateway.toml");
 /// Where the gateway serves its console (`console = true`).
 pub const CONSOLE_PATH: &str = "/console/";
 
+/// Where the CopilotKit runtime's routes are served and documented (`/v1/copilotkit/{tenant}/…`);
+/// `copilotkit_path` may publish them under another base.
+pub const COPILOTKIT_PATH: &str = "/v1/copilotkit";
+
+/// The first segments of every other route the gateway serves (its API, probes, document and
+/// console). `copilotkit_path` may neither lie under one of these nor hold one, or a request
+/// would have two meanings; the HTTP layer's tests check this list against its routes.
+pub const GATEWAY_ROUTE_PREFIXES: &[&str] = &[
+    "/v1/agui",
+    "/v1/agents",
+    "/v1/threads",
+    "/v1/interrupts",
+    "/v1/auth",
+    "/livez",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/console",
+];
+
 /// Prefix of every environment override: `AGUI_GATEWAY_` + the setting's path joined by `_`,
 /// upper-cased (`database.url` → `AGUI_GATEWAY_DATABASE_URL`).
 pub const ENV_PREFIX: &str = "AGUI_GATEWAY_";
@@ -71,6 +91,9 @@ pub struct Config {
     pub console_url: String,
     /// Whether the gateway serves its console (the inbox of interrupts, threads) at `/console/`.
     pub console: bool,
+    /// The base path of the CopilotKit runtime's routes, before `/{tenant}` (default
+    /// [`COPILOTKIT_PATH`]).
+    pub copilotkit_path: String,
     pub log: LogConfig,
     pub database: DatabaseConfig,
     pub bus: BusConfig,
@@ -90,6 +113,7 @@ impl std::fmt::Debug for Config {
             .field("listen", &self.listen)
             .field("console_url", &self.console_url)
             .field("console", &self.console)
+            .field("copilotkit_path", &self.copilotkit_path)
             .field("log", &self.log)
             .field("database", &self.database)
             .field("bus", &self.bus)
@@ -317,6 +341,8 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         self.listen_addr()?;
         let invalid = |m: String| Err(ConfigError::Invalid(m));
+        validate_copilotkit_path(&self.copilotkit_path)
+            .map_err(|why| ConfigError::Invalid(format!("copilotkit_path: {why}")))?;
         if !(self.database.url.starts_with("sqlite:") || self.database.url.starts_with("postgres")) {
             return invalid("database.url must start with sqlite: or postgres://".into());
         }
@@ -507,6 +533,35 @@ fn activity_step(
     Ok(())
 }
 
+/// A base path for the CopilotKit runtime's routes: absolute, no trailing `/`, plain segments
+/// (compared byte for byte with request paths, so nothing to percent-decode), and clear of the
+/// gateway's other routes. Another base may not overlap the canonical one either: its old
+/// path answers 404 once it is moved.
+fn validate_copilotkit_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') || path.ends_with('/') {
+        return Err(format!("'{path}' must start with \"/\" and not end with one (e.g. \"/api/copilotkit\")"));
+    }
+    let plain = |segment: &str| {
+        !segment.is_empty()
+            && segment != "."
+            && segment != ".."
+            && segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+    };
+    if !path[1..].split('/').all(plain) {
+        return Err(format!("'{path}' must be segments of letters, digits, '-', '.', '_' or '~'"));
+    }
+    // One path under (or equal to) another, segment by segment.
+    let within = |inner: &str, outer: &str| {
+        inner == outer || inner.strip_prefix(outer).is_some_and(|rest| rest.starts_with('/'))
+    };
+    let own = GATEWAY_ROUTE_PREFIXES.iter().copied();
+    let canonical = Some(COPILOTKIT_PATH).filter(|canonical| *canonical != path);
+    match own.chain(canonical).find(|route| within(path, route) || within(route, path)) {
+        Some(route) => Err(format!("'{path}' overlaps the gateway's own routes under {route}")),
+        None => Ok(()),
+    }
+}
+
 /// Tables merge key by key; any other value (arrays included) replaces the default.
 fn merge_tables(base: &mut toml::Table, over: toml::Table) {
     for (key, value) in over {
@@ -576,6 +631,38 @@ mod tests {
             std::fs::write(&path, agent(step)).expect("write");
             let error = Config::load(Some(&path), std::iter::empty()).expect_err(step).to_string();
             assert!(error.contains("activity step") && error.contains(why), "{step}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_copilotkit_path_defaults_to_the_canonical_base_and_refuses_bad_or_overlapping_ones() {
+        let config = Config::builtin().expect("default config loads");
+        assert_eq!(config.copilotkit_path, COPILOTKIT_PATH);
+        let with = |path: &str| {
+            let variable = ("AGUI_GATEWAY_COPILOTKIT_PATH".to_string(), path.to_string());
+            Config::load(None, [variable])
+        };
+        for good in ["/api/copilotkit", "/copilotkit", "/a/b.c/d-e_f~"] {
+            assert_eq!(with(good).expect(good).copilotkit_path, good);
+        }
+        for bad in [
+            "api/copilotkit",
+            "/api/copilotkit/",
+            "/",
+            "",
+            "/api//copilotkit",
+            "/api/../v1",
+            "/api/{tenant}",
+            "/api copilotkit",
+            "/v1",
+            "/v1/threads",
+            "/v1/agui/agents/x",
+            "/console",
+            "/metrics/copilotkit",
+            "/v1/copilotkit/under",
+        ] {
+            let error = with(bad).expect_err(bad).to_string();
+            assert!(error.contains("copilotkit_path"), "{bad}: {error}");
         }
     }
 

@@ -221,7 +221,9 @@ async fn serve_connection<Io>(
                 // buffer well past it, so heads up to twice the limit went through.
                 .max_header_size(limits.max_header_bytes)
                 .max_buf_size(limits.max_header_bytes);
-            let connection = builder.serve_connection(io, service);
+            // With upgrades: the live thread list is a WebSocket (`copilotkit::realtime`); an
+            // upgraded connection leaves this loop and lives in its handler's task.
+            let connection = builder.serve_connection(io, service).with_upgrades();
             drive(connection, activity, &mut stop, limits, |c| c.graceful_shutdown()).await
         }
         Protocol::Http2 => {

@@ -54,6 +54,10 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Flips to true when the server begins shutting down: open streams end (resumably).
     shutting_down: watch::Receiver<bool>,
+    /// Moved on whenever this instance changes a thread's entry in a list (a run, a rename, an
+    /// archive, an erasure), so the live thread lists (`copilotkit::realtime`) look again at
+    /// once rather than at their next poll.
+    thread_changes: Arc<watch::Sender<u64>>,
 }
 
 impl AppState {
@@ -68,7 +72,13 @@ impl AppState {
     pub fn new(engine: Engine, auth: Auth) -> (AppState, watch::Sender<bool>) {
         let (sender, receiver) = watch::channel(false);
         let config = engine.config().clone();
-        (AppState { engine, auth, config, shutting_down: receiver }, sender)
+        let thread_changes = Arc::new(watch::Sender::new(0));
+        (AppState { engine, auth, config, shutting_down: receiver, thread_changes }, sender)
+    }
+
+    /// Says that a thread's entry in a list may have changed on this instance.
+    pub(crate) fn threads_changed(&self) {
+        self.thread_changes.send_modify(|count| *count = count.wrapping_add(1));
     }
 }
 
@@ -94,6 +104,47 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 }
 
 pub fn router(state: AppState) -> Router {
+    let base = state.config.copilotkit_path.clone();
+    let app = canonical_router(state);
+    if base == permissions::COPILOTKIT_BASE {
+        return app;
+    }
+    // The rewrite must run before routing: a layer on the routes themselves runs after it.
+    Router::new().fallback_service(app).layer(axum::middleware::map_request(move |request| {
+        let base = base.clone();
+        async move { rebase(request, &base) }
+    }))
+}
+
+/// Maps a configured `copilotkit_path` onto the canonical base the runtime's routes, their
+/// tenant extractor and the OpenAPI document use: `{base}/acme/info` is served as
+/// `/v1/copilotkit/acme/info`. The canonical base itself then answers 404, as any path the
+/// gateway does not serve. The query is kept as it came.
+fn rebase(
+    mut request: axum::http::Request<axum::body::Body>,
+    base: &str,
+) -> Result<axum::http::Request<axum::body::Body>, ApiError> {
+    let path = request.uri().path();
+    let under = |prefix: &str| path.strip_prefix(prefix).filter(|rest| rest.is_empty() || rest.starts_with('/'));
+    let Some(rest) = under(base) else {
+        return match under(permissions::COPILOTKIT_BASE) {
+            Some(_) => Err(ApiError::NotFound(format!("no route {path}"))),
+            None => Ok(request),
+        };
+    };
+    let mut rewritten = format!("{}{rest}", permissions::COPILOTKIT_BASE);
+    if let Some(query) = request.uri().query() {
+        rewritten = format!("{rewritten}?{query}");
+    }
+    let mut parts = request.uri().clone().into_parts();
+    // The path came from a valid URI and the base is plain segments: it parses again.
+    parts.path_and_query = Some(rewritten.parse().map_err(|error| ApiError::bad_request("path", format!("{error}")))?);
+    *request.uri_mut() = axum::http::Uri::from_parts(parts).map_err(|error| ApiError::Internal(Box::new(error)))?;
+    Ok(request)
+}
+
+/// Every route at its canonical path, with the layers every answer goes through.
+fn canonical_router(state: AppState) -> Router {
     let cors = cors(state.config.clone());
     let (routes, document) = routes();
     let document = Arc::new(serde_json::to_value(document).unwrap_or_default());
@@ -202,5 +253,44 @@ pub async fn serve(
 pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
     if let Err(error) = tcp.set_nodelay(true) {
         tracing::debug!(%error, "could not set TCP_NODELAY");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rebased(path: &str) -> Result<String, ApiError> {
+        let request = axum::http::Request::builder().uri(path).body(axum::body::Body::empty()).expect("request");
+        rebase(request, "/api/copilotkit").map(|request| request.uri().to_string())
+    }
+
+    #[test]
+    fn a_configured_copilotkit_path_is_served_as_the_canonical_one() {
+        assert_eq!(rebased("/api/copilotkit/acme/info").ok().as_deref(), Some("/v1/copilotkit/acme/info"));
+        assert_eq!(
+            rebased("/api/copilotkit/acme/threads?agentId=a&limit=2").ok().as_deref(),
+            Some("/v1/copilotkit/acme/threads?agentId=a&limit=2")
+        );
+        assert_eq!(rebased("/api/copilotkit/acme").ok().as_deref(), Some("/v1/copilotkit/acme"));
+        for other in ["/v1/threads?tenant=acme", "/api/copilotkitx/acme/info", "/livez"] {
+            assert_eq!(rebased(other).ok().as_deref(), Some(other), "{other}");
+        }
+        for old in ["/v1/copilotkit/acme/info", "/v1/copilotkit"] {
+            assert!(matches!(rebased(old), Err(ApiError::NotFound(_))), "{old}");
+        }
+    }
+
+    #[test]
+    fn every_route_lies_under_a_prefix_the_config_knows() {
+        let document = serde_json::to_value(openapi_document()).expect("document");
+        let paths = document["paths"].as_object().expect("paths");
+        for path in paths.keys() {
+            let known = crate::config::GATEWAY_ROUTE_PREFIXES
+                .iter()
+                .chain([&crate::config::COPILOTKIT_PATH])
+                .any(|prefix| path == prefix || path.starts_with(&format!("{prefix}/")));
+            assert!(known, "{path} is under no prefix of crate::config::GATEWAY_ROUTE_PREFIXES");
+        }
     }
 }

@@ -28,8 +28,10 @@ pub(super) fn tenant_name(parts: &Parts) -> Result<String, ApiError> {
     Ok(query.get("tenant").cloned().unwrap_or_else(|| "default".to_string()))
 }
 
-/// Where the CopilotKit runtime's routes live; the segment after it is the tenant.
-pub(super) const COPILOTKIT_BASE: &str = "/v1/copilotkit";
+/// Where the CopilotKit runtime's routes live; the segment after it is the tenant. A
+/// configured `copilotkit_path` is mapped onto it before routing ([`super::rebase`]), so this
+/// is the only base the routes and this extractor see.
+pub(super) const COPILOTKIT_BASE: &str = crate::config::COPILOTKIT_PATH;
 
 /// The tenant of a path under [`COPILOTKIT_BASE`] (`/v1/copilotkit/{tenant}/…`),
 /// percent-decoded; `None` for any other path.

@@ -102,6 +102,8 @@ pub(super) async fn run_stream(state: AppState, request: StreamRequest) -> Resul
         .await?;
     Ok(match plan {
         RunPlan::Follow(plan) => {
+            // A new thread, or a new turn moving one up its owner's list.
+            state.threads_changed();
             let sight = ThreadSight {
                 tenant: tenant.name.clone(),
                 thread_id: plan.thread_id.clone(),

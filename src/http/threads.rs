@@ -124,7 +124,10 @@ async fn delete_thread(
 ) -> Result<StatusCode, ApiError> {
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     match state.engine.delete_thread(&caller, &thread).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Ok(()) => {
+            state.threads_changed();
+            Ok(StatusCode::NO_CONTENT)
+        }
         // Erased meanwhile by someone else: as unknown as any other missing thread.
         Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
         Err(other) => Err(other.into()),

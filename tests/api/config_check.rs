@@ -64,6 +64,22 @@ fn check_config_passes_a_valid_config() {
     assert!(passed && printed.contains("config ok"), "{printed}");
 }
 
+#[test]
+fn check_config_refuses_a_copilotkit_path_that_is_not_a_base_of_its_own() {
+    for (path, says) in [
+        ("api/copilotkit", "must start with \"/\""),
+        ("/api/copilotkit/", "must start with \"/\" and not end with one"),
+        ("/v1/threads", "overlaps the gateway's own routes under /v1/threads"),
+        ("/v1", "overlaps the gateway's own routes"),
+    ] {
+        let (passed, printed) = check_config(&format!("copilotkit_path = \"{path}\"\n{TENANT}"));
+        assert!(!passed, "{path}: {printed}");
+        assert!(printed.contains("copilotkit_path") && printed.contains(says), "{path}: {printed}");
+    }
+    let (passed, printed) = check_config(&format!("copilotkit_path = \"/api/copilotkit\"\n{TENANT}"));
+    assert!(passed && printed.contains("config ok"), "{printed}");
+}
+
 /// Runs `agui-gateway <args>` with `variable` set to bytes that are not UTF-8; returns whether
 /// it passed and what it printed.
 fn with_non_utf8_variable(variable: &str, args: &[&str]) -> (bool, String) {

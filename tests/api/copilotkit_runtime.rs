@@ -91,7 +91,9 @@ async fn info_describes_the_callers_agents_as_copilotkit_reads_them() {
     assert!(info["version"].is_string());
     assert_eq!(info["threadEndpoints"]["list"], true);
     assert_eq!(info["threadEndpoints"]["mutations"], true);
-    assert_eq!(info["threadEndpoints"]["realtimeMetadata"], false);
+    assert_eq!(info["threadEndpoints"]["realtimeMetadata"], true);
+    let socket = info["intelligence"]["wsUrl"].as_str().unwrap_or_default();
+    assert_eq!(socket, format!("//{}/v1/copilotkit/default/threads/realtime", app.address), "{info}");
     let (status, error) = get(&app, &format!("{}/info", base("nowhere")), None).await;
     assert_eq!((status, error["error"]["code"].as_str()), (404, Some("not_found")), "{error}");
 }
@@ -460,3 +462,209 @@ async fn the_runtime_refuses_as_the_agui_route_and_answers_the_tenants_origin(ba
     assert!(methods.contains("PATCH"), "{methods}");
 }
 on_both_stores!(the_runtime_refuses_as_the_agui_route_and_answers_the_tenants_origin);
+
+/// `copilotkit_path` publishes the runtime under another base: info, a run and the threads
+/// answer there (the socket's address too), and the default base is no route any more.
+async fn the_runtime_answers_under_a_configured_base_path(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let mut config = test_config(&db.url);
+    config.copilotkit_path = "/api/copilotkit".to_string();
+    let app = TestApp::start_with(config).await;
+
+    let (status, info) = get(&app, "/api/copilotkit/default/info", None).await;
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(info["agents"]["demo"]["name"], "demo", "{info}");
+    let socket = info["intelligence"]["wsUrl"].as_str().unwrap_or_default();
+    assert!(socket.ends_with("/api/copilotkit/default/threads/realtime"), "{info}");
+
+    let input = first_run("th-ck-based", "run-1", "hello there");
+    let response = post_stream(&app, "/api/copilotkit/default/agent/demo/run", &input, None).await;
+    assert_eq!(response.status(), 200);
+    let events = read_events(response, None).await;
+    assert_eq!(kinds(&events).last(), Some(&"RUN_FINISHED"), "{:?}", kinds(&events));
+    assert!(text_of(&events).contains("You said: \"hello there\""), "{}", text_of(&events));
+
+    let (status, page) = get(&app, "/api/copilotkit/default/threads?agentId=demo&limit=5", None).await;
+    assert_eq!((status, listed(&page)), (200, vec!["th-ck-based".to_string()]), "{page}");
+    let (status, one) = get(&app, "/api/copilotkit/default/threads/th-ck-based", None).await;
+    assert_eq!((status, &one["id"]), (200, &json!("th-ck-based")), "{one}");
+
+    for old in ["/v1/copilotkit/default/info", "/v1/copilotkit/default/threads?agentId=demo"] {
+        let (status, error) = get(&app, old, None).await;
+        assert_eq!((status, error["error"]["code"].as_str()), (404, Some("not_found")), "{old}: {error}");
+    }
+    let response = post_stream(&app, "/v1/copilotkit/default/agent/demo/run", &input, None).await;
+    assert_eq!(response.status(), 404);
+    // The gateway's other routes are where they were.
+    let (status, thread) = get(&app, "/v1/threads/th-ck-based", None).await;
+    assert_eq!(status, 200, "{thread}");
+}
+on_both_stores!(the_runtime_answers_under_a_configured_base_path);
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens the live thread list's socket as `@copilotkit/core` does: a join token from
+/// `POST …/threads/subscribe`, the Phoenix socket at `{wsUrl}/websocket`, the channel of the
+/// list's `joinCode` joined.
+async fn open_live_list(app: &TestApp, tenant: &str, bearer: Option<&str>) -> Socket {
+    let (status, info) = get(app, &format!("{}/info", base(tenant)), bearer).await;
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(info["threadEndpoints"]["realtimeMetadata"], true, "{info}");
+    let socket = info["intelligence"]["wsUrl"].as_str().expect("wsUrl").to_string();
+    let (status, page) = get(app, &format!("{}/threads?agentId=demo", base(tenant)), bearer).await;
+    assert_eq!(status, 200, "{page}");
+    let code = page["joinCode"].as_str().expect("joinCode").to_string();
+    let (status, grant) =
+        send_json(app, reqwest::Method::POST, &format!("{}/threads/subscribe", base(tenant)), &json!({}), bearer).await;
+    assert_eq!(status, 200, "{grant}");
+    let token = grant["joinToken"].as_str().expect("joinToken");
+    let url = format!("ws:{socket}/websocket?join_token={token}&vsn=2.0.0");
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.expect("the socket opens");
+    send_frame(&mut socket, json!(["1", "1", format!("user_meta:{code}"), "phx_join", {}])).await;
+    let reply = next_frame(&mut socket).await;
+    assert_eq!(reply, json!(["1", "1", format!("user_meta:{code}"), "phx_reply", {"status": "ok", "response": {}}]));
+    socket
+}
+
+async fn send_frame(socket: &mut Socket, frame: Value) {
+    use futures_util::SinkExt;
+    let message = tokio_tungstenite::tungstenite::Message::Text(frame.to_string().into());
+    socket.send(message).await.expect("sent");
+}
+
+/// The next text frame, within ten seconds (the socket reads again every two).
+async fn next_frame(socket: &mut Socket) -> Value {
+    use futures_util::StreamExt;
+    loop {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
+            .await
+            .expect("a frame within 10 s")
+            .expect("the socket is open")
+            .expect("a frame");
+        if let tokio_tungstenite::tungstenite::Message::Text(text) = message {
+            return serde_json::from_str(text.as_str()).expect("a JSON frame");
+        }
+    }
+}
+
+/// The `thread_metadata` pushes up to and including the first that `until` accepts.
+async fn pushes_until(socket: &mut Socket, until: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let mut pushes = Vec::new();
+    loop {
+        let frame = next_frame(socket).await;
+        assert_eq!(frame[3], "thread_metadata", "{frame}");
+        assert_eq!(frame[0], "1", "pushed on the joined channel: {frame}");
+        let done = until(&frame[4]);
+        pushes.push(frame[4].clone());
+        if done {
+            return pushes;
+        }
+    }
+}
+
+/// `useThreads`' live list: a thread created, renamed, archived and erased elsewhere reaches the
+/// subscribed socket without a new list; another person's thread never does; a heartbeat is
+/// answered; a socket needs a grant of its tenant.
+async fn the_live_thread_list_tells_the_owner_what_changed_and_no_one_else(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
+    let alice = app_token(&claims("acme", "alice"));
+    let bob = app_token(&claims("acme", "bob"));
+    run_through_runtime(&app, "acme", "demo", &first_run("th-live-1", "run-1", "first"), Some(&alice)).await;
+    let mut socket = open_live_list(&app, "acme", Some(&alice)).await;
+
+    send_frame(&mut socket, json!([null, "2", "phoenix", "heartbeat", {}])).await;
+    let reply = next_frame(&mut socket).await;
+    assert_eq!(reply, json!([null, "2", "phoenix", "phx_reply", {"status": "ok", "response": {}}]));
+
+    // Bob's thread first, then alice's: only alice's is told.
+    run_through_runtime(&app, "acme", "demo", &first_run("th-live-bob", "run-1", "bob's"), Some(&bob)).await;
+    run_through_runtime(&app, "acme", "demo", &first_run("th-live-2", "run-1", "second"), Some(&alice)).await;
+    let told = pushes_until(&mut socket, |p| p["threadId"] == "th-live-2" && p["thread"]["status"] != "running").await;
+    let created = told.iter().find(|p| p["threadId"] == "th-live-2").expect("th-live-2 told");
+    assert_eq!((&created["operation"], &created["thread"]["agentId"]), (&json!("created"), &json!("demo")), "{told:?}");
+    let mut alices = told;
+
+    let one = format!("{}/threads/th-live-1", base("acme"));
+    let (status, _) =
+        send_json(&app, reqwest::Method::PATCH, &one, &json!({"agentId": "demo", "name": "Renamed"}), Some(&alice))
+            .await;
+    assert_eq!(status, 200);
+    let told = pushes_until(&mut socket, |p| p["thread"]["name"] == "Renamed").await;
+    alices.extend(told.clone());
+    assert_eq!(
+        told.last().map(|p| (p["operation"].clone(), p["threadId"].clone())),
+        Some((json!("updated"), json!("th-live-1")))
+    );
+
+    let (status, _) =
+        send_json(&app, reqwest::Method::POST, &format!("{one}/archive"), &json!({"agentId": "demo"}), Some(&alice))
+            .await;
+    assert_eq!(status, 200);
+    let told = pushes_until(&mut socket, |p| p["operation"] == "archived").await;
+    alices.extend(told.clone());
+    assert_eq!(told.last().map(|p| p["thread"]["archived"].clone()), Some(json!(true)), "{told:?}");
+
+    let two = format!("{}/threads/th-live-2", base("acme"));
+    let (status, _) = send_json(&app, reqwest::Method::DELETE, &two, &json!({"agentId": "demo"}), Some(&alice)).await;
+    assert_eq!(status, 204);
+    let told = pushes_until(&mut socket, |p| p["operation"] == "deleted").await;
+    alices.extend(told.clone());
+    assert_eq!(told.last().map(|p| p["deleted"]["id"].clone()), Some(json!("th-live-2")), "{told:?}");
+
+    // Bob's own socket hears of his thread and never of alice's.
+    let mut bobs = open_live_list(&app, "acme", Some(&bob)).await;
+    let (status, _) = send_json(
+        &app,
+        reqwest::Method::PATCH,
+        &format!("{}/threads/th-live-bob", base("acme")),
+        &json!({"name": "Bob's name"}),
+        Some(&bob),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let told = pushes_until(&mut bobs, |p| p["thread"]["name"] == "Bob's name").await;
+    let all = format!("{told:?}");
+    assert!(!all.contains("th-live-1") && !all.contains("th-live-2"), "{all}");
+
+    // A socket without a grant, or with another tenant's, is refused before it opens.
+    let (_, info) = get(&app, &format!("{}/info", base("acme")), Some(&alice)).await;
+    let socket_url = info["intelligence"]["wsUrl"].as_str().expect("wsUrl").to_string();
+    let refused =
+        tokio_tungstenite::connect_async(format!("ws:{socket_url}/websocket?join_token=nope&vsn=2.0.0")).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => assert_eq!(response.status(), 401),
+        other => panic!("an unknown join token opened a socket: {:?}", other.map(|(_, r)| r.status())),
+    }
+    let (_, grant) = send_json(
+        &app,
+        reqwest::Method::POST,
+        &format!("{}/threads/subscribe", base("acme")),
+        &json!({}),
+        Some(&alice),
+    )
+    .await;
+    let token = grant["joinToken"].as_str().expect("joinToken");
+    let elsewhere = socket_url.replace("/acme/", "/default/");
+    let refused = tokio_tungstenite::connect_async(format!("ws:{elsewhere}/websocket?join_token={token}")).await;
+    assert!(
+        matches!(&refused, Err(tokio_tungstenite::tungstenite::Error::Http(r)) if r.status() == 401),
+        "a grant of acme opened default's socket"
+    );
+    drop(socket);
+    assert!(!format!("{alices:?}").contains("th-live-bob"), "alice heard of bob's thread: {alices:?}");
+}
+on_both_stores!(the_live_thread_list_tells_the_owner_what_changed_and_no_one_else);
+
+/// A rename on another instance reaches a socket open on this one (read from the database).
+#[tokio::test]
+async fn the_live_thread_list_hears_of_a_change_made_on_another_instance() {
+    let (a, b, _db) = two_apps().await;
+    run_through_runtime(&a, "default", "demo", &first_run("th-live-far", "run-1", "far"), None).await;
+    let mut socket = open_live_list(&a, "default", None).await;
+    let path = format!("{}/threads/th-live-far", base("default"));
+    let (status, _) = send_json(&b, reqwest::Method::PATCH, &path, &json!({"name": "Named on b"}), None).await;
+    assert_eq!(status, 200);
+    let told = pushes_until(&mut socket, |p| p["thread"]["name"] == "Named on b").await;
+    assert_eq!(told.last().map(|p| p["threadId"].clone()), Some(json!("th-live-far")));
+}

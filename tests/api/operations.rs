@@ -40,6 +40,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("delete", "/v1/copilotkit/{tenant}/threads/{thread}"),
     ("post", "/v1/copilotkit/{tenant}/threads/{thread}/archive"),
     ("get", "/v1/copilotkit/{tenant}/threads/{thread}/messages"),
+    ("post", "/v1/copilotkit/{tenant}/threads/subscribe"),
+    ("get", "/v1/copilotkit/{tenant}/threads/realtime/websocket"),
 ];
 
 #[tokio::test]

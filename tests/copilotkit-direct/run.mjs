@@ -19,6 +19,9 @@
 //   7. a second tab on the same thread shows the conversation
 //   8. useThreads lists the person's threads, renames and archives one
 //   9. another person's useThreads lists none of them
+//  10. the list is live: a thread created, renamed in a second tab and archived through the API
+//      reaches the open list without a reload or refetch; another person's live list, told of
+//      their own rename, never shows it
 // Prints ok/not ok per case; exits non-zero on any failure.
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
@@ -264,6 +267,44 @@ test("another person's useThreads lists none of those threads", async () => {
   const listed = await page.evaluate(() => window.page.threads.threads.map((t) => t.id));
   assert.deepEqual(listed, ["ck-bob"]);
   await page.close();
+});
+
+test("the thread list is live: changes made elsewhere reach it, another person's never", async () => {
+  const ids = (page) => page.evaluate(() => window.page.threads.threads.map((t) => t.id));
+  const bobs = await open({ agent: "demo", thread: "ck-bob", token: bob, extra: "&threads=1" });
+  await bobs.locator('[data-thread="ck-bob"]').waitFor({ timeout: PATIENCE });
+  const first = await open({ agent: "demo", thread: "ck-live", extra: "&threads=1" });
+  await first.waitForFunction(() => window.page.threads && !window.page.threads.isLoading, null, { timeout: PATIENCE });
+  assert.ok(!(await ids(first)).includes("ck-live"), "a new thread is not listed before its first run");
+  // Created: the run's thread shows up in the list that was loaded before it existed.
+  await say(first, "a live thread");
+  await waitForText(first, "Done.");
+  await first.locator('[data-thread="ck-live"]').waitFor({ timeout: PATIENCE });
+  // Renamed in a second tab: the first tab's list shows the name, with no fetch of its own.
+  const second = await open({ agent: "demo", thread: "ck-live", extra: "&threads=1" });
+  await second.locator('[data-thread="ck-live"]').waitFor({ timeout: PATIENCE });
+  await second.evaluate(() => window.page.threads.renameThread("ck-live", "Named in another tab"));
+  await first.locator('[data-thread="ck-live"]', { hasText: "Named in another tab" }).waitFor({ timeout: PATIENCE });
+  // Archived through the API: it leaves both open lists.
+  const archived = await fetch(`${runtime}/threads/ck-live/archive`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${alice}`, "content-type": "application/json" },
+    body: "{}",
+  });
+  assert.equal(archived.status, 200);
+  for (const page of [first, second]) {
+    await page.waitForFunction(() => !document.querySelector('[data-thread="ck-live"]'), null, { timeout: PATIENCE });
+  }
+  // Bob's list is live too (his own rename reaches it), and never held alice's thread.
+  const renamed = await fetch(`${runtime}/threads/ck-bob`, {
+    method: "PATCH",
+    headers: { authorization: `Bearer ${bob}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "Bob's renamed thread" }),
+  });
+  assert.equal(renamed.status, 200);
+  await bobs.locator('[data-thread="ck-bob"]', { hasText: "Bob's renamed thread" }).waitFor({ timeout: PATIENCE });
+  assert.deepEqual(await ids(bobs), ["ck-bob"]);
+  for (const page of [first, second, bobs]) await page.close();
 });
 
 try {

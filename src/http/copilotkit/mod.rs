@@ -1,6 +1,8 @@
 //! The CopilotKit runtime's own routes (SPEC §2), so a CopilotKit app points its `runtimeUrl`
 //! at the gateway with no Node runtime between: `{base}` is `/v1/copilotkit/{tenant}`
-//! ([`super::permissions::COPILOTKIT_BASE`]; the tenant is read from the path there).
+//! ([`super::permissions::COPILOTKIT_BASE`]; the tenant is read from the path there), or
+//! `{copilotkit_path}/{tenant}` where the configuration publishes it elsewhere (mapped onto
+//! the same routes before routing, [`super::rebase`]).
 //!
 //! | route | what |
 //! |---|---|
@@ -10,17 +12,20 @@
 //! | `POST {base}/agent/{agent}/stop/{thread}` | cancels the thread's running turn |
 //! | `POST {base}` | the single-route envelope `{method, params, body}` of the four above |
 //! | `{base}/threads…` | the thread routes `useThreads` calls ([`threads`]) |
+//! | `POST {base}/threads/subscribe`, `GET {base}/threads/realtime/websocket` | the live thread list ([`realtime`]) |
 //!
 //! The tenant is the path's (CopilotKit joins paths to the `runtimeUrl`, so a query would be
 //! lost); the caller is the `Authorization` header the provider's `headers` send, checked as on
 //! every route: the same credentials, scopes, refusals, limits and audit. A run goes through the
 //! same code as `POST /v1/agui/agents/{agent}`: one run path, not a copy.
 
+mod realtime;
 mod threads;
 
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Request, State};
+use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{json, Value};
@@ -47,6 +52,7 @@ pub fn router(slots: Arc<StreamSlots>) -> OpenApiRouter<AppState> {
         .routes(routes!(connect))
         .routes(routes!(stop))
         .merge(threads::router())
+        .merge(realtime::router())
         // The stream routes measure their own body limit while reading (413), from config.
         .layer(DefaultBodyLimit::disable())
         .layer(Extension(slots))
@@ -62,9 +68,10 @@ struct TenantPath {
 }
 
 /// What the runtime describes itself as: the caller's agents, and which of CopilotKit's
-/// features the gateway serves (threads listed and changed over REST; no live thread
-/// updates, transcription, suggestions or generative UI).
-fn runtime_info(state: &AppState, auth: &Authorized) -> Value {
+/// features the gateway serves (threads listed and changed over REST, the list kept live over
+/// the socket `intelligence.wsUrl` names; no transcription, suggestions or generative UI).
+/// Without a `Host` to name the socket by, the list is not advertised as live.
+fn runtime_info(state: &AppState, auth: &Authorized, headers: &HeaderMap, uri: &Uri) -> Value {
     let agents: serde_json::Map<String, Value> = state
         .config
         .agents
@@ -84,17 +91,24 @@ fn runtime_info(state: &AppState, auth: &Authorized) -> Value {
             )
         })
         .collect();
-    json!({
+    let socket = realtime::socket_url(state, headers, uri, &auth.tenant.name);
+    let mut info = json!({
         "version": RUNTIME_VERSION,
         "agents": agents,
         "mode": "sse",
-        "threadEndpoints": { "list": true, "inspect": true, "mutations": true, "realtimeMetadata": false },
+        "threadEndpoints": { "list": true, "inspect": true, "mutations": true, "realtimeMetadata": socket.is_some() },
         "audioFileTranscriptionEnabled": false,
         "suggestions": false,
         "a2uiEnabled": false,
         "openGenerativeUIEnabled": false,
         "telemetryDisabled": true,
-    })
+    });
+    if let Some(socket) = socket {
+        // `mode` stays "sse": runs go over this gateway's routes; only the list's socket is
+        // read from here.
+        info["intelligence"] = json!({ "wsUrl": socket });
+    }
+    info
 }
 
 /// The runtime's description: the agents this caller may start (as `/v1/agents` lists them),
@@ -105,15 +119,15 @@ fn runtime_info(state: &AppState, auth: &Authorized) -> Value {
     tag = "copilotkit",
     params(TenantPath),
     responses(
-        (status = 200, description = "`{version, agents: {<name>: {name, description, className, capabilities}}, mode: \"sse\", threadEndpoints: {list, inspect, mutations, realtimeMetadata}, …}`, as `@copilotkit/core` reads it.", body = JsonObject),
+        (status = 200, description = "`{version, agents: {<name>: {name, description, className, capabilities}}, mode: \"sse\", threadEndpoints: {list, inspect, mutations, realtimeMetadata}, intelligence: {wsUrl}, …}`, as `@copilotkit/core` reads it; `wsUrl` is the live thread list's socket.", body = JsonObject),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "a credential of another tenant (`permission_denied`)", body = ErrorBody),
         (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
 )]
-async fn info(State(state): State<AppState>, auth: Authorized) -> Json<Value> {
-    Json(runtime_info(&state, &auth))
+async fn info(State(state): State<AppState>, auth: Authorized, headers: HeaderMap, uri: Uri) -> Json<Value> {
+    Json(runtime_info(&state, &auth, &headers, &uri))
 }
 
 /// Runs the agent: exactly `POST /v1/agui/agents/{agent}` (a new turn, a replay of a known
@@ -278,7 +292,7 @@ async fn envelope(State(state): State<AppState>, request: Request) -> Result<Res
             .ok_or_else(|| ApiError::bad_request(&format!("params.{name}"), "missing"))
     };
     match envelope.method.as_str() {
-        "info" => Ok(Json(runtime_info(&state, &auth)).into_response()),
+        "info" => Ok(Json(runtime_info(&state, &auth, &parts.headers, &parts.uri)).into_response()),
         "agent/run" | "agent/connect" => {
             let agent = startable_agent(&state, &auth.caller, &auth.tenant, &param("agentId")?)?;
             may_read_content(&auth)?;

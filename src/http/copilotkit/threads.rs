@@ -80,7 +80,7 @@ fn entry(summary: &ThreadSummary, label: Option<&ThreadTitle>, content: bool) ->
     tag = "copilotkit",
     params(TenantPath, ListQuery),
     responses(
-        (status = 200, description = "`{threads: [{id, agentId, name, archived, status, createdAt, updatedAt, lastRunAt}], nextCursor}`", body = JsonObject),
+        (status = 200, description = "`{threads: [{id, agentId, name, archived, status, createdAt, updatedAt, lastRunAt}], nextCursor, joinCode}`; `joinCode` names the live list's channel (`POST …/threads/subscribe`)", body = JsonObject),
         (status = 400, description = "a malformed `agentId`, `limit` or `cursor` (`bad_request`, naming it)", body = ErrorBody),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
@@ -95,8 +95,30 @@ async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) = query.map_err(|error| ApiError::bad_request("query", error.body_text()))?;
     let include_archived = query.include_archived.as_deref() == Some("true");
+    let join_code = join_code(query.agent_id.as_deref());
     let filter = ThreadFilter { agent: query.agent_id, status: None, cursor: query.cursor, limit: query.limit };
-    let page = state.engine.list_threads(&tenant.name, caller.visibility(), &filter).await?;
+    let (threads, next_cursor) = own_entries(&state, &caller, &tenant.name, &filter, include_archived).await?;
+    Ok(Json(json!({ "threads": threads, "nextCursor": next_cursor, "joinCode": join_code })))
+}
+
+/// The `joinCode` a list answers: the channel of the live list (`super::realtime`) of that
+/// agent's threads, or of all the caller's threads for a list of every agent.
+pub(super) fn join_code(agent: Option<&str>) -> String {
+    match agent {
+        Some(agent) => format!("agent.{agent}"),
+        None => "all".to_string(),
+    }
+}
+
+/// One page of the caller's own threads as the list shows them, and the next page's cursor.
+pub(super) async fn own_entries(
+    state: &AppState,
+    caller: &Caller,
+    tenant: &str,
+    filter: &ThreadFilter,
+    include_archived: bool,
+) -> Result<(Vec<Value>, Option<String>), ApiError> {
+    let page = state.engine.list_threads(tenant, caller.visibility(), filter).await?;
     let own: Vec<&ThreadSummary> = page.threads.iter().filter(|s| caller.may_delete(&s.thread)).collect();
     let pks: Vec<i64> = own.iter().map(|s| s.thread.pk).collect();
     let labels = state.engine.thread_titles(&pks).await?;
@@ -107,11 +129,16 @@ async fn list(
         .filter(|(_, label)| include_archived || !label.is_some_and(|l| l.archived_at_ms.is_some()))
         .map(|(summary, label)| entry(summary, label, content))
         .collect();
-    Ok(Json(json!({ "threads": threads, "nextCursor": page.next_cursor })))
+    Ok((threads, page.next_cursor))
 }
 
 /// One of the caller's own threads, or 403 alike for another's and one that does not exist.
-async fn own_thread(state: &AppState, tenant: &str, caller: &Caller, thread: &str) -> Result<ThreadRow, ApiError> {
+pub(super) async fn own_thread(
+    state: &AppState,
+    tenant: &str,
+    caller: &Caller,
+    thread: &str,
+) -> Result<ThreadRow, ApiError> {
     let thread = crate::http::threads::readable(state, tenant, caller, thread).await?;
     match caller.may_delete(&thread) {
         true => Ok(thread),
@@ -211,7 +238,10 @@ async fn apply(
         return Err(ApiError::PermissionDenied);
     }
     match state.engine.change_thread_title(caller, &row, &change).await {
-        Ok(_) => Ok(Json(thread_entry(state, caller, &row).await?)),
+        Ok(_) => {
+            state.threads_changed();
+            Ok(Json(thread_entry(state, caller, &row).await?))
+        }
         // Erased meanwhile: as unknown as any other missing thread.
         Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
         Err(other) => Err(other.into()),
@@ -294,7 +324,10 @@ async fn erase(
 ) -> Result<StatusCode, ApiError> {
     let thread = own_thread(&state, &tenant.name, &caller, &thread).await?;
     match state.engine.delete_thread(&caller, &thread).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Ok(()) => {
+            state.threads_changed();
+            Ok(StatusCode::NO_CONTENT)
+        }
         Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
         Err(other) => Err(other.into()),
     }
