@@ -105,6 +105,12 @@ fn spawn_command(
         let mut ready = Some(ready_tx);
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             let plain = strip_ansi(&line);
+            if show {
+                eprintln!("[gateway {pid}] {plain}");
+            }
+            // Kept before the start is announced: a test that reads the logs as soon as
+            // `start` returns finds the start-up line among them.
+            lines.lock().unwrap_or_else(|p| p.into_inner()).push(plain.clone());
             if plain.contains("agui-gateway listening") {
                 // A pretty line says `address=…`; a JSON line has the same names among its fields.
                 let json: Option<serde_json::Value> = serde_json::from_str(&plain).ok();
@@ -120,10 +126,6 @@ fn spawn_command(
                     let _ = ready.send((field("address"), field("instance")));
                 }
             }
-            if show {
-                eprintln!("[gateway {pid}] {plain}");
-            }
-            lines.lock().unwrap_or_else(|p| p.into_inner()).push(plain);
         }
     });
     let (address, id) = ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
