@@ -104,6 +104,14 @@ const bob = appToken("acme", "bob");
 const runtime = `${gateway.url}/v1/copilotkit/acme`;
 
 /** The gateway's own record of a thread, as alice may read it. */
+/** The thread's conversation as the gateway recorded it. */
+async function gatewayMessages(thread, token = alice) {
+  const response = await fetch(`${gateway.url}/v1/threads/${thread}/messages?tenant=acme`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  return (await response.json()).messages;
+}
+
 async function gatewayThread(thread, token = alice) {
   const response = await fetch(`${gateway.url}/v1/threads/${thread}?tenant=acme`, {
     headers: { authorization: `Bearer ${token}` },
@@ -180,6 +188,33 @@ test("an approval shows through useInterrupt and Approve finishes the turn", asy
   const record = await gatewayThread("ck-approve");
   assert.equal(record.latestTurn.status, "succeeded", JSON.stringify(record));
   await page.close();
+});
+
+test("useInterrupt's own resolve() approves on the run that asked, and denies with approved: false", async () => {
+  const page = await open({ agent: "mailer", thread: "ck-resolve" });
+  await say(page, "the agenda");
+  await page.getByTestId("interrupt").waitFor({ timeout: PATIENCE });
+  await page.getByRole("button", { name: "Resolve" }).click();
+  await waitForText(page, "Mailer sent it.");
+  const approved = await gatewayMessages("ck-resolve");
+  assert.ok(approved.some((m) => m.role === "tool" && m.content === "sent"), JSON.stringify(approved));
+  assert.equal((await gatewayThread("ck-resolve")).latestTurn.status, "succeeded");
+  await page.close();
+
+  const denying = await open({ agent: "mailer", thread: "ck-cancel" });
+  await say(denying, "the secrets");
+  await denying.getByTestId("interrupt").waitFor({ timeout: PATIENCE });
+  await denying.getByRole("button", { name: "Deny" }).click();
+  await denying.getByTestId("interrupt").waitFor({ state: "detached", timeout: PATIENCE });
+  let denied = [];
+  for (let tries = 0; tries < 100 && !denied.some((m) => m.role === "tool"); tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    denied = await gatewayMessages("ck-cancel");
+  }
+  const result = denied.find((m) => m.role === "tool");
+  assert.match(result?.content ?? "", /not run: the call was denied/, JSON.stringify(denied));
+  assert.ok(!denied.some((m) => m.role === "tool" && m.content === "sent"), "the denied tool never ran");
+  await denying.close();
 });
 
 test("a reload restores the chat and the waiting interrupt", async () => {

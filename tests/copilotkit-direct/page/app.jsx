@@ -38,13 +38,17 @@ function ConfirmTool() {
   return null;
 }
 
-/** An approval: the gateway's interrupt, answered with its `resume` in a new run. */
+/**
+ * An approval: the gateway's interrupt, answered with its `resume` in a new run (Approve), or
+ * with useInterrupt's own `resolve()` (Resolve, Deny), which resumes on the run that asked. (Its
+ * `cancel()` only hides an interrupt of CopilotKit's pre-1.0 client: a denial is a resolve.)
+ */
 function Approvals() {
   const { copilotkit } = useCopilotKit();
   const { agent } = useAgent({ agentId });
   useInterrupt({
     agentId,
-    render: ({ event }) => (
+    render: ({ event, resolve }) => (
       <div data-testid="interrupt">
         <p>{event.value.message}</p>
         <button
@@ -57,6 +61,8 @@ function Approvals() {
         >
           Approve
         </button>
+        <button onClick={() => resolve({ approved: true })}>Resolve</button>
+        <button onClick={() => resolve({ approved: false })}>Deny</button>
       </div>
     ),
   });
