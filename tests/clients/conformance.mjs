@@ -1234,7 +1234,8 @@ async function delegatedSteps(problems) {
   const agent = new HttpAgent({ url: agentUrl("manager"), threadId, initialMessages: [userMessage("the launch")] });
   const run = await clientRun(agent, { runId: uid("run") });
   const events = judgeClientRun(run, problems, "run 1");
-  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "STEP_STARTED", ...TEXT, "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED", "RUN_FINISHED"], problems, "run 1");
+  // Each delegation is a step and, inside it, a sub-agent whose events carry its run id.
+  expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "STEP_STARTED", "SUBAGENT_STARTED", ...TEXT, "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "SUBAGENT_FINISHED", "STEP_FINISHED", "RUN_FINISHED"], problems, "run 1");
   const parent = turnOf(run);
   const mailer = stepMarks(events)[0]?.[1];
   expect(TURN_ID.test(mailer ?? "") && mailer !== parent, `the step is named ${JSON.stringify(mailer)}: expected a child turn id, not the parent's ${parent}`, problems);
@@ -1242,6 +1243,10 @@ async function delegatedSteps(problems) {
   expectEqual(stepMarks(events), [["STEP_STARTED", mailer], ["STEP_FINISHED", mailer]], "run 1 steps", problems);
   expectEqual(messageTexts(events), ["Planning: the launch", "Mailer drafting: mail about the launch"], "run 1 texts", problems);
   expect(insideStep(events, mailer, (e) => e.type === "TEXT_MESSAGE_CONTENT" && e.delta.startsWith("Mailer")), "the child's text is not inside its step", problems);
+  const subagent = events.find((e) => e.type === "SUBAGENT_STARTED");
+  expectEqual(subagent?.subagentRunId, mailer, "the sub-agent's run id (the child turn)", problems);
+  const childText = events.find((e) => e.type === "TEXT_MESSAGE_CONTENT" && e.delta.startsWith("Mailer"));
+  expectEqual(childText?.subagentRunId, mailer, "the child's text names its sub-agent", problems);
   expect(run.finished?.outcome === "interrupt", `run 1 outcome ${run.finished?.outcome}`, problems);
   const pending = agent.pendingInterrupts ?? [];
   expect(pending.length === 1, `${pending.length} pending interrupts`, problems);
@@ -1257,7 +1262,7 @@ async function delegatedSteps(problems) {
   const events2 = judgeClientRun(second, problems, "resume");
   expectShape(
     events2.filter((e) => e.type !== "STATE_SNAPSHOT"),
-    ["RUN_STARTED", "CUSTOM", "STEP_STARTED", "TOOL_CALL_RESULT", ...TEXT, "STEP_FINISHED", "STEP_STARTED", ...TEXT, "STEP_FINISHED", ...TEXT, "RUN_FINISHED"],
+    ["RUN_STARTED", "CUSTOM", "STEP_STARTED", "SUBAGENT_STARTED", "TOOL_CALL_RESULT", ...TEXT, "SUBAGENT_FINISHED", "STEP_FINISHED", "STEP_STARTED", "SUBAGENT_STARTED", ...TEXT, "SUBAGENT_FINISHED", "STEP_FINISHED", ...TEXT, "RUN_FINISHED"],
     problems,
     "resume (STATE_SNAPSHOT aside)",
   );
