@@ -4,7 +4,7 @@
 //! [`protocol`] (AG-UI wire types) and [`ids`]; [`config`] (settings as plain data, agents'
 //! included); [`store`] (the storage trait and its PostgreSQL/SQLite implementations);
 //! [`caller`] (the authenticated principal); [`auth`] (who is calling, from credentials);
-//! [`engine`] (turns, the [`engine::Agent`] trait, the group-commit event log and stream
+//! [`engine`] (turns, the [`engine::turn::agent::Agent`] trait, the group-commit event log and stream
 //! wake-ups); [`agents`] (one file per agent kind); [`http`] (routes, extractors, SSE rendering)
 //! and [`admin`] (operator commands); [`server`] (wires everything and builds the agent
 //! registry). [`metrics`], [`redact`], [`clock`] (wall-clock time, injectable), [`retry`] (one

@@ -3,9 +3,11 @@
 //! name that module itself or one it may import, as listed in [`ALLOWED`].
 //!
 //! Inside a layer the files stay layered too: the paths a file names (`super::…`, `self::…`,
-//! `crate::<its layer>::…`) are resolved to the files they lead to, and those edges must not
-//! run in a circle (two files that call each other are one idea split in two, or want a third
-//! file below both).
+//! `crate::<its layer>::…`, and a `use` of its own child module) are resolved to the files
+//! they lead to, and those edges must not run in a circle (two files that call each other are
+//! one idea split in two, or want a third file below both). A folder's `mod.rs` is a file like
+//! any other: what it imports or re-exports from inside its folder is an edge too, so a
+//! re-export cannot hide an import that runs back up.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -314,6 +316,20 @@ fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
         }
     }
     let mut found = Vec::new();
+    // `use child::…` (2018 paths) names a module declared in this file; what is not one (an
+    // outside crate's name) resolves to no file of the layer and is dropped by the caller.
+    for line in code.lines() {
+        let trimmed = line.trim_start();
+        let after_use = ["use ", "pub use ", "pub(crate) use ", "pub(super) use "]
+            .iter()
+            .find_map(|prefix| trimmed.strip_prefix(prefix));
+        let Some(rest) = after_use else { continue };
+        if ["crate::", "super::", "self::", "::", "std::", "core::", "alloc::"].iter().any(|p| rest.starts_with(p)) {
+            continue;
+        }
+        let (paths, _) = use_tree(rest);
+        found.extend(paths.into_iter().map(|path| [module.to_vec(), path].concat()));
+    }
     for (keyword, base) in [
         ("crate::", Vec::new()),
         ("super::", module[..module.len().saturating_sub(1)].to_vec()),
@@ -376,9 +392,8 @@ fn find_circle(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<V
 }
 
 /// The edges between the files of each layer: file → the files its paths lead to (the longest
-/// module path of a file that a named path begins with). A folder's `mod.rs` naming what is
-/// inside the folder (declaring, re-exporting, composing its files) is no edge: the folder is
-/// made of them.
+/// module path of a file that a named path begins with). A `mod.rs` counts like any file: its
+/// `mod x;` lines are no paths, but what it imports or re-exports is an edge.
 fn layer_edges(src: &Path) -> BTreeMap<String, BTreeMap<Vec<String>, BTreeSet<Vec<String>>>> {
     let mut files = Vec::new();
     source_files(src, &mut files);
@@ -405,7 +420,7 @@ fn layer_edges(src: &Path) -> BTreeMap<String, BTreeMap<Vec<String>, BTreeSet<Ve
             else {
                 continue;
             };
-            if !target.starts_with(module) {
+            if target != module.as_slice() {
                 edges.insert(target.to_vec());
             }
         }
@@ -413,16 +428,65 @@ fn layer_edges(src: &Path) -> BTreeMap<String, BTreeMap<Vec<String>, BTreeSet<Ve
     layers
 }
 
+/// The groups of files that still reach each other, each through a `mod.rs` that both defines
+/// what its folder's files use and imports from them (the façade and the shared types in one
+/// file). Counting what a `mod.rs` imports made them visible; each is to be taken apart by
+/// moving the shared types into a file of their own below both, and this list only shrinks:
+/// the test fails on a new group, on a group that grew, and on a group that is gone but still
+/// listed.
+const KNOWN_TANGLES: &[&str] = &[
+    "agents::agui, agents::agui::relay",
+    "agents::openai, agents::openai::decisions",
+    "auth, auth::access, auth::jwt, auth::providers, auth::watchers",
+    "bus, bus::nats, bus::postgres",
+    "config, config::auth",
+    "engine, engine::conversation, engine::request, engine::request::decide, engine::request::follow, \
+     engine::request::quota, engine::runner, engine::stream::connect, engine::stream::tail, engine::turn, \
+     engine::turn::agent, engine::turn::budget, engine::turn::context, engine::turn::delegation, \
+     engine::turn::vocabulary, engine::turn::waits",
+    "engine::log, engine::log::writer",
+];
+
+/// The groups of two or more files of one layer that reach each other (the strongly connected
+/// parts of the layer's edges), each as its files' module paths, sorted, joined by `, `.
+fn tangles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<String> {
+    let reach = |from: &Vec<String>| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.clone()];
+        while let Some(node) = stack.pop() {
+            for next in edges.get(&node).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&Vec<String>, BTreeSet<Vec<String>>> = edges.keys().map(|node| (node, reach(node))).collect();
+    let mut placed = BTreeSet::new();
+    let mut groups = Vec::new();
+    for (node, from_node) in &reached {
+        if placed.contains(*node) || !from_node.contains(*node) {
+            continue;
+        }
+        let group: BTreeSet<&Vec<String>> =
+            from_node.iter().filter(|other| reached.get(other).is_some_and(|back| back.contains(*node))).collect();
+        placed.extend(group.iter().map(|member| (*member).clone()));
+        groups.push(group.iter().map(|member| member.join("::")).collect::<Vec<_>>().join(", "));
+    }
+    groups
+}
+
 #[test]
 fn the_files_of_a_layer_import_each_other_in_one_direction() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let layers = layer_edges(&src);
-    let circles: Vec<String> = layers
-        .values()
-        .filter_map(find_circle)
-        .map(|circle| circle.iter().map(|module| module.join("::")).collect::<Vec<_>>().join(" → "))
-        .collect();
-    assert!(circles.is_empty(), "files of a layer importing each other in a circle:\n{}", circles.join("\n"));
+    let found: BTreeSet<String> = layer_edges(&src).values().flat_map(tangles).collect();
+    let known: BTreeSet<String> =
+        KNOWN_TANGLES.iter().map(|group| group.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+    let new: Vec<&String> = found.difference(&known).collect();
+    let gone: Vec<&String> = known.difference(&found).collect();
+    assert!(new.is_empty(), "files of a layer importing each other in a circle:\n{new:#?}");
+    assert!(gone.is_empty(), "listed in KNOWN_TANGLES but no longer tangled; take them off the list:\n{gone:#?}");
 }
 
 #[test]
@@ -461,4 +525,31 @@ fn a_circle_between_two_files_is_found() {
     let circle = find_circle(&edges).expect("a circle");
     assert_eq!(circle.first(), circle.last());
     assert_eq!(circle.len(), 3);
+}
+
+/// A planted tree in which a re-export in `engine/mod.rs` hides an import that runs back up:
+/// `log/events.rs` names `crate::engine::interrupts`, which is `request/interrupts.rs`, and that
+/// file names `log/events.rs`. Counting what a `mod.rs` imports finds the circle.
+#[test]
+fn a_circle_through_a_re_export_in_a_mod_rs_is_found() {
+    let root = std::env::temp_dir().join(format!("layers-planted-{}", std::process::id()));
+    let files = [
+        ("engine/mod.rs", "pub mod log;\npub mod request;\npub use request::interrupts;\n"),
+        ("engine/log/mod.rs", "pub mod events;\n"),
+        ("engine/log/events.rs", "use crate::engine::interrupts::Waiting;\npub struct Event;\n"),
+        ("engine/request/mod.rs", "pub mod interrupts;\n"),
+        ("engine/request/interrupts.rs", "use crate::engine::log::events::Event;\npub struct Waiting;\n"),
+    ];
+    for (path, text) in files {
+        let file = root.join(path);
+        std::fs::create_dir_all(file.parent().expect("a folder")).expect("planted folder");
+        std::fs::write(&file, text).expect("planted file");
+    }
+    let layers = layer_edges(&root);
+    std::fs::remove_dir_all(&root).expect("planted tree removed");
+    let circle = find_circle(&layers["engine"]).expect("the circle through the re-export");
+    let names: Vec<String> = circle.iter().map(|module| module.join("::")).collect();
+    assert!(names.contains(&"engine".to_string()), "{names:?}");
+    assert!(names.contains(&"engine::log::events".to_string()), "{names:?}");
+    assert!(names.contains(&"engine::request::interrupts".to_string()), "{names:?}");
 }

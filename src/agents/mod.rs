@@ -11,7 +11,7 @@ pub mod script;
 use std::sync::Arc;
 
 use crate::config::{AgentKindConfig, Config};
-use crate::engine::agent::{Agent, AgentRegistry};
+use crate::engine::turn::agent::{Agent, AgentRegistry};
 
 /// The HTTP client agents call tools, models and upstream servers with, over HTTP or HTTPS
 /// (the gateway's outbound TLS configuration, `src/tls.rs`). It follows no redirect: a request

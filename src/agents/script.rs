@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::config::{CallSpec, ScriptAgentConfig, ScriptStep, ToolPolicy};
-use crate::engine::agent::Agent;
 use crate::engine::interrupts::{confirmation_schema, question_schema, tool_call_schema, Deciders};
+use crate::engine::turn::agent::Agent;
 use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
 
 /// Where the script stands while a step runs.

@@ -4,7 +4,7 @@
 //! The database stays the log and the only truth: a bus only spares instances from reading it
 //! to find out. Whatever a bus loses (a dropped connection, a message never sent because its
 //! sender died between its commit and the send) is caught up from the table by the instance
-//! that follows the turn (`engine/followers.rs`). PostgreSQL's own notifications
+//! that follows the turn (`engine/stream/followers.rs`). PostgreSQL's own notifications
 //! (`postgres.rs`, the default) are sent after a batch commits, only for turns someone follows;
 //! NATS (`[bus] kind = "nats"`) takes that traffic off the database.
 

@@ -16,7 +16,7 @@
 //! NATS delivers at most once: whatever it loses (a dropped connection, a slow subscriber, a
 //! runner that died between its commit and its publish) is read from the table. A
 //! reconnection (or dropped messages) is heard as [`WakeUp::Lost`], which fills every followed
-//! feed at once, and `engine/followers.rs` checks every followed turn every two seconds anyway.
+//! feed at once, and `engine/stream/followers.rs` checks every followed turn every two seconds anyway.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -10,9 +10,10 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::interrupts::Deciders;
+use super::turn::agent::{Agent, AgentRegistry};
 use super::turn::{new_interrupt_id, InterruptSpec};
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
-use super::{Agent, AgentRegistry, Engine, ErrorCode, RunPlan, RunRequest};
+use super::{Engine, ErrorCode, RunPlan, RunRequest};
 use crate::caller::Caller;
 use crate::clock::{Clock, TestClock};
 use crate::config::Config;

@@ -7,27 +7,24 @@
 //! This file holds the engine's shape ([`Engine`], its state, its errors and the plan types a
 //! run is answered with). The engine's rooms are folders whose files own their code:
 //! [`request`] answers a run request (plan → decide → follow, with the history, quota and
-//! interrupt checks); [`turn`] is a turn as an agent answers it ([`turn::TurnContext`], the
-//! words it says, what it reads, the [`Agent`] trait and what an agent answers with); [`log`]
-//! is the event log ([`log::LogWriter`], its writer loop, batch stages and recovery, and the
-//! gateway's own [`log::events`]). Beside them, as `impl Engine` blocks of their own:
-//! [`runner`] (the turns running here), [`sweeper`] (leases, takeovers, expiries, wake-ups),
-//! [`audit`] (audit rows) and [`threads`] (lists, erasure, retention); and what streams a
-//! turn: [`hub`], [`stream`], [`connect`], with [`board`] and [`conversation`].
+//! resume checks); [`turn`] is a turn as an agent answers it ([`turn::TurnContext`], the words
+//! it says, what it reads, the [`turn::agent::Agent`] trait and what an agent answers with);
+//! [`log`] is the event log ([`log::LogWriter`], its writer loop, batch stages and recovery,
+//! and the gateway's own [`log::events`]); [`stream`] is how the log becomes a caller's events
+//! (the hub, following other instances' turns, catch-up pages, a run's tail and a connect
+//! stream). Below them all, [`interrupts`] is the interrupt vocabulary every room speaks.
+//! Beside them, as `impl Engine` blocks of their own: [`runner`] (the turns running here),
+//! [`sweeper`] (leases, takeovers, expiries, wake-ups), [`audit`] (audit rows) and [`threads`]
+//! (lists, erasure, retention); with [`board`] and [`conversation`].
 
 mod audit;
 pub mod board;
 #[cfg(test)]
 mod clock_tests;
-pub mod connect;
 pub mod conversation;
-mod followers;
-pub mod hub;
 pub mod inbox;
+pub mod interrupts;
 pub mod log;
-mod pages;
-#[cfg(test)]
-mod pages_tests;
 #[cfg(test)]
 mod reasoning_tests;
 pub mod request;
@@ -38,12 +35,6 @@ pub mod thread_titles;
 pub mod threads;
 pub mod trail;
 pub mod turn;
-
-// The paths agents and routes name these by: the rooms own the files.
-pub use request::{history, interrupts};
-pub use turn::agent;
-
-pub use agent::{Agent, AgentRegistry};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -61,15 +52,16 @@ use crate::metrics::Metrics;
 pub use crate::protocol::ErrorCode;
 use crate::protocol::RunAgentInput;
 use crate::store::{branches, Store, StoreError, ThreadRow};
-use hub::Hub;
 use interrupts::Viewer;
 use log::LogWriter;
 use runner::Runner;
+use stream::hub::Hub;
+use turn::agent::AgentRegistry;
 
-pub use connect::{ConnectPlan, ConnectRequest};
 pub(crate) use log::read_log;
 pub use request::{quota_refusal, quota_window};
-pub use stream::StreamItem;
+pub use stream::connect::{ConnectPlan, ConnectRequest};
+pub use stream::tail::StreamItem;
 
 /// Errors that stop a request before its stream opens; each documents its HTTP status.
 #[derive(Debug, thiserror::Error)]
@@ -202,7 +194,7 @@ struct Inner {
     /// How this instance and the others sharing the database wake each other.
     bus: Arc<dyn Bus>,
     /// Turns another instance runs that streams here follow (on a shared store).
-    followers: Option<Arc<followers::Followers>>,
+    followers: Option<Arc<stream::followers::Followers>>,
     log: LogWriter,
     hub: Arc<Hub>,
     agents: Arc<AgentRegistry>,
@@ -285,8 +277,8 @@ impl Engine {
             Some(bus) => bus,
             None => crate::bus::connect(&config.bus, store.clone()).await?,
         };
-        let followers =
-            (shared && serving).then(|| followers::Followers::start(store.clone(), clock.clone(), bus.clone(), &hub));
+        let followers = (shared && serving)
+            .then(|| stream::followers::Followers::start(store.clone(), clock.clone(), bus.clone(), &hub));
         let writers = if shared { config.event_log.writers } else { 1 };
         let metrics = Metrics::new();
         let batching = log::Batching {
@@ -395,7 +387,7 @@ impl Engine {
 
     /// The run's events as a stream (see [`stream::follow`]).
     pub fn stream(&self, plan: FollowPlan) -> impl futures_util::Stream<Item = StreamItem> + Send + 'static {
-        stream::follow(
+        stream::tail::follow(
             self.inner.store.clone(),
             self.inner.clock.clone(),
             self.inner.hub.clone(),

@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::turn::agent::Agent;
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext, TurnSignal};
-use super::{board, Agent, Engine, EngineError, Inner};
+use super::{board, Engine, EngineError, Inner};
 use crate::caller::Caller;
 use crate::ids::{TenantId, ThreadId};
 use crate::metrics::OutcomeLabels;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::interrupts::EntryPlan;
+use super::request::resume::EntryPlan;
 use super::request::resumed_marker;
 use super::runner::TurnStart;
 use super::turn::TurnSignal;
@@ -270,7 +270,7 @@ impl Inner {
 }
 
 /// A wake-up for streams that read the table themselves (no turn is followed here).
-fn wake_streams(hub: &crate::engine::hub::Hub, wakeup: WakeUp) {
+fn wake_streams(hub: &crate::engine::stream::hub::Hub, wakeup: WakeUp) {
     match wakeup {
         WakeUp::Committed { turn, seq } => hub.wake(turn, seq),
         WakeUp::Events { turn, events } => hub.wake(turn, events.last().map_or(0, |e| e.seq)),

@@ -5,31 +5,9 @@
 use async_trait::async_trait;
 
 use super::backend::Backend;
+use super::error::StoreError;
+use super::rows::audit::{AuditEntry, AuditRow};
 use super::sql::{On, Record, SqlDb, Stmt};
-use super::StoreError;
-
-/// One row to append to the audit trail (§8).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditEntry {
-    pub tenant: String,
-    /// `run.start`, `key.create`, `key.revoke`, `token.exchange`, `auth.failures`,
-    /// `thread.delete`, …
-    pub action: String,
-    /// `person:<id>`, `key:<id>`, `cli` or `gateway`.
-    pub actor: String,
-    /// `app:<id>` when an app acted for the person.
-    pub via: Option<String>,
-    /// JSON text.
-    pub detail: String,
-    pub at_ms: i64,
-}
-
-/// A stored audit row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditRow {
-    pub id: i64,
-    pub entry: AuditEntry,
-}
 
 #[async_trait]
 pub trait AuditStore: Send + Sync {

@@ -8,8 +8,10 @@ use std::collections::{HashMap, HashSet};
 use async_trait::async_trait;
 use sqlx::{Pool, Transaction};
 
+use super::error::StoreError;
+use super::rows::events::{BatchOutcome, StoredEvent, TurnWrites};
+use super::rows::threads::TurnStatus;
 use super::sql::SqlDb;
-use super::{BatchOutcome, StoreError, StoredEvent, TurnStatus, TurnWrites};
 
 /// What one instance tells the others sharing the database (and what a listener hears).
 #[derive(Debug, Clone, PartialEq)]

@@ -3,7 +3,7 @@
 //! at the thread's newest turn. Pure functions over the rows [`super::ThreadStore::thread_turns`]
 //! reads (oldest first), so every view folds a branch the same way.
 
-use super::TurnRow;
+use super::rows::threads::TurnRow;
 
 /// The branch that ends at `head`: its turns from the first, `head` last. Empty when `head` is
 /// not one of `turns`. A parent that is not among `turns` ends the walk (never loops).

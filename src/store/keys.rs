@@ -4,8 +4,9 @@ use async_trait::async_trait;
 
 use super::audit::insert_audit;
 use super::backend::Backend;
+use super::error::StoreError;
+use super::rows::audit::AuditEntry;
 use super::sql::{Record, SqlDb, Stmt};
-use super::{AuditEntry, StoreError};
 
 /// What kind of credential an API key is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,9 +17,10 @@
 use async_trait::async_trait;
 
 use super::backend::Backend;
+use super::error::StoreError;
+use super::rows::threads::TurnRow;
 use super::sql::Stmt;
 use super::threads::{turn_row, HELD_BY_INSTANCE, TURN_COLUMNS};
-use super::{StoreError, TurnRow};
 
 #[async_trait]
 pub trait LeaseStore: Send + Sync {

@@ -25,11 +25,13 @@
 mod audit;
 mod backend;
 pub mod branches;
+mod error;
 mod events;
 mod interrupts;
 mod keys;
 mod leases;
 mod postgres;
+mod rows;
 mod sql;
 mod sqlite;
 mod thread_titles;
@@ -40,63 +42,29 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use audit::{AuditEntry, AuditRow, AuditStore};
+pub use audit::AuditStore;
 pub use backend::WakeUp;
-pub use events::{
-    BatchOutcome, EventKind, EventLog, OpenBatch, StoredEvent, TurnWrites, WriteOp, WrittenAhead, WrittenBatch,
-};
-pub use interrupts::{Decided, Decision, InterruptRow, InterruptStatus, InterruptStore};
+pub use error::StoreError;
+pub use events::{EventLog, OpenBatch, WrittenAhead, WrittenBatch};
+pub use interrupts::InterruptStore;
 pub use keys::{ApiKeyRow, KeyKind, KeyStore};
 pub use leases::LeaseStore;
 pub use postgres::PgStore;
+pub use rows::audit::{AuditEntry, AuditRow};
+pub use rows::events::{BatchOutcome, EventKind, StoredEvent, TurnWrites, WriteOp};
+pub use rows::interrupts::{Decided, Decision, InterruptRow, InterruptStatus};
+pub use rows::threads::{
+    DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadSummary, TurnLimits,
+    TurnRow, TurnStatus, Visibility,
+};
+pub use rows::usage::TenantUsage;
 pub use sqlite::SqliteStore;
 pub use thread_titles::{ThreadTitle, ThreadTitleStore, TitleChange};
-pub use threads::{
-    DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadStore, ThreadSummary,
-    TurnLimits, TurnRow, TurnStatus, Visibility,
-};
-pub use usage::{TenantUsage, UsageStore};
+pub use threads::ThreadStore;
+pub use usage::UsageStore;
 
 use backend::Backend;
 use sql::Stmt;
-
-/// Errors of the storage layer. Each becomes a 500 (`internal`) or a `failed` RUN_ERROR; the
-/// cause is kept so it is logged whole, never sent to a client.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
-    #[error("migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("unsupported database URL '{0}' (use sqlite://FILE or postgres://…)")]
-    UnsupportedUrl(String),
-    #[error("stored data is inconsistent: {0}")]
-    Corrupt(String),
-}
-
-impl StoreError {
-    /// Whether the database was only briefly away (a dropped connection, a restart or
-    /// failover, a deadlock victim): the same statement may succeed when tried again.
-    pub fn is_transient(&self) -> bool {
-        let StoreError::Database(error) = self else { return false };
-        match error {
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
-            sqlx::Error::Database(error) => error.code().is_some_and(|code| {
-                // 08…: connection exceptions; 57P01–57P03: the server is shutting down or
-                // starting; 40001/40P01: a serialisation failure or deadlock victim.
-                code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01")
-            }),
-            _ => false,
-        }
-    }
-
-    /// Whether the database answered and refused the statement (a constraint, a type): trying
-    /// the same statement again cannot succeed, unlike a [transient](StoreError::is_transient)
-    /// error or a fault of the gateway's own.
-    pub fn is_refused_by_database(&self) -> bool {
-        matches!(self, StoreError::Database(sqlx::Error::Database(_)))
-    }
-}
 
 /// Counts of every table, for tests that check a refused request changed nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

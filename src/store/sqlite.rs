@@ -10,7 +10,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 
 use super::backend::{fence_rows, Backend, Fence, WakeUp, Wakeups};
-use super::{StoreError, StoredEvent};
+use super::error::StoreError;
+use super::rows::events::StoredEvent;
 
 /// Rows per multi-row INSERT (5 parameters each, well under SQLite's parameter limit).
 const ROWS_PER_INSERT: usize = 500;

@@ -9,8 +9,9 @@ use async_trait::async_trait;
 
 use super::audit::insert_audit;
 use super::backend::Backend;
+use super::error::StoreError;
+use super::rows::audit::AuditEntry;
 use super::sql::{Arg, Stmt};
-use super::{AuditEntry, StoreError};
 
 /// What a person set on a thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

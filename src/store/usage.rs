@@ -3,26 +3,9 @@
 use async_trait::async_trait;
 
 use super::backend::Backend;
+use super::error::StoreError;
+use super::rows::usage::TenantUsage;
 use super::sql::Stmt;
-use super::StoreError;
-
-/// A tenant's use of its limits (§8).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TenantUsage {
-    pub running_turns: i64,
-    pub turns_started: i64,
-    pub tokens: i64,
-}
-
-impl TenantUsage {
-    pub(super) fn read<DB: super::sql::SqlDb>(row: &super::sql::Record<DB>) -> Result<TenantUsage, StoreError> {
-        Ok(TenantUsage {
-            running_turns: row.get("running_turns")?,
-            turns_started: row.get("turns_started")?,
-            tokens: row.get("tokens")?,
-        })
-    }
-}
 
 #[async_trait]
 pub trait UsageStore: Send + Sync {

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agui_gateway::engine::hub::Hub;
 use agui_gateway::engine::log::{AppendHealth, Batching, LogError, LogWriter};
+use agui_gateway::engine::stream::hub::Hub;
 use agui_gateway::metrics::Metrics;
 use agui_gateway::store::{self, EventKind, Store, StoredEvent, WriteOp};
 use bytes::Bytes;

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::config::{HttpTool, McpServerConfig, OpenaiAgentConfig};
-use crate::engine::agent::{Agent, AskedNow};
+use crate::engine::turn::agent::{Agent, AskedNow};
 use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, ChildCheckpoint, Decided, NotePin, TurnContext};
 use crate::protocol::events::ToolResultContent;
 use crate::protocol::input::InputMessage;

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::hub::Hub;
+use super::stream::hub::Hub;
 use crate::bus::Bus;
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError, StoredEvent, WakeUp, WriteOp};

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::stages::{write_and_commit, Finished, StageSenders, Stages};
 use super::{publish, Announcement, Append, LogError};
-use crate::engine::hub::Hub;
+use crate::engine::stream::hub::Hub;
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError, TurnWrites, WriteOp};
 

@@ -6,12 +6,13 @@ use serde_json::{json, Value};
 
 use super::follow::{refuse, viewer_of};
 use super::history::{self, HistoryVerdict};
-use super::interrupts::{self, check_resume, waiting_of, EntryPlan, Viewer};
+use super::resume::{check_resume, EntryPlan};
 use crate::caller::Caller;
-use crate::engine::agent::AskedNow;
+use crate::engine::interrupts::{self, waiting_of, Viewer};
 use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent};
 use crate::engine::read_log;
 use crate::engine::runner::TurnStart;
+use crate::engine::turn::agent::AskedNow;
 use crate::engine::turn::Checkpoint;
 use crate::engine::{Engine, EngineError, ErrorCode, Refusal, RunPlan, RunRequest};
 use crate::metrics::CodeLabel;

@@ -1,7 +1,8 @@
 //! Answering a run request: what the run follows ([`plan`]), the decisions it or the decision
 //! route brings ([`decide`]), and the stream plan every path ends in ([`follow`]); with the
 //! checks they lean on: the client's history ([`history`]), the tenant's quotas ([`quota`]) and
-//! who decides an interrupt ([`interrupts`]).
+//! the all-or-nothing check of a resume ([`resume`]), which speaks the interrupt vocabulary of
+//! `engine/interrupts.rs` below this room.
 //!
 //! Calls go one way: `plan` → `decide` → `follow`, each of them down to the checks; nothing
 //! below calls back up.
@@ -9,9 +10,9 @@
 mod decide;
 mod follow;
 pub mod history;
-pub mod interrupts;
 mod plan;
 mod quota;
+pub mod resume;
 
 pub(super) use decide::resumed_marker;
 pub use quota::{quota_refusal, quota_window};

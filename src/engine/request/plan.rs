@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::follow::{refuse, viewer_of};
 use super::history::{self, Branching, HistoryVerdict};
-use super::interrupts::{self, waiting_of};
+use crate::engine::interrupts::{self, waiting_of};
 use crate::engine::runner::TurnStart;
 use crate::engine::{board, Engine, EngineError, ErrorCode, FollowPlan, RunPlan, RunRequest};
 use crate::ids::{self};

@@ -10,10 +10,10 @@ use serde_json::json;
 
 use super::pages::{LogPages, FIRST_PAGE, PAGE};
 use crate::engine::clock_tests::{begin, engine_with, run_to_end, Setup};
-use crate::engine::hub::Hub;
-use crate::engine::stream::tail;
+use crate::engine::stream::hub::Hub;
+use crate::engine::stream::tail::tail;
+use crate::engine::turn::agent::Agent;
 use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
-use crate::engine::Agent;
 use crate::metrics::Metrics;
 use crate::protocol::Event;
 use crate::store::Store;

@@ -15,15 +15,15 @@ use futures_util::{Stream, StreamExt};
 
 use serde_json::{json, Value};
 
-use super::conversation;
 use super::hub::{Hub, Next};
-use super::interrupts::{Viewer, Waiting};
-use super::log::events::{
+use super::pages::{LogPages, PAGE};
+use crate::engine::conversation;
+use crate::engine::interrupts::{Viewer, Waiting};
+use crate::engine::log::events::{
     self as log_events, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME,
     WAITING_FOR_OTHERS,
 };
-use super::pages::{LogPages, PAGE};
-use super::FollowPlan;
+use crate::engine::FollowPlan;
 use crate::ids::EventId;
 use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;
@@ -259,7 +259,8 @@ pub(super) async fn render(
                 let messages =
                     Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq, shown)).await?;
                 // Which alternatives its user messages have, when any has one (§6).
-                let branches = Box::pin(super::branches_event(store, plan.thread_pk, plan.turn_pk, &messages)).await?;
+                let branches =
+                    Box::pin(crate::engine::branches_event(store, plan.thread_pk, plan.turn_pk, &messages)).await?;
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
                 if let Some(branches) = branches {
                     items.push(item(branches, event.at_ms)?);

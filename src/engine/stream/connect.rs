@@ -36,10 +36,10 @@ use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
 
 use super::hub::Hub;
-use super::interrupts::Viewer;
-use super::stream::{ends_run_for, name_part, render, state_for, tail, OpenStream, RenderError};
-use super::{board, conversation, Engine, EngineError, FollowPlan, StreamItem};
+use super::tail::{ends_run_for, name_part, render, state_for, tail, OpenStream, RenderError, StreamItem};
 use crate::caller::Caller;
+use crate::engine::interrupts::Viewer;
+use crate::engine::{board, conversation, Engine, EngineError, FollowPlan};
 use crate::ids::{EventId, TenantId, ThreadId};
 use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;
@@ -230,7 +230,7 @@ fn watch(
                     let mut run = TurnRun::new(&plan, &turn);
                     if after_seq > 0 {
                         // Which run was open at the client's position, from the log before it.
-                        let earlier = or_close!(super::read_log(store.as_ref(), turn.pk).await);
+                        let earlier = or_close!(crate::engine::read_log(store.as_ref(), turn.pk).await);
                         for event in earlier.into_iter().take_while(|e| e.seq <= after_seq) {
                             or_close!(run.render(store.as_ref(), event).await);
                         }
@@ -372,14 +372,14 @@ async fn ended_opening(
     last_seq: i64,
 ) -> Result<Vec<StreamItem>, RenderError> {
     let seq = last_seq + 1;
-    let log = super::read_log(store, turn.pk).await?;
+    let log = crate::engine::read_log(store, turn.pk).await?;
     let at_ms = log.last().map_or(0, |e| e.at_ms);
     let follow = TurnRun::new(plan, turn).plan;
     let mut items = vec![event_item(&turn.public_id, seq, run_started(&follow), at_ms)?];
     if plan.viewer.clearance.content {
         let messages =
             conversation::load_at(store, plan.thread_pk, turn.pk, seq, conversation::Activity::Shown).await?;
-        let branches = super::branches_event(store, plan.thread_pk, turn.pk, &messages).await?;
+        let branches = crate::engine::branches_event(store, plan.thread_pk, turn.pk, &messages).await?;
         items.push(event_item(&turn.public_id, seq, Event::MessagesSnapshot { messages }, at_ms)?);
         if let Some(branches) = branches {
             items.push(event_item(&turn.public_id, seq, branches, at_ms)?);
@@ -408,7 +408,10 @@ fn state_at_end(log: &[StoredEvent]) -> Value {
     let mut state = json!({});
     for stored in log {
         let is_delta = stored.kind == EventKind::Plain
-            && matches!(super::log::events::classify_plain(&stored.body), super::log::events::PlainEvent::StateDelta);
+            && matches!(
+                crate::engine::log::events::classify_plain(&stored.body),
+                crate::engine::log::events::PlainEvent::StateDelta
+            );
         if stored.kind != EventKind::StateSnapshot && !is_delta {
             continue;
         }
