@@ -316,8 +316,33 @@ fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
         }
     }
     let mut found = Vec::new();
-    // `use child::…` (2018 paths) names a module declared in this file; what is not one (an
-    // outside crate's name) resolves to no file of the layer and is dropped by the caller.
+    // A module declared in this file (`mod child;`) is named by its bare name too, in a `use`
+    // or in code (`child::f()`, 2018 paths).
+    let children: Vec<&str> = code
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let line =
+                ["pub mod ", "pub(crate) mod ", "pub(super) mod ", "mod "].iter().find_map(|p| line.strip_prefix(p))?;
+            line.strip_suffix(';')
+        })
+        .collect();
+    for child in &children {
+        let named = format!("{child}::");
+        let mut from = 0;
+        while let Some(at) = code[from..].find(&named) {
+            let start = from + at;
+            from = start + named.len();
+            let before = code[..start].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let (paths, _) = use_tree(&code[start..]);
+            found.extend(paths.into_iter().map(|path| [module.to_vec(), path].concat()));
+        }
+    }
+    // `use child::…` names a module declared in this file; what is not one (an outside
+    // crate's name) resolves to no file of the layer and is dropped by the caller.
     for line in code.lines() {
         let trimmed = line.trim_start();
         let after_use = ["use ", "pub use ", "pub(crate) use ", "pub(super) use "]

@@ -29,9 +29,10 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, Mutex};
 use tokio::task::AbortHandle;
 
-use super::{Bus, BusError, WakeUp, Wakeups};
+use super::contract::{Bus, BusError, Wakeups};
 use crate::config::BusConfig;
 use crate::redact::redact_url;
+use crate::store::WakeUp;
 use crate::store::{EventKind, Store, StoredEvent};
 
 /// The largest message sent: a batch whose events would make a longer one is announced by its

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Bus, BusError, WakeUp, Wakeups};
+use super::contract::{Bus, BusError, Wakeups};
 use crate::store::Store;
+use crate::store::WakeUp;
 
 pub struct PgBus {
     store: Arc<dyn Store>,

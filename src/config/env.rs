@@ -19,7 +19,8 @@
 use std::cmp::Reverse;
 use std::ffi::OsString;
 
-use super::{known_keys, merge_tables, ConfigError, ENV_PREFIX};
+use super::known_keys;
+use super::settings::{ConfigError, ENV_PREFIX};
 
 /// One step from the root of the settings to the one a variable names.
 #[derive(Debug, Clone, PartialEq)]
@@ -210,6 +211,20 @@ fn structured(raw: &str) -> Option<toml::Value> {
     }
     let mut document: toml::Table = format!("value = {raw}").parse().ok()?;
     document.remove("value")
+}
+
+/// Tables merge key by key; any other value (arrays included) replaces the default.
+pub(super) fn merge_tables(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base_table)), toml::Value::Table(over_table)) => {
+                merge_tables(base_table, over_table)
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

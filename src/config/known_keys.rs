@@ -12,13 +12,15 @@
 
 use serde::de::{DeserializeOwned, Visitor};
 
-use super::{AguiAgentConfig, CallSpec, OpenaiAgentConfig, ToolPolicy};
-use super::{
-    AppTokensConfig, AuthConfig, Config, ConfigError, DatabaseConfig, EventLogConfig, IdentityProviderConfig,
-    LogConfig, QuotaConfig, RetentionConfig, ScriptAgentConfig, TenantConfig, TurnsConfig,
-};
+use super::agents::ScriptAgentConfig;
+use super::agents::{AguiAgentConfig, CallSpec, OpenaiAgentConfig, ToolPolicy};
+use super::auth::{AppTokensConfig, AuthConfig, IdentityProviderConfig};
+use super::limits::{EventLogConfig, Limits, RetentionConfig, TurnsConfig};
+use super::settings::{BusConfig, Config, ConfigError, DatabaseConfig, LogConfig};
+use super::tenants::{QuotaConfig, TenantConfig};
+use super::tls::TlsConfig;
 
-/// The keys every agent takes whatever its kind ([`AgentConfig`](super::AgentConfig) without
+/// The keys every agent takes whatever its kind ([`AgentConfig`](super::settings::AgentConfig) without
 /// its flattened kind).
 const AGENT_KEYS: &[&str] =
     &["name", "title", "description", "frontend_tools", "tenants", "card", "editable_state", "kind"];
@@ -108,9 +110,9 @@ fn settings_shape() -> Shape {
     Shape::of::<Config>()
         .nest("log", Shape::of::<LogConfig>())
         .nest("database", Shape::of::<DatabaseConfig>())
-        .nest("bus", Shape::of::<super::BusConfig>())
-        .nest("tls", Shape::of::<super::TlsConfig>())
-        .nest("limits", Shape::of::<super::Limits>())
+        .nest("bus", Shape::of::<BusConfig>())
+        .nest("tls", Shape::of::<TlsConfig>())
+        .nest("limits", Shape::of::<Limits>())
         .nest("event_log", Shape::of::<EventLogConfig>())
         .nest("turns", Shape::of::<TurnsConfig>())
         .nest("retention", Shape::of::<RetentionConfig>())
@@ -378,7 +380,7 @@ mod tests {
 
     #[test]
     fn a_plain_struct_yields_its_fields() {
-        assert_eq!(fields_of::<super::super::Limits>()[0], "max_body_bytes");
+        assert_eq!(fields_of::<Limits>()[0], "max_body_bytes");
         assert!(fields_of::<ToolPolicy>().contains(&"approval"));
         assert!(fields_of::<IdentityProviderConfig>().contains(&"tenant_claim"));
     }

@@ -3,7 +3,8 @@
 
 use std::collections::HashSet;
 
-use super::{AgentKindConfig, Config, ConfigError, ScriptStep, COPILOTKIT_PATH, GATEWAY_ROUTE_PREFIXES};
+use super::agents::ScriptStep;
+use super::settings::{AgentKindConfig, Config, ConfigError, COPILOTKIT_PATH, GATEWAY_ROUTE_PREFIXES};
 
 impl Config {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
@@ -227,5 +228,105 @@ fn validate_copilotkit_path(path: &str) -> Result<(), String> {
     match own.chain(canonical).find(|route| within(path, route) || within(route, path)) {
         Some(route) => Err(format!("'{path}' overlaps the gateway's own routes under {route}")),
         None => Ok(()),
+    }
+}
+
+impl Config {
+    /// The `[auth]` section checked against the rest of the configuration (its tenants).
+    fn validate_auth(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        let auth = &self.auth;
+        if !matches!(auth.local_dev.as_str(), "auto" | "on" | "off") {
+            return invalid(format!("auth.local_dev must be auto, on or off, not '{}'", auth.local_dev));
+        }
+        if auth.revocation_check_ms == 0 || auth.failure_report_secs == 0 {
+            return invalid("auth.revocation_check_ms and auth.failure_report_secs must be at least 1".into());
+        }
+        // A secret of only whitespace is no secret (and 40 spaces pass a length check): most
+        // likely a template's placeholder or a variable that expanded to nothing but spaces.
+        for (setting, secret) in
+            [("auth.app_tokens.secret", &auth.app_tokens.secret), ("auth.metrics_token", &auth.metrics_token)]
+        {
+            if !secret.is_empty() && secret.trim().is_empty() {
+                return invalid(format!("{setting} is blank (only whitespace): give a real secret, or leave it empty"));
+            }
+        }
+        let app = &auth.app_tokens;
+        match app.algorithm.as_str() {
+            "HS256" => {
+                if !app.secret.is_empty() && app.secret.len() < 32 {
+                    return invalid("auth.app_tokens.secret must be at least 32 bytes".into());
+                }
+            }
+            "EdDSA" | "RS256" => {
+                if !app.secret.is_empty() {
+                    return invalid(format!("auth.app_tokens.secret is for HS256; {} takes key files", app.algorithm));
+                }
+            }
+            other => return invalid(format!("auth.app_tokens.algorithm must be HS256, EdDSA or RS256, not '{other}'")),
+        }
+        if app.issuer.is_empty() || app.audience.is_empty() || app.exchange_ttl_secs == 0 || app.mint_ttl_secs == 0 {
+            return invalid("auth.app_tokens: issuer, audience and the ttls must be set".into());
+        }
+        let mut names = HashSet::new();
+        let mut issuers = HashSet::from([app.issuer.as_str()]);
+        for provider in &auth.identity_providers {
+            let name = &provider.name;
+            if !crate::ids::is_valid_name(name) || !names.insert(name) {
+                return invalid(format!("identity provider '{name}' is duplicated or not a valid name"));
+            }
+            if provider.issuer.is_empty() || !issuers.insert(provider.issuer.as_str()) {
+                return invalid(format!(
+                    "identity provider '{name}': issuer must be set and differ from every other issuer (app tokens' too)"
+                ));
+            }
+            if provider.audience.is_empty() {
+                return invalid(format!("identity provider '{name}': audience must name at least one audience"));
+            }
+            let sources = [&provider.jwks_url, &provider.jwks_file, &provider.public_key_file];
+            if sources.iter().filter(|s| !s.is_empty()).count() != 1 {
+                return invalid(format!(
+                    "identity provider '{name}': give exactly one of jwks_url, jwks_file, public_key_file"
+                ));
+            }
+            let url = provider.jwks_url.as_str();
+            if !url.is_empty() && !url.starts_with("https://") {
+                if !url.starts_with("http://") {
+                    return invalid(format!("identity provider '{name}': jwks_url must be an https:// URL"));
+                }
+                if !provider.allow_insecure_http {
+                    return invalid(format!(
+                        "identity provider '{name}': jwks_url must be an https:// URL; a plain http:// one lets anyone \
+                         on the path hand the gateway a signing key (set allow_insecure_http = true to accept that \
+                         risk, see docs/config.md)"
+                    ));
+                }
+            }
+            for algorithm in &provider.algorithms {
+                if !matches!(algorithm.as_str(), "RS256" | "RS384" | "RS512" | "PS256" | "ES256" | "ES384" | "EdDSA") {
+                    return invalid(format!(
+                        "identity provider '{name}': algorithm '{algorithm}' is not accepted (asymmetric ones only)"
+                    ));
+                }
+            }
+            if !provider.public_key_file.is_empty() && provider.algorithms.len() != 1 {
+                return invalid(format!(
+                    "identity provider '{name}': a public_key_file needs algorithms = [its one algorithm]"
+                ));
+            }
+            if provider.refresh_secs == 0 {
+                return invalid(format!("identity provider '{name}': refresh_secs must be at least 1"));
+            }
+            if provider.tenants.is_empty() && self.tenants.len() > 1 {
+                return invalid(format!(
+                    "identity provider '{name}': with more than one tenant configured, name the tenants it speaks \
+                     for (tenants = [\"…\"]), so that it cannot assert another tenant's people"
+                ));
+            }
+            if let Some(unknown) = provider.tenants.iter().find(|t| self.tenant(t).is_none()) {
+                return invalid(format!("identity provider '{name}' names unknown tenant '{unknown}'"));
+            }
+        }
+        Ok(())
     }
 }

@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::TenantQuery;
 use super::permissions::Authorized;
-use super::AppState;
+use super::state::AppState;
 use crate::config::{AgentConfig, Config};
 use crate::protocol::capabilities::AgentCapabilities;
 

@@ -8,10 +8,11 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use super::error::ErrorBody;
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::TenantAdmin;
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::ids::ThreadId;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -15,7 +15,8 @@ use axum::body::Body;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
-use super::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 
 /// The body within `limits.max_body_bytes` and `limits.body_read_timeout_secs`.
 pub async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {

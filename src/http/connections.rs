@@ -145,7 +145,7 @@ async fn accept(connections: &mut Connections, slots: &Arc<Semaphore>) -> Accept
                 let Ok(permit) = slots.clone().acquire_owned().await else { return std::future::pending().await };
                 match listener.accept().await {
                     Ok((mut tcp, peer)) => {
-                        super::no_delay(&mut tcp);
+                        super::accept::no_delay(&mut tcp);
                         return Accepted::Plain(tcp, peer, permit);
                     }
                     Err(error) => {

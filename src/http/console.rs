@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::AppState;
+use super::state::AppState;
 
 /// The page's files: path under `/console/`, media type, contents.
 const ASSETS: &[(&str, &str, &str)] = &[

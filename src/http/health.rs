@@ -9,9 +9,10 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use super::error::ErrorBody;
 use super::openapi::JsonObject;
-use super::{ApiError, AppState};
+use super::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(livez)).routes(routes!(readyz)).routes(routes!(metrics))

@@ -10,10 +10,11 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use super::error::ErrorBody;
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{CanRead, CanReadContent};
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod permissions;
 mod runs;
 pub mod sse;
+mod state;
 mod threads;
 pub mod tls;
 mod token;
@@ -41,46 +42,9 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};
+pub use state::AppState;
 
-use crate::auth::Auth;
 use crate::config::Config;
-use crate::engine::Engine;
-
-/// What every handler shares; cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    pub engine: Engine,
-    pub auth: Auth,
-    pub config: Arc<Config>,
-    /// Flips to true when the server begins shutting down: open streams end (resumably).
-    shutting_down: watch::Receiver<bool>,
-    /// Moved on whenever this instance changes a thread's entry in a list (a run, a rename, an
-    /// archive, an erasure), so the live thread lists (`copilotkit::realtime`) look again at
-    /// once rather than at their next poll.
-    thread_changes: Arc<watch::Sender<u64>>,
-}
-
-impl AppState {
-    /// A refused credential: counted per tenant (for the audit commands) and by reason in
-    /// `/metrics`.
-    pub fn auth_failed(&self, tenant: &str, reason: &'static str) {
-        self.auth.record_failure(tenant, reason);
-        let label = crate::metrics::CodeLabel { code: reason.to_string() };
-        self.engine.metrics().auth_failures.get_or_create(&label).inc();
-    }
-
-    pub fn new(engine: Engine, auth: Auth) -> (AppState, watch::Sender<bool>) {
-        let (sender, receiver) = watch::channel(false);
-        let config = engine.config().clone();
-        let thread_changes = Arc::new(watch::Sender::new(0));
-        (AppState { engine, auth, config, shutting_down: receiver, thread_changes }, sender)
-    }
-
-    /// Says that a thread's entry in a list may have changed on this instance.
-    pub(crate) fn threads_changed(&self) {
-        self.thread_changes.send_modify(|count| *count = count.wrapping_add(1));
-    }
-}
 
 /// Every route, and the OpenAPI document describing exactly them.
 fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
@@ -245,15 +209,6 @@ pub async fn serve(
     };
     connections::serve(connections, app, shutdown, limits, slots).await;
     Ok(())
-}
-
-/// Every event is written the moment it is committed; Nagle's algorithm would hold a small
-/// write back until the peer's delayed ACK (~40 ms on Linux), which a new HTTP/2 connection's
-/// first answer met every time.
-pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
-    if let Err(error) = tcp.set_nodelay(true) {
-        tracing::debug!(%error, "could not set TCP_NODELAY");
-    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 
 use super::error::{ErrorBody, ErrorCode, ErrorDetail};
-use super::AppState;
+use super::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(

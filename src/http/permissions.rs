@@ -12,7 +12,8 @@ use axum::extract::{ConnectInfo, FromRequestParts, Path, Query};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
-use super::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use crate::auth::{AuthError, Caller};
 use crate::config::{AgentConfig, TenantConfig};
 

@@ -26,11 +26,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::content::check_newest_user_message;
+use super::error::ApiError;
 use super::error::{ErrorBody, ErrorCode};
 use super::openapi::{BinaryFrames, SseEvent, TenantQuery};
 use super::permissions::CanStart;
+use super::sse;
 use super::sse::{Framing, SlotLimits, SlotRefused, StreamSlots};
-use super::{sse, ApiError, AppState};
+use super::state::AppState;
 use crate::auth::{Caller, ThreadSight};
 use crate::config::AgentConfig;
 use crate::engine::{ConnectRequest, RunPlan, RunRequest};

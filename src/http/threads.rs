@@ -12,10 +12,11 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use super::error::ErrorBody;
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{CanRead, CanReadContent};
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::auth::Caller;
 use crate::engine::conversation::Activity;
 use crate::engine::threads::{title, ThreadFilter};

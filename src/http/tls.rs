@@ -259,7 +259,7 @@ async fn accept_loop(
                 continue;
             }
         };
-        super::no_delay(&mut tcp);
+        super::accept::no_delay(&mut tcp);
         let acceptor = acceptor.clone();
         let handed = handed.clone();
         tokio::spawn(async move {

@@ -17,10 +17,11 @@ use serde_json::json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use super::error::{ErrorBody, ErrorCode};
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{configured_tenant, refuse, tenant_name};
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::auth::{AppKey, MintRequest};
 use crate::config::TenantConfig;
 use crate::store::AuditEntry;

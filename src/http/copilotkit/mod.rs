@@ -32,12 +32,13 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use super::error::ErrorBody;
 use super::openapi::{JsonObject, SseEvent};
 use super::permissions::{startable_agent, Authorized, CanStart};
 use super::runs::{connect_stream, run_stream, ConnectEnd, StreamRequest};
 use super::sse::StreamSlots;
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::engine::EngineError;
 use crate::ids::ThreadId;
 

@@ -42,11 +42,12 @@ use super::threads::{own_entries, own_thread};
 use super::TenantPath;
 use crate::auth::{AuthError, Caller};
 use crate::engine::threads::ThreadFilter;
+use crate::http::error::ApiError;
 use crate::http::error::{ErrorBody, ErrorCode};
 use crate::http::openapi::JsonObject;
 use crate::http::permissions::{configured_tenant, CanRead};
 use crate::http::sse::{SlotLimits, StreamSlots};
-use crate::http::{ApiError, AppState};
+use crate::http::state::AppState;
 
 /// How often an open socket reads its caller's threads again, for changes made where this
 /// instance does not hear of them (another instance, an operator's command, retention).

@@ -19,10 +19,11 @@ use super::TenantPath;
 use crate::auth::Caller;
 use crate::engine::threads::{title, ThreadFilter};
 use crate::engine::EngineError;
+use crate::http::error::ApiError;
 use crate::http::error::ErrorBody;
 use crate::http::openapi::JsonObject;
 use crate::http::permissions::{CanRead, CanReadContent};
-use crate::http::{ApiError, AppState};
+use crate::http::state::AppState;
 use crate::protocol::iso8601;
 use crate::store::{ThreadRow, ThreadSummary, ThreadTitle, TitleChange};
 
