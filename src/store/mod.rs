@@ -11,6 +11,7 @@
 //! | [`AuditStore`] | `audit.rs` | the audit trail |
 //! | [`UsageStore`] | `usage.rs` | what a tenant used of its limits |
 //! | [`ThreadTitleStore`] | `thread_titles.rs` | a thread's name and archived mark |
+//! | [`LiveGrantStore`] | `live_grants.rs` | grants of the CopilotKit runtime's live thread list |
 //!
 //! [`Store`] is all of them plus what concerns the database as a whole; the gateway holds an
 //! `Arc<dyn Store>`, opened by [`connect`] from the database URL's scheme. What differs between
@@ -29,6 +30,7 @@ mod events;
 mod interrupts;
 mod keys;
 mod leases;
+mod live_grants;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -48,6 +50,7 @@ pub use events::{
 pub use interrupts::{Decided, Decision, InterruptRow, InterruptStatus, InterruptStore};
 pub use keys::{ApiKeyRow, KeyKind, KeyStore};
 pub use leases::LeaseStore;
+pub use live_grants::{LiveGrantRow, LiveGrantStore, GRANTS_PER_CALLER};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use thread_titles::{ThreadTitle, ThreadTitleStore, TitleChange};
@@ -121,6 +124,7 @@ pub trait Store:
     + AuditStore
     + UsageStore
     + ThreadTitleStore
+    + LiveGrantStore
     + Send
     + Sync
     + 'static

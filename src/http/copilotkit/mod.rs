@@ -19,6 +19,7 @@
 //! every route: the same credentials, scopes, refusals, limits and audit. A run goes through the
 //! same code as `POST /v1/agui/agents/{agent}`: one run path, not a copy.
 
+mod grants;
 mod realtime;
 mod threads;
 

@@ -3,7 +3,7 @@
 //! `threadEndpoints.realtimeMetadata: true` and `intelligence.wsUrl`:
 //!
 //! 1. `GET {base}/threads?agentId=…` answers a `joinCode` beside the page (the channel's name);
-//! 2. `POST {base}/threads/subscribe` answers `{joinToken}`: a grant of the caller, minted here
+//! 2. `POST {base}/threads/subscribe` answers `{joinToken}`: a grant of the caller ([`grants`]),
 //!    because a browser's WebSocket cannot send the `Authorization` header;
 //! 3. the page opens a Phoenix socket (`vsn=2.0.0`, JSON arrays `[joinRef, ref, topic, event,
 //!    payload]`) at `{wsUrl}/websocket?join_token=…`, joins `user_meta:{joinCode}` and hears
@@ -15,14 +15,14 @@
 //! exactly as the list route makes its page: the database is the truth, so a rename on another
 //! instance, an operator's erasure or a run anywhere reaches the page, within [`POLL`]; a change
 //! made on this instance wakes its sockets at once. Only threads the caller may list are ever
-//! read, so another person's thread is never pushed. The grant is held by the instance that
-//! minted it (a socket reaches the same instance, as a sticky balancer sends it); the socket
-//! ends when the caller's access ends (a revoked key, an expired token), at
+//! read, so another person's thread is never pushed. The grant is kept in the database
+//! ([`grants`]), so the socket may reach any instance, with or without a sticky balancer; the
+//! socket ends when the caller's access ends (a revoked key, an expired token), at
 //! `limits.stream_max_secs` (the page reconnects with the same grant) and at shutdown, and holds
 //! one of the caller's stream slots while open.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -30,17 +30,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use axum::{Extension, Json};
-use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{json, Value};
-use tokio::time::Instant;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 #[cfg(test)]
 use super::threads::join_code;
 use super::threads::{own_entries, own_thread};
+use super::grants::{self, Grant};
 use super::TenantPath;
-use crate::auth::{AuthError, Caller};
 use crate::engine::threads::ThreadFilter;
 use crate::http::error::{ErrorBody, ErrorCode};
 use crate::http::openapi::JsonObject;
@@ -60,12 +58,6 @@ const WAKE_GAP: Duration = Duration::from_millis(100);
 /// meanwhile reaches the page when it reloads.
 const WINDOW: u32 = 200;
 
-/// How long a grant opens sockets; each socket still ends when the caller's access does.
-const GRANT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// The most grants this instance holds; past it, the one nearest its end makes room.
-const MAX_GRANTS: usize = 100_000;
-
 /// The channel topic's prefix, and the events `@copilotkit/core` listens for.
 const TOPIC_PREFIX: &str = "user_meta:";
 const METADATA_EVENT: &str = "thread_metadata";
@@ -74,7 +66,6 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(subscribe))
         .routes(routes!(socket))
-        .layer(Extension(Arc::new(Grants::default())))
 }
 
 /// The agent a joined channel watches (`None`: all); `Err` for a topic no list named
@@ -101,43 +92,6 @@ pub(super) fn socket_url(state: &AppState, headers: &HeaderMap, uri: &Uri, tenan
     Some(format!("{scheme}//{host}{}/{tenant}/threads/realtime", state.config.copilotkit_path))
 }
 
-/// A caller's right to open sockets, by join token.
-#[derive(Default)]
-struct Grants {
-    held: Mutex<HashMap<String, Grant>>,
-}
-
-#[derive(Clone)]
-struct Grant {
-    caller: Caller,
-    tenant: String,
-    ends: Instant,
-}
-
-impl Grants {
-    fn mint(&self, caller: Caller, tenant: String) -> Result<String, ApiError> {
-        let mut bytes = [0u8; 32];
-        SystemRandom::new().fill(&mut bytes).map_err(|_| ApiError::Internal("no random source".into()))?;
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let now = Instant::now();
-        let mut held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        held.retain(|_, grant| grant.ends > now);
-        if held.len() >= MAX_GRANTS {
-            let nearest = held.iter().min_by_key(|(_, grant)| grant.ends).map(|(token, _)| token.clone());
-            if let Some(nearest) = nearest {
-                held.remove(&nearest);
-            }
-        }
-        held.insert(token.clone(), Grant { caller, tenant, ends: now + GRANT_TTL });
-        Ok(token)
-    }
-
-    fn find(&self, token: &str) -> Option<Grant> {
-        let held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        held.get(token).filter(|grant| grant.ends > Instant::now()).cloned()
-    }
-}
-
 /// Grants the caller a live thread list: the `joinToken` its socket presents. The body
 /// (`{}` from `useThreads`) is not read.
 #[utoipa::path(
@@ -146,18 +100,15 @@ impl Grants {
     tag = "copilotkit",
     params(TenantPath),
     responses(
-        (status = 200, description = "`{joinToken}`: opens `GET …/threads/realtime/websocket?join_token=…` on this instance for a day; each socket ends when the caller's access does.", body = JsonObject),
+        (status = 200, description = "`{joinToken}`: opens `GET …/threads/realtime/websocket?join_token=…` on any instance of the gateway for a day (or until the caller's credential expires, if sooner); each socket ends when the caller's access does.", body = JsonObject),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
         (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
 )]
-async fn subscribe(
-    Extension(grants): Extension<Arc<Grants>>,
-    CanRead { caller, tenant }: CanRead,
-) -> Result<Json<Value>, ApiError> {
-    let token = grants.mint(caller, tenant.name)?;
+async fn subscribe(State(state): State<AppState>, CanRead { caller, tenant }: CanRead) -> Result<Json<Value>, ApiError> {
+    let token = grants::mint(&state, &caller, &tenant.name).await?;
     Ok(Json(json!({ "joinToken": token })))
 }
 
@@ -182,7 +133,7 @@ struct SocketQuery {
     responses(
         (status = 101, description = "The WebSocket. Frames are `[joinRef, ref, topic, event, payload]`: `phx_join` of `user_meta:{joinCode}`, `heartbeat` and `phx_leave` are answered `phx_reply` `{status: \"ok\"}`; the channel then hears `thread_metadata` `{operation, threadId, thread}` (`created`, `updated`, `archived`) and `{operation: \"deleted\", threadId, deleted: {id}}`."),
         (status = 400, description = "not a WebSocket upgrade (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no join token, or one unknown here or of another tenant (`unauthenticated`)", body = ErrorBody),
+        (status = 401, description = "no join token, or one unknown, ended, of another tenant or of a key revoked since (`unauthenticated`)", body = ErrorBody),
         (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
         (status = 429, description = "too many open streams (`too_many_streams`)", body = ErrorBody),
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
@@ -190,18 +141,13 @@ struct SocketQuery {
 )]
 async fn socket(
     State(state): State<AppState>,
-    Extension(grants): Extension<Arc<Grants>>,
     Extension(slots): Extension<Arc<StreamSlots>>,
     Path(tenant): Path<String>,
     Query(query): Query<SocketQuery>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let tenant = configured_tenant(&state, &tenant)?;
-    let unknown = || ApiError::Unauthenticated(AuthError::InvalidToken("the join token is unknown on this instance"));
-    let grant = grants.find(query.join_token.as_deref().unwrap_or_default()).ok_or_else(unknown)?;
-    if grant.tenant != tenant.name {
-        return Err(unknown());
-    }
+    let grant = grants::find(&state, query.join_token.as_deref().unwrap_or_default(), &tenant.name).await?;
     let upgrade = upgrade.map_err(|rejection| ApiError::bad_request("upgrade", rejection.body_text()))?;
     let limits = &state.config.limits;
     let limits = SlotLimits { per_caller: limits.max_streams_per_caller, per_thread: limits.max_streams_per_thread };
