@@ -287,3 +287,84 @@ async fn connect_on_another_instance_completes_a_dropped_answer_exactly_once() {
     let users = messages.iter().filter(|m| m["role"] == "user").count();
     assert_eq!(users, 1, "{messages:?}");
 }
+
+/// As [`trickle_agent`], after an approval: a turn that waited, was decided, and runs on.
+fn trickle_approver_agent() -> agui_gateway::config::AgentConfig {
+    toml::from_str(
+        r#"
+name = "trickle_approver"
+kind = "script"
+chunk_chars = 3
+chunk_delay_ms = 25
+steps = [
+  { say = "Let me send that." },
+  { tool = "send_email", args = { body = "{input}" }, result = "sent", approval = "always" },
+  { say = "Sending it now, a few characters at a time, so that a page can lose its stream: {input}" },
+  { wait_ms = 300 },
+  { say = "And a second message after the pause." },
+]
+"#,
+    )
+    .expect("agent config")
+}
+
+/// A page whose stream of a resumed turn (an approval decided, the turn running on) dropped
+/// reconnects, on another instance where the store is shared: the connect goes past the wait
+/// the turn already left and follows the turn to its end, every answer exactly once.
+async fn connect_follows_a_decided_turn_past_its_wait_to_its_end(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let start = || {
+        let mut config = test_config(&db.url);
+        config.agents.push(trickle_approver_agent());
+        TestApp::start_with(config)
+    };
+    let a = start().await;
+    let other;
+    let b = match backend {
+        Backend::Postgres => {
+            other = start().await;
+            &other
+        }
+        Backend::Sqlite => &a,
+    };
+    let run = format!("{}/agent/trickle_approver/run", base("default"));
+    let mut input = first_run("th-ck-decided", "run-1", "the report");
+    input["protocolVersion"] = json!("1.0");
+    let asked = read_events(post_stream(&a, &run, &input, None).await, None).await;
+    let outcome = &asked.last().expect("the end").data["outcome"];
+    assert_eq!(outcome["type"], "interrupt", "{:?}", kinds(&asked));
+    let interrupt = outcome["interrupts"][0]["id"].clone();
+    let mut messages = input["messages"].as_array().cloned().expect("messages");
+    apply(&mut messages, &asked);
+
+    let resume = json!({"threadId": "th-ck-decided", "runId": "run-2", "protocolVersion": "1.0", "messages": [],
+        "resume": [{"interruptId": interrupt, "status": "resolved", "payload": {"approved": true}}]});
+    let mut stream = EventStream::new(post_stream(&a, &run, &resume, None).await);
+    let deltas = std::cell::Cell::new(0);
+    stream
+        .until("three deltas", |event| {
+            deltas.set(deltas.get() + usize::from(event.kind() == "TEXT_MESSAGE_CONTENT"));
+            deltas.get() >= 3
+        })
+        .await;
+    apply(&mut messages, &stream.events);
+    drop(stream);
+
+    let connect = format!("{}/agent/trickle_approver/connect", base("default"));
+    let body = json!({"threadId": "th-ck-decided", "runId": "run-2", "protocolVersion": "1.0"});
+    let resumed = read_events(post_stream(b, &connect, &body, None).await, None).await;
+    let end = resumed.last().expect("the end");
+    assert_eq!(end.kind(), "RUN_FINISHED", "{:?}", kinds(&resumed));
+    assert_ne!(end.data["outcome"]["type"], "interrupt", "the connect ended at the wait the turn left: {:?}", kinds(&resumed));
+    apply(&mut messages, &resumed);
+    let thread = a.store.find_thread("default", "th-ck-decided").await.expect("read").expect("thread");
+    let turn = a.store.thread_turns(thread.pk).await.expect("turns").remove(0);
+    assert_eq!(turn.status.as_str(), "succeeded");
+
+    let ended = read_events(post_stream(&a, &connect, &json!({"threadId": "th-ck-decided"}), None).await, None).await;
+    let whole = ended.iter().find(|e| e.kind() == "MESSAGES_SNAPSHOT").expect("a snapshot");
+    let whole = answers(whole.data["messages"].as_array().expect("messages"));
+    assert_eq!(whole.len(), 3, "{whole:?}");
+    assert_eq!(answers(&messages), whole);
+}
+on_both_stores!(connect_follows_a_decided_turn_past_its_wait_to_its_end);

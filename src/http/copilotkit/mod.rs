@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `GET {base}/info` | the agents the caller may start, in the shape `@copilotkit/core` reads |
 //! | `POST {base}/agent/{agent}/run` | the AG-UI run route, unchanged ([`super::runs::run_stream`]) |
-//! | `POST {base}/agent/{agent}/connect` | the gateway's connect stream, ended with its opening run |
+//! | `POST {base}/agent/{agent}/connect` | the gateway's connect stream, ended once it shows the thread as it stands |
 //! | `POST {base}/agent/{agent}/stop/{thread}` | cancels the thread's running turn |
 //! | `POST {base}` | the single-route envelope `{method, params, body}` of the four above |
 //! | `{base}/threads…` | the thread routes `useThreads` calls ([`threads`]) |
@@ -158,9 +158,11 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
 }
 
 /// Restores the thread: the gateway's connect stream (`RUN_STARTED`, `MESSAGES_SNAPSHOT`,
-/// `STATE_SNAPSHOT`, a turn going on followed live, a waiting turn's interrupt), ended with
-/// that opening run, as CopilotKit's connect ends. A thread with no turn yet, or one the
-/// caller may not read, is an empty stream.
+/// `STATE_SNAPSHOT`, a turn going on followed live, a waiting turn's interrupt), ended once
+/// it shows the thread as it stands, as CopilotKit's connect ends: the latest turn to its end,
+/// or to a wait not yet decided (a wait already decided is shown and followed on, so a page
+/// that lost a resumed run's stream gets the rest of it). Any instance answers it alike. A
+/// thread with no turn yet, or one the caller may not read, is an empty stream.
 #[utoipa::path(
     post,
     path = "/v1/copilotkit/{tenant}/agent/{agent}/connect",
@@ -168,7 +170,7 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     params(TenantPath, ("agent" = String, Path, description = "The configured agent's name.")),
     request_body(content = JsonObject, content_type = "application/json", description = "A RunAgentInput, of which `threadId`, `runId` and `protocolVersion` are read."),
     responses(
-        (status = 200, description = "The thread's opening run (empty for a thread with no turn or not the caller's); each event's `id:` continues with `Last-Event-ID`.", content((SseEvent = "text/event-stream"))),
+        (status = 200, description = "The thread as it stands: its latest turn followed, on any instance, to its end or to a wait not yet decided (a decided wait is followed past), each event once; empty for a thread with no turn or not the caller's. Each event's `id:` continues with `Last-Event-ID`.", content((SseEvent = "text/event-stream"))),
         (status = 400, description = "a bad body, id or Last-Event-ID (`bad_request`, `bad_last_event_id`)", body = ErrorBody),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not start the agent (`permission_denied`)", body = ErrorBody),
@@ -182,7 +184,7 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     )
 )]
 async fn connect(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
-    connect_stream(state, request, ConnectEnd::AfterOpeningRun).await
+    connect_stream(state, request, ConnectEnd::CaughtUp).await
 }
 
 /// The Stop button: cancels the thread's running turn (it ends `cancelled` for every stream
@@ -303,7 +305,7 @@ async fn envelope(State(state): State<AppState>, request: Request) -> Result<Res
             if envelope.method == "agent/run" {
                 run_stream(state, request).await
             } else {
-                connect_stream(state, request, ConnectEnd::AfterOpeningRun).await
+                connect_stream(state, request, ConnectEnd::CaughtUp).await
             }
         }
         "agent/stop" => {
