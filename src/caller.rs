@@ -317,7 +317,11 @@ mod tests {
 
     #[test]
     fn a_caller_read_back_from_json_is_the_same_caller() {
-        let key = Caller::TenantKey(KeyCaller { id: "k".into(), name: "k".into(), scopes: Scopes::for_key(&["demo".into()]) });
+        let key = Caller::TenantKey(KeyCaller {
+            id: "k".into(),
+            name: "k".into(),
+            scopes: Scopes::for_key(&["demo".into()]),
+        });
         let app_person = Caller::Person(Person {
             id: "ann".into(),
             roles: vec!["analyst".into()],

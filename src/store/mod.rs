@@ -12,6 +12,7 @@
 //! | [`UsageStore`] | `usage.rs` | what a tenant used of its limits |
 //! | [`ThreadTitleStore`] | `thread_titles.rs` | a thread's name and archived mark |
 //! | [`LiveGrantStore`] | `live_grants.rs` | grants of the CopilotKit runtime's live thread list |
+//! | [`RunIdStore`] | `run_ids.rs` | a thread's latest runId |
 //!
 //! [`Store`] is all of them plus what concerns the database as a whole; the gateway holds an
 //! `Arc<dyn Store>`, opened by [`connect`] from the database URL's scheme. What differs between
@@ -32,6 +33,7 @@ mod keys;
 mod leases;
 mod live_grants;
 mod postgres;
+mod run_ids;
 mod sql;
 mod sqlite;
 mod thread_titles;
@@ -52,6 +54,7 @@ pub use keys::{ApiKeyRow, KeyKind, KeyStore};
 pub use leases::LeaseStore;
 pub use live_grants::{LiveGrantRow, LiveGrantStore, GRANTS_PER_CALLER};
 pub use postgres::PgStore;
+pub use run_ids::RunIdStore;
 pub use sqlite::SqliteStore;
 pub use thread_titles::{ThreadTitle, ThreadTitleStore, TitleChange};
 pub use threads::{
@@ -125,6 +128,7 @@ pub trait Store:
     + UsageStore
     + ThreadTitleStore
     + LiveGrantStore
+    + RunIdStore
     + Send
     + Sync
     + 'static

@@ -3,7 +3,8 @@
 //! instance it reaches and ends there when the caller's access does; a grant that is unknown,
 //! ended (on the gateway's clock), of another tenant or of a key revoked since opens nothing;
 //! and a page whose run stream dropped gets the rest of the turn through `connect` on another
-//! instance, exactly once.
+//! instance, exactly once. The list also tells a page when a thread's turn starts or stops
+//! (`thread_run_activity`), wherever the turn runs.
 
 use std::time::Duration;
 
@@ -30,11 +31,7 @@ async fn grant(app: &TestApp, tenant: &str, bearer: Option<&str>) -> String {
 /// Opens the live list's socket of `tenant` on `app` with `token`: the socket, or the status
 /// it was refused with.
 async fn open_socket(app: &TestApp, tenant: &str, token: &str) -> Result<Socket, u16> {
-    let url = format!(
-        "ws://{}{}/threads/realtime/websocket?join_token={token}&vsn=2.0.0",
-        app.address,
-        base(tenant)
-    );
+    let url = format!("ws://{}{}/threads/realtime/websocket?join_token={token}&vsn=2.0.0", app.address, base(tenant));
     match tokio_tungstenite::connect_async(url).await {
         Ok((socket, _)) => Ok(socket),
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(response.status().as_u16()),
@@ -44,7 +41,12 @@ async fn open_socket(app: &TestApp, tenant: &str, token: &str) -> Result<Socket,
 
 /// Joins the channel of `demo`'s list (its `joinCode`, as the list route names it on `app`).
 async fn join(app: &TestApp, socket: &mut Socket, tenant: &str, bearer: Option<&str>) {
-    let (status, page) = get(app, &format!("{}/threads?agentId=demo", base(tenant)), bearer).await;
+    join_agent(app, socket, tenant, "demo", bearer).await;
+}
+
+/// Joins the channel of `agent`'s list.
+async fn join_agent(app: &TestApp, socket: &mut Socket, tenant: &str, agent: &str, bearer: Option<&str>) {
+    let (status, page) = get(app, &format!("{}/threads?agentId={agent}", base(tenant)), bearer).await;
     assert_eq!(status, 200, "{page}");
     let topic = format!("user_meta:{}", page["joinCode"].as_str().expect("joinCode"));
     send_frame(socket, json!(["1", "1", topic, "phx_join", {}])).await;
@@ -233,7 +235,9 @@ fn answers(messages: &[Value]) -> Vec<(String, String)> {
     messages
         .iter()
         .filter(|m| m["role"] == "assistant")
-        .filter_map(|m| Some((m["id"].as_str()?.to_string(), m["content"].as_str().filter(|c| !c.is_empty())?.to_string())))
+        .filter_map(|m| {
+            Some((m["id"].as_str()?.to_string(), m["content"].as_str().filter(|c| !c.is_empty())?.to_string()))
+        })
         .collect()
 }
 
@@ -355,7 +359,12 @@ async fn connect_follows_a_decided_turn_past_its_wait_to_its_end(backend: Backen
     let resumed = read_events(post_stream(b, &connect, &body, None).await, None).await;
     let end = resumed.last().expect("the end");
     assert_eq!(end.kind(), "RUN_FINISHED", "{:?}", kinds(&resumed));
-    assert_ne!(end.data["outcome"]["type"], "interrupt", "the connect ended at the wait the turn left: {:?}", kinds(&resumed));
+    assert_ne!(
+        end.data["outcome"]["type"],
+        "interrupt",
+        "the connect ended at the wait the turn left: {:?}",
+        kinds(&resumed)
+    );
     apply(&mut messages, &resumed);
     let thread = a.store.find_thread("default", "th-ck-decided").await.expect("read").expect("thread");
     let turn = a.store.thread_turns(thread.pk).await.expect("turns").remove(0);
@@ -368,3 +377,73 @@ async fn connect_follows_a_decided_turn_past_its_wait_to_its_end(backend: Backen
     assert_eq!(answers(&messages), whole);
 }
 on_both_stores!(connect_follows_a_decided_turn_past_its_wait_to_its_end);
+
+/// The run-activity pushes of the socket up to and including the first that `until` accepts
+/// (the list's own `thread_metadata` pushes are passed over).
+async fn activity_until(socket: &mut Socket, until: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let mut told = Vec::new();
+    loop {
+        let frame = next_frame(socket).await;
+        if frame[3] == "thread_metadata" {
+            continue;
+        }
+        assert_eq!(frame[3], "thread_run_activity", "{frame}");
+        assert_eq!(frame[0], "1", "pushed on the joined channel: {frame}");
+        let done = until(&frame[4]);
+        told.push(frame[4].clone());
+        if done {
+            return told;
+        }
+    }
+}
+
+/// `<CopilotChat>` showing a thread hears when its turn starts and stops (and connects to catch
+/// up): a run started on one instance is told on a socket open on another where the store is
+/// shared, with the run's id, so the page that made it knows it for its own; another person's
+/// runs are never told.
+async fn the_live_list_tells_when_a_threads_turn_starts_and_stops(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let a = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
+    let other;
+    let b = match backend {
+        Backend::Postgres => {
+            other = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
+            &other
+        }
+        Backend::Sqlite => &a,
+    };
+    let alice = app_token(&claims("acme", "alice"));
+    let bob = app_token(&claims("acme", "bob"));
+    let token = grant(&a, "acme", Some(&alice)).await;
+    let mut socket = open_socket(b, "acme", &token).await.expect("the socket opens");
+    join_agent(b, &mut socket, "acme", "waiter", Some(&alice)).await;
+
+    // Bob's turn first, then alice's: only alice's is told.
+    let run = format!("{}/agent/waiter/run", base("acme"));
+    let mut bobs = EventStream::new(post_stream(&a, &run, &first_run("th-act-bob", "run-b", "wait"), Some(&bob)).await);
+    bobs.until_kind("TEXT_MESSAGE_END").await;
+    let mut alices =
+        EventStream::new(post_stream(&a, &run, &first_run("th-act", "run-a1", "wait"), Some(&alice)).await);
+    alices.until_kind("TEXT_MESSAGE_END").await;
+    let started = activity_until(&mut socket, |p| p["threadId"] == "th-act").await;
+    assert_eq!(
+        started.last(),
+        Some(&json!({"threadId": "th-act", "agentId": "waiter", "runId": "run-a1", "eventType": "RUN_STARTED"})),
+        "{started:?}"
+    );
+
+    // Stopped: the run ends as its stream ends it (cancelled: `RUN_FINISHED`).
+    let stop = format!("{}/agent/waiter/stop/th-act", base("acme"));
+    let (status, answer) = send_json(&a, reqwest::Method::POST, &stop, &json!({}), Some(&alice)).await;
+    assert_eq!((status, &answer["stopped"]), (200, &json!(true)), "{answer}");
+    let stopped = activity_until(&mut socket, |p| p["threadId"] == "th-act").await;
+    assert_eq!(
+        stopped.last(),
+        Some(&json!({"threadId": "th-act", "agentId": "waiter", "runId": "run-a1", "eventType": "RUN_FINISHED"})),
+        "{stopped:?}"
+    );
+    let told = format!("{started:?}{stopped:?}");
+    assert!(!told.contains("th-act-bob"), "alice heard of bob's run: {told}");
+    drop((bobs, alices));
+}
+on_both_stores!(the_live_list_tells_when_a_threads_turn_starts_and_stops);

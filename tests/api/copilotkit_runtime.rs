@@ -14,7 +14,12 @@ pub(crate) fn base(tenant: &str) -> String {
 }
 
 /// A request to the runtime with an optional bearer credential.
-pub(crate) fn request(app: &TestApp, method: reqwest::Method, path: &str, bearer: Option<&str>) -> reqwest::RequestBuilder {
+pub(crate) fn request(
+    app: &TestApp,
+    method: reqwest::Method,
+    path: &str,
+    bearer: Option<&str>,
+) -> reqwest::RequestBuilder {
     let mut request = app.client.request(method, app.url(path));
     if let Some(token) = bearer {
         request = request.header("authorization", format!("Bearer {token}"));
@@ -547,11 +552,15 @@ pub(crate) async fn next_frame(socket: &mut Socket) -> Value {
     }
 }
 
-/// The `thread_metadata` pushes up to and including the first that `until` accepts.
+/// The `thread_metadata` pushes up to and including the first that `until` accepts (the
+/// `thread_run_activity` pushes between them are passed over).
 pub(crate) async fn pushes_until(socket: &mut Socket, until: impl Fn(&Value) -> bool) -> Vec<Value> {
     let mut pushes = Vec::new();
     loop {
         let frame = next_frame(socket).await;
+        if frame[3] == "thread_run_activity" {
+            continue;
+        }
         assert_eq!(frame[3], "thread_metadata", "{frame}");
         assert_eq!(frame[0], "1", "pushed on the joined channel: {frame}");
         let done = until(&frame[4]);

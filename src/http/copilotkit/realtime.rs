@@ -9,7 +9,11 @@
 //!    payload]`) at `{wsUrl}/websocket?join_token=…`, joins `user_meta:{joinCode}` and hears
 //!    `thread_metadata` pushes: `{operation: "created" | "updated" | "archived", threadId,
 //!    thread}` with the thread as the list shows it, or `{operation: "deleted", threadId,
-//!    deleted: {id}}`.
+//!    deleted: {id}}`; and `thread_run_activity` pushes `{threadId, agentId, runId,
+//!    eventType}` when a thread's turn starts or runs again (`RUN_STARTED`) or stops
+//!    (`RUN_FINISHED`, `RUN_ERROR`): `<CopilotChat>` showing that thread connects to catch up
+//!    with a run another tab or person started, and passes over news of the runs it made
+//!    (`runId` names the thread's latest run).
 //!
 //! What a socket pushes is a difference between two readings of the caller's own threads, made
 //! exactly as the list route makes its page: the database is the truth, so a rename on another
@@ -34,10 +38,10 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::grants::{self, Grant};
 #[cfg(test)]
 use super::threads::join_code;
 use super::threads::{own_entries, own_thread};
-use super::grants::{self, Grant};
 use super::TenantPath;
 use crate::engine::threads::ThreadFilter;
 use crate::http::error::{ErrorBody, ErrorCode};
@@ -61,11 +65,28 @@ const WINDOW: u32 = 200;
 /// The channel topic's prefix, and the events `@copilotkit/core` listens for.
 const TOPIC_PREFIX: &str = "user_meta:";
 const METADATA_EVENT: &str = "thread_metadata";
+const RUN_ACTIVITY_EVENT: &str = "thread_run_activity";
+
+/// What a thread's change says of its runs, as `thread_run_activity`'s `eventType`: a turn
+/// started or running again (`RUN_STARTED`), or one that stopped as its stream ends it:
+/// waiting, done or cancelled (`RUN_FINISHED`), or failed (`RUN_ERROR`). `None` when neither
+/// its status nor its latest turn changed (a rename, an archive).
+fn run_activity(before: Option<&Value>, now: &Value) -> Option<&'static str> {
+    let changed =
+        before.is_none_or(|before| before["status"] != now["status"] || before["lastRunAt"] != now["lastRunAt"]);
+    if !changed {
+        return None;
+    }
+    match now["status"].as_str()? {
+        "running" => Some("RUN_STARTED"),
+        "waiting" | "succeeded" | "cancelled" => Some("RUN_FINISHED"),
+        "failed" => Some("RUN_ERROR"),
+        _ => None,
+    }
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(subscribe))
-        .routes(routes!(socket))
+    OpenApiRouter::new().routes(routes!(subscribe)).routes(routes!(socket))
 }
 
 /// The agent a joined channel watches (`None`: all); `Err` for a topic no list named
@@ -107,7 +128,10 @@ pub(super) fn socket_url(state: &AppState, headers: &HeaderMap, uri: &Uri, tenan
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
     )
 )]
-async fn subscribe(State(state): State<AppState>, CanRead { caller, tenant }: CanRead) -> Result<Json<Value>, ApiError> {
+async fn subscribe(
+    State(state): State<AppState>,
+    CanRead { caller, tenant }: CanRead,
+) -> Result<Json<Value>, ApiError> {
     let token = grants::mint(&state, &caller, &tenant.name).await?;
     Ok(Json(json!({ "joinToken": token })))
 }
@@ -131,7 +155,7 @@ struct SocketQuery {
     tag = "copilotkit",
     params(TenantPath, SocketQuery),
     responses(
-        (status = 101, description = "The WebSocket. Frames are `[joinRef, ref, topic, event, payload]`: `phx_join` of `user_meta:{joinCode}`, `heartbeat` and `phx_leave` are answered `phx_reply` `{status: \"ok\"}`; the channel then hears `thread_metadata` `{operation, threadId, thread}` (`created`, `updated`, `archived`) and `{operation: \"deleted\", threadId, deleted: {id}}`."),
+        (status = 101, description = "The WebSocket. Frames are `[joinRef, ref, topic, event, payload]`: `phx_join` of `user_meta:{joinCode}`, `heartbeat` and `phx_leave` are answered `phx_reply` `{status: \"ok\"}`; the channel then hears `thread_metadata` `{operation, threadId, thread}` (`created`, `updated`, `archived`) and `{operation: \"deleted\", threadId, deleted: {id}}`, and `thread_run_activity` `{threadId, agentId, runId, eventType}` (`RUN_STARTED`, `RUN_FINISHED`, `RUN_ERROR`) as a thread's turn starts or stops."),
         (status = 400, description = "not a WebSocket upgrade (`bad_request`)", body = ErrorBody),
         (status = 401, description = "no join token, or one unknown, ended, of another tenant or of a key revoked since (`unauthenticated`)", body = ErrorBody),
         (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
@@ -255,24 +279,37 @@ impl LiveList {
         let now = self.read(agent.as_deref()).await.map_err(Gone::Reading)?;
         let Some(channel) = self.joined.as_ref() else { return Ok(()) };
         let mut pushes = Vec::new();
+        let mut activity = Vec::new();
         for (id, thread) in &now {
-            let operation = match channel.known.get(id) {
+            let before = channel.known.get(id);
+            if let Some(event_type) = run_activity(before, thread) {
+                activity.push((id.clone(), thread["agentId"].clone(), event_type));
+            }
+            let operation = match before {
                 None => "created",
                 Some(before) if before == thread => continue,
                 Some(before) if thread["archived"] == true && before["archived"] != true => "archived",
                 Some(_) => "updated",
             };
-            pushes.push(json!({ "operation": operation, "threadId": id, "thread": thread }));
+            pushes.push((METADATA_EVENT, json!({ "operation": operation, "threadId": id, "thread": thread })));
         }
         for id in channel.known.keys().filter(|id| !now.contains_key(*id)) {
             // Out of the window is not gone: a thread is told deleted only when it is.
             let gone = own_thread(&self.state, &self.grant.tenant, &self.grant.caller, id).await.is_err();
             if gone {
-                pushes.push(json!({ "operation": "deleted", "threadId": id, "deleted": { "id": id } }));
+                pushes
+                    .push((METADATA_EVENT, json!({ "operation": "deleted", "threadId": id, "deleted": { "id": id } })));
             }
         }
-        for payload in pushes {
-            send(socket, &json!([channel.join_ref, Value::Null, channel.topic, METADATA_EVENT, payload])).await?;
+        for (thread, agent, event_type) in activity {
+            // The run the page may have made itself: it then knows the news is its own.
+            let store = self.state.engine.store();
+            let run = store.latest_run_id(&self.grant.tenant, &thread).await.map_err(|e| Gone::Reading(e.into()))?;
+            let payload = json!({ "threadId": thread, "agentId": agent, "runId": run, "eventType": event_type });
+            pushes.push((RUN_ACTIVITY_EVENT, payload));
+        }
+        for (event, payload) in pushes {
+            send(socket, &json!([channel.join_ref, Value::Null, channel.topic, event, payload])).await?;
         }
         if let Some(channel) = self.joined.as_mut() {
             channel.known = now;
@@ -303,6 +340,27 @@ async fn send(socket: &mut WebSocket, frame: &Value) -> Result<(), Gone> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_threads_run_activity_is_told_when_its_status_or_latest_turn_changes() {
+        let entry = |status: &str, at: &str| json!({ "status": status, "lastRunAt": at, "name": "n" });
+        let cases = [
+            (None, entry("running", "1"), Some("RUN_STARTED")),
+            (None, entry("succeeded", "1"), Some("RUN_FINISHED")),
+            (Some(entry("running", "1")), entry("running", "1"), None),
+            (Some(entry("running", "1")), entry("waiting", "1"), Some("RUN_FINISHED")),
+            (Some(entry("waiting", "1")), entry("running", "1"), Some("RUN_STARTED")),
+            (Some(entry("running", "1")), entry("failed", "1"), Some("RUN_ERROR")),
+            (Some(entry("running", "1")), entry("cancelled", "1"), Some("RUN_FINISHED")),
+            // A turn started and ended between two readings.
+            (Some(entry("succeeded", "1")), entry("succeeded", "2"), Some("RUN_FINISHED")),
+        ];
+        for (before, now, told) in cases {
+            assert_eq!(run_activity(before.as_ref(), &now), told, "{before:?} -> {now}");
+        }
+        let renamed = json!({ "status": "succeeded", "lastRunAt": "1", "name": "m" });
+        assert_eq!(run_activity(Some(&entry("succeeded", "1")), &renamed), None);
+    }
 
     #[test]
     fn a_join_code_names_the_channel_a_socket_may_join() {
