@@ -30,7 +30,7 @@ pub struct LiveGrantRow {
 #[async_trait]
 pub trait LiveGrantStore: Send + Sync {
     /// Stores a grant, in one transaction with deleting every grant ended by `grant.created_at_ms`
-    /// and the caller's oldest past [`GRANTS_PER_CALLER`].
+    /// and the caller's oldest past [`GRANTS_PER_CALLER`] (by the order they were made in).
     async fn insert_live_grant(&self, grant: &LiveGrantRow) -> Result<(), StoreError>;
     /// The grant whose token hashes to `token_sha256`, if it has not ended at `now_ms`.
     async fn live_grant(&self, token_sha256: &str, now_ms: i64) -> Result<Option<LiveGrantRow>, StoreError>;
@@ -40,8 +40,8 @@ const DELETE_ENDED: &str = "DELETE FROM live_list_grants WHERE expires_at_ms <= 
 const INSERT_GRANT: &str = "INSERT INTO live_list_grants \
      (token_sha256, tenant, caller_label, caller, created_at_ms, expires_at_ms) VALUES ($1, $2, $3, $4, $5, $6)";
 const TRIM_CALLER: &str = "DELETE FROM live_list_grants WHERE tenant = $1 AND caller_label = $2 \
-     AND token_sha256 NOT IN (SELECT token_sha256 FROM live_list_grants WHERE tenant = $1 AND caller_label = $2 \
-     ORDER BY created_at_ms DESC, token_sha256 LIMIT $3)";
+     AND id NOT IN (SELECT id FROM live_list_grants WHERE tenant = $1 AND caller_label = $2 \
+     ORDER BY id DESC LIMIT $3)";
 const FIND_GRANT: &str = "SELECT token_sha256, tenant, caller_label, caller, created_at_ms, expires_at_ms \
      FROM live_list_grants WHERE token_sha256 = $1 AND expires_at_ms > $2";
 

@@ -139,7 +139,8 @@ async fn a_revoked_key_ends_a_live_list_opened_on_another_instance() {
 
 /// A grant opens sockets for a day, or until the caller's credential ends if that is sooner,
 /// on the gateway's clock; an unknown token, another tenant's grant, or a grant of a key
-/// revoked since, opens nothing. Only the token's hash is stored.
+/// revoked since, opens nothing. Only the token's hash is stored; ended grants are deleted as
+/// new ones are made, and a caller keeps at most its newest 100.
 async fn a_join_token_opens_nothing_unknown_ended_or_of_another_tenant(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let config = auth_config(&db.url, &rsa_provider());
@@ -188,6 +189,30 @@ async fn a_join_token_opens_nothing_unknown_ended_or_of_another_tenant(backend: 
     assert!(open_socket(&app, "acme", &keys).await.is_ok(), "the key's grant within its day");
     clock.set(minted_ms + 86_400_000);
     assert_eq!(open_socket(&app, "acme", &keys).await.err(), Some(401), "the key's grant after its day");
+
+    // Ended grants are deleted when the next is made; a caller keeps its newest 100.
+    assert_eq!(grant_rows(&db.url).await, 4);
+    let first = grant(&app, "acme", Some(&key)).await;
+    assert_eq!(grant_rows(&db.url).await, 1, "the ended grants were deleted");
+    let mut newest = first.clone();
+    for _ in 0..100 {
+        newest = grant(&app, "acme", Some(&key)).await;
+    }
+    assert_eq!(grant_rows(&db.url).await, 100);
+    assert_eq!(open_socket(&app, "acme", &first).await.err(), Some(401), "the caller's oldest grant made room");
+    assert!(open_socket(&app, "acme", &newest).await.is_ok(), "the newest grant");
+}
+
+/// The grants stored, ended or not.
+async fn grant_rows(database_url: &str) -> i64 {
+    const COUNT: &str = "SELECT COUNT(*) FROM live_list_grants";
+    if database_url.starts_with("sqlite:") {
+        let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url).await.expect("sqlite");
+        sqlx::query_scalar(COUNT).fetch_one(&mut connection).await.expect("count")
+    } else {
+        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(database_url).await.expect("postgres");
+        sqlx::query_scalar(COUNT).fetch_one(&mut connection).await.expect("count")
+    }
 }
 on_both_stores!(a_join_token_opens_nothing_unknown_ended_or_of_another_tenant);
 
