@@ -10,9 +10,23 @@ use crate::store::{Owner, OwnerKind, ThreadRow, Visibility};
 pub const LOCAL_PERSON: &str = "local";
 
 /// What a caller may do (§2.2): read threads, see their content, start agents.
-/// Scopes are `threads:read`, `threads:content`, `agent:<name>` and `agent:*`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Scopes are `threads:read`, `threads:content`, `agent:<name>` and `agent:*`. Serialised as
+/// their space-separated text, and read back through [`Scopes::parse`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(from = "String", into = "String")]
 pub struct Scopes(Vec<String>);
+
+impl From<String> for Scopes {
+    fn from(text: String) -> Scopes {
+        Scopes::parse(&text)
+    }
+}
+
+impl From<Scopes> for String {
+    fn from(scopes: Scopes) -> String {
+        scopes.0.join(" ")
+    }
+}
 
 impl Scopes {
     pub const READ: &'static str = "threads:read";
@@ -98,7 +112,7 @@ impl std::fmt::Display for Scopes {
 }
 
 /// A person: the subject of an app token or of an identity provider's token.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Person {
     pub id: String,
     pub roles: Vec<String>,
@@ -115,15 +129,17 @@ pub struct Person {
 }
 
 /// A tenant API key: no person behind it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KeyCaller {
     pub id: String,
     pub name: String,
     pub scopes: Scopes,
 }
 
-/// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An authenticated caller. It serialises whole (for a grant another instance honours, such as
+/// the live thread list's join token): what it may do, and what ends its access.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Caller {
     Person(Person),
     TenantKey(KeyCaller),
@@ -296,6 +312,28 @@ mod tests {
             for thread in &threads {
                 assert_eq!(listed(&caller.visibility(), thread), caller.may_read(thread), "{caller:?} {thread:?}");
             }
+        }
+    }
+
+    #[test]
+    fn a_caller_read_back_from_json_is_the_same_caller() {
+        let key = Caller::TenantKey(KeyCaller {
+            id: "k".into(),
+            name: "k".into(),
+            scopes: Scopes::for_key(&["demo".into()]),
+        });
+        let app_person = Caller::Person(Person {
+            id: "ann".into(),
+            roles: vec!["analyst".into()],
+            scopes: Scopes::parse("threads:read agent:demo"),
+            clearance: vec!["finance".into()],
+            via: Some("app:crm".into()),
+            app_key: Some("key-1".into()),
+            expires_at: Some(1_900_000_000),
+        });
+        for caller in [key, app_person, Caller::local()] {
+            let text = serde_json::to_string(&caller).expect("serialises");
+            assert_eq!(serde_json::from_str::<Caller>(&text).expect("reads back"), caller, "{text}");
         }
     }
 

@@ -32,8 +32,7 @@ use tokio::task::AbortHandle;
 use super::contract::{Bus, BusError, Wakeups};
 use crate::config::BusConfig;
 use crate::redact::redact_url;
-use crate::store::WakeUp;
-use crate::store::{EventKind, Store, StoredEvent};
+use crate::store::{EventKind, Store, StoredEvent, WakeUp};
 
 /// The largest message sent: a batch whose events would make a longer one is announced by its
 /// newest seq, and its followers read it from the table.

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::contract::{Bus, BusError, Wakeups};
-use crate::store::Store;
-use crate::store::WakeUp;
+use crate::store::{Store, WakeUp};
 
 pub struct PgBus {
     store: Arc<dyn Store>,

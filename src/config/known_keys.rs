@@ -12,8 +12,7 @@
 
 use serde::de::{DeserializeOwned, Visitor};
 
-use super::agents::ScriptAgentConfig;
-use super::agents::{AguiAgentConfig, CallSpec, OpenaiAgentConfig, ToolPolicy};
+use super::agents::{AguiAgentConfig, CallSpec, OpenaiAgentConfig, ScriptAgentConfig, ToolPolicy};
 use super::auth::{AppTokensConfig, AuthConfig, IdentityProviderConfig};
 use super::limits::{EventLogConfig, Limits, RetentionConfig, TurnsConfig};
 use super::settings::{BusConfig, Config, ConfigError, DatabaseConfig, LogConfig};

@@ -11,8 +11,7 @@ use serde_json::{json, Value};
 
 use super::interrupts::Deciders;
 use super::turn::agent::{Agent, AgentRegistry};
-use super::turn::{new_interrupt_id, InterruptSpec};
-use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
+use super::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
 use super::{Engine, ErrorCode, RunPlan, RunRequest};
 use crate::caller::Caller;
 use crate::clock::{Clock, TestClock};

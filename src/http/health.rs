@@ -9,8 +9,7 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
-use super::error::ErrorBody;
+use super::error::{ApiError, ErrorBody};
 use super::openapi::JsonObject;
 use super::state::AppState;
 

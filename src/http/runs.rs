@@ -26,8 +26,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::content::check_newest_user_message;
-use super::error::ApiError;
-use super::error::{ErrorBody, ErrorCode};
+use super::error::{ApiError, ErrorBody, ErrorCode};
 use super::openapi::{BinaryFrames, SseEvent, TenantQuery};
 use super::permissions::CanStart;
 use super::sse;
@@ -156,11 +155,12 @@ async fn connect(State(state): State<AppState>, request: StreamRequest) -> Resul
 pub(super) enum ConnectEnd {
     /// It follows the thread's later turns until the client leaves (`…/connect`).
     Open,
-    /// With the end of its opening run (`RUN_FINISHED`/`RUN_ERROR`: the thread as it stands,
-    /// a turn going on followed to its end or to its wait), as the CopilotKit runtime's connect
-    /// ends; a thread with no turn, or one the caller may not read, is an empty stream, as that
-    /// runtime answers for a thread it does not know (alike, so it tells nothing).
-    AfterOpeningRun,
+    /// Once it has shown the thread as it stands (the latest turn followed to its end, or to a
+    /// wait nothing has followed yet: a wait already decided is shown and followed on), as the
+    /// CopilotKit runtime's connect ends; a thread with no turn, or one the caller may not
+    /// read, is an empty stream, as that runtime answers for a thread it does not know (alike,
+    /// so it tells nothing).
+    CaughtUp,
 }
 
 /// The connect route's work once its request is checked (see [`ConnectEnd`]).
@@ -188,11 +188,12 @@ pub(super) async fn connect_stream(
             run_id: &run_id,
             pre_1_0,
             last_event_id: last_event_id.as_ref(),
+            ends_caught_up: end == ConnectEnd::CaughtUp,
         })
         .await;
     let plan = match (plan, end) {
         (Ok(plan), _) => plan,
-        (Err(crate::engine::EngineError::PermissionDenied), ConnectEnd::AfterOpeningRun) => {
+        (Err(crate::engine::EngineError::PermissionDenied), ConnectEnd::CaughtUp) => {
             return Ok(sse::response_in_slot(futures_util::stream::empty(), slot, framing));
         }
         (Err(error), _) => return Err(error.into()),
@@ -205,37 +206,7 @@ pub(super) async fn connect_stream(
     };
     let events = state.engine.connect_stream(plan);
     let lifetime = lifetime(&state, caller, sight, framing);
-    Ok(match end {
-        ConnectEnd::Open => sse::serve_events(events, lifetime, slot),
-        ConnectEnd::AfterOpeningRun => sse::serve_events(until_run_ends(events), lifetime, slot),
-    })
-}
-
-/// The events up to and including the first that ends a run (`RUN_FINISHED`, `RUN_ERROR`).
-fn until_run_ends(
-    events: impl futures_util::Stream<Item = crate::engine::StreamItem> + Send + 'static,
-) -> impl futures_util::Stream<Item = crate::engine::StreamItem> + Send + 'static {
-    use futures_util::StreamExt;
-    #[derive(serde::Deserialize)]
-    struct Kind {
-        #[serde(rename = "type")]
-        kind: String,
-    }
-    let ends_run = |item: &crate::engine::StreamItem| {
-        serde_json::from_slice::<Kind>(&item.json)
-            .is_ok_and(|event| event.kind == "RUN_FINISHED" || event.kind == "RUN_ERROR")
-    };
-    // Ends right after that event, without waiting on the thread for another.
-    async_stream::stream! {
-        let mut events = Box::pin(events);
-        while let Some(item) = events.next().await {
-            let ended = ends_run(&item);
-            yield item;
-            if ended {
-                break;
-            }
-        }
-    }
+    Ok(sse::serve_events(events, lifetime, slot))
 }
 
 /// The refusals both stream routes answer before a stream opens, as OpenAPI documents them

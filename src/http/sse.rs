@@ -34,8 +34,7 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::error::ApiError;
-use super::error::ErrorCode;
+use super::error::{ApiError, ErrorCode};
 use crate::auth::AccessEnd;
 use crate::clock::Clock;
 use crate::engine::StreamItem;

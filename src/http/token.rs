@@ -17,8 +17,7 @@ use serde_json::json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
-use super::error::{ErrorBody, ErrorCode};
+use super::error::{ApiError, ErrorBody, ErrorCode};
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{configured_tenant, refuse, tenant_name};
 use super::state::AppState;

@@ -11,6 +11,8 @@
 //! | [`AuditStore`] | `audit.rs` | the audit trail |
 //! | [`UsageStore`] | `usage.rs` | what a tenant used of its limits |
 //! | [`ThreadTitleStore`] | `thread_titles.rs` | a thread's name and archived mark |
+//! | [`LiveGrantStore`] | `live_grants.rs` | grants of the CopilotKit runtime's live thread list |
+//! | [`RunIdStore`] | `run_ids.rs` | a thread's latest runId |
 //!
 //! [`Store`] is all of them plus what concerns the database as a whole; the gateway holds an
 //! `Arc<dyn Store>`, opened by [`connect`] from the database URL's scheme. What differs between
@@ -30,8 +32,10 @@ mod events;
 mod interrupts;
 mod keys;
 mod leases;
+mod live_grants;
 mod postgres;
 mod rows;
+mod run_ids;
 mod sql;
 mod sqlite;
 mod thread_titles;
@@ -49,6 +53,7 @@ pub use events::{EventLog, OpenBatch, WrittenAhead, WrittenBatch};
 pub use interrupts::InterruptStore;
 pub use keys::{ApiKeyRow, KeyKind, KeyStore};
 pub use leases::LeaseStore;
+pub use live_grants::{LiveGrantRow, LiveGrantStore, GRANTS_PER_CALLER};
 pub use postgres::PgStore;
 pub use rows::audit::{AuditEntry, AuditRow};
 pub use rows::events::{BatchOutcome, EventKind, StoredEvent, TurnWrites, WriteOp};
@@ -58,6 +63,7 @@ pub use rows::threads::{
     TurnRow, TurnStatus, Visibility,
 };
 pub use rows::usage::TenantUsage;
+pub use run_ids::RunIdStore;
 pub use sqlite::SqliteStore;
 pub use thread_titles::{ThreadTitle, ThreadTitleStore, TitleChange};
 pub use threads::ThreadStore;
@@ -89,6 +95,8 @@ pub trait Store:
     + AuditStore
     + UsageStore
     + ThreadTitleStore
+    + LiveGrantStore
+    + RunIdStore
     + Send
     + Sync
     + 'static

@@ -9,12 +9,17 @@ use crate::auth::{app_token, auth_config, claims, new_key, rsa_provider};
 use crate::helpers::*;
 use crate::on_both_stores;
 
-fn base(tenant: &str) -> String {
+pub(crate) fn base(tenant: &str) -> String {
     format!("/v1/copilotkit/{tenant}")
 }
 
 /// A request to the runtime with an optional bearer credential.
-fn request(app: &TestApp, method: reqwest::Method, path: &str, bearer: Option<&str>) -> reqwest::RequestBuilder {
+pub(crate) fn request(
+    app: &TestApp,
+    method: reqwest::Method,
+    path: &str,
+    bearer: Option<&str>,
+) -> reqwest::RequestBuilder {
     let mut request = app.client.request(method, app.url(path));
     if let Some(token) = bearer {
         request = request.header("authorization", format!("Bearer {token}"));
@@ -23,7 +28,7 @@ fn request(app: &TestApp, method: reqwest::Method, path: &str, bearer: Option<&s
 }
 
 /// POSTs a stream request (run, connect, envelope) as CopilotKit's `HttpAgent` does.
-async fn post_stream(app: &TestApp, path: &str, body: &Value, bearer: Option<&str>) -> reqwest::Response {
+pub(crate) async fn post_stream(app: &TestApp, path: &str, body: &Value, bearer: Option<&str>) -> reqwest::Response {
     request(app, reqwest::Method::POST, path, bearer)
         .header("content-type", "application/json")
         .header("accept", "text/event-stream")
@@ -33,16 +38,16 @@ async fn post_stream(app: &TestApp, path: &str, body: &Value, bearer: Option<&st
         .expect("sent")
 }
 
-async fn json_of(response: reqwest::Response) -> (u16, Value) {
+pub(crate) async fn json_of(response: reqwest::Response) -> (u16, Value) {
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn get(app: &TestApp, path: &str, bearer: Option<&str>) -> (u16, Value) {
+pub(crate) async fn get(app: &TestApp, path: &str, bearer: Option<&str>) -> (u16, Value) {
     json_of(request(app, reqwest::Method::GET, path, bearer).send().await.expect("sent")).await
 }
 
-async fn send_json(
+pub(crate) async fn send_json(
     app: &TestApp,
     method: reqwest::Method,
     path: &str,
@@ -59,7 +64,7 @@ async fn send_json(
 }
 
 /// Runs `agent` through the runtime's run route to its end.
-async fn run_through_runtime(
+pub(crate) async fn run_through_runtime(
     app: &TestApp,
     tenant: &str,
     agent: &str,
@@ -501,7 +506,7 @@ async fn the_runtime_answers_under_a_configured_base_path(backend: Backend) {
 }
 on_both_stores!(the_runtime_answers_under_a_configured_base_path);
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub(crate) type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Opens the live thread list's socket as `@copilotkit/core` does: a join token from
 /// `POST …/threads/subscribe`, the Phoenix socket at `{wsUrl}/websocket`, the channel of the
@@ -526,14 +531,14 @@ async fn open_live_list(app: &TestApp, tenant: &str, bearer: Option<&str>) -> So
     socket
 }
 
-async fn send_frame(socket: &mut Socket, frame: Value) {
+pub(crate) async fn send_frame(socket: &mut Socket, frame: Value) {
     use futures_util::SinkExt;
     let message = tokio_tungstenite::tungstenite::Message::Text(frame.to_string().into());
     socket.send(message).await.expect("sent");
 }
 
 /// The next text frame, within ten seconds (the socket reads again every two).
-async fn next_frame(socket: &mut Socket) -> Value {
+pub(crate) async fn next_frame(socket: &mut Socket) -> Value {
     use futures_util::StreamExt;
     loop {
         let message = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
@@ -547,11 +552,15 @@ async fn next_frame(socket: &mut Socket) -> Value {
     }
 }
 
-/// The `thread_metadata` pushes up to and including the first that `until` accepts.
-async fn pushes_until(socket: &mut Socket, until: impl Fn(&Value) -> bool) -> Vec<Value> {
+/// The `thread_metadata` pushes up to and including the first that `until` accepts (the
+/// `thread_run_activity` pushes between them are passed over).
+pub(crate) async fn pushes_until(socket: &mut Socket, until: impl Fn(&Value) -> bool) -> Vec<Value> {
     let mut pushes = Vec::new();
     loop {
         let frame = next_frame(socket).await;
+        if frame[3] == "thread_run_activity" {
+            continue;
+        }
         assert_eq!(frame[3], "thread_metadata", "{frame}");
         assert_eq!(frame[0], "1", "pushed on the joined channel: {frame}");
         let done = until(&frame[4]);

@@ -30,6 +30,7 @@ mod clock;
 mod config_check;
 mod conformance;
 mod connect;
+mod copilotkit_instances;
 mod copilotkit_runtime;
 mod corrupt_state;
 mod credentials;

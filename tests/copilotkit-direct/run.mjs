@@ -22,6 +22,8 @@
 //  10. the list is live: a thread created, renamed in a second tab and archived through the API
 //      reaches the open list without a reload or refetch; another person's live list, told of
 //      their own rename, never shows it
+//  11. a tab showing a thread shows a run made in another tab as it happens, with no reload (the
+//      gateway's `thread_run_activity` push makes CopilotChat connect)
 // Prints ok/not ok per case; exits non-zero on any failure.
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
@@ -124,10 +126,12 @@ const context = await browser.newContext({ viewport: { width: 1280, height: 900 
 const seenUrls = [];
 context.on("request", (request) => seenUrls.push(request.url()));
 
-/** Opens the page on `agent` and `thread` as `token` (through `via`, the gateway by default). */
-async function open({ agent, thread, token = alice, via = runtime, extra = "" }) {
+/** Opens the page on `agent` and `thread` as `token` (through `via`, the gateway by default);
+ * `onPage` sees the page before it loads. */
+async function open({ agent, thread, token = alice, via = runtime, extra = "", onPage }) {
   const page = await context.newPage();
   page.on("pageerror", (error) => console.error(`  page error: ${error.message}`));
+  onPage?.(page);
   const query = new URLSearchParams({ runtime: via, token, agent, ...(thread ? { thread } : {}) });
   await page.goto(`${site.origin}/?${query}${extra}`);
   await page.waitForFunction(() => window.page?.agent && window.page.copilotkit?.runtimeConnectionStatus === "connected", null, {
@@ -340,6 +344,30 @@ test("the thread list is live: changes made elsewhere reach it, another person's
   await bobs.locator('[data-thread="ck-bob"]', { hasText: "Bob's renamed thread" }).waitFor({ timeout: PATIENCE });
   assert.deepEqual(await ids(bobs), ["ck-bob"]);
   for (const page of [first, second, bobs]) await page.close();
+});
+
+test("a tab showing a thread shows a run made in another tab, with no reload", async () => {
+  // The watching tab's live list has joined its channel (the gateway's reply to the join).
+  let joined;
+  const channelJoined = new Promise((resolve) => (joined = resolve));
+  const watching = await open({
+    agent: "demo",
+    thread: "ck-activity",
+    onPage: (page) =>
+      page.on("websocket", (socket) =>
+        socket.on("framereceived", ({ payload }) => {
+          if (String(payload).includes("user_meta:") && String(payload).includes("phx_reply")) joined();
+        }),
+      ),
+  });
+  await channelJoined;
+  const typing = await open({ agent: "demo", thread: "ck-activity" });
+  await say(typing, "heard in the other tab");
+  await waitForText(typing, 'You said: "heard in the other tab"');
+  await waitForText(watching, 'You said: "heard in the other tab"');
+  const seen = textOf(await messagesOf(watching));
+  assert.equal(seen.split('You said: "heard in the other tab"').length, 2, `the answer once: ${seen}`);
+  for (const page of [watching, typing]) await page.close();
 });
 
 try {

@@ -10,11 +10,10 @@ use super::resume::{check_resume, EntryPlan};
 use crate::caller::Caller;
 use crate::engine::interrupts::{self, waiting_of, Viewer};
 use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent};
-use crate::engine::read_log;
 use crate::engine::runner::TurnStart;
 use crate::engine::turn::agent::AskedNow;
 use crate::engine::turn::Checkpoint;
-use crate::engine::{Engine, EngineError, ErrorCode, Refusal, RunPlan, RunRequest};
+use crate::engine::{read_log, Engine, EngineError, ErrorCode, Refusal, RunPlan, RunRequest};
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
 use crate::store::{

@@ -5,8 +5,7 @@ use serde_json::{json, Map, Value};
 
 use crate::engine::interrupts::{describe_deciders, may_decide, Deciders, AS_GIVEN, INFERRED};
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
-use crate::protocol::ErrorCode;
-use crate::protocol::Interrupt;
+use crate::protocol::{ErrorCode, Interrupt};
 use crate::store::{InterruptRow, InterruptStatus};
 
 /// Why a resume was refused: a `RUN_ERROR` code and a message naming the entry.

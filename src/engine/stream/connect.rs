@@ -24,6 +24,12 @@
 //! by a `RUN_STARTED` of the stream's own). A failed turn ends its run with its `RUN_ERROR`;
 //! the next turn opens with a new `RUN_STARTED`, which AG-UI allows after `RUN_ERROR`.
 //!
+//! A stream that [ends caught up](ConnectRequest::ends_caught_up) (CopilotKit's connect) stops
+//! once it has shown the thread as it stands: after the latest turn's end, or at a wait that
+//! nothing in the log has followed yet. A wait the log has already gone past (a decision made,
+//! the turn running again) is shown and followed on, so a page that reconnects while a decided
+//! turn runs gets the rest of it, not the wait it already answered.
+//!
 //! New turns are noticed through the hub's thread watch (woken by a turn start here, or by
 //! its announcement from another instance), backed by a slow timer in case an announcement was
 //! lost; each look reads the thread's turns in order, so no turn is skipped.
@@ -60,6 +66,9 @@ pub struct ConnectRequest<'a> {
     /// A client whose `protocolVersion` is absent or 0.x (the §5.4 interrupt shape).
     pub pre_1_0: bool,
     pub last_event_id: Option<&'a EventId>,
+    /// End the stream once it has shown the thread as it stands (CopilotKit's connect), rather
+    /// than following its later turns.
+    pub ends_caught_up: bool,
 }
 
 /// What a connect stream renders, for whom, and where it starts.
@@ -72,6 +81,7 @@ pub struct ConnectPlan {
     run_id: String,
     viewer: Viewer,
     resume: Option<EventId>,
+    ends_caught_up: bool,
 }
 
 impl ConnectPlan {
@@ -126,6 +136,7 @@ impl Engine {
             run_id: request.run_id.to_string(),
             viewer,
             resume: request.last_event_id.cloned(),
+            ends_caught_up: request.ends_caught_up,
         })
     }
 
@@ -241,8 +252,10 @@ fn watch(
                         let batch = or_close!(batch);
                         // Timed as a run's stream times it (`stream_write_seconds`).
                         let had = std::time::Instant::now();
-                        for event in batch {
+                        let mut batch = batch.into_iter().peekable();
+                        while let Some(event) = batch.next() {
                             finished = is_terminal(event.kind);
+                            let seq = event.seq;
                             let items = or_close!(run.render(store.as_ref(), event).await);
                             metrics.events_streamed.inc_by(items.len() as u64);
                             for item in items {
@@ -255,6 +268,14 @@ fn watch(
                             if finished {
                                 metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
                                 break 'turn;
+                            }
+                            // A wait shown: caught up, unless the log already goes on past it
+                            // (a decision made, the turn running again).
+                            if plan.ends_caught_up && run.ended && batch.peek().is_none()
+                                && or_close!(store.last_seq(turn.pk).await) <= seq
+                            {
+                                metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
+                                return;
                             }
                         }
                         metrics.stream_write_seconds.observe(had.elapsed().as_secs_f64());
@@ -275,6 +296,10 @@ fn watch(
                     position = Position::Turn { turn: next, after_seq: 0, skip: 0 };
                     break;
                 }
+                if plan.ends_caught_up {
+                    // The latest turn was shown to its end: the thread as it stands.
+                    return;
+                }
                 tokio::select! {
                     changed = started.changed() => {
                         if changed.is_err() {
@@ -293,6 +318,8 @@ fn watch(
 struct TurnRun {
     plan: FollowPlan,
     open: bool,
+    /// The last event rendered ended the run the stream showed (a wait, the turn's end).
+    ended: bool,
 }
 
 impl TurnRun {
@@ -312,7 +339,7 @@ impl TurnRun {
             board_read_audited: true,
             console: connect.console.clone(),
         };
-        TurnRun { plan, open: false }
+        TurnRun { plan, open: false, ended: false }
     }
 
     /// The SSE events one logged event becomes on this stream, named with part ids.
@@ -335,6 +362,7 @@ impl TurnRun {
         if !items.is_empty() {
             self.open = true;
         }
+        self.ended = ends && !items.is_empty();
         if ends {
             self.open = false;
         }

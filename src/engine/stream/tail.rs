@@ -17,13 +17,12 @@ use serde_json::{json, Value};
 
 use super::hub::{Hub, Next};
 use super::pages::{LogPages, PAGE};
-use crate::engine::conversation;
 use crate::engine::interrupts::{Viewer, Waiting};
 use crate::engine::log::events::{
     self as log_events, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME,
     WAITING_FOR_OTHERS,
 };
-use crate::engine::FollowPlan;
+use crate::engine::{conversation, FollowPlan};
 use crate::ids::EventId;
 use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;

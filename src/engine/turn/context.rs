@@ -22,8 +22,7 @@ use crate::engine::log::events::GatewayEvent;
 use crate::engine::log::{AppendHealth, LogWriter};
 use crate::engine::turn::agent::AgentRegistry;
 use crate::engine::Inner;
-use crate::protocol::events::Envelope;
-use crate::protocol::events::TokenUsage;
+use crate::protocol::events::{Envelope, TokenUsage};
 use crate::protocol::Event;
 use crate::store::{Store, StoredEvent, TurnRow, WriteOp};
 

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `GET {base}/info` | the agents the caller may start, in the shape `@copilotkit/core` reads |
 //! | `POST {base}/agent/{agent}/run` | the AG-UI run route, unchanged ([`super::runs::run_stream`]) |
-//! | `POST {base}/agent/{agent}/connect` | the gateway's connect stream, ended with its opening run |
+//! | `POST {base}/agent/{agent}/connect` | the gateway's connect stream, ended once it shows the thread as it stands |
 //! | `POST {base}/agent/{agent}/stop/{thread}` | cancels the thread's running turn |
 //! | `POST {base}` | the single-route envelope `{method, params, body}` of the four above |
 //! | `{base}/threads…` | the thread routes `useThreads` calls ([`threads`]) |
@@ -19,6 +19,7 @@
 //! every route: the same credentials, scopes, refusals, limits and audit. A run goes through the
 //! same code as `POST /v1/agui/agents/{agent}`: one run path, not a copy.
 
+mod grants;
 mod realtime;
 mod threads;
 
@@ -32,8 +33,7 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
-use super::error::ErrorBody;
+use super::error::{ApiError, ErrorBody};
 use super::openapi::{JsonObject, SseEvent};
 use super::permissions::{startable_agent, Authorized, CanStart};
 use super::runs::{connect_stream, run_stream, ConnectEnd, StreamRequest};
@@ -41,6 +41,7 @@ use super::sse::StreamSlots;
 use super::state::AppState;
 use crate::engine::EngineError;
 use crate::ids::ThreadId;
+use threads::TenantPath;
 
 /// The version `GET {base}/info` reports: CopilotKit's clients read it as the runtime's.
 const RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -57,15 +58,6 @@ pub fn router(slots: Arc<StreamSlots>) -> OpenApiRouter<AppState> {
         // The stream routes measure their own body limit while reading (413), from config.
         .layer(DefaultBodyLimit::disable())
         .layer(Extension(slots))
-}
-
-/// `{tenant}` in the document: the path names the tenant on these routes.
-#[derive(serde::Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-struct TenantPath {
-    /// A configured tenant's name; unknown tenants are `404 not_found`.
-    tenant: String,
 }
 
 /// What the runtime describes itself as: the caller's agents, and which of CopilotKit's
@@ -158,9 +150,11 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
 }
 
 /// Restores the thread: the gateway's connect stream (`RUN_STARTED`, `MESSAGES_SNAPSHOT`,
-/// `STATE_SNAPSHOT`, a turn going on followed live, a waiting turn's interrupt), ended with
-/// that opening run, as CopilotKit's connect ends. A thread with no turn yet, or one the
-/// caller may not read, is an empty stream.
+/// `STATE_SNAPSHOT`, a turn going on followed live, a waiting turn's interrupt), ended once
+/// it shows the thread as it stands, as CopilotKit's connect ends: the latest turn to its end,
+/// or to a wait not yet decided (a wait already decided is shown and followed on, so a page
+/// that lost a resumed run's stream gets the rest of it). Any instance answers it alike. A
+/// thread with no turn yet, or one the caller may not read, is an empty stream.
 #[utoipa::path(
     post,
     path = "/v1/copilotkit/{tenant}/agent/{agent}/connect",
@@ -168,7 +162,7 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     params(TenantPath, ("agent" = String, Path, description = "The configured agent's name.")),
     request_body(content = JsonObject, content_type = "application/json", description = "A RunAgentInput, of which `threadId`, `runId` and `protocolVersion` are read."),
     responses(
-        (status = 200, description = "The thread's opening run (empty for a thread with no turn or not the caller's); each event's `id:` continues with `Last-Event-ID`.", content((SseEvent = "text/event-stream"))),
+        (status = 200, description = "The thread as it stands: its latest turn followed, on any instance, to its end or to a wait not yet decided (a decided wait is followed past), each event once; empty for a thread with no turn or not the caller's. Each event's `id:` continues with `Last-Event-ID`.", content((SseEvent = "text/event-stream"))),
         (status = 400, description = "a bad body, id or Last-Event-ID (`bad_request`, `bad_last_event_id`)", body = ErrorBody),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not start the agent (`permission_denied`)", body = ErrorBody),
@@ -182,7 +176,7 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     )
 )]
 async fn connect(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
-    connect_stream(state, request, ConnectEnd::AfterOpeningRun).await
+    connect_stream(state, request, ConnectEnd::CaughtUp).await
 }
 
 /// The Stop button: cancels the thread's running turn (it ends `cancelled` for every stream
@@ -303,7 +297,7 @@ async fn envelope(State(state): State<AppState>, request: Request) -> Result<Res
             if envelope.method == "agent/run" {
                 run_stream(state, request).await
             } else {
-                connect_stream(state, request, ConnectEnd::AfterOpeningRun).await
+                connect_stream(state, request, ConnectEnd::CaughtUp).await
             }
         }
         "agent/stop" => {

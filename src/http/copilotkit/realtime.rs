@@ -3,26 +3,30 @@
 //! `threadEndpoints.realtimeMetadata: true` and `intelligence.wsUrl`:
 //!
 //! 1. `GET {base}/threads?agentId=…` answers a `joinCode` beside the page (the channel's name);
-//! 2. `POST {base}/threads/subscribe` answers `{joinToken}`: a grant of the caller, minted here
+//! 2. `POST {base}/threads/subscribe` answers `{joinToken}`: a grant of the caller ([`grants`]),
 //!    because a browser's WebSocket cannot send the `Authorization` header;
 //! 3. the page opens a Phoenix socket (`vsn=2.0.0`, JSON arrays `[joinRef, ref, topic, event,
 //!    payload]`) at `{wsUrl}/websocket?join_token=…`, joins `user_meta:{joinCode}` and hears
 //!    `thread_metadata` pushes: `{operation: "created" | "updated" | "archived", threadId,
 //!    thread}` with the thread as the list shows it, or `{operation: "deleted", threadId,
-//!    deleted: {id}}`.
+//!    deleted: {id}}`; and `thread_run_activity` pushes `{threadId, agentId, runId,
+//!    eventType}` when a thread's turn starts or runs again (`RUN_STARTED`) or stops
+//!    (`RUN_FINISHED`, `RUN_ERROR`): `<CopilotChat>` showing that thread connects to catch up
+//!    with a run another tab or person started, and passes over news of the runs it made
+//!    (`runId` names the thread's latest run).
 //!
 //! What a socket pushes is a difference between two readings of the caller's own threads, made
 //! exactly as the list route makes its page: the database is the truth, so a rename on another
 //! instance, an operator's erasure or a run anywhere reaches the page, within [`POLL`]; a change
 //! made on this instance wakes its sockets at once. Only threads the caller may list are ever
-//! read, so another person's thread is never pushed. The grant is held by the instance that
-//! minted it (a socket reaches the same instance, as a sticky balancer sends it); the socket
-//! ends when the caller's access ends (a revoked key, an expired token), at
+//! read, so another person's thread is never pushed. The grant is kept in the database
+//! ([`grants`]), so the socket may reach any instance, with or without a sticky balancer; the
+//! socket ends when the caller's access ends (a revoked key, an expired token), at
 //! `limits.stream_max_secs` (the page reconnects with the same grant) and at shutdown, and holds
 //! one of the caller's stream slots while open.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -30,20 +34,16 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use axum::{Extension, Json};
-use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{json, Value};
-use tokio::time::Instant;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::grants::{self, Grant};
 #[cfg(test)]
 use super::threads::join_code;
-use super::threads::{own_entries, own_thread};
-use super::TenantPath;
-use crate::auth::{AuthError, Caller};
+use super::threads::{own_entries, own_thread, TenantPath};
 use crate::engine::threads::ThreadFilter;
-use crate::http::error::ApiError;
-use crate::http::error::{ErrorBody, ErrorCode};
+use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::openapi::JsonObject;
 use crate::http::permissions::{configured_tenant, CanRead};
 use crate::http::sse::{SlotLimits, StreamSlots};
@@ -61,21 +61,31 @@ const WAKE_GAP: Duration = Duration::from_millis(100);
 /// meanwhile reaches the page when it reloads.
 const WINDOW: u32 = 200;
 
-/// How long a grant opens sockets; each socket still ends when the caller's access does.
-const GRANT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// The most grants this instance holds; past it, the one nearest its end makes room.
-const MAX_GRANTS: usize = 100_000;
-
 /// The channel topic's prefix, and the events `@copilotkit/core` listens for.
 const TOPIC_PREFIX: &str = "user_meta:";
 const METADATA_EVENT: &str = "thread_metadata";
+const RUN_ACTIVITY_EVENT: &str = "thread_run_activity";
+
+/// What a thread's change says of its runs, as `thread_run_activity`'s `eventType`: a turn
+/// started or running again (`RUN_STARTED`), or one that stopped as its stream ends it:
+/// waiting, done or cancelled (`RUN_FINISHED`), or failed (`RUN_ERROR`). `None` when neither
+/// its status nor its latest turn changed (a rename, an archive).
+fn run_activity(before: Option<&Value>, now: &Value) -> Option<&'static str> {
+    let changed =
+        before.is_none_or(|before| before["status"] != now["status"] || before["lastRunAt"] != now["lastRunAt"]);
+    if !changed {
+        return None;
+    }
+    match now["status"].as_str()? {
+        "running" => Some("RUN_STARTED"),
+        "waiting" | "succeeded" | "cancelled" => Some("RUN_FINISHED"),
+        "failed" => Some("RUN_ERROR"),
+        _ => None,
+    }
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(subscribe))
-        .routes(routes!(socket))
-        .layer(Extension(Arc::new(Grants::default())))
+    OpenApiRouter::new().routes(routes!(subscribe)).routes(routes!(socket))
 }
 
 /// The agent a joined channel watches (`None`: all); `Err` for a topic no list named
@@ -102,43 +112,6 @@ pub(super) fn socket_url(state: &AppState, headers: &HeaderMap, uri: &Uri, tenan
     Some(format!("{scheme}//{host}{}/{tenant}/threads/realtime", state.config.copilotkit_path))
 }
 
-/// A caller's right to open sockets, by join token.
-#[derive(Default)]
-struct Grants {
-    held: Mutex<HashMap<String, Grant>>,
-}
-
-#[derive(Clone)]
-struct Grant {
-    caller: Caller,
-    tenant: String,
-    ends: Instant,
-}
-
-impl Grants {
-    fn mint(&self, caller: Caller, tenant: String) -> Result<String, ApiError> {
-        let mut bytes = [0u8; 32];
-        SystemRandom::new().fill(&mut bytes).map_err(|_| ApiError::Internal("no random source".into()))?;
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let now = Instant::now();
-        let mut held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        held.retain(|_, grant| grant.ends > now);
-        if held.len() >= MAX_GRANTS {
-            let nearest = held.iter().min_by_key(|(_, grant)| grant.ends).map(|(token, _)| token.clone());
-            if let Some(nearest) = nearest {
-                held.remove(&nearest);
-            }
-        }
-        held.insert(token.clone(), Grant { caller, tenant, ends: now + GRANT_TTL });
-        Ok(token)
-    }
-
-    fn find(&self, token: &str) -> Option<Grant> {
-        let held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        held.get(token).filter(|grant| grant.ends > Instant::now()).cloned()
-    }
-}
-
 /// Grants the caller a live thread list: the `joinToken` its socket presents. The body
 /// (`{}` from `useThreads`) is not read.
 #[utoipa::path(
@@ -147,7 +120,7 @@ impl Grants {
     tag = "copilotkit",
     params(TenantPath),
     responses(
-        (status = 200, description = "`{joinToken}`: opens `GET …/threads/realtime/websocket?join_token=…` on this instance for a day; each socket ends when the caller's access does.", body = JsonObject),
+        (status = 200, description = "`{joinToken}`: opens `GET …/threads/realtime/websocket?join_token=…` on any instance of the gateway for a day (or until the caller's credential expires, if sooner); each socket ends when the caller's access does.", body = JsonObject),
         (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
         (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
@@ -155,10 +128,10 @@ impl Grants {
     )
 )]
 async fn subscribe(
-    Extension(grants): Extension<Arc<Grants>>,
+    State(state): State<AppState>,
     CanRead { caller, tenant }: CanRead,
 ) -> Result<Json<Value>, ApiError> {
-    let token = grants.mint(caller, tenant.name)?;
+    let token = grants::mint(&state, &caller, &tenant.name).await?;
     Ok(Json(json!({ "joinToken": token })))
 }
 
@@ -181,9 +154,9 @@ struct SocketQuery {
     tag = "copilotkit",
     params(TenantPath, SocketQuery),
     responses(
-        (status = 101, description = "The WebSocket. Frames are `[joinRef, ref, topic, event, payload]`: `phx_join` of `user_meta:{joinCode}`, `heartbeat` and `phx_leave` are answered `phx_reply` `{status: \"ok\"}`; the channel then hears `thread_metadata` `{operation, threadId, thread}` (`created`, `updated`, `archived`) and `{operation: \"deleted\", threadId, deleted: {id}}`."),
+        (status = 101, description = "The WebSocket. Frames are `[joinRef, ref, topic, event, payload]`: `phx_join` of `user_meta:{joinCode}`, `heartbeat` and `phx_leave` are answered `phx_reply` `{status: \"ok\"}`; the channel then hears `thread_metadata` `{operation, threadId, thread}` (`created`, `updated`, `archived`) and `{operation: \"deleted\", threadId, deleted: {id}}`, and `thread_run_activity` `{threadId, agentId, runId, eventType}` (`RUN_STARTED`, `RUN_FINISHED`, `RUN_ERROR`) as a thread's turn starts or stops."),
         (status = 400, description = "not a WebSocket upgrade (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no join token, or one unknown here or of another tenant (`unauthenticated`)", body = ErrorBody),
+        (status = 401, description = "no join token, or one unknown, ended, of another tenant or of a key revoked since (`unauthenticated`)", body = ErrorBody),
         (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
         (status = 429, description = "too many open streams (`too_many_streams`)", body = ErrorBody),
         (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
@@ -191,18 +164,13 @@ struct SocketQuery {
 )]
 async fn socket(
     State(state): State<AppState>,
-    Extension(grants): Extension<Arc<Grants>>,
     Extension(slots): Extension<Arc<StreamSlots>>,
     Path(tenant): Path<String>,
     Query(query): Query<SocketQuery>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let tenant = configured_tenant(&state, &tenant)?;
-    let unknown = || ApiError::Unauthenticated(AuthError::InvalidToken("the join token is unknown on this instance"));
-    let grant = grants.find(query.join_token.as_deref().unwrap_or_default()).ok_or_else(unknown)?;
-    if grant.tenant != tenant.name {
-        return Err(unknown());
-    }
+    let grant = grants::find(&state, query.join_token.as_deref().unwrap_or_default(), &tenant.name).await?;
     let upgrade = upgrade.map_err(|rejection| ApiError::bad_request("upgrade", rejection.body_text()))?;
     let limits = &state.config.limits;
     let limits = SlotLimits { per_caller: limits.max_streams_per_caller, per_thread: limits.max_streams_per_thread };
@@ -310,24 +278,37 @@ impl LiveList {
         let now = self.read(agent.as_deref()).await.map_err(Gone::Reading)?;
         let Some(channel) = self.joined.as_ref() else { return Ok(()) };
         let mut pushes = Vec::new();
+        let mut activity = Vec::new();
         for (id, thread) in &now {
-            let operation = match channel.known.get(id) {
+            let before = channel.known.get(id);
+            if let Some(event_type) = run_activity(before, thread) {
+                activity.push((id.clone(), thread["agentId"].clone(), event_type));
+            }
+            let operation = match before {
                 None => "created",
                 Some(before) if before == thread => continue,
                 Some(before) if thread["archived"] == true && before["archived"] != true => "archived",
                 Some(_) => "updated",
             };
-            pushes.push(json!({ "operation": operation, "threadId": id, "thread": thread }));
+            pushes.push((METADATA_EVENT, json!({ "operation": operation, "threadId": id, "thread": thread })));
         }
         for id in channel.known.keys().filter(|id| !now.contains_key(*id)) {
             // Out of the window is not gone: a thread is told deleted only when it is.
             let gone = own_thread(&self.state, &self.grant.tenant, &self.grant.caller, id).await.is_err();
             if gone {
-                pushes.push(json!({ "operation": "deleted", "threadId": id, "deleted": { "id": id } }));
+                pushes
+                    .push((METADATA_EVENT, json!({ "operation": "deleted", "threadId": id, "deleted": { "id": id } })));
             }
         }
-        for payload in pushes {
-            send(socket, &json!([channel.join_ref, Value::Null, channel.topic, METADATA_EVENT, payload])).await?;
+        for (thread, agent, event_type) in activity {
+            // The run the page may have made itself: it then knows the news is its own.
+            let store = self.state.engine.store();
+            let run = store.latest_run_id(&self.grant.tenant, &thread).await.map_err(|e| Gone::Reading(e.into()))?;
+            let payload = json!({ "threadId": thread, "agentId": agent, "runId": run, "eventType": event_type });
+            pushes.push((RUN_ACTIVITY_EVENT, payload));
+        }
+        for (event, payload) in pushes {
+            send(socket, &json!([channel.join_ref, Value::Null, channel.topic, event, payload])).await?;
         }
         if let Some(channel) = self.joined.as_mut() {
             channel.known = now;
@@ -358,6 +339,27 @@ async fn send(socket: &mut WebSocket, frame: &Value) -> Result<(), Gone> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_threads_run_activity_is_told_when_its_status_or_latest_turn_changes() {
+        let entry = |status: &str, at: &str| json!({ "status": status, "lastRunAt": at, "name": "n" });
+        let cases = [
+            (None, entry("running", "1"), Some("RUN_STARTED")),
+            (None, entry("succeeded", "1"), Some("RUN_FINISHED")),
+            (Some(entry("running", "1")), entry("running", "1"), None),
+            (Some(entry("running", "1")), entry("waiting", "1"), Some("RUN_FINISHED")),
+            (Some(entry("waiting", "1")), entry("running", "1"), Some("RUN_STARTED")),
+            (Some(entry("running", "1")), entry("failed", "1"), Some("RUN_ERROR")),
+            (Some(entry("running", "1")), entry("cancelled", "1"), Some("RUN_FINISHED")),
+            // A turn started and ended between two readings.
+            (Some(entry("succeeded", "1")), entry("succeeded", "2"), Some("RUN_FINISHED")),
+        ];
+        for (before, now, told) in cases {
+            assert_eq!(run_activity(before.as_ref(), &now), told, "{before:?} -> {now}");
+        }
+        let renamed = json!({ "status": "succeeded", "lastRunAt": "1", "name": "m" });
+        assert_eq!(run_activity(Some(&entry("succeeded", "1")), &renamed), None);
+    }
 
     #[test]
     fn a_join_code_names_the_channel_a_socket_may_join() {

@@ -15,12 +15,10 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::TenantPath;
 use crate::auth::Caller;
 use crate::engine::threads::{title, ThreadFilter};
 use crate::engine::EngineError;
-use crate::http::error::ApiError;
-use crate::http::error::ErrorBody;
+use crate::http::error::{ApiError, ErrorBody};
 use crate::http::openapi::JsonObject;
 use crate::http::permissions::{CanRead, CanReadContent};
 use crate::http::state::AppState;
@@ -378,4 +376,13 @@ fn runtime_message(mut message: Value) -> Value {
         }
     }
     message
+}
+
+/// `{tenant}` in the document: the path names the tenant on these routes.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub(super) struct TenantPath {
+    /// A configured tenant's name; unknown tenants are `404 not_found`.
+    tenant: String,
 }
