@@ -103,6 +103,7 @@ async fn a_click_on_a_shown_surface_is_the_next_turns_input(backend: Backend) {
     let turn = events[0].id.as_deref().and_then(|id| id.split('.').next()).expect("id").to_string();
     let at = history.len();
     assert_eq!(messages[at]["role"], "assistant", "{messages:?}");
+    assert_eq!(messages[at]["id"], format!("{turn}:in"), "the gateway's id for a click sent beside the messages");
     let call = &messages[at]["toolCalls"][0];
     assert_eq!(call["function"]["name"], "log_a2ui_event");
     let arguments: Value = serde_json::from_str(call["function"]["arguments"].as_str().expect("text")).expect("json");

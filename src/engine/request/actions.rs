@@ -27,6 +27,9 @@ use crate::store::{Store, StoreError, TurnRow};
 pub struct ReadCopy {
     pub messages: Vec<InputMessage>,
     pub actions: HashMap<String, Value>,
+    /// The id of the stand-in for an action brought in `forwardedProps`: a name of the check's
+    /// own, not the client's, so the turn records none and shows the gateway's (`<turn>:in`).
+    pub forwarded: Option<String>,
 }
 
 fn stand_in(id: String, words: String) -> InputMessage {
@@ -70,12 +73,14 @@ pub fn read(input: &RunAgentInput, turns: &[TurnRow]) -> ReadCopy {
     // A click sent as the renderer sends it; a runtime in front already put it in the messages
     // (and leaves `forwardedProps` as it was), so it is taken once.
     let newest_is_action = messages.last().is_some_and(|m| actions.contains_key(m.id()));
+    let mut forwarded = None;
     if let (Some(action), false) = (a2ui::forwarded_action(input.forwarded_props.as_ref()), newest_is_action) {
         let id = format!("{}:action", input.run_id);
         actions.insert(id.clone(), action.clone());
-        messages.push(stand_in(id, a2ui::action_text(action)));
+        messages.push(stand_in(id.clone(), a2ui::action_text(action)));
+        forwarded = Some(id);
     }
-    ReadCopy { messages, actions }
+    ReadCopy { messages, actions, forwarded }
 }
 
 /// Whether the branch that ends at turn `head` showed the surface an action names: an A2UI

@@ -154,7 +154,8 @@ impl Engine {
                 if let Some(refusal) = self.over_quota(request.tenant.as_str()).await? {
                     return Ok(RunPlan::Refused(refusal));
                 }
-                let message = NewMessage { id: message_id, text, parts, parent, action };
+                let id = if copy.forwarded.as_ref() == Some(&message_id) { String::new() } else { message_id };
+                let message = NewMessage { id, text, parts, parent, action };
                 let ordinal = branches::newest(&turns).map_or(1, |t| t.ordinal.saturating_add(1));
                 self.start_turn(&request, thread.as_ref(), ordinal, message).await
             }
