@@ -2,8 +2,8 @@
 //! `@copilotkit/a2ui-renderer` sends it (`forwardedProps.a2uiAction`) or as the A2UI middleware
 //! of a CopilotKit runtime in front gives it (a `log_a2ui_event` call and its result, no new
 //! user message), starts the next turn with the action as its recorded input; the agent reads
-//! it in the middleware's form (the script agent its words, an `agui` upstream the call and its
-//! result); an action on a surface the conversation never showed is `unknown_surface`, and one
+//! it in the middleware's form (the script agent its words, an `agui` upstream and an `openai`
+//! model the call and its result); an action on a surface the conversation never showed is `unknown_surface`, and one
 //! by a caller who may not start the agent is refused, the stored state untouched either way.
 //! Each on SQLite and PostgreSQL, the streams judged by the official client.
 
@@ -244,3 +244,33 @@ async fn an_upstream_gets_the_click_as_the_middleware_gives_it(backend: Backend)
     }
 }
 on_both_stores!(an_upstream_gets_the_click_as_the_middleware_gives_it);
+
+async fn an_openai_model_gets_the_click_as_a_tool_call_and_its_result(backend: Backend) {
+    let model = crate::fakes::model::ScriptedModel::planned(vec![], "Your large pizza is ordered.").await;
+    let db = TestDatabase::new(backend).await;
+    let mut config = test_config(&db.url);
+    config.agents.push(model.agent("assistant", ""));
+    let app = TestApp::start_with(config).await;
+    // The surface comes from the thread's first turn (the script agent's); the click is sent to
+    // the model's agent.
+    let history = thread_with_a_surface(&app, "surveyor", "th-llm-click").await;
+    let input = renderer_form("th-llm-click", "run-2", history, "order-form");
+    let events = app.run_to_end("assistant", &input).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    assert_eq!(answer_text(&events), "Your large pizza is ordered.");
+    official_client_accepts(&events, &input).await;
+    let requests = model.requests();
+    let messages = requests[0]["messages"].as_array().expect("messages");
+    let [call, result] = &messages[messages.len() - 2..] else { panic!("two messages") };
+    assert_eq!(call["role"], "assistant", "{messages:?}");
+    assert_eq!(call["tool_calls"][0]["function"]["name"], "log_a2ui_event");
+    let arguments: Value =
+        serde_json::from_str(call["tool_calls"][0]["function"]["arguments"].as_str().expect("text")).expect("json");
+    assert_eq!(arguments, click("order-form"));
+    assert_eq!(
+        (&result["role"], &result["tool_call_id"], &result["content"]),
+        (&json!("tool"), &call["tool_calls"][0]["id"], &json!(click_words("order-form")))
+    );
+    assert!(!messages.iter().any(|m| m["role"] == "user" && m["content"] == click_words("order-form")));
+}
+on_both_stores!(an_openai_model_gets_the_click_as_a_tool_call_and_its_result);
