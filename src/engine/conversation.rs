@@ -104,7 +104,14 @@ async fn fold_branch(
     Ok(messages)
 }
 
-/// Appends one turn's messages: the user's, then what the log says the agent answered (and,
+/// The person's action a turn started with (SPEC §3), when it started with one rather than a
+/// user message: kept with the turn's client input.
+pub fn action_of(turn: &TurnRow) -> Option<Value> {
+    let input: super::turn::ClientInput = serde_json::from_str(turn.client_input.as_deref()?).ok()?;
+    input.action
+}
+
+/// Appends one turn's messages: the user's (or the action it started with), then what the log says the agent answered (and,
 /// when shown, the activity it showed; an earlier turn's activity it updated is updated where
 /// it stands).
 pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[StoredEvent], activity: Activity) {
@@ -114,15 +121,21 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
     } else {
         client_id.clone()
     };
-    messages.push(InputMessage::User(UserMessage {
-        id,
-        // A message with parts besides words is shown with them, as the client sent it.
-        content: match turn.user_content_parts() {
-            parts if parts.is_empty() => UserContent::Text(turn.user_text.clone()),
-            parts => UserContent::Parts(parts),
-        },
-        name: None,
-    }));
+    if let Some(action) = action_of(turn) {
+        // A person's action: shown as the A2UI middleware puts it in a conversation, so an
+        // agent reads it (and a client holds it) as it would without the gateway.
+        messages.extend(crate::protocol::a2ui::as_messages(&id, &action, &turn.user_text));
+    } else {
+        messages.push(InputMessage::User(UserMessage {
+            id,
+            // A message with parts besides words is shown with them, as the client sent it.
+            content: match turn.user_content_parts() {
+                parts if parts.is_empty() => UserContent::Text(turn.user_text.clone()),
+                parts => UserContent::Parts(parts),
+            },
+            name: None,
+        }));
+    }
     for stored in events {
         let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else {
             continue;

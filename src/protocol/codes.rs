@@ -66,6 +66,8 @@ pub enum ErrorCode {
     InterruptsOpen,
     ConcurrencyLimit,
     QuotaExceeded,
+    /// A person's action on generative UI the conversation never showed (§3).
+    UnknownSurface,
     Failed,
     TimedOut,
 }
@@ -106,6 +108,7 @@ impl ErrorCode {
             ErrorCode::InterruptsOpen => "interrupts_open",
             ErrorCode::ConcurrencyLimit => "concurrency_limit",
             ErrorCode::QuotaExceeded => "quota_exceeded",
+            ErrorCode::UnknownSurface => "unknown_surface",
             ErrorCode::Failed => "failed",
             ErrorCode::TimedOut => "timed_out",
         }
@@ -156,6 +159,7 @@ mod tests {
             ErrorCode::InterruptsOpen,
             ErrorCode::ConcurrencyLimit,
             ErrorCode::QuotaExceeded,
+            ErrorCode::UnknownSurface,
             ErrorCode::Failed,
             ErrorCode::TimedOut,
         ] {

@@ -4,6 +4,7 @@
 //! names are camelCase, optional fields are omitted when they have no value (never `null`),
 //! timestamps are integer milliseconds, and unknown members of the input are ignored.
 
+pub mod a2ui;
 pub mod capabilities;
 pub mod codes;
 pub mod events;

@@ -17,6 +17,7 @@ mod tls_support;
 #[path = "../support/watchdog.rs"]
 mod watchdog;
 
+mod actions;
 mod activity;
 mod atomic_audit;
 mod auth;

@@ -284,7 +284,19 @@ impl OpenaiAgent {
                 _ => {}
             }
         }
-        messages.push(json!({ "role": "user", "content": content::chat_content(&turn.user_content()) }));
+        match turn.action() {
+            // A person's action on generative UI: the `log_a2ui_event` call and its result, as
+            // the A2UI middleware gives it and as earlier actions stand in the history above.
+            Some(action) => {
+                let call = format!("{}:action", crate::ids::user_message_id(turn.turn_id()));
+                messages.push(json!({ "role": "assistant", "content": "", "tool_calls": [{
+                    "id": call, "type": "function",
+                    "function": { "name": crate::protocol::a2ui::LOG_EVENT_TOOL, "arguments": action.to_string() },
+                }] }));
+                messages.push(json!({ "role": "tool", "tool_call_id": call, "content": turn.user_text() }));
+            }
+            None => messages.push(json!({ "role": "user", "content": content::chat_content(&turn.user_content()) })),
+        }
         Ok(Conversation { messages, ..Conversation::default() })
     }
 

@@ -1,12 +1,13 @@
 //! Answering a run request: what the run follows ([`plan`]), the decisions it or the decision
 //! route brings ([`decide`]), and the stream plan every path ends in ([`follow`]); with the
-//! checks they lean on: the client's history ([`history`]), the tenant's quotas ([`quota`]) and
-//! the all-or-nothing check of a resume ([`resume`]), which speaks the interrupt vocabulary of
-//! `engine/interrupts.rs` below this room.
+//! checks they lean on: the client's history ([`history`], a person's action read into it by
+//! [`actions`]), the tenant's quotas ([`quota`]) and the all-or-nothing check of a resume
+//! ([`resume`]), which speaks the interrupt vocabulary of `engine/interrupts.rs` below this room.
 //!
 //! Calls go one way: `plan` → `decide` → `follow`, each of them down to the checks; nothing
 //! below calls back up.
 
+pub mod actions;
 mod decide;
 mod follow;
 pub mod history;

@@ -88,7 +88,8 @@ impl Engine {
         if !request.input.resume().is_empty() {
             return self.resume(&request, thread.as_ref(), &turns, request.run_id.as_str()).await;
         }
-        match history::check(&request.input.messages, &turns) {
+        let copy = super::actions::read(request.input, &turns);
+        match history::check(&copy.messages, &turns) {
             HistoryVerdict::NoUserMessage => {
                 Err(EngineError::BadRequest { field: "messages", message: "a run needs a user message".into() })
             }
@@ -130,10 +131,31 @@ impl Engine {
                         _ => {}
                     }
                 }
+                // A person's action answers a surface the branch it goes on showed (§3);
+                // anything else is refused before a thing is recorded.
+                let action = copy.actions.get(&message_id).cloned();
+                if let Some(action) = &action {
+                    let shown = match (&thread, parent) {
+                        (Some(thread), Some(head)) => {
+                            super::actions::surface_shown(self.inner.store.as_ref(), thread.pk, head, action).await?
+                        }
+                        _ => false,
+                    };
+                    if !shown {
+                        return Ok(refuse(
+                            ErrorCode::UnknownSurface,
+                            &format!(
+                                "the action is on surface '{}', which this conversation never showed",
+                                crate::protocol::a2ui::surface_of(action).unwrap_or("")
+                            ),
+                        ));
+                    }
+                }
                 if let Some(refusal) = self.over_quota(request.tenant.as_str()).await? {
                     return Ok(RunPlan::Refused(refusal));
                 }
-                let message = NewMessage { id: message_id, text, parts, parent };
+                let id = if copy.forwarded.as_ref() == Some(&message_id) { String::new() } else { message_id };
+                let message = NewMessage { id, text, parts, parent, action };
                 let ordinal = branches::newest(&turns).map_or(1, |t| t.ordinal.saturating_add(1));
                 self.start_turn(&request, thread.as_ref(), ordinal, message).await
             }
@@ -281,7 +303,7 @@ impl Engine {
                 [] => None,
                 tools => serde_json::to_string(tools).ok(),
             },
-            client_input: client_input(request.input),
+            client_input: client_input(request.input, message.action.clone()),
             agent: request.agent.to_string(),
             user_message_id: message.id,
             user_text: message.text,
@@ -390,16 +412,25 @@ struct NewMessage {
     parts: Option<Vec<crate::protocol::ContentPart>>,
     /// The turn it goes on from (§6).
     parent: Option<i64>,
+    /// The person's action it stands for, when it is one (§3).
+    action: Option<serde_json::Value>,
 }
 
 /// What a turn keeps of its starting run's input for an upstream agent (§9.3): the `context`
 /// entries and the `forwardedProps`, when the client sent either.
-fn client_input(input: &crate::protocol::RunAgentInput) -> Option<String> {
+/// A turn an action started keeps the action itself, and not its `forwardedProps.a2uiAction`:
+/// an upstream gets the action in the conversation, as the A2UI middleware gives it, once.
+fn client_input(input: &crate::protocol::RunAgentInput, action: Option<Value>) -> Option<String> {
+    let mut forwarded_props = input.forwarded_props.clone().filter(|p| !p.is_null());
+    if let (Some(Value::Object(props)), Some(_)) = (&mut forwarded_props, &action) {
+        props.remove("a2uiAction");
+    }
     let kept = crate::engine::turn::ClientInput {
         context: input.context.clone().unwrap_or_default(),
-        forwarded_props: input.forwarded_props.clone().filter(|p| !p.is_null()),
+        forwarded_props,
+        action,
     };
-    if kept.context.is_empty() && kept.forwarded_props.is_none() {
+    if kept.context.is_empty() && kept.forwarded_props.is_none() && kept.action.is_none() {
         return None;
     }
     serde_json::to_string(&kept).ok()

@@ -123,6 +123,10 @@ pub struct ClientInput {
     pub context: Vec<crate::protocol::input::Context>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forwarded_props: Option<Value>,
+    /// The person's action the turn started with (an A2UI `userAction`), when it started with
+    /// one rather than a user message (SPEC §3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<Value>,
 }
 
 impl TurnContext {
@@ -213,6 +217,12 @@ impl TurnContext {
             None if self.user_parts.is_empty() => crate::protocol::UserContent::Text(self.user_text.clone()),
             None => crate::protocol::UserContent::Parts(self.user_parts.clone()),
         }
+    }
+
+    /// The person's action the turn started with, when the running agent was asked it (a
+    /// delegation's input is words only).
+    pub fn action(&self) -> Option<&Value> {
+        self.nest.is_empty().then_some(self.client_input.action.as_ref()).flatten()
     }
 
     pub fn is_cancelled(&self) -> bool {

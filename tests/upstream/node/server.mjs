@@ -32,10 +32,14 @@
 //                               seen the message does
 //   POST /agents/subagents      two subagents (a parent and a nested one) whose text, tool call
 //                               and step are attributed to them, one finished, one failed
+//   POST /agents/surface        an A2UI surface (`order-form`, a button) as the A2UI middleware
+//                               shows one; given a person's action last, as the middleware gives
+//                               it, says what was pressed
 //   GET|DELETE /requests        every POST received, as {path, headers, body}, in order
 //
 // The Python server serves the routes above /agents/thinking and /agents/fails; parts-result,
-// frontend-tool, chunks, many-steps, confirm, stateful, once and subagents are this one's.
+// frontend-tool, chunks, many-steps, confirm, stateful, once, subagents and surface are this
+// one's.
 //
 // Chat's STATE_SNAPSHOT is {"upstream":{"runs":N}}: every run this process has started, on any
 // agent, this one included; DELETE /requests does not reset it.
@@ -211,6 +215,44 @@ function thinkingEvents(input) {
     { type: EventType.ACTIVITY_SNAPSHOT, messageId: plan, activityType: "plan", content: { steps: ["search", "answer"], done: 0 } },
     { type: EventType.ACTIVITY_DELTA, messageId: plan, activityType: "plan", patch: [{ op: "replace", path: "/done", value: 1 }] },
     ...textMessage(`${runId}-answer`, ["Decided."]),
+    runFinished(input, { type: "success" }),
+  ];
+}
+
+// An A2UI surface as @ag-ui/a2ui-middleware shows one: a form with a button. Given a person's
+// action last (the middleware's `log_a2ui_event` call and its result), it answers the action
+// instead, naming what the call's arguments and the result said.
+function surfaceEvents(input) {
+  const { runId, messages } = input;
+  const [call, result] = messages.slice(-2);
+  const logged = call?.role === "assistant" && call.toolCalls?.length === 1 && call.toolCalls[0].function.name === "log_a2ui_event";
+  if (logged && result?.role === "tool" && result.toolCallId === call.toolCalls[0].id) {
+    const action = JSON.parse(call.toolCalls[0].function.arguments);
+    return [
+      runStarted(input),
+      ...textMessage(`${runId}-answer`, [`You pressed ${action.name} on ${action.surfaceId}. `, result.content]),
+      runFinished(input, { type: "success" }),
+    ];
+  }
+  const operations = [
+    { version: "v0.9", createSurface: { surfaceId: "order-form", catalogId: "https://a2ui.org/specification/v0_9/basic_catalog.json" } },
+    {
+      version: "v0.9",
+      updateComponents: {
+        surfaceId: "order-form",
+        components: [
+          { id: "root", component: "Column", children: ["title", "go"] },
+          { id: "title", component: "Text", text: "Order a pizza?" },
+          { id: "go", component: "Button", child: "go-text", action: { event: { name: "order", context: { size: "large" } } } },
+          { id: "go-text", component: "Text", text: "Order" },
+        ],
+      },
+    },
+  ];
+  return [
+    runStarted(input),
+    ...textMessage(`${runId}-intro`, ["Here is the form."]),
+    { type: EventType.ACTIVITY_SNAPSHOT, messageId: `a2ui-surface-${runId}`, activityType: "a2ui-surface", content: { a2ui_operations: operations }, replace: true },
     runFinished(input, { type: "success" }),
   ];
 }
@@ -394,6 +436,7 @@ const ROUTES = {
   "/agents/empty-delta": { events: emptyDeltaEvents },
   "/agents/out-of-order": { events: outOfOrderEvents },
   "/agents/thinking": { events: thinkingEvents },
+  "/agents/surface": { events: surfaceEvents },
   "/agents/fails": { events: failsEvents },
   "/agents/parts-result": { events: partsResultEvents },
   "/agents/frontend-tool": { events: frontendToolEvents },
