@@ -538,7 +538,8 @@ async fn a_tool_with_a_ui_is_shown_in_its_app_and_the_thread_keeps_it() {
         assert_eq!(result_of(&events), "sunny in Oslo");
 
         // A tool without a UI shows none.
-        let plain = ScriptedModel::planned(vec![("calc__charge", json!({"amount": 1, "currency": "EUR"}))], "Ok.").await;
+        let plain =
+            ScriptedModel::planned(vec![("calc__charge", json!({"amount": 1, "currency": "EUR"}))], "Ok.").await;
         let (plain_app, _plain_db) = gateway(&plain, &server.url, APP_TOOLS, backend).await;
         let charged = plain_app.run_to_end("assistant", &first_run("th-mcp-plain", "run-1", "charge")).await;
         assert!(charged.iter().all(|e| e.kind() != "ACTIVITY_SNAPSHOT"), "{:?}", kinds(&charged));
@@ -550,7 +551,8 @@ async fn a_tool_with_a_ui_is_shown_in_its_app_and_the_thread_keeps_it() {
         assert_eq!(roles, ["user", "assistant", "tool", "activity", "assistant"], "{messages:?}");
         assert_eq!(messages[3]["activityType"], "mcp-apps");
         assert_eq!(&messages[3]["content"], content);
-        let (passed, report) = agui_check(&app.run_url("assistant"), &first_run("th-mcp-app-check", "run-1", "Oslo?")).await;
+        let (passed, report) =
+            agui_check(&app.run_url("assistant"), &first_run("th-mcp-app-check", "run-1", "Oslo?")).await;
         assert!(passed, "{report}");
     }
 }
@@ -568,7 +570,8 @@ async fn an_mcp_tools_image_stays_an_image_part() {
         let events = app.run_to_end("assistant", &input).await;
         assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
         let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("a result");
-        let parts = result.data["content"].as_array().unwrap_or_else(|| panic!("parts, not text: {}", result.data)).clone();
+        let parts =
+            result.data["content"].as_array().unwrap_or_else(|| panic!("parts, not text: {}", result.data)).clone();
         assert_eq!(parts[0], json!({"type": "text", "text": "chart: sales\n[image/png image]"}));
         assert_eq!(parts[1]["type"], "image");
         assert_eq!(parts[1]["source"]["type"], "data");
@@ -592,7 +595,8 @@ async fn an_mcp_tools_image_stays_an_image_part() {
         let replayed = requests.last().expect("a model call")["messages"].as_array().expect("messages").clone();
         let tool = replayed.iter().find(|m| m["role"] == "tool").expect("the earlier result");
         assert_eq!(tool["content"], "chart: sales\n[image/png image]");
-        let (passed, report) = agui_check(&app.run_url("assistant"), &first_run("th-mcp-image-check", "run-1", "chart")).await;
+        let (passed, report) =
+            agui_check(&app.run_url("assistant"), &first_run("th-mcp-image-check", "run-1", "chart")).await;
         assert!(passed, "{report}");
     }
 }

@@ -131,7 +131,8 @@ mod tests {
         let image = json!({"type": "image", "source": {"type": "data", "value": "iVBO", "mimeType": "image/png"}});
         let parts = ToolResultContent::Parts(vec![json!({"type": "text", "text": "a chart"}), image.clone()]);
         assert_eq!(tool_text(&parts), "a chart\n[image/png image]");
-        let noted = ToolResultContent::Parts(vec![json!({"type": "text", "text": "a chart\n[image/png image]"}), image]);
+        let noted =
+            ToolResultContent::Parts(vec![json!({"type": "text", "text": "a chart\n[image/png image]"}), image]);
         assert_eq!(tool_text(&noted), "a chart\n[image/png image]", "the note is not repeated");
         assert_eq!(tool_text(&ToolResultContent::Text("5".into())), "5");
     }

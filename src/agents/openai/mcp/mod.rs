@@ -34,9 +34,9 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use super::secret_args;
-pub(super) use result::McpOutcome;
 use crate::agents::AgentHttp;
 use crate::config::McpServerConfig;
+pub(super) use result::McpOutcome;
 
 mod result;
 
@@ -431,7 +431,6 @@ fn failure_reason(error: &(dyn std::error::Error + 'static), host: &str) -> Stri
 fn offered_name(server: &McpServerConfig, tool: &str) -> String {
     format!("{}{}{tool}", server.name, McpServerConfig::SEPARATOR)
 }
-
 
 /// The URI of a tool's UI in its `_meta` (MCP Apps): `ui.resourceUri`, or the flat
 /// `ui/resourceUri` key earlier drafts used, as the middleware reads it.
