@@ -508,3 +508,95 @@ async fn a_server_restarted_between_calls_is_reached_again() {
         assert_eq!(call["sessionId"].is_null(), revision == "2026-07-28", "{revision}: {call}");
     }
 }
+
+/// The tools of the MCP App scenarios: `weather` (shown in its App), `chart` (answers with a
+/// picture) and `charge`.
+const APP_TOOLS: &str = "tools = [\"weather\", \"chart\", \"charge\"]";
+
+/// MCP Apps: a tool whose server names a UI (`_meta.ui.resourceUri`) is shown after its call
+/// as an `mcp-apps` activity, in the content `@ag-ui/mcp-apps-middleware` gives it, and the
+/// thread keeps it (a reload finds it at its place).
+#[tokio::test]
+async fn a_tool_with_a_ui_is_shown_in_its_app_and_the_thread_keeps_it() {
+    let server = McpServer::start();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model = ScriptedModel::planned(vec![("calc__weather", json!({"city": "Oslo"}))], "Sunny.").await;
+        let (app, _db) = gateway(&model, &server.url, APP_TOOLS, backend).await;
+        let input = first_run("th-mcp-app", "run-1", "weather in Oslo?");
+        let events = app.run_to_end("assistant", &input).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+        let at = |kind: &str| events.iter().position(|e| e.kind() == kind).unwrap_or_else(|| panic!("{kind}"));
+        assert!(at("TOOL_CALL_RESULT") < at("ACTIVITY_SNAPSHOT"), "shown after its call: {:?}", kinds(&events));
+        let shown = &events[at("ACTIVITY_SNAPSHOT")].data;
+        assert_eq!(shown["activityType"], "mcp-apps");
+        let content = &shown["content"];
+        assert_eq!(content["resourceUri"], "ui://weather/view.html");
+        assert_eq!(content["serverId"], "calc");
+        assert_eq!(content["serverHash"], "calc");
+        assert_eq!(content["toolInput"], json!({"city": "Oslo"}));
+        assert_eq!(content["result"]["content"][0], json!({"type": "text", "text": "sunny in Oslo"}), "{content}");
+        assert_eq!(result_of(&events), "sunny in Oslo");
+
+        // A tool without a UI shows none.
+        let plain =
+            ScriptedModel::planned(vec![("calc__charge", json!({"amount": 1, "currency": "EUR"}))], "Ok.").await;
+        let (plain_app, _plain_db) = gateway(&plain, &server.url, APP_TOOLS, backend).await;
+        let charged = plain_app.run_to_end("assistant", &first_run("th-mcp-plain", "run-1", "charge")).await;
+        assert!(charged.iter().all(|e| e.kind() != "ACTIVITY_SNAPSHOT"), "{:?}", kinds(&charged));
+
+        // Kept in the thread, at its place after the call's result.
+        let body: Value = app.get_json("/v1/threads/th-mcp-app/messages").await;
+        let messages = body["messages"].as_array().expect("messages");
+        let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap_or("")).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "activity", "assistant"], "{messages:?}");
+        assert_eq!(messages[3]["activityType"], "mcp-apps");
+        assert_eq!(&messages[3]["content"], content);
+        let (passed, report) =
+            agui_check(&app.run_url("assistant"), &first_run("th-mcp-app-check", "run-1", "Oslo?")).await;
+        assert!(passed, "{report}");
+    }
+}
+
+/// An MCP tool's image stays an image: the tool message the client sees (live and restored)
+/// carries it as an AG-UI image part beside the text; the model, whose tool messages take
+/// text only, reads the text and a note in the image's place.
+#[tokio::test]
+async fn an_mcp_tools_image_stays_an_image_part() {
+    let server = McpServer::start();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let model = ScriptedModel::planned(vec![("calc__chart", json!({"title": "sales"}))], "Here it is.").await;
+        let (app, _db) = gateway(&model, &server.url, APP_TOOLS, backend).await;
+        let input = first_run("th-mcp-image", "run-1", "chart the sales");
+        let events = app.run_to_end("assistant", &input).await;
+        assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+        let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("a result");
+        let parts =
+            result.data["content"].as_array().unwrap_or_else(|| panic!("parts, not text: {}", result.data)).clone();
+        assert_eq!(parts[0], json!({"type": "text", "text": "chart: sales\n[image/png image]"}));
+        assert_eq!(parts[1]["type"], "image");
+        assert_eq!(parts[1]["source"]["type"], "data");
+        assert_eq!(parts[1]["source"]["mimeType"], "image/png");
+        assert!(parts[1]["source"]["value"].as_str().expect("base64").starts_with("iVBORw0KGgo"), "{}", parts[1]);
+
+        let to_model = model.requests()[1]["messages"].as_array().expect("messages").last().expect("tool").clone();
+        assert_eq!(to_model["content"], "chart: sales\n[image/png image]");
+
+        let body: Value = app.get_json("/v1/threads/th-mcp-image/messages").await;
+        let tool = body["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "tool").cloned();
+        assert_eq!(tool.expect("the tool message")["content"], Value::Array(parts));
+
+        // The next turn's model call reads the recorded result as text too: no picture data.
+        let history = body["messages"].as_array().expect("messages").clone();
+        let next = json!({"threadId": "th-mcp-image", "runId": "run-2", "messages":
+            history.into_iter().chain([json!({"id": "u2", "role": "user", "content": "thanks"})]).collect::<Vec<_>>()});
+        let again = app.run_to_end("assistant", &next).await;
+        assert_eq!(again.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&again));
+        let requests = model.requests();
+        let replayed = requests.last().expect("a model call")["messages"].as_array().expect("messages").clone();
+        let tool = replayed.iter().find(|m| m["role"] == "tool").expect("the earlier result");
+        assert_eq!(tool["content"], "chart: sales\n[image/png image]");
+        let (passed, report) =
+            agui_check(&app.run_url("assistant"), &first_run("th-mcp-image-check", "run-1", "chart")).await;
+        assert!(passed, "{report}");
+    }
+}

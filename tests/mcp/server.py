@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.utilities.types import Image
 from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -119,6 +120,38 @@ def lookup(account: str, token: str, ctx: Context) -> str:
 def wipe(ctx: Context) -> str:
     record(ctx, "wipe", {})
     return "wiped"
+
+
+# An MCP App (the MCP Apps extension): `weather` names its UI in `_meta.ui.resourceUri`; the UI
+# is a `ui://` resource of the App media type. Its page's button calls `charge`.
+APP_URI = "ui://weather/view.html"
+APP_HTML = """<!doctype html><html><body><h1 id="title">Weather</h1>
+<button id="pay">Pay 5 EUR</button></body></html>"""
+
+
+@server.resource(APP_URI, name="weather-view", mime_type="text/html;profile=mcp-app")
+def weather_view() -> str:
+    return APP_HTML
+
+
+@server.tool(description="Tells the weather in a city; shown in its App.", meta={"ui": {"resourceUri": APP_URI}})
+def weather(city: str, ctx: Context) -> str:
+    record(ctx, "weather", {"city": city})
+    return f"sunny in {city}"
+
+
+# A 1x1 PNG, red.
+PIXEL = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c63f8cfc0f01f0005000201e2219bc5"
+    "0000000049454e44ae426082"
+)
+
+
+@server.tool(description="Draws a chart; answers with a picture.")
+def chart(title: str, ctx: Context) -> list[str | Image]:
+    record(ctx, "chart", {"title": title})
+    return [f"chart: {title}", Image(data=PIXEL, format="png")]
 
 
 def multiply(a: int, b: int, ctx: Context) -> int:

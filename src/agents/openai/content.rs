@@ -54,6 +54,31 @@ pub fn chat_content(content: &UserContent) -> Value {
     Value::Array(parts.iter().filter_map(|part| chat_part(part).ok()).collect())
 }
 
+/// What the model reads of a recorded tool message: its text, or, for content parts, the text
+/// parts joined and a note for each other part (`[image/png image]`), since a chat-completions
+/// `role: "tool"` message takes text alone. A note the text already carries (an MCP result's,
+/// `mcp::result`) is not repeated; a picture's data never reaches the model as text.
+pub fn tool_text(content: &crate::protocol::events::ToolResultContent) -> String {
+    use crate::protocol::events::ToolResultContent;
+    let ToolResultContent::Parts(parts) = content else { return content.as_text() };
+    let mut text: String = parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect();
+    for part in parts.iter().filter(|p| p["type"] != "text") {
+        let kind = part["type"].as_str().unwrap_or("other");
+        let mime_type = part["source"]["mimeType"].as_str().or_else(|| part["mimeType"].as_str());
+        let note = match mime_type {
+            Some(mime_type) => format!("[{mime_type} {kind}]"),
+            None => format!("[{kind}]"),
+        };
+        if !text.contains(&note) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&note);
+        }
+    }
+    text
+}
+
 fn audio_format(mime_type: &str) -> Option<&'static str> {
     match mime_type.split(';').next().unwrap_or("").trim() {
         "audio/wav" | "audio/x-wav" | "audio/wave" => Some("wav"),
@@ -98,5 +123,17 @@ mod tests {
         assert!(chat_part(&by_url).is_err());
         let video = part(json!({"type": "video", "source": {"type": "url", "value": "https://x/a.mp4"}}));
         assert!(chat_part(&video).is_err());
+    }
+
+    #[test]
+    fn a_tool_messages_picture_reaches_the_model_as_a_note() {
+        use crate::protocol::events::ToolResultContent;
+        let image = json!({"type": "image", "source": {"type": "data", "value": "iVBO", "mimeType": "image/png"}});
+        let parts = ToolResultContent::Parts(vec![json!({"type": "text", "text": "a chart"}), image.clone()]);
+        assert_eq!(tool_text(&parts), "a chart\n[image/png image]");
+        let noted =
+            ToolResultContent::Parts(vec![json!({"type": "text", "text": "a chart\n[image/png image]"}), image]);
+        assert_eq!(tool_text(&noted), "a chart\n[image/png image]", "the note is not repeated");
+        assert_eq!(tool_text(&ToolResultContent::Text("5".into())), "5");
     }
 }

@@ -29,6 +29,7 @@ mod decisions;
 
 use decisions::{approved_arguments, not_run, Decisions};
 mod mcp;
+use mcp::McpOutcome as Outcome;
 mod secret_args;
 mod stream;
 mod tools;
@@ -36,6 +37,8 @@ mod tools;
 const ASK_USER: &str = OpenaiAgentConfig::ASK_USER;
 const BOARD_WRITE: &str = OpenaiAgentConfig::BOARD_WRITE;
 const DELEGATE: &str = OpenaiAgentConfig::DELEGATE;
+/// The activity type an MCP App is shown under (as `@ag-ui/mcp-apps-middleware` names it).
+const MCP_APPS_ACTIVITY: &str = "mcp-apps";
 
 /// The function definitions of the built-in tools.
 fn builtin_definition(name: &str) -> Option<Value> {
@@ -277,8 +280,9 @@ impl OpenaiAgent {
                     messages.push(entry);
                 }
                 InputMessage::Tool(tool) => {
-                    // The model reads a result's text, as when the result first came in.
-                    let content = ToolResultContent::from_message(&tool.content).as_text();
+                    // The model reads a result's text, as when the result first came in (a
+                    // picture as a note: content::tool_text).
+                    let content = content::tool_text(&ToolResultContent::from_message(&tool.content));
                     messages.push(json!({ "role": "tool", "tool_call_id": tool.tool_call_id, "content": content }));
                 }
                 _ => {}
@@ -387,12 +391,14 @@ impl OpenaiAgent {
             };
             // What the call does (a pinned note) commits with its result and the checkpoint.
             turn.begin_step();
+            // The arguments the call ran with, for an App that shows it.
+            let mut ran_with = call.arguments.clone();
             let outcome = match (kind, decision) {
-                (CallKind::AskUser, Some(decision)) => match decision["answer"].as_str() {
+                (CallKind::AskUser, Some(decision)) => Outcome::failed(match decision["answer"].as_str() {
                     Some(answer) => answer.to_string(),
                     None => "the person did not answer".to_string(),
-                },
-                (CallKind::BoardWrite, _) => {
+                }),
+                (CallKind::BoardWrite, _) => Outcome::failed({
                     let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
                     let tags: Vec<String> = serde_json::from_value(args["tags"].clone()).unwrap_or_default();
                     let kind = args["kind"].as_str().unwrap_or("note").to_string();
@@ -404,21 +410,24 @@ impl OpenaiAgent {
                         }
                         None => "error: board_write needs a text".to_string(),
                     }
-                }
+                }),
                 (CallKind::Http(tool), Some(decision)) => {
                     if decision["approved"] == Value::Bool(true) {
                         let key = idempotency_key(turn, &call).await?;
-                        self.run_tool(tool, &approved_arguments(decision, &tool.policy, &call), &key).await
+                        Outcome::failed(
+                            self.run_tool(tool, &approved_arguments(decision, &tool.policy, &call), &key).await,
+                        )
                     } else {
-                        not_run(decision)
+                        Outcome::failed(not_run(decision))
                     }
                 }
                 (CallKind::Mcp(server, tool), Some(decision)) => {
                     if decision["approved"] == Value::Bool(true) {
                         let key = idempotency_key(turn, &call).await?;
-                        self.mcp.call(server, &tool, &approved_arguments(decision, &server.policy, &call), &key).await
+                        ran_with = approved_arguments(decision, &server.policy, &call);
+                        self.mcp.call(server, &tool, &ran_with, &key).await
                     } else {
-                        not_run(decision)
+                        Outcome::failed(not_run(decision))
                     }
                 }
                 (CallKind::Mcp(server, tool), None) => {
@@ -427,12 +436,20 @@ impl OpenaiAgent {
                 }
                 (CallKind::Http(tool), None) => {
                     let key = idempotency_key(turn, &call).await?;
-                    self.run_tool(tool, &call.arguments, &key).await
+                    Outcome::failed(self.run_tool(tool, &call.arguments, &key).await)
                 }
-                _ => format!("error: the tool '{}' is not available; nothing was run", call.name),
+                _ => Outcome::failed(format!("error: the tool '{}' is not available; nothing was run", call.name)),
             };
-            turn.tool_result(&call.gateway_id, &outcome).await?;
-            conversation.messages.push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": outcome }));
+            turn.tool_result_content(&call.gateway_id, outcome.content.clone()).await?;
+            // A tool whose server offers a UI is shown in its App after its call (MCP Apps).
+            if let Some((server, _, uri)) = self.mcp.app_of(&call.name) {
+                if let Some(content) = outcome.app_content(&server, &uri, &ran_with) {
+                    turn.activity_show(MCP_APPS_ACTIVITY, content).await?;
+                }
+            }
+            conversation
+                .messages
+                .push(json!({ "role": "tool", "tool_call_id": call.model_id, "content": outcome.model_text }));
             turn.commit_step(&self.checkpoint(conversation, awaiting)).await?;
         }
         if !owed.is_empty() {

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientInitializeError, Peer, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig, StreamableHttpError,
@@ -36,6 +36,9 @@ use tokio::sync::Mutex;
 use super::secret_args;
 use crate::agents::AgentHttp;
 use crate::config::McpServerConfig;
+pub(super) use result::McpOutcome;
+
+mod result;
 
 /// The key of a `tools/call` request's `_meta` that carries the call's idempotency key.
 pub(super) const IDEMPOTENCY_META_KEY: &str = "idempotencyKey";
@@ -50,6 +53,9 @@ pub(super) struct McpTool {
     name: String,
     description: String,
     input_schema: Value,
+    /// The URI of the tool's UI (MCP Apps: `_meta.ui.resourceUri`, or the earlier
+    /// `_meta["ui/resourceUri"]`), when its server offers one.
+    resource_uri: Option<String>,
 }
 
 /// A server's last good listing.
@@ -158,47 +164,84 @@ impl McpServers {
         tool: &str,
         arguments: &str,
         idempotency_key: &str,
-    ) -> String {
-        let Some(state) = self.servers.iter().find(|s| s.config.name == server.name) else {
-            return format!("error: the MCP server '{}' is not configured", server.name);
+    ) -> McpOutcome {
+        let Some(state) = self.server(&server.name) else {
+            return McpOutcome::failed(format!("error: the MCP server '{}' is not configured", server.name));
         };
         let mut args: Value = match serde_json::from_str(arguments) {
             Ok(Value::Object(args)) => Value::Object(args),
-            Ok(_) => return "error: the arguments are not a JSON object".to_string(),
-            Err(e) => return format!("error: the arguments are not JSON ({e})"),
+            Ok(_) => return McpOutcome::failed("error: the arguments are not a JSON object".to_string()),
+            Err(e) => return McpOutcome::failed(format!("error: the arguments are not JSON ({e})")),
         };
         let listed = match self.tools(state).await {
             Ok(listed) => listed,
-            Err(why) => return format!("error: {why}; nothing was run"),
+            Err(why) => return McpOutcome::failed(format!("error: {why}; nothing was run")),
         };
         let Some(described) = listed.iter().find(|t| t.name == tool) else {
-            return format!("error: the MCP server '{}' offers no tool '{tool}'; nothing was run", server.name);
+            return McpOutcome::failed(format!(
+                "error: the MCP server '{}' offers no tool '{tool}'; nothing was run",
+                server.name
+            ));
         };
         // The credentials go in place of the model's placeholders only now (secret_args.rs).
         if let Err(why) = secret_args::fill_in_and_check(&mut args, &described.input_schema, &server.secret_args, false)
         {
-            return why;
+            return McpOutcome::failed(why);
         }
         let request = json!({ "name": tool, "arguments": args, "_meta": { IDEMPOTENCY_META_KEY: idempotency_key } });
         let params: CallToolRequestParams = match serde_json::from_value(request) {
             Ok(params) => params,
-            Err(e) => return format!("error: the call could not be made ({e})"),
+            Err(e) => return McpOutcome::failed(format!("error: the call could not be made ({e})")),
         };
-        let exchange = async {
+        let answered = self
+            .exchange(state, |peer| async move {
+                peer.call_tool(params).await.map_err(|e| (broken(&e), format!("the call failed ({e})")))
+            })
+            .await;
+        match answered {
+            Ok(result) => McpOutcome::of(&result),
+            Err(why) => McpOutcome::failed(format!("error: {why}")),
+        }
+    }
+
+    /// The UI resource of the tool the model calls `offered`, as (server, tool, URI), when its
+    /// server offers one (by the last good listing).
+    pub(super) fn app_of(&self, offered: &str) -> Option<(String, String, String)> {
+        let (config, tool) = self.find(offered)?;
+        let listing = self.server(&config.name)?.listed()?;
+        let uri = listing.tools.iter().find(|t| t.name == tool)?.resource_uri.clone()?;
+        Some((config.name.clone(), tool, uri))
+    }
+
+    fn server(&self, name: &str) -> Option<&McpServer> {
+        self.servers.iter().find(|s| s.config.name == name)
+    }
+
+    /// One exchange with the server on its client, within its timeout; a client whose
+    /// transport broke is dropped (`exchange` says so with its error). Errors name no URL.
+    async fn exchange<T, F, Fut>(&self, state: &McpServer, exchange: F) -> Result<T, String>
+    where
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, (bool, String)>>,
+    {
+        let config = &state.config;
+        let attempt = async {
             let (number, peer) = self.client(state).await?;
-            let result = peer.call_tool(params).await;
-            if result.as_ref().is_err_and(broken) {
-                self.drop_client(state, number).await;
+            match exchange(peer).await {
+                Ok(answer) => Ok(answer),
+                Err((broke, why)) => {
+                    if broke {
+                        self.drop_client(state, number).await;
+                    }
+                    Err(why)
+                }
             }
-            result.map_err(|e| format!("the call failed ({e})"))
         };
-        match tokio::time::timeout(Duration::from_secs(server.timeout_secs), exchange).await {
-            Ok(Ok(result)) => result_text(&result),
+        match tokio::time::timeout(Duration::from_secs(config.timeout_secs), attempt).await {
+            Ok(Ok(answer)) => Ok(answer),
             // The client's errors name the server's URL, which may carry a secret.
-            Ok(Err(why)) => format!("error: the MCP server '{}': {}", server.name, crate::redact::redact_urls_in(&why)),
-            Err(_) => {
-                format!("error: the MCP server '{}' did not answer within {} s", server.name, server.timeout_secs)
-            }
+            Ok(Err(why)) => Err(format!("the MCP server '{}': {}", config.name, crate::redact::redact_urls_in(&why))),
+            Err(_) => Err(format!("the MCP server '{}' did not answer within {} s", config.name, config.timeout_secs)),
         }
     }
 
@@ -274,6 +317,7 @@ impl McpServers {
                 name,
                 description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
                 input_schema,
+                resource_uri: resource_uri(tool.meta.as_ref().map(|meta| &meta.0)),
             });
         }
         Ok(Listing { tools: Arc::new(kept), fresh_until })
@@ -388,64 +432,10 @@ fn offered_name(server: &McpServerConfig, tool: &str) -> String {
     format!("{}{}{tool}", server.name, McpServerConfig::SEPARATOR)
 }
 
-/// What the model reads of a call's result: its text content, and its structured content when
-/// no text block already carries it (servers are asked to put it in a text block too). An
-/// error result says so.
-fn result_text(result: &CallToolResult) -> String {
-    let texts: Vec<String> = result
-        .content
-        .iter()
-        .map(|block| match serde_json::to_value(block) {
-            Ok(value) if value["type"] == "text" => value["text"].as_str().unwrap_or_default().to_string(),
-            Ok(value) => format!("[{} content not shown]", value["type"].as_str().unwrap_or("other")),
-            Err(_) => "[content not shown]".to_string(),
-        })
-        .collect();
-    let mut text = texts.join("\n");
-    if let Some(structured) = &result.structured_content {
-        let echoed = texts.iter().any(|text| says(text, structured));
-        if !echoed {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(&structured.to_string());
-        }
-    }
-    if result.is_error == Some(true) {
-        format!("error: {text}")
-    } else {
-        text
-    }
-}
-
-/// Whether `text` already says `structured`: it is its JSON, or `structured` is the one-key
-/// wrapper SDKs put around a value that is not an object (`{"result": …}`) and `text` is that
-/// value (as JSON, or the string itself).
-fn says(text: &str, structured: &Value) -> bool {
-    let parsed = serde_json::from_str::<Value>(text).ok();
-    if parsed.as_ref() == Some(structured) {
-        return true;
-    }
-    match structured.as_object() {
-        Some(object) if object.len() == 1 => {
-            object.values().next().is_some_and(|value| value.as_str() == Some(text) || parsed.as_ref() == Some(value))
-        }
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::says;
-
-    #[test]
-    fn text_that_carries_the_structured_content_is_not_repeated() {
-        assert!(says(r#"{"sum": 5}"#, &json!({"sum": 5})));
-        assert!(says("5", &json!({"result": 5})));
-        assert!(says("charged 42 EUR", &json!({"result": "charged 42 EUR"})));
-        assert!(!says("done", &json!({"sum": 5})));
-        assert!(!says("5", &json!({"a": 5, "b": 1})));
-    }
+/// The URI of a tool's UI in its `_meta` (MCP Apps): `ui.resourceUri`, or the flat
+/// `ui/resourceUri` key earlier drafts used, as the middleware reads it.
+fn resource_uri(meta: Option<&serde_json::Map<String, Value>>) -> Option<String> {
+    let meta = meta?;
+    let uri = meta.get("ui").and_then(|ui| ui.get("resourceUri")).or_else(|| meta.get("ui/resourceUri"))?;
+    uri.as_str().map(str::to_string)
 }
