@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::scenarios::count;
 use crate::stats::Summary;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -191,14 +190,14 @@ impl Report {
             (
                 format!(
                     "{} running turns waiting on one instance, Postgres: ≤ 2 lease writes/s in total",
-                    count(waiting_turns)
+                    group_thousands(waiting_turns)
                 ),
                 Check::AtMost { figure: format!("{waiting}/updates"), limit: 2.0 },
             ),
             (
                 format!(
                     "{} running turns waiting on one instance, Postgres: RSS ≤ 24 KiB per stream",
-                    count(waiting_turns)
+                    group_thousands(waiting_turns)
                 ),
                 Check::AtMost { figure: format!("{waiting}/rss-per-turn"), limit: 24.0 },
             ),
