@@ -202,31 +202,8 @@ impl Report {
                 Check::AtMost { figure: format!("{waiting}/rss-per-turn"), limit: 24.0 },
             ),
         ];
-        for gw in [pg, lite] {
-            let store = if gw == pg { "Postgres" } else { "SQLite" };
-            checks.extend([
-                // Issue 24: what relaying an upstream AG-UI server costs.
-                (
-                    format!("upstream relay, {store}: through the gateway ≥ 0.8 × the direct rate"),
-                    Check::AtLeastTimes {
-                        figure: format!("{gw}/upstream/through/rate"),
-                        reference: format!("{gw}/upstream/direct/rate"),
-                        k: 0.8,
-                    },
-                ),
-                (
-                    format!("upstream relay, {store}: the gateway adds ≤ 2 ms p99 per event (paced run)"),
-                    Check::AtMost { figure: format!("{gw}/upstream/added/p99"), limit: 2.0 },
-                ),
-                (
-                    format!("replay of 10,000 events, {store}: first event ≤ 5 ms"),
-                    Check::AtMost { figure: format!("{gw}/replay/first"), limit: 5.0 },
-                ),
-                (
-                    format!("replay of 10,000 events, {store}: last event ≤ 25 ms"),
-                    Check::AtMost { figure: format!("{gw}/replay/last"), limit: 25.0 },
-                ),
-            ]);
+        for (gw, store) in [(pg, "Postgres"), (lite, "SQLite")] {
+            checks.extend(store_checks(gw, store));
         }
         checks.extend([
             (
@@ -298,6 +275,34 @@ impl Report {
         }
         out
     }
+}
+
+/// The targets judged alike on each store (`gw` like "gateway/postgres", `store` its name in
+/// the target's label).
+fn store_checks(gw: &str, store: &str) -> Vec<(String, Check)> {
+    vec![
+        // Issue 24: what relaying an upstream AG-UI server costs.
+        (
+            format!("upstream relay, {store}: through the gateway ≥ 0.8 × the direct rate"),
+            Check::AtLeastTimes {
+                figure: format!("{gw}/upstream/through/rate"),
+                reference: format!("{gw}/upstream/direct/rate"),
+                k: 0.8,
+            },
+        ),
+        (
+            format!("upstream relay, {store}: the gateway adds ≤ 2 ms p99 per event (paced run)"),
+            Check::AtMost { figure: format!("{gw}/upstream/added/p99"), limit: 2.0 },
+        ),
+        (
+            format!("replay of 10,000 events, {store}: first event ≤ 5 ms"),
+            Check::AtMost { figure: format!("{gw}/replay/first"), limit: 5.0 },
+        ),
+        (
+            format!("replay of 10,000 events, {store}: last event ≤ 25 ms"),
+            Check::AtMost { figure: format!("{gw}/replay/last"), limit: 25.0 },
+        ),
+    ]
 }
 
 #[cfg(test)]

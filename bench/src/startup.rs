@@ -76,7 +76,8 @@ mod tests {
 
     #[test]
     fn a_pretty_start_up_line_gives_its_address() {
-        let line = "2026-12-04T12:00:00Z  INFO agui_gateway: agui-gateway listening address=127.0.0.1:41234 scheme=http";
+        let line =
+            "2026-12-04T12:00:00Z  INFO agui_gateway: agui-gateway listening address=127.0.0.1:41234 scheme=http";
         assert_eq!(listening_address(line).as_deref(), Some("127.0.0.1:41234"));
     }
 

@@ -277,6 +277,30 @@ async fn running_turns(database: &Database) -> Result<i64> {
     Ok(n)
 }
 
+/// The rows (and, on PostgreSQL, statements) per second each counted table takes over `window`
+/// while the waiting turns sit: the lease heartbeats and nothing else.
+async fn writes_over(database: &Database, window: Duration) -> Result<Vec<Writes>> {
+    let counts_before = counted(database).await?;
+    let window_started = Instant::now();
+    tokio::time::sleep(window).await;
+    let counts_after = counted(database).await?;
+    let secs = window_started.elapsed().as_secs_f64();
+    Ok(counts_after
+        .iter()
+        .map(|(table, statements, rows)| {
+            let (s0, r0) = counts_before
+                .iter()
+                .find(|(t, _, _)| t == table)
+                .map_or((0, 0), |(_, statements, rows)| (*statements, *rows));
+            Writes {
+                table: table.clone(),
+                rows: (rows - r0) as f64 / secs,
+                statements: (database.store == Store::Postgres).then(|| (statements - s0) as f64 / secs),
+            }
+        })
+        .collect())
+}
+
 async fn measure(gateway: &Gateway, turns: u64, settings: &Settings) -> Result<Measured> {
     let target = gateway.target();
     let client = target.client();
@@ -328,25 +352,7 @@ async fn measure(gateway: &Gateway, turns: u64, settings: &Settings) -> Result<M
         bail!("waiting: {running} turns are running in the database, {turns} were started");
     }
     let window = Duration::from_secs(settings.sizes.waiting_window_secs.max(1));
-    let counts_before = counted(&gateway.database).await?;
-    let window_started = Instant::now();
-    tokio::time::sleep(window).await;
-    let counts_after = counted(&gateway.database).await?;
-    let secs = window_started.elapsed().as_secs_f64();
-    let writes = counts_after
-        .iter()
-        .map(|(table, statements, rows)| {
-            let (s0, r0) = counts_before
-                .iter()
-                .find(|(t, _, _)| t == table)
-                .map_or((0, 0), |(_, statements, rows)| (*statements, *rows));
-            Writes {
-                table: table.clone(),
-                rows: (rows - r0) as f64 / secs,
-                statements: (gateway.database.store == Store::Postgres).then(|| (statements - s0) as f64 / secs),
-            }
-        })
-        .collect();
+    let writes = writes_over(&gateway.database, window).await?;
     if settings.strict {
         stored += 2 * turns;
         let in_table = gateway.database.event_count().await?;
