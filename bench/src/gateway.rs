@@ -1,14 +1,15 @@
 //! The gateway as a child process: a config with the scenario's `script` agent, a fresh
 //! database, `agui-gateway serve` started through `sh` with the open-file limit raised to its
-//! hard limit, ready when `/readyz` answers, stopped with SIGTERM (then SIGKILL). A TLS
+//! hard limit, on port 0: the gateway binds its own port and its start-up line says which
+//! ([`crate::startup`]), so no port is picked in advance and no readiness poll sleeps; one
+//! `/readyz` over the run's transport then checks it answers. Stopped with SIGTERM (then SIGKILL). A TLS
 //! transport gives it the run's server certificate (`tls.cert_file`/`tls.key_file`), so its
 //! listener serves HTTPS only, with ALPN `h2` and `http/1.1`.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
@@ -41,11 +42,11 @@ pub struct Gateway {
     dir: tempfile::TempDir,
 }
 
-/// A loopback port nobody listens on right now.
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(listener.local_addr().context("local address")?.port())
-}
+/// Where a new gateway listens: port 0, so it binds a free port itself and reports it.
+const ANY_LOOPBACK_PORT: &str = "127.0.0.1:0";
+
+/// How long a gateway may take to log its start-up line (migrations included).
+const START_UP_LIMIT: Duration = Duration::from_secs(30);
 
 /// `name`'s steps as a `[[agents]]` entry.
 pub fn agent_toml(name: &str, script: &Script) -> String {
@@ -87,16 +88,20 @@ impl Gateway {
         let tenant = "[[tenants]]\nname = \"default\"\nquotas = { max_concurrent_turns = 0 }\n\n";
         let config = format!("{tenant}{bench_agent}{}{}\n", agent_toml("warmup", &WARMUP), settings.extra_config);
         std::fs::write(&config_path, config).context("writing the gateway config")?;
-        let port = free_port()?;
-        let address = format!("127.0.0.1:{port}");
         if transport.is_tls() {
             settings.tls.write_server_files(dir.path())?;
         }
-        let child = spawn(settings, dir.path(), &database.url, &address, transport)?;
+        let mut child = spawn(settings, dir.path(), &database.url, ANY_LOOPBACK_PORT, transport)?;
         let pid = child.id().context("the gateway exited at once")?;
         let connector = Client::new(transport, &settings.tls);
-        let mut gateway = Gateway { child, pid, address, database, transport, connector, dir };
-        if let Err(error) = gateway.wait_ready().await {
+        let started = listening_address(&mut child, dir.path()).await;
+        let address = started.as_ref().map_or_else(|_| String::new(), Clone::clone);
+        let gateway = Gateway { child, pid, address, database, transport, connector, dir };
+        let ready = match started {
+            Ok(_) => gateway.check_ready().await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = ready {
             let log = gateway.log_tail();
             let _ = gateway.stop().await;
             bail!("{error}\n--- gateway log ---\n{log}");
@@ -111,17 +116,40 @@ impl Gateway {
     }
 
     /// Starts the gateway again as before (same port, config and database; its log goes on),
-    /// ready when `/readyz` answers.
+    /// ready when its start-up line says it listens and `/readyz` answers. The port is the one
+    /// the gateway chose at first (the load's clients hold its URL); the gateway binds it again
+    /// itself.
     pub async fn restart(&mut self, settings: &GatewaySettings) -> Result<()> {
         self.kill().await;
         self.child = spawn(settings, self.dir.path(), &self.database.url, &self.address, self.transport)?;
         self.pid = self.child.id().context("the restarted gateway exited at once")?;
-        self.wait_ready().await
+        listening_address(&mut self.child, self.dir.path()).await?;
+        self.check_ready().await
+    }
+}
+
+/// Waits for the start-up line of `child` (its stderr piped) and returns the address it
+/// reports; every line goes on to `dir/gateway.log`.
+async fn listening_address(child: &mut Child, dir: &Path) -> Result<String> {
+    let stderr = child.stderr.take().context("the gateway's stderr")?;
+    let log = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("gateway.log"))
+        .await
+        .context("opening the gateway log")?;
+    match tokio::time::timeout(START_UP_LIMIT, crate::startup::read_listening_address(stderr, log)).await {
+        Ok(Ok(address)) => Ok(address),
+        Ok(Err(error)) => match child.wait().await {
+            Ok(status) => bail!("{error} ({status})"),
+            Err(_) => Err(error),
+        },
+        Err(_) => bail!("the gateway did not log that it listens within {} s", START_UP_LIMIT.as_secs()),
     }
 }
 
 /// `agui-gateway serve` with the config in `dir` on `database_url`, listening on `address`,
-/// its log appended to `dir/gateway.log`.
+/// its stderr piped (for [`listening_address`], which appends it to `dir/gateway.log`).
 fn spawn(
     settings: &GatewaySettings,
     dir: &Path,
@@ -130,11 +158,6 @@ fn spawn(
     transport: Transport,
 ) -> Result<Child> {
     let config_path = dir.join("bench.toml");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("gateway.log"))
-        .context("opening the gateway log")?;
     let mut command = Command::new("sh");
     if transport.is_tls() {
         command
@@ -159,7 +182,7 @@ fn spawn(
         .env("AGUI_GATEWAY_LIMITS_MAX_CONNECTIONS", "1000000")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log)
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {}", settings.binary.display()))
@@ -188,22 +211,15 @@ impl Gateway {
         Ok(())
     }
 
-    async fn wait_ready(&mut self) -> Result<()> {
-        let url = format!("{}://{}/readyz", self.transport.scheme(), self.address);
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(30) {
-            if let Some(status) = self.child.try_wait().context("checking the gateway")? {
-                bail!("the gateway exited during start-up ({status})");
-            }
-            // Over the transport itself, so a TLS set-up that cannot work fails here.
-            if let Ok(response) = self.connector.fresh().get(&url).await {
-                if response.status == 200 {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    /// One `/readyz` once the gateway listens: over the transport itself, so a TLS set-up that
+    /// cannot work fails here, and the database must answer.
+    async fn check_ready(&self) -> Result<()> {
+        let url = self.url("/readyz");
+        let response = self.connector.fresh().get(&url).await.with_context(|| format!("GET {url}"))?;
+        if response.status != 200 {
+            bail!("the gateway listens but {url} answered {}", response.status);
         }
-        bail!("the gateway was not ready within 30 s")
+        Ok(())
     }
 
     /// This gateway as a [`Target`] (`name` like "gateway/postgres", see [`gateway_name`]).

@@ -30,6 +30,7 @@ mod procfs;
 mod report;
 mod scenarios;
 mod sse;
+mod startup;
 mod stats;
 mod target;
 mod tls;

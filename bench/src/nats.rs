@@ -1,11 +1,13 @@
 //! A NATS server for the scale-out scenario's `nats` bus: the one at the given URL when it
 //! answers, else `nats-server -p PORT` (from PATH, /usr/sbin or /usr/bin) started as this
-//! tool's child, on loopback, stopped when the returned handle drops.
+//! tool's child, on loopback, stopped when the returned handle drops. A started server is
+//! ready when it logs `Server is ready` (read from its stderr: no connect poll, no sleep).
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
@@ -48,14 +50,14 @@ pub async fn ensure(url: &str) -> Result<Option<NatsServer>> {
     let Some(binary) = nats_server_binary() else {
         bail!("no NATS server answers at {url}, and no nats-server binary in PATH, /usr/sbin or /usr/bin");
     };
-    let child = Command::new(&binary)
+    let mut child = Command::new(&binary)
         .arg("-a")
         .arg("127.0.0.1")
         .arg("-p")
         .arg(port.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {}", binary.display()))?;
@@ -64,12 +66,23 @@ pub async fn ensure(url: &str) -> Result<Option<NatsServer>> {
         binary.display(),
         child.id().unwrap_or(0)
     );
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(10) {
-        if answers("127.0.0.1", port).await {
-            return Ok(Some(NatsServer { _child: child }));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let stderr = child.stderr.take().context("nats-server's stderr")?;
+    match tokio::time::timeout(Duration::from_secs(10), logs_ready(stderr)).await {
+        Ok(Ok(())) => Ok(Some(NatsServer { _child: child })),
+        Ok(Err(error)) => Err(error),
+        Err(_) => bail!("the nats-server started on port {port} did not say it was ready within 10 s"),
     }
-    bail!("the nats-server started on port {port} did not answer within 10 s")
+}
+
+/// Reads nats-server's log until `Server is ready` (logged once it listens), then keeps
+/// draining it in a task of its own so the server never blocks on a full pipe.
+async fn logs_ready(stderr: tokio::process::ChildStderr) -> Result<()> {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Some(line) = lines.next_line().await.context("reading nats-server's log")? {
+        if line.contains("Server is ready") {
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return Ok(());
+        }
+    }
+    bail!("nats-server exited during start-up")
 }

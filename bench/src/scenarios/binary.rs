@@ -89,11 +89,43 @@ async fn replay(client: &Client, url: &str, body: &str, last_event_id: &str, wir
 }
 
 /// Runs the scenario (gateway only); returns the events the gateway should have stored.
+/// Per wire (SSE first, then binary): bytes per event, events read per second and the
+/// gateway's CPU per event, one sample per kept repetition.
+type Figures = [(Vec<f64>, Vec<f64>, Vec<f64>); 2];
+
+/// Adds each wire's three figures to the report.
+fn add_figures(report: &mut Report, target: &Target, settings: &Settings, figures: Figures) {
+    let label = format!(
+        "replay of a finished {}-event turn ({} chars a delta), {}",
+        count(settings.sizes.replay_events),
+        settings.sizes.bytes,
+        target.name
+    );
+    for (wire, (bytes, rates, cpu)) in [Wire::Sse, Wire::Binary].into_iter().zip(figures) {
+        let key = format!("{}/binary/{}", target.name, wire.name());
+        report.add(
+            format!("{key}/bytes-per-event"),
+            format!("{label}, {}: bytes per event", wire.name()),
+            Unit::Times,
+            bytes,
+            None,
+        );
+        report.add(format!("{key}/rate"), format!("{label}, {}: events read", wire.name()), Unit::PerSec, rates, None);
+        report.add(
+            format!("{key}/cpu-per-event"),
+            format!("{label}, {}: gateway CPU per event", wire.name()),
+            Unit::Us,
+            cpu,
+            None,
+        );
+    }
+}
+
 pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> Result<u64> {
     let client = target.client();
     let mut stored = warm_up(&client, target, settings).await?;
     let props = super::replay::script(settings).peer_props();
-    let mut figures: [(Vec<f64>, Vec<f64>, Vec<f64>); 2] = Default::default();
+    let mut figures: Figures = Default::default();
     let mut repetitions = Repetitions::new(settings);
     while let Some(repetition) = repetitions.next() {
         let body = sse::run_body(&unique("binary"), "run-1", &props);
@@ -147,29 +179,6 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
             slot.2.push(per_event_us);
         }
     }
-    let label = format!(
-        "replay of a finished {}-event turn ({} chars a delta), {}",
-        count(settings.sizes.replay_events),
-        settings.sizes.bytes,
-        target.name
-    );
-    for (wire, (bytes, rates, cpu)) in [Wire::Sse, Wire::Binary].into_iter().zip(figures) {
-        let key = format!("{}/binary/{}", target.name, wire.name());
-        report.add(
-            format!("{key}/bytes-per-event"),
-            format!("{label}, {}: bytes per event", wire.name()),
-            Unit::Times,
-            bytes,
-            None,
-        );
-        report.add(format!("{key}/rate"), format!("{label}, {}: events read", wire.name()), Unit::PerSec, rates, None);
-        report.add(
-            format!("{key}/cpu-per-event"),
-            format!("{label}, {}: gateway CPU per event", wire.name()),
-            Unit::Us,
-            cpu,
-            None,
-        );
-    }
+    add_figures(report, target, settings, figures);
     Ok(stored)
 }

@@ -35,6 +35,30 @@ pub async fn run(target: &Target, settings: &Settings, report: &mut Report) -> R
 
 /// The scenario with turn `i` on `targets[i % n]` (the warm-up is the caller's); figures go
 /// under `key`, with each instance's CPU when there are several. Returns the events streamed.
+/// Waits for every turn's client, checks each turn delivered its `per_turn` content events, and
+/// returns the events received and when the last one arrived (`started` if none did).
+async fn await_turns(
+    tasks: Vec<tokio::task::JoinHandle<Result<sse::Received>>>,
+    name: &str,
+    per_turn: u64,
+    started: Instant,
+) -> Result<(u64, Instant)> {
+    let mut events = 0;
+    let mut last = started;
+    for task in tasks {
+        let received = task.await.context("a fan-in client task failed")??;
+        received.expect_finished(&format!("fan-in on {name}"))?;
+        if received.content_events != per_turn {
+            bail!("fan-in on {name}: a turn delivered {} content events of {per_turn}", received.content_events);
+        }
+        events += received.events;
+        if let Some(at) = received.last_at {
+            last = last.max(at);
+        }
+    }
+    Ok((events, last))
+}
+
 pub async fn run_over(
     targets: &[Target],
     key: &str,
@@ -67,23 +91,7 @@ pub async fn run_over(
             let timeout = settings.timeout;
             tasks.push(tokio::spawn(async move { run_to_end(&client, &url, body, None, options, timeout).await }));
         }
-        let mut events = 0;
-        let mut last = started;
-        for task in tasks {
-            let received = task.await.context("a fan-in client task failed")??;
-            received.expect_finished(&format!("fan-in on {}", target.name))?;
-            if received.content_events != per_turn {
-                bail!(
-                    "fan-in on {}: a turn delivered {} content events of {per_turn}",
-                    target.name,
-                    received.content_events
-                );
-            }
-            events += received.events;
-            if let Some(at) = received.last_at {
-                last = last.max(at);
-            }
-        }
+        let (events, last) = await_turns(tasks, &target.name, per_turn, started).await?;
         let after = CpuSnapshot::take_all(&pids)?;
         let elapsed = last.duration_since(started).as_secs_f64().max(1e-9);
         let rate = events as f64 / elapsed;

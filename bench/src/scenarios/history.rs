@@ -55,6 +55,34 @@ const COMPARED: [(&str, &str); 6] = [
     ("ticking/p99", "ticking p99"),
 ];
 
+/// Fills `database` with `threads` × `per_thread` events and reports how long that took.
+async fn fill_timed(
+    database: &Database,
+    store: Store,
+    threads: u64,
+    per_thread: u64,
+    bytes: usize,
+    report: &mut Report,
+) -> Result<()> {
+    let started = Instant::now();
+    fill(database, threads, per_thread, bytes).await?;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "  history on {store}: filled {} events over {} threads in {secs:.1} s ({:.0} events/s, ANALYZE included)",
+        count(threads * per_thread),
+        count(threads),
+        (threads * per_thread) as f64 / secs.max(1e-9)
+    );
+    report.add(
+        format!("gateway/{store}/history/fill"),
+        format!("history on {store}: filling {} events over {} threads", count(threads * per_thread), count(threads)),
+        Unit::Ms,
+        vec![secs * 1000.0],
+        None,
+    );
+    Ok(())
+}
+
 pub async fn run(
     gateways: &GatewaySettings,
     store: Store,
@@ -72,22 +100,7 @@ pub async fn run(
         let prepared = async {
             Gateway::migrate(gateways, &database).await?;
             if full {
-                let started = Instant::now();
-                fill(&database, threads, per_thread, sizes.bytes).await?;
-                let secs = started.elapsed().as_secs_f64();
-                eprintln!(
-                    "  history on {store}: filled {} events over {} threads in {secs:.1} s ({:.0} events/s, ANALYZE included)",
-                    count(threads * per_thread),
-                    count(threads),
-                    (threads * per_thread) as f64 / secs.max(1e-9)
-                );
-                report.add(
-                    format!("gateway/{store}/history/fill"),
-                    format!("history on {store}: filling {} events over {} threads", count(threads * per_thread), count(threads)),
-                    Unit::Ms,
-                    vec![secs * 1000.0],
-                    None,
-                );
+                fill_timed(&database, store, threads, per_thread, sizes.bytes, report).await?;
             }
             Ok::<_, Error>(())
         }

@@ -109,9 +109,9 @@ impl ModelServer {
     }
 }
 
-/// One HTTP/1.1 exchange (the answer closes the connection: `Connection: close`).
-async fn serve(mut socket: TcpStream, state: &Scripted) -> Result<()> {
-    socket.set_nodelay(true).context("setting TCP_NODELAY")?;
+/// Reads one request: its path and JSON body (`null` when empty); `None` when the connection
+/// closed without one.
+async fn read_request(socket: &mut TcpStream) -> Result<Option<(String, Value)>> {
     let mut raw = Vec::with_capacity(4096);
     let head_end = loop {
         if let Some(end) = memchr::memmem::find(&raw, b"\r\n\r\n") {
@@ -121,7 +121,7 @@ async fn serve(mut socket: TcpStream, state: &Scripted) -> Result<()> {
             bail!("a request head over 1 MiB");
         }
         if socket.read_buf(&mut raw).await.context("reading a request")? == 0 {
-            return Ok(()); // a connection closed without a request (a pool's probe)
+            return Ok(None); // a connection closed without a request (a pool's probe)
         }
     };
     let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
@@ -142,6 +142,68 @@ async fn serve(mut socket: TcpStream, state: &Scripted) -> Result<()> {
         Value::Null
     } else {
         serde_json::from_slice(&raw[body_start..body_start + length]).context("a request body that is not JSON")?
+    };
+    Ok(Some((path, body)))
+}
+
+/// The first answer of a chat: both tool calls in one answer, as a model streams them.
+fn tool_calls_answer(chat: &str) -> String {
+    // The arguments split over two chunks each, as models do.
+    let args = json!({ "chat": chat }).to_string();
+    let (head, tail) = args.split_at(args.len() / 2);
+    let note = json!({ "text": NOTE, "tags": ["bench"] }).to_string();
+    let (note_head, note_tail) = note.split_at(note.len() / 2);
+    let mut answer = String::new();
+    answer.push_str(&chunk(json!({"role": "assistant", "tool_calls": [
+        {"index": 0, "id": "call_lookup", "type": "function", "function": {"name": TOOL, "arguments": head}}]})));
+    answer.push_str(&chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": tail}}]})));
+    answer.push_str(&chunk(json!({"tool_calls": [
+        {"index": 1, "id": "call_note", "type": "function", "function": {"name": "board_write", "arguments": note_head}}]})));
+    answer.push_str(&chunk(json!({"tool_calls": [{"index": 1, "function": {"arguments": note_tail}}]})));
+    answer.push_str(&finish("tool_calls", 2));
+    answer.push_str("data: [DONE]\n\n");
+    answer
+}
+
+/// The second answer of a chat: `state.tokens` stamped tokens at `state.token_rate`, each
+/// stamp recorded (when `state.record`) as written, so a kill's cut is known.
+async fn stream_tokens(socket: &mut TcpStream, state: &Scripted, chat: &str) -> Result<()> {
+    let every = Duration::from_secs(1) / state.token_rate as u32;
+    let started = tokio::time::Instant::now();
+    let mut last = 0;
+    let mut answer =
+        Answer { stamps: Vec::with_capacity(if state.record { state.tokens as usize } else { 0 }), complete: false };
+    for n in 0..state.tokens {
+        tokio::time::sleep_until(started + every * n as u32).await;
+        // Strictly increasing per chat, so order and uniqueness can be checked.
+        let stamp = wall_us().max(last + 1);
+        last = stamp;
+        let mut piece = chunk(json!({ "content": format!(" t{stamp}") }));
+        if n == 0 {
+            piece = chunk(json!({ "role": "assistant", "content": format!(" t{stamp}") }));
+        }
+        if let Err(error) = write_chunk(socket, piece.as_bytes()).await {
+            // The gateway went (killed): what was written so far is this answer.
+            state.keep(chat, answer);
+            return Err(error);
+        }
+        if state.record {
+            answer.stamps.push(stamp);
+        }
+    }
+    let mut end = finish("stop", state.tokens);
+    end.push_str("data: [DONE]\n\n");
+    let ended = write_chunk(socket, end.as_bytes()).await;
+    answer.complete = ended.is_ok();
+    state.keep(chat, answer);
+    ended
+}
+
+/// One HTTP/1.1 exchange (the answer closes the connection: `Connection: close`).
+async fn serve(mut socket: TcpStream, state: &Scripted) -> Result<()> {
+    socket.set_nodelay(true).context("setting TCP_NODELAY")?;
+    let Some((path, body)) = read_request(&mut socket).await? else {
+        return Ok(());
     };
     if path.ends_with("/tool") {
         state.tool_calls.fetch_add(1, Ordering::Relaxed);
@@ -174,53 +236,10 @@ async fn serve(mut socket: TcpStream, state: &Scripted) -> Result<()> {
         .await
         .context("answering a model call")?;
     if results == 0 {
-        // Both calls in one answer, the arguments split over two chunks each as models do.
-        let args = json!({ "chat": chat }).to_string();
-        let (head, tail) = args.split_at(args.len() / 2);
-        let note = json!({ "text": NOTE, "tags": ["bench"] }).to_string();
-        let (note_head, note_tail) = note.split_at(note.len() / 2);
-        let mut answer = String::new();
-        answer.push_str(&chunk(json!({"role": "assistant", "tool_calls": [
-            {"index": 0, "id": "call_lookup", "type": "function", "function": {"name": TOOL, "arguments": head}}]})));
-        answer.push_str(&chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": tail}}]})));
-        answer.push_str(&chunk(json!({"tool_calls": [
-            {"index": 1, "id": "call_note", "type": "function", "function": {"name": "board_write", "arguments": note_head}}]})));
-        answer.push_str(&chunk(json!({"tool_calls": [{"index": 1, "function": {"arguments": note_tail}}]})));
-        answer.push_str(&finish("tool_calls", 2));
-        answer.push_str("data: [DONE]\n\n");
+        let answer = tool_calls_answer(&chat);
         write_chunk(&mut socket, answer.as_bytes()).await?;
     } else {
-        let every = Duration::from_secs(1) / state.token_rate as u32;
-        let started = tokio::time::Instant::now();
-        let mut last = 0;
-        let mut answer = Answer {
-            stamps: Vec::with_capacity(if state.record { state.tokens as usize } else { 0 }),
-            complete: false,
-        };
-        for n in 0..state.tokens {
-            tokio::time::sleep_until(started + every * n as u32).await;
-            // Strictly increasing per chat, so order and uniqueness can be checked.
-            let stamp = wall_us().max(last + 1);
-            last = stamp;
-            let mut piece = chunk(json!({ "content": format!(" t{stamp}") }));
-            if n == 0 {
-                piece = chunk(json!({ "role": "assistant", "content": format!(" t{stamp}") }));
-            }
-            if let Err(error) = write_chunk(&mut socket, piece.as_bytes()).await {
-                // The gateway went (killed): what was written so far is this answer.
-                state.keep(&chat, answer);
-                return Err(error);
-            }
-            if state.record {
-                answer.stamps.push(stamp);
-            }
-        }
-        let mut end = finish("stop", state.tokens);
-        end.push_str("data: [DONE]\n\n");
-        let ended = write_chunk(&mut socket, end.as_bytes()).await;
-        answer.complete = ended.is_ok();
-        state.keep(&chat, answer);
-        ended?;
+        stream_tokens(&mut socket, state, &chat).await?;
     }
     socket.write_all(b"0\r\n\r\n").await.context("ending a model answer")?;
     let _ = socket.shutdown().await;

@@ -44,6 +44,78 @@ const WAIT_MS: u64 = 600_000;
 /// The tables whose updates are counted (`instances` only where it exists).
 const COUNTED: [&str; 2] = ["turns", "instances"];
 
+/// One repetition: a fresh database with the counting triggers, a gateway on it, `turns`
+/// waiting turns measured, the gateway stopped (its last log lines in a failure).
+async fn measure_once(
+    gateways: &GatewaySettings,
+    store: Store,
+    transport: Transport,
+    turns: u64,
+    settings: &Settings,
+) -> Result<Measured> {
+    let database = Database::create(store, &gateways.postgres).await?;
+    let prepared = async {
+        Gateway::migrate(gateways, &database).await?;
+        install_counters(&database).await
+    }
+    .await;
+    if let Err(error) = prepared {
+        let _ = database.drop_database().await;
+        return Err(error);
+    }
+    let bench = agent_toml("bench", &Script::Wait { ms: WAIT_MS });
+    let gateway = Gateway::start_on(gateways, database, transport, &bench).await?;
+    let outcome = measure(&gateway, turns, settings).await;
+    let log = gateway.log_tail();
+    gateway.stop().await?;
+    outcome.map_err(|e| Error::msg(format!("{e}\n--- gateway log ---\n{log}")))
+}
+
+/// Per counted table: its rows and (PostgreSQL) statements updated per second, one sample per
+/// repetition.
+type Lease = Vec<(String, Vec<f64>, Vec<f64>)>;
+
+/// Adds the figures of `turns` waiting turns on `name` (RSS per turn, time to open, rows
+/// updated per second, and each table's lease writes) to the report.
+fn add_figures(report: &mut Report, name: &str, turns: u64, figures: [Vec<f64>; 3], lease: Lease) {
+    let key = format!("{name}/waiting-{turns}");
+    let label = format!("waiting {} turns, a stream each, {name}", count(turns));
+    let [with_stream, open_ms, rows] = figures;
+    report.add(
+        format!("{key}/rss-per-turn"),
+        format!("{label}: RSS per turn = per stream (one each)"),
+        Unit::KiB,
+        with_stream,
+        None,
+    );
+    report.add(format!("{key}/open"), format!("{label}: time to open them all"), Unit::Ms, open_ms, None);
+    report.add(
+        format!("{key}/updates"),
+        format!("{label}: rows updated per second, all counted tables (lease writes)"),
+        Unit::PerSec,
+        rows,
+        None,
+    );
+    for (table, rows, statements) in lease {
+        report.add(
+            format!("{key}/updates/{table}"),
+            format!("{label}: `{table}` rows updated per second"),
+            Unit::PerSec,
+            rows,
+            None,
+        );
+        if !statements.is_empty() {
+            report.add(
+                format!("{key}/updates/{table}/statements"),
+                format!("{label}: UPDATE statements on `{table}` per second"),
+                Unit::PerSec,
+                statements,
+                None,
+            );
+        }
+    }
+}
+
 pub async fn run(
     gateways: &GatewaySettings,
     store: Store,
@@ -60,25 +132,10 @@ pub async fn run(
         }
         let name = gateway_name(store, transport);
         let mut figures: [Vec<f64>; 3] = Default::default();
-        let mut lease: Vec<(String, Vec<f64>, Vec<f64>)> = Vec::new();
+        let mut lease: Lease = Vec::new();
         for repetition in 1..=settings.repeats {
             quiet.wait().await?;
-            let database = Database::create(store, &gateways.postgres).await?;
-            let prepared = async {
-                Gateway::migrate(gateways, &database).await?;
-                install_counters(&database).await
-            }
-            .await;
-            if let Err(error) = prepared {
-                let _ = database.drop_database().await;
-                return Err(error);
-            }
-            let bench = agent_toml("bench", &Script::Wait { ms: WAIT_MS });
-            let gateway = Gateway::start_on(gateways, database, transport, &bench).await?;
-            let outcome = measure(&gateway, turns, settings).await;
-            let log = gateway.log_tail();
-            gateway.stop().await?;
-            let m = outcome.map_err(|e| Error::msg(format!("{e}\n--- gateway log ---\n{log}")))?;
+            let m = measure_once(gateways, store, transport, turns, settings).await?;
             let writes: Vec<String> = m
                 .writes
                 .iter()
@@ -114,42 +171,7 @@ pub async fn run(
                 }
             }
         }
-        let key = format!("{name}/waiting-{turns}");
-        let label = format!("waiting {} turns, a stream each, {name}", count(turns));
-        let [with_stream, open_ms, rows] = figures;
-        report.add(
-            format!("{key}/rss-per-turn"),
-            format!("{label}: RSS per turn = per stream (one each)"),
-            Unit::KiB,
-            with_stream,
-            None,
-        );
-        report.add(format!("{key}/open"), format!("{label}: time to open them all"), Unit::Ms, open_ms, None);
-        report.add(
-            format!("{key}/updates"),
-            format!("{label}: rows updated per second, all counted tables (lease writes)"),
-            Unit::PerSec,
-            rows,
-            None,
-        );
-        for (table, rows, statements) in lease {
-            report.add(
-                format!("{key}/updates/{table}"),
-                format!("{label}: `{table}` rows updated per second"),
-                Unit::PerSec,
-                rows,
-                None,
-            );
-            if !statements.is_empty() {
-                report.add(
-                    format!("{key}/updates/{table}/statements"),
-                    format!("{label}: UPDATE statements on `{table}` per second"),
-                    Unit::PerSec,
-                    statements,
-                    None,
-                );
-            }
-        }
+        add_figures(report, &name, turns, figures, lease);
     }
     Ok(())
 }
@@ -277,6 +299,30 @@ async fn running_turns(database: &Database) -> Result<i64> {
     Ok(n)
 }
 
+/// The rows (and, on PostgreSQL, statements) per second each counted table takes over `window`
+/// while the waiting turns sit: the lease heartbeats and nothing else.
+async fn writes_over(database: &Database, window: Duration) -> Result<Vec<Writes>> {
+    let counts_before = counted(database).await?;
+    let window_started = Instant::now();
+    tokio::time::sleep(window).await;
+    let counts_after = counted(database).await?;
+    let secs = window_started.elapsed().as_secs_f64();
+    Ok(counts_after
+        .iter()
+        .map(|(table, statements, rows)| {
+            let (s0, r0) = counts_before
+                .iter()
+                .find(|(t, _, _)| t == table)
+                .map_or((0, 0), |(_, statements, rows)| (*statements, *rows));
+            Writes {
+                table: table.clone(),
+                rows: (rows - r0) as f64 / secs,
+                statements: (database.store == Store::Postgres).then(|| (statements - s0) as f64 / secs),
+            }
+        })
+        .collect())
+}
+
 async fn measure(gateway: &Gateway, turns: u64, settings: &Settings) -> Result<Measured> {
     let target = gateway.target();
     let client = target.client();
@@ -328,25 +374,7 @@ async fn measure(gateway: &Gateway, turns: u64, settings: &Settings) -> Result<M
         bail!("waiting: {running} turns are running in the database, {turns} were started");
     }
     let window = Duration::from_secs(settings.sizes.waiting_window_secs.max(1));
-    let counts_before = counted(&gateway.database).await?;
-    let window_started = Instant::now();
-    tokio::time::sleep(window).await;
-    let counts_after = counted(&gateway.database).await?;
-    let secs = window_started.elapsed().as_secs_f64();
-    let writes = counts_after
-        .iter()
-        .map(|(table, statements, rows)| {
-            let (s0, r0) = counts_before
-                .iter()
-                .find(|(t, _, _)| t == table)
-                .map_or((0, 0), |(_, statements, rows)| (*statements, *rows));
-            Writes {
-                table: table.clone(),
-                rows: (rows - r0) as f64 / secs,
-                statements: (gateway.database.store == Store::Postgres).then(|| (statements - s0) as f64 / secs),
-            }
-        })
-        .collect();
+    let writes = writes_over(&gateway.database, window).await?;
     if settings.strict {
         stored += 2 * turns;
         let in_table = gateway.database.event_count().await?;
