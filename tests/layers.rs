@@ -467,7 +467,6 @@ const KNOWN_TANGLES: &[&str] = &[
      engine::request::quota, engine::runner, engine::stream::connect, engine::stream::tail, engine::turn, \
      engine::turn::agent, engine::turn::budget, engine::turn::context, engine::turn::delegation, \
      engine::turn::vocabulary, engine::turn::waits",
-    "engine::log, engine::log::writer",
 ];
 
 /// The groups of two or more files of one layer that reach each other (the strongly connected

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::append::{verdict, Append, LogError};
 use super::writer::Writer;
-use super::{Append, LogError};
 use crate::retry::Backoff;
 use crate::store::{BatchOutcome, Store, StoreError, TurnWrites, WriteOp};
 
@@ -21,7 +21,7 @@ impl Writer {
         let outcomes = if interrupted || (self.depth > 1 && error.is_refused_by_database()) {
             tracing::warn!(%error, appends = batch.len(), "an event log batch failed; trying it again on its own");
             match commit_with_retry(self.store.as_ref(), self.clock.as_ref(), &batch, interrupted).await {
-                Ok(outcome) => Some((0..batch.len()).map(|index| super::verdict(&outcome, index)).collect()),
+                Ok(outcome) => Some((0..batch.len()).map(|index| verdict(&outcome, index)).collect()),
                 Err(error) => {
                     tracing::warn!(%error, appends = batch.len(), "an event log batch failed; committing its appends one by one");
                     None
@@ -51,7 +51,7 @@ impl Writer {
                         )
                         .await
                         {
-                            Ok(outcome) => super::verdict(&outcome, 0),
+                            Ok(outcome) => verdict(&outcome, 0),
                             Err(error) => Err(LogError::Commit(Arc::new(error))),
                         }
                     };

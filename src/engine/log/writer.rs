@@ -10,8 +10,8 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::append::{publish, verdict, Announcement, Append, LogError};
 use super::stages::{write_and_commit, Finished, StageSenders, Stages};
-use super::{publish, Announcement, Append, LogError};
 use crate::engine::stream::hub::Hub;
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError, TurnWrites, WriteOp};
@@ -104,7 +104,7 @@ impl Writer {
                             self.metrics.log_commit_seconds.observe((acknowledged - sent).as_secs_f64());
                             self.metrics.append_commit_seconds.observe((acknowledged - started).as_secs_f64());
                             let outcomes = (0..appends.len())
-                                .map(|index| super::verdict(&outcome, index))
+                                .map(|index| verdict(&outcome, index))
                                 .collect();
                             self.settle(appends, batch, outcomes, &outcome.followed, acknowledged);
                         }
