@@ -462,7 +462,6 @@ fn layer_edges(src: &Path) -> BTreeMap<String, BTreeMap<Vec<String>, BTreeSet<Ve
 const KNOWN_TANGLES: &[&str] = &[
     "agents, agents::agui, agents::agui::relay, agents::openai, agents::openai::decisions, agents::openai::mcp, \
      agents::openai::mcp::result",
-    "auth, auth::access, auth::jwt, auth::keys, auth::providers, auth::watchers",
     "engine, engine::conversation, engine::request, engine::request::decide, engine::request::follow, \
      engine::request::quota, engine::runner, engine::stream::connect, engine::stream::tail, engine::turn, \
      engine::turn::agent, engine::turn::budget, engine::turn::context, engine::turn::delegation, \

@@ -3,7 +3,7 @@
 //! [`Auth::access_ends`] resolves at the first of them; the stream then ends with `RUN_ERROR
 //! revoked` saying which (`http/sse.rs`).
 
-use super::Auth;
+use super::state::Auth;
 use crate::caller::Caller;
 
 impl Auth {

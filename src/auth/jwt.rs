@@ -12,7 +12,8 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{json, Map, Value};
 
-use super::{AuthError, Scopes};
+use super::error::{AuthError, KeyError};
+use crate::caller::Scopes;
 use crate::config::AppTokensConfig;
 
 /// A verification key and the one algorithm it accepts.
@@ -31,17 +32,6 @@ pub struct Rules<'a> {
     /// The time `exp` and `nbf` are judged at: the gateway's clock, not the library's reading
     /// of the machine's (a test moves it by hand).
     pub now_secs: u64,
-}
-
-/// Why a key could not be loaded at start.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    #[error("cannot read key file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
-    #[error("{what}: {source}")]
-    Parse { what: String, source: jsonwebtoken::errors::Error },
-    #[error("{0}")]
-    Invalid(String),
 }
 
 /// Reads the unverified `iss` of a token, only to pick the verifier that will check it.

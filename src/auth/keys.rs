@@ -7,7 +7,7 @@ use base64::Engine as _;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 
-use super::Scopes;
+use crate::caller::Scopes;
 use crate::clock::Clock;
 use crate::store::{ApiKeyRow, AuditEntry, KeyKind, Store, StoreError};
 

@@ -13,13 +13,15 @@
 //! The HTTP extractors that turn this into permissions live in `http::permissions`.
 
 mod access;
+mod error;
 pub mod jwt;
 pub mod keys;
 pub mod providers;
+mod state;
 pub mod time;
 mod watchers;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,13 +30,16 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use crate::clock::Clock;
-use crate::config::{AuthConfig, Config};
+use crate::config::Config;
 use crate::store::{AuditEntry, KeyKind, Store, StoreError};
-use jwt::{AppClaims, AppTokens, KeyError};
+use jwt::{AppClaims, AppTokens};
 use providers::Provider;
 use watchers::{holds_api_keys, spawn_failure_reporter, spawn_revocation_watcher};
 
 pub use access::{AccessEnd, ThreadSight};
+pub use error::{AuthError, AuthSetupError, MintError};
+pub use state::Auth;
+use state::{Failures, Inner};
 
 pub use crate::caller::{Caller, KeyCaller, Person, Scopes, LOCAL_PERSON};
 
@@ -63,76 +68,6 @@ pub struct IdentityToken {
     pub expires_at: u64,
 }
 
-/// Why a caller was not accepted: 401 `unauthenticated`. The message never repeats the
-/// credential; [`AuthError::reason`] names the failure in the audit trail's counts.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthError {
-    #[error("this gateway has no authentication configured and accepts requests only from loopback")]
-    NotLoopback,
-    #[error("an Authorization header with a bearer credential is required")]
-    Missing,
-    #[error("the Authorization header must be `Bearer <credential>`")]
-    Malformed,
-    #[error("{0}")]
-    InvalidToken(&'static str),
-    #[error("the token has expired")]
-    Expired,
-    #[error("the token is not valid yet (nbf)")]
-    NotYetValid,
-    #[error("the API key is not valid")]
-    UnknownKey,
-    #[error("the API key has been revoked")]
-    Revoked,
-    #[error("an app key is accepted only by POST /v1/auth/token")]
-    AppKeyAsBearer,
-    #[error("the key is not an app key")]
-    NotAnAppKey,
-    #[error("the token's identity provider does not speak for the tenant the token names")]
-    TenantNotBound,
-    #[error("the credential could not be checked")]
-    Store(#[source] StoreError),
-}
-
-impl AuthError {
-    /// A short name for counting.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            AuthError::NotLoopback => "not_loopback",
-            AuthError::Missing => "missing",
-            AuthError::Malformed => "malformed",
-            AuthError::InvalidToken(_) => "invalid_token",
-            AuthError::Expired => "expired",
-            AuthError::NotYetValid => "not_yet_valid",
-            AuthError::UnknownKey => "unknown_key",
-            AuthError::Revoked => "revoked",
-            AuthError::AppKeyAsBearer => "app_key_as_bearer",
-            AuthError::NotAnAppKey => "not_an_app_key",
-            AuthError::TenantNotBound => "tenant_not_bound",
-            AuthError::Store(_) => "store",
-        }
-    }
-}
-
-/// Why authentication could not be set up at start.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthSetupError {
-    #[error("auth.app_tokens: {0}")]
-    AppTokens(#[source] KeyError),
-    #[error("identity provider '{name}': {source}")]
-    Provider { name: String, source: KeyError },
-    #[error("looking for API keys (auth.local_dev = \"auto\"): {0}")]
-    Store(#[source] StoreError),
-}
-
-/// Why a token could not be minted.
-#[derive(Debug, thiserror::Error)]
-pub enum MintError {
-    #[error("this gateway has no signing key for app tokens (auth.app_tokens)")]
-    NoSigningKey,
-    #[error("signing failed: {0}")]
-    Sign(#[from] jsonwebtoken::errors::Error),
-}
-
 /// What a minted app token says.
 pub struct MintRequest<'a> {
     pub tenant: &'a str,
@@ -140,38 +75,6 @@ pub struct MintRequest<'a> {
     pub ttl_secs: u64,
     /// The token never outlives this (the exchanged subject token's `exp`).
     pub not_after: Option<u64>,
-}
-
-/// Authentication for one gateway: cheap to clone.
-#[derive(Clone)]
-pub struct Auth {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    config: AuthConfig,
-    /// Local development mode; under `auto` it switches off for good once a key exists.
-    local_dev: AtomicBool,
-    tenants: HashSet<String>,
-    store: Arc<dyn Store>,
-    app: AppTokens,
-    providers: Vec<Arc<Provider>>,
-    failures: Mutex<Failures>,
-    revoked: watch::Sender<Arc<HashSet<String>>>,
-    /// Threads erased lately (`(tenant, thread id)` → when), so that open streams on them end;
-    /// kept for `access::DELETIONS_KEPT_MS`, far longer than a stream takes to hear of one.
-    deleted_threads: watch::Sender<Arc<HashMap<(String, String), i64>>>,
-    /// What time it is for minted tokens' lifetimes and the failure and revocation windows.
-    clock: Arc<dyn Clock>,
-}
-
-#[derive(Default)]
-struct Failures {
-    /// Since the last report, per tenant and reason.
-    pending: HashMap<String, BTreeMap<&'static str, u64>>,
-    pending_since_ms: i64,
-    /// Since start, per tenant.
-    total: HashMap<String, u64>,
 }
 
 impl Auth {

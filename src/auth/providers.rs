@@ -10,8 +10,8 @@ use std::time::Duration;
 use jsonwebtoken::Algorithm;
 use serde_json::{Map, Value};
 
-use super::jwt::{self, KeyError, Rules, VerifyKey};
-use super::AuthError;
+use super::error::{AuthError, KeyError};
+use super::jwt::{self, Rules, VerifyKey};
 use crate::config::IdentityProviderConfig;
 
 const DEFAULT_ALGORITHMS: [Algorithm; 3] = [Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA];

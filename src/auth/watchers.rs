@@ -10,7 +10,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::access::DELETIONS_KEPT_MS;
-use super::{AuthSetupError, Inner};
+use super::error::AuthSetupError;
+use super::state::Inner;
 use crate::store::{AuditEntry, Store, StoreError};
 
 impl Inner {
