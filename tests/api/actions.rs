@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use crate::auth::{app_token, auth_config, claims};
+use crate::auth::{auth_config, scoped_token};
 use crate::helpers::*;
 use crate::on_both_stores;
 use crate::upstream::{gateway_in_front_of, upstream_of, Upstream};
@@ -172,11 +172,7 @@ on_both_stores!(a_click_on_a_surface_never_shown_is_refused);
 async fn a_click_by_a_caller_who_may_not_start_the_agent_is_refused(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(auth_config(&db.url, "")).await;
-    let token = |scope: &str| {
-        let mut claims = claims("default", "nina");
-        claims["scope"] = json!(scope);
-        format!("Bearer {}", app_token(&claims))
-    };
+    let token = |scope: &str| format!("Bearer {}", scoped_token("default", "nina", scope));
     let full = token("threads:read threads:content agent:surveyor");
     let response = app
         .post_run_with("surveyor", &first_run("th-scoped-click", "run-1", "menu?"), &[("authorization", &full)])

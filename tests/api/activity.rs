@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use crate::auth::{app_token, auth_config, claims};
+use crate::auth::{auth_config, scoped_token};
 use crate::connect::connect;
 use crate::helpers::*;
 use crate::on_both_stores;
@@ -154,11 +154,7 @@ on_both_stores!(a_branch_shows_only_its_own_activity);
 async fn only_a_caller_with_content_permission_sees_activity(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(auth_config(&db.url, "")).await;
-    let token = |scope: &str| {
-        let mut claims = claims("default", "nina");
-        claims["scope"] = json!(scope);
-        format!("Bearer {}", app_token(&claims))
-    };
+    let token = |scope: &str| format!("Bearer {}", scoped_token("default", "nina", scope));
     let full = token("threads:read threads:content agent:painter");
     let response = app
         .post_run_with("painter", &first_run("th-paint-thin", "run-1", "secret plan"), &[("authorization", &full)])

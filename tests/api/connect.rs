@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::auth::{app_token, auth_config, claims};
+use crate::auth::{app_token, auth_config, claims, scoped_token};
 use crate::helpers::*;
 use crate::on_both_stores;
 
@@ -179,11 +179,7 @@ async fn a_connect_stream_on_one_instance_follows_turns_run_on_another() {
 async fn a_caller_without_content_permission_gets_no_messages(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(auth_config(&db.url, "")).await;
-    let token = |sub: &str, scope: &str| {
-        let mut claims = claims("default", sub);
-        claims["scope"] = json!(scope);
-        format!("Bearer {}", app_token(&claims))
-    };
+    let token = |sub: &str, scope: &str| format!("Bearer {}", scoped_token("default", sub, scope));
     let full = token("nina", "threads:read threads:content agent:demo");
     let response = app.post_run_with("demo", &first_run("th-thin", "run-1", "one"), &[("authorization", &full)]).await;
     assert_eq!(kinds(&read_events(response, None).await).last(), Some(&"RUN_FINISHED"));

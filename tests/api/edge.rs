@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::auth::{app_token, auth_config, claims};
+use crate::auth::{auth_config, scoped_token};
 use crate::gateway_process::{Instance, Spawn};
 use crate::helpers::*;
 use crate::on_both_stores;
@@ -526,11 +526,7 @@ on_both_stores!(a_nul_character_is_a_400_naming_the_field_on_both_stores);
 async fn unknown_and_forbidden_answer_alike(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(auth_config(&db.url, "")).await;
-    let token = |sub: &str, scope: &str| {
-        let mut claims = claims("default", sub);
-        claims["scope"] = json!(scope);
-        format!("Bearer {}", app_token(&claims))
-    };
+    let token = |sub: &str, scope: &str| format!("Bearer {}", scoped_token("default", sub, scope));
     let owner = token("olga", "threads:read threads:content agent:demo");
     let events = read_events(
         app.post_run_with("demo", &first_run("th-olga", "run-1", "mine"), &[("authorization", &owner)]).await,

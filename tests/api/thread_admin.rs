@@ -11,7 +11,7 @@ use agui_gateway::config::Config;
 use agui_gateway::store::{AuditRow, KeyKind, RowCounts};
 use serde_json::{json, Value};
 
-use crate::auth::{app_token, auth_config, claims, new_key, rsa_provider};
+use crate::auth::{auth_config, new_key, rsa_provider, scoped_token};
 use crate::helpers::*;
 use crate::on_both_stores;
 
@@ -163,25 +163,18 @@ async fn threads_are_filtered_by_the_latest_turns_agent_and_status(backend: Back
 }
 on_both_stores!(threads_are_filtered_by_the_latest_turns_agent_and_status);
 
-/// A token of `sub` in `tenant` holding `scope`.
-fn token(tenant: &str, sub: &str, scope: &str) -> String {
-    let mut claims = claims(tenant, sub);
-    claims["scope"] = json!(scope);
-    app_token(&claims)
-}
-
 const EVERYTHING: &str = "threads:read threads:content agent:*";
 
 async fn a_list_shows_only_the_callers_threads_and_titles_only_to_content_holders(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
-    let ann = token("default", "ann", EVERYTHING);
-    let bob = token("default", "bob", EVERYTHING);
+    let ann = scoped_token("default", "ann", EVERYTHING);
+    let bob = scoped_token("default", "bob", EVERYTHING);
     let (key, _) = new_key(&app, "default", &["demo"], KeyKind::Tenant).await;
     run_as(&app, "demo", "default", "th-ann", "ann's question", Some(&ann)).await;
     run_as(&app, "demo", "default", "th-bob", "bob's question", Some(&bob)).await;
     run_as(&app, "demo", "default", "th-tenant", "the tenant's question", Some(&key)).await;
-    let ann_acme = token("acme", "ann", EVERYTHING);
+    let ann_acme = scoped_token("acme", "ann", EVERYTHING);
     run_as(&app, "demo", "acme", "th-ann-acme", "ann at acme", Some(&ann_acme)).await;
 
     let (_, page) = get_json(&app, "/v1/threads?tenant=default", Some(&ann)).await;
@@ -193,7 +186,7 @@ async fn a_list_shows_only_the_callers_threads_and_titles_only_to_content_holder
     assert_eq!(ids(&page), vec!["th-ann-acme"]);
 
     // Without the content permission: the threads, never their first message.
-    let reader = token("default", "ann", "threads:read");
+    let reader = scoped_token("default", "ann", "threads:read");
     let (status, page) = get_json(&app, "/v1/threads?tenant=default", Some(&reader)).await;
     assert_eq!(status, 200, "{page}");
     assert_eq!(ids(&page), vec!["th-tenant", "th-ann"]);
@@ -203,7 +196,8 @@ async fn a_list_shows_only_the_callers_threads_and_titles_only_to_content_holder
     assert!(!page.to_string().contains("question"), "{page}");
 
     // No read permission, another tenant's credential, no credential.
-    let (status, body) = get_json(&app, "/v1/threads?tenant=default", Some(&token("default", "ann", "agent:*"))).await;
+    let (status, body) =
+        get_json(&app, "/v1/threads?tenant=default", Some(&scoped_token("default", "ann", "agent:*"))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (403, Some("permission_denied")));
     let (status, _) = get_json(&app, "/v1/threads?tenant=acme", Some(&ann)).await;
     assert_eq!(status, 403);
@@ -315,8 +309,8 @@ async fn a_delete_on_one_instance_stops_the_turn_another_runs() {
 async fn a_thread_the_caller_may_not_delete_answers_like_one_that_does_not_exist(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
-    let ann = token("default", "ann", EVERYTHING);
-    let bob = token("default", "bob", EVERYTHING);
+    let ann = scoped_token("default", "ann", EVERYTHING);
+    let bob = scoped_token("default", "bob", EVERYTHING);
     let (key, _) = new_key(&app, "default", &["demo"], KeyKind::Tenant).await;
     run_as(&app, "demo", "default", "th-ann", "ann's", Some(&ann)).await;
     run_as(&app, "demo", "default", "th-tenant", "the tenant's", Some(&key)).await;
@@ -328,11 +322,11 @@ async fn a_thread_the_caller_may_not_delete_answers_like_one_that_does_not_exist
     assert_eq!(status, 403);
     assert_eq!(forbidden, unknown, "another person's thread answers exactly like a missing one");
     assert_eq!(delete(&app, "th-ann", "default", Some(&key)).await, (403, unknown.clone()), "a key erases no person's");
-    let (status, _) = delete(&app, "th-ann", "acme", Some(&token("acme", "ann", EVERYTHING))).await;
+    let (status, _) = delete(&app, "th-ann", "acme", Some(&scoped_token("acme", "ann", EVERYTHING))).await;
     assert_eq!(status, 403, "not through another tenant");
     // A person reads the tenant's threads but does not erase them; reading only is not enough.
     assert_eq!(delete(&app, "th-tenant", "default", Some(&ann)).await.0, 403);
-    assert_eq!(delete(&app, "th-ann", "default", Some(&token("default", "ann", "threads:read"))).await.0, 403);
+    assert_eq!(delete(&app, "th-ann", "default", Some(&scoped_token("default", "ann", "threads:read"))).await.0, 403);
     assert_eq!(delete(&app, "th-ann", "default", None).await.0, 401);
     assert_eq!(app.counts().await, before, "nothing changed");
 

@@ -95,6 +95,13 @@ pub(crate) fn person_token(tenant: &str, sub: &str, roles: &[&str]) -> String {
     app_token(&claims)
 }
 
+/// An app token acting as `sub` of `tenant`, holding `scope` (space-separated).
+pub(crate) fn scoped_token(tenant: &str, sub: &str, scope: &str) -> String {
+    let mut claims = claims(tenant, sub);
+    claims["scope"] = json!(scope);
+    app_token(&claims)
+}
+
 pub(crate) fn app_token(claims: &Value) -> String {
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &EncodingKey::from_secret(SECRET.as_bytes()))
         .expect("sign")
