@@ -279,13 +279,7 @@ async fn connect_on_another_instance_completes_a_dropped_answer_exactly_once() {
     let response = post_stream(&a, &format!("{}/agent/trickle/run", base("default")), &input, None).await;
     assert_eq!(response.status(), 200);
     let mut stream = EventStream::new(response);
-    let deltas = std::cell::Cell::new(0);
-    stream
-        .until("three deltas", |event| {
-            deltas.set(deltas.get() + usize::from(event.kind() == "TEXT_MESSAGE_CONTENT"));
-            deltas.get() >= 3
-        })
-        .await;
+    until_three_deltas(&mut stream).await;
     // What the page had when its stream dropped.
     let mut messages = input["messages"].as_array().cloned().expect("messages");
     apply(&mut messages, &stream.events);
@@ -369,13 +363,7 @@ async fn connect_follows_a_decided_turn_past_its_wait_to_its_end(backend: Backen
     let resume = json!({"threadId": "th-ck-decided", "runId": "run-2", "protocolVersion": "1.0", "messages": [],
         "resume": [{"interruptId": interrupt, "status": "resolved", "payload": {"approved": true}}]});
     let mut stream = EventStream::new(post_stream(&a, &run, &resume, None).await);
-    let deltas = std::cell::Cell::new(0);
-    stream
-        .until("three deltas", |event| {
-            deltas.set(deltas.get() + usize::from(event.kind() == "TEXT_MESSAGE_CONTENT"));
-            deltas.get() >= 3
-        })
-        .await;
+    until_three_deltas(&mut stream).await;
     apply(&mut messages, &stream.events);
     drop(stream);
 
@@ -472,3 +460,14 @@ async fn the_live_list_tells_when_a_threads_turn_starts_and_stops(backend: Backe
     drop((bobs, alices));
 }
 on_both_stores!(the_live_list_tells_when_a_threads_turn_starts_and_stops);
+
+/// Reads `stream` until three pieces of the answer's text have come (a stream to cut mid-answer).
+async fn until_three_deltas(stream: &mut EventStream) {
+    let deltas = std::cell::Cell::new(0);
+    stream
+        .until("three deltas", |event| {
+            deltas.set(deltas.get() + usize::from(event.kind() == "TEXT_MESSAGE_CONTENT"));
+            deltas.get() >= 3
+        })
+        .await;
+}
