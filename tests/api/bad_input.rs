@@ -86,6 +86,7 @@ async fn each_bad_input_gets_its_status_and_code_and_changes_nothing(backend: Ba
 }
 on_both_stores!(each_bad_input_gets_its_status_and_code_and_changes_nothing);
 
+// One store: the Accept header is answered before any store is read.
 #[tokio::test]
 async fn accept_headers_that_admit_sse_are_served() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -113,6 +114,7 @@ async fn accept_headers_that_admit_sse_are_served() {
     }
 }
 
+// One store: the body is parsed before any store is read.
 #[tokio::test]
 async fn unknown_members_of_the_input_are_ignored() {
     let db = TestDatabase::new(Backend::Sqlite).await;

@@ -93,6 +93,7 @@ async fn accept_picks_the_binary_transport_and_it_carries_every_event(backend: B
 }
 on_both_stores!(accept_picks_the_binary_transport_and_it_carries_every_event);
 
+// One store: the refusal is framed before any store is read.
 #[tokio::test]
 async fn a_refused_run_is_one_binary_frame() {
     let db = TestDatabase::new(Backend::Sqlite).await;

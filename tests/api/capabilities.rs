@@ -62,6 +62,7 @@ async fn official_schema_accepts(agents: &[Value]) {
     assert_eq!(report.lines().filter(|l| l.ends_with(": ok")).count(), agents.len(), "{report}");
 }
 
+// One store: capabilities come from the configuration.
 #[tokio::test]
 async fn every_agent_states_its_capabilities_in_the_protocols_words() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -118,6 +119,7 @@ async fn every_agent_states_its_capabilities_in_the_protocols_words() {
     official_schema_accepts(&judged).await;
 }
 
+// One store: what is checked is the key's scopes; keys are stored on both stores in `auth::`.
 #[tokio::test]
 async fn an_agent_the_key_may_not_start_answers_like_one_that_does_not_exist() {
     let db = TestDatabase::new(Backend::Sqlite).await;

@@ -5,7 +5,9 @@
 use serde_json::json;
 
 use crate::helpers::*;
+use crate::on_both_stores;
 
+// One store: the card is the agent's rendering; the log it goes through runs on both stores elsewhere.
 #[tokio::test]
 async fn a_json_answer_matching_the_card_schema_is_sent_as_a_card() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -37,9 +39,8 @@ async fn a_json_answer_matching_the_card_schema_is_sent_as_a_card() {
 /// The script agent's `client_tool` step: a frontend tool the client declared ends the run
 /// `success` with `pendingToolCallIds`; the client's `role: "tool"` message continues the turn,
 /// and its content is `{answer}` in later steps. Both runs pass the official client.
-#[tokio::test]
-async fn a_script_client_tool_waits_for_the_clients_result() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn a_script_client_tool_waits_for_the_clients_result(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let tools =
         json!([{ "name": "confirm_dialog", "description": "Ask the user", "parameters": { "type": "object" } }]);
@@ -77,3 +78,4 @@ async fn a_script_client_tool_waits_for_the_clients_result() {
     let events = app.run_to_end("checker", &first_run("th-no-tool", "run-1", "x")).await;
     assert_eq!(events.last().expect("end").data["outcome"], json!({ "type": "success" }));
 }
+on_both_stores!(a_script_client_tool_waits_for_the_clients_result);

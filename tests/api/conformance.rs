@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use crate::helpers::*;
+use crate::on_both_stores;
 
 async fn assert_passes(url: &str, input: &serde_json::Value) {
     let (passed, report) = agui_check(url, input).await;
@@ -28,6 +29,7 @@ async fn the_demo_run_passes_the_official_client_on_sqlite_and_postgres() {
     }
 }
 
+// One store: the official client judges the wire, which no store changes.
 #[tokio::test]
 async fn failed_refused_and_burst_runs_pass_the_official_client() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -54,9 +56,8 @@ async fn a_resumed_stream_joined_to_its_head_passes_the_official_client() {
     server.abort();
 }
 
-#[tokio::test]
-async fn a_cancelled_run_passes_the_official_client() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn a_cancelled_run_passes_the_official_client(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let input = first_run("th-check-cancel", "run-c", "x");
     let stream = open_until_waiting(&app, "waiter", &input).await;
@@ -69,6 +70,7 @@ async fn a_cancelled_run_passes_the_official_client() {
     assert_passes(&url, &input).await;
     server.abort();
 }
+on_both_stores!(a_cancelled_run_passes_the_official_client);
 
 #[tokio::test]
 async fn the_official_client_answers_an_interrupt_and_its_continued_run_passes() {
@@ -88,10 +90,10 @@ async fn the_official_client_answers_an_interrupt_and_its_continued_run_passes()
     }
 }
 
-#[tokio::test]
-async fn an_interrupted_run_passes_the_official_client() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn an_interrupted_run_passes_the_official_client(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     assert_passes(&app.run_url("approver"), &first_run("th-check-interrupt", "r", "x")).await;
     assert_passes(&app.run_url("pair"), &first_run("th-check-pair", "r", "x")).await;
 }
+on_both_stores!(an_interrupted_run_passes_the_official_client);

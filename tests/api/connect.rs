@@ -308,9 +308,8 @@ on_both_stores!(a_connect_stream_shows_a_wait_and_the_run_its_decision_opens);
 
 /// A page that waits for another person's approval sees `gateway.waiting` on its connect stream,
 /// and the turn go on in the same run once they decide.
-#[tokio::test]
-async fn a_connect_stream_shows_waiting_for_others_and_the_turn_going_on() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn a_connect_stream_shows_waiting_for_others_and_the_turn_going_on(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(auth_config(&db.url, "")).await;
     let person = |sub: &str, roles: &[&str]| {
         let mut claims = claims("default", sub);
@@ -348,3 +347,4 @@ async fn a_connect_stream_shows_waiting_for_others_and_the_turn_going_on() {
     assert_eq!(count(&events, "TOOL_CALL_RESULT"), 1, "the wire ran once approved");
     official_client_accepts(&events, &connect_input("th-4e-watch", "watch-a")).await;
 }
+on_both_stores!(a_connect_stream_shows_waiting_for_others_and_the_turn_going_on);

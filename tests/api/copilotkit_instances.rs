@@ -70,6 +70,7 @@ async fn ends_within(socket: &mut Socket, within: Duration) -> bool {
 
 /// Two gateways on one fresh PostgreSQL database with authentication on, as two instances of
 /// one deployment behind a balancer without affinity.
+// One store: two instances share one database, which is PostgreSQL's part.
 async fn two_secured_apps() -> (TestApp, TestApp, TestDatabase) {
     let db = TestDatabase::new(Backend::Postgres).await;
     let a = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
@@ -266,6 +267,7 @@ fn answers(messages: &[Value]) -> Vec<(String, String)> {
         .collect()
 }
 
+// One store: two instances share one database, which is PostgreSQL's part.
 #[tokio::test]
 async fn connect_on_another_instance_completes_a_dropped_answer_exactly_once() {
     let db = TestDatabase::new(Backend::Postgres).await;

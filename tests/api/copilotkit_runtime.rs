@@ -84,6 +84,7 @@ fn listed(page: &Value) -> Vec<String> {
     page["threads"].as_array().expect("threads").iter().map(|t| t["id"].as_str().expect("id").to_string()).collect()
 }
 
+// One store: `info` comes from the configuration and the caller.
 #[tokio::test]
 async fn info_describes_the_callers_agents_as_copilotkit_reads_them() {
     let db = TestDatabase::new(Backend::Sqlite).await;

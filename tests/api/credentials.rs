@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use crate::fakes::model::ScriptedModel;
 use crate::gateway_process;
 use crate::helpers::*;
+use crate::on_both_stores;
 
 const SECRET: &str = "tok-7f3a9c-very-secret";
 const PLACEHOLDER: &str = "\u{2039}secret:AGUI_TEST_ECHO_TOKEN\u{203a}";
@@ -148,11 +149,10 @@ secret_args = {{ token = "AGUI_TEST_ARG_TOKEN" }}
 /// The gateway's own secrets are masked as its agents' are: a person who pastes the metrics
 /// token into a message that becomes a tool call's arguments sees a placeholder naming the
 /// setting in the stream, in the interrupt's details and in the recorded call.
-#[tokio::test]
-async fn the_gateways_own_secret_pasted_into_a_message_is_masked_naming_its_setting() {
+async fn the_gateways_own_secret_pasted_into_a_message_is_masked_naming_its_setting(backend: Backend) {
     const OWN: &str = "metrics-4b1d-own-secret";
     const OWN_PLACEHOLDER: &str = "\u{2039}secret:auth.metrics_token\u{203a}";
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
     config.auth.metrics_token = OWN.to_string();
     let app = TestApp::start_with(config).await;
@@ -167,3 +167,4 @@ async fn the_gateways_own_secret_pasted_into_a_message_is_masked_naming_its_sett
     let recorded = messages["messages"][1]["toolCalls"][0]["function"]["arguments"].as_str().expect("arguments");
     assert!(recorded.contains(OWN_PLACEHOLDER) && !recorded.contains(OWN), "{messages}");
 }
+on_both_stores!(the_gateways_own_secret_pasted_into_a_message_is_masked_naming_its_setting);

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use crate::auth::{app_token, auth_config, claims, rsa_provider};
 use crate::helpers::*;
+use crate::on_both_stores;
 
 fn token(sub: &str, roles: &[&str]) -> String {
     let mut claims = claims("default", sub);
@@ -25,9 +26,8 @@ async fn post_as(app: &TestApp, token: &str, agent: &str, body: &Value) -> reqwe
         .expect("sent")
 }
 
-#[tokio::test]
-async fn four_eyes_the_starter_waits_and_another_person_with_the_role_decides() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn four_eyes_the_starter_waits_and_another_person_with_the_role_decides(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
     let (alice, bob) = (token("alice", &[]), token("bob", &["finance"]));
     let response = post_as(&app, &alice, "foureyes", &first_run("th-4e", "run-1", "wire it")).await;
@@ -88,7 +88,9 @@ async fn four_eyes_the_starter_waits_and_another_person_with_the_role_decides() 
     assert_eq!(decision.entry.actor, "person:bob");
     assert!(decision.entry.detail.contains(&id));
 }
+on_both_stores!(four_eyes_the_starter_waits_and_another_person_with_the_role_decides);
 
+// One store: two instances share one database, which is PostgreSQL's part.
 #[tokio::test]
 async fn two_people_resuming_at_once_on_two_instances_decide_once_and_a_key_may_not_resume() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -136,6 +138,7 @@ async fn two_people_resuming_at_once_on_two_instances_decide_once_and_a_key_may_
 /// §5.1: a waiting call's arguments (`gateway/details`) are content: a person whose token holds
 /// `threads:read` without `threads:content` sees that the call waits and who decides, never what
 /// it would send — on `GET /v1/threads/{thread}` as on a stream.
+// One store: what a caller is shown is decided when the stream is rendered.
 #[tokio::test]
 async fn a_waiting_calls_arguments_are_shown_only_with_the_content_permission() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -165,6 +168,7 @@ async fn a_waiting_calls_arguments_are_shown_only_with_the_content_permission() 
 /// §10 with §5.2: a person erases her thread while its turn waits for someone else's
 /// decision. Her stream, which showed `gateway.waiting` and went on, ends as on a cancel; the
 /// interrupt nobody decided is gone with the thread.
+// One store: two instances share one database, which is PostgreSQL's part.
 #[tokio::test]
 async fn erasing_a_thread_that_waits_for_another_person_ends_the_waiting_stream() {
     let db = TestDatabase::new(Backend::Postgres).await;

@@ -185,14 +185,13 @@ on_both_stores!(a_failed_delegation_is_a_subagent_error);
 
 /// The LLM agent's `delegate` built-in: the model hands a task to another agent; the child's
 /// turn runs inside a step of this run and its answer is the call's result the model reads.
-#[tokio::test]
-async fn a_model_delegates_a_task_and_reads_the_childs_answer() {
+async fn a_model_delegates_a_task_and_reads_the_childs_answer(backend: Backend) {
     let model = ScriptedModel::planned(
         vec![("delegate", json!({ "agent": "summariser", "task": "the quarterly report" }))],
         "The summary is in.",
     )
     .await;
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
     config.agents.push(model.agent("planner", "builtins = [\"delegate\"]\ndelegates = [\"summariser\"]\n"));
     let app = TestApp::start_with(config).await;
@@ -215,3 +214,4 @@ async fn a_model_delegates_a_task_and_reads_the_childs_answer() {
     let (ok, report) = agui_check(&app.run_url("planner"), &input).await;
     assert!(ok, "{report}");
 }
+on_both_stores!(a_model_delegates_a_task_and_reads_the_childs_answer);

@@ -61,6 +61,7 @@ fn config_file(dir: &tempfile::TempDir) -> PathBuf {
     path
 }
 
+// One store: the edge (sockets, TLS, header limits) is in front of any store.
 async fn edge_gateway(extra: &[(&str, &str)]) -> Edge {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -186,6 +187,7 @@ async fn past_max_connections_a_new_connection_waits_for_a_slot() {
     }
 }
 
+// One store: the accept loop is in front of any store.
 #[tokio::test]
 async fn the_accept_loop_outlives_running_out_of_file_descriptors() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -235,6 +237,7 @@ fn tls_client(ca: &TestCa, alpn: &[u8]) -> tokio_rustls::TlsConnector {
     tokio_rustls::TlsConnector::from(Arc::new(config))
 }
 
+// One store: TLS handshakes are in front of any store.
 #[tokio::test]
 async fn stalled_tls_connections_are_closed_within_their_timeout_while_a_client_is_served() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -405,6 +408,7 @@ async fn status_for_head(address: std::net::SocketAddr, head: Vec<u8>) -> u16 {
 /// `limits.max_header_bytes` holds to the byte: a head of the limit is served, one byte more
 /// is `431`, and so is every larger head (66 KB to 100 KB with the default 64 KiB used to be
 /// served: the read buffer's bound alone let heads of up to twice the limit through).
+// One store: the request head is read before any store.
 #[tokio::test]
 async fn a_request_head_past_max_header_bytes_is_431_to_the_byte() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -596,6 +600,7 @@ async fn unknown_and_forbidden_answer_alike(backend: Backend) {
 on_both_stores!(unknown_and_forbidden_answer_alike);
 
 /// A body past its limit is a 413 with the JSON error body on every route that reads one.
+// One store: the body is refused before any store is read.
 #[tokio::test]
 async fn every_body_limit_refusal_has_the_json_error_body() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -635,6 +640,7 @@ async fn every_body_limit_refusal_has_the_json_error_body() {
 
 /// A turn quota holds by default: past `quotas.max_concurrent_turns` (256 unless configured) a
 /// run is refused with `concurrency_limit`.
+// One store: what is checked is the default in the configuration; `quotas::` counts turns on both stores.
 #[tokio::test]
 async fn a_concurrent_turn_quota_holds_by_default() {
     let config = agui_gateway::config::Config::builtin().expect("builtin");
@@ -658,6 +664,7 @@ async fn a_concurrent_turn_quota_holds_by_default() {
 
 /// `check-config` and `migrate` print the database URL with every password masked, in the
 /// user-info (one with `@` in it too) and in the query.
+// One store: the URLs masked are PostgreSQL's (a SQLite URL holds no password).
 #[tokio::test]
 async fn printed_database_urls_mask_every_password() {
     let run = |args: &[&str], url: &str| {

@@ -178,6 +178,7 @@ pub(crate) async fn first_event_id(a: &TestApp, agent: &str, input: &Value) -> S
     head.first().and_then(|e| e.id.clone()).expect("the first event has an id")
 }
 
+// One store: following on another instance needs a shared database, which is PostgreSQL's part.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_instance_reads_the_log_at_most_once_per_batch_whatever_its_streams() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -202,6 +203,7 @@ async fn a_follower_instance_reads_the_log_at_most_once_per_batch_whatever_its_s
     every_follower_got_the_whole_log(&a, "ticker", &input, readers).await;
 }
 
+// One store: notices are PostgreSQL's `NOTIFY`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn events_too_big_for_a_notice_are_read_once_per_batch_for_all_streams() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -218,6 +220,7 @@ async fn events_too_big_for_a_notice_are_read_once_per_batch_for_all_streams() {
     every_follower_got_the_whole_log(&a, "wide", &input, readers).await;
 }
 
+// One store: the listening connection is PostgreSQL's `LISTEN`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_whose_listening_connection_drops_catches_up_from_the_table() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -238,6 +241,7 @@ async fn a_follower_whose_listening_connection_drops_catches_up_from_the_table()
     every_follower_got_the_whole_log(&a, "ticker", &input, readers).await;
 }
 
+// One store: notices are PostgreSQL's `NOTIFY`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn notices_never_sent_are_caught_up_from_the_table() {
     let db = TestDatabase::new(Backend::Postgres).await;

@@ -272,6 +272,7 @@ impl Drop for TestApp {
 
 /// Two gateways in this process on one fresh PostgreSQL database, as two instances of one
 /// deployment; with the database, dropped after them.
+// One store: two instances share one database, which is PostgreSQL's part.
 pub async fn two_apps() -> (TestApp, TestApp, TestDatabase) {
     let db = TestDatabase::new(Backend::Postgres).await;
     let a = TestApp::start(&db.url).await;

@@ -263,6 +263,7 @@ on_both_stores!(shutdown_ends_https_streams_cleanly);
 
 /// The certificate files replaced while a stream is open: new handshakes get the new
 /// certificate, the open stream goes on to its end.
+// One store: the server's certificate is in front of any store.
 #[tokio::test]
 async fn replaced_certificate_files_are_served_to_new_connections_only() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -300,6 +301,7 @@ fn replace_files(dir: &Path, cert: &ServerCert) {
 
 /// The real process: SIGHUP reloads; garbage in the files keeps the old certificate and says
 /// why; a new handshake still works throughout.
+// One store: the server's certificate is in front of any store.
 #[tokio::test]
 async fn sighup_reloads_and_a_bad_file_keeps_the_old_certificate() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -446,6 +448,7 @@ on_both_stores!(the_official_client_passes_over_https_http2);
 
 /// Failed and stalled handshakes are the failing client's alone: an open stream goes on, and a
 /// new client connects while a half-open one sits in its handshake.
+// One store: TLS handshakes are in front of any store.
 #[tokio::test]
 async fn failed_and_stalled_handshakes_disturb_no_other_connection() {
     use tokio::io::AsyncWriteExt;
@@ -474,6 +477,7 @@ async fn failed_and_stalled_handshakes_disturb_no_other_connection() {
 
 /// The container health check over the gateway's own TLS: trusted through `--cacert` it
 /// passes; without it the certificate is refused and the reason named.
+// One store: the health check reads no store.
 #[tokio::test]
 async fn the_healthcheck_command_verifies_the_gateways_own_certificate() {
     let db = TestDatabase::new(Backend::Sqlite).await;

@@ -128,9 +128,8 @@ on_both_stores!(each_person_sees_what_they_decide_and_what_waits_on_their_thread
 
 /// Another tenant's decider sees nothing of this tenant's interrupts, and a credential of one
 /// tenant reads no other's inbox; without `threads:content` the call's arguments stay out.
-#[tokio::test]
-async fn an_inbox_holds_its_tenant_only_and_the_arguments_for_content_holders_only() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn an_inbox_holds_its_tenant_only_and_the_arguments_for_content_holders_only(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start_with(auth_config(&db.url, &rsa_provider())).await;
     let alice = token("default", "alice", &[]);
     let mut wire = start_as(&app, &alice, "foureyes", "th-tenant-wire").await;
@@ -150,8 +149,10 @@ async fn an_inbox_holds_its_tenant_only_and_the_arguments_for_content_holders_on
     assert_eq!(interrupt["reason"], "tool_call", "{without_content}");
     assert!(interrupt["metadata"].get("gateway/details").is_none(), "no content, no arguments: {interrupt}");
 }
+on_both_stores!(an_inbox_holds_its_tenant_only_and_the_arguments_for_content_holders_only);
 
 /// Bad requests: each its status and code, and nothing stored changes.
+// One store: the request is refused before any store is read.
 #[tokio::test]
 async fn a_bad_inbox_request_is_refused_and_changes_nothing() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -189,6 +190,7 @@ async fn a_bad_inbox_request_is_refused_and_changes_nothing() {
 
 /// The console's page: from the binary, with a strict CSP and revalidation; `console = false`
 /// serves none of it (and links nowhere).
+// One store: the console's page and headers come from the configuration.
 #[tokio::test]
 async fn the_console_is_served_with_a_strict_policy_or_not_at_all() {
     let db = TestDatabase::new(Backend::Sqlite).await;

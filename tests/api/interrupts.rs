@@ -131,9 +131,8 @@ async fn a_resume_naming_one_interrupt_twice_is_refused_at_once_and_decides_noth
 }
 on_both_stores!(a_resume_naming_one_interrupt_twice_is_refused_at_once_and_decides_nothing);
 
-#[tokio::test]
-async fn a_denied_call_says_so_and_an_edited_call_runs_as_edited() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn a_denied_call_says_so_and_an_edited_call_runs_as_edited(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let (_, interrupts) = run_until_interrupt(&app, "approver", "th-deny").await;
     let id = interrupts[0]["id"].as_str().expect("id");
@@ -158,6 +157,7 @@ async fn a_denied_call_says_so_and_an_edited_call_runs_as_edited() {
     let args: Vec<&Value> = ran.iter().filter(|e| e.kind() == "TOOL_CALL_ARGS").map(|e| &e.data["delta"]).collect();
     assert_eq!(args, vec![&Value::String(edited.to_string())], "the edited call is shown and runs");
 }
+on_both_stores!(a_denied_call_says_so_and_an_edited_call_runs_as_edited);
 
 async fn each_refusal_code_decides_nothing(backend: Backend) {
     let db = TestDatabase::new(backend).await;
@@ -331,9 +331,8 @@ async fn concurrent_resumes_on_two_instances_decide_once() {
     assert_eq!(log.iter().filter(|e| e.kind == agui_gateway::store::EventKind::Resumed).count(), 1);
 }
 
-#[tokio::test]
-async fn a_question_is_answered_from_its_choices() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn a_question_is_answered_from_its_choices(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let (_, interrupts) = run_until_interrupt(&app, "asker", "th-ask").await;
     let question = &interrupts[0];
@@ -356,10 +355,10 @@ async fn a_question_is_answered_from_its_choices() {
     let text: String = text_of(&answered);
     assert_eq!(text, "You chose blue.");
 }
+on_both_stores!(a_question_is_answered_from_its_choices);
 
-#[tokio::test]
-async fn a_typed_confirmation_must_match() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn a_typed_confirmation_must_match(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let (_, interrupts) = run_until_interrupt(&app, "confirmer", "th-confirm").await;
     let id = interrupts[0]["id"].as_str().expect("id");
@@ -387,7 +386,9 @@ async fn a_typed_confirmation_must_match() {
         .await;
     assert_eq!(exact.last().expect("end").data["outcome"]["type"], "success");
 }
+on_both_stores!(a_typed_confirmation_must_match);
 
+// One store: the older protocol is a rendering of the same log.
 #[tokio::test]
 async fn a_pre_1_0_client_gets_messages_snapshot_and_on_interrupt() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -407,9 +408,8 @@ async fn a_pre_1_0_client_gets_messages_snapshot_and_on_interrupt() {
     assert_eq!(snapshot[1]["toolCalls"][0]["function"]["name"], "send_email");
 }
 
-#[tokio::test]
-async fn the_decision_route_unblocks_a_waiting_turn() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn the_decision_route_unblocks_a_waiting_turn(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let (_, interrupts) = run_until_interrupt(&app, "approver", "th-route").await;
     let id = interrupts[0]["id"].as_str().expect("id");
@@ -449,10 +449,10 @@ async fn the_decision_route_unblocks_a_waiting_turn() {
     assert_eq!(kinds(&followed)[0], "RUN_STARTED");
     assert_eq!(followed.last().expect("end").data["outcome"]["type"], "success");
 }
+on_both_stores!(the_decision_route_unblocks_a_waiting_turn);
 
-#[tokio::test]
-async fn the_decide_command_unblocks_a_turn_a_serving_gateway_then_finishes() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn the_decide_command_unblocks_a_turn_a_serving_gateway_then_finishes(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let (_, interrupts) = run_until_interrupt(&app, "approver", "th-cli").await;
     let id = interrupts[0]["id"].as_str().expect("id").to_string();
@@ -476,12 +476,12 @@ async fn the_decide_command_unblocks_a_turn_a_serving_gateway_then_finishes() {
     assert_eq!(row.entry.via.as_deref(), Some("cli"));
     assert!(row.entry.detail.contains(&turn.public_id));
 }
+on_both_stores!(the_decide_command_unblocks_a_turn_a_serving_gateway_then_finishes);
 
 /// Taint (§8): a tool that sends data out asks a person first on a tainted turn by default —
 /// `exfiltrates = true` alone is enough — unless its policy says `approval = "never"`.
-#[tokio::test]
-async fn an_exfiltrating_tool_asks_by_default_unless_its_policy_says_otherwise() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn an_exfiltrating_tool_asks_by_default_unless_its_policy_says_otherwise(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let events = app.run_to_end("sender", &first_run("th-sender", "run-1", "the quarterly numbers")).await;
     let results: Vec<&str> =
@@ -497,13 +497,13 @@ async fn an_exfiltrating_tool_asks_by_default_unless_its_policy_says_otherwise()
     assert!(why.contains("outside content") && why.contains("sends data out"), "the taint's reason: {why}");
     assert_eq!(interrupt["toolCallId"], asked.data["toolCallId"]);
 }
+on_both_stores!(an_exfiltrating_tool_asks_by_default_unless_its_policy_says_otherwise);
 
 /// Taint (§8): a turn started through AG-UI is tainted (its text came from an app), so a tool
 /// that exfiltrates asks a person first under `approval = "when_tainted"`; one that does not,
 /// runs at once.
-#[tokio::test]
-async fn an_exfiltrating_tool_asks_first_in_a_tainted_turn() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn an_exfiltrating_tool_asks_first_in_a_tainted_turn(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     let events = app.run_to_end("tainted", &first_run("th-taint", "run-1", "ship the notes")).await;
     let results: Vec<&str> =
@@ -529,10 +529,12 @@ async fn an_exfiltrating_tool_asks_first_in_a_tainted_turn() {
     assert_eq!(delta.data["delta"][0]["value"]["tainted"], true);
     assert_eq!(delta.data["delta"][0]["value"]["taintedBecause"], "the turn's text came from an app through AG-UI");
 }
+on_both_stores!(an_exfiltrating_tool_asks_first_in_a_tainted_turn);
 
 /// `gateway/console` (§5.1): with `console_url` configured, an interrupt links to where people
 /// decide — on the stream, on `GET /v1/threads/{thread}` and on a `gateway.waiting` entry — and
 /// without it the gateway's own console (`console = false` links nowhere: tests/api/inbox.rs).
+// One store: the link comes from the configuration.
 #[tokio::test]
 async fn interrupts_link_to_the_console_where_one_is_configured() {
     let db = TestDatabase::new(Backend::Sqlite).await;

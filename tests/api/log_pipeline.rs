@@ -43,6 +43,7 @@ fn pipelined_log(store: &Arc<dyn Store>, batch_max_events: usize) -> LogWriter {
     )
 }
 
+// One store: the pipelined writer is PostgreSQL's (SQLite commits one batch at a time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_more() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -124,6 +125,7 @@ async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_mor
     }
 }
 
+// One store: the pipelined writer is PostgreSQL's (SQLite commits one batch at a time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failed_append_lets_no_later_batch_commit_the_same_runners_next_events() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -163,6 +165,7 @@ async fn a_failed_append_lets_no_later_batch_commit_the_same_runners_next_events
 /// A batch with none in flight before it is one statement on PostgreSQL: it writes the admitted
 /// events and each turn's last checkpoint, refuses a stale runner's appends (and what follows a
 /// turn's terminal event), and names the turns another instance follows.
+// One store: the statement counted is PostgreSQL's.
 #[tokio::test]
 async fn a_batch_alone_is_written_in_one_statement_fenced_like_any_other() {
     use agui_gateway::store::TurnWrites;

@@ -280,6 +280,7 @@ async fn an_mcp_call_cut_by_a_crash_is_reissued_under_its_key_and_acts_once() {
 /// outbound TLS settings: with its CA trusted through `tls.extra_ca_file` the call goes
 /// through; behind a certificate of a CA trusted nowhere the call fails (the model reads why)
 /// and nothing reaches the server.
+// One store: the MCP transport is in front of any store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_mcp_server_is_reached_over_verified_tls() {
     let server = McpServer::start();
@@ -313,6 +314,7 @@ async fn an_https_mcp_server_is_reached_over_verified_tls() {
 
 /// A name the server does not list stands for nothing: no person is asked to approve it, and
 /// the model reads that the tool is not available.
+// One store: the listing comes from the MCP server, not the store.
 #[tokio::test]
 async fn a_tool_the_server_does_not_list_is_not_offered_nor_put_to_a_person() {
     let server = McpServer::start();
@@ -376,6 +378,7 @@ async fn an_mcp_tools_credential_argument_is_filled_in_only_in_the_call() {
 /// self-contained requests (the revision's version header, `Mcp-Method` and `Mcp-Name`, no
 /// session), with one client for both turns; the listing is used for the `ttlMs` the server
 /// gives (a minute), so two turns list once; the call works end to end.
+// One store: the MCP transport is in front of any store.
 #[tokio::test]
 async fn a_2026_07_28_server_is_reached_without_a_session_and_listed_once_within_its_ttl() {
     let server = McpServer::start_with(&["--revision", "2026-07-28", "--tools-ttl-ms", "60000"]);
@@ -411,6 +414,7 @@ async fn a_2026_07_28_server_is_reached_without_a_session_and_listed_once_within
 
 /// A server of an earlier revision only (`initialize`, sessions): the gateway's discovery is
 /// refused, it falls back to the handshake, once, and both turns' calls go in that one session.
+// One store: the MCP transport is in front of any store.
 #[tokio::test]
 async fn an_earlier_revision_server_is_reached_through_its_handshake() {
     let server = McpServer::start_with(&["--revision", "2025-11-25"]);
@@ -438,6 +442,7 @@ async fn an_earlier_revision_server_is_reached_through_its_handshake() {
 /// A listing is used until it goes stale (the server's `ttlMs`, or the configured
 /// `tools_ttl_secs` for a server that gives none), then listed again: a tool the server added
 /// meanwhile is offered at the next model call.
+// One store: the listing is kept in memory, not in the store.
 #[tokio::test]
 async fn a_changed_tool_list_is_offered_once_the_listing_goes_stale() {
     for (args, settings) in [
@@ -466,6 +471,7 @@ async fn a_changed_tool_list_is_offered_once_the_listing_goes_stale() {
 
 /// A listing that cannot be refreshed (the server went away) is kept: the model is still
 /// offered the tools, and a call reads why it failed.
+// One store: the listing is kept in memory, not in the store.
 #[tokio::test]
 async fn a_failed_refresh_keeps_the_last_listing() {
     let server = McpServer::start_with(&["--revision", "2026-07-28", "--tools-ttl-ms", "500"]);
@@ -486,6 +492,7 @@ async fn a_failed_refresh_keeps_the_last_listing() {
 /// The gateway's one client of a server outlives neither a restart of the server nor its
 /// session: a server restarted between two calls (a new process, on the same address, that
 /// knows no session) is reached again, whatever its revision.
+// One store: the MCP transport is in front of any store.
 #[tokio::test]
 async fn a_server_restarted_between_calls_is_reached_again() {
     for revision in ["2026-07-28", "2025-11-25"] {

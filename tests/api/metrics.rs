@@ -28,6 +28,7 @@ async fn scrape(app: &TestApp) -> HashMap<String, f64> {
     values
 }
 
+// One store: the counters are the process's, not the store's.
 #[tokio::test]
 async fn metrics_count_runs_turns_events_interrupts_and_reconnects() {
     let db = TestDatabase::new(Backend::Sqlite).await;

@@ -45,10 +45,9 @@ fn last_user_content(request: &Value) -> Value {
     messages.iter().rev().find(|m| m["role"] == "user").expect("a user message")["content"].clone()
 }
 
-#[tokio::test]
-async fn an_image_reaches_the_model_and_is_recorded_with_the_turn() {
+async fn an_image_reaches_the_model_and_is_recorded_with_the_turn(backend: Backend) {
     let model = ScriptedModel::planned(vec![], "A single pixel.").await;
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(backend).await;
     let app = vision_gateway(&model, &db, None).await;
     let parts = json!([{"type": "text", "text": "What is this?"}, image_part(PNG)]);
     let input = run_with_parts("th-see", "run-1", parts.clone());
@@ -121,7 +120,9 @@ async fn an_image_reaches_the_model_and_is_recorded_with_the_turn() {
     assert_eq!(refused[0].data["code"], "history_mismatch", "{}", refused[0].data);
     assert_eq!(app.counts().await, turns, "a refused run changes nothing");
 }
+on_both_stores!(an_image_reaches_the_model_and_is_recorded_with_the_turn);
 
+// One store: what reaches the model is decided before any store.
 #[tokio::test]
 async fn a_url_image_is_passed_on_and_never_fetched() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
@@ -150,6 +151,7 @@ async fn a_url_image_is_passed_on_and_never_fetched() {
     watcher.abort();
 }
 
+// One store: the parts are refused before any store is written.
 #[tokio::test]
 async fn parts_the_agent_does_not_take_or_too_large_are_refused_and_nothing_is_stored() {
     let model = ScriptedModel::planned(vec![], "unused").await;
@@ -305,6 +307,7 @@ on_both_stores!(a_part_is_measured_whole_and_checked_as_the_model_will_read_it);
 
 /// An `agui` upstream gets the parts unchanged, each kind, and the official model of the
 /// upstream's SDK accepts the input.
+// One store: what is checked is the upstream's wire.
 async fn an_upstream_gets_every_part_unchanged(kind: Upstream) {
     let server = upstream_of(kind);
     let db = TestDatabase::new(Backend::Sqlite).await;

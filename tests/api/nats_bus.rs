@@ -46,6 +46,7 @@ fn nats_config(database_url: &str, nats_url: &str, prefix: &str) -> agui_gateway
 }
 
 /// Two instances on a fresh database and the NATS server at `nats_url`.
+// One store: two instances share one database, which is PostgreSQL's part.
 async fn two_nats_apps(nats_url: &str) -> (TestApp, TestApp, TestDatabase) {
     let db = TestDatabase::new(Backend::Postgres).await;
     let prefix = unique("agui-test");
@@ -167,6 +168,7 @@ async fn a_nats_server_restarted_mid_turn_loses_nothing() {
     every_follower_got_the_whole_log(&a, "long_ticker", &input, readers).await;
 }
 
+// One store: the bus stands beside a PostgreSQL database (NATS is for several instances).
 #[tokio::test]
 async fn an_instance_whose_nats_server_does_not_answer_does_not_start() {
     let mut nats = NatsServer::start();

@@ -8,6 +8,7 @@ use crate::fakes::model::{assistant_toml, busy_first, hanging_on_call, plan, Rep
 use crate::fakes::tools::start_tool;
 use crate::fakes::two_instances::TwoInstances;
 use crate::helpers::*;
+use crate::on_both_stores;
 
 pub fn openai_agent(model_url: &str, tool_url: &str, approval: &str) -> agui_gateway::config::AgentConfig {
     let more = format!(
@@ -23,6 +24,7 @@ approval = "{approval}"
     toml::from_str(&assistant_toml(model_url, &more)).expect("agent config")
 }
 
+// One store: what is checked is the model's and the tool's wire.
 #[tokio::test]
 async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
     let model = ScriptedModel::planned(vec![("get_weather", json!({"city": "Paris"}))], "It is sunny in Paris.").await;
@@ -60,11 +62,10 @@ async fn the_model_streams_text_and_calls_a_tool_and_usage_is_reported() {
     assert!(passed, "{report}");
 }
 
-#[tokio::test]
-async fn a_tool_under_approval_waits_and_runs_once_approved() {
+async fn a_tool_under_approval_waits_and_runs_once_approved(backend: Backend) {
     let model = ScriptedModel::planned(vec![("get_weather", json!({"city": "Oslo"}))], "Cold in Oslo.").await;
     let (tool_url, tool_calls) = start_tool("snow").await;
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
     config.agents.push(openai_agent(&model.url, &tool_url, "always"));
     let app = TestApp::start_with(config).await;
@@ -84,6 +85,7 @@ async fn a_tool_under_approval_waits_and_runs_once_approved() {
     assert_eq!(tool_calls.lock().expect("calls").len(), 1);
     assert_eq!(model.calls(), 2, "the model was not asked again for the call");
 }
+on_both_stores!(a_tool_under_approval_waits_and_runs_once_approved);
 
 /// SPEC §4.6 with a real agent: the instance running an LLM turn is killed (SIGKILL) between
 /// two tool calls; another instance takes the turn over from its checkpoint and finishes it,
@@ -119,13 +121,12 @@ async fn an_llm_turn_killed_between_two_tool_calls_is_finished_elsewhere_without
     assert_eq!(calls, vec![json!({"city": "Paris"}), json!({"city": "Rome"})], "each tool call ran once");
 }
 
-#[tokio::test]
-async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_the_turn() {
+async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_the_turn(backend: Backend) {
     let model =
         ScriptedModel::planned(vec![("confirm_dialog", json!({"question": "Proceed?"}))], "Confirmed, going ahead.")
             .await;
     let (tool_url, _) = start_tool("unused").await;
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
     let mut agent = openai_agent(&model.url, &tool_url, "never");
     agent.frontend_tools = vec!["confirm_dialog".into()];
@@ -167,9 +168,9 @@ async fn a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_t
     assert_eq!(last["content"], "yes", "the model read the client's result");
     assert_eq!(app.counts().await.turns, 1, "the result continued the same turn");
 }
+on_both_stores!(a_frontend_tool_ends_the_run_pending_and_the_clients_result_continues_the_turn);
 
-#[tokio::test]
-async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
+async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools(backend: Backend) {
     let model = ScriptedModel::planned(
         vec![
             ("board_write", json!({"text": "The user plans a trip", "tags": ["travel"]})),
@@ -179,7 +180,7 @@ async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
     )
     .await;
     let (tool_url, _) = start_tool("unused").await;
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
     config.agents.push(openai_agent(&model.url, &tool_url, "never"));
     let app = TestApp::start_with(config).await;
@@ -206,7 +207,9 @@ async fn the_model_pins_a_note_and_asks_the_person_through_built_in_tools() {
     let thread: Value = app.get_json("/v1/threads/th-builtins").await;
     assert_eq!(thread["board"]["notes"].as_array().map(Vec::len), Some(1));
 }
+on_both_stores!(the_model_pins_a_note_and_asks_the_person_through_built_in_tools);
 
+// One store: what is checked is the model call's retry.
 #[tokio::test]
 async fn a_rate_limited_model_call_is_retried() {
     let model = ScriptedModel::start(busy_first(plan(vec![], "Hello after a pause."))).await;
@@ -225,6 +228,7 @@ async fn a_rate_limited_model_call_is_retried() {
     assert_eq!(model.calls(), 2, "one 429, one answer");
 }
 
+// One store: what is checked is the model call's failure.
 #[tokio::test]
 async fn an_unreachable_model_fails_the_turn_with_a_helpful_message() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -245,6 +249,7 @@ async fn an_unreachable_model_fails_the_turn_with_a_helpful_message() {
 
 /// A turn that fails after a model call reports the tokens that call took on its RUN_ERROR
 /// (AG-UI 1.0: a failed run's tokens were still spent); one that fails before any reports none.
+// One store: what is checked is the model's usage on the wire.
 #[tokio::test]
 async fn a_turn_that_fails_after_a_model_call_reports_its_usage_on_run_error() {
     let answer = plan(vec![("get_weather", json!({"city": "Oslo"}))], "never said");
@@ -283,6 +288,7 @@ async fn a_turn_that_fails_after_a_model_call_reports_its_usage_on_run_error() {
 
 /// A model answer in German, Chinese and with an emoji, its stream cut by the network inside
 /// each multi-byte character: the client gets every character exactly (no U+FFFD).
+// One store: what is checked is the decoding of the model's stream.
 #[tokio::test]
 async fn a_character_cut_by_the_network_reaches_the_client_whole() {
     use futures_util::StreamExt;

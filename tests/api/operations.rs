@@ -44,6 +44,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/copilotkit/{tenant}/threads/realtime/websocket"),
 ];
 
+// One store: the routes are the server's.
 #[tokio::test]
 async fn the_openapi_document_lists_exactly_the_routes_that_answer() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -102,6 +103,7 @@ async fn the_openapi_document_lists_exactly_the_routes_that_answer() {
     app.shut_down().await;
 }
 
+// One store: the request id is the transport's.
 #[tokio::test]
 async fn a_request_id_is_kept_from_the_caller_or_made_and_echoed() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -123,6 +125,7 @@ async fn a_request_id_is_kept_from_the_caller_or_made_and_echoed() {
 
 /// `serve --log-format json`: every line is one JSON object, and every line logged while a run
 /// is served (the request's lines and its turn's) carries the request's id.
+// One store: the log lines are the process's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_log_line_of_a_run_is_json_with_the_request_id() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -191,6 +194,7 @@ async fn every_log_line_of_a_run_is_json_with_the_request_id() {
     assert!(!lines.iter().any(|l| l.contains("mail it")), "message text was logged");
 }
 
+// One store: the health check reads no store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_healthcheck_command_follows_readyz() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -224,6 +228,7 @@ fn app_url_after_stop() -> String {
 /// §10: every setting also from the environment — a gateway given an empty file serves the
 /// agents and tenants its environment declares (lists written as JSON and as TOML), with an
 /// entry changed by its index, and a list that does not read is refused at start, naming it.
+// One store: the configuration is read before any store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_and_tenants_come_from_the_environment_alone() {
     let db = TestDatabase::new(Backend::Sqlite).await;

@@ -79,6 +79,7 @@ async fn a_tool_that_redirects_is_not_followed(backend: Backend) {
 }
 on_both_stores!(a_tool_that_redirects_is_not_followed);
 
+// One store: the model call is in front of any store.
 #[tokio::test]
 async fn a_model_that_redirects_fails_the_turn_and_its_key_goes_nowhere() {
     std::env::set_var("AGUI_TEST_REDIRECT_MODEL_KEY", "model-secret");
@@ -109,6 +110,7 @@ api_key_env = "AGUI_TEST_REDIRECT_MODEL_KEY"
     assert!(seen.lock().expect("seen").is_empty(), "the redirect's target saw nothing");
 }
 
+// One store: the upstream call is in front of any store.
 #[tokio::test]
 async fn an_upstream_agent_that_redirects_fails_the_turn_and_its_secret_goes_nowhere() {
     std::env::set_var("AGUI_TEST_REDIRECT_UPSTREAM_KEY", "Bearer upstream-secret");

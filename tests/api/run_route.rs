@@ -240,6 +240,7 @@ async fn a_burst_arrives_whole_and_in_order(backend: Backend) {
 }
 on_both_stores!(a_burst_arrives_whole_and_in_order);
 
+// One store: the label comes from the configuration.
 #[tokio::test]
 async fn a_tenants_ai_label_leads_every_assistant_message() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -280,6 +281,7 @@ on_both_stores!(shutting_down_ends_open_streams_without_ending_their_runs);
 /// §3: every tool call names the message it belongs to. A call with no text before it in its
 /// answer block (the first thing the agent does, or a call after another call's result) names
 /// a message of its own id — the assistant message the conversation, and the client, hold it in.
+// One store: the message ids are the engine's rendering.
 #[tokio::test]
 async fn a_tool_call_with_no_text_before_it_names_the_message_it_belongs_to() {
     let db = TestDatabase::new(Backend::Sqlite).await;

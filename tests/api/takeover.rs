@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::helpers::*;
+use crate::on_both_stores;
 
 /// Checks a joined stream: ids strictly increasing without gaps, one terminal at the end,
 /// every message opened is closed, and the whole answer appears as a message after the cut.
@@ -42,6 +43,7 @@ fn message_texts(events: &[SseEvent]) -> Vec<String> {
     texts.into_iter().map(|(_, text)| text).collect()
 }
 
+// One store: it is SQLite's restart (one instance on its file); PostgreSQL's takeovers are below.
 #[tokio::test]
 async fn a_sqlite_gateway_restarted_mid_turn_finishes_the_turn_and_the_client_resumes() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -83,6 +85,7 @@ async fn a_turn_handed_over_on_shutdown_is_taken_over_by_another_instance_at_onc
     assert_eq!(joined, b.run_to_end("slow", &input).await);
 }
 
+// One store: two instances share one database, which is PostgreSQL's part.
 #[tokio::test]
 async fn a_turn_left_by_a_stopped_instance_is_taken_over_by_one_started_later() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -112,6 +115,7 @@ async fn a_turn_left_by_a_stopped_instance_is_taken_over_by_one_started_later() 
     assert!(thread_turns(&b).await[0].status.is_finished());
 }
 
+// One store: the cap is the stream's, not the store's.
 #[tokio::test]
 async fn a_stream_closes_cleanly_at_its_lifetime_cap_and_resumes() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -134,9 +138,8 @@ async fn a_stream_closes_cleanly_at_its_lifetime_cap_and_resumes() {
 /// A log cut right after its `RUN_STARTED` (its `STATE_SNAPSHOT` never committed) is continued
 /// with the snapshot first: the run still opens with the board, as the official client needs
 /// before the board's first `STATE_DELTA`.
-#[tokio::test]
-async fn a_turn_taken_over_before_its_snapshot_committed_still_opens_with_the_board() {
-    let db = TestDatabase::new(Backend::Sqlite).await;
+async fn a_turn_taken_over_before_its_snapshot_committed_still_opens_with_the_board(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
     let first = TestApp::start(&db.url).await;
     let input = first_run("th-cut-open", "run-1", "cut at the start");
     let head = read_events(first.post_run("slow", &input).await, Some(4)).await;
@@ -153,10 +156,12 @@ async fn a_turn_taken_over_before_its_snapshot_committed_still_opens_with_the_bo
     let (ok, report) = agui_check(&second.run_url("slow"), &input).await;
     assert!(ok, "{report}");
 }
+on_both_stores!(a_turn_taken_over_before_its_snapshot_committed_still_opens_with_the_board);
 
 /// §4.1: a cancel asked for while no instance runs the turn (its instance gone, the wake-up
 /// heard by nobody) is kept in the turn's row, and the instance that takes the turn over ends
 /// it `cancelled` instead of running its agent on.
+// One store: two instances share one database, which is PostgreSQL's part.
 #[tokio::test]
 async fn a_cancel_asked_while_nobody_runs_the_turn_is_honoured_by_the_instance_that_takes_it_over() {
     let db = TestDatabase::new(Backend::Postgres).await;

@@ -43,6 +43,7 @@ async fn the_thread_and_its_messages_are_the_gateways_record(backend: Backend) {
 }
 on_both_stores!(the_thread_and_its_messages_are_the_gateways_record);
 
+// One store: what is checked is the answer's shape for a row that is absent on either store.
 #[tokio::test]
 async fn a_thread_that_does_not_exist_reveals_nothing() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -57,6 +58,7 @@ async fn a_thread_that_does_not_exist_reveals_nothing() {
     assert_eq!(response.status(), 403);
 }
 
+// One store: the agents come from the configuration.
 #[tokio::test]
 async fn agents_are_listed_with_their_titles() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -78,6 +80,7 @@ async fn health_routes_answer(backend: Backend) {
 }
 on_both_stores!(health_routes_answer);
 
+// One store: the routes are the server's.
 #[tokio::test]
 async fn unknown_routes_and_methods_answer_with_the_json_error_body() {
     let db = TestDatabase::new(Backend::Sqlite).await;

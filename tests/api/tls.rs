@@ -122,6 +122,7 @@ on_both_stores!(a_model_over_https_is_trusted_through_ssl_cert_file);
 
 /// `tls.extra_ca_file` trusts a private CA by configuration; a certificate for another host
 /// name from that CA is still refused, and says so.
+// One store: outbound TLS is in front of any store.
 #[tokio::test]
 async fn extra_ca_file_trusts_a_private_ca_and_the_host_name_is_still_checked() {
     let ca = TestCa::new("private");
@@ -188,6 +189,7 @@ on_both_stores!(an_https_tool_is_called_over_verified_tls);
 
 /// Mutual TLS: a tool that requires a client certificate from its own CA answers the gateway
 /// configured with `tls.client_cert_file`/`client_key_file`, and refuses one without.
+// One store: outbound TLS is in front of any store.
 #[tokio::test]
 async fn a_tool_that_requires_a_client_certificate_gets_the_configured_one() {
     let servers = TestCa::new("servers");

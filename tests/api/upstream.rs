@@ -96,9 +96,18 @@ pub(crate) fn upstream_of(kind: Upstream) -> UpstreamServer {
     UpstreamServer::start(kind)
 }
 
+/// The store a scenario of the relay that goes through the store runs on: each upstream its
+/// own, so those scenarios cover both stores without running each four times.
+fn store_of(kind: Upstream) -> Backend {
+    match kind {
+        Upstream::Node => Backend::Sqlite,
+        Upstream::Python => Backend::Postgres,
+    }
+}
+
 async fn a_normal_run_is_relayed_under_the_gateways_ids(kind: Upstream) {
     let server = upstream_of(kind);
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(store_of(kind)).await;
     let app = gateway_in_front_of(&server, "chat", &db).await;
     let events = app.run_to_end("upstream", &first_run("th-up", "run-1", "hello there")).await;
     let turn = events[0].id.as_deref().and_then(|id| id.split('.').next()).expect("id").to_string();
@@ -170,7 +179,7 @@ async fn a_normal_run_is_relayed_under_the_gateways_ids(kind: Upstream) {
 
 async fn an_upstream_interrupt_is_decided_through_the_gateway(kind: Upstream) {
     let server = upstream_of(kind);
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(store_of(kind)).await;
     let app = gateway_in_front_of(&server, "approval", &db).await;
     let first = app.run_to_end("upstream", &first_run("th-up-int", "run-1", "mail the team")).await;
     let end = &first.last().expect("end").data;
@@ -213,6 +222,7 @@ async fn an_upstream_interrupt_is_decided_through_the_gateway(kind: Upstream) {
     );
 }
 
+// One store: the upstream's events are checked before any store.
 async fn an_upstream_that_breaks_the_protocol_fails_the_turn(kind: Upstream) {
     let server = upstream_of(kind);
     for (route, expect) in [("invalid", "invalid event"), ("out-of-order", "not open")] {
@@ -234,6 +244,7 @@ async fn an_upstream_that_breaks_the_protocol_fails_the_turn(kind: Upstream) {
 /// through `tls.extra_ca_file` the run is relayed and the official client accepts it; with a
 /// certificate from a CA trusted nowhere, the run ends in a `RUN_ERROR` naming the problem and
 /// the upstream is never asked.
+// One store: outbound TLS is in front of any store.
 async fn an_https_upstream_is_reached_over_verified_tls(kind: Upstream) {
     let server = upstream_of(kind);
     let ca = TestCa::new("upstream");
@@ -276,7 +287,7 @@ async fn an_https_upstream_is_reached_over_verified_tls(kind: Upstream) {
 /// pass the official client; the activity is kept in the thread (its last state), the reasoning not.
 async fn upstream_reasoning_and_activity_are_relayed(kind: Upstream) {
     let server = upstream_of(kind);
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(store_of(kind)).await;
     let app = gateway_in_front_of(&server, "thinking", &db).await;
     let input = first_run("th-up-think", "run-1", "decide for me");
     let events = app.run_to_end("upstream", &input).await;
@@ -332,6 +343,7 @@ async fn upstream_reasoning_and_activity_are_relayed(kind: Upstream) {
 
 /// An upstream run that fails after its model spent tokens: the gateway's RUN_ERROR carries
 /// them (AG-UI 1.0), and the official client accepts it.
+// One store: what is checked is the upstream's usage on the wire.
 async fn a_failed_upstream_runs_usage_reaches_the_client(kind: Upstream) {
     let server = upstream_of(kind);
     let db = TestDatabase::new(Backend::Sqlite).await;

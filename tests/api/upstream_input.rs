@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::*;
 use crate::upstream::{upstream_of, Upstream, UpstreamServer};
+use crate::on_both_stores;
 
 /// A gateway whose agent `upstream` fronts `route`, with more agent settings in `extra` (TOML).
 async fn gateway(server: &UpstreamServer, route: &str, db: &TestDatabase, extra: &str) -> TestApp {
@@ -89,6 +90,7 @@ crate::on_both_stores!(a_client_tool_goes_upstream_and_its_result_comes_back);
 
 /// A client's tool result made of content parts (AG-UI 1.0 final) is recorded as parts: the
 /// thread's conversation and the upstream's next run get the parts, not a string of them.
+// One store: what is checked is the upstream's wire.
 #[tokio::test]
 async fn a_clients_tool_result_of_content_parts_goes_upstream_as_parts() {
     let server = upstream_of(Upstream::Node);
@@ -166,6 +168,7 @@ async fn context_props_and_state_go_upstream(backend: Backend) {
 }
 crate::on_both_stores!(context_props_and_state_go_upstream);
 
+// One store: what is checked is the upstream's wire.
 #[tokio::test]
 async fn an_agent_can_keep_tools_context_props_and_state_from_the_upstream() {
     let server = upstream_of(Upstream::Node);
@@ -189,6 +192,7 @@ async fn an_agent_can_keep_tools_context_props_and_state_from_the_upstream() {
 
 /// Chunk events are expanded as the official client expands them and relayed under the
 /// gateway's ids; the last chunked message is closed before `RUN_FINISHED`.
+// One store: what is checked is the relay's expansion.
 #[tokio::test]
 async fn chunk_events_are_expanded_and_relayed() {
     let server = upstream_of(Upstream::Node);
@@ -219,10 +223,9 @@ async fn chunk_events_are_expanded_and_relayed() {
 
 /// A tool result made of content parts (AG-UI 1.0 final) is relayed and recorded as parts —
 /// in the stream and in the thread's conversation — not turned into text.
-#[tokio::test]
-async fn a_tool_result_of_content_parts_stays_parts() {
+async fn a_tool_result_of_content_parts_stays_parts(backend: Backend) {
     let server = upstream_of(Upstream::Node);
-    let db = TestDatabase::new(Backend::Sqlite).await;
+    let db = TestDatabase::new(backend).await;
     let app = gateway(&server, "parts-result", &db, "").await;
     let parts = json!([
         { "type": "text", "text": "A map of Paris." },
@@ -241,8 +244,10 @@ async fn a_tool_result_of_content_parts_stays_parts() {
     let (ok, report) = agui_check(&app.run_url("upstream"), &input).await;
     assert!(ok, "{report}");
 }
+on_both_stores!(a_tool_result_of_content_parts_stays_parts);
 
 /// Steps from an upstream obey `limits.max_open_steps` (§3): past it they run unshown.
+// One store: the cap is the relay's.
 #[tokio::test]
 async fn upstream_steps_past_the_cap_run_unshown() {
     let server = upstream_of(Upstream::Node);

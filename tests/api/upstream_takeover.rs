@@ -63,6 +63,7 @@ const TOLD: &str = "A story told slowly, four characters at a time, so that the 
 
 /// A gateway fronting another gateway: B reconnects to the upstream with `Last-Event-ID` and
 /// relays from exactly after the last event the log holds; the message the cut left open goes on.
+// One store: the upstream gateway here is a stand-in agent; the takeover's database is PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_upstream_run_with_event_ids_continues_exactly_where_the_log_stopped() {
     let upstream_db = TestDatabase::new(Backend::Sqlite).await;

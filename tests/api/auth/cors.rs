@@ -5,6 +5,7 @@ use super::*;
 
 /// §8: what a browser does. The preflight from a listed origin is allowed with the three
 /// headers; from any other origin, or for another tenant, it is not; nothing is exposed.
+// One store: CORS is answered before any store is read.
 #[tokio::test]
 async fn a_browser_preflight_passes_only_from_a_listed_origin() {
     let (app, _db) = secured(Backend::Sqlite).await;

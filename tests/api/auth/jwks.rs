@@ -5,6 +5,7 @@ use super::*;
 
 /// An identity provider's JWKS served over real HTTP, rotated: after the refresh, tokens of the
 /// old key fail and tokens of the new key pass; a failed refresh keeps the last good keys.
+// One store: the JWKS is the identity provider's.
 #[tokio::test]
 async fn jwks_rotation_is_picked_up_on_refresh_and_a_failed_refresh_keeps_the_keys() {
     use axum::http::StatusCode;
@@ -84,6 +85,7 @@ async fn jwks_rotation_is_picked_up_on_refresh_and_a_failed_refresh_keeps_the_ke
 }
 
 /// The JWKS is read from the configured URL only: a redirect elsewhere is not followed.
+// One store: the JWKS is the identity provider's.
 #[tokio::test]
 async fn a_jwks_url_that_redirects_is_not_followed() {
     use axum::http::{header::LOCATION, StatusCode};

@@ -4,6 +4,7 @@
 use super::*;
 
 /// Without any verifier the gateway is in local development mode: loopback only, as `local`.
+// One store: what is checked is who is let in; keys are stored on both stores in `auth::`.
 #[tokio::test]
 async fn without_authentication_only_loopback_callers_are_served_and_a_key_still_counts() {
     let db = TestDatabase::new(Backend::Sqlite).await;
@@ -19,6 +20,7 @@ async fn without_authentication_only_loopback_callers_are_served_and_a_key_still
 }
 
 /// `auth.local_dev = "auto"`: each of its three conditions switches local mode off.
+// One store: decided from the configuration.
 #[tokio::test]
 async fn local_dev_auto_is_off_while_a_token_verifier_is_configured() {
     let (app, _db) = secured(Backend::Sqlite).await;
@@ -56,6 +58,7 @@ async fn local_dev_auto_is_off_once_the_store_holds_an_api_key(backend: Backend)
 }
 on_both_stores!(local_dev_auto_is_off_once_the_store_holds_an_api_key);
 
+// One store: decided from the configuration.
 #[tokio::test]
 async fn local_dev_auto_is_off_when_listening_beyond_loopback() {
     let db = TestDatabase::new(Backend::Sqlite).await;

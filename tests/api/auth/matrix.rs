@@ -266,6 +266,7 @@ on_both_stores!(the_same_thread_id_in_two_tenants_names_two_threads);
 /// §2.1: a bad or missing credential costs the server no body read. The client declares a
 /// large body, sends its first kilobyte and then nothing more until it is answered: a server
 /// that waited for the body would never answer.
+// One store: refused before any store is read.
 #[tokio::test]
 async fn an_unauthenticated_request_is_answered_before_its_body_is_read() {
     let (app, _db) = secured(Backend::Sqlite).await;

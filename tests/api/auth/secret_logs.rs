@@ -6,6 +6,7 @@ use super::*;
 
 /// §8: logs never contain a token, a key or message text at info level — over a full run
 /// with each credential, refused credentials, and a token exchange.
+// One store: the log lines are the process's.
 #[tokio::test]
 async fn the_logs_of_a_full_run_hold_no_token_key_or_message_text() {
     let logs = crate::test_log::captured();

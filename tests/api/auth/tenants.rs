@@ -97,6 +97,7 @@ async fn documented_names(app: &TestApp, authorization: Option<&str>) -> (Value,
     (agents, tenants, text)
 }
 
+// One store: the document comes from the configuration and the caller.
 #[tokio::test]
 async fn the_openapi_document_names_tenants_and_agents_only_to_a_caller_and_only_its_own() {
     let (app, _db) = secured(Backend::Sqlite).await;

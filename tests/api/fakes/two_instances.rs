@@ -34,6 +34,7 @@ pub struct TwoInstances {
 impl TwoInstances {
     /// Starts A and B with `agents` (the config's `[[agents]]` tables) after the short leases;
     /// runs go to `agent`.
+    // One store: two instances share one database, which is PostgreSQL's part.
     pub async fn start(agent: &str, agents: &str) -> TwoInstances {
         let db = TestDatabase::new(Backend::Postgres).await;
         let dir = tempfile::tempdir().expect("temp dir");
