@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use super::budget::TokenBudget;
 use super::delegation::NestFrame;
+use super::open::OpenItems;
 use super::{AgentError, Checkpoint, ChildCheckpoint};
 use crate::clock::Clock;
 use crate::engine::log::events::GatewayEvent;
@@ -70,23 +71,14 @@ pub struct TurnContext {
     pub(super) client_input: ClientInput,
     /// At most this many steps are shown open at once (`limits.max_open_steps`, §3).
     pub(super) max_open_steps: usize,
-    pub(super) open_messages: Vec<String>,
+    /// What the log has opened and not ended: kept by [`TurnContext::envelope_op`] from every
+    /// event appended, rebuilt from a log picked up, taken by the closers.
+    pub(super) open: OpenItems,
     /// Messages whose first content has not been sent yet (the AI label goes there).
     pub(super) unlabelled: Vec<String>,
-    pub(super) open_tool_calls: Vec<String>,
-    pub(super) open_steps: Vec<String>,
-    /// Open steps a subagent runs, by name → the subagent (a step is finished by its owner).
-    pub(super) step_owners: std::collections::BTreeMap<String, String>,
-    /// Subagents started (`SUBAGENT_STARTED`) and not yet finished, oldest first.
-    pub(super) open_subagents: Vec<String>,
     /// The subagent what is said now is attributed to (`subagentRunId`), while an agent relays
     /// a subagent's events ([`TurnContext::attribute_to`]).
     pub(super) attribution: Option<String>,
-    /// Reasoning spans (`REASONING_START`) not yet ended, oldest first.
-    pub(super) open_reasoning_spans: Vec<String>,
-    /// Reasoning messages (`REASONING_MESSAGE_START`) not yet ended, oldest first.
-    pub(super) open_reasoning_messages: Vec<String>,
-    pub(super) last_message: Option<String>,
     /// The board with this turn's pins ([`TurnContext::board`]).
     pub(super) board: Option<Vec<Value>>,
     /// The tenant the turn's tokens are charged to and budgeted by (never an empty one).
@@ -171,16 +163,9 @@ impl TurnContext {
                 .and_then(|input| serde_json::from_str(input).ok())
                 .unwrap_or_default(),
             max_open_steps: inner.config.limits.max_open_steps,
-            open_messages: Vec::new(),
+            open: OpenItems::default(),
             unlabelled: Vec::new(),
-            open_tool_calls: Vec::new(),
-            open_steps: Vec::new(),
-            step_owners: Default::default(),
-            open_subagents: Vec::new(),
             attribution: None,
-            open_reasoning_spans: Vec::new(),
-            open_reasoning_messages: Vec::new(),
-            last_message: None,
             board: None,
             tenant,
             token_budget,
@@ -348,6 +333,9 @@ impl TurnContext {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
+        // Known open from the moment it is a write: an append that fails stops the turn, and a
+        // turn told its writes were refused reads what is open again from the log.
+        self.open.observe(&envelope.event);
         let event = StoredEvent { seq, kind, body: Bytes::from(body), at_ms };
         Ok(WriteOp::Event { turn: self.turn_pk, event })
     }
@@ -390,7 +378,7 @@ impl TurnContext {
 
     /// How many steps are shown open now, and how many may be (`limits.max_open_steps`).
     pub fn open_step_room(&self) -> (usize, usize) {
-        (self.open_steps.len(), self.max_open_steps)
+        (self.open.step_count(), self.max_open_steps)
     }
 
     /// The sequence number the turn's next event gets: where what the agent says next begins.

@@ -81,8 +81,8 @@ impl TurnContext {
                 (resumed.id, resumed.checkpoint, resumed.input)
             }
             Some(resumed) => {
-                // Taken over: its STEP_STARTED is in this run's log already.
-                self.open_steps.push(resumed.id.clone());
+                // Taken over: its STEP_STARTED is in this run's log already, so it is open
+                // (the log picked up says so).
                 (resumed.id, resumed.checkpoint, resumed.input)
             }
             None => {
@@ -95,9 +95,9 @@ impl TurnContext {
         self.nest.push(NestFrame { parent, id: id.clone(), agent: agent.to_string(), input, reopen: false });
         // A message of one lane never holds a tool call of another: the child's answers start
         // their own messages, and so does the parent's after it.
-        self.last_message = None;
+        self.open.forget_last_message();
         // Open already when a takeover re-enters it (the log says so); else it starts here.
-        let started = if self.open_subagents.contains(&id) {
+        let started = if self.open.has_subagent(&id) {
             Ok(())
         } else {
             self.subagent_start(Event::SubagentStarted {
@@ -116,7 +116,7 @@ impl TurnContext {
         };
         let ended = self.end_subagent(&id, &outcome).await;
         self.nest.pop();
-        self.last_message = None;
+        self.open.forget_last_message();
         outcome?;
         ended?;
         self.emit_card(agent, &id).await?;
@@ -131,7 +131,7 @@ impl TurnContext {
         id: &str,
         outcome: &Result<crate::engine::turn::AgentOutput, AgentError>,
     ) -> Result<(), AgentError> {
-        if !self.open_subagents.iter().any(|s| s == id) {
+        if !self.open.has_subagent(id) {
             return Ok(());
         }
         let message = match outcome {

@@ -17,15 +17,14 @@ use crate::store::{StoredEvent, TurnStatus, WriteOp};
 impl TurnContext {
     /// Closes whatever is open (newest first), as `RUN_FINISHED` requires.
     pub(crate) async fn close_open_items(&mut self) -> Result<(), AgentError> {
-        for call in std::mem::take(&mut self.open_tool_calls).into_iter().rev() {
+        for call in self.open.take_tool_calls().into_iter().rev() {
             self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
         }
-        for message in std::mem::take(&mut self.open_messages).into_iter().rev() {
+        for message in self.open.take_messages().into_iter().rev() {
             self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
         }
         self.close_reasoning().await?;
-        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
-            let owner = self.step_owners.remove(&step);
+        for (step, owner) in self.open.take_steps().into_iter().rev() {
             self.emit(Event::StepFinished { step_name: step, subagent_run_id: owner }).await?;
         }
         self.close_subagents(false).await
@@ -36,11 +35,7 @@ impl TurnContext {
     /// goes on when the delegation is re-entered.
     async fn close_subagents(&mut self, keep_delegations: bool) -> Result<(), AgentError> {
         self.attribution = None;
-        let open = std::mem::take(&mut self.open_subagents);
-        let (kept, cut): (Vec<String>, Vec<String>) =
-            open.into_iter().partition(|s| keep_delegations && self.open_steps.contains(s));
-        self.open_subagents = kept;
-        for subagent in cut.into_iter().rev() {
+        for subagent in self.open.cut_subagents(keep_delegations).into_iter().rev() {
             let message = "cut off: the run it was part of stopped".to_string();
             self.emit(Event::SubagentError { subagent_run_id: subagent, message, code: None }).await?;
         }
@@ -49,10 +44,10 @@ impl TurnContext {
 
     /// Ends the open reasoning messages, then the spans they sit in (newest first).
     async fn close_reasoning(&mut self) -> Result<(), AgentError> {
-        for message in std::mem::take(&mut self.open_reasoning_messages).into_iter().rev() {
+        for message in self.open.take_reasoning_messages().into_iter().rev() {
             self.emit(Event::ReasoningMessageEnd { message_id: message, subagent_run_id: None }).await?;
         }
-        for span in std::mem::take(&mut self.open_reasoning_spans).into_iter().rev() {
+        for span in self.open.take_reasoning_spans().into_iter().rev() {
             self.emit(Event::ReasoningEnd { message_id: span, subagent_run_id: None }).await?;
         }
         Ok(())
@@ -70,51 +65,27 @@ impl TurnContext {
         for stored in events {
             self.next_seq = self.next_seq.max(stored.seq + 1);
             let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else { continue };
-            match envelope.event {
+            self.open.observe(&envelope.event);
+            // The numbering goes on after the highest number the log used.
+            match &envelope.event {
                 Event::TextMessageStart { message_id, .. } => {
-                    self.counters.messages = self.counters.messages.max(count(&message_id, ":m"));
-                    self.open_messages.push(message_id.clone());
-                    self.last_message = Some(message_id);
+                    self.counters.messages = self.counters.messages.max(count(message_id, ":m"));
                 }
-                Event::TextMessageEnd { message_id, .. } => self.open_messages.retain(|m| *m != message_id),
                 Event::ToolCallStart { tool_call_id, parent_message_id, .. } => {
                     // A message that holds only calls is numbered with the messages.
                     let parent = parent_message_id.as_deref().map_or(0, |parent| count(parent, ":m"));
                     self.counters.messages = self.counters.messages.max(parent);
-                    self.counters.tool_calls = self.counters.tool_calls.max(count(&tool_call_id, ":c"));
-                    self.open_tool_calls.push(tool_call_id);
+                    self.counters.tool_calls = self.counters.tool_calls.max(count(tool_call_id, ":c"));
                 }
-                Event::ToolCallEnd { tool_call_id, .. } => self.open_tool_calls.retain(|c| *c != tool_call_id),
-                Event::ToolCallResult { .. } => self.last_message = None,
                 Event::ReasoningStart { message_id, .. } => {
-                    self.counters.reasoning_spans = self.counters.reasoning_spans.max(count(&message_id, ":reasoning"));
-                    self.open_reasoning_spans.push(message_id);
+                    self.counters.reasoning_spans = self.counters.reasoning_spans.max(count(message_id, ":reasoning"));
                 }
-                Event::ReasoningEnd { message_id, .. } => self.open_reasoning_spans.retain(|s| *s != message_id),
                 Event::ReasoningMessageStart { message_id, .. } => {
                     self.counters.reasoning_messages =
-                        self.counters.reasoning_messages.max(count(&message_id, ":thought"));
-                    self.open_reasoning_messages.push(message_id);
-                }
-                Event::ReasoningMessageEnd { message_id, .. } => {
-                    self.open_reasoning_messages.retain(|m| *m != message_id)
+                        self.counters.reasoning_messages.max(count(message_id, ":thought"));
                 }
                 Event::ActivitySnapshot { message_id, .. } => {
-                    self.counters.activities = self.counters.activities.max(count(&message_id, ":a"));
-                }
-                Event::StepStarted { step_name, subagent_run_id, .. } => {
-                    if let Some(subagent) = subagent_run_id {
-                        self.step_owners.insert(step_name.clone(), subagent);
-                    }
-                    self.open_steps.push(step_name)
-                }
-                Event::StepFinished { step_name, .. } => {
-                    self.step_owners.remove(&step_name);
-                    self.open_steps.retain(|s| *s != step_name)
-                }
-                Event::SubagentStarted { subagent_run_id, .. } => self.open_subagents.push(subagent_run_id),
-                Event::SubagentFinished { subagent_run_id, .. } | Event::SubagentError { subagent_run_id, .. } => {
-                    self.open_subagents.retain(|s| *s != subagent_run_id)
+                    self.counters.activities = self.counters.activities.max(count(message_id, ":a"));
                 }
                 _ => {}
             }
@@ -128,12 +99,7 @@ impl TurnContext {
         let events = self
             .patiently("the turn's log could not be read", || crate::engine::log::read_log(store.as_ref(), turn))
             .await?;
-        self.open_tool_calls.clear();
-        self.open_messages.clear();
-        self.open_steps.clear();
-        self.open_reasoning_spans.clear();
-        self.open_reasoning_messages.clear();
-        self.open_subagents.clear();
+        self.open = super::open::OpenItems::default();
         self.unlabelled.clear();
         self.next_seq = 1;
         self.resume_from_log(&events);
@@ -144,17 +110,17 @@ impl TurnContext {
     /// (§4.6): the step that was saying them runs again and gives its answer whole, as a new
     /// message. Steps stay open: the work they stand for goes on.
     pub(crate) async fn close_cut_items(&mut self) -> Result<(), AgentError> {
-        for call in std::mem::take(&mut self.open_tool_calls) {
+        for call in self.open.take_tool_calls() {
             self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
         }
-        for message in std::mem::take(&mut self.open_messages) {
+        for message in self.open.take_messages() {
             self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
         }
         // Reasoning cut off mid-thought is closed as it stands; the step thinks again anew.
         self.close_reasoning().await?;
         self.close_subagents(true).await?;
         self.unlabelled.clear();
-        self.last_message = None;
+        self.open.forget_last_message();
         Ok(())
     }
 

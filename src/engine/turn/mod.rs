@@ -5,8 +5,9 @@
 //! [`context`] (the context, its signals, events and checkpoints as log ops), [`vocabulary`]
 //! (messages, reasoning, tool calls, steps, notes), [`reads`] (what a turn reads, patiently),
 //! `waits` (interrupts it opens, client tool results), `delegation` (child agents), `budget`
-//! (the tenant's tokens), `cards` and `lifecycle` (picking a turn up, ending it). What an agent
-//! is and answers with is [`agent`]. Everything an agent needs is re-exported here.
+//! (the tenant's tokens), `cards` and `lifecycle` (picking a turn up, ending it), and `open`
+//! (what is open in a turn: the one record that appending, picking a log up and closing keep).
+//! What an agent is and answers with is [`agent`]. Everything an agent needs is re-exported here.
 
 pub mod agent;
 mod budget;
@@ -14,6 +15,7 @@ mod cards;
 mod context;
 mod delegation;
 mod lifecycle;
+mod open;
 mod reads;
 mod vocabulary;
 mod waits;

@@ -41,9 +41,7 @@ impl TurnContext {
             subagent_run_id: None,
         })
         .await?;
-        self.open_messages.push(message_id.clone());
         self.unlabelled.push(message_id.clone());
-        self.last_message = Some(message_id.clone());
         Ok(message_id)
     }
 
@@ -67,7 +65,6 @@ impl TurnContext {
     }
 
     pub async fn text_end(&mut self, message_id: &str) -> Result<(), AgentError> {
-        self.open_messages.retain(|m| m != message_id);
         self.unlabelled.retain(|m| m != message_id);
         self.emit(Event::TextMessageEnd { message_id: message_id.to_string(), subagent_run_id: None }).await
     }
@@ -77,7 +74,6 @@ impl TurnContext {
         self.counters.reasoning_spans += 1;
         let span_id = format!("{}:reasoning{}", self.turn_id, self.counters.reasoning_spans);
         self.emit(Event::ReasoningStart { message_id: span_id.clone(), subagent_run_id: None }).await?;
-        self.open_reasoning_spans.push(span_id.clone());
         Ok(span_id)
     }
 
@@ -93,7 +89,6 @@ impl TurnContext {
             subagent_run_id: None,
         })
         .await?;
-        self.open_reasoning_messages.push(message_id.clone());
         Ok(message_id)
     }
 
@@ -108,12 +103,10 @@ impl TurnContext {
     }
 
     pub async fn reasoning_message_end(&mut self, message_id: &str) -> Result<(), AgentError> {
-        self.open_reasoning_messages.retain(|m| m != message_id);
         self.emit(Event::ReasoningMessageEnd { message_id: message_id.to_string(), subagent_run_id: None }).await
     }
 
     pub async fn reasoning_span_end(&mut self, span_id: &str) -> Result<(), AgentError> {
-        self.open_reasoning_spans.retain(|s| s != span_id);
         self.emit(Event::ReasoningEnd { message_id: span_id.to_string(), subagent_run_id: None }).await
     }
 
@@ -195,7 +188,7 @@ impl TurnContext {
 
     /// Opens a tool call whose arguments will stream (`TOOL_CALL_START`); returns its id.
     pub async fn tool_call_open(&mut self, name: &str) -> Result<String, AgentError> {
-        let parent = self.last_message.clone();
+        let parent = self.open.last_message().map(str::to_string);
         self.tool_call_open_with(name, parent, None).await
     }
 
@@ -232,7 +225,6 @@ impl TurnContext {
             subagent_run_id: subagent,
         })
         .await?;
-        self.open_tool_calls.push(call_id.clone());
         Ok(call_id)
     }
 
@@ -246,7 +238,6 @@ impl TurnContext {
     }
 
     pub async fn tool_call_close(&mut self, call_id: &str) -> Result<(), AgentError> {
-        self.open_tool_calls.retain(|c| c != call_id);
         self.emit(Event::ToolCallEnd { tool_call_id: call_id.to_string(), subagent_run_id: None }).await
     }
 
@@ -275,8 +266,6 @@ impl TurnContext {
             subagent_run_id: None,
         })
         .await?;
-        // The answer after a tool call is a new message.
-        self.last_message = None;
         Ok(message_id)
     }
 
@@ -314,17 +303,11 @@ impl TurnContext {
     }
 
     pub async fn step_start(&mut self, name: &str) -> Result<(), AgentError> {
-        self.emit(Event::StepStarted { step_name: name.to_string(), subagent_run_id: None }).await?;
-        self.open_steps.push(name.to_string());
-        if let Some(subagent) = self.lane().map(str::to_string) {
-            self.step_owners.insert(name.to_string(), subagent);
-        }
-        Ok(())
+        // The step's owner is the lane it starts in, which the event is tagged with.
+        self.emit(Event::StepStarted { step_name: name.to_string(), subagent_run_id: None }).await
     }
 
     pub async fn step_finish(&mut self, name: &str) -> Result<(), AgentError> {
-        self.open_steps.retain(|s| s != name);
-        self.step_owners.remove(name);
         self.emit(Event::StepFinished { step_name: name.to_string(), subagent_run_id: None }).await
     }
 
@@ -336,24 +319,17 @@ impl TurnContext {
 
     /// Starts a subagent (`SUBAGENT_STARTED`), whose id the agent chose.
     pub async fn subagent_start(&mut self, started: Event) -> Result<(), AgentError> {
-        let Event::SubagentStarted { subagent_run_id, .. } = &started else {
+        if !matches!(started, Event::SubagentStarted { .. }) {
             return Err(AgentError::Internal("subagent_start takes SUBAGENT_STARTED".into()));
-        };
-        let id = subagent_run_id.clone();
-        self.emit(started).await?;
-        self.open_subagents.push(id);
-        Ok(())
+        }
+        self.emit(started).await
     }
 
     /// Ends a subagent (`SUBAGENT_FINISHED` or `SUBAGENT_ERROR`).
     pub async fn subagent_end(&mut self, ended: Event) -> Result<(), AgentError> {
-        let (Event::SubagentFinished { subagent_run_id, .. } | Event::SubagentError { subagent_run_id, .. }) = &ended
-        else {
+        if !matches!(ended, Event::SubagentFinished { .. } | Event::SubagentError { .. }) {
             return Err(AgentError::Internal("subagent_end takes SUBAGENT_FINISHED or SUBAGENT_ERROR".into()));
-        };
-        let id = subagent_run_id.clone();
-        self.emit(ended).await?;
-        self.open_subagents.retain(|s| *s != id);
-        Ok(())
+        }
+        self.emit(ended).await
     }
 }

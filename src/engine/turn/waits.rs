@@ -216,17 +216,15 @@ impl TurnContext {
     ) -> Result<Vec<WriteOp>, AgentError> {
         let mut ops = Vec::new();
         for frame in nest.iter().rev() {
-            if !self.open_subagents.contains(&frame.id) {
+            if !self.open.end_subagent(&frame.id) {
                 continue;
             }
-            self.open_subagents.retain(|s| *s != frame.id);
             let outcome = SubagentOutcome::Suspended { interrupt_ids: interrupt_ids.clone() };
             let finished =
                 Event::SubagentFinished { subagent_run_id: frame.id.clone(), result: None, outcome: Some(outcome) };
             ops.push(self.event_op(finished)?);
         }
-        for step in std::mem::take(&mut self.open_steps).into_iter().rev() {
-            let owner = self.step_owners.remove(&step);
+        for (step, owner) in self.open.take_steps().into_iter().rev() {
             ops.push(self.event_op(Event::StepFinished { step_name: step, subagent_run_id: owner })?);
         }
         Ok(ops)
