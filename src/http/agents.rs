@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, TenantRefusals};
 use super::openapi::TenantQuery;
 use super::permissions::Authorized;
 use super::state::AppState;
@@ -62,10 +62,8 @@ fn startable<'a>(state: &'a AppState, auth: &'a Authorized) -> impl Iterator<Ite
     params(TenantQuery),
     responses(
         (status = 200, description = "The agents this caller may start, each with its AG-UI 1.0 capabilities.", body = AgentList),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn list_agents(State(state): State<AppState>, auth: Authorized) -> Json<AgentList> {

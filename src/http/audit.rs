@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, TenantRefusals};
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::TenantAdmin;
 use super::state::AppState;
@@ -28,10 +28,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses(
         (status = 200, description = "`threadId` and `audit`: the rows about the thread, oldest first (at most 500), each `at`, `action` (`run.start`, `board.read`, `interrupt.decide`, `interrupt.expire`, …), `actor`, `via` and `detail`.", body = JsonObject),
         (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "not an admin of the tenant, or no such thread (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn thread_audit(

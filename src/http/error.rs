@@ -37,6 +37,39 @@ impl ErrorBody {
 
 pub use crate::protocol::ErrorCode;
 
+/// The refusals every tenant route answers, as OpenAPI documents them (each with the error
+/// body): a route lists them with `TenantRefusals` beside its own.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // only read by the OpenAPI derive
+pub(crate) enum TenantRefusals {
+    #[response(status = 401, description = "no valid credential (`unauthenticated`)")]
+    Unauthenticated(ErrorBody),
+    #[response(status = 404, description = "unknown tenant (`not_found`)")]
+    NotFound(ErrorBody),
+    #[response(status = 500, description = "internal error (`internal`); the cause is logged")]
+    Internal(ErrorBody),
+}
+
+/// The refusals every route of one thread answers: [`TenantRefusals`], a malformed thread id,
+/// and a thread the caller may not see (answered as one that does not exist would be).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // only read by the OpenAPI derive
+pub(crate) enum ThreadRefusals {
+    #[response(status = 400, description = "the thread id is malformed (`bad_request`)")]
+    BadThreadId(ErrorBody),
+    #[response(status = 401, description = "no valid credential (`unauthenticated`)")]
+    Unauthenticated(ErrorBody),
+    #[response(
+        status = 403,
+        description = "the caller may not do this, or the thread is not theirs (`permission_denied`)"
+    )]
+    PermissionDenied(ErrorBody),
+    #[response(status = 404, description = "unknown tenant (`not_found`)")]
+    NotFound(ErrorBody),
+    #[response(status = 500, description = "internal error (`internal`); the cause is logged")]
+    Internal(ErrorBody),
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// 400, with a code: `bad_request` (naming the field), `unsupported_content`,

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, TenantRefusals};
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{CanRead, CanReadContent};
 use super::state::AppState;
@@ -32,10 +32,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses(
         (status = 200, description = "`interrupts`: the open interrupts the caller may decide, oldest first, each with `tenant`, `threadId`, `turn`, `agent`, `startedBy`, `createdAt`, `expiresAt`, `deciders`, `fourEyes`, `threadReadable` and the AG-UI `interrupt`; `waitingForOthers`: those on the caller's threads that others decide (`interruptId`, `what`, `deciders`, …).", body = JsonObject),
         (status = 400, description = "an unparseable query string (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not read threads, or holds another tenant's credential (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn inbox(State(state): State<AppState>, CanRead { caller, tenant }: CanRead) -> Result<Json<Value>, ApiError> {

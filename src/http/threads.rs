@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, TenantRefusals, ThreadRefusals};
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{CanRead, CanReadContent};
 use super::state::AppState;
@@ -64,10 +64,8 @@ pub struct ListQuery {
     responses(
         (status = 200, description = "A page of threads: `threads` (each `id`, `agent`, `status`, `createdAt`, `updatedAt` and, with `threads:content`, `title`) and `next_cursor` (null on the last page).", body = JsonObject),
         (status = 400, description = "a malformed `limit`, `status`, `agent` or `cursor` (`bad_request`, naming it)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn list_threads(
@@ -109,12 +107,8 @@ async fn list_threads(
     params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
     responses(
         (status = 204, description = "The thread and everything stored for it are erased."),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
         (status = 409, description = "a turn of the thread the delete cancelled has not ended in time (`turn_in_progress`): try again", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        ThreadRefusals
     )
 )]
 async fn delete_thread(
@@ -157,11 +151,7 @@ pub(super) async fn readable(
     params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
     responses(
         (status = 200, description = "The thread: status, turns, the caller's open interrupts and, with `threads:content`, the board.", body = JsonObject),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        ThreadRefusals
     )
 )]
 async fn show_thread(
@@ -262,11 +252,7 @@ async fn thread_messages(
     params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
     responses(
         (status = 200, description = "`threadId` and `turns`, oldest first: each `id`, `parent` (the turn it went on from, null for a first turn), `agent`, `status`, `createdAt` and `onCurrentBranch`.", body = JsonObject),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        ThreadRefusals
     )
 )]
 async fn thread_turns(
@@ -301,12 +287,8 @@ async fn thread_turns(
     params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
     responses(
         (status = 202, description = "The running turn is being cancelled; it ends with outcome `cancelled`.", body = JsonObject),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
         (status = 409, description = "no turn is running (`not_running`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        ThreadRefusals
     )
 )]
 async fn cancel_turn(

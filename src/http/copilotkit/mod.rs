@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, TenantRefusals};
 use super::openapi::{JsonObject, SseEvent};
 use super::permissions::{startable_agent, Authorized, CanStart};
 use super::runs::{connect_stream, run_stream, ConnectEnd, StreamRequest};
@@ -113,10 +113,8 @@ fn runtime_info(state: &AppState, auth: &Authorized, headers: &HeaderMap, uri: &
     params(TenantPath),
     responses(
         (status = 200, description = "`{version, agents: {<name>: {name, description, className, capabilities}}, mode: \"sse\", threadEndpoints: {list, inspect, mutations, realtimeMetadata}, intelligence: {wsUrl}, …}`, as `@copilotkit/core` reads it; `wsUrl` is the live thread list's socket.", body = JsonObject),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "a credential of another tenant (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn info(State(state): State<AppState>, auth: Authorized, headers: HeaderMap, uri: Uri) -> Json<Value> {

@@ -43,7 +43,7 @@ use super::grants::{self, Grant};
 use super::threads::join_code;
 use super::threads::{own_entries, own_thread, TenantPath};
 use crate::engine::threads::ThreadFilter;
-use crate::http::error::{ApiError, ErrorBody, ErrorCode};
+use crate::http::error::{ApiError, ErrorBody, ErrorCode, TenantRefusals};
 use crate::http::openapi::JsonObject;
 use crate::http::permissions::{configured_tenant, CanRead};
 use crate::http::sse::{SlotLimits, StreamSlots};
@@ -121,10 +121,8 @@ pub(super) fn socket_url(state: &AppState, headers: &HeaderMap, uri: &Uri, tenan
     params(TenantPath),
     responses(
         (status = 200, description = "`{joinToken}`: opens `GET …/threads/realtime/websocket?join_token=…` on any instance of the gateway for a day (or until the caller's credential expires, if sooner); each socket ends when the caller's access does.", body = JsonObject),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn subscribe(

@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 use crate::auth::Caller;
 use crate::engine::threads::{title, ThreadFilter};
 use crate::engine::EngineError;
-use crate::http::error::{ApiError, ErrorBody};
+use crate::http::error::{ApiError, ErrorBody, TenantRefusals, ThreadRefusals};
 use crate::http::openapi::JsonObject;
 use crate::http::permissions::{CanRead, CanReadContent};
 use crate::http::state::AppState;
@@ -81,10 +81,8 @@ fn entry(summary: &ThreadSummary, label: Option<&ThreadTitle>, content: bool) ->
     responses(
         (status = 200, description = "`{threads: [{id, agentId, name, archived, status, createdAt, updatedAt, lastRunAt}], nextCursor, joinCode}`; `joinCode` names the live list's channel (`POST …/threads/subscribe`)", body = JsonObject),
         (status = 400, description = "a malformed `agentId`, `limit` or `cursor` (`bad_request`, naming it)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn list(
@@ -180,10 +178,8 @@ async fn thread_entry(state: &AppState, caller: &Caller, thread: &ThreadRow) -> 
     responses(
         (status = 200, description = "`{id, agentId, name, archived, status, createdAt, updatedAt, lastRunAt}`", body = JsonObject),
         (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not read threads, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn show(
@@ -258,11 +254,9 @@ async fn apply(
     responses(
         (status = 200, description = "The thread as the list shows it now.", body = JsonObject),
         (status = 400, description = "a malformed id or body, a name of no or more than 200 characters, or a body that changes nothing (`bad_request`, naming it)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
         (status = 413, description = "the body is too large (`payload_too_large`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn change(
@@ -285,11 +279,7 @@ async fn change(
     params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
     responses(
         (status = 200, description = "The thread as the list shows it now.", body = JsonObject),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        ThreadRefusals
     )
 )]
 async fn archive(
@@ -308,12 +298,8 @@ async fn archive(
     params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
     responses(
         (status = 204, description = "The thread and everything stored for it are erased."),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
         (status = 409, description = "a turn of the thread the delete cancelled has not ended in time (`turn_in_progress`): try again", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        ThreadRefusals
     )
 )]
 async fn erase(
@@ -342,10 +328,8 @@ async fn erase(
     responses(
         (status = 200, description = "`{messages: [{id, role, content?, toolCalls?: [{id, name, args}], toolCallId?}]}` with the gateway's ids.", body = JsonObject),
         (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
         (status = 403, description = "the caller may not read content, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        TenantRefusals
     )
 )]
 async fn messages(
