@@ -535,23 +535,6 @@ fn slow_answer() -> String {
     (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
 }
 
-/// Each text message's text, in the order the messages started.
-fn texts_by_message(events: &[SseEvent]) -> Vec<String> {
-    let mut texts: Vec<(String, String)> = Vec::new();
-    for event in events {
-        let id = event.data["messageId"].as_str().unwrap_or_default().to_string();
-        match event.kind() {
-            "TEXT_MESSAGE_START" => texts.push((id, String::new())),
-            "TEXT_MESSAGE_CONTENT" => {
-                if let Some(text) = texts.iter_mut().find(|(m, _)| *m == id) {
-                    text.1.push_str(event.data["delta"].as_str().unwrap_or_default());
-                }
-            }
-            _ => {}
-        }
-    }
-    texts.into_iter().map(|(_, text)| text).collect()
-}
 
 /// The instance relaying the framework's answer is killed (SIGKILL) in the middle of it; another
 /// instance on the same database takes the turn over and finishes it honestly: either the whole
@@ -573,7 +556,7 @@ async fn a_killed_instance_s_turn_is_finished_honestly(framework: Framework) {
     pair.kill_a();
     let joined = pair.follow_on_b(&input, head).await;
     let whole = slow_answer();
-    let texts = texts_by_message(&joined);
+    let texts: Vec<String> = texts_by_message(&joined).into_iter().map(|(_, text)| text).collect();
     for shown in &texts {
         assert!(whole.starts_with(shown.as_str()), "{framework:?}: a message shows its words once: {shown:?}");
     }

@@ -670,3 +670,21 @@ pub fn start_listening(mut command: std::process::Command, what: &str) -> (std::
     let url = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("{what}: unexpected {line}")).to_string();
     (child, url)
 }
+
+/// Each text message's id and text, in the order the messages started.
+pub fn texts_by_message(events: &[SseEvent]) -> Vec<(String, String)> {
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for event in events {
+        let id = event.data["messageId"].as_str().unwrap_or_default().to_string();
+        match event.kind() {
+            "TEXT_MESSAGE_START" => texts.push((id, String::new())),
+            "TEXT_MESSAGE_CONTENT" => {
+                if let Some(text) = texts.iter_mut().find(|(m, _)| *m == id) {
+                    text.1.push_str(event.data["delta"].as_str().unwrap_or_default());
+                }
+            }
+            _ => {}
+        }
+    }
+    texts
+}

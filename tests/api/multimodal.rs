@@ -151,6 +151,28 @@ async fn a_url_image_is_passed_on_and_never_fetched() {
     watcher.abort();
 }
 
+/// Sends each case's parts (`name`, `parts`, `status`, `code`, what the message names) as a new
+/// thread's first message to `vision` and checks the refusal: its status and code, its message
+/// naming what was wrong, nothing stored and no thread made.
+async fn each_is_refused<'a>(
+    app: &TestApp,
+    before: &agui_gateway::store::RowCounts,
+    cases: impl IntoIterator<Item = (&'a str, Value, u16, &'a str, &'a str)>,
+) {
+    for (name, parts, status, code, names) in cases {
+        let thread = unique("th-refused");
+        let response = app.post_run("vision", &run_with_parts(&thread, "run-1", parts)).await;
+        assert_eq!(response.status().as_u16(), status, "{name}");
+        let body: Value = response.json().await.expect("an error body");
+        assert_eq!(body["error"]["code"], code, "{name}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(names), "{name}: '{message}' names {names}");
+        assert_eq!(&app.counts().await, before, "{name} changed the store");
+        let listed = app.client.get(app.url(&format!("/v1/threads/{thread}/messages"))).send().await.expect("GET");
+        assert_eq!(listed.status(), 403, "{name}: no thread was made (an unknown thread reads as one not yours)");
+    }
+}
+
 // One store: the parts are refused before any store is written.
 #[tokio::test]
 async fn parts_the_agent_does_not_take_or_too_large_are_refused_and_nothing_is_stored() {
@@ -188,18 +210,7 @@ async fn parts_the_agent_does_not_take_or_too_large_are_refused_and_nothing_is_s
             "limits.max_content_bytes",
         ),
     ];
-    for (name, parts, status, code, names) in cases {
-        let thread = unique("th-refused");
-        let response = app.post_run("vision", &run_with_parts(&thread, "run-1", parts)).await;
-        assert_eq!(response.status().as_u16(), status, "{name}");
-        let body: Value = response.json().await.expect("an error body");
-        assert_eq!(body["error"]["code"], code, "{name}: {body}");
-        let message = body["error"]["message"].as_str().unwrap_or("");
-        assert!(message.contains(names), "{name}: '{message}' names {names}");
-        assert_eq!(app.counts().await, before, "{name} changed the store");
-        let listed = app.client.get(app.url(&format!("/v1/threads/{thread}/messages"))).send().await.expect("GET");
-        assert_eq!(listed.status(), 403, "{name}: no thread was made (an unknown thread reads as one not yours)");
-    }
+    each_is_refused(&app, &before, cases).await;
     assert_eq!(model.calls(), 0, "no refused part reached the model");
     // A script agent reads only words: an image to it is refused too.
     let response = app.post_run("demo", &run_with_parts("th-script", "run-1", json!([image_part(PNG)]))).await;
@@ -271,16 +282,7 @@ async fn a_part_is_measured_whole_and_checked_as_the_model_will_read_it(backend:
             "limits.content_url_schemes",
         ),
     ];
-    for (name, parts, status, code, names) in cases {
-        let thread = unique("th-checked");
-        let response = app.post_run("vision", &run_with_parts(&thread, "run-1", parts)).await;
-        assert_eq!(response.status().as_u16(), status, "{name}");
-        let body: Value = response.json().await.expect("an error body");
-        assert_eq!(body["error"]["code"], code, "{name}: {body}");
-        let message = body["error"]["message"].as_str().unwrap_or("");
-        assert!(message.contains(names), "{name}: '{message}' names {names}");
-        assert_eq!(app.counts().await, before, "{name} changed the store");
-    }
+    each_is_refused(&app, &before, cases).await;
     assert_eq!(model.calls(), 0, "no refused part reached the model");
     // Well-formed parts of the default schemes are taken.
     let parts = json!([

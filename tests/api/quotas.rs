@@ -75,8 +75,9 @@ async fn concurrent_turns_past_the_limit_are_refused_with_the_figures(backend: B
 }
 crate::on_both_stores!(concurrent_turns_past_the_limit_are_refused_with_the_figures);
 
-async fn turns_per_minute_past_the_limit_are_refused_until_the_next_minute(backend: Backend) {
-    // Fixed minutes: start early in one so the three runs share it.
+/// Waits, when needed, until the clock is in the first three quarters of a minute: a
+/// per-minute quota counts fixed minutes, so what a test starts then stays in one.
+async fn early_in_a_minute() {
     let second_of_minute = || (agui_gateway::clock::Clock::now_ms(&agui_gateway::clock::SystemClock) / 1000) % 60;
     if second_of_minute() > 45 {
         wait_until(std::time::Duration::from_secs(20), "the next minute", || {
@@ -85,6 +86,11 @@ async fn turns_per_minute_past_the_limit_are_refused_until_the_next_minute(backe
         })
         .await;
     }
+}
+
+async fn turns_per_minute_past_the_limit_are_refused_until_the_next_minute(backend: Backend) {
+    // Fixed minutes: start early in one so the three runs share it.
+    early_in_a_minute().await;
     let db = TestDatabase::new(backend).await;
     let app = limited(&db, "{ turns_per_minute = 2 }").await;
     for thread in ["th-m1", "th-m2"] {
@@ -180,14 +186,7 @@ crate::on_both_stores!(a_burst_of_runs_at_once_never_starts_more_turns_than_the_
 
 async fn a_burst_of_runs_at_once_never_starts_more_turns_than_the_minute_allows(backend: Backend) {
     // Fixed minutes: the burst must not straddle two.
-    let second_of_minute = || (agui_gateway::clock::Clock::now_ms(&agui_gateway::clock::SystemClock) / 1000) % 60;
-    if second_of_minute() > 45 {
-        wait_until(std::time::Duration::from_secs(20), "the next minute", || {
-            let early = second_of_minute() <= 45;
-            async move { early }
-        })
-        .await;
-    }
+    early_in_a_minute().await;
     let db = TestDatabase::new(backend).await;
     let app = limited(&db, "{ turns_per_minute = 3 }").await;
     let first = burst(&app, "demo", "th-minute", 20).await;

@@ -11,7 +11,7 @@ use crate::upstream::{upstream_of, Upstream, UpstreamServer};
 use crate::on_both_stores;
 
 /// A gateway whose agent `upstream` fronts `route`, with more agent settings in `extra` (TOML).
-async fn gateway(server: &UpstreamServer, route: &str, db: &TestDatabase, extra: &str) -> TestApp {
+pub(crate) async fn gateway(server: &UpstreamServer, route: &str, db: &TestDatabase, extra: &str) -> TestApp {
     let mut config = test_config(&db.url);
     let toml = format!(
         "name = \"upstream\"\nkind = \"agui\"\nurl = \"{}/agents/{route}\"\ntimeout_secs = 20\n{extra}",

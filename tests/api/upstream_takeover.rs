@@ -34,23 +34,6 @@ async fn kill_a_and_follow_on_b(mut pair: TwoInstances, input: &Value, enough: u
     pair.follow_on_b(input, head).await
 }
 
-/// Each message's text, in the order the messages started.
-fn texts_by_message(events: &[SseEvent]) -> Vec<(String, String)> {
-    let mut texts: Vec<(String, String)> = Vec::new();
-    for event in events {
-        let id = event.data["messageId"].as_str().unwrap_or_default().to_string();
-        match event.kind() {
-            "TEXT_MESSAGE_START" => texts.push((id, String::new())),
-            "TEXT_MESSAGE_CONTENT" => {
-                if let Some(text) = texts.iter_mut().find(|(m, _)| *m == id) {
-                    text.1.push_str(event.data["delta"].as_str().unwrap_or_default());
-                }
-            }
-            _ => {}
-        }
-    }
-    texts
-}
 
 async fn judged_by_the_official_client(events: &[SseEvent], input: &Value) {
     let (url, _server) = serve_recorded_stream(sse_body(events)).await;

@@ -10,17 +10,8 @@ use serde_json::{json, Value};
 
 use crate::helpers::*;
 use crate::upstream::{upstream_of, Upstream, UpstreamServer};
+use crate::upstream_input::gateway;
 
-/// A gateway whose agent `upstream` fronts `route`, with more agent settings in `extra` (TOML).
-async fn gateway(server: &UpstreamServer, route: &str, db: &TestDatabase, extra: &str) -> TestApp {
-    let mut config = test_config(&db.url);
-    let toml = format!(
-        "name = \"upstream\"\nkind = \"agui\"\nurl = \"{}/agents/{route}\"\ntimeout_secs = 20\n{extra}",
-        server.url
-    );
-    config.agents.push(toml::from_str(&toml).expect("agent config"));
-    TestApp::start_with(config).await
-}
 
 /// The requests the upstream got for `thread` (its threadId is `default:<thread>`), in order.
 async fn requests_for(server: &UpstreamServer, thread: &str) -> Vec<Value> {
