@@ -214,6 +214,16 @@ async fn an_app_call_that_needs_approval_waits_for_a_person(backend: Backend) {
     );
     assert_eq!(server.calls().await.len(), calls + 1, "the denied call never reached the server");
     assert_eq!(model.requests().len(), model_calls, "no model was asked");
+
+    // The thread holds the App's turns, each with its request as its input; the conversation as
+    // the thread holds it goes on with a new message.
+    let held = app.get_json("/v1/threads/th-approve/messages").await["messages"].as_array().cloned().expect("messages");
+    let inputs: Vec<&Value> = held.iter().filter(|m| m["role"] == "user").map(|m| &m["content"]).collect();
+    assert_eq!(inputs, ["weather?", "MCP App: tools/call weather on 'pay'", "MCP App: tools/call charge on 'pay'"]);
+    let next = held.into_iter().chain([json!({"id": "u2", "role": "user", "content": "thanks"})]).collect::<Vec<_>>();
+    let input = json!({"threadId": "th-approve", "runId": "p-5", "messages": next});
+    let events = app.run_to_end("assistant", &input).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
 }
 on_both_stores!(an_app_call_that_needs_approval_waits_for_a_person);
 
