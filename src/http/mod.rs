@@ -13,6 +13,7 @@ mod copilotkit;
 mod error;
 mod health;
 mod interrupts;
+mod mcp_apps;
 pub mod openapi;
 pub mod permissions;
 mod runs;

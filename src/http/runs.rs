@@ -34,6 +34,7 @@ use super::sse::{Framing, SlotLimits, SlotRefused, StreamSlots};
 use super::state::AppState;
 use crate::auth::{Caller, ThreadSight};
 use crate::config::AgentConfig;
+use crate::engine::request::app_requests::AppPlan;
 use crate::engine::{ConnectRequest, RunPlan, RunRequest};
 use crate::ids::{EventId, RunId, TenantId, ThreadId};
 use crate::protocol::RunAgentInput;
@@ -88,19 +89,26 @@ pub(super) async fn run_stream(state: AppState, request: StreamRequest) -> Resul
     let slot = take_stream_slot(&slots, &state, &tenant.name, &caller, &thread_id)?;
     let tenant_id = tenant_id(&tenant)?;
 
-    let plan = state
-        .engine
-        .begin_run(RunRequest {
-            tenant: &tenant_id,
-            caller: &caller,
-            agent: &agent.name,
-            thread_id: &thread_id,
-            run_id: &run_id,
-            input: &input,
-            last_event_id: last_event_id.as_ref(),
-            state_writes,
-        })
-        .await?;
+    let request = RunRequest {
+        tenant: &tenant_id,
+        caller: &caller,
+        agent: &agent.name,
+        thread_id: &thread_id,
+        run_id: &run_id,
+        input: &input,
+        last_event_id: last_event_id.as_ref(),
+        state_writes,
+    };
+    // An MCP App's own request is answered for the App, not by a turn (mcp_apps.rs).
+    let plan = match super::mcp_apps::app_request_of(&input)? {
+        Some(app) => match state.engine.begin_app_request(request, app).await? {
+            AppPlan::Answered(result) => {
+                return super::mcp_apps::answered(&input, result, slot, framing, state.auth.clock().now_ms())
+            }
+            AppPlan::Run(plan) => plan,
+        },
+        None => state.engine.begin_run(request).await?,
+    };
     Ok(match plan {
         RunPlan::Follow(plan) => {
             // A new thread, or a new turn moving one up its owner's list.

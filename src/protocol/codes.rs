@@ -68,6 +68,14 @@ pub enum ErrorCode {
     QuotaExceeded,
     /// A person's action on generative UI the conversation never showed (§3).
     UnknownSurface,
+    /// An MCP App's request (§9.2) naming a server the agent does not configure.
+    UnknownMcpServer,
+    /// An MCP App's request of a method the gateway does not answer for Apps.
+    McpMethodNotAllowed,
+    /// An MCP App's `tools/call` of a tool the agent does not list from that server.
+    ToolNotListed,
+    /// An MCP App's `tools/call` whose arguments the tool's input schema refuses.
+    InvalidArguments,
     Failed,
     TimedOut,
 }
@@ -109,6 +117,10 @@ impl ErrorCode {
             ErrorCode::ConcurrencyLimit => "concurrency_limit",
             ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::UnknownSurface => "unknown_surface",
+            ErrorCode::UnknownMcpServer => "unknown_mcp_server",
+            ErrorCode::McpMethodNotAllowed => "mcp_method_not_allowed",
+            ErrorCode::ToolNotListed => "tool_not_listed",
+            ErrorCode::InvalidArguments => "invalid_arguments",
             ErrorCode::Failed => "failed",
             ErrorCode::TimedOut => "timed_out",
         }
@@ -160,6 +172,10 @@ mod tests {
             ErrorCode::ConcurrencyLimit,
             ErrorCode::QuotaExceeded,
             ErrorCode::UnknownSurface,
+            ErrorCode::UnknownMcpServer,
+            ErrorCode::McpMethodNotAllowed,
+            ErrorCode::ToolNotListed,
+            ErrorCode::InvalidArguments,
             ErrorCode::Failed,
             ErrorCode::TimedOut,
         ] {

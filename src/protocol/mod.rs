@@ -9,6 +9,7 @@ pub mod capabilities;
 pub mod codes;
 pub mod events;
 pub mod input;
+pub mod mcp_apps;
 pub mod proto;
 pub mod sse;
 

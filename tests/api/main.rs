@@ -51,6 +51,7 @@ mod interrupts;
 mod leases;
 mod log_pipeline;
 mod mcp;
+mod mcp_apps;
 mod metrics;
 mod multimodal;
 mod nats_bus;

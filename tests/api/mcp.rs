@@ -14,10 +14,10 @@ use crate::fakes::two_instances::TwoInstances;
 use crate::helpers::*;
 use crate::tls_support::{address_of, server_config, TestCa, TlsFront};
 
-/// The MCP server, stopped on drop.
-struct McpServer {
+/// The MCP server, stopped on drop (also the MCP Apps scenarios', mcp_apps.rs).
+pub(crate) struct McpServer {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     /// Its command-line arguments, for a restart.
     args: Vec<String>,
 }
@@ -31,7 +31,7 @@ impl Drop for McpServer {
 
 impl McpServer {
     /// The server as the package makes it: both revisions, no `ttlMs` hint.
-    fn start() -> McpServer {
+    pub(crate) fn start() -> McpServer {
         McpServer::start_with(&[])
     }
 
@@ -75,7 +75,7 @@ impl McpServer {
     }
 
     /// The calls the server got: `{tool, arguments, idempotencyKey}`.
-    async fn calls(&self) -> Vec<Value> {
+    pub(crate) async fn calls(&self) -> Vec<Value> {
         let answer = crate::tls_support::get(format!("{}/calls", self.url)).await.expect("calls");
         answer.json().await.expect("JSON")
     }

@@ -19,11 +19,13 @@ use serde_json::{json, Value};
 
 use crate::config::{HttpTool, McpServerConfig, OpenaiAgentConfig};
 use crate::engine::turn::agent::{Agent, AskedNow};
+use crate::engine::turn::app_request::{AppRefusal, AppRequest, AppRoute};
 use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, ChildCheckpoint, Decided, NotePin, TurnContext};
 use crate::protocol::events::ToolResultContent;
 use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
+mod app_turn;
 pub mod content;
 mod decisions;
 
@@ -74,6 +76,10 @@ struct Conversation {
     /// arguments).
     pending: Vec<PendingCall>,
     usage: Usage,
+    /// The turn is an MCP App's tool call (app_turn.rs): it ends once the call is settled,
+    /// with no model call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    app: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -166,13 +172,24 @@ impl Agent for OpenaiAgent {
         }
     }
 
+    async fn check_app_request(&self, request: &AppRequest) -> Result<AppRoute, AppRefusal> {
+        self.mcp.check_app(request).await
+    }
+
+    async fn answer_app_request(&self, request: &AppRequest) -> Result<Value, String> {
+        self.mcp.answer_app(request).await
+    }
+
     async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         // A delegation the turn stopped in (a takeover, or a wait inside the child).
         let mut child = from.child.clone().map(|c| *c);
         let mut conversation: Conversation = match &from.conversation {
             Some(saved) => serde_json::from_value(saved.clone())
                 .map_err(|e| AgentError::Internal(format!("the turn's saved conversation does not parse: {e}")))?,
-            None => self.opening(turn).await?,
+            None => match turn.app_request().cloned() {
+                Some(request) => return self.app_turn(turn, &request, &mut child).await,
+                None => self.opening(turn).await?,
+            },
         };
         // Spent before a takeover or a wait: still spent if the turn fails from here.
         if conversation.steps > 0 {
@@ -193,6 +210,10 @@ impl Agent for OpenaiAgent {
         } else if !conversation.pending.is_empty() {
             // Taken over between tool calls: run the ones without a result (none twice).
             self.settle_pending(turn, &mut conversation, None, &mut child).await?;
+        }
+        if conversation.app {
+            // An App's call, settled: the App reads its result; no model is asked.
+            return Ok(AgentOutput::default());
         }
         loop {
             if conversation.steps >= self.config.max_steps {

@@ -8,6 +8,7 @@
 //! below calls back up.
 
 pub mod actions;
+pub mod app_requests;
 mod decide;
 mod follow;
 pub mod history;

@@ -155,7 +155,7 @@ impl Engine {
                     return Ok(RunPlan::Refused(refusal));
                 }
                 let id = if copy.forwarded.as_ref() == Some(&message_id) { String::new() } else { message_id };
-                let message = NewMessage { id, text, parts, parent, action };
+                let message = NewMessage { id, text, parts, parent, action, app_request: None };
                 let ordinal = branches::newest(&turns).map_or(1, |t| t.ordinal.saturating_add(1));
                 self.start_turn(&request, thread.as_ref(), ordinal, message).await
             }
@@ -235,7 +235,11 @@ impl Engine {
 
     /// A new message on a thread whose turn waits: `interrupts_pending` when the caller may
     /// decide something, else `turn_waiting` naming who decides (§5.3.6).
-    async fn refuse_while_waiting(&self, request: &RunRequest<'_>, latest: &TurnRow) -> Result<RunPlan, EngineError> {
+    pub(super) async fn refuse_while_waiting(
+        &self,
+        request: &RunRequest<'_>,
+        latest: &TurnRow,
+    ) -> Result<RunPlan, EngineError> {
         let viewer = viewer_of(request);
         let open: Vec<InterruptRow> = self
             .inner
@@ -258,7 +262,7 @@ impl Engine {
         Ok(refuse(ErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; "))))
     }
 
-    async fn start_turn(
+    pub(super) async fn start_turn(
         &self,
         request: &RunRequest<'_>,
         thread: Option<&ThreadRow>,
@@ -303,7 +307,7 @@ impl Engine {
                 [] => None,
                 tools => serde_json::to_string(tools).ok(),
             },
-            client_input: client_input(request.input, message.action.clone()),
+            client_input: client_input(request.input, message.action.clone(), message.app_request.clone()),
             agent: request.agent.to_string(),
             user_message_id: message.id,
             user_text: message.text,
@@ -406,31 +410,45 @@ impl Engine {
 }
 
 /// The user message a new turn starts with, as the history check read it.
-struct NewMessage {
-    id: String,
-    text: String,
-    parts: Option<Vec<crate::protocol::ContentPart>>,
+pub(super) struct NewMessage {
+    pub(super) id: String,
+    pub(super) text: String,
+    pub(super) parts: Option<Vec<crate::protocol::ContentPart>>,
     /// The turn it goes on from (§6).
-    parent: Option<i64>,
+    pub(super) parent: Option<i64>,
     /// The person's action it stands for, when it is one (§3).
-    action: Option<serde_json::Value>,
+    pub(super) action: Option<serde_json::Value>,
+    /// The MCP App's request it stands for, when it is one (§9.2: a call that waits for a
+    /// person; `app_requests.rs`).
+    pub(super) app_request: Option<serde_json::Value>,
 }
 
 /// What a turn keeps of its starting run's input for an upstream agent (§9.3): the `context`
 /// entries and the `forwardedProps`, when the client sent either.
 /// A turn an action started keeps the action itself, and not its `forwardedProps.a2uiAction`:
 /// an upstream gets the action in the conversation, as the A2UI middleware gives it, once.
-fn client_input(input: &crate::protocol::RunAgentInput, action: Option<Value>) -> Option<String> {
+/// A turn an MCP App's request started keeps the request (and not the `forwardedProps` that
+/// brought it).
+fn client_input(
+    input: &crate::protocol::RunAgentInput,
+    action: Option<Value>,
+    app_request: Option<Value>,
+) -> Option<String> {
     let mut forwarded_props = input.forwarded_props.clone().filter(|p| !p.is_null());
     if let (Some(Value::Object(props)), Some(_)) = (&mut forwarded_props, &action) {
         props.remove("a2uiAction");
+    }
+    if let (Some(Value::Object(props)), Some(_)) = (&mut forwarded_props, &app_request) {
+        props.remove(crate::protocol::mcp_apps::PROXIED_REQUEST);
     }
     let kept = crate::engine::turn::ClientInput {
         context: input.context.clone().unwrap_or_default(),
         forwarded_props,
         action,
+        app_request,
     };
-    if kept.context.is_empty() && kept.forwarded_props.is_none() && kept.action.is_none() {
+    if kept.context.is_empty() && kept.forwarded_props.is_none() && kept.action.is_none() && kept.app_request.is_none()
+    {
         return None;
     }
     serde_json::to_string(&kept).ok()

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 
 use serde_json::Value;
 
+use super::app_request::{AppRefusal, AppRequest, AppRoute};
 use super::waits::InterruptSpec;
 use super::{ChildCheckpoint, TurnContext};
 use crate::engine::log::LogError;
@@ -37,6 +38,21 @@ pub trait Agent: Send + Sync {
     /// shown, the interrupt is superseded and the agent asks again when the turn goes on.
     fn asked_now(&self, _checkpoint: &Checkpoint, _interrupt_id: &str) -> AskedNow {
         AskedNow::Unknown
+    }
+
+    /// Whether the agent serves an MCP App's own request (§9.2), and how: checked before
+    /// anything is kept or a server is called. An agent with no MCP servers hosts no App.
+    async fn check_app_request(&self, request: &AppRequest) -> Result<AppRoute, AppRefusal> {
+        Err(AppRefusal::new(
+            crate::protocol::ErrorCode::UnknownMcpServer,
+            format!("this agent has no MCP servers, so no MCP server '{}'", request.server),
+        ))
+    }
+
+    /// The answer to an App's request routed [`AppRoute::Answer`]: the MCP method's result,
+    /// or why it failed, in words that name no secret.
+    async fn answer_app_request(&self, _request: &AppRequest) -> Result<Value, String> {
+        Err("this agent hosts no MCP App".into())
     }
 }
 

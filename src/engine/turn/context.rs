@@ -119,6 +119,10 @@ pub struct ClientInput {
     /// one rather than a user message (SPEC §3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<Value>,
+    /// The MCP App's request the turn started with (`{server, method, params}`): a tool call
+    /// of the App's that waits for a person (§9.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_request: Option<Value>,
 }
 
 impl TurnContext {
@@ -208,6 +212,11 @@ impl TurnContext {
     /// delegation's input is words only).
     pub fn action(&self) -> Option<&Value> {
         self.nest.is_empty().then_some(self.client_input.action.as_ref()).flatten()
+    }
+
+    /// The MCP App's request the turn started with, when the running agent was asked it.
+    pub fn app_request(&self) -> Option<&Value> {
+        self.nest.is_empty().then_some(self.client_input.app_request.as_ref()).flatten()
     }
 
     pub fn is_cancelled(&self) -> bool {

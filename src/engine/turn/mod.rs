@@ -10,6 +10,7 @@
 //! What an agent is and answers with is [`agent`]. Everything an agent needs is re-exported here.
 
 pub mod agent;
+pub mod app_request;
 mod budget;
 mod cards;
 mod context;

@@ -38,6 +38,7 @@ use crate::agents::AgentHttp;
 use crate::config::McpServerConfig;
 pub(super) use result::McpOutcome;
 
+mod apps;
 mod result;
 
 /// The key of a `tools/call` request's `_meta` that carries the call's idempotency key.
