@@ -205,7 +205,15 @@ async fn a_click_by_a_caller_who_may_not_start_the_agent_is_refused(backend: Bac
 on_both_stores!(a_click_by_a_caller_who_may_not_start_the_agent_is_refused);
 
 async fn an_upstream_gets_the_click_as_the_middleware_gives_it(backend: Backend) {
-    let server = upstream_of(Upstream::Node);
+    // Both upstreams draw the surface; the Python one with ag-ui-a2ui-toolkit.
+    for upstream in [Upstream::Node, Upstream::Python] {
+        an_upstream_answers_the_click(backend, upstream).await;
+    }
+}
+on_both_stores!(an_upstream_gets_the_click_as_the_middleware_gives_it);
+
+async fn an_upstream_answers_the_click(backend: Backend, upstream: Upstream) {
+    let server = upstream_of(upstream);
     let db = TestDatabase::new(backend).await;
     let app = gateway_in_front_of(&server, "surface", &db).await;
     let history = thread_with_a_surface(&app, "upstream", "th-up-click").await;
@@ -239,7 +247,6 @@ async fn an_upstream_gets_the_click_as_the_middleware_gives_it(backend: Backend)
         assert!(!messages.iter().any(|m| m["role"] == "user" && m["content"] == click_words("order-form")));
     }
 }
-on_both_stores!(an_upstream_gets_the_click_as_the_middleware_gives_it);
 
 async fn an_openai_model_gets_the_click_as_a_tool_call_and_its_result(backend: Backend) {
     let model = crate::fakes::model::ScriptedModel::planned(vec![], "Your large pizza is ordered.").await;

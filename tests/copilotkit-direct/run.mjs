@@ -3,13 +3,16 @@
 // @copilotkit/react-core v2 (pinned in package.json) whose `runtimeUrl` is the gateway's
 // `/v1/copilotkit/acme` — no Node runtime in between. Node here only builds the page (esbuild),
 // serves its static files from another origin (so the tenant's CORS is in play), and, for the
-// cut case, relays TCP bytes to cut a stream as a network would.
+// cut case, relays TCP bytes to cut a stream as a network would. The `surface` agent is an `agui`
+// agent in front of the Python upstream (tests/upstream/python, its A2UI surface drawn with
+// ag-ui-a2ui-toolkit), started here.
 //
 //   npm ci --ignore-scripts --prefix tests/copilotkit-direct
 //   node tests/copilotkit-direct/run.mjs
 //
 // Needs a built gateway (AGUI_GATEWAY_BIN, else target/debug/agui-gateway) and Chromium
-// (CHROMIUM_PATH, else /usr/bin/chromium). Cases:
+// (CHROMIUM_PATH, else /usr/bin/chromium), and tests/upstream/python/.venv (scripts/test-clients
+// makes it). Cases:
 //   1. a message typed in <CopilotChat> is answered
 //   2. a frontend tool (useFrontendTool) is called and the agent answers from its result
 //   3. an approval shows through useInterrupt; Approve runs the call and finishes the turn
@@ -24,10 +27,14 @@
 //      their own rename, never shows it
 //  11. a tab showing a thread shows a run made in another tab as it happens, with no reload (the
 //      gateway's `thread_run_activity` push makes CopilotChat connect)
+//  12. an A2UI surface from the Python upstream is drawn by @copilotkit/a2ui-renderer, its button
+//      clicked, the click answered by the agent, and the surface drawn again after a reload, its
+//      button live (a second click answered too)
 // Prints ok/not ok per case; exits non-zero on any failure.
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -89,6 +96,30 @@ async function serveStatic(dir) {
   return { origin: `http://127.0.0.1:${server.address().port}`, stop: () => server.close() };
 }
 
+/** The Python upstream AG-UI server (tests/upstream/python); resolves to `{ url, stop }` once it
+ * listens. */
+async function startPythonUpstream() {
+  const python = path.join(repoRoot, "tests/upstream/python/.venv/bin/python");
+  if (!existsSync(python)) throw new Error("create tests/upstream/python/.venv (scripts/test-clients does)");
+  // stdin a pipe: the server ends when this process does.
+  const child = spawn(python, [path.join(repoRoot, "tests/upstream/python/server.py")], { stdio: ["pipe", "pipe", "inherit"] });
+  const url = await new Promise((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error("the Python upstream did not start")), 30_000);
+    child.stdout.on("data", (d) => {
+      out += d.toString();
+      const match = /^listening (\S+)\n/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`the Python upstream exited with ${code}`)));
+  });
+  return { url, stop: () => child.kill("SIGKILL") };
+}
+
+const upstream = await startPythonUpstream();
 const work = mkdtempSync(path.join(tmpdir(), "ck-direct-"));
 await buildPage(work);
 const site = await serveStatic(work);
@@ -97,8 +128,17 @@ const agents = readFileSync(path.join(repoRoot, "tests/fixtures/agents.toml"), "
   'name = "acme"\n',
   `name = "acme"\ncors_origins = ["${site.origin}"]\n`,
 );
+// `surface`: an A2UI surface and the answer to a click on it, from the Python upstream.
+const surfaceAgent = `
+[[agents]]
+name = "surface"
+kind = "agui"
+title = "Surface"
+url = "${upstream.url}/agents/surface"
+timeout_secs = 20
+`;
 const gateway = await startGateway({
-  configToml: `[limits]\nkeepalive_secs = 1\n\n[auth.app_tokens]\nsecret = "${SECRET}"\n\n${agents}`,
+  configToml: `[limits]\nkeepalive_secs = 1\n\n[auth.app_tokens]\nsecret = "${SECRET}"\n\n${agents}${surfaceAgent}`,
 });
 const relay = await startCuttingRelay(gateway.url);
 const alice = appToken("acme", "alice");
@@ -370,6 +410,53 @@ test("a tab showing a thread shows a run made in another tab, with no reload", a
   for (const page of [watching, typing]) await page.close();
 });
 
+test("an A2UI surface is drawn, its button clicked and answered, and drawn again after a reload, still live", async () => {
+  // The renderer's own DOM: the surface's container and a real <button> of its Button component.
+  const surface = (page) => page.locator('.a2ui-surface[data-surface-id="order-form"]');
+  const orderButton = (page) => surface(page).getByRole("button", { name: "Order", exact: true });
+  const answer = 'You pressed order on order-form. User performed action "order" on surface "order-form"';
+
+  const page = await open({ agent: "surface", thread: "ck-surface" });
+  await say(page, "a pizza, please");
+  await waitForText(page, "Here is the form.");
+  await surface(page).getByText("Order a pizza?").waitFor({ timeout: PATIENCE });
+  await orderButton(page).click();
+  // The agent read the click as the A2UI middleware gives it and named it.
+  await waitForText(page, answer);
+  assert.match(textOf(await messagesOf(page)), /You pressed order on order-form\. User performed action "order" on surface "order-form" \(component: go\)\. Context: \{"size":"large"\}/);
+
+  // The gateway kept the surface and took the click as the second turn's input.
+  const record = await gatewayMessages("ck-surface");
+  const drawn = record.filter((m) => m.role === "activity");
+  assert.equal(drawn.length, 1, JSON.stringify(record));
+  assert.equal(drawn[0].activityType, "a2ui-surface");
+  assert.equal(drawn[0].content.a2ui_operations[0].createSurface.surfaceId, "order-form");
+  const call = record.find((m) => m.role === "assistant" && m.toolCalls?.[0]?.function.name === "log_a2ui_event");
+  assert.ok(call, JSON.stringify(record));
+  assert.equal(JSON.parse(call.toolCalls[0].function.arguments).sourceComponentId, "go");
+  assert.equal((await gatewayThread("ck-surface")).turnCount, 2);
+
+  // A reload draws the surface again from the gateway's thread (the page keeps nothing itself),
+  // with the answer to the click below it.
+  await page.reload();
+  await page.waitForFunction(() => window.page?.agent, null, { timeout: PATIENCE });
+  await orderButton(page).waitFor({ timeout: PATIENCE });
+  await surface(page).getByText("Order a pizza?").waitFor({ timeout: PATIENCE });
+  await waitForText(page, answer);
+  const restored = await messagesOf(page);
+  assert.equal(restored.filter((m) => m.role === "activity" && m.activityType === "a2ui-surface").length, 1, JSON.stringify(restored));
+
+  // The restored surface's button is live: a second click is the third turn, answered too.
+  await orderButton(page).click();
+  await page.waitForFunction(
+    (said) => window.page.agent.messages.filter((m) => m.role === "assistant" && typeof m.content === "string" && m.content.includes(said)).length === 2,
+    answer,
+    { timeout: PATIENCE },
+  );
+  assert.equal((await gatewayThread("ck-surface")).turnCount, 3);
+  await page.close();
+});
+
 try {
   for (const { name, body } of cases) {
     try {
@@ -395,6 +482,7 @@ try {
   relay.stop();
   site.stop();
   await gateway.stop();
+  upstream.stop();
   rmSync(work, { recursive: true, force: true });
 }
 if (failures > 0) {

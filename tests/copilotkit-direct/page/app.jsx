@@ -1,6 +1,7 @@
 // A CopilotKit app whose runtimeUrl is the gateway itself: three lines of provider and chat,
 // plus the hooks a real app adds (a frontend tool, an approval through useInterrupt, a thread
-// list through useThreads). Built by run.mjs with esbuild; the test drives it in Chromium and
+// list through useThreads) and, for the `surface` agent, A2UI surfaces drawn by
+// @copilotkit/a2ui-renderer. Built by run.mjs with esbuild; the test drives it in Chromium and
 // reads `window.page` to look inside.
 import React, { useEffect } from "react";
 import { createRoot } from "react-dom/client";
@@ -14,6 +15,7 @@ import {
   useThreads,
 } from "@copilotkit/react-core/v2";
 import "@copilotkit/react-core/v2/styles.css";
+import { basicCatalog } from "@copilotkit/a2ui-renderer";
 import { z } from "zod";
 
 const params = new URLSearchParams(location.search);
@@ -23,6 +25,12 @@ const agentId = params.get("agent") ?? "demo";
 const threadId = params.get("thread") ?? undefined;
 
 window.page = { toolCalls: [] };
+
+// A2UI surfaces: the gateway's runtime info says `a2uiEnabled: false` (it runs no A2UI middleware
+// of its own), so the provider draws `a2ui-surface` activity only for a page that hands it a
+// catalog, as an app using the renderer does. Only for the agent that draws one: the catalog also
+// goes to the agent as context on every run.
+const a2ui = agentId === "surface" ? { catalog: basicCatalog } : undefined;
 
 /** The page's own tool: the agent asks, the page answers. */
 function ConfirmTool() {
@@ -99,7 +107,7 @@ function Probe() {
 
 function App() {
   return (
-    <CopilotKitProvider runtimeUrl={runtimeUrl} headers={{ Authorization: `Bearer ${token}` }}>
+    <CopilotKitProvider runtimeUrl={runtimeUrl} headers={{ Authorization: `Bearer ${token}` }} a2ui={a2ui}>
       {/* Only for the agent that admits it: a client tool an agent does not list under
           `frontend_tools` makes the gateway refuse the run (400 tool_not_admitted). */}
       {agentId === "checker" ? <ConfirmTool /> : null}

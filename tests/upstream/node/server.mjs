@@ -37,9 +37,9 @@
 //                               it, says what was pressed
 //   GET|DELETE /requests        every POST received, as {path, headers, body}, in order
 //
-// The Python server serves the routes above /agents/thinking and /agents/fails; parts-result,
-// frontend-tool, chunks, many-steps, confirm, stateful, once, subagents and surface are this
-// one's.
+// The Python server serves the routes above /agents/thinking and /agents/fails, and surface (the
+// same form and answer, drawn there with ag-ui-a2ui-toolkit); parts-result, frontend-tool,
+// chunks, many-steps, confirm, stateful, once and subagents are this one's.
 //
 // Chat's STATE_SNAPSHOT is {"upstream":{"runs":N}}: every run this process has started, on any
 // agent, this one included; DELETE /requests does not reset it.

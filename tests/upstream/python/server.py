@@ -46,6 +46,7 @@ from ag_ui.core import (
     TokenUsage,
 )
 from ag_ui.encoder import EventEncoder
+from ag_ui_a2ui_toolkit import A2UI_OPERATIONS_KEY, build_a2ui_envelope, validate_a2ui_components
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -231,6 +232,66 @@ def thinking_events(inp: RunAgentInput, _case: str | None) -> list:
     ]
 
 
+# The surface /agents/surface draws, as the toolkit's `render_a2ui` sub-agent would answer it: a
+# form with one button whose action names the size. Kept in step with the Node server's.
+SURFACE_ID = "order-form"
+SURFACE_COMPONENTS = [
+    {"id": "root", "component": "Column", "children": ["title", "go"]},
+    {"id": "title", "component": "Text", "text": "Order a pizza?"},
+    {"id": "go", "component": "Button", "child": "go-text", "action": {"event": {"name": "order", "context": {"size": "large"}}}},
+    {"id": "go-text", "component": "Text", "text": "Order"},
+]
+
+
+def logged_action(messages) -> tuple[dict, str] | None:
+    """The person's action, when the conversation ends with one as the A2UI middleware gives it:
+    an assistant message whose one tool call is `log_a2ui_event` (the action as its arguments),
+    then that call's result in words. None otherwise."""
+    if len(messages) < 2:
+        return None
+    call, result = messages[-2], messages[-1]
+    calls = getattr(call, "tool_calls", None) or []
+    if call.role != "assistant" or len(calls) != 1 or calls[0].function.name != "log_a2ui_event":
+        return None
+    if result.role != "tool" or result.tool_call_id != calls[0].id:
+        return None
+    try:
+        action = json.loads(calls[0].function.arguments)
+    except ValueError:
+        return None
+    return (action, result.content) if isinstance(action, dict) else None
+
+
+def surface_events(inp: RunAgentInput, _case: str | None) -> list:
+    """An A2UI surface, drawn with ag-ui-a2ui-toolkit and shown as `@ag-ui/a2ui-middleware` shows a
+    tool result holding `a2ui_operations` (an `a2ui-surface` activity); given a person's action
+    last, it answers the action instead, naming it (no model: the answer is fixed by the input)."""
+    run = inp.run_id
+    acted = logged_action(inp.messages)
+    if acted is not None:
+        action, words = acted
+        said = f"You pressed {action.get('name')} on {action.get('surfaceId')}. "
+        return [run_started(inp), *text_message(f"{run}-answer", [said, words]), run_finished(inp, RunFinishedSuccessOutcome())]
+    # The toolkit's own checks and envelope, so what is drawn is what its adapters would draw.
+    checked = validate_a2ui_components(components=SURFACE_COMPONENTS)
+    if not checked["valid"]:
+        return [RunErrorEvent(message=json.dumps(checked["errors"]), code="invalid_surface")]
+    envelope = json.loads(
+        build_a2ui_envelope(args={"surfaceId": SURFACE_ID, "components": SURFACE_COMPONENTS}, is_update=False, target_surface_id=None, prior=None)
+    )
+    return [
+        run_started(inp),
+        *text_message(f"{run}-intro", ["Here is the form."]),
+        ActivitySnapshotEvent(
+            message_id=f"a2ui-surface-{run}",
+            activity_type="a2ui-surface",
+            content={A2UI_OPERATIONS_KEY: envelope[A2UI_OPERATIONS_KEY]},
+            replace=True,
+        ),
+        run_finished(inp, RunFinishedSuccessOutcome()),
+    ]
+
+
 def fails_events(inp: RunAgentInput, _case: str | None) -> list:
     # A run whose model spent tokens before it failed: 1.0's RUN_ERROR carries them.
     return [
@@ -318,6 +379,7 @@ app = Starlette(
         Route("/agents/out-of-order", agent(out_of_order_events), methods=["POST"]),
         Route("/agents/thinking", agent(thinking_events), methods=["POST"]),
         Route("/agents/fails", agent(fails_events), methods=["POST"]),
+        Route("/agents/surface", agent(surface_events), methods=["POST"]),
         Route("/requests", requests_endpoint, methods=["GET", "DELETE"]),
         # Recorded too, so a test can see a request the gateway sent to the wrong place.
         Route("/{path:path}", no_agent, methods=["POST"]),
