@@ -13,11 +13,12 @@
 //! exactly after the last event the log holds), or else closes what the cut left open and runs
 //! the upstream again on the same conversation (`on_cut = "fail"` ends the turn instead).
 //!
-//! [`check`] holds what an upstream may send, [`chunks`] the chunk expansion, [`relay`] the
-//! re-serving and the live run's position.
+//! [`check`] holds what an upstream may send, [`chunks`] the chunk expansion, [`memory`] what a
+//! turn remembers of its upstream (the live run's position too), [`relay`] the re-serving.
 
 mod check;
 mod chunks;
+mod memory;
 mod relay;
 
 use std::collections::BTreeMap;
@@ -25,11 +26,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use self::check::parse_upstream_event;
-use self::relay::{Ending, LiveRun, Relay};
+use self::memory::{LiveRun, Upstream, UpstreamInterrupt};
+use self::relay::{Ending, Relay};
 use crate::config::{AguiAgentConfig, OnCut};
 use crate::engine::interrupts::Deciders;
 use crate::engine::turn::agent::Agent;
@@ -40,55 +41,7 @@ use crate::protocol::{Event, InputMessage};
 #[derive(Debug, Clone)]
 pub struct AguiAgent {
     config: AguiAgentConfig,
-    http: super::AgentHttp,
-}
-
-/// What a turn remembers of its upstream (in its checkpoint).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Upstream {
-    /// Upstream runs started in this turn.
-    runs: u32,
-    /// An upstream run was under way at the last checkpoint.
-    streaming: bool,
-    /// The upstream interrupts the turn waits on, each with the gateway interrupt standing for it.
-    waiting: Vec<UpstreamInterrupt>,
-    /// Upstream tool call ids → the gateway's, so a later result names the right call.
-    calls: BTreeMap<String, String>,
-    /// Upstream activity message ids → the gateway's: a later run's snapshot or delta of the
-    /// same activity updates the same message.
-    #[serde(default)]
-    activities: BTreeMap<String, String>,
-    /// Client tool calls the turn waits for the client's results of (the gateway's ids).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    client_calls: Vec<String>,
-    /// The upstream's state as it last set it (`STATE_SNAPSHOT`, then its deltas), sent back on
-    /// its next run, in this turn and the thread's next.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    state: Option<Value>,
-    /// The gateway's ids of the messages, tool calls and results the upstream named → the
-    /// upstream's own ids: what goes back upstream (its calls, their results, its messages)
-    /// names them in the upstream's terms.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    upstream_ids: BTreeMap<String, String>,
-    /// Upstream subagent run ids → the gateway's (`<turn>:s<n>`), and how many were named.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    subagents: BTreeMap<String, String>,
-    #[serde(default)]
-    subagents_named: u32,
-    /// The upstream run under way, while `streaming`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    live: Option<LiveRun>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct UpstreamInterrupt {
-    /// The upstream's own id (what its `resume` names).
-    id: String,
-    /// The gateway interrupt opened for it, whose decision goes back upstream.
-    #[serde(default)]
-    gateway_id: Option<String>,
-    #[serde(default)]
-    response_schema: Option<Value>,
+    http: crate::agents::http::AgentHttp,
 }
 
 /// How the next upstream request goes.
@@ -117,7 +70,7 @@ impl From<AgentError> for RelayFailure {
 
 impl AguiAgent {
     pub fn new(config: AguiAgentConfig, tls: &std::sync::Arc<rustls::ClientConfig>) -> AguiAgent {
-        AguiAgent { config, http: super::AgentHttp::new(tls) }
+        AguiAgent { config, http: crate::agents::http::AgentHttp::new(tls) }
     }
 }
 
@@ -395,7 +348,7 @@ impl AguiAgent {
             request = request.header("last-event-id", id.as_str());
         }
         let response = request.send().await.map_err(|e| {
-            refused(format!("the upstream agent could not be reached: {}", super::unreachable_reason(e)))
+            refused(format!("the upstream agent could not be reached: {}", crate::agents::http::unreachable_reason(e)))
         })?;
         let status = response.status();
         if status.is_redirection() {

@@ -1,17 +1,12 @@
-//! Re-serving one upstream run's checked events under the gateway's ids, and where that run
-//! stands ([`LiveRun`]): what it has open, its ids mapped to the gateway's, its chunk state,
+//! Re-serving one upstream run's checked events under the gateway's ids, and keeping where that
+//! run stands ([`LiveRun`], in `memory`): what it has open, its ids mapped to the gateway's, its chunk state,
 //! and the last upstream event id the log holds. The live run is saved in the turn's
 //! checkpoint with every event that carries an upstream id, in the same write, so an instance
 //! that takes the turn over knows exactly where the upstream stream stood when it was cut.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::check::UpstreamOrder;
-use super::chunks::ChunkExpander;
-use super::Upstream;
+use super::memory::{LiveRun, Upstream};
 use crate::engine::turn::{AgentError, TurnContext};
 use crate::protocol::events::{RunOutcome, SubagentOutcome};
 use crate::protocol::{Event, TokenUsage};
@@ -27,61 +22,6 @@ pub(super) enum Ending {
     Interrupted(Vec<crate::protocol::events::Interrupt>),
 }
 
-/// One upstream run under way.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(super) struct LiveRun {
-    /// The run's `runId` upstream (the same on a reconnect).
-    pub run_id: String,
-    /// The conversation the run was given is the log before this event of the turn.
-    pub conversation_before: i64,
-    /// The `resume` entries the run was started with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume: Option<Vec<Value>>,
-    /// The upstream id of the last event whose relay the log holds; `None` when the upstream
-    /// gives its events no ids (or stopped giving them): a cut run cannot be reconnected then.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_event_id: Option<String>,
-    /// The order check's state: what the upstream has open.
-    #[serde(default)]
-    pub order: UpstreamOrder,
-    #[serde(default)]
-    pub chunks: ChunkExpander,
-    /// Upstream message ids → the gateway's.
-    #[serde(default)]
-    pub messages: BTreeMap<String, String>,
-    /// Upstream reasoning span ids → the gateway's.
-    #[serde(default)]
-    pub spans: BTreeMap<String, String>,
-    /// Upstream reasoning message ids → the gateway's.
-    #[serde(default)]
-    pub thoughts: BTreeMap<String, String>,
-    /// Upstream steps run unshown: more were open than `limits.max_open_steps` allows (§3).
-    #[serde(default)]
-    pub unshown_steps: Vec<String>,
-    /// Calls of the client's (frontend) tools in this run that have no result yet, by the
-    /// gateway's ids: the client runs them.
-    #[serde(default)]
-    pub client_calls: Vec<String>,
-    /// Upstream tool calls an earlier run of the turn already showed and this resumed run
-    /// announces again (LangGraph does): not shown twice; their results go to the first call.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub repeated_calls: Vec<String>,
-    /// Upstream message ids of this run → the gateway's, kept after a message ends: a tool
-    /// call names the message it belongs to by it.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub said: BTreeMap<String, String>,
-    /// This run runs a cut one again (a takeover without `Last-Event-ID`, or an upstream that
-    /// began the cut run anew): it must answer, or the turn fails (docs/agents.md).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub rerun: bool,
-    /// The run said something of its own: text, a tool call or a result.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub answered: bool,
-    /// The upstream's `RUN_FINISHED` as it sent it, once the log holds the run's last word: a
-    /// turn taken over after it only acts on the ending.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished: Option<String>,
-}
 
 impl LiveRun {
     /// A new upstream run, the turn's `number`th, given the conversation before `conversation_before`.

@@ -140,13 +140,13 @@ struct Usage {
 #[derive(Debug, Clone)]
 pub struct OpenaiAgent {
     config: OpenaiAgentConfig,
-    http: super::AgentHttp,
+    http: crate::agents::http::AgentHttp,
     mcp: mcp::McpServers,
 }
 
 impl OpenaiAgent {
     pub fn new(config: OpenaiAgentConfig, tls: &std::sync::Arc<rustls::ClientConfig>) -> OpenaiAgent {
-        let http = super::AgentHttp::new(tls);
+        let http = crate::agents::http::AgentHttp::new(tls);
         let mcp = mcp::McpServers::new(&config.mcp_servers, http.clone());
         OpenaiAgent { config, http, mcp }
     }

@@ -34,7 +34,7 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use super::secret_args;
-use crate::agents::AgentHttp;
+use crate::agents::http::AgentHttp;
 use crate::config::McpServerConfig;
 pub(super) use result::McpOutcome;
 
