@@ -1,16 +1,16 @@
-//! People deciding the `openai` agent's calls (SPEC §5): the interrupt a call waits on (its
-//! tool's approval, or a question), the decisions a turn waited for and how each reaches the
-//! call whose interrupt it answers, the arguments an approved call runs with, and asking
-//! again about a call whose interrupt was superseded (§5.3, a re-check after a long wait).
+//! People deciding the `openai` agent's calls (SPEC §5): a tool's approval as an interrupt, the
+//! decisions a turn waited for and how each reaches the call whose interrupt it answers, and
+//! the arguments an approved call runs with. Which call asks a person, and asking again, is
+//! `asking.rs`.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{CallKind, Conversation, OpenaiAgent, PendingCall};
+use super::calls::PendingCall;
 use crate::config::ToolPolicy;
-use crate::engine::interrupts::{question_schema, tool_call_schema, Deciders};
-use crate::engine::turn::{new_interrupt_id, AgentError, Decided, InterruptSpec, TurnContext};
+use crate::engine::interrupts::{tool_call_schema, Deciders};
+use crate::engine::turn::{new_interrupt_id, AgentError, Decided, InterruptSpec};
 
 /// The decisions on the interrupts a turn waited for, by interrupt id and by the tool call
 /// each was opened for; `awaiting` stays in the checkpoints written while they are applied, so
@@ -81,62 +81,4 @@ pub(super) fn not_run(decision: &Value) -> String {
     let why = decision["comment"].as_str().map(|c| format!(": {c}")).unwrap_or_default();
     let denied = if decision["expired"] == Value::Bool(true) { "expired" } else { "denied" };
     format!("not run: the call was {denied}{why}")
-}
-
-impl OpenaiAgent {
-    /// Asks again, under the current configuration, about the calls whose interrupts were
-    /// superseded (their policy or arguments changed since they were shown, §5.3): each opens a
-    /// new interrupt, and the turn waits for those besides the decisions it has (`awaiting`). A
-    /// call whose policy now asks nobody runs with the rest.
-    pub(super) async fn ask_again(
-        &self,
-        turn: &mut TurnContext,
-        conversation: &mut Conversation,
-        superseded: &[Decided],
-        awaiting: &[String],
-    ) -> Result<(), AgentError> {
-        let mut specs = Vec::new();
-        for call in conversation.pending.iter_mut() {
-            let stale = call.interrupt.as_ref().is_some_and(|id| superseded.iter().any(|s| s.interrupt_id == *id));
-            if !stale {
-                continue;
-            }
-            call.interrupt = None;
-            if let Some(spec) = self.interrupt_for(call) {
-                call.interrupt = Some(spec.id.clone());
-                specs.push(spec);
-            }
-        }
-        if specs.is_empty() {
-            return Ok(());
-        }
-        let checkpoint = self.checkpoint(conversation, awaiting);
-        Err(turn.wait_for(specs, checkpoint).await)
-    }
-
-    /// The interrupt a call waits on, if it needs a person: its tool's approval, or a question.
-    pub(super) fn interrupt_for(&self, call: &PendingCall) -> Option<InterruptSpec> {
-        match self.kind_of(call) {
-            CallKind::AskUser => {
-                let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-                let choices: Vec<String> = serde_json::from_value(args["choices"].clone()).unwrap_or_default();
-                Some(InterruptSpec {
-                    id: new_interrupt_id(),
-                    reason: "input_required".into(),
-                    message: args["question"].as_str().unwrap_or("The agent has a question.").to_string(),
-                    tool_call_id: Some(call.gateway_id.clone()),
-                    response_schema: question_schema(&choices),
-                    ttl_ms: 3_600_000,
-                    deciders: Deciders::default(),
-                    four_eyes: false,
-                    details: None,
-                    asks_because: None,
-                    choices,
-                })
-            }
-            CallKind::Http(tool) if tool.policy.needs_approval() => Some(approval_for(call, &tool.policy)),
-            CallKind::Mcp(server, _) if server.policy.needs_approval() => Some(approval_for(call, &server.policy)),
-            _ => None,
-        }
-    }
 }

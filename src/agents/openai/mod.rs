@@ -26,8 +26,11 @@ use crate::protocol::input::InputMessage;
 use crate::protocol::TokenUsage;
 
 mod app_turn;
+mod asking;
+mod calls;
 pub mod content;
 mod decisions;
+use calls::PendingCall;
 
 use decisions::{approved_arguments, not_run, Decisions};
 mod mcp;
@@ -80,20 +83,6 @@ struct Conversation {
     /// with no model call.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     app: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct PendingCall {
-    model_id: String,
-    gateway_id: String,
-    name: String,
-    arguments: String,
-    /// A client-declared tool: its result comes from the client.
-    #[serde(default)]
-    client: bool,
-    /// The interrupt opened for this call (an approval or a question), whose decision it takes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    interrupt: Option<String>,
 }
 
 /// What a call of the model's stands for, by its name.
