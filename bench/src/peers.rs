@@ -92,7 +92,7 @@ impl Peer {
             Err(line) => {
                 terminate(&mut child, pid).await;
                 let log = log_tail(log.path());
-                bail!("the {kind} peer did not say where it listens within 30 s (got {line:?})\n--- {kind} peer log ---\n{log}");
+                bail!("the {kind} peer did not say where it listens (it exited, or said nothing of it within 30 s; got {line:?})\n--- {kind} peer log ---\n{log}");
             }
         }
     }
