@@ -8,7 +8,10 @@
 //                             (yielding to the event loop every 100 events);
 //   {"tick": N, "everyMs": M} N CUSTOM `gateway.tick` events, one every M ms, each carrying
 //                             {"n", "madeAtUs"} for append→receive latency.
-// Run: COPILOTKIT_TELEMETRY_DISABLED=true node copilotkit_peer.mjs --port 8002
+// Run: COPILOTKIT_TELEMETRY_DISABLED=true node copilotkit_peer.mjs [--port N]
+// It listens on 127.0.0.1 (a free port without --port) and prints
+// `listening http://127.0.0.1:<port>` once the listener is bound: whoever starts it reads the
+// port from that line instead of polling.
 
 import { createServer } from "node:http";
 import { setImmediate as yieldToLoop } from "node:timers/promises";
@@ -63,7 +66,8 @@ class BenchAgent extends AbstractAgent {
   }
 }
 
-const port = Number(process.argv[process.argv.indexOf("--port") + 1] || 8002);
+const at = process.argv.indexOf("--port");
+const port = at < 0 ? 0 : Number(process.argv[at + 1]);
 const runtime = new CopilotRuntime({
   agents: { bench: new BenchAgent() },
   runner: new InMemoryAgentRunner(),
@@ -78,4 +82,6 @@ const server = createServer((request, response) => {
   listener(request, response);
 });
 server.keepAliveTimeout = 120_000;
-server.listen(port, "127.0.0.1");
+server.listen(port, "127.0.0.1", () => {
+  process.stdout.write(`listening http://127.0.0.1:${server.address().port}\n`);
+});

@@ -9,11 +9,14 @@ A FastAPI route on uvicorn that answers a RunAgentInput with the same events the
 - `{"tick": N, "everyMs": M}`: N CUSTOM `gateway.tick` events, one every M ms, each carrying
   `{"n", "madeAtUs"}` (the microsecond it was made) for append→receive latency.
 
-Run: `python python_peer.py --port 8001` (uvicorn with uvloop and httptools, one worker).
+Run: `python python_peer.py [--port N]` (uvicorn with uvloop and httptools, one worker). It binds
+the port itself (a free one without `--port`) and prints `listening http://127.0.0.1:<port>` once
+the listener is bound, so whoever starts it learns the port from that line without polling.
 """
 
 import argparse
 import asyncio
+import socket
 import time
 
 import uvicorn
@@ -97,18 +100,25 @@ async def agent(input_data: RunAgentInput, request: Request) -> StreamingRespons
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
-    uvicorn.run(
+    # The listener is bound and listening before the line is printed: a request sent on reading
+    # it waits in the backlog until uvicorn accepts it, so the line is the readiness signal.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((args.host, args.port))
+    listener.listen(4096)
+    port = listener.getsockname()[1]
+    print(f"listening http://{args.host}:{port}", flush=True)
+    config = uvicorn.Config(
         app,
-        host=args.host,
-        port=args.port,
         loop="uvloop",
         http="httptools",
         log_level="warning",
         access_log=False,
         backlog=4096,
     )
+    uvicorn.Server(config).run(sockets=[listener])
 
 
 if __name__ == "__main__":

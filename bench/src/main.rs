@@ -65,8 +65,41 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Checks what the chosen scenarios need, starts nothing until it holds, runs every scenario
+/// and prints the report.
 async fn run(cli: &Cli) -> Result<()> {
     let settings = cli.settings();
+    preflight(cli, &settings)?;
+    // A private copy: a rebuild of the workspace during the run must not swap the binary. The
+    // directory lives as long as the run.
+    let binary_dir =
+        tempfile::Builder::new().prefix("agui-bench-bin-").tempdir().context("creating a temporary directory")?;
+    let gateways = gateway_settings(cli, binary_dir.path())?;
+    let quiet = Quiet {
+        below: cli.quiet_below,
+        wait: if settings.strict { Duration::ZERO } else { Duration::from_secs(cli.quiet_wait_secs) },
+    };
+    let bench = Bench { cli, transports: cli.transports(), settings, gateways, quiet };
+    println!("{}", machine(cli).await);
+    let mut report = Report::default();
+    let mut failures = Failures::default();
+    for (index, &store) in cli.store.iter().enumerate() {
+        bench.on_store(index, store, &mut report, &mut failures).await;
+    }
+    bench.on_several_instances(&mut report, &mut failures).await;
+    bench.growth(&mut report, &mut failures).await;
+    bench.handshake(&mut report, &mut failures).await;
+    if cli.peers && (cli.runs(Scenario::Burst) || cli.runs(Scenario::Ticking)) {
+        for kind in peers::ALL {
+            bench.on_peer(kind, &mut report, &mut failures).await;
+        }
+    }
+    print_report(cli, &bench.settings, &mut report, &failures)
+}
+
+/// Fails before anything starts when the machine cannot run the chosen scenarios: too few open
+/// files for their streams, or packages they need not installed.
+fn preflight(cli: &Cli, settings: &Settings) -> Result<()> {
     let open_files = procfs::raise_open_files_limit();
     if cli.runs(Scenario::Idle) && open_files < settings.sizes.idle_streams + 1024 {
         return Err(Error::msg(format!(
@@ -92,10 +125,13 @@ async fn run(cli: &Cli) -> Result<()> {
     if cli.scenario == Scenario::Upstream {
         scenarios::upstream::check_installed()?;
     }
-    // A private copy: a rebuild of the workspace during the run must not swap the binary.
-    let binary_dir =
-        tempfile::Builder::new().prefix("agui-bench-bin-").tempdir().context("creating a temporary directory")?;
-    let binary = binary_dir.path().join("agui-gateway");
+    Ok(())
+}
+
+/// What every gateway the tool starts shares: the gateway binary copied into `binary_dir`, the
+/// extra config, the TLS material.
+fn gateway_settings(cli: &Cli, binary_dir: &std::path::Path) -> Result<GatewaySettings> {
+    let binary = binary_dir.join("agui-gateway");
     std::fs::copy(&cli.gateway, &binary).with_context(|| {
         format!(
             "copying the gateway binary {} (build it with `cargo build --release`, or pass --gateway)",
@@ -107,34 +143,48 @@ async fn run(cli: &Cli) -> Result<()> {
         None => String::new(),
     };
     let tls = std::sync::Arc::new(tls::Material::new()?);
-    let gateways = GatewaySettings { binary, postgres: cli.postgres.clone(), extra_config, tls };
-    let transports = cli.transports();
-    let quiet = Quiet {
-        below: cli.quiet_below,
-        wait: if settings.strict { Duration::ZERO } else { Duration::from_secs(cli.quiet_wait_secs) },
-    };
-    println!("{}", machine(cli).await);
-    let mut report = Report::default();
-    // A scenario that breaks is recorded and the others still run; the exit code tells.
-    let mut failures: Vec<String> = Vec::new();
-    let mut record = |what: String, outcome: Result<()>| {
+    Ok(GatewaySettings { binary, postgres: cli.postgres.clone(), extra_config, tls })
+}
+
+/// The scenario runs that broke. A run that breaks is recorded and the others still run; the
+/// exit code tells.
+#[derive(Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    fn record(&mut self, what: String, outcome: Result<()>) {
         if let Err(error) = outcome {
             eprintln!("  FAILED: {what}: {error}");
-            failures.push(format!("{what}: {error}"));
+            self.0.push(format!("{what}: {error}"));
         }
-    };
-    for (index, &store) in cli.store.iter().enumerate() {
+    }
+}
+
+/// What every scenario run of one invocation shares.
+struct Bench<'a> {
+    cli: &'a Cli,
+    settings: Settings,
+    gateways: GatewaySettings,
+    transports: Vec<Transport>,
+    quiet: Quiet,
+}
+
+impl Bench<'_> {
+    /// The scenarios of one gateway on `store` (the `index`-th store of the command line).
+    async fn on_store(&self, index: usize, store: Store, report: &mut Report, failures: &mut Failures) {
+        let (cli, settings, quiet) = (self.cli, &self.settings, &self.quiet);
         eprintln!("== gateway on {store}");
         // Smoke checks the TLS transports on the first store only: the transport does not
         // depend on the store, and smoke stays within about a minute.
-        let transports: &[Transport] = if settings.strict && index > 0 { &[Transport::Plain] } else { &transports };
+        let transports: &[Transport] =
+            if settings.strict && index > 0 { &[Transport::Plain] } else { &self.transports };
         if cli.runs(Scenario::Raw) {
             let outcome = async {
                 quiet.wait().await?;
-                scenarios::raw::run(store, &cli.postgres, &settings, &mut report).await
+                scenarios::raw::run(store, &cli.postgres, settings, report).await
             }
             .await;
-            record(format!("raw on {store}"), outcome);
+            failures.record(format!("raw on {store}"), outcome);
         }
         for scenario in [Scenario::Burst, Scenario::FanIn, Scenario::Ticking, Scenario::Replay, Scenario::Binary] {
             if !cli.runs(scenario) {
@@ -145,114 +195,148 @@ async fn run(cli: &Cli) -> Result<()> {
             for &transport in over {
                 let outcome = async {
                     quiet.wait().await?;
-                    on_gateway(&gateways, store, transport, scenario, &settings, &mut report).await
+                    on_gateway(&self.gateways, store, transport, scenario, settings, report).await
                 }
                 .await;
-                record(format!("{scenario:?} on {}", gateway_name(store, transport)), outcome);
+                failures.record(format!("{scenario:?} on {}", gateway_name(store, transport)), outcome);
             }
         }
+        self.on_store_with_quiet(index, store, transports, report, failures).await;
+    }
+
+    /// The scenarios of one store that wait for a quiet machine themselves, per repetition.
+    async fn on_store_with_quiet(
+        &self,
+        index: usize,
+        store: Store,
+        transports: &[Transport],
+        report: &mut Report,
+        failures: &mut Failures,
+    ) {
+        let (cli, settings, quiet, gateways) = (self.cli, &self.settings, &self.quiet, &self.gateways);
         if cli.runs(Scenario::Idle) {
             for &transport in transports {
-                let outcome = scenarios::idle::run(&gateways, store, transport, &settings, &quiet, &mut report).await;
-                record(format!("Idle on {}", gateway_name(store, transport)), outcome);
+                let outcome = scenarios::idle::run(gateways, store, transport, settings, quiet, report).await;
+                failures.record(format!("Idle on {}", gateway_name(store, transport)), outcome);
             }
         }
         if cli.runs(Scenario::Chat) {
-            let outcome =
-                scenarios::chat::run(&gateways, store, Transport::Plain, &settings, &quiet, &mut report).await;
-            record(format!("Chat on {}", gateway_name(store, Transport::Plain)), outcome);
+            let outcome = scenarios::chat::run(gateways, store, Transport::Plain, settings, quiet, report).await;
+            failures.record(format!("Chat on {}", gateway_name(store, Transport::Plain)), outcome);
         }
         if cli.runs(Scenario::Waiting) {
             // Smoke checks the HTTP/2 size on the first store only, as it does TLS.
             let with_max = !(settings.strict && index > 0);
-            let outcome = scenarios::waiting::run(&gateways, store, &settings, with_max, &quiet, &mut report).await;
-            record(format!("Waiting on gateway/{store}"), outcome);
+            let outcome = scenarios::waiting::run(gateways, store, settings, with_max, quiet, report).await;
+            failures.record(format!("Waiting on gateway/{store}"), outcome);
         }
         if cli.runs(Scenario::Upstream) {
-            let outcome = scenarios::upstream::run(&gateways, store, &settings, &quiet, &mut report).await;
-            record(format!("Upstream on gateway/{store}"), outcome);
+            let outcome = scenarios::upstream::run(gateways, store, settings, quiet, report).await;
+            failures.record(format!("Upstream on gateway/{store}"), outcome);
         }
     }
-    // Several instances share one database: PostgreSQL only.
-    if cli.runs(Scenario::ScaleOut) {
-        if cli.store.contains(&Store::Postgres) {
-            for layout in cli.layouts() {
-                eprintln!("== scale-out: {} gateways on one PostgreSQL database, {} bus", layout.instances, layout.bus);
-                let outcome = scenarios::scale_out::run(&gateways, &layout, &settings, &quiet, &mut report).await;
-                record(format!("Scale-out on gateway/postgres ({} × {} bus)", layout.instances, layout.bus), outcome);
-            }
-        } else {
+
+    /// Scale-out: several instances share one database, so PostgreSQL only.
+    async fn on_several_instances(&self, report: &mut Report, failures: &mut Failures) {
+        let (cli, settings, quiet, gateways) = (self.cli, &self.settings, &self.quiet, &self.gateways);
+        if !cli.runs(Scenario::ScaleOut) {
+            return;
+        }
+        if !cli.store.contains(&Store::Postgres) {
             report.note("scale-out: not run (PostgreSQL only; no --store postgres)");
+            return;
+        }
+        for layout in cli.layouts() {
+            eprintln!("== scale-out: {} gateways on one PostgreSQL database, {} bus", layout.instances, layout.bus);
+            let outcome = scenarios::scale_out::run(gateways, &layout, settings, quiet, report).await;
+            failures
+                .record(format!("Scale-out on gateway/postgres ({} × {} bus)", layout.instances, layout.bus), outcome);
         }
     }
-    if cli.runs(Scenario::History) {
-        for &store in &cli.store {
-            eprintln!(
-                "== history on {store}: {} events over {} threads against an empty database",
-                scenarios::count(settings.sizes.history_events),
-                scenarios::count(settings.sizes.history_threads)
-            );
-            let outcome = scenarios::history::run(&gateways, store, &settings, &quiet, &mut report).await;
-            record(format!("History on gateway/{store}"), outcome);
+
+    /// The growth scenarios: history on every store, soak on PostgreSQL.
+    async fn growth(&self, report: &mut Report, failures: &mut Failures) {
+        let (cli, settings, quiet, gateways) = (self.cli, &self.settings, &self.quiet, &self.gateways);
+        if cli.runs(Scenario::History) {
+            for &store in &cli.store {
+                eprintln!(
+                    "== history on {store}: {} events over {} threads against an empty database",
+                    scenarios::count(settings.sizes.history_events),
+                    scenarios::count(settings.sizes.history_threads)
+                );
+                let outcome = scenarios::history::run(gateways, store, settings, quiet, report).await;
+                failures.record(format!("History on gateway/{store}"), outcome);
+            }
+        }
+        if cli.runs(Scenario::Soak) {
+            if cli.store.contains(&Store::Postgres) {
+                eprintln!(
+                    "== soak: {} s of chat load on two gateways sharing one PostgreSQL database",
+                    settings.sizes.soak_secs
+                );
+                let outcome = scenarios::soak::run(gateways, settings, report).await;
+                failures.record("Soak on gateway/postgres".to_string(), outcome);
+            } else {
+                report.note("soak: not run (PostgreSQL only; no --store postgres)");
+            }
         }
     }
-    if cli.runs(Scenario::Soak) {
-        if cli.store.contains(&Store::Postgres) {
-            eprintln!(
-                "== soak: {} s of chat load on two gateways sharing one PostgreSQL database",
-                settings.sizes.soak_secs
-            );
-            let outcome = scenarios::soak::run(&gateways, &settings, &mut report).await;
-            record("Soak on gateway/postgres".to_string(), outcome);
-        } else {
-            report.note("soak: not run (PostgreSQL only; no --store postgres)");
-        }
-    }
-    // What a new connection costs does not depend on the store: measured once, on the first.
-    if let (true, Some(&store)) = (cli.runs(Scenario::Handshake), cli.store.first()) {
+
+    /// What a new connection costs does not depend on the store: measured once, on the first.
+    async fn handshake(&self, report: &mut Report, failures: &mut Failures) {
+        let (true, Some(&store)) = (self.cli.runs(Scenario::Handshake), self.cli.store.first()) else {
+            return;
+        };
         eprintln!("== handshake cost, gateway on {store}");
         // Plain TCP always, as the baseline TLS is compared with.
-        let mut over = transports.clone();
+        let mut over = self.transports.clone();
         if !over.contains(&Transport::Plain) {
             over.insert(0, Transport::Plain);
         }
-        let outcome = scenarios::handshake::run(&gateways, store, &over, &settings, &quiet, &mut report).await;
-        record(format!("Handshake on gateway/{store}"), outcome);
+        let outcome =
+            scenarios::handshake::run(&self.gateways, store, &over, &self.settings, &self.quiet, report).await;
+        failures.record(format!("Handshake on gateway/{store}"), outcome);
     }
-    if cli.peers && (cli.runs(Scenario::Burst) || cli.runs(Scenario::Ticking)) {
-        for kind in peers::ALL {
-            eprintln!("== peer: {kind}");
-            let peer = match peers::Peer::start(kind, &cli.peers_dir).await {
-                Ok(peer) => peer,
-                Err(error) => {
-                    record(format!("starting the {kind} peer"), Err(error));
-                    continue;
-                }
+
+    /// The burst and ticking scenarios on one peer, side by side with the gateway's.
+    async fn on_peer(&self, kind: peers::PeerKind, report: &mut Report, failures: &mut Failures) {
+        let (cli, settings, quiet) = (self.cli, &self.settings, &self.quiet);
+        eprintln!("== peer: {kind}");
+        let peer = match peers::Peer::start(kind, &cli.peers_dir).await {
+            Ok(peer) => peer,
+            Err(error) => {
+                failures.record(format!("starting the {kind} peer"), Err(error));
+                return;
+            }
+        };
+        let target = peer.target();
+        if cli.runs(Scenario::Burst) {
+            let events = match kind {
+                peers::PeerKind::CopilotKit => settings.sizes.copilotkit_burst_events,
+                peers::PeerKind::Python => settings.sizes.burst_events,
             };
-            let target = peer.target();
-            if cli.runs(Scenario::Burst) {
-                let events = match kind {
-                    peers::PeerKind::CopilotKit => settings.sizes.copilotkit_burst_events,
-                    peers::PeerKind::Python => settings.sizes.burst_events,
-                };
-                let outcome = async {
-                    quiet.wait().await?;
-                    scenarios::burst::run(&target, events, &settings, &mut report).await.map(|_| ())
-                }
-                .await;
-                record(format!("Burst on {kind}"), outcome);
+            let outcome = async {
+                quiet.wait().await?;
+                scenarios::burst::run(&target, events, settings, report).await.map(|_| ())
             }
-            if cli.runs(Scenario::Ticking) {
-                let outcome = async {
-                    quiet.wait().await?;
-                    scenarios::ticking::run(&target, &settings, &mut report).await.map(|_| ())
-                }
-                .await;
-                record(format!("Ticking on {kind}"), outcome);
-            }
-            peer.stop().await;
+            .await;
+            failures.record(format!("Burst on {kind}"), outcome);
         }
+        if cli.runs(Scenario::Ticking) {
+            let outcome = async {
+                quiet.wait().await?;
+                scenarios::ticking::run(&target, settings, report).await.map(|_| ())
+            }
+            .await;
+            failures.record(format!("Ticking on {kind}"), outcome);
+        }
+        peer.stop().await;
     }
+}
+
+/// Judges the targets, prints the figures, notes, targets and failures (and writes the JSON
+/// report); fails when any scenario run failed.
+fn print_report(cli: &Cli, settings: &Settings, report: &mut Report, failures: &Failures) -> Result<()> {
     report.judge(cli.scenario == Scenario::All, settings.sizes.waiting_turns);
     println!("## Figures\n\n{}", report.table());
     if !report.notes.is_empty() {
@@ -269,9 +353,10 @@ async fn run(cli: &Cli) -> Result<()> {
         let json = serde_json::to_string_pretty(&report).context("encoding the report")?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
     }
+    let failures = &failures.0;
     if !failures.is_empty() {
         println!("## Failed\n");
-        for failure in &failures {
+        for failure in failures {
             println!("- {}", failure.lines().next().unwrap_or(""));
         }
         return Err(Error::msg(format!("{} scenario run(s) failed:\n{}", failures.len(), failures.join("\n"))));
@@ -312,16 +397,7 @@ async fn on_gateway(
             Scenario::Binary => scenarios::binary::run(&target, settings, report).await?,
             _ => scenarios::replay::run(&target, settings, report).await?,
         };
-        if settings.strict {
-            let stored = gateway.database.event_count().await?;
-            if stored != streamed as i64 {
-                return Err(Error::msg(format!(
-                    "{}: the events table holds {stored} events, {streamed} were streamed",
-                    target.name
-                )));
-            }
-        }
-        Ok(())
+        scenarios::check_stored(settings, &gateway.database, streamed, &target.name).await
     }
     .await;
     let log = gateway.log_tail();

@@ -1,13 +1,14 @@
 //! The peers, run side by side with the gateway for the burst and ticking scenarios: the AG-UI
 //! Python stack (`python_peer.py`: ag-ui-protocol's encoder on FastAPI/uvicorn) and CopilotKit's
 //! runtime (`copilotkit_peer.mjs`: in-memory runner, stub agent). Both stream the same events
-//! from memory and keep nothing durable. Installed by `bench/peers/setup.sh`.
+//! from memory and keep nothing durable. Installed by `bench/peers/setup.sh`. Each is started on
+//! port 0 and prints `listening http://127.0.0.1:<port>` once its listener is bound, as the
+//! upstream server does (`crate::startup::read_server_base`).
 
 use std::fmt;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
@@ -15,6 +16,7 @@ use crate::bail;
 use crate::error::{Context, Result};
 use crate::gateway::{log_tail, terminate};
 use crate::http::Client;
+use crate::startup::read_server_base;
 use crate::target::Target;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,8 +40,11 @@ pub struct Peer {
     kind: PeerKind,
     child: Child,
     pid: u32,
-    port: u16,
-    log: tempfile::NamedTempFile,
+    /// `http://127.0.0.1:<port>`, as the peer printed it.
+    base: String,
+    /// Where the peer's stderr goes, kept for as long as the peer runs (read when it fails to
+    /// start).
+    _log: tempfile::NamedTempFile,
 }
 
 /// Fails with the install command when the peers are not installed in `dir`.
@@ -53,9 +58,9 @@ pub fn check_installed(dir: &Path) -> Result<()> {
 }
 
 impl Peer {
+    /// Starts the peer on port 0; it is ready once it printed where it listens (no poll).
     pub async fn start(kind: PeerKind, dir: &Path) -> Result<Peer> {
         check_installed(dir)?;
-        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).context("finding a free port")?.port();
         let log = tempfile::NamedTempFile::new().context("creating the peer log")?;
         let stderr = log.reopen().context("opening the peer log")?;
         let mut command = match kind {
@@ -70,53 +75,32 @@ impl Peer {
                 c
             }
         };
-        let child = command
+        let mut child = command
             .arg("--port")
-            .arg(port.to_string())
+            .arg("0")
             .current_dir(dir)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("starting the {kind} peer"))?;
         let pid = child.id().context("the peer exited at once")?;
-        let mut peer = Peer { kind, child, pid, port, log };
-        if let Err(error) = peer.wait_ready().await {
-            let log = log_tail(peer.log.path());
-            peer.stop().await;
-            bail!("{error}\n--- {kind} peer log ---\n{log}");
-        }
-        Ok(peer)
-    }
-
-    async fn wait_ready(&mut self) -> Result<()> {
-        // Plain HTTP, but built in one workspace with the gateway, reqwest has its rustls
-        // without a provider: ring (the bench's own TLS's) is made the process default first.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder().no_proxy().build().context("HTTP client")?;
-        let url = format!("http://127.0.0.1:{}/livez", self.port);
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(30) {
-            if let Some(status) = self.child.try_wait().context("checking the peer")? {
-                bail!("the {} peer exited during start-up ({status})", self.kind);
+        let stdout = child.stdout.take().context("the peer's stdout")?;
+        match read_server_base(stdout, Duration::from_secs(30)).await {
+            Ok(base) => Ok(Peer { kind, child, pid, base, _log: log }),
+            Err(line) => {
+                terminate(&mut child, pid).await;
+                let log = log_tail(log.path());
+                bail!("the {kind} peer did not say where it listens (it exited, or said nothing of it within 30 s; got {line:?})\n--- {kind} peer log ---\n{log}");
             }
-            if let Ok(response) = client.get(&url).send().await {
-                if response.status().is_success() {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        bail!("the {} peer was not ready within 30 s", self.kind)
     }
 
     pub fn target(&self) -> Target {
         let url = match self.kind {
-            PeerKind::Python => format!("http://127.0.0.1:{}/agent", self.port),
-            PeerKind::CopilotKit => {
-                format!("http://127.0.0.1:{}/api/copilotkit/agent/bench/run", self.port)
-            }
+            PeerKind::Python => format!("{}/agent", self.base),
+            PeerKind::CopilotKit => format!("{}/api/copilotkit/agent/bench/run", self.base),
         };
         Target {
             name: self.kind.to_string(),

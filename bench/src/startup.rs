@@ -2,6 +2,12 @@
 //! logs `agui-gateway listening address=…` once its listener is bound (the same line the
 //! gateway's own tests read, `tests/support/gateway_process.rs`). Reading that line is the wait:
 //! no port is found in advance (no bind-drop-rebind race) and no readiness poll sleeps.
+//!
+//! The other servers the tool starts (the upstream AG-UI server, the peers) do the same in their
+//! own words: started on port 0, each prints `listening <base URL>` on stdout once its listener
+//! is bound ([`read_server_base`]).
+
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -51,6 +57,39 @@ where
             return Ok(address);
         }
     }
+}
+
+/// Reads a started server's stdout up to its line `listening <base URL>` and returns the base
+/// URL; the rest of `stdout` is then read and dropped by a task of its own, so a server that
+/// prints more never blocks on a full pipe. Lines before it (a banner) are passed over. `Err`
+/// carries what was read instead, when the server exited (its stdout ended) or did not say where
+/// it listens `within`.
+pub async fn read_server_base<R>(stdout: R, within: Duration) -> std::result::Result<String, String>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let mut lines = BufReader::new(stdout);
+    let mut said = String::new();
+    let read = tokio::time::timeout(within, async {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match lines.read_line(&mut line).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+            if let Some(base) = line.trim().strip_prefix("listening ") {
+                return Some(base.to_string());
+            }
+            said.push_str(&line);
+        }
+    })
+    .await;
+    let Ok(Some(base)) = read else { return Err(said) };
+    tokio::spawn(async move {
+        let _ = tokio::io::copy_buf(&mut lines, &mut tokio::io::sink()).await;
+    });
+    Ok(base)
 }
 
 fn strip_ansi(line: &str) -> String {
@@ -107,6 +146,22 @@ mod tests {
         let mut logged = String::new();
         tokio::io::AsyncReadExt::read_to_string(&mut read_back, &mut logged).await.expect("the log");
         assert_eq!(logged.lines().count(), 3, "{logged}");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_prints_where_it_listens_gives_its_base_url() {
+        let stdout: &[u8] = b"a banner\nlistening http://127.0.0.1:8123\nlater output\n";
+        let base = read_server_base(stdout, Duration::from_secs(5)).await;
+        assert_eq!(base.as_deref(), Ok("http://127.0.0.1:8123"));
+    }
+
+    #[tokio::test]
+    async fn a_server_that_exits_or_says_something_else_gives_what_it_said() {
+        let silent: &[u8] = b"";
+        assert_eq!(read_server_base(silent, Duration::from_secs(5)).await, Err(String::new()));
+        let other: &[u8] = b"Traceback (most recent call last):\n";
+        let said = read_server_base(other, Duration::from_secs(5)).await;
+        assert_eq!(said, Err("Traceback (most recent call last):\n".to_string()));
     }
 
     #[tokio::test]

@@ -23,6 +23,8 @@ pub mod waiting;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::bail;
+use crate::database::Database;
 use crate::error::{Context, Error, Result};
 use crate::procfs::CpuUse;
 use crate::report::{Report, Unit};
@@ -169,6 +171,19 @@ pub async fn warm_up(client: &crate::http::Client, target: &Target, settings: &S
         .with_context(|| format!("warm-up run on {}", target.name))?;
     received.expect_finished(&format!("warm-up run on {}", target.name))?;
     Ok(received.events)
+}
+
+/// In smoke, fails unless the events table holds exactly the `stored` events the scenario
+/// streamed (`what` names the scenario and the gateway in the error).
+pub async fn check_stored(settings: &Settings, database: &Database, stored: u64, what: &str) -> Result<()> {
+    if !settings.strict {
+        return Ok(());
+    }
+    let in_table = database.event_count().await?;
+    if in_table != stored as i64 {
+        bail!("{what}: the events table holds {in_table} events, {stored} were streamed");
+    }
+    Ok(())
 }
 
 /// A part of the CPU split: key suffix, label, and how to read it.

@@ -22,7 +22,6 @@
 use super::fan_in;
 use super::ticking::{self, Follow};
 use super::{count, raw_reference, warm_up, Settings};
-use crate::bail;
 use crate::database::{Database, Store};
 use crate::error::{Error, Result};
 use crate::gateway::{agent_toml, Gateway, GatewaySettings};
@@ -200,11 +199,5 @@ async fn measure(
         )
         .await?;
     }
-    if settings.strict {
-        let in_table = instances[0].database.event_count().await?;
-        if in_table != stored as i64 {
-            bail!("scale-out: the events table holds {in_table} events, {stored} were streamed");
-        }
-    }
-    Ok(())
+    super::check_stored(settings, &instances[0].database, stored, "scale-out").await
 }

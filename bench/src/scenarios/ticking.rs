@@ -98,132 +98,222 @@ pub async fn run_routed(
     report: &mut Report,
 ) -> Result<u64> {
     let Some(target) = targets.first() else { bail!("ticking: no target") };
-    let clients: Vec<crate::http::Client> = targets.iter().map(Target::client).collect();
-    let mut stored = 0;
-    let sizes = &settings.sizes;
-    let streams = sizes.tick_streams;
     let Script::Tick { ticks, .. } = script(settings) else {
         bail!("ticking: not a tick script");
     };
-    let props = Arc::new(script(settings).peer_props());
-    let mut figures: [Vec<f64>; 5] = Default::default();
-    // PostgreSQL: CPU per 1,000 events (ms), commits/s, events index scans per commit.
-    let mut pg_figures: [Vec<f64>; 3] = Default::default();
-    let mut cpu = Vec::new();
-    let mut per_instance: Vec<Vec<f64>> = vec![Vec::new(); targets.len()];
-    let mut breakdowns = Vec::new();
+    // One client per target for the whole scenario: its connections serve every repetition.
+    let clients: Vec<crate::http::Client> = targets.iter().map(Target::client).collect();
+    let mut stored = 0;
+    let mut figures = Figures::new(targets.len());
     let mut repetitions = Repetitions::new(settings);
     while let Some(repetition) = repetitions.next() {
-        let first_ticks = Arc::new(AtomicU64::new(0));
-        // Where each stream stands, for the report when some never start.
-        let stages: Arc<Vec<AtomicU8>> = Arc::new((0..streams).map(|_| AtomicU8::new(0)).collect());
-        let stagger = Duration::from_secs(1) / streams.max(1) as u32;
-        let mut tasks = Vec::new();
-        for i in 0..streams {
-            let n = targets.len();
+        let started = start_streams(targets, &clients, follow, settings);
+        let window = wait_and_measure(targets, &started, settings).await?;
+        let arrived = collect(started.tasks, &window, ticks, &target.name).await?;
+        stored += arrived.events;
+        let measured = Measured::of(arrived, window);
+        measured.print(key, targets, repetition, settings);
+        if repetitions.keep(measured.window.cpu.other) {
+            figures.push(measured);
+        }
+    }
+    figures.add_to(report, key, label, targets);
+    Ok(stored)
+}
+
+/// A repetition's streams as they run: each stream's task, and how far they have got.
+struct Started {
+    tasks: Vec<tokio::task::JoinHandle<Result<Received>>>,
+    /// Streams that have their first tick (or failed).
+    first_ticks: Arc<AtomicU64>,
+    /// Where each stream stands, for the report when some never start.
+    stages: Arc<Vec<AtomicU8>>,
+}
+
+/// Starts `tick_streams` streams spread over one second, over `targets` (and their `clients`)
+/// in turn.
+fn start_streams(targets: &[Target], clients: &[crate::http::Client], follow: Follow, settings: &Settings) -> Started {
+    let streams = settings.sizes.tick_streams;
+    let props = Arc::new(script(settings).peer_props());
+    let first_ticks = Arc::new(AtomicU64::new(0));
+    let stages: Arc<Vec<AtomicU8>> = Arc::new((0..streams).map(|_| AtomicU8::new(0)).collect());
+    let stagger = Duration::from_secs(1) / streams.max(1) as u32;
+    let n = targets.len();
+    let tasks = (0..streams)
+        .map(|i| {
             let (start_at, follow_at) = match follow {
                 Follow::Direct => (i as usize % n, None),
                 Follow::Reconnect { offset } => (i as usize % n, Some((i as usize + offset) % n)),
             };
-            let client = clients[start_at].clone();
-            let url = targets[start_at].run_url.clone();
-            let follow_on = follow_at.map(|j| (clients[j].clone(), targets[j].run_url.clone()));
-            let body = sse::run_body(&unique("tick"), "run-1", &props);
-            let mut options = settings.read_options();
-            options.ticks = true;
+            let stream = Stream {
+                index: i as usize,
+                start_on: (clients[start_at].clone(), targets[start_at].run_url.clone()),
+                follow_on: follow_at.map(|j| (clients[j].clone(), targets[j].run_url.clone())),
+                body: sse::run_body(&unique("tick"), "run-1", &props),
+                options: sse::ReadOptions { ticks: true, ..settings.read_options() },
+                first_ticks: first_ticks.clone(),
+                stages: stages.clone(),
+            };
             let timeout = settings.timeout;
-            let first_ticks = first_ticks.clone();
-            let stages = stages.clone();
-            tasks.push(tokio::spawn(async move {
-                tokio::time::sleep(stagger * i as u32).await;
-                // Counted once the first tick arrived, or once the stream failed (so the window
-                // does not wait for it and the failure surfaces when the task is joined).
-                let mut counted = false;
-                let work = async {
-                    stages[i as usize].store(STAGE_SENT, Ordering::Relaxed);
-                    let mut response = sse::open(&client, &url, body.clone(), None).await?;
-                    let mut received = Received::default();
-                    if let Some((other, other_url)) = &follow_on {
-                        // Its first event (RUN_STARTED, with an id), then the connection goes.
-                        let first = sse::ReadOptions { stop_after: Some(1), ..options };
-                        drop(sse::read(response, &mut received, first).await?);
-                        let Some(id) = received.first_id.clone() else {
-                            bail!("a ticking run's first event had no id to resume after");
-                        };
-                        response = sse::open(other, other_url, body, Some(&id)).await?;
-                    }
-                    stages[i as usize].store(STAGE_OPEN, Ordering::Relaxed);
-                    // Read up to the first tick, count it, then read on to the end.
-                    let start_options = sse::ReadOptions { stop_after_ticks: Some(1), ..options };
-                    let mut stream = sse::read(response, &mut received, start_options).await?;
-                    first_ticks.fetch_add(1, Ordering::Relaxed);
-                    counted = true;
-                    stages[i as usize].store(STAGE_TICKING, Ordering::Relaxed);
-                    if received.terminal.is_none() {
-                        stream.read(&mut received, options).await?;
-                    }
-                    Ok::<_, Error>(received)
-                };
-                let outcome = tokio::time::timeout(timeout, work)
-                    .await
-                    .map_err(|_| Error::msg(format!("a ticking stream took over {timeout:?}")))
-                    .and_then(|r| r);
-                if outcome.is_err() && !counted {
-                    first_ticks.fetch_add(1, Ordering::Relaxed);
-                }
-                outcome
-            }));
+            tokio::spawn(stream.read(stagger * i as u32, timeout))
+        })
+        .collect();
+    Started { tasks, first_ticks, stages }
+}
+
+/// One ticking stream: where it starts and (with [`Follow::Reconnect`]) where it is followed.
+struct Stream {
+    index: usize,
+    start_on: (crate::http::Client, String),
+    follow_on: Option<(crate::http::Client, String)>,
+    body: String,
+    options: sse::ReadOptions,
+    first_ticks: Arc<AtomicU64>,
+    stages: Arc<Vec<AtomicU8>>,
+}
+
+impl Stream {
+    /// After `delay`, opens the run and reads it to its end within `timeout`.
+    async fn read(self, delay: Duration, timeout: Duration) -> Result<Received> {
+        tokio::time::sleep(delay).await;
+        // Counted once the first tick arrived, or once the stream failed (so the window does
+        // not wait for it and the failure surfaces when the task is joined).
+        let mut counted = false;
+        let outcome = tokio::time::timeout(timeout, self.read_to_end(&mut counted))
+            .await
+            .map_err(|_| Error::msg(format!("a ticking stream took over {timeout:?}")))
+            .and_then(|r| r);
+        if outcome.is_err() && !counted {
+            self.first_ticks.fetch_add(1, Ordering::Relaxed);
         }
-        let pids: Vec<u32> = targets.iter().map(|t| t.pid).collect();
-        let window = match measure_window(targets, &pids, &first_ticks, streams, sizes.tick_secs, settings).await {
-            Ok(window) => window,
-            Err(error) => {
-                let mut counts = [0usize; 4];
-                for stage in stages.iter() {
-                    counts[stage.load(Ordering::Relaxed) as usize] += 1;
-                }
-                bail!(
-                    "{error} (streams not yet sent: {}, awaiting response headers: {}, open without a tick: {}, ticking: {})",
-                    counts[0], counts[1], counts[2], counts[3]
-                );
+        outcome
+    }
+
+    async fn read_to_end(&self, counted: &mut bool) -> Result<Received> {
+        let (options, stage) = (self.options, &self.stages[self.index]);
+        stage.store(STAGE_SENT, Ordering::Relaxed);
+        let (client, url) = &self.start_on;
+        let mut response = sse::open(client, url, self.body.clone(), None).await?;
+        let mut received = Received::default();
+        if let Some((other, other_url)) = &self.follow_on {
+            // Its first event (RUN_STARTED, with an id), then the connection goes.
+            let first = sse::ReadOptions { stop_after: Some(1), ..options };
+            drop(sse::read(response, &mut received, first).await?);
+            let Some(id) = received.first_id.clone() else {
+                bail!("a ticking run's first event had no id to resume after");
+            };
+            response = sse::open(other, other_url, self.body.clone(), Some(&id)).await?;
+        }
+        stage.store(STAGE_OPEN, Ordering::Relaxed);
+        // Read up to the first tick, count it, then read on to the end.
+        let start_options = sse::ReadOptions { stop_after_ticks: Some(1), ..options };
+        let mut stream = sse::read(response, &mut received, start_options).await?;
+        self.first_ticks.fetch_add(1, Ordering::Relaxed);
+        *counted = true;
+        stage.store(STAGE_TICKING, Ordering::Relaxed);
+        if received.terminal.is_none() {
+            stream.read(&mut received, options).await?;
+        }
+        Ok(received)
+    }
+}
+
+/// The measurement window of a repetition; when it cannot open, says where the streams stand.
+async fn wait_and_measure(targets: &[Target], started: &Started, settings: &Settings) -> Result<Window> {
+    let pids: Vec<u32> = targets.iter().map(|t| t.pid).collect();
+    let (streams, secs) = (settings.sizes.tick_streams, settings.sizes.tick_secs);
+    match measure_window(targets, &pids, &started.first_ticks, streams, secs, settings).await {
+        Ok(window) => Ok(window),
+        Err(error) => {
+            let mut counts = [0usize; 4];
+            for stage in started.stages.iter() {
+                counts[stage.load(Ordering::Relaxed) as usize] += 1;
             }
-        };
-        let mut latencies = Vec::new();
-        let mut all_ticks = 0;
-        for task in tasks {
-            let received = task.await.context("a ticking client task failed")??;
-            received.expect_finished(&format!("ticking on {}", target.name))?;
-            let got = received.ticks.len() as u64;
-            if got != ticks {
-                bail!("ticking on {}: a stream got {got} ticks of {ticks}", target.name);
-            }
-            all_ticks += got;
-            stored += received.events;
-            latencies.extend(
-                received
-                    .ticks
-                    .iter()
-                    .filter(|t| t.received_us >= window.from_us && t.received_us < window.to_us)
-                    .map(|t| t.latency_us),
+            bail!(
+                "{error} (streams not yet sent: {}, awaiting response headers: {}, open without a tick: {}, ticking: {})",
+                counts[0], counts[1], counts[2], counts[3]
             );
         }
-        if latencies.is_empty() {
-            bail!("ticking on {}: no tick arrived inside the measurement window", target.name);
+    }
+}
+
+/// What a repetition's streams received: the latencies of the ticks inside the window, sorted.
+struct Arrived {
+    latencies: Vec<u64>,
+    ticks: u64,
+    events: u64,
+}
+
+/// Joins every stream, checks each finished with all its `ticks`, and keeps the latencies of
+/// the ticks that arrived inside the window.
+async fn collect(
+    tasks: Vec<tokio::task::JoinHandle<Result<Received>>>,
+    window: &Window,
+    ticks: u64,
+    name: &str,
+) -> Result<Arrived> {
+    let mut arrived = Arrived { latencies: Vec::new(), ticks: 0, events: 0 };
+    for task in tasks {
+        let received = task.await.context("a ticking client task failed")??;
+        received.expect_finished(&format!("ticking on {name}"))?;
+        let got = received.ticks.len() as u64;
+        if got != ticks {
+            bail!("ticking on {name}: a stream got {got} ticks of {ticks}");
         }
-        latencies.sort_unstable();
-        let ms = |q: f64| percentile(&latencies, q).map_or(0.0, |us| us as f64 / 1000.0);
+        arrived.ticks += got;
+        arrived.events += received.events;
+        arrived.latencies.extend(
+            received
+                .ticks
+                .iter()
+                .filter(|t| t.received_us >= window.from_us && t.received_us < window.to_us)
+                .map(|t| t.latency_us),
+        );
+    }
+    if arrived.latencies.is_empty() {
+        bail!("ticking on {name}: no tick arrived inside the measurement window");
+    }
+    arrived.latencies.sort_unstable();
+    Ok(arrived)
+}
+
+/// One repetition's figures.
+struct Measured {
+    arrived: Arrived,
+    window: Window,
+    window_secs: f64,
+    /// Ticks per second inside the window.
+    rate: f64,
+    /// CPU seconds of every postgres process over the window, per 1,000 events in it (ms).
+    pg_cpu_per_thousand: f64,
+}
+
+impl Measured {
+    fn of(arrived: Arrived, window: Window) -> Measured {
         let window_secs = (window.to_us - window.from_us) as f64 / 1e6;
-        let rate = latencies.len() as f64 / window_secs;
+        let in_window = arrived.latencies.len() as f64;
+        let rate = in_window / window_secs;
+        let pg_cpu_per_thousand = window.cpu.postgres / 100.0 * window_secs / in_window * 1e6;
+        Measured { arrived, window, window_secs, rate, pg_cpu_per_thousand }
+    }
+
+    /// A latency quantile, in ms.
+    fn ms(&self, q: f64) -> f64 {
+        percentile(&self.arrived.latencies, q).map_or(0.0, |us| us as f64 / 1000.0)
+    }
+
+    fn print(&self, key: &str, targets: &[Target], repetition: usize, settings: &Settings) {
+        let (window, rate) = (&self.window, self.rate);
         eprintln!(
             "  {} {repetition}/{}: {} ticks ({} in window, {rate:.0}/s): p50 {:.2} ms, p99 {:.2} ms, p999 {:.2} ms, max {:.2} ms; CPU: server {:.0} %, postgres {:.0} %, tool {:.0} %, other {:.0} %",
             key,
             settings.repeats,
-            all_ticks,
-            latencies.len(),
-            ms(0.5),
-            ms(0.99),
-            ms(0.999),
-            ms(1.0),
+            self.arrived.ticks,
+            self.arrived.latencies.len(),
+            self.ms(0.5),
+            self.ms(0.99),
+            self.ms(0.999),
+            self.ms(1.0),
             window.cpu.server,
             window.cpu.postgres,
             window.cpu.tool,
@@ -236,77 +326,106 @@ pub async fn run_routed(
         if targets.iter().any(|t| t.metrics_url.is_some()) {
             eprintln!("    where the time goes: {}", crate::metrics::describe(&window.phases));
         }
-        // CPU seconds of every postgres process over the window, per 1,000 events in it.
-        let pg_cpu_per_thousand = window.cpu.postgres / 100.0 * window_secs / latencies.len() as f64 * 1e6;
         if let Some(pg) = &window.pg {
-            eprintln!("    {}; PostgreSQL CPU {pg_cpu_per_thousand:.1} ms per 1,000 events", pg.describe(window_secs));
+            eprintln!(
+                "    {}; PostgreSQL CPU {:.1} ms per 1,000 events",
+                pg.describe(self.window_secs),
+                self.pg_cpu_per_thousand
+            );
         }
-        if !repetitions.keep(window.cpu.other) {
-            continue;
+    }
+}
+
+/// The kept repetitions' figures, one sample each.
+struct Figures {
+    /// Latency p50, p99, p999, max (ms), and the rate.
+    latency_and_rate: [Vec<f64>; 5],
+    /// PostgreSQL: CPU per 1,000 events (ms), commits/s, events index scans per commit.
+    pg: [Vec<f64>; 3],
+    cpu: Vec<CpuUse>,
+    per_instance: Vec<Vec<f64>>,
+    breakdowns: Vec<Vec<crate::metrics::Phase>>,
+}
+
+impl Figures {
+    fn new(instances: usize) -> Figures {
+        Figures {
+            latency_and_rate: Default::default(),
+            pg: Default::default(),
+            cpu: Vec::new(),
+            per_instance: vec![Vec::new(); instances],
+            breakdowns: Vec::new(),
         }
+    }
+
+    fn push(&mut self, measured: Measured) {
+        let values = [measured.ms(0.5), measured.ms(0.99), measured.ms(0.999), measured.ms(1.0), measured.rate];
+        let window = measured.window;
         if let Some(pg) = &window.pg {
             let scans_per_commit = pg.events_idx_scans as f64 / pg.commits.max(1) as f64;
-            for (figure, value) in
-                pg_figures.iter_mut().zip([pg_cpu_per_thousand, pg.commits as f64 / window_secs, scans_per_commit])
-            {
+            let commits = pg.commits as f64 / measured.window_secs;
+            for (figure, value) in self.pg.iter_mut().zip([measured.pg_cpu_per_thousand, commits, scans_per_commit]) {
                 figure.push(value);
             }
         }
-        for (all, one) in per_instance.iter_mut().zip(&window.each) {
+        for (all, one) in self.per_instance.iter_mut().zip(&window.each) {
             all.push(*one);
         }
-        breakdowns.push(window.phases);
-        for (figure, value) in figures.iter_mut().zip([ms(0.5), ms(0.99), ms(0.999), ms(1.0), rate]) {
+        self.breakdowns.push(window.phases);
+        for (figure, value) in self.latency_and_rate.iter_mut().zip(values) {
             figure.push(value);
         }
-        cpu.push(window.cpu);
+        self.cpu.push(window.cpu);
     }
-    let [p50, p99, p999, max, rate] = figures;
-    for (suffix, name, values) in [
-        ("p50", "latency p50", p50),
-        ("p99", "latency p99", p99),
-        ("p999", "latency p999", p999),
-        ("max", "latency max", max),
-    ] {
-        report.add(format!("{key}/{suffix}"), format!("{label}: {name}"), Unit::Ms, values, None);
+
+    fn add_to(self, report: &mut Report, key: &str, label: &str, targets: &[Target]) {
+        let [p50, p99, p999, max, rate] = self.latency_and_rate;
+        for (suffix, name, values) in [
+            ("p50", "latency p50", p50),
+            ("p99", "latency p99", p99),
+            ("p999", "latency p999", p999),
+            ("max", "latency max", max),
+        ] {
+            report.add(format!("{key}/{suffix}"), format!("{label}: {name}"), Unit::Ms, values, None);
+        }
+        let reference = targets.first().and_then(|target| super::raw_reference(target, "b100/c1"));
+        report.add(format!("{key}/rate"), format!("{label}: events delivered"), Unit::PerSec, rate, reference);
+        add_cpu(report, key, label, &self.cpu);
+        add_pg(report, key, label, self.pg);
+        add_instance_cpu(report, key, label, self.per_instance, targets);
+        if targets.iter().any(|t| t.metrics_url.is_some()) {
+            crate::metrics::add_breakdown(report, key, label, &self.breakdowns);
+        }
+    }
+}
+
+/// PostgreSQL's figures (none when the target is not on PostgreSQL).
+fn add_pg(report: &mut Report, key: &str, label: &str, pg: [Vec<f64>; 3]) {
+    let [pg_cpu, pg_commits, pg_scans] = pg;
+    if pg_cpu.is_empty() {
+        return;
     }
     report.add(
-        format!("{key}/rate"),
-        format!("{label}: events delivered"),
-        Unit::PerSec,
-        rate,
-        super::raw_reference(target, "b100/c1"),
+        format!("{key}/pg/cpu-per-1000"),
+        format!("{label}: PostgreSQL CPU per 1,000 events (all postgres processes)"),
+        Unit::Ms,
+        pg_cpu,
+        None,
     );
-    add_cpu(report, key, label, &cpu);
-    let [pg_cpu, pg_commits, pg_scans] = pg_figures;
-    if !pg_cpu.is_empty() {
-        report.add(
-            format!("{key}/pg/cpu-per-1000"),
-            format!("{label}: PostgreSQL CPU per 1,000 events (all postgres processes)"),
-            Unit::Ms,
-            pg_cpu,
-            None,
-        );
-        report.add(
-            format!("{key}/pg/commits"),
-            format!("{label}: PostgreSQL commits (pg_stat_database.xact_commit)"),
-            Unit::PerSec,
-            pg_commits,
-            None,
-        );
-        report.add(
-            format!("{key}/pg/events-scans-per-commit"),
-            format!("{label}: index scans of events per commit (pg_stat_user_tables)"),
-            Unit::Times,
-            pg_scans,
-            None,
-        );
-    }
-    add_instance_cpu(report, key, label, per_instance, targets);
-    if targets.iter().any(|t| t.metrics_url.is_some()) {
-        crate::metrics::add_breakdown(report, key, label, &breakdowns);
-    }
-    Ok(stored)
+    report.add(
+        format!("{key}/pg/commits"),
+        format!("{label}: PostgreSQL commits (pg_stat_database.xact_commit)"),
+        Unit::PerSec,
+        pg_commits,
+        None,
+    );
+    report.add(
+        format!("{key}/pg/events-scans-per-commit"),
+        format!("{label}: index scans of events per commit (pg_stat_user_tables)"),
+        Unit::Times,
+        pg_scans,
+        None,
+    );
 }
 
 /// Waits until every stream has its first tick, then one more second, then measures CPU over

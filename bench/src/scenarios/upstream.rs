@@ -30,7 +30,6 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::{add_cpu, count, run_to_end, unique, warm_up, Repetitions, Settings};
@@ -43,6 +42,7 @@ use crate::metrics::{self, Phase};
 use crate::procfs::{CpuSnapshot, CpuUse};
 use crate::report::{Report, Unit};
 use crate::sse::{self, ReadOptions, Received};
+use crate::startup::read_server_base;
 use crate::stats::percentile;
 use crate::target::Target;
 
@@ -102,20 +102,16 @@ impl UpstreamServer {
             .context("starting the upstream server (node)")?;
         let pid = child.id().context("the upstream server exited at once")?;
         let stdout = child.stdout.take().context("the upstream server's stdout")?;
-        let mut line = String::new();
-        let read = tokio::time::timeout(Duration::from_secs(30), BufReader::new(stdout).read_line(&mut line)).await;
-        let base = match read {
-            Ok(Ok(_)) => line.trim().strip_prefix("listening ").map(str::to_string),
-            _ => None,
-        };
-        let Some(base) = base else {
-            let _ = child.kill().await;
-            bail!(
-                "the upstream server did not say where it listens (got {line:?})\n--- upstream log ---\n{}",
-                log_tail(log.path())
-            );
-        };
-        Ok(UpstreamServer { child, pid, base, log })
+        match read_server_base(stdout, Duration::from_secs(30)).await {
+            Ok(base) => Ok(UpstreamServer { child, pid, base, log }),
+            Err(line) => {
+                let _ = child.kill().await;
+                bail!(
+                    "the upstream server did not say where it listens (got {line:?})\n--- upstream log ---\n{}",
+                    log_tail(log.path())
+                );
+            }
+        }
     }
 
     /// The run URL for `events` events (deltas of `bytes` characters) at `rate` per second
@@ -251,86 +247,168 @@ async fn measure(
 ) -> Result<()> {
     let target: Target = gateway.target();
     let name = target.name.clone();
-    let through = target.client();
-    let direct = Client::plain();
-    let pids = (upstream.pid, gateway.pid);
     let sizes = &settings.sizes;
-    let fast_deltas = sizes.upstream_events.saturating_sub(4);
-    let paced_deltas = sizes.upstream_paced_events;
-    if fast_deltas == 0 || paced_deltas == 0 {
-        bail!("upstream: --upstream-events must be above 4 and --upstream-paced-events above 0");
-    }
-    let urls = (
-        upstream.url(sizes.upstream_events, 0, sizes.bytes),
-        gateway.url(&format!("/v1/agui/agents/{FAST_AGENT}")),
-        upstream.url(paced_deltas + 4, sizes.upstream_rate, sizes.bytes),
-        gateway.url(&format!("/v1/agui/agents/{PACED_AGENT}")),
-    );
-    // The gateway's own warm-up (its script agent), then the relay's, both ways.
-    let mut stored = warm_up(&through, &target, settings).await?;
-    let warmup_deltas = WARMUP_EVENTS - 4;
-    let warm = upstream.url(WARMUP_EVENTS, 0, WARMUP_BYTES);
-    one_run(&direct, &warm, Via::Direct, pids, warmup_deltas, "upstream warm-up, direct", settings).await?;
-    let relay_warmup = gateway.url(&format!("/v1/agui/agents/{WARMUP_AGENT}"));
-    let warmed = one_run(&through, &relay_warmup, Via::Through, pids, warmup_deltas, "upstream warm-up", settings)
-        .await
-        .with_context(|| format!("upstream warm-up through {name}"))?;
-    stored += warmed.received.events;
-
-    let mut rates: [Vec<f64>; 2] = Default::default();
-    // CPU time per event: the upstream's read directly, the gateway's through it.
-    let mut per_event: [Vec<f64>; 2] = Default::default();
-    let mut fast_cpu: [Vec<CpuUse>; 2] = Default::default();
-    let mut fast_upstream_cpu = Vec::new();
-    // direct p50/p99/p999/max, through the same, added p50/p99.
-    let mut latency: [Vec<f64>; 10] = Default::default();
-    let mut paced_cpu = Vec::new();
-    let mut paced_upstream_cpu = Vec::new();
-    let mut breakdowns: Vec<Vec<Phase>> = Vec::new();
+    let paths = Paths::new(gateway, upstream, settings)?;
+    let mut stored = warm_up_both(&paths, &target, settings).await?;
+    let mut figures = Figures::default();
     let mut repetitions = Repetitions::new(settings);
     while let Some(repetition) = repetitions.next() {
         quiet.wait().await?;
-        let what = |path: &str| format!("upstream {path} on {name}");
-        let fast_direct = one_run(&direct, &urls.0, Via::Direct, pids, fast_deltas, &what("direct"), settings).await?;
-        let fast_through =
-            one_run(&through, &urls.1, Via::Through, pids, fast_deltas, &what("through"), settings).await?;
-        let paced_direct =
-            one_run(&direct, &urls.2, Via::Direct, pids, paced_deltas, &what("paced, direct"), settings).await?;
-        let histograms_before = metrics::scrape_all(std::slice::from_ref(&target)).await;
-        let paced_through =
-            one_run(&through, &urls.3, Via::Through, pids, paced_deltas, &what("paced, through"), settings).await?;
-        let histograms_after = metrics::scrape_all(std::slice::from_ref(&target)).await;
-        let phases = metrics::breakdown(&histograms_before, &histograms_after);
-        stored += fast_through.received.events + paced_through.received.events;
+        let runs = measure_once(&paths, &target, settings).await?;
+        stored += runs.fast_through.received.events + runs.paced_through.received.events;
+        let compared = Compared::of(&runs);
+        compared.print(&runs, &name, repetition, settings);
+        let other = [&runs.fast_direct, &runs.fast_through, &runs.paced_direct, &runs.paced_through]
+            .iter()
+            .map(|m| m.cpu.other)
+            .fold(0.0, f64::max);
+        if !repetitions.keep(other) {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
+        figures.push(runs, compared);
+    }
+    super::check_stored(settings, &gateway.database, stored, &format!("upstream on {name}")).await?;
+    let key = format!("{name}/upstream");
+    figures.add_fast(
+        report,
+        &key,
+        &format!("upstream 1 × {} events as fast as sent", count(sizes.upstream_events)),
+        &name,
+    );
+    let paced = format!("upstream {} deltas at {}/s", count(sizes.upstream_paced_events), sizes.upstream_rate);
+    figures.add_paced(report, &key, &paced, &name);
+    Ok(())
+}
 
+/// Where the runs are read: the upstream directly and the gateway in front of it, a client for
+/// each, and the runs' URLs.
+struct Paths {
+    direct: Client,
+    through: Client,
+    /// The upstream's pid and the gateway's.
+    pids: (u32, u32),
+    fast_deltas: u64,
+    paced_deltas: u64,
+    fast_direct: String,
+    fast_through: String,
+    paced_direct: String,
+    paced_through: String,
+    warmup_direct: String,
+    warmup_through: String,
+}
+
+impl Paths {
+    fn new(gateway: &Gateway, upstream: &UpstreamServer, settings: &Settings) -> Result<Paths> {
+        let sizes = &settings.sizes;
+        let fast_deltas = sizes.upstream_events.saturating_sub(4);
+        let paced_deltas = sizes.upstream_paced_events;
+        if fast_deltas == 0 || paced_deltas == 0 {
+            bail!("upstream: --upstream-events must be above 4 and --upstream-paced-events above 0");
+        }
+        Ok(Paths {
+            direct: Client::plain(),
+            through: gateway.target().client(),
+            pids: (upstream.pid, gateway.pid),
+            fast_deltas,
+            paced_deltas,
+            fast_direct: upstream.url(sizes.upstream_events, 0, sizes.bytes),
+            fast_through: gateway.url(&format!("/v1/agui/agents/{FAST_AGENT}")),
+            paced_direct: upstream.url(paced_deltas + 4, sizes.upstream_rate, sizes.bytes),
+            paced_through: gateway.url(&format!("/v1/agui/agents/{PACED_AGENT}")),
+            warmup_direct: upstream.url(WARMUP_EVENTS, 0, WARMUP_BYTES),
+            warmup_through: gateway.url(&format!("/v1/agui/agents/{WARMUP_AGENT}")),
+        })
+    }
+}
+
+/// The gateway's own warm-up (its script agent), then the relay's, both ways. Returns the
+/// events the gateway stored.
+async fn warm_up_both(paths: &Paths, target: &Target, settings: &Settings) -> Result<u64> {
+    let stored = warm_up(&paths.through, target, settings).await?;
+    let (pids, deltas) = (paths.pids, WARMUP_EVENTS - 4);
+    let direct = "upstream warm-up, direct";
+    one_run(&paths.direct, &paths.warmup_direct, Via::Direct, pids, deltas, direct, settings).await?;
+    let warmed =
+        one_run(&paths.through, &paths.warmup_through, Via::Through, pids, deltas, "upstream warm-up", settings)
+            .await
+            .with_context(|| format!("upstream warm-up through {}", target.name))?;
+    Ok(stored + warmed.received.events)
+}
+
+/// One repetition's four runs, and where the paced run's time went through the gateway.
+struct Runs {
+    fast_direct: Measured,
+    fast_through: Measured,
+    paced_direct: Measured,
+    paced_through: Measured,
+    phases: Vec<Phase>,
+}
+
+/// The fast run directly and through the gateway, then the paced run the same two ways, the
+/// gateway's phase histograms read around the paced run through it.
+async fn measure_once(paths: &Paths, target: &Target, settings: &Settings) -> Result<Runs> {
+    let (direct, through, pids) = (&paths.direct, &paths.through, paths.pids);
+    let (fast, paced) = (paths.fast_deltas, paths.paced_deltas);
+    let what = |path: &str| format!("upstream {path} on {}", target.name);
+    let fast_direct = one_run(direct, &paths.fast_direct, Via::Direct, pids, fast, &what("direct"), settings).await?;
+    let fast_through =
+        one_run(through, &paths.fast_through, Via::Through, pids, fast, &what("through"), settings).await?;
+    let paced_direct =
+        one_run(direct, &paths.paced_direct, Via::Direct, pids, paced, &what("paced, direct"), settings).await?;
+    let histograms_before = metrics::scrape_all(std::slice::from_ref(target)).await;
+    let paced_through =
+        one_run(through, &paths.paced_through, Via::Through, pids, paced, &what("paced, through"), settings).await?;
+    let histograms_after = metrics::scrape_all(std::slice::from_ref(target)).await;
+    let phases = metrics::breakdown(&histograms_before, &histograms_after);
+    Ok(Runs { fast_direct, fast_through, paced_direct, paced_through, phases })
+}
+
+/// A repetition's runs compared: rates of the fast runs, latency quantiles of the paced ones.
+struct Compared {
+    direct_rate: f64,
+    through_rate: f64,
+    /// p50, p99, p999, max (ms).
+    direct_ms: [f64; 4],
+    through_ms: [f64; 4],
+    /// Through − direct, p50 and p99 (ms).
+    added: [f64; 2],
+}
+
+impl Compared {
+    fn of(runs: &Runs) -> Compared {
         let rate = |m: &Measured| m.received.events as f64 / m.elapsed.max(1e-9);
-        let (direct_rate, through_rate) = (rate(&fast_direct), rate(&fast_through));
-        let (direct_lat, through_lat) = (latencies(&paced_direct.received), latencies(&paced_through.received));
+        let (direct_lat, through_lat) =
+            (latencies(&runs.paced_direct.received), latencies(&runs.paced_through.received));
         let ms = |sorted: &[u64], q: f64| percentile(sorted, q).map_or(0.0, |us| us as f64 / 1000.0);
         let quantiles = [0.5, 0.99, 0.999, 1.0];
         let direct_ms = quantiles.map(|q| ms(&direct_lat, q));
         let through_ms = quantiles.map(|q| ms(&through_lat, q));
         let added = [through_ms[0] - direct_ms[0], through_ms[1] - direct_ms[1]];
-        let cpu_line = |m: &Measured| {
-            let upstream =
-                if m.upstream_cpu > 0.0 { format!(", upstream {:.0} %", m.upstream_cpu) } else { String::new() };
-            format!(
-                "server {:.0} %{upstream}, postgres {:.0} %, tool {:.0} %, other {:.0} %",
-                m.cpu.server, m.cpu.postgres, m.cpu.tool, m.cpu.other
-            )
-        };
+        Compared {
+            direct_rate: rate(&runs.fast_direct),
+            through_rate: rate(&runs.fast_through),
+            direct_ms,
+            through_ms,
+            added,
+        }
+    }
+
+    fn print(&self, runs: &Runs, name: &str, repetition: usize, settings: &Settings) {
+        let (direct_rate, through_rate) = (self.direct_rate, self.through_rate);
+        let (direct_ms, through_ms, added) = (self.direct_ms, self.through_ms, self.added);
         eprintln!(
             "  {name} upstream {repetition}/{}: {} events direct {direct_rate:.0}/s (CPU: {}), through {through_rate:.0}/s = {:.2} × (CPU: {})",
             settings.repeats,
-            fast_direct.received.events,
-            cpu_line(&fast_direct),
+            runs.fast_direct.received.events,
+            cpu_line(&runs.fast_direct),
             through_rate / direct_rate.max(1e-9),
-            cpu_line(&fast_through)
+            cpu_line(&runs.fast_through)
         );
         eprintln!(
             "    paced {} × {}/s: direct p50 {:.2} / p99 {:.2} / max {:.2} ms, through p50 {:.2} / p99 {:.2} / max {:.2} ms: added p50 {:.2} / p99 {:.2} ms (CPU through: {})",
-            paced_deltas,
-            sizes.upstream_rate,
+            settings.sizes.upstream_paced_events,
+            settings.sizes.upstream_rate,
             direct_ms[0],
             direct_ms[1],
             direct_ms[3],
@@ -339,105 +417,126 @@ async fn measure(
             through_ms[3],
             added[0],
             added[1],
-            cpu_line(&paced_through)
+            cpu_line(&runs.paced_through)
         );
-        eprintln!("    where the time goes: {}", metrics::describe(&phases));
-        let other = [&fast_direct, &fast_through, &paced_direct, &paced_through]
-            .iter()
-            .map(|m| m.cpu.other)
-            .fold(0.0, f64::max);
-        if !repetitions.keep(other) {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            continue;
-        }
-        rates[0].push(direct_rate);
-        rates[1].push(through_rate);
+        eprintln!("    where the time goes: {}", metrics::describe(&runs.phases));
+    }
+}
+
+/// A run's CPU split for the progress lines (the upstream's own share when read through).
+fn cpu_line(m: &Measured) -> String {
+    let upstream = if m.upstream_cpu > 0.0 { format!(", upstream {:.0} %", m.upstream_cpu) } else { String::new() };
+    format!(
+        "server {:.0} %{upstream}, postgres {:.0} %, tool {:.0} %, other {:.0} %",
+        m.cpu.server, m.cpu.postgres, m.cpu.tool, m.cpu.other
+    )
+}
+
+/// The kept repetitions' figures, one sample each.
+#[derive(Default)]
+struct Figures {
+    /// Events per second, direct and through.
+    rates: [Vec<f64>; 2],
+    /// CPU time per event: the upstream's read directly, the gateway's through it.
+    per_event: [Vec<f64>; 2],
+    fast_cpu: [Vec<CpuUse>; 2],
+    fast_upstream_cpu: Vec<f64>,
+    /// direct p50/p99/p999/max, through the same, added p50/p99.
+    latency: [Vec<f64>; 10],
+    paced_cpu: Vec<CpuUse>,
+    paced_upstream_cpu: Vec<f64>,
+    breakdowns: Vec<Vec<Phase>>,
+}
+
+impl Figures {
+    fn push(&mut self, runs: Runs, compared: Compared) {
+        let Compared { direct_rate, through_rate, direct_ms, through_ms, added } = compared;
+        self.rates[0].push(direct_rate);
+        self.rates[1].push(through_rate);
         // % of a core ÷ events per second = core-seconds per event; × 10⁴ gives µs.
-        per_event[0].push(fast_direct.cpu.server / direct_rate.max(1e-9) * 1e4);
-        per_event[1].push(fast_through.cpu.server / through_rate.max(1e-9) * 1e4);
-        fast_cpu[0].push(fast_direct.cpu);
-        fast_cpu[1].push(fast_through.cpu);
-        fast_upstream_cpu.push(fast_through.upstream_cpu);
-        for (figure, value) in latency.iter_mut().zip(direct_ms.into_iter().chain(through_ms).chain(added)) {
+        self.per_event[0].push(runs.fast_direct.cpu.server / direct_rate.max(1e-9) * 1e4);
+        self.per_event[1].push(runs.fast_through.cpu.server / through_rate.max(1e-9) * 1e4);
+        self.fast_cpu[0].push(runs.fast_direct.cpu);
+        self.fast_cpu[1].push(runs.fast_through.cpu);
+        self.fast_upstream_cpu.push(runs.fast_through.upstream_cpu);
+        for (figure, value) in self.latency.iter_mut().zip(direct_ms.into_iter().chain(through_ms).chain(added)) {
             figure.push(value);
         }
-        paced_cpu.push(paced_through.cpu);
-        paced_upstream_cpu.push(paced_through.upstream_cpu);
-        breakdowns.push(phases);
-    }
-    if settings.strict {
-        let in_table = gateway.database.event_count().await?;
-        if in_table != stored as i64 {
-            bail!("upstream on {name}: the events table holds {in_table} events, {stored} were streamed");
-        }
+        self.paced_cpu.push(runs.paced_through.cpu);
+        self.paced_upstream_cpu.push(runs.paced_through.upstream_cpu);
+        self.breakdowns.push(runs.phases);
     }
 
-    let key = format!("{name}/upstream");
-    let fast = format!("upstream 1 × {} events as fast as sent", count(sizes.upstream_events));
-    let direct_label = format!("{fast}, {name}: read directly");
-    let through_label = format!("{fast}, {name}: through the gateway (agui agent)");
-    let [direct_rates, through_rates] = rates;
-    report.add(format!("{key}/direct/rate"), &direct_label, Unit::PerSec, direct_rates, None);
-    report.add(
-        format!("{key}/through/rate"),
-        &through_label,
-        Unit::PerSec,
-        through_rates,
-        Some(format!("{key}/direct/rate")),
-    );
-    let [direct_per_event, through_per_event] = per_event;
-    report.add(
-        format!("{key}/direct/cpu-per-event"),
-        format!("{direct_label}: upstream CPU per event"),
-        Unit::Us,
-        direct_per_event,
-        None,
-    );
-    report.add(
-        format!("{key}/through/cpu-per-event"),
-        format!("{through_label}: gateway CPU per event"),
-        Unit::Us,
-        through_per_event,
-        None,
-    );
-    let [direct_cpu, through_cpu] = fast_cpu;
-    // Read directly, the server under test is the upstream itself.
-    add_cpu(report, &format!("{key}/direct"), &format!("{direct_label} (server = the upstream)"), &direct_cpu);
-    add_cpu(report, &format!("{key}/through"), &through_label, &through_cpu);
-    report.add(
-        format!("{key}/through/cpu/upstream"),
-        format!("{through_label}: upstream CPU"),
-        Unit::Core,
-        fast_upstream_cpu,
-        None,
-    );
-    let paced = format!("upstream {} deltas at {}/s", count(paced_deltas), sizes.upstream_rate);
-    let [d50, d99, d999, dmax, t50, t99, t999, tmax, a50, a99] = latency;
-    for (suffix, what, values) in [
-        ("paced/direct/p50", "read directly: latency stamp→receive p50", d50),
-        ("paced/direct/p99", "read directly: latency stamp→receive p99", d99),
-        ("paced/direct/p999", "read directly: latency stamp→receive p999", d999),
-        ("paced/direct/max", "read directly: latency stamp→receive max", dmax),
-        ("paced/through/p50", "through the gateway: latency stamp→receive p50", t50),
-        ("paced/through/p99", "through the gateway: latency stamp→receive p99", t99),
-        ("paced/through/p999", "through the gateway: latency stamp→receive p999", t999),
-        ("paced/through/max", "through the gateway: latency stamp→receive max", tmax),
-        ("added/p50", "latency the gateway adds, p50 (through − direct)", a50),
-        ("added/p99", "latency the gateway adds, p99 (through − direct)", a99),
-    ] {
-        report.add(format!("{key}/{suffix}"), format!("{paced}, {name}: {what}"), Unit::Ms, values, None);
+    /// The fast runs' figures: rates, CPU per event, the CPU split.
+    fn add_fast(&mut self, report: &mut Report, key: &str, fast: &str, name: &str) {
+        let direct_label = format!("{fast}, {name}: read directly");
+        let through_label = format!("{fast}, {name}: through the gateway (agui agent)");
+        let [direct_rates, through_rates] = std::mem::take(&mut self.rates);
+        report.add(format!("{key}/direct/rate"), &direct_label, Unit::PerSec, direct_rates, None);
+        report.add(
+            format!("{key}/through/rate"),
+            &through_label,
+            Unit::PerSec,
+            through_rates,
+            Some(format!("{key}/direct/rate")),
+        );
+        let [direct_per_event, through_per_event] = std::mem::take(&mut self.per_event);
+        report.add(
+            format!("{key}/direct/cpu-per-event"),
+            format!("{direct_label}: upstream CPU per event"),
+            Unit::Us,
+            direct_per_event,
+            None,
+        );
+        report.add(
+            format!("{key}/through/cpu-per-event"),
+            format!("{through_label}: gateway CPU per event"),
+            Unit::Us,
+            through_per_event,
+            None,
+        );
+        let [direct_cpu, through_cpu] = std::mem::take(&mut self.fast_cpu);
+        // Read directly, the server under test is the upstream itself.
+        add_cpu(report, &format!("{key}/direct"), &format!("{direct_label} (server = the upstream)"), &direct_cpu);
+        add_cpu(report, &format!("{key}/through"), &through_label, &through_cpu);
+        report.add(
+            format!("{key}/through/cpu/upstream"),
+            format!("{through_label}: upstream CPU"),
+            Unit::Core,
+            std::mem::take(&mut self.fast_upstream_cpu),
+            None,
+        );
     }
-    let paced_label = format!("{paced}, through {name}");
-    add_cpu(report, &format!("{key}/paced/through"), &paced_label, &paced_cpu);
-    report.add(
-        format!("{key}/paced/through/cpu/upstream"),
-        format!("{paced_label}: upstream CPU"),
-        Unit::Core,
-        paced_upstream_cpu,
-        None,
-    );
-    metrics::add_breakdown(report, &format!("{key}/paced/through"), &paced_label, &breakdowns);
-    Ok(())
+
+    /// The paced runs' figures: latency quantiles each way and added, the CPU through, where
+    /// the time goes.
+    fn add_paced(self, report: &mut Report, key: &str, paced: &str, name: &str) {
+        let [d50, d99, d999, dmax, t50, t99, t999, tmax, a50, a99] = self.latency;
+        for (suffix, what, values) in [
+            ("paced/direct/p50", "read directly: latency stamp→receive p50", d50),
+            ("paced/direct/p99", "read directly: latency stamp→receive p99", d99),
+            ("paced/direct/p999", "read directly: latency stamp→receive p999", d999),
+            ("paced/direct/max", "read directly: latency stamp→receive max", dmax),
+            ("paced/through/p50", "through the gateway: latency stamp→receive p50", t50),
+            ("paced/through/p99", "through the gateway: latency stamp→receive p99", t99),
+            ("paced/through/p999", "through the gateway: latency stamp→receive p999", t999),
+            ("paced/through/max", "through the gateway: latency stamp→receive max", tmax),
+            ("added/p50", "latency the gateway adds, p50 (through − direct)", a50),
+            ("added/p99", "latency the gateway adds, p99 (through − direct)", a99),
+        ] {
+            report.add(format!("{key}/{suffix}"), format!("{paced}, {name}: {what}"), Unit::Ms, values, None);
+        }
+        let paced_label = format!("{paced}, through {name}");
+        add_cpu(report, &format!("{key}/paced/through"), &paced_label, &self.paced_cpu);
+        report.add(
+            format!("{key}/paced/through/cpu/upstream"),
+            format!("{paced_label}: upstream CPU"),
+            Unit::Core,
+            self.paced_upstream_cpu,
+            None,
+        );
+        metrics::add_breakdown(report, &format!("{key}/paced/through"), &paced_label, &self.breakdowns);
+    }
 }
 
 #[cfg(test)]

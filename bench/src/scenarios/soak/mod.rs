@@ -27,13 +27,14 @@
 //! one missing before a token that arrived, or from the last answer, is lost. The pass: no
 //! lost, no duplicated token, no failed chat.
 
-use std::collections::HashMap;
+mod tally;
+
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::chat::chat_body;
-use super::model::{agent, ModelServer, Scripted};
+use super::model::{agent, ModelServer};
 use super::{count, unique, Settings};
 use crate::bail;
 use crate::database::{Database, Store};
@@ -43,6 +44,7 @@ use crate::http::{Client, Transport};
 use crate::procfs::rss_kib;
 use crate::report::{Report, Unit};
 use crate::sse::{self, ReadOptions, Received};
+use tally::{tally, Tally};
 
 /// The instances sharing the database.
 const INSTANCES: usize = 2;
@@ -67,6 +69,19 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(instances: &[Gateway]) -> Shared {
+        Shared {
+            urls: instances.iter().map(|g| g.url("/v1/agui/agents/bench")).collect(),
+            clients: instances.iter().map(Gateway::client).collect(),
+            alive: (0..INSTANCES).map(|_| AtomicBool::new(true)).collect(),
+            tokens_received: AtomicU64::new(0),
+            moved: AtomicU64::new(0),
+            resumed_after_break: AtomicU64::new(0),
+            unreachable: AtomicU64::new(0),
+            chats_done: AtomicU64::new(0),
+        }
+    }
+
     /// The instance to go to after `from`: the other one, or `from` when the other is down.
     fn next_after(&self, from: usize) -> usize {
         let other = (from + 1) % INSTANCES;
@@ -122,83 +137,30 @@ async fn soak(
     report: &mut Report,
 ) -> Result<()> {
     let sizes = &settings.sizes;
-    let shared = Arc::new(Shared {
-        urls: instances.iter().map(|g| g.url("/v1/agui/agents/bench")).collect(),
-        clients: instances.iter().map(Gateway::client).collect(),
-        alive: (0..INSTANCES).map(|_| AtomicBool::new(true)).collect(),
-        tokens_received: AtomicU64::new(0),
-        moved: AtomicU64::new(0),
-        resumed_after_break: AtomicU64::new(0),
-        unreachable: AtomicU64::new(0),
-        chats_done: AtomicU64::new(0),
-    });
+    let shared = Arc::new(Shared::new(instances));
     let pids: Arc<Vec<AtomicU32>> = Arc::new(instances.iter().map(|g| AtomicU32::new(g.pid)).collect());
-    let (moves, _) = tokio::sync::watch::channel(0u64);
     let started = Instant::now();
     let stop_sampling = Arc::new(AtomicBool::new(false));
     let sampler = sample_rss(pids.clone(), shared.clone(), sizes.soak_sample_secs, started, stop_sampling.clone());
-    let every = Duration::from_secs_f64(1.0 / sizes.soak_chats_per_sec);
-    let length = Duration::from_secs(sizes.soak_secs);
-    let reconnect_every = (sizes.soak_reconnect_secs > 0).then(|| Duration::from_secs(sizes.soak_reconnect_secs));
-    let kill_every = (sizes.soak_kill_secs > 0).then(|| Duration::from_secs(sizes.soak_kill_secs));
-    let mut next_chat = Duration::ZERO;
-    let mut next_move = reconnect_every.unwrap_or(Duration::MAX);
-    let mut next_kill = kill_every.unwrap_or(Duration::MAX);
-    let (mut rounds, mut kills) = (0u64, 0u64);
-    let mut tasks = Vec::new();
-    let mut chat_index = 0u64;
-    while started.elapsed() < length {
-        let now = started.elapsed();
-        while next_chat <= now {
-            let thread = unique("soak");
-            let first = (chat_index as usize) % INSTANCES;
-            let task = chat(shared.clone(), thread.clone(), chat_index, first, moves.subscribe(), settings.clone());
-            tasks.push((thread, tokio::spawn(task)));
-            chat_index += 1;
-            next_chat += every;
-        }
-        if now >= next_move {
-            rounds += 1;
-            moves.send_replace(rounds);
-            eprintln!(
-                "  soak {:.0} s: reconnect round {rounds}: a quarter of the open streams move",
-                now.as_secs_f64()
-            );
-            next_move += reconnect_every.unwrap_or(Duration::MAX);
-        }
-        if now >= next_kill {
-            let victim = (kills as usize) % INSTANCES;
-            kills += 1;
-            shared.alive[victim].store(false, Ordering::Relaxed);
-            instances[victim].kill().await;
-            eprintln!("  soak {:.0} s: instance {victim} killed (SIGKILL); restarting it", now.as_secs_f64());
-            // This loop waits for the restarted instance to be ready (a second or two): chats
-            // due meanwhile start late, not dropped; the open ones go on on the other instance.
-            instances[victim].restart(gateways).await?;
-            pids[victim].store(instances[victim].pid, Ordering::Relaxed);
-            shared.alive[victim].store(true, Ordering::Relaxed);
-            eprintln!(
-                "  soak {:.0} s: instance {victim} is back (pid {})",
-                started.elapsed().as_secs_f64(),
-                instances[victim].pid
-            );
-            next_kill += kill_every.unwrap_or(Duration::MAX);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let mut load = Load {
+        instances,
+        gateways,
+        shared: &shared,
+        pids: &pids,
+        started,
+        tasks: Vec::new(),
+        chats: 0,
+        rounds: 0,
+        kills: 0,
+    };
+    load.drive(settings).await?;
+    let Load { tasks, chats, rounds, kills, .. } = load;
     eprintln!(
         "  soak: {} chats started over {:.0} s; waiting for the open ones to end",
-        count(chat_index),
+        count(chats),
         started.elapsed().as_secs_f64()
     );
-    let mut outcomes = Vec::with_capacity(tasks.len());
-    for (thread, task) in tasks {
-        let outcome = match task.await {
-            Ok(outcome) => outcome,
-            Err(error) => Err(Error::msg(format!("the chat task failed: {error}"))),
-        };
-        outcomes.push((thread, outcome));
-    }
+    let outcomes = join_chats(tasks).await;
     stop_sampling.store(true, Ordering::Relaxed);
     let (samples, progress) = sampler.await.map_err(|e| Error::msg(format!("the RSS sampler failed: {e}")))?;
     let tally = tally(&outcomes, &model.state);
@@ -210,9 +172,114 @@ async fn soak(
             eprintln!("  soak: instance {n} (pid {pid}) RSS growth {ratio:.3} (last minute ÷ minute after warm-up)");
         }
     }
+    print_summary(&tally, &shared, model, (chats, kills), elapsed);
+    add_figures(report, &tally, &growth, &samples, settings);
+    verdict(&tally, &shared, (rounds, kills), settings)
+}
+
+/// The load as it is driven: new chats at their rate, reconnect rounds and kills when due.
+struct Load<'a> {
+    instances: &'a mut [Gateway],
+    gateways: &'a GatewaySettings,
+    shared: &'a Arc<Shared>,
+    pids: &'a Arc<Vec<AtomicU32>>,
+    started: Instant,
+    /// Each chat's thread and task, in the order they started.
+    tasks: Vec<(String, tokio::task::JoinHandle<Result<Received>>)>,
+    /// Chats started, reconnect rounds and kills so far.
+    chats: u64,
+    rounds: u64,
+    kills: u64,
+}
+
+impl Load<'_> {
+    /// Starts chats, moves streams and kills instances, each when due, for `soak_secs`.
+    async fn drive(&mut self, settings: &Settings) -> Result<()> {
+        let sizes = &settings.sizes;
+        let (moves, _) = tokio::sync::watch::channel(0u64);
+        let every = Duration::from_secs_f64(1.0 / sizes.soak_chats_per_sec);
+        let length = Duration::from_secs(sizes.soak_secs);
+        let reconnect_every = (sizes.soak_reconnect_secs > 0).then(|| Duration::from_secs(sizes.soak_reconnect_secs));
+        let kill_every = (sizes.soak_kill_secs > 0).then(|| Duration::from_secs(sizes.soak_kill_secs));
+        let mut next_chat = Duration::ZERO;
+        let mut next_move = reconnect_every.unwrap_or(Duration::MAX);
+        let mut next_kill = kill_every.unwrap_or(Duration::MAX);
+        while self.started.elapsed() < length {
+            let now = self.started.elapsed();
+            while next_chat <= now {
+                self.start_chat(&moves, settings);
+                next_chat += every;
+            }
+            if now >= next_move {
+                self.rounds += 1;
+                moves.send_replace(self.rounds);
+                eprintln!(
+                    "  soak {:.0} s: reconnect round {}: a quarter of the open streams move",
+                    now.as_secs_f64(),
+                    self.rounds
+                );
+                next_move += reconnect_every.unwrap_or(Duration::MAX);
+            }
+            if now >= next_kill {
+                self.kill_one(now).await?;
+                next_kill += kill_every.unwrap_or(Duration::MAX);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Starts the next chat, on the instances in turn.
+    fn start_chat(&mut self, moves: &tokio::sync::watch::Sender<u64>, settings: &Settings) {
+        let thread = unique("soak");
+        let first = (self.chats as usize) % INSTANCES;
+        let task = chat(self.shared.clone(), thread.clone(), self.chats, first, moves.subscribe(), settings.clone());
+        self.tasks.push((thread, tokio::spawn(task)));
+        self.chats += 1;
+    }
+
+    /// Kills the next instance in turn (SIGKILL) and starts it again.
+    async fn kill_one(&mut self, now: Duration) -> Result<()> {
+        let victim = (self.kills as usize) % INSTANCES;
+        self.kills += 1;
+        let shared = self.shared;
+        shared.alive[victim].store(false, Ordering::Relaxed);
+        self.instances[victim].kill().await;
+        eprintln!("  soak {:.0} s: instance {victim} killed (SIGKILL); restarting it", now.as_secs_f64());
+        // The load waits for the restarted instance to be ready (a second or two): chats due
+        // meanwhile start late, not dropped; the open ones go on on the other instance.
+        self.instances[victim].restart(self.gateways).await?;
+        self.pids[victim].store(self.instances[victim].pid, Ordering::Relaxed);
+        shared.alive[victim].store(true, Ordering::Relaxed);
+        eprintln!(
+            "  soak {:.0} s: instance {victim} is back (pid {})",
+            self.started.elapsed().as_secs_f64(),
+            self.instances[victim].pid
+        );
+        Ok(())
+    }
+}
+
+/// Every chat's outcome, by thread, once each has ended.
+async fn join_chats(
+    tasks: Vec<(String, tokio::task::JoinHandle<Result<Received>>)>,
+) -> Vec<(String, Result<Received>)> {
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    for (thread, task) in tasks {
+        let outcome = match task.await {
+            Ok(outcome) => outcome,
+            Err(error) => Err(Error::msg(format!("the chat task failed: {error}"))),
+        };
+        outcomes.push((thread, outcome));
+    }
+    outcomes
+}
+
+/// The soak's one-line account: chats, tokens, moves, kills.
+fn print_summary(tally: &Tally, shared: &Shared, model: &ModelServer, (chats, kills): (u64, u64), elapsed: f64) {
     eprintln!(
         "  soak: {} chats in {elapsed:.0} s: {} finished, {} failed; {} tokens sent, {} received, {} lost, {} duplicated, {} never committed (answers cut by a kill), {} unknown; streams moved {}, resumed after a break {}, requests that found an instance down {}; kills {kills}; model answers broken off {}",
-        count(chat_index),
+        count(chats),
         count(tally.finished),
         count(tally.failed.len() as u64),
         count(tally.sent),
@@ -226,6 +293,17 @@ async fn soak(
         count(shared.unreachable.load(Ordering::Relaxed)),
         count(model.state.broken.load(Ordering::Relaxed))
     );
+}
+
+/// The soak's figures: the token accounting, each instance's RSS growth and last RSS.
+fn add_figures(
+    report: &mut Report,
+    tally: &Tally,
+    growth: &[Vec<(u32, f64)>],
+    samples: &[Vec<RssSample>],
+    settings: &Settings,
+) {
+    let sizes = &settings.sizes;
     let key = "gateway/postgres/soak";
     let label = format!(
         "soak {} s, {}/s chats × {} tokens at {}/s on 2 instances (moves every {} s, a kill every {} s)",
@@ -263,6 +341,11 @@ async fn soak(
             None,
         );
     }
+}
+
+/// The pass: no failed chat, no lost, duplicated or unknown token; in smoke, at least one
+/// reconnect round that moved a stream and one kill.
+fn verdict(tally: &Tally, shared: &Shared, (rounds, kills): (u64, u64), settings: &Settings) -> Result<()> {
     if let Some((thread, error)) = tally.failed.first() {
         bail!("soak: {} chats failed; the first, {thread}: {error}", tally.failed.len());
     }
@@ -458,65 +541,4 @@ fn growth(samples: &[Vec<RssSample>], run_secs: f64) -> Vec<Vec<(u32, f64)>> {
                 .collect()
         })
         .collect()
-}
-
-/// The token accounting over every chat.
-#[derive(Debug, Default)]
-struct Tally {
-    finished: u64,
-    failed: Vec<(String, String)>,
-    sent: u64,
-    lost: u64,
-    duplicated: u64,
-    uncommitted: u64,
-    unknown: u64,
-    first_bad: Option<String>,
-}
-
-fn tally(outcomes: &[(String, Result<Received>)], model: &Scripted) -> Tally {
-    let mut tally = Tally::default();
-    for (thread, outcome) in outcomes {
-        let received = match outcome {
-            Ok(received) => received,
-            Err(error) => {
-                tally.failed.push((thread.clone(), error.to_string()));
-                continue;
-            }
-        };
-        if let Err(error) = received.expect_finished(&format!("chat {thread}")) {
-            tally.failed.push((thread.clone(), error.to_string()));
-            continue;
-        }
-        tally.finished += 1;
-        let mut arrived: HashMap<u64, u64> = HashMap::new();
-        for token in &received.tokens {
-            *arrived.entry(token.sent_us).or_default() += 1;
-        }
-        let answers = model.answers(thread);
-        let (lost_before, dup_before, unknown_before) = (tally.lost, tally.duplicated, tally.unknown);
-        let mut known = 0;
-        for (n, answer) in answers.iter().enumerate() {
-            tally.sent += answer.stamps.len() as u64;
-            let replaced = n + 1 < answers.len();
-            // The last stamp of this answer that arrived: everything before it must have too.
-            let reached = answer.stamps.iter().rposition(|s| arrived.contains_key(s));
-            for (i, stamp) in answer.stamps.iter().enumerate() {
-                match arrived.get(stamp) {
-                    Some(&times) => {
-                        known += times;
-                        tally.duplicated += times - 1;
-                    }
-                    None if replaced && reached.is_none_or(|r| i > r) => tally.uncommitted += 1,
-                    None => tally.lost += 1,
-                }
-            }
-        }
-        tally.unknown += (received.tokens.len() as u64).saturating_sub(known);
-        if tally.first_bad.is_none()
-            && (tally.lost > lost_before || tally.duplicated > dup_before || tally.unknown > unknown_before)
-        {
-            tally.first_bad = Some(thread.clone());
-        }
-    }
-    tally
 }
