@@ -89,13 +89,19 @@ impl Engine {
                 Err(error) => return Err(error.into()),
             }
         };
-        match recorded {
-            // The key was recorded before, from elsewhere in the log: the run begins there.
-            (pk, start_seq) if pk == turn.pk => {
-                let opening = following.opening.filter(|_| start_seq == following.start_seq);
-                self.follow(request, Following { start_seq, opening, ..following }).await
+        // The key may have been recorded before (from elsewhere in the log, or for another
+        // turn): the run it names is followed.
+        let (pk, start_seq) = recorded;
+        if pk == turn.pk {
+            let opening = following.opening.filter(|_| start_seq == following.start_seq);
+            return self.follow(request, Following { start_seq, opening, ..following }).await;
+        }
+        match store.find_run(thread.pk, run_key).await? {
+            Some((turn, start_seq)) => {
+                let following = Following { turn: &turn, start_seq, opening: None, ..following };
+                self.follow(request, following).await
             }
-            _ => Err(StoreError::Corrupt(format!("the run '{run_key}' was not recorded")).into()),
+            None => Err(StoreError::Corrupt(format!("the run '{run_key}' was not recorded")).into()),
         }
     }
 
