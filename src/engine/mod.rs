@@ -136,7 +136,8 @@ pub struct Refusal {
     pub figures: Option<Value>,
 }
 
-/// What a run streams: a turn's log from a position on, or a refusal.
+/// What a run streams: a turn's log from a position on, or a refusal (one per request: no box).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum RunPlan {
     Follow(FollowPlan),
@@ -166,10 +167,9 @@ pub struct FollowPlan {
     pub resume_outcomes: Option<Vec<Value>>,
     /// Where people decide (`gateway/console`, `console_url`), when one is configured.
     pub console: Option<String>,
-    /// What the plan read or wrote that the stream needs, so that it does not read it again
-    /// (`None`: it reads it). The thread's turns, the run's own among them, for the
-    /// conversation the run restates when it opens (they hold: a thread takes one turn at a
-    /// time).
+    /// What the plan read or wrote that the stream needs, not to read it again (`None`: it reads
+    /// it). The thread's turns, the run's own among them, for the conversation the run restates
+    /// when it opens (they hold: a thread takes one turn at a time).
     pub turns: Option<Arc<[TurnRow]>>,
     /// The first event at or after `after_seq` when that is past the run's start, as a
     /// reconnect read it to check its `Last-Event-ID`: whether the run already ended there.
