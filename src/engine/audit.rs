@@ -66,43 +66,49 @@ impl Engine {
         }
     }
 
-    /// The `board.read` row of a stream about to open on thread `thread_pk` for `caller`, when
-    /// the board holds a note whose text it may read.
+    /// The `board.read` row of a stream about to open on `thread` for `caller`, when the board
+    /// holds a note whose text it may read; from the thread's `notes` when the request read them
+    /// already (a caller who may read no content reads no note's text: nothing is read then).
     pub(super) async fn audit_stream_board_read(
         &self,
         caller: &Caller,
-        thread_pk: i64,
+        thread: &ThreadRow,
         clearance: &board::Clearance,
+        notes: Option<Vec<String>>,
     ) -> Result<(), StoreError> {
-        let Some(thread) = self.inner.store.thread_by_pk(thread_pk).await? else { return Ok(()) };
-        let notes = self.inner.store.notes(thread_pk).await?;
-        self.audit_board_read(caller, &thread, clearance, &board::from_stored(&notes)).await
+        if !clearance.content {
+            return Ok(());
+        }
+        let notes = match notes {
+            Some(notes) => notes,
+            None => self.inner.store.notes(thread.pk).await?,
+        };
+        self.audit_board_read(caller, thread, clearance, &board::from_stored(&notes)).await
     }
 
     /// One audit row per decision (§5.3.7): the person's (or the gateway's, for an expiry),
-    /// with `via`. They commit with the decisions, so no decision stands unrecorded.
-    pub(super) async fn decision_audit(
+    /// with `via`, in the turn's tenant. They commit with the decisions, so no decision stands
+    /// unrecorded.
+    pub(super) fn decision_audit(
         &self,
+        tenant: &str,
         turn: &TurnRow,
         actor: &str,
         via: Option<&str>,
         action: &str,
         outcomes: &[&Value],
-    ) -> Result<Vec<AuditEntry>, StoreError> {
-        let Some(thread) = self.inner.store.thread_by_pk(turn.thread).await? else {
-            return Err(StoreError::Corrupt(format!("turn {} names a missing thread", turn.public_id)));
-        };
+    ) -> Vec<AuditEntry> {
         let at_ms = self.now_ms();
-        Ok(outcomes
+        outcomes
             .iter()
             .map(|outcome| AuditEntry {
-                tenant: thread.tenant.clone(),
+                tenant: tenant.to_string(),
                 action: action.to_string(),
                 actor: actor.to_string(),
                 via: via.map(str::to_string),
                 detail: json!({ "turn": turn.public_id, "decision": outcome }).to_string(),
                 at_ms,
             })
-            .collect())
+            .collect()
     }
 }

@@ -27,6 +27,11 @@ pub fn from_stored(notes: &[String]) -> Vec<Value> {
     assemble(notes.iter().filter_map(|note| serde_json::from_str(note).ok()))
 }
 
+/// The board as the thread's current branch sees it, from its notes and turns (read already).
+pub fn current(notes: Vec<String>, turns: &[crate::store::TurnRow]) -> Vec<Value> {
+    from_stored(&on_branch(notes, turns, &crate::store::branches::current(turns)))
+}
+
 /// The notes (as the store keeps them) a branch sees (§6): all but those pinned by a turn of
 /// the thread that is not on `branch` — a sibling branch's notes are not this branch's board.
 /// A note naming no turn of the thread (a delegated child's) stays with its thread.

@@ -83,7 +83,18 @@ pub async fn load_at(
     activity: Activity,
 ) -> Result<Vec<InputMessage>, StoreError> {
     let turns = store.thread_turns(thread).await?;
-    fold_branch(store, &branches::ending_at(&turns, turn), Some(before_seq), activity).await
+    load_at_in(store, &turns, turn, before_seq, activity).await
+}
+
+/// [`load_at`] on the thread's turns as a caller read them already.
+pub async fn load_at_in(
+    store: &dyn Store,
+    turns: &[TurnRow],
+    turn: i64,
+    before_seq: i64,
+    activity: Activity,
+) -> Result<Vec<InputMessage>, StoreError> {
+    fold_branch(store, &branches::ending_at(turns, turn), Some(before_seq), activity).await
 }
 
 /// Folds a branch's turns; the last one's log only before `last_before_seq` when given.
@@ -95,8 +106,14 @@ async fn fold_branch(
 ) -> Result<Vec<InputMessage>, StoreError> {
     let mut messages = Vec::new();
     for (place, row) in branch.iter().enumerate() {
-        let mut events = super::read_log(store, row.pk).await?;
-        if let (Some(before_seq), true) = (last_before_seq, place + 1 == branch.len()) {
+        let before = last_before_seq.filter(|_| place + 1 == branch.len());
+        // A log's first event is its seq 1: before it there is nothing to read (a new turn's
+        // opening restates the turns before it alone).
+        let mut events = match before {
+            Some(before_seq) if before_seq <= 1 => Vec::new(),
+            _ => super::read_log(store, row.pk).await?,
+        };
+        if let Some(before_seq) = before {
             events.retain(|event| event.seq < before_seq);
         }
         fold_turn(&mut messages, row, &events, activity);

@@ -34,12 +34,8 @@ impl Engine {
     /// The caller's inbox in `tenant` (see the module doc).
     pub async fn inbox(&self, tenant: &str, caller: &Caller) -> Result<Inbox, EngineError> {
         let store = self.store();
-        let viewer = Viewer {
-            person: caller.person_id().map(str::to_string),
-            roles: caller.roles().to_vec(),
-            ..Viewer::default()
-        };
-        let content = super::board::Clearance::of(caller).content;
+        let viewer = Viewer::of(caller, false);
+        let content = viewer.clearance.content;
         let console = self.console();
         let rows = store.tenant_open_interrupts(tenant, self.now_ms(), INBOX_LIMIT).await?;
         let mut threads: HashMap<i64, Option<ThreadRow>> = HashMap::new();

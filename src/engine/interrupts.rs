@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::caller::Caller;
 use crate::protocol::Interrupt;
 use crate::store::InterruptRow;
 
@@ -21,6 +22,20 @@ pub struct Viewer {
     pub pre_1_0: bool,
     /// What of the board it may see (§7).
     pub clearance: crate::engine::board::Clearance,
+}
+
+impl Viewer {
+    /// The viewer `caller` is: its person (none for an API key), roles and board clearance.
+    /// `pre_1_0` is the client's protocol, which only a stream's rendering reads (§5.4); a view
+    /// that renders no interrupt (an inbox, a list of what a caller decides) passes `false`.
+    pub fn of(caller: &Caller, pre_1_0: bool) -> Viewer {
+        Viewer {
+            person: caller.person_id().map(str::to_string),
+            roles: caller.roles().to_vec(),
+            pre_1_0,
+            clearance: crate::engine::board::Clearance::of(caller),
+        }
+    }
 }
 
 /// Who may decide: persons by id and holders of roles. Both empty: the person who started the

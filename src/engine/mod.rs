@@ -28,6 +28,8 @@ pub mod log;
 #[cfg(test)]
 mod reasoning_tests;
 pub mod request;
+#[cfg(test)]
+mod round_trip_tests;
 mod runner;
 pub mod stream;
 mod sweeper;
@@ -51,7 +53,7 @@ use crate::metrics::Metrics;
 /// its refusals and how a turn failed.
 pub use crate::protocol::ErrorCode;
 use crate::protocol::RunAgentInput;
-use crate::store::{branches, Store, StoreError, ThreadRow};
+use crate::store::{branches, Store, StoreError, StoredEvent, ThreadRow, TurnRow};
 use interrupts::Viewer;
 use log::LogWriter;
 use runner::Runner;
@@ -134,7 +136,8 @@ pub struct Refusal {
     pub figures: Option<Value>,
 }
 
-/// What a run streams: a turn's log from a position on, or a refusal.
+/// What a run streams: a turn's log from a position on, or a refusal (one per request: no box).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum RunPlan {
     Follow(FollowPlan),
@@ -162,10 +165,48 @@ pub struct FollowPlan {
     pub snapshot_on_open: bool,
     /// This run's answers to its resume entries (`CUSTOM gateway.resume`), when it resumed.
     pub resume_outcomes: Option<Vec<Value>>,
-    /// The `board.read` row of this stream is written already (with the turn it started).
-    pub board_read_audited: bool,
     /// Where people decide (`gateway/console`, `console_url`), when one is configured.
     pub console: Option<String>,
+    /// What the plan read or wrote that the stream needs, not to read it again (`None`: it reads
+    /// it). The thread's turns, the run's own among them, for the conversation the run restates
+    /// when it opens (they hold: a thread takes one turn at a time).
+    pub turns: Option<Arc<[TurnRow]>>,
+    /// The first event at or after `after_seq` when that is past the run's start, as a
+    /// reconnect read it to check its `Last-Event-ID`: whether the run already ended there.
+    pub at_position: Option<StoredEvent>,
+    /// The event the run opens with, when the plan wrote it itself (a resume's decision).
+    pub opening: Option<StoredEvent>,
+}
+
+impl FollowPlan {
+    /// A run following `turn` of `thread` (its id and key) from the turn's start for `viewer`,
+    /// restating the conversation when the thread had turns before and the viewer may read
+    /// content. What differs (a later start, a connect stream, rows read) each caller sets.
+    pub(crate) fn new(
+        thread: (&str, i64),
+        run_id: &str,
+        turn: &TurnRow,
+        viewer: Viewer,
+        console: Option<String>,
+    ) -> FollowPlan {
+        FollowPlan {
+            thread_id: thread.0.to_string(),
+            thread_pk: thread.1,
+            run_id: run_id.to_string(),
+            turn_pk: turn.pk,
+            turn_id: turn.public_id.clone(),
+            run_start_seq: 0,
+            after_seq: 0,
+            skip_parts: 0,
+            snapshot_on_open: turn.ordinal > 1 && viewer.clearance.content,
+            viewer,
+            resume_outcomes: None,
+            console,
+            turns: None,
+            at_position: None,
+            opening: None,
+        }
+    }
 }
 
 /// One run request, after the HTTP layer validated its shape.
@@ -366,8 +407,7 @@ impl Engine {
     pub async fn thread_board(&self, thread: i64) -> Result<Vec<Value>, StoreError> {
         let store = &self.inner.store;
         let turns = store.thread_turns(thread).await?;
-        let notes = board::on_branch(store.notes(thread).await?, &turns, &branches::current(&turns));
-        Ok(board::from_stored(&notes))
+        Ok(board::current(store.notes(thread).await?, &turns))
     }
 
     /// The thread, when it exists and the caller may read it. A thread the caller may not read
@@ -457,8 +497,8 @@ impl Engine {
 
 /// The alternatives of each user message of `branch` (whose conversation is `messages`).
 fn alternatives_of(
-    turns: &[crate::store::TurnRow],
-    branch: &[crate::store::TurnRow],
+    turns: &[TurnRow],
+    branch: &[TurnRow],
     messages: &[crate::protocol::InputMessage],
 ) -> Vec<Alternatives> {
     // Each turn of the branch opens with its user message, in order.
@@ -490,25 +530,24 @@ fn alternatives_of(
 /// messages have alternatives (§6): `{"turn", "alternatives"}`, as `GET …/messages` gives them.
 pub const BRANCHES_EVENT: &str = "gateway.branches";
 
-/// The `CUSTOM gateway.branches` event for a snapshot of the branch ending at turn `head`
-/// (`messages` being that snapshot's); `None` when none of its user messages has an alternative.
-pub(crate) async fn branches_event(
-    store: &dyn Store,
-    thread: i64,
+/// The `CUSTOM gateway.branches` event for a snapshot of the branch ending at turn `head` of the
+/// thread whose turns are `turns` (`messages` being that snapshot's); `None` when none of its
+/// user messages has an alternative.
+pub(crate) fn branches_event(
+    turns: &[TurnRow],
     head: i64,
     messages: &[crate::protocol::InputMessage],
-) -> Result<Option<crate::protocol::Event>, StoreError> {
-    let turns = store.thread_turns(thread).await?;
-    let branch = branches::ending_at(&turns, head);
-    let alternatives = alternatives_of(&turns, &branch, messages);
+) -> Option<crate::protocol::Event> {
+    let branch = branches::ending_at(turns, head);
+    let alternatives = alternatives_of(turns, &branch, messages);
     if alternatives.iter().all(|a| a.count < 2) {
-        return Ok(None);
+        return None;
     }
     let value = serde_json::json!({
         "turn": branch.last().map(|t| t.public_id.clone()),
         "alternatives": alternatives,
     });
-    Ok(Some(crate::protocol::Event::Custom { name: BRANCHES_EVENT.into(), value, subagent_run_id: None }))
+    Some(crate::protocol::Event::Custom { name: BRANCHES_EVENT.into(), value, subagent_run_id: None })
 }
 
 /// A branch of a thread as `GET /v1/threads/{thread}/messages` shows it (§6).

@@ -81,6 +81,14 @@ impl Engine {
             running.insert(turn.pk, Runner { epoch, switch: signal_tx });
             inner.metrics.turns_running.set(running.len() as i64);
         }
+        // Holding the feed makes the writer keep this turn's events in memory for streams: held
+        // from here, before a request that started (or resumed) the turn opens its stream, so
+        // that stream waits on memory instead of reading a table the runner has not written yet.
+        let feed = inner.hub.feed(turn.pk);
+        match &start {
+            TurnStart::New { .. } => feed.enter_at_start(),
+            TurnStart::Takeover => feed.enter(),
+        }
         // A child of the request's span when a request started it, so its log lines carry the
         // request id.
         let span = tracing::info_span!("turn", turn = %turn.public_id, agent = %turn.agent);
@@ -97,9 +105,6 @@ impl Engine {
                     Err(error) => tracing::warn!(%error, "whether the turn's cancel was asked could not be read"),
                 }
             }
-            // Holding the feed makes the writer keep this turn's events in memory for streams.
-            let feed = inner.hub.feed(turn.pk);
-            feed.enter();
             // A new turn's tenant is known; a taken-over turn's is read from its thread. A turn
             // whose tenant cannot be read is not run (it would have no token budget and charge
             // no one): it is given back below, for a later takeover to try again.

@@ -159,9 +159,12 @@ impl Engine {
         }];
         let outcomes = [json!({ "interruptId": interrupt_id, "outcome": "expired" })];
         let expired = outcomes.iter().collect::<Vec<_>>();
-        let audit = self.decision_audit(turn, "gateway", None, "interrupt.expire", &expired).await?;
+        let Some(thread) = inner.store.thread_by_pk(turn.thread).await? else {
+            return Err(StoreError::Corrupt(format!("turn {} names a missing thread", turn.public_id)).into());
+        };
+        let audit = self.decision_audit(&thread.tenant, turn, "gateway", None, "interrupt.expire", &expired);
         let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?, self.now_ms())?;
-        if self.record(turn, &decisions, marker, &audit).await?.is_some() {
+        if self.record(turn, &decisions, marker, &audit, None).await?.is_some() {
             tracing::info!(interrupt = %interrupt_id, "an interrupt expired and was denied");
             inner.metrics.interrupts_decided.get_or_create(&CodeLabel { code: "expired".into() }).inc();
         }

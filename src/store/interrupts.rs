@@ -39,12 +39,16 @@ pub trait InterruptStore: Send + Sync {
     /// no interrupt of the turn stays open the turn runs again, owned by `instance` under a new
     /// epoch (lapsed at once when `instance` holds no lease: a command's engine, which then
     /// releases it). A turn that no longer waits records nothing.
+    /// With `run`, the run id of the request that decides is recorded too, following the turn
+    /// from the decision event on (as [`super::ThreadStore::add_run`] records it), unless the id
+    /// is taken.
     async fn decide_interrupts(
         &self,
         turn: i64,
         decisions: &[Decision],
         marker: &StoredEvent,
         audit: &[AuditEntry],
+        run: Option<&str>,
         instance: &str,
     ) -> Result<Decided, StoreError>;
     /// Cancels a waiting turn: its open interrupts are withdrawn and it runs again, owned by
@@ -71,6 +75,9 @@ const LAPSED_INTERRUPTS: &str =
 const DECIDE_INTERRUPT: &str = "UPDATE interrupts SET status = $1, decision = $2, decided_by = $3, \
      decided_via = $4, decided_at_ms = $5 WHERE id = $6 AND turn = $7 AND status = 'open'";
 const MARK_DECIDED_SEQ: &str = "UPDATE interrupts SET decided_seq = $1 WHERE id = $2";
+/// A run id following a turn of its thread (`$4`) from `$2`; nothing when the id is taken.
+const INSERT_RUN_OF_TURN: &str = "INSERT INTO runs (thread, run_id, turn, start_seq, created_at_ms) \
+     SELECT thread, $1, id, $2, $3 FROM turns WHERE id = $4 ON CONFLICT (thread, run_id) DO NOTHING";
 const OPEN_INTERRUPTS_LEFT: &str = "SELECT COUNT(*) AS open FROM interrupts WHERE turn = $1 AND status = 'open'";
 const RESUME_TURN: &str = "UPDATE turns SET status = 'running', owner_instance = $1, lease_until_ms = $2, \
      epoch = epoch + 1 WHERE id = $3 AND status = 'waiting' RETURNING epoch";
@@ -169,6 +176,7 @@ impl<B: Backend> InterruptStore for B {
         decisions: &[Decision],
         marker: &StoredEvent,
         audit: &[AuditEntry],
+        run: Option<&str>,
         instance: &str,
     ) -> Result<Decided, StoreError> {
         // Deciders of one turn queue up here, so the decision event's seq is theirs alone; and
@@ -209,10 +217,19 @@ impl<B: Backend> InterruptStore for B {
         for entry in audit {
             insert_audit(&mut tx, entry).await?;
         }
+        // The run that decides begins just before its decision event, recorded with it, so a
+        // resume needs no round trip of its own to record its run.
+        let run_recorded = match run {
+            Some(run_id) => {
+                Stmt::new(INSERT_RUN_OF_TURN).bind(run_id).bind(seq - 1).bind(at_ms).bind(turn).execute(&mut tx).await?
+                    == 1
+            }
+            None => false,
+        };
         let open: i64 = Stmt::new(OPEN_INTERRUPTS_LEFT).bind(turn).fetch_one(&mut tx).await?.get("open")?;
         let resumed = if open == 0 { run_again::<B>(&mut tx, RESUME_TURN, instance, turn).await? } else { None };
         tx.commit().await?;
-        Ok(Decided::Recorded { seq, resumed })
+        Ok(Decided::Recorded { seq, resumed, run_recorded })
     }
 
     async fn cancel_waiting_turn(

@@ -34,6 +34,8 @@ mod keys;
 mod leases;
 mod live_grants;
 mod postgres;
+#[cfg(test)]
+pub(crate) mod round_trips;
 mod rows;
 mod run_ids;
 mod sql;

@@ -37,7 +37,7 @@ pub trait ThreadStore: Send + Sync {
     /// Creates the thread when absent, then the turn and its run, in one transaction.
     async fn start_turn(&self, new: &NewTurn) -> Result<StartTurn, StoreError>;
     /// Records another run id following an existing turn; returns the turn that run id follows
-    /// (an earlier one, if the id was already used).
+    /// and where its run begins (an earlier one's, if the id was already used).
     async fn add_run(
         &self,
         thread: i64,
@@ -45,7 +45,7 @@ pub trait ThreadStore: Send + Sync {
         turn: i64,
         start_seq: i64,
         at_ms: i64,
-    ) -> Result<i64, StoreError>;
+    ) -> Result<(i64, i64), StoreError>;
 
     /// The thread's notes, by number.
     async fn notes(&self, thread: i64) -> Result<Vec<String>, StoreError>;
@@ -83,6 +83,14 @@ pub(super) const TURN_COLUMNS: &str = "id, public_id, thread, ordinal, agent, st
 /// `SELECT <turn columns> FROM turns WHERE <condition>`.
 pub(super) fn select_turns(condition: &str) -> String {
     format!("SELECT {TURN_COLUMNS} FROM turns WHERE {condition}")
+}
+
+/// The turn a run id follows and where the run begins (`run_start_seq`), in one statement.
+fn find_run_statement() -> String {
+    format!(
+        "SELECT {TURN_COLUMNS}, run_start_seq FROM turns JOIN (SELECT turn AS run_turn, start_seq AS run_start_seq \
+         FROM runs WHERE thread = $1 AND run_id = $2) AS run ON run.run_turn = turns.id"
+    )
 }
 
 const FIND_THREAD: &str = "SELECT * FROM threads WHERE tenant = $1 AND thread_id = $2";
@@ -191,11 +199,13 @@ impl<B: Backend> ThreadStore for B {
     }
 
     async fn find_run(&self, thread: i64, run_id: &str) -> Result<Option<(TurnRow, i64)>, StoreError> {
-        let Some(run) = Stmt::new(RUN_TURN).bind(thread).bind(run_id).fetch_optional(self.read_pool()).await? else {
+        // The run and its turn in one statement: a request finds its run before anything else.
+        let Some(row) =
+            Stmt::new(&find_run_statement()).bind(thread).bind(run_id).fetch_optional(self.read_pool()).await?
+        else {
             return Ok(None);
         };
-        let (turn, start_seq): (i64, i64) = (run.get("turn")?, run.get("start_seq")?);
-        Ok(self.turn_by_pk(turn).await?.map(|turn| (turn, start_seq)))
+        Ok(Some((turn_row(&row)?, row.get("run_start_seq")?)))
     }
 
     async fn turn_by_pk(&self, pk: i64) -> Result<Option<TurnRow>, StoreError> {
@@ -295,8 +305,8 @@ impl<B: Backend> ThreadStore for B {
         turn: i64,
         start_seq: i64,
         at_ms: i64,
-    ) -> Result<i64, StoreError> {
-        Stmt::new(INSERT_RUN)
+    ) -> Result<(i64, i64), StoreError> {
+        let added = Stmt::new(INSERT_RUN)
             .bind(thread)
             .bind(run_id)
             .bind(turn)
@@ -304,8 +314,12 @@ impl<B: Backend> ThreadStore for B {
             .bind(at_ms)
             .execute(self.write_pool())
             .await?;
+        if added == 1 {
+            return Ok((turn, start_seq));
+        }
+        // The id was recorded before: the run it names.
         let row = Stmt::new(RUN_TURN).bind(thread).bind(run_id).fetch_one(self.write_pool()).await?;
-        row.get("turn")
+        Ok((row.get("turn")?, row.get("start_seq")?))
     }
 
     async fn notes(&self, thread: i64) -> Result<Vec<String>, StoreError> {

@@ -126,7 +126,7 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
         detail: "{}".into(),
         at_ms: 6,
     };
-    let decided = store.decide_interrupts(turn.pk, &[], &marker, &[audit], "b").await.expect("decide");
+    let decided = store.decide_interrupts(turn.pk, &[], &marker, &[audit], None, "b").await.expect("decide");
     assert_eq!(decided, Decided::AlreadyDecided);
 
     let log = log_of(store.as_ref(), turn.pk).await;

@@ -206,14 +206,18 @@ fn run_on_own_thread(writer: Writer, queue: mpsc::Receiver<Append>) {
 
 /// A turn's whole log, read in pages.
 pub(crate) async fn read_log(store: &dyn Store, turn: i64) -> Result<Vec<StoredEvent>, StoreError> {
+    const PAGE: i64 = 1000;
     let mut events: Vec<StoredEvent> = Vec::new();
     loop {
         let after = events.last().map_or(0, |e| e.seq);
-        let page = store.events_after(turn, after, 1000).await?;
-        if page.is_empty() {
+        let page = store.events_after(turn, after, PAGE).await?;
+        // A short page held the log to its end as it stood: asking again would read nothing
+        // (the log has no holes: what is committed is a prefix of it).
+        let end = (page.len() as i64) < PAGE;
+        events.extend(page);
+        if end {
             return Ok(events);
         }
-        events.extend(page);
     }
 }
 

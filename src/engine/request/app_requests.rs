@@ -16,7 +16,7 @@
 use serde_json::{json, Value};
 
 use super::follow::refuse;
-use super::plan::NewMessage;
+use super::plan::{refuse_while_waiting, NewMessage};
 use crate::engine::turn::app_request::{AppRequest, AppRoute};
 use crate::engine::{Engine, EngineError, ErrorCode, RunPlan, RunRequest};
 use crate::store::{branches, AuditEntry, ThreadRow, TurnStatus};
@@ -87,25 +87,28 @@ impl Engine {
                         "a turn is running on this thread; wait for it to finish",
                     ))
                 }
-                TurnStatus::Waiting => return self.refuse_while_waiting(request, latest).await,
+                TurnStatus::Waiting => {
+                    let interrupts = self.inner.store.turn_interrupts(latest.pk).await?;
+                    return Ok(refuse_while_waiting(request, &interrupts));
+                }
                 _ => {}
             }
         }
         if let Some(refusal) = self.over_quota(request.tenant.as_str()).await? {
             return Ok(RunPlan::Refused(refusal));
         }
+        let parent = latest.map(|t| t.pk);
         let text = format!("MCP App: {} {} on '{}'", app.method, app.tool().unwrap_or(""), app.server);
         let message = NewMessage {
             id: String::new(),
             text,
             parts: None,
-            parent: latest.map(|t| t.pk),
+            parent,
             action: None,
             app_request: Some(json!({ "server": app.server, "method": app.method, "params": app.params })),
         };
-        let ordinal = latest.map_or(1, |t| t.ordinal.saturating_add(1));
         // It goes on from the thread's newest turn: the App was shown on the thread as it stands.
-        self.start_turn(request, Some(thread), ordinal, message).await
+        self.start_turn(request, Some(thread), turns, message).await
     }
 
     /// The `mcp_app.request` audit row (§8): who asked which server for what, on which thread.

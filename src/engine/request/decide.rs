@@ -1,10 +1,13 @@
 //! Decisions: a resume's answers, an out-of-band decision, client tool results. Each is
 //! checked first, then recorded with its decision event in one transaction
 //! ([`Engine::record`]), which also sets the turn going again when nothing of it stays open.
+//! A run that decides (a resume, client results) commits its own rows in that transaction too
+//! (its run record and its stream's `board.read` row), and is planned from the rows its request
+//! read (the thread, its turns, the turn's interrupts, the notes): each is read once.
 
 use serde_json::{json, Value};
 
-use super::follow::{refuse, viewer_of};
+use super::follow::{refuse, viewer_of, BoardRead, Following};
 use super::history::{self, HistoryVerdict};
 use super::resume::{check_resume, EntryPlan};
 use crate::caller::Caller;
@@ -13,7 +16,7 @@ use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEve
 use crate::engine::runner::TurnStart;
 use crate::engine::turn::agent::AskedNow;
 use crate::engine::turn::Checkpoint;
-use crate::engine::{read_log, Engine, EngineError, ErrorCode, Refusal, RunPlan, RunRequest};
+use crate::engine::{board, read_log, Engine, EngineError, ErrorCode, Refusal, RunPlan, RunRequest};
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
 use crate::store::{
@@ -23,13 +26,14 @@ use crate::store::{
 
 impl Engine {
     /// The tool calls a waiting turn needs the client's results of, when that is what it waits
-    /// for (its last word is a client wait, with no interrupt open).
+    /// for (its last word is a client wait, with none of its `interrupts` open).
     pub(in crate::engine) async fn pending_client_calls(
         &self,
         turn: &TurnRow,
+        interrupts: &[InterruptRow],
     ) -> Result<Option<Vec<String>>, EngineError> {
         let store = &self.inner.store;
-        if store.turn_interrupts(turn.pk).await?.iter().any(|i| i.status == InterruptStatus::Open) {
+        if interrupts.iter().any(|i| i.status == InterruptStatus::Open) {
             return Ok(None);
         }
         let log = read_log(store.as_ref(), turn.pk).await?;
@@ -47,11 +51,13 @@ impl Engine {
     }
 
     /// The client's `role: "tool"` messages answer the calls the turn waits for: they are
-    /// recorded with the turn, which goes on; the run follows it from there (§9.2).
+    /// recorded with the turn, which goes on; the run follows it from there (§9.2). `turns` are
+    /// the thread's, as the request read them.
     pub(in crate::engine) async fn continue_with_client_results(
         &self,
         request: &RunRequest<'_>,
         thread: &ThreadRow,
+        turns: &[TurnRow],
         turn: &TurnRow,
         pending: Vec<String>,
     ) -> Result<RunPlan, EngineError> {
@@ -71,24 +77,58 @@ impl Engine {
                 &format!("the turn waits for the result of tool call {missing}: send it as a role \"tool\" message"),
             ));
         }
-        let Some(seq) =
-            self.record(turn, &[], resumed_marker(&[], results, self.board(turn).await?, self.now_ms())?, &[]).await?
-        else {
+        let notes = self.inner.store.notes(thread.pk).await?;
+        let marker = resumed_marker(&[], results, board::current(notes.clone(), turns), self.now_ms())?;
+        let board_read = self.stream_board_read(request, thread, &notes);
+        let run = Some(request.run_id.as_str());
+        let Some(recorded) = self.record(turn, &[], marker, &Vec::from_iter(board_read), run).await? else {
             return Ok(refuse(ErrorCode::TurnInProgress, "the results were already given"));
         };
-        self.record_run_and_follow(request, thread, request.run_id.as_str(), turn.pk, seq - 1, Some(Vec::new())).await
+        let following = Following {
+            resume_outcomes: Some(Vec::new()),
+            board_read: BoardRead::Written,
+            turns: Some(turns.to_vec()),
+            ..Following::of(thread, turn, recorded.event.seq - 1)
+        };
+        self.follow_recorded_run(request, request.run_id.as_str(), recorded, following).await
+    }
+
+    /// Follows the run a decision recorded with it, or records it now when its key was taken
+    /// (an earlier run of that key is then the one followed).
+    async fn follow_recorded_run(
+        &self,
+        request: &RunRequest<'_>,
+        run_key: &str,
+        recorded: Recorded,
+        following: Following<'_>,
+    ) -> Result<RunPlan, EngineError> {
+        let following = Following { opening: Some(recorded.event), ..following };
+        match recorded.run_recorded {
+            true => self.follow(request, following).await,
+            false => self.record_run_and_follow(request, run_key, following).await,
+        }
+    }
+
+    /// The `board.read` row (§8) of the stream a request opens on `thread`, from its `notes`;
+    /// `None` when it shows no note's text.
+    fn stream_board_read(&self, request: &RunRequest<'_>, thread: &ThreadRow, notes: &[String]) -> Option<AuditEntry> {
+        let clearance = viewer_of(request).clearance;
+        let board = board::from_stored(notes);
+        Engine::board_read_entry(request.caller, &thread.tenant, &thread.thread_id, &clearance, &board, self.now_ms())
     }
 
     /// A resume (§5.3): every entry checked before any is decided; the decisions in one
-    /// transaction; the run then follows the turn from the decision on.
+    /// transaction, with the run's own rows; the run then follows the turn from the decision on.
     /// `run_key` is what the run is recorded as: its runId, or a key of its own when it answers
-    /// on the run that asked.
+    /// on the run that asked. `turns` are the thread's and `asked` a turn's interrupts, as the
+    /// request read them (those of the latest turn are read here otherwise).
     pub(in crate::engine) async fn resume(
         &self,
         request: &RunRequest<'_>,
         thread: Option<&ThreadRow>,
-        turns: &[TurnRow],
+        turns: Vec<TurnRow>,
         run_key: &str,
+        asked: Option<(i64, Vec<InterruptRow>)>,
     ) -> Result<RunPlan, EngineError> {
         let Some(person) = request.caller.person_id() else {
             return Err(EngineError::PersonOnly(self.console_hint()));
@@ -97,29 +137,52 @@ impl Engine {
             return Ok(refuse(ErrorCode::InvalidResume, "no interrupt is open on this thread"));
         };
         if !request.input.messages.is_empty()
-            && history::check(&request.input.messages, turns) != HistoryVerdict::Follow(latest.pk)
+            && history::check(&request.input.messages, &turns) != HistoryVerdict::Follow(latest.pk)
         {
             return Ok(refuse(ErrorCode::HistoryMismatch, "a resume adds no message; load the thread again"));
         }
-        let interrupts = self.inner.store.turn_interrupts(latest.pk).await?;
+        let interrupts = match asked {
+            Some((turn, interrupts)) if turn == latest.pk => interrupts,
+            _ => self.inner.store.turn_interrupts(latest.pk).await?,
+        };
         let viewer = viewer_of(request);
         let plans = match check_resume(request.input.resume(), &interrupts, person, &viewer.roles, self.now_ms(), true)
         {
             Ok(plans) => plans,
             Err(refusal) => return Ok(refuse(refusal.code, &refusal.message)),
         };
-        if let Some(changed) = self.supersede_changed(latest, &plans, &interrupts).await? {
+        // The notes, read once: the board the decision event keeps, and the stream's audit row.
+        let notes = self.inner.store.notes(thread.pk).await?;
+        let shown = board::current(notes.clone(), &turns);
+        if let Some(changed) = self.supersede_changed(latest, &plans, &interrupts, &thread.tenant, &shown).await? {
             return Ok(RunPlan::Refused(changed));
         }
         let via = request.caller.via().unwrap_or("direct");
-        let (outcomes, start_seq) = match self.decide(latest, &plans, person, via).await {
-            Ok(Some(result)) => result,
+        let run = RunRecord { key: run_key, board_read: self.stream_board_read(request, thread, &notes) };
+        let recording = Recording { tenant: &thread.tenant, board: shown, run: Some(run) };
+        let made = match self.decide(latest, &plans, person, via, &recording).await {
+            Ok(Some(made)) => made,
             Ok(None) => return Ok(refuse(ErrorCode::InvalidResume, "nothing to decide")),
             // A run's refusal is its RUN_ERROR.
             Err(EngineError::DecisionRefused(refusal)) => return Ok(RunPlan::Refused(refusal)),
             Err(error) => return Err(error),
         };
-        self.record_run_and_follow(request, thread, run_key, latest.pk, start_seq, Some(outcomes)).await
+        let following = Following {
+            resume_outcomes: Some(made.outcomes),
+            turns: Some(turns.clone()),
+            ..Following::of(thread, latest, made.start_seq)
+        };
+        match made.recorded {
+            Some(recorded) => {
+                let following = Following { board_read: BoardRead::Written, ..following };
+                self.follow_recorded_run(request, run_key, recorded, following).await
+            }
+            // Every entry was decided before: nothing was written, the run's rows included.
+            None => {
+                let following = Following { board_read: BoardRead::Due(Some(notes)), ..following };
+                self.record_run_and_follow(request, run_key, following).await
+            }
+        }
     }
 
     /// A decision after a long wait is checked again (§5.3): each interrupt it decides that was
@@ -127,12 +190,15 @@ impl Engine {
     /// agent would ask now, under its current configuration (policy, deciders, the tool, the
     /// call's arguments). When any differs, those interrupts are superseded — recorded like a
     /// decision, so the turn goes on and its agent asks again when nothing else stays open —
-    /// and the whole decision is refused `interrupt_changed`: nothing of it is decided.
+    /// and the whole decision is refused `interrupt_changed`: nothing of it is decided. The
+    /// supersession is recorded in the turn's `tenant`, with the `board` as it stands.
     async fn supersede_changed(
         &self,
         turn: &TurnRow,
         plans: &[EntryPlan],
         interrupts: &[InterruptRow],
+        tenant: &str,
+        board: &[Value],
     ) -> Result<Option<Refusal>, EngineError> {
         let recheck_ms =
             i64::try_from(self.inner.config.turns.decision_recheck_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
@@ -179,13 +245,12 @@ impl Engine {
             .collect();
         let outcomes: Vec<Value> =
             changed.iter().map(|id| json!({ "interruptId": id, "outcome": "superseded" })).collect();
-        let audit = self
-            .decision_audit(turn, "gateway", None, "interrupt.supersede", &outcomes.iter().collect::<Vec<_>>())
-            .await?;
-        let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?, now)?;
+        let superseded: Vec<&Value> = outcomes.iter().collect();
+        let audit = self.decision_audit(tenant, turn, "gateway", None, "interrupt.supersede", &superseded);
+        let marker = resumed_marker(&outcomes, Default::default(), board.to_vec(), now)?;
         // Someone else's decision in between leaves nothing to supersede: refused all the same,
         // the decision was made on what was shown then.
-        if self.record(turn, &decisions, marker, &audit).await?.is_some() {
+        if self.record(turn, &decisions, marker, &audit, None).await?.is_some() {
             let superseded = CodeLabel { code: "superseded".into() };
             self.inner.metrics.interrupts_decided.get_or_create(&superseded).inc_by(decisions.len() as u64);
         }
@@ -200,16 +265,18 @@ impl Engine {
         }))
     }
 
-    /// Records the decisions of `plans` for `turn` (all or nothing) and sets the turn going
-    /// again when nothing of it stays open. Returns each entry's outcome and where the run that
-    /// made them begins in the log; `None` when the plans decide nothing and name no decision.
+    /// Records the decisions of `plans` for `turn` (all or nothing) as `recording` says, and
+    /// sets the turn going again when nothing of it stays open. Returns each entry's outcome,
+    /// where the run that made them begins in the log and what was recorded; `None` when the
+    /// plans decide nothing and name no decision.
     pub(in crate::engine) async fn decide(
         &self,
         turn: &TurnRow,
         plans: &[EntryPlan],
         person: &str,
         via: &str,
-    ) -> Result<Option<(Vec<Value>, i64)>, EngineError> {
+        recording: &Recording<'_>,
+    ) -> Result<Option<Made>, EngineError> {
         let inner = &self.inner;
         let mut plans = plans.to_vec();
         loop {
@@ -242,17 +309,20 @@ impl Engine {
                     EntryPlan::AlreadyDecided { decided_seq: Some(seq), .. } => Some(seq - 1),
                     _ => None,
                 });
-                return Ok(start.map(|start| (outcomes, start)));
+                return Ok(start.map(|start_seq| Made { outcomes, start_seq, recorded: None }));
             }
-            let recorded: Vec<&Value> = outcomes.iter().filter(|o| o["outcome"] == "decided").collect();
-            let audit = self
-                .decision_audit(turn, &format!("person:{person}"), Some(via), "interrupt.decide", &recorded)
-                .await?;
-            let marker = resumed_marker(&outcomes, Default::default(), self.board(turn).await?, self.now_ms())?;
-            if let Some(seq) = self.record(turn, &decisions, marker, &audit).await? {
+            let decided: Vec<&Value> = outcomes.iter().filter(|o| o["outcome"] == "decided").collect();
+            let actor = format!("person:{person}");
+            let mut audit =
+                self.decision_audit(recording.tenant, turn, &actor, Some(via), "interrupt.decide", &decided);
+            let run = recording.run.as_ref();
+            audit.extend(run.and_then(|run| run.board_read.clone()));
+            let marker = resumed_marker(&outcomes, Default::default(), recording.board.clone(), self.now_ms())?;
+            if let Some(recorded) = self.record(turn, &decisions, marker, &audit, run.map(|run| run.key)).await? {
                 let decided = CodeLabel { code: "decided".into() };
                 inner.metrics.interrupts_decided.get_or_create(&decided).inc_by(decisions.len() as u64);
-                return Ok(Some((outcomes, seq - 1)));
+                let start_seq = recorded.event.seq - 1;
+                return Ok(Some(Made { outcomes, start_seq, recorded: Some(recorded) }));
             }
             // Someone decided one of these first: what they decided is already_decided here,
             // and the rest is tried again. Each round must turn at least one entry, so the
@@ -299,23 +369,26 @@ impl Engine {
 
     /// Records decisions (or client results) of one turn with their decision event, tells the
     /// streams, and sets the turn going when nothing of it stays open. `None` when someone
-    /// decided one of them first (nothing was recorded); else the event's seq.
-    /// `audit` holds the decisions' audit rows, committed in the same transaction.
+    /// decided one of them first (nothing was recorded); else the event as committed.
+    /// `audit` holds the audit rows, committed in the same transaction, and so is the run id
+    /// `run` of the request that decides, when it has one to record (see [`Recorded`]).
     pub(in crate::engine) async fn record(
         &self,
         turn: &TurnRow,
         decisions: &[Decision],
         marker: StoredEvent,
         audit: &[AuditEntry],
-    ) -> Result<Option<i64>, EngineError> {
+        run: Option<&str>,
+    ) -> Result<Option<Recorded>, EngineError> {
         let inner = &self.inner;
-        match inner.store.decide_interrupts(turn.pk, decisions, &marker, audit, &inner.instance).await? {
-            Decided::Recorded { seq, resumed } => {
-                inner.log.published(turn.pk, vec![StoredEvent { seq, ..marker }]);
+        match inner.store.decide_interrupts(turn.pk, decisions, &marker, audit, run, &inner.instance).await? {
+            Decided::Recorded { seq, resumed, run_recorded } => {
+                let event = StoredEvent { seq, ..marker };
+                inner.log.published(turn.pk, vec![event.clone()]);
                 if let Some(epoch) = resumed {
-                    self.go_on(turn.pk, epoch).await?;
+                    self.go_on_from(turn, epoch).await?;
                 }
-                Ok(Some(seq))
+                Ok(Some(Recorded { event, run_recorded }))
             }
             Decided::AlreadyDecided => Ok(None),
         }
@@ -333,12 +406,24 @@ impl Engine {
         if !inner.serving {
             return inner.store.release_turn(turn, &inner.instance, epoch).await;
         }
-        if let Some(mut turn) = inner.store.turn_by_pk(turn).await? {
-            // The row may already show a later claim; this runner holds the decision's epoch
-            // and is fenced off if that claim happened.
-            turn.epoch = epoch;
-            self.spawn_turn(turn, TurnStart::Takeover, None);
+        match inner.store.turn_by_pk(turn).await? {
+            Some(turn) => self.go_on_from(&turn, epoch).await,
+            None => Ok(()),
         }
+    }
+
+    /// [`Engine::go_on`] from the turn's row as the decider read it (while the turn waited: what
+    /// a runner takes from it — its checkpoint, its input — does not change until it runs).
+    async fn go_on_from(&self, turn: &TurnRow, epoch: i64) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        if !inner.serving {
+            return inner.store.release_turn(turn.pk, &inner.instance, epoch).await;
+        }
+        // The row may show an earlier epoch or a later claim; this runner holds the decision's
+        // epoch and is fenced off if a later claim happened.
+        let mut turn = turn.clone();
+        turn.epoch = epoch;
+        self.spawn_turn(turn, TurnStart::Takeover, None);
         Ok(())
     }
 
@@ -378,11 +463,13 @@ impl Engine {
         let interrupts = store.turn_interrupts(turn.pk).await?;
         let plans = check_resume(std::slice::from_ref(entry), &interrupts, person, &roles, self.now_ms(), false)
             .map_err(|r| EngineError::DecisionRefused(Refusal { code: r.code, message: r.message, figures: None }))?;
-        if let Some(changed) = self.supersede_changed(&turn, &plans, &interrupts).await? {
+        let board = self.board(&turn).await?;
+        if let Some(changed) = self.supersede_changed(&turn, &plans, &interrupts, &thread.tenant, &board).await? {
             return Err(EngineError::DecisionRefused(changed));
         }
-        let (outcomes, _) = self.decide(&turn, &plans, person, via).await?.unwrap_or_default();
-        Ok(outcomes.into_iter().next().unwrap_or(Value::Null))
+        let recording = Recording { tenant: &thread.tenant, board, run: None };
+        let made = self.decide(&turn, &plans, person, via, &recording).await?;
+        Ok(made.and_then(|made| made.outcomes.into_iter().next()).unwrap_or(Value::Null))
     }
 
     pub(in crate::engine) async fn thread_by_pk(
@@ -396,12 +483,8 @@ impl Engine {
     /// The open interrupts of `turn` this caller may decide (every one, for an API key), as
     /// AG-UI interrupts; their arguments only for a caller with the content permission.
     pub async fn open_interrupts_for(&self, caller: &Caller, turn: &TurnRow) -> Result<Vec<Value>, EngineError> {
-        let viewer = Viewer {
-            person: caller.person_id().map(str::to_string),
-            roles: caller.roles().to_vec(),
-            ..Viewer::default()
-        };
-        let content = crate::engine::board::Clearance::of(caller).content;
+        let viewer = Viewer::of(caller, false);
+        let content = viewer.clearance.content;
         let rows = self.inner.store.turn_interrupts(turn.pk).await?;
         Ok(rows
             .iter()
@@ -435,4 +518,38 @@ pub(in crate::engine) fn resumed_marker(
         .map_err(encoding)?;
     let body = serde_json::to_vec(&crate::protocol::events::Envelope::new(event, at_ms)).map_err(encoding)?;
     Ok(StoredEvent { seq: 0, kind: EventKind::Resumed, body: body.into(), at_ms })
+}
+
+/// What a decision is recorded with: the tenant its audit rows name, the board its decision
+/// event keeps (the run that starts there opens with it), and the rows of the run that decides,
+/// when one does (a resume), committed with the decisions.
+pub(in crate::engine) struct Recording<'a> {
+    pub tenant: &'a str,
+    pub board: Vec<Value>,
+    pub run: Option<RunRecord<'a>>,
+}
+
+/// The rows of a run that decides: its key, and its stream's `board.read` row (§8) when the
+/// stream shows notes' text.
+pub(in crate::engine) struct RunRecord<'a> {
+    pub key: &'a str,
+    pub board_read: Option<AuditEntry>,
+}
+
+/// What [`Engine::record`] committed.
+pub(in crate::engine) struct Recorded {
+    /// The decision event, as committed (the run that made it opens with it).
+    pub event: StoredEvent,
+    /// Whether the run key given was recorded with it (else it was taken, or none was given).
+    pub run_recorded: bool,
+}
+
+/// What [`Engine::decide`] made of a request's entries.
+pub(in crate::engine) struct Made {
+    /// Each entry's outcome.
+    pub outcomes: Vec<Value>,
+    /// Where the run that made them begins in the log.
+    pub start_seq: i64,
+    /// What this request committed; `None` when every entry was decided before it.
+    pub recorded: Option<Recorded>,
 }

@@ -1,11 +1,12 @@
 //! What a run follows: a new turn, the same turn again (a replay, a reconnect, a reload), a
 //! resume, or a refusal. [`Engine::begin_run`] is the one entry; a resume or client tool
 //! results are handed to [`super::decide`], and every path that ends in a stream goes through
-//! [`super::follow`].
+//! [`super::follow`]. The thread, its turns and a turn's interrupts are read here once and
+//! handed on with the request, never read again on its way to the first event.
 
 use serde_json::Value;
 
-use super::follow::{refuse, viewer_of};
+use super::follow::{refuse, viewer_of, Following};
 use super::history::{self, Branching, HistoryVerdict};
 use crate::engine::interrupts::{self, waiting_of};
 use crate::engine::runner::TurnStart;
@@ -23,15 +24,11 @@ impl Engine {
         let metrics = &self.inner.metrics;
         let reconnect = request.last_event_id.is_some();
         let agent = request.agent.to_string();
-        let caller = request.caller;
+        // Every stream that opens on notes' text is in the trail before it shows them (§8): its
+        // `board.read` row is written with what the run records, or before its plan is made.
         let plan = self.plan_run(request).await?;
         match &plan {
-            RunPlan::Follow(follow) => {
-                // Every stream that opens on notes' text is in the trail before it shows them
-                // (§8): a follow, a reconnect, a resume, a reload. A new turn's row went in with it.
-                if !follow.board_read_audited {
-                    self.audit_stream_board_read(caller, follow.thread_pk, &follow.viewer.clearance).await?;
-                }
+            RunPlan::Follow(_) => {
                 metrics.runs_started.get_or_create(&AgentLabel { agent }).inc();
                 if reconnect {
                     metrics.reconnects.inc();
@@ -58,7 +55,7 @@ impl Engine {
             if let Some((turn, start_seq)) = store.find_run(thread.pk, request.run_id.as_str()).await? {
                 let entries = request.input.resume();
                 if entries.is_empty() {
-                    return self.follow(&request, thread, &turn, start_seq, None).await;
+                    return self.follow(&request, Following::of(thread, &turn, start_seq)).await;
                 }
                 // Answers sent on the run that asked (as CopilotKit's useInterrupt sends them):
                 // the resume is a run of its own, recorded under a key named by its answers, so
@@ -67,18 +64,18 @@ impl Engine {
                 answered.sort_unstable();
                 let key = format!("{}~resume:{}", request.run_id.as_str(), answered.join(","));
                 if let Some((turn, start_seq)) = store.find_run(thread.pk, &key).await? {
-                    return self.follow(&request, thread, &turn, start_seq, None).await;
+                    return self.follow(&request, Following::of(thread, &turn, start_seq)).await;
                 }
-                let open = store.turn_interrupts(turn.pk).await?;
+                let asked = store.turn_interrupts(turn.pk).await?;
                 let answers_open = entries
                     .iter()
-                    .any(|e| open.iter().any(|i| i.id == e.interrupt_id && i.status == InterruptStatus::Open));
+                    .any(|e| asked.iter().any(|i| i.id == e.interrupt_id && i.status == InterruptStatus::Open));
                 if !answers_open {
                     // A resume run sent again: its replay, as for any known runId.
-                    return self.follow(&request, thread, &turn, start_seq, None).await;
+                    return self.follow(&request, Following::of(thread, &turn, start_seq)).await;
                 }
                 let turns = store.thread_turns(thread.pk).await?;
-                return self.resume(&request, Some(thread), &turns, &key).await;
+                return self.resume(&request, Some(thread), turns, &key, Some((turn.pk, asked))).await;
             }
         }
         let turns = match &thread {
@@ -86,7 +83,7 @@ impl Engine {
             None => Vec::new(),
         };
         if !request.input.resume().is_empty() {
-            return self.resume(&request, thread.as_ref(), &turns, request.run_id.as_str()).await;
+            return self.resume(&request, thread.as_ref(), turns, request.run_id.as_str(), None).await;
         }
         let copy = super::actions::read(request.input, &turns);
         match history::check(&copy.messages, &turns) {
@@ -120,13 +117,14 @@ impl Engine {
                             ))
                         }
                         TurnStatus::Waiting => {
-                            if let Some(pending) = self.pending_client_calls(latest).await? {
+                            let interrupts = store.turn_interrupts(latest.pk).await?;
+                            if let Some(pending) = self.pending_client_calls(latest, &interrupts).await? {
                                 return Ok(refuse(
                                     ErrorCode::InterruptsPending,
                                     &format!("the turn waits for the results of the tool calls {}", pending.join(", ")),
                                 ));
                             }
-                            return self.refuse_while_waiting(&request, latest).await;
+                            return Ok(refuse_while_waiting(&request, &interrupts));
                         }
                         _ => {}
                     }
@@ -156,8 +154,7 @@ impl Engine {
                 }
                 let id = if copy.forwarded.as_ref() == Some(&message_id) { String::new() } else { message_id };
                 let message = NewMessage { id, text, parts, parent, action, app_request: None };
-                let ordinal = branches::newest(&turns).map_or(1, |t| t.ordinal.saturating_add(1));
-                self.start_turn(&request, thread.as_ref(), ordinal, message).await
+                self.start_turn(&request, thread.as_ref(), turns, message).await
             }
         }
     }
@@ -172,29 +169,29 @@ impl Engine {
         turns: &[TurnRow],
         pk: i64,
     ) -> Result<RunPlan, EngineError> {
-        let store = &self.inner.store;
         let (Some(thread), Some(turn)) = (thread, turns.iter().find(|t| t.pk == pk)) else {
             return Ok(refuse(ErrorCode::HistoryMismatch, "the thread has no turn to follow; load the thread again"));
         };
+        let interrupts = self.inner.store.turn_interrupts(turn.pk).await?;
         if turn.status == TurnStatus::Waiting {
-            if let Some(pending) = self.pending_client_calls(turn).await? {
+            if let Some(pending) = self.pending_client_calls(turn, &interrupts).await? {
                 let answers =
                     request.input.messages.iter().any(
                         |m| matches!(m, crate::protocol::InputMessage::Tool(t) if pending.contains(&t.tool_call_id)),
                     );
                 if answers {
-                    return self.continue_with_client_results(request, thread, turn, pending).await;
+                    return self.continue_with_client_results(request, thread, turns, turn, pending).await;
                 }
             }
         }
         // A reloaded page follows the turn from its turn decision (or its start); its
         // reconnect, from the turn decision before its Last-Event-ID. Nothing is recorded:
         // each reload brings a new runId, and its history finds the turn again.
-        let interrupts = store.turn_interrupts(turn.pk).await?;
         let seen = request.last_event_id.map_or(i64::MAX, |id| id.seq);
         let decided = interrupts.iter().filter_map(|i| i.decided_seq).filter(|seq| *seq <= seen);
         let start = decided.max().map_or(0, |seq| seq - 1);
-        self.follow(request, thread, turn, start, None).await
+        let following = Following { turns: Some(turns.to_vec()), ..Following::of(thread, turn, start) };
+        self.follow(request, following).await
     }
 
     /// The editable keys the run changes (§7), each checked against its schema (400 naming
@@ -233,47 +230,20 @@ impl Engine {
         Ok(changed)
     }
 
-    /// A new message on a thread whose turn waits: `interrupts_pending` when the caller may
-    /// decide something, else `turn_waiting` naming who decides (§5.3.6).
-    pub(super) async fn refuse_while_waiting(
-        &self,
-        request: &RunRequest<'_>,
-        latest: &TurnRow,
-    ) -> Result<RunPlan, EngineError> {
-        let viewer = viewer_of(request);
-        let open: Vec<InterruptRow> = self
-            .inner
-            .store
-            .turn_interrupts(latest.pk)
-            .await?
-            .into_iter()
-            .filter(|i| i.status == InterruptStatus::Open)
-            .collect();
-        let waiting: Vec<interrupts::Waiting> = open.iter().filter_map(waiting_of).collect();
-        if waiting.iter().any(|w| w.may_be_decided_by(&viewer)) {
-            let ids: Vec<&str> = waiting.iter().map(|w| w.interrupt.id.as_str()).collect();
-            return Ok(refuse(
-                ErrorCode::InterruptsPending,
-                &format!("the turn waits for your decision on {}; answer with resume first", ids.join(", ")),
-            ));
-        }
-        let who: Vec<String> =
-            waiting.iter().map(|w| interrupts::describe_deciders(&w.deciders, w.four_eyes)).collect();
-        Ok(refuse(ErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; "))))
-    }
-
+    /// Starts the turn `message` opens on the thread (none yet: it is created), whose `turns`
+    /// the request read.
     pub(super) async fn start_turn(
         &self,
         request: &RunRequest<'_>,
         thread: Option<&ThreadRow>,
-        ordinal: i32,
+        mut turns: Vec<TurnRow>,
         message: NewMessage,
     ) -> Result<RunPlan, EngineError> {
         let inner = &self.inner;
+        let ordinal = branches::newest(&turns).map_or(1, |t| t.ordinal.saturating_add(1));
         // The new turn sees the board of the branch it goes on from (§6).
         let notes = match thread {
             Some(thread) => {
-                let turns = inner.store.thread_turns(thread.pk).await?;
                 let branch = message.parent.map(|head| branches::ending_at(&turns, head)).unwrap_or_default();
                 board::on_branch(inner.store.notes(thread.pk).await?, &turns, &branch)
             }
@@ -352,21 +322,12 @@ impl Engine {
                     state.extend(request.state_writes.clone());
                     inner.store.set_thread_state(thread.pk, &Value::Object(state).to_string()).await?;
                 }
-                let plan = FollowPlan {
-                    thread_id: thread.thread_id.clone(),
-                    thread_pk: thread.pk,
-                    run_id: new.run_id.clone(),
-                    turn_pk: turn.pk,
-                    turn_id: turn.public_id.clone(),
-                    run_start_seq: 0,
-                    after_seq: 0,
-                    skip_parts: 0,
-                    snapshot_on_open: turn.ordinal > 1 && viewer_of(request).clearance.content,
-                    viewer: viewer_of(request),
-                    resume_outcomes: None,
-                    board_read_audited: true,
-                    console: self.console(),
-                };
+                // Its stream's board.read row went in with the start; the turns it restates
+                // are those read, and this one.
+                let viewer = viewer_of(request);
+                let plan = FollowPlan::new((&thread.thread_id, thread.pk), &new.run_id, &turn, viewer, self.console());
+                turns.push(turn.clone());
+                let plan = FollowPlan { turns: Some(turns.into()), ..plan };
                 let ai_label = inner.config.tenant(request.tenant.as_str()).and_then(|t| t.ai_label.clone());
                 let start = TurnStart::New {
                     thread_id: thread.thread_id.clone(),
@@ -380,7 +341,7 @@ impl Engine {
             StartTurn::RunExists(turn, start_seq) => match inner.store.turn_by_pk(turn.pk).await? {
                 Some(turn) => {
                     let thread = inner.store.thread_by_pk(turn.thread).await?.ok_or(EngineError::PermissionDenied)?;
-                    self.follow(request, &thread, &turn, start_seq, None).await
+                    self.follow(request, Following::of(&thread, &turn, start_seq)).await
                 }
                 None => Err(EngineError::PermissionDenied),
             },
@@ -452,4 +413,21 @@ fn client_input(
         return None;
     }
     serde_json::to_string(&kept).ok()
+}
+
+/// A new message on a thread whose turn waits: `interrupts_pending` when the caller may
+/// decide something, else `turn_waiting` naming who decides (§5.3.6).
+pub(super) fn refuse_while_waiting(request: &RunRequest<'_>, interrupts: &[InterruptRow]) -> RunPlan {
+    let viewer = viewer_of(request);
+    let open = interrupts.iter().filter(|i| i.status == InterruptStatus::Open);
+    let waiting: Vec<interrupts::Waiting> = open.filter_map(waiting_of).collect();
+    if waiting.iter().any(|w| w.may_be_decided_by(&viewer)) {
+        let ids: Vec<&str> = waiting.iter().map(|w| w.interrupt.id.as_str()).collect();
+        return refuse(
+            ErrorCode::InterruptsPending,
+            &format!("the turn waits for your decision on {}; answer with resume first", ids.join(", ")),
+        );
+    }
+    let who: Vec<String> = waiting.iter().map(|w| interrupts::describe_deciders(&w.deciders, w.four_eyes)).collect();
+    refuse(ErrorCode::TurnWaiting, &format!("the turn waits for a decision by {}", who.join("; ")))
 }

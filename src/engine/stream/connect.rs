@@ -45,7 +45,7 @@ use super::hub::Hub;
 use super::tail::{ends_run_for, name_part, render, state_for, tail, OpenStream, RenderError, StreamItem};
 use crate::caller::Caller;
 use crate::engine::interrupts::Viewer;
-use crate::engine::{board, conversation, Engine, EngineError, FollowPlan};
+use crate::engine::{conversation, Engine, EngineError, FollowPlan};
 use crate::ids::{EventId, TenantId, ThreadId};
 use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;
@@ -121,14 +121,9 @@ impl Engine {
                 return Err(bad());
             }
         }
-        let viewer = Viewer {
-            person: request.caller.person_id().map(str::to_string),
-            roles: request.caller.roles().to_vec(),
-            pre_1_0: request.pre_1_0,
-            clearance: board::Clearance::of(request.caller),
-        };
+        let viewer = Viewer::of(request.caller, request.pre_1_0);
         // A connect stream opens on the board: its reading is in the trail first (§8).
-        self.audit_stream_board_read(request.caller, thread.pk, &viewer.clearance).await?;
+        self.audit_stream_board_read(request.caller, &thread, &viewer.clearance, None).await?;
         Ok(ConnectPlan {
             thread_id: request.thread_id.as_str().to_string(),
             thread_pk: thread.pk,
@@ -324,20 +319,13 @@ struct TurnRun {
 
 impl TurnRun {
     fn new(connect: &ConnectPlan, turn: &TurnRow) -> TurnRun {
+        let thread = (connect.thread_id.as_str(), connect.thread_pk);
         let plan = FollowPlan {
-            thread_id: connect.thread_id.clone(),
-            thread_pk: connect.thread_pk,
-            run_id: connect.run_id.clone(),
-            turn_pk: turn.pk,
-            turn_id: turn.public_id.clone(),
+            // A decision opens a run only when one is rendered (see `render`).
             run_start_seq: NO_RESUME,
-            after_seq: 0,
-            skip_parts: 0,
-            viewer: connect.viewer.clone(),
+            // Each turn opens with the conversation, its first too: the stream shows the thread.
             snapshot_on_open: connect.viewer.clearance.content,
-            resume_outcomes: None,
-            board_read_audited: true,
-            console: connect.console.clone(),
+            ..FollowPlan::new(thread, &connect.run_id, turn, connect.viewer.clone(), connect.console.clone())
         };
         TurnRun { plan, open: false, ended: false }
     }
@@ -405,9 +393,9 @@ async fn ended_opening(
     let follow = TurnRun::new(plan, turn).plan;
     let mut items = vec![event_item(&turn.public_id, seq, run_started(&follow), at_ms)?];
     if plan.viewer.clearance.content {
-        let messages =
-            conversation::load_at(store, plan.thread_pk, turn.pk, seq, conversation::Activity::Shown).await?;
-        let branches = crate::engine::branches_event(store, plan.thread_pk, turn.pk, &messages).await?;
+        let turns = store.thread_turns(plan.thread_pk).await?;
+        let messages = conversation::load_at_in(store, &turns, turn.pk, seq, conversation::Activity::Shown).await?;
+        let branches = crate::engine::branches_event(&turns, turn.pk, &messages);
         items.push(event_item(&turn.public_id, seq, Event::MessagesSnapshot { messages }, at_ms)?);
         if let Some(branches) = branches {
             items.push(event_item(&turn.public_id, seq, branches, at_ms)?);

@@ -84,6 +84,9 @@ pub struct Feed {
     /// Set while this instance runs the turn: its writer publishes every event into memory, so
     /// streams need not poll the table.
     local: AtomicBool,
+    /// Set while this instance runs a turn it started: every event of its log goes through
+    /// memory, so while memory holds none there is none in the table either.
+    from_start: AtomicBool,
     /// When the writer last published into this feed (nanoseconds after [`clock_base`], plus
     /// one; 0: not since the last wake-up from elsewhere), for the streams' wake-up time.
     published_at: AtomicU64,
@@ -113,6 +116,7 @@ impl Feed {
             committed: watch::channel(0).0,
             recent: RwLock::new(VecDeque::new()),
             local: AtomicBool::new(false),
+            from_start: AtomicBool::new(false),
             published_at: AtomicU64::new(0),
             followed: AtomicBool::new(false),
             follow_asked: AtomicBool::new(false),
@@ -131,6 +135,11 @@ impl Feed {
             if self.is_local() {
                 return Next::Wait;
             }
+        }
+        // A turn started here has written nothing yet: its first events will come to memory
+        // (the stream of the run that started it waits for them rather than reading the table).
+        if self.is_local() && self.from_start.load(Ordering::Acquire) && self.holds_nothing() {
+            return Next::Wait;
         }
         // Followed, or following asked for and not yet under way or failed: memory holds (or
         // is about to hold) everything after `filled_to`, so a stream caught up with it waits
@@ -250,7 +259,19 @@ impl Feed {
 
     /// This instance runs the turn from now on.
     pub fn enter(&self) {
+        self.from_start.store(false, Ordering::Release);
         self.local.store(true, Ordering::Release);
+    }
+
+    /// This instance runs the turn from its start (it started it: its log is empty), so every
+    /// event of it will be published here.
+    pub fn enter_at_start(&self) {
+        self.from_start.store(true, Ordering::Release);
+        self.local.store(true, Ordering::Release);
+    }
+
+    fn holds_nothing(&self) -> bool {
+        self.recent.read().unwrap_or_else(|poisoned| poisoned.into_inner()).is_empty()
     }
 
     /// This instance stopped running the turn (it ended, moved or was lost): its memory may no
@@ -258,6 +279,7 @@ impl Feed {
     /// the turn where it went).
     pub fn leave(&self) {
         self.local.store(false, Ordering::Release);
+        self.from_start.store(false, Ordering::Release);
         self.published_at.store(0, Ordering::Release);
         self.followed.store(false, Ordering::Release);
         self.follow_asked.store(false, Ordering::Release);
@@ -459,6 +481,25 @@ mod tests {
         let after_one = feed.recent_after(1, 10).expect("in memory");
         assert_eq!(after_one.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
         assert_eq!(feed.recent_after(2, 10).map(|v| v.len()), Some(0));
+    }
+
+    #[test]
+    fn a_turn_started_here_is_waited_for_in_memory_and_one_taken_over_is_read() {
+        let hub = Hub::default();
+        let feed = hub.feed(3);
+        feed.enter_at_start();
+        assert!(matches!(feed.next_after(0, 10), Next::Wait), "its log is empty: nothing to read");
+        hub.publish(3, vec![event(1)]);
+        assert!(matches!(feed.next_after(0, 10), Next::Events(events) if events.len() == 1));
+        // Taken over (or back after leaving), its log holds what memory does not.
+        let taken = hub.feed(4);
+        taken.enter();
+        assert!(matches!(taken.next_after(0, 10), Next::ReadLog));
+        // Handed over before it wrote anything: whoever runs it now writes the table.
+        let left = hub.feed(5);
+        left.enter_at_start();
+        left.leave();
+        assert!(matches!(left.next_after(0, 10), Next::ReadLog));
     }
 
     #[test]

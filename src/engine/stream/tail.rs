@@ -27,7 +27,7 @@ use crate::ids::EventId;
 use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome, PROTOCOL_VERSION};
-use crate::store::{EventKind, Store, StoreError, StoredEvent};
+use crate::store::{EventKind, Store, StoreError, StoredEvent, TurnRow};
 
 /// How often a stream re-reads the table of a turn another instance runs, in case a wake-up
 /// notification was lost.
@@ -116,8 +116,13 @@ pub fn follow(
         // Parts of the first event the client already has (its Last-Event-ID named a part).
         let mut skip = plan.skip_parts as usize;
         if cursor > plan.run_start_seq {
-            // Resuming after the event that ended this run: there is nothing to send.
-            match store.events_after(plan.turn_pk, cursor - 1, 1).await {
+            // Resuming after the event that ended this run: there is nothing to send. (A
+            // reconnect's plan read that event already, checking its Last-Event-ID.)
+            let at = match plan.at_position.clone() {
+                Some(event) => Ok(vec![event]),
+                None => store.events_after(plan.turn_pk, cursor - 1, 1).await,
+            };
+            match at {
                 Ok(events) if events.first().is_some_and(|e| ends_run_for(&plan, e)) => return,
                 Ok(_) => {}
                 Err(error) => {
@@ -126,7 +131,12 @@ pub fn follow(
                 }
             }
         }
-        let mut log = std::pin::pin!(tail(store.clone(), hub, metrics.clone(), plan.turn_pk, cursor));
+        // The event the plan wrote itself (a resume's decision) is rendered as it was recorded,
+        // not read back; the log is tailed after it.
+        let opening: Vec<StoredEvent> = plan.opening.clone().filter(|e| e.seq == cursor + 1).into_iter().collect();
+        let from = opening.last().map_or(cursor, |e| e.seq);
+        let opening = futures_util::stream::iter((!opening.is_empty()).then_some(Ok(opening)));
+        let mut log = std::pin::pin!(opening.chain(tail(store.clone(), hub, metrics.clone(), plan.turn_pk, from)));
         while let Some(batch) = log.next().await {
             let batch = match batch {
                 Ok(batch) => batch,
@@ -255,11 +265,11 @@ pub(super) async fn render(
             if event.kind == EventKind::RunStarted && plan.snapshot_on_open {
                 // A reopened thread (§3): the conversation the gateway recorded, so a page that
                 // sent a stale or empty history shows the thread as it is.
+                let turns = Box::pin(turns_of(plan, store)).await?;
                 let messages =
-                    Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq, shown)).await?;
+                    Box::pin(conversation::load_at_in(store, &turns, plan.turn_pk, event.seq, shown)).await?;
                 // Which alternatives its user messages have, when any has one (§6).
-                let branches =
-                    Box::pin(crate::engine::branches_event(store, plan.thread_pk, plan.turn_pk, &messages)).await?;
+                let branches = crate::engine::branches_event(&turns, plan.turn_pk, &messages);
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
                 if let Some(branches) = branches {
                     items.push(item(branches, event.at_ms)?);
@@ -321,8 +331,9 @@ pub(super) async fn render(
             };
             let mut items = vec![item(started, event.at_ms)?];
             if plan.snapshot_on_open {
+                let turns = Box::pin(turns_of(plan, store)).await?;
                 let messages =
-                    Box::pin(conversation::load_at(store, plan.thread_pk, plan.turn_pk, event.seq, shown)).await?;
+                    Box::pin(conversation::load_at_in(store, &turns, plan.turn_pk, event.seq, shown)).await?;
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
             }
             if let Some(board) = recorded.board.filter(|_| plan.viewer.clearance.content) {
@@ -367,6 +378,14 @@ pub(super) async fn render(
             }
         },
         EventKind::RunError => Ok(vec![StreamItem { id, json: event.body }]),
+    }
+}
+
+/// The thread's turns: as the plan read them, else from the store.
+async fn turns_of(plan: &FollowPlan, store: &dyn Store) -> Result<Arc<[TurnRow]>, StoreError> {
+    match &plan.turns {
+        Some(turns) => Ok(turns.clone()),
+        None => Ok(store.thread_turns(plan.thread_pk).await?.into()),
     }
 }
 

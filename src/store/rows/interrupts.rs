@@ -79,8 +79,8 @@ pub struct Decision {
 pub enum Decided {
     /// All decisions recorded; the decision event is at `seq`; `resumed` (with the turn's new
     /// ownership epoch) when nothing of the turn is open any more and it was handed to the
-    /// deciding instance to run on.
-    Recorded { seq: i64, resumed: Option<i64> },
+    /// deciding instance to run on; `run_recorded` when the run id given was recorded with them.
+    Recorded { seq: i64, resumed: Option<i64>, run_recorded: bool },
     /// One of them was decided by someone else first: nothing was recorded.
     AlreadyDecided,
 }
