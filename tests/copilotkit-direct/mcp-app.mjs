@@ -113,6 +113,8 @@ export async function anMcpAppIsShownAndItsCallApproved({ open, say, waitForText
   await app(0).getByRole("button", { name: "Send an umbrella" }).click();
   await page.getByTestId("interrupt").getByText("umbrella").waitFor({ timeout: patience });
   assert.equal((await mcp.calls()).length, ran, "nothing ran before the approval");
+  // The App's own request is answered with no content: its result comes with the approval.
+  await app(0).locator("#answered").getByText("answered: nothing yet").waitFor({ timeout: patience });
   await approve();
   // The approved call's result is an updated `mcp-apps` activity, which the App is given.
   const umbrella = "an umbrella is on its way to Oslo";

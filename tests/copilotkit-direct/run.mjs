@@ -11,8 +11,8 @@
 //   node tests/copilotkit-direct/run.mjs
 //
 // Needs a built gateway (AGUI_GATEWAY_BIN, else target/debug/agui-gateway) and Chromium
-// (CHROMIUM_PATH, else /usr/bin/chromium), and tests/upstream/python/.venv (scripts/test-clients
-// makes it). Cases:
+// (CHROMIUM_PATH, else /usr/bin/chromium), and tests/upstream/python/.venv and tests/mcp/.venv
+// (scripts/test-clients makes them). Cases:
 //   1. a message typed in <CopilotChat> is answered
 //   2. a frontend tool (useFrontendTool) is called and the agent answers from its result
 //   3. an approval shows through useInterrupt; Approve runs the call and finishes the turn
