@@ -116,14 +116,11 @@ export async function anMcpAppIsShownAndItsCallApproved({ open, say, waitForText
   // The App's own request is answered with no content: its result comes with the approval.
   await app(0).locator("#answered").getByText("answered: nothing yet").waitFor({ timeout: patience });
   await approve();
-  // The approved call's result is an updated `mcp-apps` activity, which the App is given.
+  // The approved call's result is the `mcp-apps` activity of the approval's turn (a second one
+  // in the chat, under the first), drawn as the App again, which is given the result.
   const umbrella = "an umbrella is on its way to Oslo";
-  await page
-    .frameLocator('[data-testid="mcp-app-iframe"] >> nth=-1')
-    .frameLocator("iframe")
-    .locator("#shown")
-    .getByText(umbrella)
-    .waitFor({ timeout: patience });
+  await app(1).locator("#shown").getByText(umbrella).waitFor({ timeout: patience });
+  assert.equal(await app(0).locator("#shown").textContent(), "sunny in Oslo");
   const made = (await mcp.calls()).slice(ran);
   assert.deepEqual(made.map((c) => [c.tool, c.arguments]), [["umbrella", { city: "Oslo" }]]);
 
