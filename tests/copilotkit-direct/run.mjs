@@ -11,8 +11,8 @@
 //   node tests/copilotkit-direct/run.mjs
 //
 // Needs a built gateway (AGUI_GATEWAY_BIN, else target/debug/agui-gateway) and Chromium
-// (CHROMIUM_PATH, else /usr/bin/chromium), and tests/upstream/python/.venv (scripts/test-clients
-// makes it). Cases:
+// (CHROMIUM_PATH, else /usr/bin/chromium), and tests/upstream/python/.venv and tests/mcp/.venv
+// (scripts/test-clients makes them). Cases:
 //   1. a message typed in <CopilotChat> is answered
 //   2. a frontend tool (useFrontendTool) is called and the agent answers from its result
 //   3. an approval shows through useInterrupt; Approve runs the call and finishes the turn
@@ -30,6 +30,9 @@
 //  12. an A2UI surface from the Python upstream is drawn by @copilotkit/a2ui-renderer, its button
 //      clicked, the click answered by the agent, and the surface drawn again after a reload, its
 //      button live (a second click answered too)
+//  13. an MCP App from the Python MCP server (tests/mcp) is drawn by CopilotKit's MCP Apps renderer,
+//      its page read through the gateway; its button's tool call waits for a person, is approved
+//      in the page, and its result reaches the App (mcp-app.mjs)
 // Prints ok/not ok per case; exits non-zero on any failure.
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
@@ -43,6 +46,7 @@ import * as esbuild from "esbuild";
 import { chromium } from "playwright-core";
 import { startCuttingRelay } from "../clients/lib/cutting-relay.mjs";
 import { startGateway } from "../clients/lib/gateway.mjs";
+import { anMcpAppIsShownAndItsCallApproved, startMcpServer, startScriptedModel, weatherAgent } from "./mcp-app.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, "../..");
@@ -120,6 +124,8 @@ async function startPythonUpstream() {
 }
 
 const upstream = await startPythonUpstream();
+const mcp = await startMcpServer(repoRoot);
+const model = await startScriptedModel();
 const work = mkdtempSync(path.join(tmpdir(), "ck-direct-"));
 await buildPage(work);
 const site = await serveStatic(work);
@@ -138,7 +144,7 @@ url = "${upstream.url}/agents/surface"
 timeout_secs = 20
 `;
 const gateway = await startGateway({
-  configToml: `[limits]\nkeepalive_secs = 1\n\n[auth.app_tokens]\nsecret = "${SECRET}"\n\n${agents}${surfaceAgent}`,
+  configToml: `[limits]\nkeepalive_secs = 1\n\n[auth.app_tokens]\nsecret = "${SECRET}"\n\n${agents}${surfaceAgent}${weatherAgent(model.url, mcp.url)}`,
 });
 const relay = await startCuttingRelay(gateway.url);
 const alice = appToken("acme", "alice");
@@ -457,6 +463,10 @@ test("an A2UI surface is drawn, its button clicked and answered, and drawn again
   await page.close();
 });
 
+test("an MCP App is drawn, its page read through the gateway; its call is approved and reaches it", () =>
+  anMcpAppIsShownAndItsCallApproved({ open, say, waitForText, gatewayMessages, mcp, patience: PATIENCE }),
+);
+
 try {
   for (const { name, body } of cases) {
     try {
@@ -483,6 +493,8 @@ try {
   site.stop();
   await gateway.stop();
   upstream.stop();
+  mcp.stop();
+  model.stop();
   rmSync(work, { recursive: true, force: true });
 }
 if (failures > 0) {

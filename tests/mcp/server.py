@@ -123,10 +123,36 @@ def wipe(ctx: Context) -> str:
 
 
 # An MCP App (the MCP Apps extension): `weather` names its UI in `_meta.ui.resourceUri`; the UI
-# is a `ui://` resource of the App media type. Its page's button calls `charge`.
+# is a `ui://` resource of the App media type. Its page speaks the MCP Apps host protocol
+# (JSON-RPC over postMessage to its host): `ui/initialize`, then it shows the tool results its
+# host sends (`ui/notifications/tool-result`) and its button calls `umbrella` (`tools/call`) for
+# the city its host said the tool ran for (`ui/notifications/tool-input`).
 APP_URI = "ui://weather/view.html"
 APP_HTML = """<!doctype html><html><body><h1 id="title">Weather</h1>
-<button id="pay">Pay 5 EUR</button></body></html>"""
+<button id="order">Send an umbrella</button><p id="shown"></p><p id="answered"></p>
+<script>
+let next = 1;
+let city = "Oslo";
+const waiting = {};
+function ask(method, params) {
+  const id = next++;
+  parent.postMessage({ jsonrpc: "2.0", id, method, params }, "*");
+  return new Promise((resolve) => (waiting[id] = resolve));
+}
+const text = (result) => ((result && result.content) || []).map((c) => c.text || "").join(" ");
+addEventListener("message", ({ data }) => {
+  if (!data || data.jsonrpc !== "2.0") return;
+  if (data.id in waiting && !data.method) return waiting[data.id](data.result);
+  if (data.method === "ui/notifications/tool-input") city = data.params.arguments.city || city;
+  if (data.method === "ui/notifications/tool-result") document.getElementById("shown").textContent = text(data.params);
+});
+ask("ui/initialize", { protocolVersion: "2026-01-26", appInfo: { name: "weather", version: "1.0.0" }, appCapabilities: {} })
+  .then(() => parent.postMessage({ jsonrpc: "2.0", method: "ui/notifications/initialized", params: {} }, "*"));
+document.getElementById("order").onclick = async () => {
+  const result = await ask("tools/call", { name: "umbrella", arguments: { city } });
+  document.getElementById("answered").textContent = "answered: " + (text(result) || "nothing yet");
+};
+</script></body></html>"""
 
 
 @server.resource(APP_URI, name="weather-view", mime_type="text/html;profile=mcp-app")
@@ -138,6 +164,13 @@ def weather_view() -> str:
 def weather(city: str, ctx: Context) -> str:
     record(ctx, "weather", {"city": city})
     return f"sunny in {city}"
+
+
+@server.tool(description="Sends an umbrella to a city; an effect a person approves, shown in the weather App.",
+             meta={"ui": {"resourceUri": APP_URI}})
+def umbrella(city: str, ctx: Context) -> str:
+    record(ctx, "umbrella", {"city": city})
+    return f"an umbrella is on its way to {city}"
 
 
 # A 1x1 PNG, red.
