@@ -9,7 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, ErrorBody, TenantRefusals};
-use super::openapi::{JsonObject, TenantQuery};
+use super::openapi::{JsonObject, TenantQuery, ThreadPath};
 use super::permissions::TenantAdmin;
 use super::state::AppState;
 use crate::ids::ThreadId;
@@ -24,7 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     get,
     path = "/v1/threads/{thread}/audit",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
+    params(ThreadPath, TenantQuery),
     responses(
         (status = 200, description = "`threadId` and `audit`: the rows about the thread, oldest first (at most 500), each `at`, `action` (`run.start`, `board.read`, `interrupt.decide`, `interrupt.expire`, …), `actor`, `via` and `detail`.", body = JsonObject),
         (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),

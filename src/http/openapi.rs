@@ -44,6 +44,16 @@ pub struct TenantQuery {
     pub tenant: Option<String>,
 }
 
+/// `{thread}`: the thread a route is about, named by the client's `threadId`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct ThreadPath {
+    /// The client's threadId.
+    #[param(pattern = r"^[A-Za-z0-9._:@-]{1,200}$")]
+    pub thread: String,
+}
+
 /// One server-sent event of a run (the response is a stream of these): `data` is one AG-UI
 /// event as JSON, `id` names its place in the turn's log (send it back as `Last-Event-ID`).
 #[derive(Serialize, ToSchema)]

@@ -13,7 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, ErrorBody, TenantRefusals, ThreadRefusals};
-use super::openapi::{JsonObject, TenantQuery};
+use super::openapi::{JsonObject, TenantQuery, ThreadPath};
 use super::permissions::{CanRead, CanReadContent};
 use super::state::AppState;
 use crate::auth::Caller;
@@ -104,7 +104,7 @@ async fn list_threads(
     delete,
     path = "/v1/threads/{thread}",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
+    params(ThreadPath, TenantQuery),
     responses(
         (status = 204, description = "The thread and everything stored for it are erased."),
         (status = 409, description = "a turn of the thread the delete cancelled has not ended in time (`turn_in_progress`): try again", body = ErrorBody),
@@ -148,7 +148,7 @@ pub(super) async fn readable(
     get,
     path = "/v1/threads/{thread}",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
+    params(ThreadPath, TenantQuery),
     responses(
         (status = 200, description = "The thread: status, turns, the caller's open interrupts and, with `threads:content`, the board.", body = JsonObject),
         ThreadRefusals
@@ -215,7 +215,7 @@ pub struct MessagesQuery {
     get,
     path = "/v1/threads/{thread}/messages",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), MessagesQuery),
+    params(ThreadPath, MessagesQuery),
     responses(
         (status = 200, description = "The branch: `threadId`, `turn` (the branch's last turn), `current` (whether it is the current branch), `messages` (AG-UI messages, with the gateway's ids) and `alternatives` (one per user message, in order: `messageId`, `turn`, `index` from 1, `count`, and `turns`, each `{turn, head}`: an alternative and the turn to open with `?turn=` to see it as last continued).", body = JsonObject),
         (status = 400, description = "the thread id or the query is malformed (`bad_request`)", body = ErrorBody),
@@ -249,7 +249,7 @@ async fn thread_messages(
     get,
     path = "/v1/threads/{thread}/turns",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
+    params(ThreadPath, TenantQuery),
     responses(
         (status = 200, description = "`threadId` and `turns`, oldest first: each `id`, `parent` (the turn it went on from, null for a first turn), `agent`, `status`, `createdAt` and `onCurrentBranch`.", body = JsonObject),
         ThreadRefusals
@@ -284,7 +284,7 @@ async fn thread_turns(
     post,
     path = "/v1/threads/{thread}/cancel",
     tag = "threads",
-    params(("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$"), TenantQuery),
+    params(ThreadPath, TenantQuery),
     responses(
         (status = 202, description = "The running turn is being cancelled; it ends with outcome `cancelled`.", body = JsonObject),
         (status = 409, description = "no turn is running (`not_running`)", body = ErrorBody),

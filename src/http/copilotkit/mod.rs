@@ -34,7 +34,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, ErrorBody, TenantRefusals};
-use super::openapi::{JsonObject, SseEvent};
+use super::openapi::{JsonObject, SseEvent, ThreadPath};
 use super::permissions::{startable_agent, Authorized, CanStart};
 use super::runs::{connect_stream, run_stream, ConnectEnd, StreamRequest};
 use super::sse::StreamSlots;
@@ -186,7 +186,7 @@ async fn connect(State(state): State<AppState>, request: StreamRequest) -> Resul
     params(
         TenantPath,
         ("agent" = String, Path, description = "The configured agent's name."),
-        ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")
+        ThreadPath
     ),
     responses(
         (status = 200, description = "`{stopped: true, turn}` when a running turn is being cancelled, `{stopped: false, message}` when none runs.", body = JsonObject),

@@ -19,7 +19,7 @@ use crate::auth::Caller;
 use crate::engine::threads::{title, ThreadFilter};
 use crate::engine::EngineError;
 use crate::http::error::{ApiError, ErrorBody, TenantRefusals, ThreadRefusals};
-use crate::http::openapi::JsonObject;
+use crate::http::openapi::{JsonObject, ThreadPath};
 use crate::http::permissions::{CanRead, CanReadContent};
 use crate::http::state::AppState;
 use crate::protocol::iso8601;
@@ -174,7 +174,7 @@ async fn thread_entry(state: &AppState, caller: &Caller, thread: &ThreadRow) -> 
     get,
     path = "/v1/copilotkit/{tenant}/threads/{thread}",
     tag = "copilotkit",
-    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    params(TenantPath, ThreadPath),
     responses(
         (status = 200, description = "`{id, agentId, name, archived, status, createdAt, updatedAt, lastRunAt}`", body = JsonObject),
         (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
@@ -249,7 +249,7 @@ async fn apply(
     patch,
     path = "/v1/copilotkit/{tenant}/threads/{thread}",
     tag = "copilotkit",
-    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    params(TenantPath, ThreadPath),
     request_body(content = Change, content_type = "application/json"),
     responses(
         (status = 200, description = "The thread as the list shows it now.", body = JsonObject),
@@ -276,7 +276,7 @@ async fn change(
     post,
     path = "/v1/copilotkit/{tenant}/threads/{thread}/archive",
     tag = "copilotkit",
-    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    params(TenantPath, ThreadPath),
     responses(
         (status = 200, description = "The thread as the list shows it now.", body = JsonObject),
         ThreadRefusals
@@ -295,7 +295,7 @@ async fn archive(
     delete,
     path = "/v1/copilotkit/{tenant}/threads/{thread}",
     tag = "copilotkit",
-    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    params(TenantPath, ThreadPath),
     responses(
         (status = 204, description = "The thread and everything stored for it are erased."),
         (status = 409, description = "a turn of the thread the delete cancelled has not ended in time (`turn_in_progress`): try again", body = ErrorBody),
@@ -324,7 +324,7 @@ async fn erase(
     get,
     path = "/v1/copilotkit/{tenant}/threads/{thread}/messages",
     tag = "copilotkit",
-    params(TenantPath, ("thread" = String, Path, description = "The client's threadId.", pattern = r"^[A-Za-z0-9._:@-]{1,200}$")),
+    params(TenantPath, ThreadPath),
     responses(
         (status = 200, description = "`{messages: [{id, role, content?, toolCalls?: [{id, name, args}], toolCallId?}]}` with the gateway's ids.", body = JsonObject),
         (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
