@@ -5,33 +5,19 @@
 // case itself. The App is drawn by CopilotKit's own MCP Apps renderer (built into react-core v2
 // for activity type `mcp-apps`); the page adds nothing for it.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import http from "node:http";
 import path from "node:path";
+import { startListening } from "../support/listen.mjs";
 
 /** Starts tests/mcp/server.py; resolves to `{ url, calls, stop }` once it listens. */
 export async function startMcpServer(repoRoot) {
   const python = path.join(repoRoot, "tests/mcp/.venv/bin/python");
   if (!existsSync(python)) throw new Error("create tests/mcp/.venv (scripts/test-clients does)");
-  // stdin a pipe: the server ends when this process does.
-  const child = spawn(python, [path.join(repoRoot, "tests/mcp/server.py")], { stdio: ["pipe", "pipe", "inherit"] });
-  const url = await new Promise((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error("the MCP server did not start")), 30_000);
-    child.stdout.on("data", (d) => {
-      out += d.toString();
-      const match = /^listening (\S+)\n/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`the MCP server exited with ${code}`)));
-  });
+  const { url, stop } = await startListening(python, [path.join(repoRoot, "tests/mcp/server.py")], "the MCP server");
   // What reached the server: every tool call it ran.
   const calls = () => fetch(`${url}/calls`).then((r) => r.json());
-  return { url, calls, stop: () => child.kill("SIGKILL") };
+  return { url, calls, stop };
 }
 
 export const WEATHER_ANSWER = "Here is the weather in Oslo.";

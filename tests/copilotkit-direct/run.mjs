@@ -36,7 +36,6 @@
 // Prints ok/not ok per case; exits non-zero on any failure.
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
@@ -46,6 +45,7 @@ import * as esbuild from "esbuild";
 import { chromium } from "playwright-core";
 import { startCuttingRelay } from "../clients/lib/cutting-relay.mjs";
 import { startGateway } from "../clients/lib/gateway.mjs";
+import { startListening } from "../support/listen.mjs";
 import { anMcpAppIsShownAndItsCallApproved, startMcpServer, startScriptedModel, weatherAgent } from "./mcp-app.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -105,22 +105,7 @@ async function serveStatic(dir) {
 async function startPythonUpstream() {
   const python = path.join(repoRoot, "tests/upstream/python/.venv/bin/python");
   if (!existsSync(python)) throw new Error("create tests/upstream/python/.venv (scripts/test-clients does)");
-  // stdin a pipe: the server ends when this process does.
-  const child = spawn(python, [path.join(repoRoot, "tests/upstream/python/server.py")], { stdio: ["pipe", "pipe", "inherit"] });
-  const url = await new Promise((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error("the Python upstream did not start")), 30_000);
-    child.stdout.on("data", (d) => {
-      out += d.toString();
-      const match = /^listening (\S+)\n/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`the Python upstream exited with ${code}`)));
-  });
-  return { url, stop: () => child.kill("SIGKILL") };
+  return startListening(python, [path.join(repoRoot, "tests/upstream/python/server.py")], "the Python upstream");
 }
 
 const upstream = await startPythonUpstream();

@@ -2,12 +2,13 @@
 // gateway process (tests/clients/lib/gateway.mjs) with app tokens switched on, and a real
 // `@copilotkit/runtime` v2 endpoint on a loopback port whose agents are `HttpAgent`s pointed at
 // the gateway's AG-UI route. Nothing here fakes CopilotKit or the gateway.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createServer } from "node:http";
 import { randomBytes } from "node:crypto";
 import { startGateway, gatewayBinary } from "../clients/lib/gateway.mjs";
+import { startListening } from "../support/listen.mjs";
 
 // Read by CopilotKit's telemetry client when its module loads, so it is set before the
 // runtime is imported below (an app sets it in its environment).
@@ -28,22 +29,7 @@ async function startLangGraph() {
     throw new Error("create tests/frameworks/langgraph/.venv (scripts/test and scripts/test-clients do)");
   }
   const server = fileURLToPath(new URL("../frameworks/langgraph/server.py", import.meta.url));
-  // stdin a pipe: the server ends when this process does.
-  const child = spawn(python, [server], { stdio: ["pipe", "pipe", "inherit"] });
-  const url = await new Promise((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error("the LangGraph server did not start")), 30_000);
-    child.stdout.on("data", (d) => {
-      out += d.toString();
-      const match = /^listening (\S+)\n/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`the LangGraph server exited with ${code}`)));
-  });
-  return { url, stop: () => child.kill("SIGKILL") };
+  return startListening(python, [server], "the LangGraph server");
 }
 
 export const GATEWAY_CONFIG = `

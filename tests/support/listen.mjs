@@ -2,10 +2,14 @@
 // server, the bench's upstream) start and stop, so each says only what it serves. Node's own
 // modules only: any of them may import it, whatever packages it installs.
 //
+// `startListening(command, args, name)` is the other side, for a test that starts such a server
+// (or a Python one printing the same line): it resolves once the server says where it listens.
+//
 // `serve(server, name)` answers a request handler's failure with a 500 (or drops a response
 // already under way), listens on 127.0.0.1 (`--port N`, else a free port), prints
 // `listening http://127.0.0.1:<port>` once ready, and ends the process on SIGTERM, SIGINT, or
 // when the parent that started it goes away (it closes our stdin).
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 
@@ -53,4 +57,27 @@ export function serve(handle, name, { keepAliveTimeout } = {}) {
     process.stdout.write(`listening http://127.0.0.1:${server.address().port}\n`);
   });
   return server;
+}
+
+/// Starts `command` with `args`: a server that prints `listening <url>` once ready. Its stdin is
+/// a pipe, so it ends when this process does. Resolves to `{ url, child, stop }`; rejects when
+/// it exits first or says nothing within 30 s. `name` names it in those errors.
+export function startListening(command, args, name) {
+  const child = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 30_000);
+    child.stdout.on("data", (d) => {
+      out += d.toString();
+      const match = /^listening (\S+)\n/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ url: match[1], child, stop: () => child.kill("SIGKILL") });
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited with ${code}`));
+    });
+  });
 }
