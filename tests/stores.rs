@@ -84,19 +84,19 @@ fn unjustified_in(file: &str, source: &str) -> Vec<Unjustified> {
         if names_sqlite == names_postgres {
             continue;
         }
-        let (one, other) =
-            if names_sqlite { ("Backend::Sqlite", "Backend::Postgres") } else { ("Backend::Postgres", "Backend::Sqlite") };
+        let (one, other) = if names_sqlite {
+            ("Backend::Sqlite", "Backend::Postgres")
+        } else {
+            ("Backend::Postgres", "Backend::Sqlite")
+        };
         if is_one_of_a_pair(source, body, one, other) {
             continue;
         }
         // The reason may also stand in the comments and attributes right above the function.
-        let above = lines[..start]
-            .iter()
-            .rev()
-            .take_while(|line| {
-                let line = line.trim_start();
-                line.starts_with("//") || line.starts_with("#[")
-            });
+        let above = lines[..start].iter().rev().take_while(|line| {
+            let line = line.trim_start();
+            line.starts_with("//") || line.starts_with("#[")
+        });
         let justified = body.iter().chain(above).any(|line| line.trim_start().starts_with(MARKER));
         if !justified {
             found.push(Unjustified { file: file.to_owned(), function: name.to_owned() });
@@ -109,9 +109,8 @@ fn unjustified_in(file: &str, source: &str) -> Vec<Unjustified> {
 fn callee_of<'a>(line: &'a str, store: &str) -> Option<&'a str> {
     let before = &line[..line.find(store)?];
     let open = before.rfind('(')?;
-    let name_start = before[..open]
-        .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
-        .map_or(0, |at| at + 1);
+    let name_start =
+        before[..open].rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')).map_or(0, |at| at + 1);
     Some(&before[name_start..open]).filter(|name| !name.is_empty())
 }
 

@@ -535,7 +535,6 @@ fn slow_answer() -> String {
     (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
 }
 
-
 /// The instance relaying the framework's answer is killed (SIGKILL) in the middle of it; another
 /// instance on the same database takes the turn over and finishes it honestly: either the whole
 /// answer arrives (no message shows a word twice) and the turn succeeds, or the turn ends

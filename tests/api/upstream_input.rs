@@ -7,8 +7,8 @@
 use serde_json::{json, Value};
 
 use crate::helpers::*;
-use crate::upstream::{upstream_of, Upstream, UpstreamServer};
 use crate::on_both_stores;
+use crate::upstream::{upstream_of, Upstream, UpstreamServer};
 
 /// A gateway whose agent `upstream` fronts `route`, with more agent settings in `extra` (TOML).
 pub(crate) async fn gateway(server: &UpstreamServer, route: &str, db: &TestDatabase, extra: &str) -> TestApp {

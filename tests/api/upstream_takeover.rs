@@ -34,7 +34,6 @@ async fn kill_a_and_follow_on_b(mut pair: TwoInstances, input: &Value, enough: u
     pair.follow_on_b(input, head).await
 }
 
-
 async fn judged_by_the_official_client(events: &[SseEvent], input: &Value) {
     let (url, _server) = serve_recorded_stream(sse_body(events)).await;
     let (ok, report) = agui_check(&url, input).await;

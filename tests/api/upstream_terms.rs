@@ -12,7 +12,6 @@ use crate::helpers::*;
 use crate::upstream::{upstream_of, Upstream, UpstreamServer};
 use crate::upstream_input::gateway;
 
-
 /// The requests the upstream got for `thread` (its threadId is `default:<thread>`), in order.
 async fn requests_for(server: &UpstreamServer, thread: &str) -> Vec<Value> {
     let upstream_thread = format!("default:{thread}");

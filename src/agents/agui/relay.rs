@@ -22,7 +22,6 @@ pub(super) enum Ending {
     Interrupted(Vec<crate::protocol::events::Interrupt>),
 }
 
-
 impl LiveRun {
     /// A new upstream run, the turn's `number`th, given the conversation before `conversation_before`.
     pub(super) fn new(

@@ -223,7 +223,8 @@ impl OpenaiAgent {
                     return Err(AgentError::Failed(format!("the model refused the request ({})", response.status())))
                 }
                 Err(e) => {
-                    last_problem = format!("the model could not be reached: {}", crate::agents::http::unreachable_reason(e))
+                    last_problem =
+                        format!("the model could not be reached: {}", crate::agents::http::unreachable_reason(e))
                 }
             }
         }

@@ -63,7 +63,9 @@ impl OpenaiAgent {
         }
         let response = match request.send().await {
             Ok(response) => response,
-            Err(e) => return format!("error: the tool could not be reached: {}", crate::agents::http::unreachable_reason(e)),
+            Err(e) => {
+                return format!("error: the tool could not be reached: {}", crate::agents::http::unreachable_reason(e))
+            }
         };
         let status = response.status();
         if status.is_redirection() {
