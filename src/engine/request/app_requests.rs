@@ -16,7 +16,7 @@
 use serde_json::{json, Value};
 
 use super::follow::refuse;
-use super::plan::{refuse_while_waiting, NewMessage};
+use super::plan::{refuse_while_running, refuse_while_waiting, NewMessage};
 use crate::engine::turn::app_request::{AppRequest, AppRoute};
 use crate::engine::{Engine, EngineError, ErrorCode, RunPlan, RunRequest};
 use crate::store::{branches, AuditEntry, ThreadRow, TurnStatus};
@@ -81,12 +81,7 @@ impl Engine {
         let latest = branches::newest(&turns);
         if let Some(latest) = latest {
             match latest.status {
-                TurnStatus::Running => {
-                    return Ok(refuse(
-                        ErrorCode::TurnInProgress,
-                        "a turn is running on this thread; wait for it to finish",
-                    ))
-                }
+                TurnStatus::Running => return Ok(refuse_while_running()),
                 TurnStatus::Waiting => {
                     let interrupts = self.inner.store.turn_interrupts(latest.pk).await?;
                     return Ok(refuse_while_waiting(request, &interrupts));

@@ -110,12 +110,7 @@ impl Engine {
                 // turn is the only one that may still run or wait.
                 if let Some(latest) = branches::newest(&turns) {
                     match latest.status {
-                        TurnStatus::Running => {
-                            return Ok(refuse(
-                                ErrorCode::TurnInProgress,
-                                "a turn is running on this thread; wait for it to finish",
-                            ))
-                        }
+                        TurnStatus::Running => return Ok(refuse_while_running()),
                         TurnStatus::Waiting => {
                             let interrupts = store.turn_interrupts(latest.pk).await?;
                             if let Some(pending) = self.pending_client_calls(latest, &interrupts).await? {
@@ -413,6 +408,11 @@ fn client_input(
         return None;
     }
     serde_json::to_string(&kept).ok()
+}
+
+/// A new message on a thread whose turn runs: one turn at a time per thread (§6).
+pub(super) fn refuse_while_running() -> RunPlan {
+    refuse(ErrorCode::TurnInProgress, "a turn is running on this thread; wait for it to finish")
 }
 
 /// A new message on a thread whose turn waits: `interrupts_pending` when the caller may
