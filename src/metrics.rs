@@ -56,6 +56,14 @@ pub struct Metrics {
     pub db_connections_idle: Gauge,
 }
 
+/// Registers each named field of `metrics` in `registry` under the field's own name, with its
+/// help text, so a metric's name cannot drift from the field that holds it.
+macro_rules! register_each {
+    ($registry:ident, $metrics:ident, { $($field:ident: $help:literal,)* }) => {
+        $( $registry.register(stringify!($field), $help, $metrics.$field.clone()); )*
+    };
+}
+
 impl Metrics {
     pub fn new() -> Arc<Metrics> {
         let mut registry = Registry::with_prefix("agui");
@@ -85,85 +93,31 @@ impl Metrics {
             db_connections_idle: Gauge::default(),
             registry: Registry::default(),
         };
-        registry.register("runs_started", "Runs that opened a stream, by agent", metrics.runs_started.clone());
-        registry.register("runs_refused", "Runs refused with a lone RUN_ERROR, by code", metrics.runs_refused.clone());
-        registry.register("reconnects", "Runs that continued a stream with Last-Event-ID", metrics.reconnects.clone());
-        registry.register("turns_finished", "Turns that ended, by agent and outcome", metrics.turns_finished.clone());
-        registry.register("turns_running", "Turns this instance runs now", metrics.turns_running.clone());
-        registry.register("streams_open", "Streams open on this instance", metrics.streams_open.clone());
-        registry.register(
-            "events_appended",
-            "Events committed to the log by this instance",
-            metrics.events_appended.clone(),
-        );
-        registry.register("events_streamed", "Events sent to clients", metrics.events_streamed.clone());
-        registry.register(
-            "append_batch_events",
-            "Events per group-committed batch",
-            metrics.append_batch_events.clone(),
-        );
-        registry.register(
-            "append_commit_seconds",
-            "Time to commit one batch of the event log",
-            metrics.append_commit_seconds.clone(),
-        );
-        registry.register(
-            "stream_lag_seconds",
-            "From an event's append to its sending on a live stream",
-            metrics.stream_lag_seconds.clone(),
-        );
-        registry.register(
-            "log_queue_seconds",
-            "From an append's queueing to the start of the batch that writes it",
-            metrics.log_queue_seconds.clone(),
-        );
-        registry.register(
-            "log_write_seconds",
-            "From a batch's start to its COMMIT being sent (begin, insert, fence, side writes, waiting for the batch before it)",
-            metrics.log_write_seconds.clone(),
-        );
-        registry.register(
-            "log_commit_seconds",
-            "From a batch's COMMIT being sent to the database acknowledging it",
-            metrics.log_commit_seconds.clone(),
-        );
-        registry.register(
-            "log_notify_seconds",
-            "From a batch's commit to other instances being notified of it",
-            metrics.log_notify_seconds.clone(),
-        );
-        registry.register(
-            "stream_wakeup_seconds",
-            "From committed events being handed to the streams to a waiting stream task having them",
-            metrics.stream_wakeup_seconds.clone(),
-        );
-        registry.register(
-            "stream_write_seconds",
-            "From a stream task having events to their frames being taken by the response body",
-            metrics.stream_write_seconds.clone(),
-        );
-        registry.register("interrupts_opened", "Interrupts opened", metrics.interrupts_opened.clone());
-        registry.register(
-            "interrupts_decided",
-            "Interrupts decided, by outcome (decided or expired)",
-            metrics.interrupts_decided.clone(),
-        );
-        registry.register(
-            "quota_refusals",
-            "Runs and turns refused or ended by a tenant limit, by scope (the tenant is not a label)",
-            metrics.quota_refusals.clone(),
-        );
-        registry.register(
-            "auth_failures",
-            "Refused credentials, by reason (never the credential)",
-            metrics.auth_failures.clone(),
-        );
-        registry.register(
-            "db_connections",
-            "Database connections held by this instance",
-            metrics.db_connections.clone(),
-        );
-        registry.register("db_connections_idle", "Of those, idle", metrics.db_connections_idle.clone());
+        register_each!(registry, metrics, {
+            runs_started: "Runs that opened a stream, by agent",
+            runs_refused: "Runs refused with a lone RUN_ERROR, by code",
+            reconnects: "Runs that continued a stream with Last-Event-ID",
+            turns_finished: "Turns that ended, by agent and outcome",
+            turns_running: "Turns this instance runs now",
+            streams_open: "Streams open on this instance",
+            events_appended: "Events committed to the log by this instance",
+            events_streamed: "Events sent to clients",
+            append_batch_events: "Events per group-committed batch",
+            append_commit_seconds: "Time to commit one batch of the event log",
+            stream_lag_seconds: "From an event's append to its sending on a live stream",
+            log_queue_seconds: "From an append's queueing to the start of the batch that writes it",
+            log_write_seconds: "From a batch's start to its COMMIT being sent (begin, insert, fence, side writes, waiting for the batch before it)",
+            log_commit_seconds: "From a batch's COMMIT being sent to the database acknowledging it",
+            log_notify_seconds: "From a batch's commit to other instances being notified of it",
+            stream_wakeup_seconds: "From committed events being handed to the streams to a waiting stream task having them",
+            stream_write_seconds: "From a stream task having events to their frames being taken by the response body",
+            interrupts_opened: "Interrupts opened",
+            interrupts_decided: "Interrupts decided, by outcome (decided or expired)",
+            quota_refusals: "Runs and turns refused or ended by a tenant limit, by scope (the tenant is not a label)",
+            auth_failures: "Refused credentials, by reason (never the credential)",
+            db_connections: "Database connections held by this instance",
+            db_connections_idle: "Of those, idle",
+        });
         Arc::new(Metrics { registry, ..metrics })
     }
 

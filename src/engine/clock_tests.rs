@@ -6,24 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
-use serde_json::{json, Value};
 
-use super::interrupts::Deciders;
-use super::turn::agent::{Agent, AgentRegistry};
-use super::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
-use super::{Engine, ErrorCode, RunPlan, RunRequest};
-use crate::caller::Caller;
-use crate::clock::{Clock, TestClock};
-use crate::config::Config;
-use crate::ids::{RunId, ThreadId};
-use crate::protocol::RunAgentInput;
-use crate::store::{self, InterruptStatus, Store};
+use super::test_engine::{begin, engine_with, question, run_to_end, Setup, GUARD};
+use super::turn::agent::Agent;
+use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
+use super::{ErrorCode, RunPlan};
+use crate::clock::Clock;
+use crate::store::InterruptStatus;
 
 /// How long an interrupt of [`Asker`] stays open.
 const TTL: Duration = Duration::from_secs(60);
-/// A guard against a hung test, never a wait for time to pass.
-const GUARD: Duration = Duration::from_secs(20);
 
 /// Asks one question, and finishes once it is answered (or denied by expiry).
 struct Asker;
@@ -34,19 +26,7 @@ impl Agent for Asker {
         if !checkpoint.awaiting.is_empty() {
             return Ok(AgentOutput { result: None, usage: None });
         }
-        let spec = InterruptSpec {
-            id: new_interrupt_id(),
-            reason: "input_required".into(),
-            message: "which one?".into(),
-            tool_call_id: None,
-            response_schema: json!({ "type": "object" }),
-            ttl_ms: TTL.as_millis() as i64,
-            deciders: Deciders::default(),
-            four_eyes: false,
-            details: None,
-            asks_because: None,
-            choices: Vec::new(),
-        };
+        let spec = question("which one?", TTL);
         Err(turn.wait_for(vec![spec], Checkpoint { step: 1, ..Checkpoint::default() }).await)
     }
 }
@@ -59,82 +39,6 @@ impl Agent for Quick {
     async fn run(&self, _turn: &mut TurnContext, _checkpoint: Checkpoint) -> Result<AgentOutput, AgentError> {
         Ok(AgentOutput { result: None, usage: None })
     }
-}
-
-pub(super) struct Setup {
-    pub(super) engine: Engine,
-    pub(super) store: Arc<dyn Store>,
-    clock: Arc<TestClock>,
-    _dir: tempfile::TempDir,
-}
-
-/// An engine on a fresh SQLite file whose `demo` agent is `agent`, reading `clock`. The
-/// background sweep is left far apart so that each test sweeps when it means to.
-pub(super) async fn engine_with(agent: Arc<dyn Agent>, configure: impl FnOnce(&mut Config)) -> Setup {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("gateway.db").display());
-    let store = store::connect(&url, 2).await.expect("sqlite opens");
-    store.migrate().await.expect("migrations apply");
-    let mut config = Config::builtin().expect("the built-in configuration");
-    config.turns.sweep_ms = 3_600_000;
-    configure(&mut config);
-    // 2023-11-14T22:13:20Z, a few seconds into its minute (no quota window starts at once).
-    let clock = TestClock::at(1_700_000_000_000);
-    let agents: AgentRegistry = std::iter::once(("demo".to_string(), agent)).collect();
-    let engine = Engine::start_with_clock(Arc::new(config), store.clone(), Arc::new(agents), clock.clone())
-        .await
-        .expect("the engine starts");
-    Setup { engine, store, clock, _dir: dir }
-}
-
-fn input(thread: &str, run: &str) -> RunAgentInput {
-    serde_json::from_value(json!({
-        "threadId": thread,
-        "runId": run,
-        "protocolVersion": "1.0",
-        "messages": [{ "id": format!("u-{run}"), "role": "user", "content": "hello" }],
-    }))
-    .expect("a valid input")
-}
-
-/// Starts a run of `demo` on `thread` as the local person.
-pub(super) async fn begin(engine: &Engine, thread: &str, run: &str) -> RunPlan {
-    let input = input(thread, run);
-    let caller = Caller::local();
-    let thread_id = ThreadId::parse(thread).expect("a thread id");
-    let run_id = RunId::parse(run).expect("a run id");
-    let tenant = crate::ids::TenantId::parse("default").expect("a tenant");
-    let request = RunRequest {
-        tenant: &tenant,
-        caller: &caller,
-        agent: "demo",
-        thread_id: &thread_id,
-        run_id: &run_id,
-        input: &input,
-        last_event_id: None,
-        state_writes: Default::default(),
-    };
-    engine.begin_run(request).await.expect("the run is planned")
-}
-
-/// The run's events up to its terminal one.
-pub(super) async fn run_to_end(engine: &Engine, plan: RunPlan) -> Vec<Value> {
-    let RunPlan::Follow(plan) = plan else { panic!("the run was refused: {plan:?}") };
-    let mut stream = Box::pin(engine.stream(plan));
-    let mut events = Vec::new();
-    let collected = tokio::time::timeout(GUARD, async {
-        while let Some(item) = stream.next().await {
-            let event: Value = serde_json::from_slice(&item.json).expect("events are JSON");
-            let last = matches!(event["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
-            events.push(event);
-            if last {
-                break;
-            }
-        }
-    })
-    .await;
-    assert!(collected.is_ok(), "the run did not end within {GUARD:?}: {events:?}");
-    events
 }
 
 #[tokio::test]

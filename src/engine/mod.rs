@@ -33,6 +33,8 @@ mod round_trip_tests;
 mod runner;
 pub mod stream;
 mod sweeper;
+#[cfg(test)]
+mod test_engine;
 pub mod thread_titles;
 pub mod threads;
 pub mod trail;

@@ -16,18 +16,13 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
-use super::turn::agent::{Agent, AgentRegistry};
-use super::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
-use super::{Engine, RunPlan, RunRequest, StreamItem};
-use crate::caller::Caller;
-use crate::config::Config;
-use crate::ids::{EventId, RunId, TenantId, ThreadId};
+use super::test_engine::{engine_on, plan_run, question, GUARD};
+use super::turn::agent::Agent;
+use super::turn::{AgentError, AgentOutput, Checkpoint, NotePin, TurnContext};
+use super::{Engine, RunPlan, StreamItem};
+use crate::ids::EventId;
 use crate::protocol::RunAgentInput;
-use crate::store;
 use crate::store::round_trips::counted;
-
-/// A guard against a hung test, never a wait for time to pass.
-const GUARD: Duration = Duration::from_secs(20);
 
 /// On an empty board, pins a note and answers; on a board with a note, asks a question and
 /// answers once it is decided. So a thread's first turn leaves notes' text to read, and its
@@ -45,19 +40,7 @@ impl Agent for Walker {
             turn.pin_note(pin).await?;
             return Ok(AgentOutput { result: None, usage: None });
         }
-        let spec = InterruptSpec {
-            id: new_interrupt_id(),
-            reason: "input_required".into(),
-            message: "which day?".into(),
-            tool_call_id: None,
-            response_schema: json!({ "type": "object" }),
-            ttl_ms: 60_000,
-            deciders: super::interrupts::Deciders::default(),
-            four_eyes: false,
-            details: None,
-            asks_because: None,
-            choices: Vec::new(),
-        };
+        let spec = question("which day?", Duration::from_secs(60));
         Err(turn.wait_for(vec![spec], Checkpoint { step: 1, ..Checkpoint::default() }).await)
     }
 }
@@ -72,15 +55,7 @@ struct Walks {
 
 /// Walks a thread through the three requests on the store at `url` and counts each.
 async fn walk(url: &str) -> Walks {
-    let store = store::connect(url, 4).await.expect("the store opens");
-    store.migrate().await.expect("migrations apply");
-    let mut config = Config::builtin().expect("the built-in configuration");
-    // No background sweep during the walks (it runs on a task of its own anyway).
-    config.turns.sweep_ms = 3_600_000;
-    let agents: AgentRegistry = std::iter::once(("demo".to_string(), Arc::new(Walker) as Arc<dyn Agent>)).collect();
-    let engine = Engine::start_with_clock(Arc::new(config), store.clone(), Arc::new(agents), crate::clock::system())
-        .await
-        .expect("the engine starts");
+    let (engine, _store) = engine_on(url, 4, Arc::new(Walker), crate::clock::system(), |_| {}).await;
     let thread = "th-walks";
     const SAID: &[&str] = &["remember the launch", "which day?"];
 
@@ -146,21 +121,7 @@ async fn run(
         input["resume"] = resume;
     }
     let input: RunAgentInput = serde_json::from_value(input).expect("a valid input");
-    let caller = Caller::local();
-    let tenant = TenantId::parse("default").expect("a tenant");
-    let thread_id = ThreadId::parse(thread).expect("a thread id");
-    let run_id = RunId::parse(run).expect("a run id");
-    let request = RunRequest {
-        tenant: &tenant,
-        caller: &caller,
-        agent: "demo",
-        thread_id: &thread_id,
-        run_id: &run_id,
-        input: &input,
-        last_event_id,
-        state_writes: Default::default(),
-    };
-    engine.begin_run(request).await.expect("the run is planned")
+    plan_run(engine, &input, last_event_id).await
 }
 
 fn follow_plan(plan: RunPlan) -> super::FollowPlan {

@@ -53,19 +53,18 @@ impl Engine {
                 })
             }
         };
-        let at_ms = self.now_ms();
         let audit = AuditEntry {
             tenant: thread.tenant.clone(),
             action: action.into(),
             actor: caller.label(),
             via: caller.via().map(str::to_string),
             detail: json!({ "thread": thread.thread_id, "renamed": change.title.is_some() }).to_string(),
-            at_ms,
+            at_ms: self.now_ms(),
         };
         // Erased meanwhile: as unknown as any other missing thread.
         self.inner
             .store
-            .change_thread_title(thread.pk, change, at_ms, &audit)
+            .change_thread_title(thread.pk, change, &audit)
             .await?
             .ok_or_else(|| EngineError::NotFound(format!("thread '{}'", thread.thread_id)))
     }

@@ -335,23 +335,7 @@ mod tests {
 
     #[test]
     fn a_refused_decision_has_the_status_of_its_code() {
-        let every = [
-            ErrorCode::HistoryMismatch,
-            ErrorCode::TurnInProgress,
-            ErrorCode::InterruptsPending,
-            ErrorCode::TurnWaiting,
-            ErrorCode::InvalidResume,
-            ErrorCode::InterruptChanged,
-            ErrorCode::InterruptExpired,
-            ErrorCode::NotADecider,
-            ErrorCode::InterruptsOpen,
-            ErrorCode::ConcurrencyLimit,
-            ErrorCode::QuotaExceeded,
-            ErrorCode::Failed,
-            ErrorCode::TimedOut,
-            ErrorCode::Internal,
-        ];
-        for code in every {
+        for code in ErrorCode::EVERY {
             let refused = ApiError::DecisionRefused { code, message: String::new() };
             let status = if code == ErrorCode::NotADecider { StatusCode::FORBIDDEN } else { StatusCode::CONFLICT };
             assert_eq!(refused.status_and_code(), (status, code));

@@ -81,6 +81,50 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, for the tests that check a property of each.
+    #[cfg(test)]
+    pub(crate) const EVERY: [ErrorCode; 39] = [
+        ErrorCode::BadRequest,
+        ErrorCode::UnsupportedContent,
+        ErrorCode::ToolNotAdmitted,
+        ErrorCode::BadLastEventId,
+        ErrorCode::InvalidRequest,
+        ErrorCode::UnsupportedGrantType,
+        ErrorCode::InvalidGrant,
+        ErrorCode::Unauthenticated,
+        ErrorCode::PermissionDenied,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::NotAcceptable,
+        ErrorCode::RequestTimeout,
+        ErrorCode::NotRunning,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::TooManyStreams,
+        ErrorCode::TooManyRequests,
+        ErrorCode::Unavailable,
+        ErrorCode::Internal,
+        ErrorCode::Revoked,
+        ErrorCode::HistoryMismatch,
+        ErrorCode::TurnInProgress,
+        ErrorCode::InterruptsPending,
+        ErrorCode::TurnWaiting,
+        ErrorCode::InvalidResume,
+        ErrorCode::InterruptChanged,
+        ErrorCode::InterruptExpired,
+        ErrorCode::NotADecider,
+        ErrorCode::InterruptsOpen,
+        ErrorCode::ConcurrencyLimit,
+        ErrorCode::QuotaExceeded,
+        ErrorCode::UnknownSurface,
+        ErrorCode::UnknownMcpServer,
+        ErrorCode::McpMethodNotAllowed,
+        ErrorCode::ToolNotListed,
+        ErrorCode::InvalidArguments,
+        ErrorCode::Failed,
+        ErrorCode::TimedOut,
+    ];
+
     /// The code as the wire spells it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -138,47 +182,7 @@ mod tests {
 
     #[test]
     fn each_code_is_spelled_as_serde_spells_it() {
-        for code in [
-            ErrorCode::BadRequest,
-            ErrorCode::UnsupportedContent,
-            ErrorCode::ToolNotAdmitted,
-            ErrorCode::BadLastEventId,
-            ErrorCode::InvalidRequest,
-            ErrorCode::UnsupportedGrantType,
-            ErrorCode::InvalidGrant,
-            ErrorCode::Unauthenticated,
-            ErrorCode::PermissionDenied,
-            ErrorCode::NotFound,
-            ErrorCode::MethodNotAllowed,
-            ErrorCode::NotAcceptable,
-            ErrorCode::RequestTimeout,
-            ErrorCode::NotRunning,
-            ErrorCode::PayloadTooLarge,
-            ErrorCode::UnsupportedMediaType,
-            ErrorCode::TooManyStreams,
-            ErrorCode::TooManyRequests,
-            ErrorCode::Unavailable,
-            ErrorCode::Internal,
-            ErrorCode::Revoked,
-            ErrorCode::HistoryMismatch,
-            ErrorCode::TurnInProgress,
-            ErrorCode::InterruptsPending,
-            ErrorCode::TurnWaiting,
-            ErrorCode::InvalidResume,
-            ErrorCode::InterruptChanged,
-            ErrorCode::InterruptExpired,
-            ErrorCode::NotADecider,
-            ErrorCode::InterruptsOpen,
-            ErrorCode::ConcurrencyLimit,
-            ErrorCode::QuotaExceeded,
-            ErrorCode::UnknownSurface,
-            ErrorCode::UnknownMcpServer,
-            ErrorCode::McpMethodNotAllowed,
-            ErrorCode::ToolNotListed,
-            ErrorCode::InvalidArguments,
-            ErrorCode::Failed,
-            ErrorCode::TimedOut,
-        ] {
+        for code in ErrorCode::EVERY {
             assert_eq!(serde_json::to_value(code).expect("JSON"), code.as_str());
         }
     }

@@ -9,9 +9,7 @@ use super::audit::insert_audit;
 use super::backend::Backend;
 use super::error::StoreError;
 use super::events::{INSERT_EVENT, LAST_SEQ};
-use super::rows::audit::AuditEntry;
-use super::rows::events::StoredEvent;
-use super::rows::interrupts::{Decided, Decision, InterruptRow, InterruptStatus};
+use super::rows::interrupts::{Decided, DecisionRound, InterruptRow, InterruptStatus};
 use super::rows::threads::TurnStatus;
 use super::sql::{Record, SqlDb, Stmt};
 use super::threads::HELD_BY_INSTANCE;
@@ -34,7 +32,7 @@ pub trait InterruptStore: Send + Sync {
     /// Open interrupts whose deadline has come at `now_ms` (a resume at that instant is refused as
     /// expired too), of every tenant (the expiry sweeper).
     async fn lapsed_interrupts(&self, now_ms: i64) -> Result<Vec<InterruptRow>, StoreError>;
-    /// Records `decisions` of one waiting turn in one transaction, all or nothing, with the
+    /// Records the `decisions` of one waiting turn in one transaction, all or nothing, with the
     /// decision event `marker` (its seq is assigned here) and the decisions' `audit` rows. When
     /// no interrupt of the turn stays open the turn runs again, owned by `instance` under a new
     /// epoch (lapsed at once when `instance` holds no lease: a command's engine, which then
@@ -42,15 +40,7 @@ pub trait InterruptStore: Send + Sync {
     /// With `run`, the run id of the request that decides is recorded too, following the turn
     /// from the decision event on (as [`super::ThreadStore::add_run`] records it), unless the id
     /// is taken.
-    async fn decide_interrupts(
-        &self,
-        turn: i64,
-        decisions: &[Decision],
-        marker: &StoredEvent,
-        audit: &[AuditEntry],
-        run: Option<&str>,
-        instance: &str,
-    ) -> Result<Decided, StoreError>;
+    async fn decide_interrupts(&self, round: &DecisionRound<'_>) -> Result<Decided, StoreError>;
     /// Cancels a waiting turn: its open interrupts are withdrawn and it runs again, owned by
     /// `instance` under a new epoch with its cancel asked for, so that its runner ends it
     /// `cancelled` in its log (and every stream following it ends), as a running turn's cancel
@@ -170,15 +160,8 @@ impl<B: Backend> InterruptStore for B {
         Stmt::new(LAPSED_INTERRUPTS).bind(now_ms).fetch_all_as(self.read_pool(), interrupt_row).await
     }
 
-    async fn decide_interrupts(
-        &self,
-        turn: i64,
-        decisions: &[Decision],
-        marker: &StoredEvent,
-        audit: &[AuditEntry],
-        run: Option<&str>,
-        instance: &str,
-    ) -> Result<Decided, StoreError> {
+    async fn decide_interrupts(&self, round: &DecisionRound<'_>) -> Result<Decided, StoreError> {
+        let DecisionRound { turn, decisions, marker, audit, run, instance } = *round;
         // Deciders of one turn queue up here, so the decision event's seq is theirs alone; and
         // only a waiting turn takes decisions (or client results): a running one has a runner
         // appending, whose numbering a decision event would cut into.

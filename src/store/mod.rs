@@ -59,10 +59,10 @@ pub use live_grants::{LiveGrantRow, LiveGrantStore, GRANTS_PER_CALLER};
 pub use postgres::PgStore;
 pub use rows::audit::{AuditEntry, AuditRow};
 pub use rows::events::{BatchOutcome, EventKind, StoredEvent, TurnWrites, WriteOp};
-pub use rows::interrupts::{Decided, Decision, InterruptRow, InterruptStatus};
+pub use rows::interrupts::{Decided, Decision, DecisionRound, InterruptRow, InterruptStatus};
 pub use rows::threads::{
-    DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadSummary, TurnLimits,
-    TurnRow, TurnStatus, Visibility,
+    DeleteThread, NewRun, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadSummary,
+    TurnLimits, TurnRow, TurnStatus, Visibility,
 };
 pub use rows::usage::TenantUsage;
 pub use run_ids::RunIdStore;

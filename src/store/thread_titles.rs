@@ -32,14 +32,13 @@ pub struct TitleChange {
 pub trait ThreadTitleStore: Send + Sync {
     /// The names and marks of those of `threads` (primary keys) that have any.
     async fn thread_titles(&self, threads: &[i64]) -> Result<HashMap<i64, ThreadTitle>, StoreError>;
-    /// Applies `change` to the thread and appends `audit`, in one transaction; the thread's
+    /// Applies `change` to the thread at `audit`'s time and appends `audit`, in one transaction; the thread's
     /// row is locked first, so a change never lands on a thread being erased. `None`: the
     /// thread is gone (nothing was written).
     async fn change_thread_title(
         &self,
         thread: i64,
         change: &TitleChange,
-        at_ms: i64,
         audit: &AuditEntry,
     ) -> Result<Option<ThreadTitle>, StoreError>;
 }
@@ -78,9 +77,9 @@ impl<B: Backend> ThreadTitleStore for B {
         &self,
         thread: i64,
         change: &TitleChange,
-        at_ms: i64,
         audit: &AuditEntry,
     ) -> Result<Option<ThreadTitle>, StoreError> {
+        let at_ms = audit.at_ms;
         let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
         let lock_thread = format!("SELECT id FROM threads WHERE id = $1 {}", B::LOCK_ROW);
         if Stmt::new(&lock_thread).bind(thread).fetch_optional(&mut tx).await?.is_none() {

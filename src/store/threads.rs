@@ -14,8 +14,8 @@ use super::backend::Backend;
 use super::error::StoreError;
 use super::rows::audit::AuditEntry;
 use super::rows::threads::{
-    DeleteThread, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadSummary, TurnRow,
-    TurnStatus, Visibility,
+    DeleteThread, NewRun, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadSummary,
+    TurnRow, TurnStatus, Visibility,
 };
 use super::rows::usage::TenantUsage;
 use super::sql::{Arg, Record, SqlDb, Stmt};
@@ -38,14 +38,7 @@ pub trait ThreadStore: Send + Sync {
     async fn start_turn(&self, new: &NewTurn) -> Result<StartTurn, StoreError>;
     /// Records another run id following an existing turn; returns the turn that run id follows
     /// and where its run begins (an earlier one's, if the id was already used).
-    async fn add_run(
-        &self,
-        thread: i64,
-        run_id: &str,
-        turn: i64,
-        start_seq: i64,
-        at_ms: i64,
-    ) -> Result<(i64, i64), StoreError>;
+    async fn add_run(&self, run: &NewRun<'_>) -> Result<(i64, i64), StoreError>;
 
     /// The thread's notes, by number.
     async fn notes(&self, thread: i64) -> Result<Vec<String>, StoreError>;
@@ -298,14 +291,8 @@ impl<B: Backend> ThreadStore for B {
         Ok(StartTurn::Started { thread, turn })
     }
 
-    async fn add_run(
-        &self,
-        thread: i64,
-        run_id: &str,
-        turn: i64,
-        start_seq: i64,
-        at_ms: i64,
-    ) -> Result<(i64, i64), StoreError> {
+    async fn add_run(&self, run: &NewRun<'_>) -> Result<(i64, i64), StoreError> {
+        let NewRun { thread, run_id, turn, start_seq, at_ms } = *run;
         let added = Stmt::new(INSERT_RUN)
             .bind(thread)
             .bind(run_id)

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agui_gateway::store::{
-    self, AuditEntry, Decided, EventKind, Store, StoredEvent, TurnRow, TurnStatus, TurnWrites, WriteOp,
+    self, AuditEntry, Decided, DecisionRound, EventKind, Store, StoredEvent, TurnRow, TurnStatus, TurnWrites, WriteOp,
 };
 use bytes::Bytes;
 use serde_json::json;
@@ -126,7 +126,9 @@ async fn the_store_refuses_a_stale_runner_and_anything_after_the_end(backend: Ba
         detail: "{}".into(),
         at_ms: 6,
     };
-    let decided = store.decide_interrupts(turn.pk, &[], &marker, &[audit], None, "b").await.expect("decide");
+    let round =
+        DecisionRound { turn: turn.pk, decisions: &[], marker: &marker, audit: &[audit], run: None, instance: "b" };
+    let decided = store.decide_interrupts(&round).await.expect("decide");
     assert_eq!(decided, Decided::AlreadyDecided);
 
     let log = log_of(store.as_ref(), turn.pk).await;

@@ -20,8 +20,8 @@ use crate::engine::{board, read_log, Engine, EngineError, ErrorCode, Refusal, Ru
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
 use crate::store::{
-    AuditEntry, Decided, Decision, EventKind, InterruptRow, InterruptStatus, StoreError, StoredEvent, ThreadRow,
-    TurnRow,
+    AuditEntry, Decided, Decision, DecisionRound, EventKind, InterruptRow, InterruptStatus, StoreError, StoredEvent,
+    ThreadRow, TurnRow,
 };
 
 impl Engine {
@@ -381,7 +381,8 @@ impl Engine {
         run: Option<&str>,
     ) -> Result<Option<Recorded>, EngineError> {
         let inner = &self.inner;
-        match inner.store.decide_interrupts(turn.pk, decisions, &marker, audit, run, &inner.instance).await? {
+        let round = DecisionRound { turn: turn.pk, decisions, marker: &marker, audit, run, instance: &inner.instance };
+        match inner.store.decide_interrupts(&round).await? {
             Decided::Recorded { seq, resumed, run_recorded } => {
                 let event = StoredEvent { seq, ..marker };
                 inner.log.published(turn.pk, vec![event.clone()]);

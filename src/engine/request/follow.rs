@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::engine::interrupts::Viewer;
 use crate::engine::{Engine, EngineError, ErrorCode, FollowPlan, Refusal, RunPlan, RunRequest};
-use crate::store::{StoreError, StoredEvent, ThreadRow, TurnRow};
+use crate::store::{NewRun, StoreError, StoredEvent, ThreadRow, TurnRow};
 
 /// A run to follow: its turn, where it begins, and what its request read or wrote for it.
 pub(super) struct Following<'a> {
@@ -74,7 +74,14 @@ impl Engine {
         // answered as for any unknown thread (§10).
         let mut tries = 0;
         let recorded = loop {
-            match store.add_run(thread.pk, run_key, turn.pk, following.start_seq, self.now_ms()).await {
+            let run = NewRun {
+                thread: thread.pk,
+                run_id: run_key,
+                turn: turn.pk,
+                start_seq: following.start_seq,
+                at_ms: self.now_ms(),
+            };
+            match store.add_run(&run).await {
                 Ok(recorded) => break recorded,
                 Err(error) if error.is_transient() && tries < 3 => {
                     tries += 1;

@@ -9,9 +9,9 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 use super::pages::{LogPages, FIRST_PAGE, PAGE};
-use crate::engine::clock_tests::{begin, engine_with, run_to_end, Setup};
 use crate::engine::stream::hub::Hub;
 use crate::engine::stream::tail::tail;
+use crate::engine::test_engine::{begin, engine_with, run_to_end, Setup};
 use crate::engine::turn::agent::Agent;
 use crate::engine::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
 use crate::metrics::Metrics;

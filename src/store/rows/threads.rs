@@ -180,6 +180,17 @@ impl TurnRow {
     }
 }
 
+/// Another run following an existing turn of `thread` from `start_seq` on (a reconnect, a
+/// resume, a second tab's run id).
+#[derive(Debug, Clone, Copy)]
+pub struct NewRun<'a> {
+    pub thread: i64,
+    pub run_id: &'a str,
+    pub turn: i64,
+    pub start_seq: i64,
+    pub at_ms: i64,
+}
+
 /// A new turn, with the run that starts it and, on a thread's first run, the thread.
 #[derive(Debug, Clone)]
 pub struct NewTurn {
