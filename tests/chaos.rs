@@ -396,36 +396,24 @@ async fn instances_die_and_the_database_restarts(bus: Bus) {
 
     let judged = judge(&records, &database, dir.path()).await;
     let reconnects: usize = records.iter().map(|r| r.reconnects).sum();
-    let Judged {
-        completed,
-        log_events,
-        received,
-        missing,
-        duplicated,
-        mismatched,
-        repeated_tools,
-        unsealed,
-        verdict_ok,
-        verdict_text,
-    } = judged;
     let mut report = BTreeMap::new();
     report.insert("01 turns started", TURNS.to_string());
-    report.insert("02 turns completed", completed.to_string());
+    report.insert("02 turns completed", judged.completed.to_string());
     report.insert("03 clients that saw their run end", records.iter().filter(|r| r.finished).count().to_string());
-    report.insert("04 events in the log", log_events.to_string());
-    report.insert("05 events the clients received", received.to_string());
-    report.insert("06 missing", missing.to_string());
-    report.insert("07 duplicated", duplicated.to_string());
-    report.insert("08 sent differently than logged", mismatched.to_string());
+    report.insert("04 events in the log", judged.log_events.to_string());
+    report.insert("05 events the clients received", judged.received.to_string());
+    report.insert("06 missing", judged.missing.to_string());
+    report.insert("07 duplicated", judged.duplicated.to_string());
+    report.insert("08 sent differently than logged", judged.mismatched.to_string());
     report.insert("09 reconnects", reconnects.to_string());
-    report.insert("09b tool calls run twice", repeated_tools.to_string());
-    report.insert("09c turns whose log is not sealed by one end", unsealed.len().to_string());
+    report.insert("09b tool calls run twice", judged.repeated_tools.to_string());
+    report.insert("09c turns whose log is not sealed by one end", judged.unsealed.len().to_string());
     report.insert("10 turns held by the killed instance", owned_by_victim.to_string());
     report.insert("11 takeover time after SIGKILL", format!("{:?}", takeover));
     report.insert("00 wake-up bus", format!("{bus:?}"));
     report.insert("12 PostgreSQL restart took", format!("{db_restart:?}"));
     report.insert("13 all clients done after", format!("{all_done:?}"));
-    report.insert("14 official client", verdict_text.lines().last().unwrap_or("").to_string());
+    report.insert("14 official client", judged.verdict_text.lines().last().unwrap_or("").to_string());
     let text: String =
         report.iter().map(|(k, v)| format!("{:<42} {v}\n", k.split_once(' ').map_or(*k, |x| x.1))).collect();
     println!("chaos report\n{text}");
@@ -440,20 +428,29 @@ async fn instances_die_and_the_database_restarts(bus: Bus) {
         let _ = instance.child.kill();
         let _ = instance.child.wait();
     }
-    let failures = verdict_text
+    let failures = judged
+        .verdict_text
         .lines()
         .filter(|l| l.starts_with("FAIL") || l.starts_with("WARN"))
         .take(8)
         .collect::<Vec<_>>()
         .join("\n");
-    assert_eq!(completed, TURNS, "every turn completes\n{text}");
+    assert_eq!(judged.completed, TURNS, "every turn completes\n{text}");
     assert!(records.iter().all(|r| r.finished), "every client saw its run end\n{text}");
-    assert_eq!((missing, duplicated, mismatched), (0, 0, 0), "the joined streams are the log\n{text}");
+    assert_eq!(
+        (judged.missing, judged.duplicated, judged.mismatched),
+        (0, 0, 0),
+        "the joined streams are the log\n{text}"
+    );
     assert!(owned_by_victim > 0, "the killed instance held turns\n{text}");
     assert!(takeover.is_some(), "its turns were taken over\n{text}");
-    assert_eq!(repeated_tools, 0, "no tool call ran twice\n{text}");
-    assert!(unsealed.is_empty(), "every turn's log ends once, with nothing after: {unsealed:?}\n{text}");
-    assert!(verdict_ok, "the official client accepts every joined stream\n{failures}\n{text}");
+    assert_eq!(judged.repeated_tools, 0, "no tool call ran twice\n{text}");
+    assert!(
+        judged.unsealed.is_empty(),
+        "every turn's log ends once, with nothing after: {:?}\n{text}",
+        judged.unsealed
+    );
+    assert!(judged.verdict_ok, "the official client accepts every joined stream\n{failures}\n{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,6 +34,30 @@ fn run(thread: &str, run: &str, messages: Value) -> Value {
     })
 }
 
+/// A user message as a client sends it.
+fn user(id: &str, text: &str) -> Value {
+    json!({"id": id, "role": "user", "content": text})
+}
+
+/// The first user message sent again under its id with `text`: with the same words, what a
+/// Regenerate button sends (the answer left out); with others, an edit.
+fn first_again(thread: &str, run_id: &str, text: &str) -> Value {
+    run(thread, run_id, json!([user("run-1-user", text)]))
+}
+
+/// The words of the user messages in `messages`.
+fn user_words(messages: &Value) -> Vec<Value> {
+    let messages = messages.as_array().expect("messages");
+    messages.iter().filter(|m| m["role"] == "user").map(|m| m["content"].clone()).collect()
+}
+
+/// The branch as a client holds it after loading it, with a new user message after it.
+async fn loaded_and(app: &TestApp, thread: &str, turn: Option<&str>, id: &str, text: &str) -> Value {
+    let mut held = loaded(app, thread, turn).await;
+    held.push(user(id, text));
+    Value::Array(held)
+}
+
 /// Runs `input` through the official client (verification and schema validation on), then
 /// follows the same run again for its events: the same (threadId, runId) replays its turn.
 async fn judged_run(app: &TestApp, agent: &str, input: &Value) -> Vec<SseEvent> {
@@ -68,7 +92,7 @@ async fn regenerate_after_the_end_is_another_answer_on_a_new_branch(backend: Bac
     let first = app.run_to_end("demo", &first_run("th-regen", "run-1", "question")).await;
     let first_ids = answer_ids(&first);
     // What a Regenerate button sends: the same user message, the answer left out, a new runId.
-    let again = run("th-regen", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "question"}]));
+    let again = first_again("th-regen", "run-2", "question");
     let second = judged_run(&app, "demo", &again).await;
     assert_eq!(kinds(&second).last(), Some(&"RUN_FINISHED"));
     let second_ids = answer_ids(&second);
@@ -108,13 +132,11 @@ async fn regenerate_after_the_end_is_another_answer_on_a_new_branch(backend: Bac
     };
     assert_eq!(said_in(&second), view["alternatives"][0]);
     let connect = app
-        .client
-        .post(app.url("/v1/agui/agents/demo/connect?tenant=default"))
-        .header("content-type", "application/json")
-        .body(json!({"threadId": "th-regen", "runId": "watch-1"}).to_string())
-        .send()
-        .await
-        .expect("connect");
+        .post_json(
+            "/v1/agui/agents/demo/connect?tenant=default",
+            json!({"threadId": "th-regen", "runId": "watch-1"}).to_string(),
+        )
+        .await;
     assert_eq!(said_in(&read_events(connect, Some(4)).await), view["alternatives"][0]);
     // The first answer is one request away, as it was.
     let old = messages_of(&app, "th-regen", turns[0]["id"].as_str()).await;
@@ -131,7 +153,7 @@ async fn an_edit_of_the_newest_message_answers_the_new_words(backend: Backend) {
     let app = TestApp::start(&db.url).await;
     app.run_to_end("demo", &first_run("th-edit", "run-1", "first question")).await;
     // The same message id with other words, as an edit sends it.
-    let edited = run("th-edit", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "edited question"}]));
+    let edited = first_again("th-edit", "run-2", "edited question");
     let events = judged_run(&app, "demo", &edited).await;
     let text = said(&events);
     assert!(text.contains("edited question") && !text.contains("first question"), "{text}");
@@ -162,7 +184,7 @@ async fn an_edit_of_an_earlier_message_branches_from_its_parent(backend: Backend
     // The client drops what came after "two" and sends it with other words.
     let cut = held.iter().position(|m| m["content"] == "two").expect("two");
     let mut edit: Vec<Value> = held[..cut].to_vec();
-    edit.push(json!({"id": held[cut]["id"].clone(), "role": "user", "content": "TWO, rephrased"}));
+    edit.push(user(held[cut]["id"].as_str().expect("id"), "TWO, rephrased"));
     let events = judged_run(&app, "demo", &run("th-earlier", "run-4", Value::Array(edit))).await;
     assert!(said(&events).contains("TWO, rephrased"), "{}", said(&events));
     let turns = turns_of(&app, "th-earlier").await;
@@ -171,14 +193,7 @@ async fn an_edit_of_an_earlier_message_branches_from_its_parent(backend: Backend
     let on_current: Vec<&Value> = turns.iter().filter(|t| t["onCurrentBranch"] == true).map(|t| &t["id"]).collect();
     assert_eq!(on_current, [&turns[0]["id"], &turns[3]["id"]]);
     let view = messages_of(&app, "th-earlier", None).await;
-    let users: Vec<&Value> = view["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .map(|m| &m["content"])
-        .collect();
-    assert_eq!(users, [&json!("one"), &json!("TWO, rephrased")]);
+    assert_eq!(user_words(&view["messages"]), [json!("one"), json!("TWO, rephrased")]);
     assert_eq!(view["alternatives"][1]["index"], 2);
     assert_eq!(view["alternatives"][1]["turns"][0]["head"], turns[2]["id"], "the old branch opens where it ended");
 }
@@ -188,30 +203,18 @@ async fn a_client_goes_on_from_another_branch(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     app.run_to_end("demo", &first_run("th-other", "run-1", "apples")).await;
-    app.run_to_end(
-        "demo",
-        &run("th-other", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "pears"}])),
-    )
-    .await;
+    app.run_to_end("demo", &first_again("th-other", "run-2", "pears")).await;
     let turns = turns_of(&app, "th-other").await;
     // The client opens the first branch (no longer the current one) and goes on there.
-    let mut held = loaded(&app, "th-other", turns[0]["id"].as_str()).await;
-    held.push(json!({"id": "u-more", "role": "user", "content": "more about apples"}));
-    let events = judged_run(&app, "demo", &run("th-other", "run-3", Value::Array(held))).await;
+    let held = loaded_and(&app, "th-other", turns[0]["id"].as_str(), "u-more", "more about apples").await;
+    let events = judged_run(&app, "demo", &run("th-other", "run-3", held)).await;
     assert_eq!(kinds(&events).last(), Some(&"RUN_FINISHED"));
     let turns = turns_of(&app, "th-other").await;
     assert_eq!(turns.len(), 3);
     assert_eq!(turns[2]["parent"], turns[0]["id"]);
     // It is the current branch now.
     let view = messages_of(&app, "th-other", None).await;
-    let users: Vec<&Value> = view["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .map(|m| &m["content"])
-        .collect();
-    assert_eq!(users, [&json!("apples"), &json!("more about apples")]);
+    assert_eq!(user_words(&view["messages"]), [json!("apples"), json!("more about apples")]);
     // The run restated its branch: the conversation the client goes on from, not the other one.
     let snapshot = events.iter().find(|e| e.kind() == "MESSAGES_SNAPSHOT").expect("a snapshot");
     let restated = snapshot.data["messages"].to_string();
@@ -236,7 +239,7 @@ async fn a_reload_follows_a_running_turn_and_an_edit_waits_for_it(backend: Backe
         app.store.thread_turns(thread.pk).await.expect("turns").iter().all(|t| t.status.is_finished())
     })
     .await;
-    let regenerate = run("th-reload", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "hold on"}]));
+    let regenerate = first_again("th-reload", "run-2", "hold on");
     let opened = read_events(app.post_run("waiter", &regenerate).await, Some(5)).await;
     assert_eq!(opened[0].kind(), "RUN_STARTED");
     let running_turn = turn_of(&answer_ids(&opened).first().cloned().expect("the new turn speaks"));
@@ -244,13 +247,13 @@ async fn a_reload_follows_a_running_turn_and_an_edit_waits_for_it(backend: Backe
 
     // A reloaded page sends the same again under a new runId while it runs: it follows it.
     let before = app.counts().await;
-    let reload = run("th-reload", "run-3", json!([{"id": "run-1-user", "role": "user", "content": "hold on"}]));
+    let reload = first_again("th-reload", "run-3", "hold on");
     let followed = read_events(app.post_run("waiter", &reload).await, Some(5)).await;
     assert_eq!(turn_of(&answer_ids(&followed)[0]), running_turn, "the reload follows the running turn");
     assert_eq!(app.counts().await.turns, before.turns, "no second turn");
 
     // An edit (or a new message) while a turn runs: turn_in_progress, nothing stored.
-    let edit = run("th-reload", "run-4", json!([{"id": "run-1-user", "role": "user", "content": "hold off"}]));
+    let edit = first_again("th-reload", "run-4", "hold off");
     let before = app.counts().await;
     refused_with(&app.run_to_end("waiter", &edit).await, "turn_in_progress");
     assert_eq!(app.counts().await, before, "a refused edit changes nothing");
@@ -264,11 +267,11 @@ async fn a_stale_tab_and_a_forged_answer_are_still_refused(backend: Backend) {
     app.run_to_end("demo", &first_run("th-stale", "run-1", "one")).await;
     let stale_copy = loaded(&app, "th-stale", None).await;
     let mut held = stale_copy.clone();
-    held.push(json!({"id": "u2", "role": "user", "content": "two"}));
+    held.push(user("u2", "two"));
     app.run_to_end("demo", &run("th-stale", "run-2", Value::Array(held))).await;
     // An edit of "two" branches beside it: the thread is a tree now.
     let mut edit = stale_copy.clone();
-    edit.push(json!({"id": "u2", "role": "user", "content": "two, edited"}));
+    edit.push(user("u2", "two, edited"));
     let edited = app.run_to_end("demo", &run("th-stale", "run-3", Value::Array(edit))).await;
     assert!(said(&edited).contains("two, edited"), "{}", said(&edited));
     let turns = turns_of(&app, "th-stale").await;
@@ -277,7 +280,7 @@ async fn a_stale_tab_and_a_forged_answer_are_still_refused(backend: Backend) {
 
     // A tab that never saw turn 2 or its edit adds a message under a new id: no fork by accident.
     let mut stale = stale_copy.clone();
-    stale.push(json!({"id": "u-stale", "role": "user", "content": "a new question"}));
+    stale.push(user("u-stale", "a new question"));
     refused_with(&app.run_to_end("demo", &run("th-stale", "run-5", Value::Array(stale))).await, "history_mismatch");
 
     // An answer from another turn put under the first message, and one the gateway never wrote.
@@ -293,7 +296,7 @@ async fn a_stale_tab_and_a_forged_answer_are_still_refused(backend: Backend) {
     // An earlier user message altered under its own id, with a new one after it.
     let mut altered = loaded(&app, "th-stale", None).await;
     altered[0]["content"] = json!("one, rewritten");
-    altered.push(json!({"id": "u-next", "role": "user", "content": "next"}));
+    altered.push(user("u-next", "next"));
     refused_with(&app.run_to_end("demo", &run("th-stale", "run-7", Value::Array(altered))).await, "history_mismatch");
     assert_eq!(app.counts().await, before, "refused runs change nothing");
     assert_eq!(turns_of(&app, "th-stale").await, turns);
@@ -305,7 +308,7 @@ async fn the_same_run_id_follows_its_own_turn(backend: Backend) {
     let app = TestApp::start(&db.url).await;
     let first_input = first_run("th-same", "run-1", "question");
     let first = app.run_to_end("demo", &first_input).await;
-    let regenerate = run("th-same", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "question"}]));
+    let regenerate = first_again("th-same", "run-2", "question");
     let second = app.run_to_end("demo", &regenerate).await;
     assert_ne!(answer_ids(&first), answer_ids(&second), "a regenerate is another answer");
     // Each run sent again follows the turn it started, though its messages would now regenerate.
@@ -320,7 +323,7 @@ async fn the_board_follows_the_branch(backend: Backend) {
     let app = TestApp::start(&db.url).await;
     app.run_to_end("demo", &first_run("th-board", "run-1", "apples")).await;
     // The edit's turn goes on from no turn: the note the first branch pinned is not its board.
-    let edit = run("th-board", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "pears"}]));
+    let edit = first_again("th-board", "run-2", "pears");
     let edited = judged_run(&app, "demo", &edit).await;
     let opened = edited.iter().find(|e| e.kind() == "STATE_SNAPSHOT").expect("a state snapshot");
     assert_eq!(opened.data["snapshot"]["board"]["notes"], json!([]), "{}", opened.data);
@@ -333,9 +336,8 @@ async fn the_board_follows_the_branch(backend: Backend) {
     assert_eq!(notes[0]["text"], "Asked about: pears");
 
     // Going on from the pears branch: its board holds the pears note alone.
-    let mut held = loaded(&app, "th-board", None).await;
-    held.push(json!({"id": "u-more", "role": "user", "content": "more"}));
-    let more = judged_run(&app, "demo", &run("th-board", "run-3", Value::Array(held))).await;
+    let held = loaded_and(&app, "th-board", None, "u-more", "more").await;
+    let more = judged_run(&app, "demo", &run("th-board", "run-3", held)).await;
     let opened = more.iter().find(|e| e.kind() == "STATE_SNAPSHOT").expect("a state snapshot");
     let texts: Vec<&Value> =
         opened.data["snapshot"]["board"]["notes"].as_array().expect("notes").iter().map(|n| &n["text"]).collect();
@@ -347,8 +349,7 @@ async fn an_erase_takes_every_branch_and_a_turn_outside_the_thread_is_not_found(
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     app.run_to_end("demo", &first_run("th-erase", "run-1", "one")).await;
-    app.run_to_end("demo", &run("th-erase", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "uno"}])))
-        .await;
+    app.run_to_end("demo", &first_again("th-erase", "run-2", "uno")).await;
     app.run_to_end("demo", &first_run("th-kept", "run-1", "kept")).await;
     let kept_turn = turns_of(&app, "th-kept").await[0]["id"].as_str().expect("id").to_string();
     let response =
@@ -370,22 +371,13 @@ async fn a_model_is_given_only_its_branch(backend: Backend) {
     config.agents.push(crate::openai::openai_agent(&model.url, "http://127.0.0.1:9/", "never"));
     let app = TestApp::start_with(config).await;
     app.run_to_end("assistant", &first_run("th-llm-branch", "run-1", "apples")).await;
-    let edit = run("th-llm-branch", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "pears"}]));
+    let edit = first_again("th-llm-branch", "run-2", "pears");
     judged_run(&app, "assistant", &edit).await;
-    let mut held = loaded(&app, "th-llm-branch", None).await;
-    held.push(json!({"id": "u-more", "role": "user", "content": "and plums"}));
-    judged_run(&app, "assistant", &run("th-llm-branch", "run-3", Value::Array(held))).await;
+    let held = loaded_and(&app, "th-llm-branch", None, "u-more", "and plums").await;
+    judged_run(&app, "assistant", &run("th-llm-branch", "run-3", held)).await;
     let requests = model.requests();
     assert_eq!(requests.len(), 3, "one model call per turn");
-    let users = |request: &Value| -> Vec<Value> {
-        request["messages"]
-            .as_array()
-            .expect("messages")
-            .iter()
-            .filter(|m| m["role"] == "user")
-            .map(|m| m["content"].clone())
-            .collect()
-    };
+    let users = |request: &Value| user_words(&request["messages"]);
     assert_eq!(users(&requests[1]), [json!("pears")], "the edit's turn never sees the words it replaced");
     assert_eq!(users(&requests[2]), [json!("pears"), json!("and plums")], "the branch, not its sibling");
 }
@@ -395,9 +387,8 @@ async fn a_thread_recorded_before_branching_reads_as_one_branch(backend: Backend
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
     app.run_to_end("demo", &first_run("th-old", "run-1", "one")).await;
-    let mut held = loaded(&app, "th-old", None).await;
-    held.push(json!({"id": "u2", "role": "user", "content": "two"}));
-    app.run_to_end("demo", &run("th-old", "run-2", Value::Array(held))).await;
+    let held = loaded_and(&app, "th-old", None, "u2", "two").await;
+    app.run_to_end("demo", &run("th-old", "run-2", held)).await;
     // Rows as a gateway before migration 0019 left them (no parents), then its backfill.
     execute_sql(&db.url, "UPDATE turns SET parent = NULL").await;
     let migration = match backend {
@@ -410,9 +401,8 @@ async fn a_thread_recorded_before_branching_reads_as_one_branch(backend: Backend
     let turns = turns_of(&app, "th-old").await;
     assert_eq!(turns[1]["parent"], turns[0]["id"]);
     assert!(turns.iter().all(|t| t["onCurrentBranch"] == true));
-    let view = loaded(&app, "th-old", None).await;
-    let users: Vec<&Value> = view.iter().filter(|m| m["role"] == "user").map(|m| &m["content"]).collect();
-    assert_eq!(users, [&json!("one"), &json!("two")]);
+    let view = messages_of(&app, "th-old", None).await;
+    assert_eq!(user_words(&view["messages"]), [json!("one"), json!("two")]);
 }
 on_both_stores!(a_thread_recorded_before_branching_reads_as_one_branch);
 
@@ -422,20 +412,13 @@ async fn an_upstream_is_given_only_its_branch(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = gateway_in_front_of(&server, "chat", &db).await;
     app.run_to_end("upstream", &first_run("th-up-branch", "run-1", "apples")).await;
-    let edit = run("th-up-branch", "run-2", json!([{"id": "run-1-user", "role": "user", "content": "pears"}]));
+    let edit = first_again("th-up-branch", "run-2", "pears");
     assert!(said(&judged_run(&app, "upstream", &edit).await).contains("Upstream heard: pears"));
-    let mut held = loaded(&app, "th-up-branch", None).await;
-    held.push(json!({"id": "u-more", "role": "user", "content": "and plums"}));
-    judged_run(&app, "upstream", &run("th-up-branch", "run-3", Value::Array(held))).await;
+    let held = loaded_and(&app, "th-up-branch", None, "u-more", "and plums").await;
+    judged_run(&app, "upstream", &run("th-up-branch", "run-3", held)).await;
     let requests = server.requests().await;
     let last = requests.last().expect("the upstream was called");
-    let users: Vec<&Value> = last["body"]["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .map(|m| &m["content"])
-        .collect();
-    assert_eq!(users, [&json!("pears"), &json!("and plums")], "the branch, not its sibling: {last}");
+    let users = user_words(&last["body"]["messages"]);
+    assert_eq!(users, [json!("pears"), json!("and plums")], "the branch, not its sibling: {last}");
 }
 on_both_stores!(an_upstream_is_given_only_its_branch);

@@ -220,23 +220,10 @@ async fn bad_connects_are_refused_clearly_and_store_nothing(backend: Backend) {
     // A thread with no turn yet is not waited for (its first run creates it), and is answered
     // as another person's thread is: no hint whether it exists.
     expect(403, "permission_denied")(connect(&app, "th-none", "w", &[]).await).await;
-    let wrong_tenant = app
-        .client
-        .post(app.url("/v1/agui/agents/demo/connect?tenant=nope"))
-        .header("content-type", "application/json")
-        .body(connect_input("th-bad", "w").to_string())
-        .send()
-        .await
-        .expect("sent");
+    let wrong_tenant =
+        app.post_json("/v1/agui/agents/demo/connect?tenant=nope", connect_input("th-bad", "w").to_string()).await;
     expect(404, "not_found")(wrong_tenant).await;
-    let no_thread = app
-        .client
-        .post(app.url("/v1/agui/agents/demo/connect"))
-        .header("content-type", "application/json")
-        .body(r#"{"runId":"w"}"#)
-        .send()
-        .await
-        .expect("sent");
+    let no_thread = app.post_json("/v1/agui/agents/demo/connect", r#"{"runId":"w"}"#).await;
     expect(400, "bad_request")(no_thread).await;
     let other_turn = "t0123456789abcdef0123456789".get(..25).expect("id").to_string() + ".1";
     expect(400, "bad_last_event_id")(connect(&app, "th-bad", "w", &[("last-event-id", &other_turn)]).await).await;

@@ -218,22 +218,21 @@ async fn grant_rows(database_url: &str) -> i64 {
 on_both_stores!(a_join_token_opens_nothing_unknown_ended_or_of_another_tenant);
 
 /// An agent that answers slowly, a few characters at a time, with a pause between two messages:
-/// a page loses its stream mid-answer and reconnects well before the turn ends.
+/// a page loses its stream mid-answer and reconnects well before the turn ends. `first_steps`
+/// (TOML step tables) come before the slow message `said` (`{input}` in it is the user's words).
+fn trickling_agent(name: &str, first_steps: &[&str], said: &str) -> agui_gateway::config::AgentConfig {
+    let mut steps: Vec<String> = first_steps.iter().map(|step| step.to_string()).collect();
+    steps.push(format!("{{ say = {said:?} }}"));
+    steps.push("{ wait_ms = 300 }".to_string());
+    steps.push(r#"{ say = "And a second message after the pause." }"#.to_string());
+    let steps = steps.join(",\n  ");
+    let text =
+        format!("name = {name:?}\nkind = \"script\"\nchunk_chars = 3\nchunk_delay_ms = 25\nsteps = [\n  {steps},\n]\n");
+    toml::from_str(&text).unwrap_or_else(|error| panic!("agent config {text}: {error}"))
+}
+
 fn trickle_agent() -> agui_gateway::config::AgentConfig {
-    toml::from_str(
-        r#"
-name = "trickle"
-kind = "script"
-chunk_chars = 3
-chunk_delay_ms = 25
-steps = [
-  { say = "One few characters at a time, so that a page can lose its stream halfway: {input}" },
-  { wait_ms = 300 },
-  { say = "And a second message after the pause." },
-]
-"#,
-    )
-    .expect("agent config")
+    trickling_agent("trickle", &[], "One few characters at a time, so that a page can lose its stream halfway: {input}")
 }
 
 /// What AG-UI's client makes of events, for the assistant's text: a `MESSAGES_SNAPSHOT` replaces
@@ -315,22 +314,14 @@ async fn connect_on_another_instance_completes_a_dropped_answer_exactly_once() {
 
 /// As [`trickle_agent`], after an approval: a turn that waited, was decided, and runs on.
 fn trickle_approver_agent() -> agui_gateway::config::AgentConfig {
-    toml::from_str(
-        r#"
-name = "trickle_approver"
-kind = "script"
-chunk_chars = 3
-chunk_delay_ms = 25
-steps = [
-  { say = "Let me send that." },
-  { tool = "send_email", args = { body = "{input}" }, result = "sent", approval = "always" },
-  { say = "Sending it now, a few characters at a time, so that a page can lose its stream: {input}" },
-  { wait_ms = 300 },
-  { say = "And a second message after the pause." },
-]
-"#,
+    trickling_agent(
+        "trickle_approver",
+        &[
+            r#"{ say = "Let me send that." }"#,
+            r#"{ tool = "send_email", args = { body = "{input}" }, result = "sent", approval = "always" }"#,
+        ],
+        "Sending it now, a few characters at a time, so that a page can lose its stream: {input}",
     )
-    .expect("agent config")
 }
 
 /// A page whose stream of a resumed turn (an approval decided, the turn running on) dropped

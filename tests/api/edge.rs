@@ -507,14 +507,7 @@ async fn a_nul_character_is_a_400_naming_the_field_on_both_stores(backend: Backe
         assert!(message.starts_with(&format!("{field}: holds a NUL character")), "{message}");
     }
     // In a path segment of the decision route.
-    let response = app
-        .client
-        .post(app.url("/v1/interrupts/int%00x/decision"))
-        .header("content-type", "application/json")
-        .body(r#"{"status":"resolved"}"#)
-        .send()
-        .await
-        .expect("sent");
+    let response = app.post_json("/v1/interrupts/int%00x/decision", r#"{"status":"resolved"}"#).await;
     assert_eq!(response.status(), 400);
     let error: Value = response.json().await.expect("error body");
     assert!(error["error"]["message"].as_str().unwrap_or_default().starts_with("id: holds a NUL"), "{error}");

@@ -238,6 +238,12 @@ impl TestApp {
         read_events(response, None).await
     }
 
+    /// `POST path` with a JSON body (no credential), as a client that is no run sends one.
+    pub async fn post_json(&self, path: &str, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        let request = self.client.post(self.url(path)).header("content-type", "application/json").body(body);
+        request.send().await.unwrap_or_else(|e| panic!("POST {path}: {e}"))
+    }
+
     /// `GET path` (no credential), its body as JSON.
     pub async fn get_json(&self, path: &str) -> Value {
         let response = self.client.get(self.url(path)).send().await.unwrap_or_else(|e| panic!("GET {path}: {e}"));

@@ -245,14 +245,8 @@ on_both_stores!(a_burst_arrives_whole_and_in_order);
 async fn a_tenants_ai_label_leads_every_assistant_message() {
     let db = TestDatabase::new(Backend::Sqlite).await;
     let app = TestApp::start(&db.url).await;
-    let response = app
-        .client
-        .post(app.url("/v1/agui/agents/demo?tenant=acme"))
-        .header("content-type", "application/json")
-        .body(first_run("th-label", "run-1", "x").to_string())
-        .send()
-        .await
-        .expect("sent");
+    let response =
+        app.post_json("/v1/agui/agents/demo?tenant=acme", first_run("th-label", "run-1", "x").to_string()).await;
     let events = read_events(response, None).await;
     let mut first_deltas = Vec::new();
     let mut seen = std::collections::HashSet::new();

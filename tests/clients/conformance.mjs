@@ -84,6 +84,34 @@ function parseBlock(block) {
   return { comment: false, raw: `${block}\n\n`, lines, ids, id: ids.at(-1), dataLines: data.length, event };
 }
 
+/** The text of a response body as it arrives, piece by piece (a character split between two
+ * chunks is held until it is whole). */
+async function* decodedPieces(body) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    yield decoder.decode(value, { stream: true });
+  }
+  const tail = decoder.decode();
+  if (tail) yield tail;
+}
+
+/** The SSE blocks of a response body as they arrive, each parsed; `unread.text` holds what
+ * came after the last blank line so far. */
+async function* sseFrames(body, unread = { text: "" }) {
+  for await (const piece of decodedPieces(body)) {
+    unread.text += piece;
+    let cut;
+    while ((cut = unread.text.indexOf("\n\n")) >= 0) {
+      const block = unread.text.slice(0, cut);
+      unread.text = unread.text.slice(cut + 2);
+      yield parseBlock(block);
+    }
+  }
+}
+
 function parseText(text) {
   const blocks = text.split("\n\n");
   const tail = blocks.pop(); // whatever follows the last blank line: empty for a whole stream
@@ -261,17 +289,13 @@ async function clientRun(agent, params, { timeoutMs = 30_000, onEvent, onWire } 
 /** The whole text of a teed-off response body, told to `onWire` as it grows; "" if it fails. */
 async function readWireCopy(copy, onWire) {
   if (!onWire) return copy.text().catch(() => "");
-  const reader = copy.body.getReader();
-  const decoder = new TextDecoder();
   let text = "";
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
+    for await (const piece of decodedPieces(copy.body)) {
+      text += piece;
       onWire(text);
     }
-    return text + decoder.decode();
+    return text;
   } catch {
     return "";
   }
@@ -288,6 +312,26 @@ async function within(ms, promise, what) {
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** A first run that ended waiting on a person's decision about its tool call: the client's one
+ * pending interrupt, which must name that call (`interrupt` is undefined when there is none). */
+function waitsOnItsToolCall(run, events, agent, problems) {
+  expect(run.finished?.outcome === "interrupt", `run 1 outcome ${run.finished?.outcome}`, problems);
+  const pending = agent.pendingInterrupts ?? [];
+  expect(pending.length === 1, `${pending.length} pending interrupts`, problems);
+  const [interrupt] = pending;
+  const call = events.find((e) => e.type === "TOOL_CALL_START");
+  if (interrupt) expect(interrupt.reason === "tool_call" && interrupt.toolCallId === call?.toolCallId, `interrupt ${short(JSON.stringify(interrupt))} vs call ${call?.toolCallId}`, problems);
+  return { pending, interrupt };
+}
+
+/** A client's first run on `threadId`, sending `text` to the agent `agentName`, judged as a run
+ * the client should accept (`judgeClientRun`). */
+async function judgedFirstRun(agentName, threadId, text, problems, label) {
+  const agent = new HttpAgent({ url: agentUrl(agentName), threadId, initialMessages: [userMessage(text)] });
+  const run = await clientRun(agent, { runId: uid("run") });
+  return { agent, run, events: judgeClientRun(run, problems, label) };
 }
 
 /** The common verdict on a run the client should accept: returns the wire's event frames. */
@@ -347,40 +391,46 @@ async function rawRun(agent, input, { lastEventId, stopAfter, stopWhen, tenant =
     }
     return out;
   }
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
+  const unread = { text: "" };
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const frame = parseBlock(buffer.slice(0, cut));
-        buffer = buffer.slice(cut + 2);
-        out.text += frame.raw;
-        if (frame.comment) {
-          out.comments.push(frame);
-          continue;
-        }
-        out.frames.push(frame);
-        if (out.frames.length === stopAfter || stopWhen?.(frame, out.frames)) {
-          out.dropped = true;
-          controller.abort();
-          return out;
-        }
+    for await (const frame of sseFrames(res.body, unread)) {
+      out.text += frame.raw;
+      if (frame.comment) {
+        out.comments.push(frame);
+        continue;
+      }
+      out.frames.push(frame);
+      if (out.frames.length === stopAfter || stopWhen?.(frame, out.frames)) {
+        out.dropped = true;
+        controller.abort();
+        return out;
       }
     }
   } catch (e) {
     if (!controller.signal.aborted) throw e;
   }
-  out.text += buffer;
+  out.text += unread.text;
   return out;
 }
 
 /** The event frames of a stream as bytes, keepalive comments left out (their timing varies). */
 const eventBytes = (frames) => frames.map((f) => f.raw).join("");
+
+/** Follows a client's run again by hand: the replay must be the stream the client read, byte for
+ * byte (keepalives aside). Returns the replay. */
+async function replayOf(agent, run, problems, label) {
+  const replay = await rawRun(agent, run.input);
+  expect(eventBytes(replay.frames) === eventBytes(parseText(run.wire.text).frames.filter((f) => !f.comment)), `${label}: the replay differs from the stream`, problems);
+  return replay;
+}
+
+/** Each `[label, run]` replays as it streamed, and continues from every event with Last-Event-ID. */
+async function replaysFromEveryEvent(agent, labelledRuns, problems) {
+  for (const [label, run] of labelledRuns) {
+    const replay = await replayOf(agent, run, problems, label);
+    await everyCutPoint(agent, run.input, replay, problems, `${label} reconnect`);
+  }
+}
 
 /**
  * Reconnects after every event of a finished run's replay: each answer must be exactly the rest
@@ -611,9 +661,7 @@ function skip(name, why) {
 
 async function textToolStateStep(problems) {
   const threadId = uid("th-text");
-  const agent = new HttpAgent({ url: agentUrl("demo"), threadId, initialMessages: [userMessage("What is AG-UI?")] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems, "turn 1");
+  const { agent, run, events } = await judgedFirstRun("demo", threadId, "What is AG-UI?", problems, "turn 1");
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, ...TOOL, "STATE_DELTA", "STEP_STARTED", "STEP_FINISHED", ...TEXT, "RUN_FINISHED"], problems);
   expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
   expectEqual(run.finished?.pendingToolCallIds, [], "pendingToolCallIds", problems);
@@ -680,18 +728,9 @@ async function rawConnect(input, { lastEventId, stopWhen, onFrame }) {
     out.text = await res.text();
     return out;
   }
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
   try {
-    while (!stopWhen(out.frames)) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const frame = parseBlock(buffer.slice(0, cut));
-        buffer = buffer.slice(cut + 2);
+    if (!stopWhen(out.frames)) {
+      for await (const frame of sseFrames(res.body)) {
         if (!frame.comment) {
           out.frames.push(frame);
           onFrame?.(out.frames);
@@ -769,9 +808,7 @@ async function aiLabel(problems) {
 }
 
 async function burst(problems) {
-  const agent = new HttpAgent({ url: agentUrl("burst"), threadId: uid("th-burst"), initialMessages: [userMessage("go")] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems);
+  const { run, events } = await judgedFirstRun("burst", uid("th-burst"), "go", problems);
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, ...TEXT, "RUN_FINISHED"], problems);
   const first = events.find((e) => e.type === "TEXT_MESSAGE_START")?.messageId;
   const deltas = events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT" && e.messageId === first);
@@ -862,27 +899,16 @@ async function frontendToolCall(problems) {
   expectEqual(byContent(record.body.messages), byContent(agent.messages), "GET .../messages vs the client's messages", problems);
 
   // Both runs replay as streamed, and continue from every event with Last-Event-ID.
-  for (const [label, r] of [["the call", run], ["the result", second]]) {
-    const replay = await rawRun("checker", r.input);
-    expect(eventBytes(replay.frames) === eventBytes(parseText(r.wire.text).frames.filter((f) => !f.comment)), `${label}: the replay differs from the stream`, problems);
-    await everyCutPoint("checker", r.input, replay, problems, `${label} reconnect`);
-  }
+  await replaysFromEveryEvent("checker", [["the call", run], ["the result", second]], problems);
   return `call ${call.toolCallId}`;
 }
 
 async function approvalAndResume(problems) {
   const threadId = uid("th-approve");
-  const agent = new HttpAgent({ url: agentUrl("approver"), threadId, initialMessages: [userMessage("Ship it")] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems, "run 1");
+  const { agent, run, events } = await judgedFirstRun("approver", threadId, "Ship it", problems, "run 1");
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED"], problems, "run 1");
-  expect(run.finished?.outcome === "interrupt", `run 1 outcome ${run.finished?.outcome}`, problems);
-  const pending = agent.pendingInterrupts ?? [];
-  expect(pending.length === 1, `${pending.length} pending interrupts`, problems);
-  const [interrupt] = pending;
+  const { pending, interrupt } = waitsOnItsToolCall(run, events, agent, problems);
   if (!interrupt) return;
-  const call = events.find((e) => e.type === "TOOL_CALL_START");
-  expect(interrupt.reason === "tool_call" && interrupt.toolCallId === call?.toolCallId, `interrupt ${JSON.stringify(interrupt)} vs call ${call?.toolCallId}`, problems);
   expect(interrupt.responseSchema?.required?.includes("approved") && interrupt.responseSchema?.properties?.editedArgs, `responseSchema ${JSON.stringify(interrupt.responseSchema)}`, problems);
   expect(!isInterruptExpired(interrupt) && Date.parse(interrupt.expiresAt) > Date.now(), `expiresAt ${interrupt.expiresAt}`, problems);
   expectEqual(interrupt.metadata?.["gateway/details"], { to: "team@example.com", body: "Ship it" }, "gateway/details", problems);
@@ -917,19 +943,13 @@ async function approvalAndResume(problems) {
 
   // Both runs replay as streamed, and continue from every event with Last-Event-ID. (docs/api.md:
   // a resume's RUN_STARTED and first gateway.resume carry the same id, the decision's.)
-  for (const [label, r] of [["interrupted run", run], ["resume run", second]]) {
-    const replay = await rawRun("approver", r.input);
-    expect(eventBytes(replay.frames) === eventBytes(parseText(r.wire.text).frames.filter((f) => !f.comment)), `${label}: the replay differs from the stream`, problems);
-    await everyCutPoint("approver", r.input, replay, problems, label);
-  }
+  await replaysFromEveryEvent("approver", [["interrupted run", run], ["resume run", second]], problems);
   return `interrupt ${interrupt.id}`;
 }
 
 async function questionWithChoices(problems) {
   const threadId = uid("th-ask");
-  const agent = new HttpAgent({ url: agentUrl("asker"), threadId, initialMessages: [userMessage("pick one")] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems, "question");
+  const { agent, run, events } = await judgedFirstRun("asker", threadId, "pick one", problems, "question");
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED"], problems, "question");
   expect(run.finished?.outcome === "interrupt", `outcome ${run.finished?.outcome}`, problems);
   const [interrupt] = agent.pendingInterrupts ?? [];
@@ -954,9 +974,7 @@ async function questionWithChoices(problems) {
 
 async function escalation(problems) {
   const threadId = uid("th-escalate");
-  const agent = new HttpAgent({ url: agentUrl("escalator"), threadId, initialMessages: [userMessage("refund me")] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems, "escalation");
+  const { agent, run, events } = await judgedFirstRun("escalator", threadId, "refund me", problems, "escalation");
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "RUN_FINISHED"], problems, "escalation");
   expect(run.finished?.outcome === "interrupt", `outcome ${run.finished?.outcome}`, problems);
   const [interrupt] = agent.pendingInterrupts ?? [];
@@ -974,9 +992,7 @@ async function escalation(problems) {
 
 async function allOrNothing(problems) {
   const threadId = uid("th-pair");
-  const agent = new HttpAgent({ url: agentUrl("pair"), threadId, initialMessages: [userMessage("both")] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems, "proposal");
+  const { agent, run, events } = await judgedFirstRun("pair", threadId, "both", problems, "proposal");
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED"], problems, "proposal");
   const pending = agent.pendingInterrupts ?? [];
   expect(pending.length === 2, `${pending.length} pending interrupts`, problems);
@@ -1001,9 +1017,7 @@ async function allOrNothing(problems) {
 
 async function turnFails(problems) {
   const threadId = uid("th-fail");
-  const agent = new HttpAgent({ url: agentUrl("failing"), threadId, initialMessages: [userMessage("fail")] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems);
+  const { run, events } = await judgedFirstRun("failing", threadId, "fail", problems);
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "RUN_ERROR"], problems);
   expect(run.runError?.code === "failed" && run.runError?.message === "the script failed on purpose", `RUN_ERROR ${JSON.stringify(run.runError)}`, problems);
   expect(run.finished === undefined, "RUN_FINISHED after RUN_ERROR", problems);
@@ -1141,9 +1155,7 @@ async function reconnectMidBurst(problems) {
 async function stateFreshReplayReconnect(problems) {
   const threadId = uid("th-board");
   // Turn 1, fresh, through the official client (which applies the deltas itself too).
-  const agent = new HttpAgent({ url: agentUrl("pinner"), threadId, initialMessages: [userMessage("pins")] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems, "fresh");
+  const { agent, run, events } = await judgedFirstRun("pinner", threadId, "pins", problems, "fresh");
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "STATE_DELTA", "STATE_DELTA", "STATE_DELTA", "STATE_DELTA", ...TEXT, "RUN_FINISHED"], problems, "fresh");
   const fresh = foldState(events);
   const board1 = (await threadRecord(threadId)).body.board;
@@ -1155,8 +1167,7 @@ async function stateFreshReplayReconnect(problems) {
   expectEqual(replaceOps.map((op) => op.path), ["/board/notes/0"], "the superseding note's patch", problems);
 
   // Its replay: the same bytes, the same state.
-  const replay = await rawRun("pinner", run.input);
-  expect(eventBytes(replay.frames) === eventBytes(parseText(run.wire.text).frames.filter((f) => !f.comment)), "the replay differs from the fresh stream", problems);
+  const replay = await replayOf("pinner", run, problems, "fresh");
   expectEqual(foldState(replay.frames.map((f) => f.event)).state, { board: board1 }, "replay: snapshot + deltas vs GET board", problems);
 
   // Turn 2, dropped after its first delta while the turn still waits between notes.
@@ -1231,9 +1242,7 @@ const TURN_ID = /^t[0-9a-f]{24}$/;
 
 async function delegatedSteps(problems) {
   const threadId = uid("th-deleg");
-  const agent = new HttpAgent({ url: agentUrl("manager"), threadId, initialMessages: [userMessage("the launch")] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems, "run 1");
+  const { agent, run, events } = await judgedFirstRun("manager", threadId, "the launch", problems, "run 1");
   // Each delegation is a step and, inside it, a sub-agent whose events carry its run id.
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "STEP_STARTED", "SUBAGENT_STARTED", ...TEXT, "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "SUBAGENT_FINISHED", "STEP_FINISHED", "RUN_FINISHED"], problems, "run 1");
   const parent = turnOf(run);
@@ -1247,13 +1256,8 @@ async function delegatedSteps(problems) {
   expectEqual(subagent?.subagentRunId, mailer, "the sub-agent's run id (the child turn)", problems);
   const childText = events.find((e) => e.type === "TEXT_MESSAGE_CONTENT" && e.delta.startsWith("Mailer"));
   expectEqual(childText?.subagentRunId, mailer, "the child's text names its sub-agent", problems);
-  expect(run.finished?.outcome === "interrupt", `run 1 outcome ${run.finished?.outcome}`, problems);
-  const pending = agent.pendingInterrupts ?? [];
-  expect(pending.length === 1, `${pending.length} pending interrupts`, problems);
-  const [interrupt] = pending;
+  const { pending, interrupt } = waitsOnItsToolCall(run, events, agent, problems);
   if (!interrupt) return;
-  const call = events.find((e) => e.type === "TOOL_CALL_START");
-  expect(interrupt.reason === "tool_call" && interrupt.toolCallId === call?.toolCallId, `interrupt ${short(JSON.stringify(interrupt))} vs call ${call?.toolCallId}`, problems);
   expectEqual(interrupt.metadata?.["gateway/turn"], mailer, "the interrupt's gateway/turn (the child that asks)", problems);
   expectEqual(interrupt.metadata?.["gateway/details"], { body: "mail about the launch" }, "gateway/details", problems);
 
@@ -1285,25 +1289,18 @@ async function delegatedSteps(problems) {
   const done = await threadRecord(threadId);
   expect(done.body.latestTurn?.status === "succeeded" && done.body.interrupts?.length === 0, `thread after resume ${JSON.stringify(done.body.latestTurn)}`, problems);
 
-  for (const [label, r] of [["interrupted run", run], ["resume run", second]]) {
-    const replay = await rawRun("manager", r.input);
-    expect(eventBytes(replay.frames) === eventBytes(parseText(r.wire.text).frames.filter((f) => !f.comment)), `${label}: the replay differs from the stream`, problems);
-    await everyCutPoint("manager", r.input, replay, problems, `${label} reconnect`);
-  }
+  await replaysFromEveryEvent("manager", [["interrupted run", run], ["resume run", second]], problems);
   return `steps ${mailer}, ${summariser}`;
 }
 
 async function card(problems) {
-  const agent = new HttpAgent({ url: agentUrl("carder"), threadId: uid("th-card"), initialMessages: [userMessage('{"title": "Plan", "steps": 2}')] });
-  const run = await clientRun(agent, { runId: uid("run") });
-  const events = judgeClientRun(run, problems, "a card");
+  const { run, events } = await judgedFirstRun("carder", uid("th-card"), '{"title": "Plan", "steps": 2}', problems, "a card");
   expectShape(events, ["RUN_STARTED", "STATE_SNAPSHOT", ...TEXT, "CUSTOM", "RUN_FINISHED"], problems, "a card");
   const custom = events.at(-2);
   expectEqual(custom && { name: custom.name, value: custom.value }, { name: "gateway.card", value: { turn: turnOf(run), card: { title: "Plan", steps: 2 } } }, "the card event", problems);
   expect(run.finished?.outcome === "success", `outcome ${run.finished?.outcome}`, problems);
   expectEqual(messageTexts(events), ['{"title": "Plan", "steps": 2}'], "the answer the card came from", problems);
-  const replay = await rawRun("carder", run.input);
-  expect(eventBytes(replay.frames) === eventBytes(parseText(run.wire.text).frames.filter((f) => !f.comment)), "the replay differs from the stream", problems);
+  await replayOf("carder", run, problems, "a card");
 
   // JSON the schema refuses (no title, no steps) is an answer, not a card.
   const other = new HttpAgent({ url: agentUrl("carder"), threadId: uid("th-card"), initialMessages: [userMessage('{"name": "Plan"}')] });

@@ -2,12 +2,10 @@
 // gateway process (tests/clients/lib/gateway.mjs) with app tokens switched on, and a real
 // `@copilotkit/runtime` v2 endpoint on a loopback port whose agents are `HttpAgent`s pointed at
 // the gateway's AG-UI route. Nothing here fakes CopilotKit or the gateway.
-import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createServer } from "node:http";
-import { randomBytes } from "node:crypto";
-import { startGateway, gatewayBinary } from "../clients/lib/gateway.mjs";
+import { CHAT_AGENTS_TOML, startGatewayWithAppTokens } from "../clients/lib/gateway.mjs";
 import { startListening } from "../support/listen.mjs";
 
 // Read by CopilotKit's telemetry client when its module loads, so it is set before the
@@ -35,23 +33,7 @@ async function startLangGraph() {
 export const GATEWAY_CONFIG = `
 [[tenants]]
 name = "default"
-
-[[agents]]
-name = "helper"
-kind = "script"
-title = "Helper"
-steps = [ { say = "Hello from the gateway: {input}" } ]
-
-[[agents]]
-name = "mailer"
-kind = "script"
-title = "Mailer"
-steps = [
-  { say = "Let me send that." },
-  { tool = "send_email", args = { to = "team@example.com", body = "{input}" }, result = "sent", approval = "always" },
-  { say = "The email is on its way." },
-]
-`;
+${CHAT_AGENTS_TOML}`;
 
 /**
  * Every request this process makes to a host that is not loopback. The tests assert it stays
@@ -94,13 +76,6 @@ function recordingFetch(agent) {
   };
 }
 
-function mintToken(env, person) {
-  return execFileSync(gatewayBinary(), ["token", "mint", "--tenant", "default", "--sub", person], {
-    env: { ...process.env, ...env },
-    encoding: "utf8",
-  }).trim();
-}
-
 /**
  * Starts the gateway and a CopilotKit runtime in front of it. The runtime registers:
  * - `helper`: the gateway's text agent, with the gateway credential set on the server side;
@@ -114,12 +89,6 @@ function mintToken(env, person) {
  * Returns `{ gateway, runtimeUrl, restoringRuntimeUrl, tokens: { server, person }, stop }`.
  */
 export async function startStack() {
-  const env = {
-    AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET: randomBytes(32).toString("hex"),
-    // The gateway refuses unknown AGUI_GATEWAY_* variables, and AGUI_GATEWAY_BIN (which names
-    // the binary for gateway.mjs) is one: keep it out of the child's environment.
-    AGUI_GATEWAY_BIN: undefined,
-  };
   const langgraph = await startLangGraph();
   // `graph`: the gateway's `agui` agent in front of the LangGraph graph, admitting the page's
   // frontend tool `show_city`.
@@ -132,8 +101,8 @@ url = "${langgraph.url}/agent"
 timeout_secs = 20
 frontend_tools = ["show_city"]
 `;
-  const gateway = await startGateway({ configToml: GATEWAY_CONFIG + graphAgent, env });
-  const tokens = { server: mintToken(env, "app-server"), person: mintToken(env, "alice") };
+  const { gateway, mint } = await startGatewayWithAppTokens({ configToml: GATEWAY_CONFIG + graphAgent });
+  const tokens = { server: mint("app-server"), person: mint("alice") };
   const agentUrl = (name) => `${gateway.url}/v1/agui/agents/${name}?tenant=default`;
 
   const agents = () => ({

@@ -16,15 +16,9 @@
 // Needs `npm ci` in tests/clients (the pinned client) and tests/frameworks/mastra, and the venv
 // of each Python server's requirements.txt (scripts/test installs them all). Prints a summary;
 // exits 1 on any failure.
-import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
-
-// The client is the one tests/clients pins, so every suite is judged by the same version.
-const require = createRequire(new URL("../clients/package.json", import.meta.url));
-const { HttpAgent, buildResumeArray } = require("@ag-ui/client");
-const { EventSchema } = require("@ag-ui/core/schemas");
+// The client (tests/clients' pinned one), the server's start, one run, the checks' summary.
+import { HttpAgent, buildResumeArray, checkChosen, checkList, randomId, runClient, startServer } from "../support/client_checks.mjs";
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const SERVERS = {
@@ -68,51 +62,11 @@ const SHOW_CITY = {
   parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
 };
 
-// The client reports stripped or dropped material through console.warn: a failure here.
-const clientWarnings = [];
-console.warn = (...a) => clientWarnings.push(a.map(String).join(" "));
-const consoleError = console.error;
-console.error = (...a) => { if (!String(a[0]).startsWith("Agent execution failed")) consoleError(...a); };
-
-function startServer(name) {
-  const spec = SERVERS[name];
-  if (!existsSync(spec.command) || (spec.needs && !existsSync(spec.needs))) throw new Error(spec.missing);
-  const child = spawn(spec.command, spec.args, { stdio: ["pipe", "pipe", "pipe"] });
-  const stderr = [];
-  child.stderr.on("data", (d) => stderr.push(d.toString()));
-  const ready = new Promise((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`${name} did not print its address:\n${stderr.join("")}`)), 30_000);
-    child.stdout.on("data", (d) => {
-      out += d.toString();
-      if (!out.includes("\n")) return;
-      clearTimeout(timer);
-      resolve(out);
-    });
-    child.once("exit", (code) => { clearTimeout(timer); reject(new Error(`${name} exited with ${code}:\n${stderr.join("")}`)); });
-  });
-  return { child, ready, stderr };
-}
-
 /** One run of the official client, every event it accepted kept and schema-checked. */
 async function run(url, { agent, text, input = {} } = {}) {
-  agent ??= new HttpAgent({ url, threadId: `thread-${Math.random().toString(36).slice(2)}` });
-  if (text !== undefined) agent.addMessage({ id: `u-${Math.random().toString(36).slice(2)}`, role: "user", content: text });
-  const events = [];
-  const warningsBefore = clientWarnings.length;
-  let rejected;
-  try {
-    await agent.runAgent({ runId: `run-${Math.random().toString(36).slice(2)}`, ...input }, {
-      onEvent: ({ event }) => { events.push(event); },
-    });
-  } catch (e) {
-    rejected = String(e?.message ?? e).replace(/\s+/g, " ");
-  }
-  const schemaProblems = events.flatMap((ev) => {
-    const r = EventSchema.safeParse(ev);
-    return r.success ? [] : [`${ev.type}: ${r.error.issues.map((i) => `/${i.path.join("/")} ${i.message}`).join("; ")}`];
-  });
-  return { agent, events, rejected, schemaProblems, warnings: clientWarnings.slice(warningsBefore) };
+  agent ??= new HttpAgent({ url, threadId: `thread-${randomId()}` });
+  if (text !== undefined) agent.addMessage({ id: `u-${randomId()}`, role: "user", content: text });
+  return runClient(agent, input);
 }
 
 const types = (events) => [...new Set(events.map((e) => e.type))].join(" ");
@@ -123,13 +77,8 @@ const lastAnswer = (agent) => {
 };
 
 async function checkServer(name) {
-  const results = [];
-  const check = (label, problems) => results.push({ label, problems: problems.filter(Boolean) });
-  const accepted = (r) => [
-    r.rejected && `client rejected: ${r.rejected.slice(0, 300)}`,
-    ...r.schemaProblems, ...r.warnings.map((w) => `client warning: ${w.slice(0, 200)}`),
-  ];
-  const server = startServer(name);
+  const { results, check, accepted } = checkList();
+  const server = startServer(name, SERVERS[name]);
   try {
     const line = await server.ready;
     const match = /^listening (http:\/\/127\.0\.0\.1:\d+)\n$/.exec(line);
@@ -217,7 +166,7 @@ async function checkServer(name) {
       const base = url.replace(/\/agent$/, "");
       const sent = async (to) => (await (await fetch(`${base}/executions`)).json()).filter((x) => x.args?.to === to).length;
       for (const approved of [true, false]) {
-        const to = `${approved ? "yes" : "no"}-${Math.random().toString(36).slice(2)}@example.com`;
+        const to = `${approved ? "yes" : "no"}-${randomId()}@example.com`;
         const first = await run(url, { text: `send the report to ${to}` });
         const pending = first.agent.pendingInterrupts ?? [];
         check(`human-in-the-loop: the tool call ends the run with an interrupt outcome`, [
@@ -244,22 +193,6 @@ async function checkServer(name) {
   return results;
 }
 
-const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(SERVERS);
-let failed = 0;
-for (const name of chosen) {
-  if (!SERVERS[name]) { console.log(`unknown server ${name}; one of ${Object.keys(SERVERS).join(", ")}`); process.exit(2); }
-  let results;
-  try {
-    results = await checkServer(name);
-  } catch (e) {
-    results = [{ label: "server starts", problems: [String(e?.message ?? e)] }];
-  }
-  console.log(`${name}`);
-  for (const { label, problems } of results) {
-    console.log(`  ${problems.length ? "FAIL" : "ok  "}  ${label}`);
-    for (const p of problems) console.log(`          ${p}`);
-    if (problems.length) failed += 1;
-  }
-}
-console.log(failed ? `FAIL: ${failed} check(s) failed` : "PASS: each framework's server works with the official client directly");
-process.exit(failed ? 1 : 0);
+await checkChosen(SERVERS, checkServer, {
+  passLine: "PASS: each framework's server works with the official client directly",
+});

@@ -1,6 +1,7 @@
 """The script every Python framework server's fake model answers by, and the routes that let a
 test see what a server was sent and what its tools did. Shared by the ADK, Agent Framework,
-Strands and CrewAI servers (tests/frameworks/*/server.py); each wraps `answer()` in its own
+Strands and CrewAI servers (tests/frameworks/*/server.py; the LangGraph server takes only
+the request recording); each wraps `answer()` in its own
 framework's model interface, so everything around the model — the agent loop, tool execution,
 human-in-the-loop, sessions, the AG-UI adapter — is the framework's own.
 
@@ -127,9 +128,9 @@ def send_report(to: str) -> str:
     return f"sent to {to}"
 
 
-def add_recording(app: Any) -> None:
-    """Records every POST body (`GET /requests`, `DELETE` clears) and serves the tool runs
-    (`GET /executions`) on a FastAPI app."""
+def add_request_recording(app: Any) -> None:
+    """Records every POST body (`GET /requests` lists them, `DELETE` clears) on a FastAPI app.
+    The LangGraph server, whose model is not on this script, records its requests by it too."""
     from fastapi import Request
     from fastapi.responses import JSONResponse, Response
 
@@ -152,6 +153,14 @@ def add_recording(app: Any) -> None:
     async def requests_clear() -> Response:
         received.clear()
         return Response(status_code=204)
+
+
+def add_recording(app: Any) -> None:
+    """Records every POST body (`GET /requests`, `DELETE` clears) and serves the tool runs
+    (`GET /executions`) on a FastAPI app."""
+    from fastapi.responses import JSONResponse, Response
+
+    add_request_recording(app)
 
     @app.get("/executions")
     async def executions_list() -> Response:

@@ -11,51 +11,28 @@
 // not the pre-1.0 `on_interrupt` event; the last test checks what an undeclared client gets.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { ChatClient, fetchServerSentEvents } from "@tanstack/ai-client";
-import { startGateway, gatewayBinary } from "../clients/lib/gateway.mjs";
+import { CHAT_AGENTS_TOML, startGatewayWithAppTokens } from "../clients/lib/gateway.mjs";
 
 const CONFIG = `
 [[tenants]]
 name = "default"
-
-[[agents]]
-name = "helper"
-kind = "script"
-steps = [ { say = "Hello from the gateway: {input}" } ]
-
+${CHAT_AGENTS_TOML}
 [[agents]]
 name = "storyteller"
 kind = "script"
 chunk_chars = 4
 chunk_delay_ms = 20
 steps = [ { say = "Once upon a time a stream was cut, and it went on where it stopped: {input}" } ]
-
-[[agents]]
-name = "mailer"
-kind = "script"
-steps = [
-  { say = "Let me send that." },
-  { tool = "send_email", args = { to = "team@example.com", body = "{input}" }, result = "sent", approval = "always" },
-  { say = "The email is on its way." },
-]
 `;
 
 let gateway;
 let token;
 before(async () => {
-  const env = {
-    AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET: randomBytes(32).toString("hex"),
-    // The gateway refuses unknown AGUI_GATEWAY_* variables, and AGUI_GATEWAY_BIN (which names
-    // the binary for gateway.mjs) is one: keep it out of the child's environment.
-    AGUI_GATEWAY_BIN: undefined,
-  };
-  gateway = await startGateway({ configToml: CONFIG, env });
-  token = execFileSync(gatewayBinary(), ["token", "mint", "--tenant", "default", "--sub", "alice"], {
-    env: { ...process.env, ...env },
-    encoding: "utf8",
-  }).trim();
+  const started = await startGatewayWithAppTokens({ configToml: CONFIG });
+  gateway = started.gateway;
+  token = started.mint("alice");
 });
 after(async () => {
   await gateway?.stop();

@@ -10,16 +10,10 @@
 // Needs `npm ci` in tests/clients (the pinned client) and in tests/upstream/node, and the
 // Python venv described in tests/upstream/python/requirements.txt. Prints a summary; exits 1
 // on any failure.
-import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
 import net from "node:net";
 import { fileURLToPath } from "node:url";
-
-// The client is the one tests/clients pins, so every suite is judged by the same version.
-const require = createRequire(new URL("../clients/package.json", import.meta.url));
-const { HttpAgent, buildResumeArray } = require("@ag-ui/client");
-const { EventSchema } = require("@ag-ui/core/schemas");
+// The client (tests/clients' pinned one), the server's start, one run, the checks' summary.
+import { HttpAgent, buildResumeArray, checkChosen, checkList, randomId, runClient, startServer } from "../support/client_checks.mjs";
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const SERVERS = {
@@ -32,36 +26,6 @@ const SERVERS = {
   },
 };
 const SECRET = "Bearer upstream-secret";
-
-// The client reports stripped or dropped material through console.warn; for a server that
-// claims to be valid, any of it is a failure. Its "Agent execution failed" log duplicates the
-// rejection runAgent() throws, so it is dropped.
-const clientWarnings = [];
-console.warn = (...a) => clientWarnings.push(a.map(String).join(" "));
-const consoleError = console.error;
-console.error = (...a) => { if (!String(a[0]).startsWith("Agent execution failed")) consoleError(...a); };
-
-function startServer(name, extraArgs = []) {
-  const spec = SERVERS[name];
-  if (!existsSync(spec.command)) throw new Error(spec.missing ?? `${spec.command} not found`);
-  // stdin is a pipe so that closing it is a way to stop the server (and our death stops it).
-  const child = spawn(spec.command, [...spec.args, ...extraArgs], { stdio: ["pipe", "pipe", "pipe"] });
-  const stderr = [];
-  child.stderr.on("data", (d) => stderr.push(d.toString()));
-  const exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
-  const ready = new Promise((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`${name} did not print its address:\n${stderr.join("")}`)), 20_000);
-    child.stdout.on("data", (d) => {
-      out += d.toString();
-      if (!out.includes("\n")) return;
-      clearTimeout(timer);
-      resolve(out);
-    });
-    exited.then(({ code }) => { clearTimeout(timer); reject(new Error(`${name} exited with ${code}:\n${stderr.join("")}`)); });
-  });
-  return { child, exited, ready, stderr };
-}
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -76,27 +40,10 @@ const within = (ms, promise) => Promise.race([promise, new Promise((r) => setTim
 /** One run of the official client, with every event it accepted kept and schema-checked. */
 async function run(url, { agent, input = {}, headers = {} } = {}) {
   agent ??= new HttpAgent({
-    url, headers, threadId: `thread-${Math.random().toString(36).slice(2)}`,
+    url, headers, threadId: `thread-${randomId()}`,
     initialMessages: [{ id: "u1", role: "user", content: "What is the weather?" }],
   });
-  const events = [];
-  const stamps = [];
-  const runErrors = [];
-  const warningsBefore = clientWarnings.length;
-  let rejected;
-  try {
-    await agent.runAgent({ runId: `run-${Math.random().toString(36).slice(2)}`, ...input }, {
-      onEvent: ({ event }) => { events.push(event); stamps.push(Date.now()); },
-      onRunErrorEvent: ({ event }) => { runErrors.push(event); },
-    });
-  } catch (e) {
-    rejected = String(e?.message ?? e).replace(/\s+/g, " ");
-  }
-  const schemaProblems = events.flatMap((ev) => {
-    const r = EventSchema.safeParse(ev);
-    return r.success ? [] : [`${ev.type}: ${r.error.issues.map((i) => `/${i.path.join("/")} ${i.message}`).join("; ")}`];
-  });
-  return { agent, events, stamps, runErrors, rejected, schemaProblems, warnings: clientWarnings.slice(warningsBefore) };
+  return runClient(agent, input);
 }
 
 const types = (events) => events.map((e) => e.type).join(" ");
@@ -104,14 +51,9 @@ const textOf = (events, messageId) => events
   .filter((e) => e.type === "TEXT_MESSAGE_CONTENT" && e.messageId === messageId).map((e) => e.delta).join("");
 
 async function checkServer(name) {
-  const results = [];
-  const check = (label, problems, note) => results.push({ label, problems: problems.filter(Boolean), note });
-  const accepted = (r) => [
-    r.rejected && `client rejected: ${r.rejected.slice(0, 300)}`,
-    ...r.schemaProblems, ...r.warnings.map((w) => `client warning: ${w.slice(0, 200)}`),
-  ];
+  const { results, check, accepted } = checkList();
 
-  const server = startServer(name);
+  const server = startServer(name, SERVERS[name]);
   const line = await server.ready;
   const match = /^listening (http:\/\/127\.0\.0\.1:(\d+))\n$/.exec(line);
   check("prints exactly `listening http://127.0.0.1:<port>`", [!match && `stdout was ${JSON.stringify(line)}`]);
@@ -273,7 +215,7 @@ async function checkServer(name) {
   if (byStdin === "timeout") server.child.kill("SIGKILL");
 
   const port = await freePort();
-  const fixed = startServer(name, ["--port", String(port)]);
+  const fixed = startServer(name, SERVERS[name], ["--port", String(port)]);
   const fixedLine = await fixed.ready.catch((e) => e.message);
   fixed.child.kill("SIGTERM");
   const bySignal = await within(5_000, fixed.exited);
@@ -285,23 +227,7 @@ async function checkServer(name) {
   return results;
 }
 
-const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(SERVERS);
-let failed = 0;
-for (const name of chosen) {
-  if (!SERVERS[name]) { console.log(`unknown server ${name}; one of ${Object.keys(SERVERS).join(", ")}`); process.exit(2); }
-  let results;
-  try {
-    results = await checkServer(name);
-  } catch (e) {
-    results = [{ label: "server starts", problems: [String(e?.message ?? e)] }];
-  }
-  console.log(`${name} upstream`);
-  for (const { label, problems, note } of results) {
-    console.log(`  ${problems.length ? "FAIL" : "ok  "}  ${label}`);
-    if (note && !problems.length) console.log(`          ${note}`);
-    for (const p of problems) console.log(`          ${p}`);
-    if (problems.length) failed += 1;
-  }
-}
-console.log(failed ? `FAIL: ${failed} check(s) failed` : "PASS: both servers are AG-UI 1.0 servers the official client accepts and rejects as expected");
-process.exit(failed ? 1 : 0);
+await checkChosen(SERVERS, checkServer, {
+  heading: (name) => `${name} upstream`,
+  passLine: "PASS: both servers are AG-UI 1.0 servers the official client accepts and rejects as expected",
+});

@@ -1,7 +1,8 @@
 // Starts a real gateway process for a client test: its own config, its own SQLite file, a
 // random loopback port. Every Node suite uses this so each one judges the same binary the
 // Rust tests built (`AGUI_GATEWAY_BIN`, else `target/debug/agui-gateway`).
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -73,4 +74,47 @@ export async function startGateway({ configToml, env = {}, args = [] } = {}) {
     rmSync(dir, { recursive: true, force: true });
   };
   return { url, logs, stop, child };
+}
+
+/**
+ * The two script agents the chat-client suites (CopilotKit, TanStack AI) talk to, as gateway
+ * config: `helper` answers "Hello from the gateway: <input>"; `mailer` asks a person to approve
+ * its `send_email` call, then says "The email is on its way.".
+ */
+export const CHAT_AGENTS_TOML = `
+[[agents]]
+name = "helper"
+kind = "script"
+title = "Helper"
+steps = [ { say = "Hello from the gateway: {input}" } ]
+
+[[agents]]
+name = "mailer"
+kind = "script"
+title = "Mailer"
+steps = [
+  { say = "Let me send that." },
+  { tool = "send_email", args = { to = "team@example.com", body = "{input}" }, result = "sent", approval = "always" },
+  { say = "The email is on its way." },
+]
+`;
+
+/**
+ * Starts the gateway as `startGateway` does, with app tokens switched on under a fresh secret.
+ * Resolves to `{ gateway, mint }`: `mint(person)` is an app token for `person` of the `default`
+ * tenant, minted by the binary's own `token mint` with that secret.
+ */
+export async function startGatewayWithAppTokens({ env = {}, ...options } = {}) {
+  const secret = { AGUI_GATEWAY_AUTH_APP_TOKENS_SECRET: randomBytes(32).toString("hex") };
+  const gateway = await startGateway({ ...options, env: { ...env, ...secret } });
+  const mint = (person) => {
+    // The gateway refuses unknown AGUI_GATEWAY_* settings, and the binary's path is not one.
+    const childEnv = { ...process.env, ...env, ...secret };
+    delete childEnv.AGUI_GATEWAY_BIN;
+    return execFileSync(gatewayBinary(), ["token", "mint", "--tenant", "default", "--sub", person], {
+      env: childEnv,
+      encoding: "utf8",
+    }).trim();
+  };
+  return { gateway, mint };
 }

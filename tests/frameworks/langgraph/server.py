@@ -43,7 +43,9 @@ import sys as _sys
 from pathlib import Path as _Path
 
 _sys.path.insert(0, str(_Path(__file__).resolve().parents[2] / "support"))
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 import listen  # noqa: E402  (tests/support/listen.py, shared by the Python test servers)
+import scripted  # noqa: E402  (tests/frameworks/scripted.py: its request recording, not its script)
 
 
 # No tracing, so nothing is sent anywhere, whatever the environment says.
@@ -51,8 +53,7 @@ os.environ["LANGSMITH_TRACING"] = "false"
 os.environ["LANGCHAIN_TRACING_V2"] = "false"
 
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import FastAPI
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult, ChatGeneration
@@ -202,32 +203,8 @@ builder.add_conditional_edges("agent", route, ["tools", END])
 builder.add_edge("tools", "agent")
 graph = builder.compile(checkpointer=InMemorySaver())
 
-received: list[dict] = []
-
 app = FastAPI()
-
-
-@app.middleware("http")
-async def record(request: Request, call_next):
-    if request.method == "POST":
-        raw = await request.body()
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        received.append({"path": request.url.path, "body": body})
-    return await call_next(request)
-
-
-@app.get("/requests")
-async def requests_list() -> Response:
-    return JSONResponse(received)
-
-
-@app.delete("/requests")
-async def requests_clear() -> Response:
-    received.clear()
-    return Response(status_code=204)
+scripted.add_request_recording(app)
 
 
 add_langgraph_fastapi_endpoint(
