@@ -1,12 +1,12 @@
 //! A tenant's token budget as a running turn meets it (§8): tokens its model reported are
 //! counted, and the turn ends cleanly before a model call once the budget is spent. The window
 //! and the refusal are the tenant quotas' own ([`crate::engine::request::quota`]). What the
-//! agents report spending is also kept for the turn's end: a run that fails or is cancelled
-//! still spent its tokens, and says so on its terminal event (`usage`, AG-UI 1.0).
+//! agents report spending ([`TurnContext::report_usage`]) is also kept for the turn's end: a run
+//! that fails or is cancelled still spent its tokens, and says so on its terminal event (`usage`,
+//! AG-UI 1.0).
 
 use super::{AgentError, TurnContext};
 use crate::engine::ErrorCode;
-use crate::protocol::events::TokenUsage;
 
 /// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
 #[derive(Debug, Clone, Copy)]
@@ -24,38 +24,20 @@ impl TurnContext {
         let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
         let at_ms = self.now_ms();
         self.patiently("the token count could not be recorded", || {
-            self.store.add_tokens(self.tenant.as_str(), self.turn_pk, tokens, at_ms)
+            self.store().add_tokens(self.identity().tenant.as_str(), self.identity().turn_pk, tokens, at_ms)
         })
         .await
-    }
-
-    /// Records what `reporter` (an agent, or one model an upstream named) has spent in this turn
-    /// so far: its running total, replacing its last report. A delegated child reports apart
-    /// from its parent and from the other children (by its delegation's id).
-    pub fn report_usage(&mut self, reporter: &str, usage: TokenUsage) {
-        let delegation = self.nest.last().map_or("", |frame| frame.id.as_str());
-        let key = format!("{delegation}/{reporter}");
-        match self.spent.iter_mut().find(|(reported, _)| *reported == key) {
-            Some((_, last)) => *last = usage,
-            None => self.spent.push((key, usage)),
-        }
-    }
-
-    /// What the agents reported spending, for a `RUN_ERROR` or a cancelled `RUN_FINISHED`
-    /// (none when nothing was reported: absent is not zero).
-    pub(super) fn spent_usage(&self) -> Option<Vec<TokenUsage>> {
-        (!self.spent.is_empty()).then(|| self.spent.iter().map(|(_, usage)| usage.clone()).collect())
     }
 
     /// Ends the turn cleanly (before a model call, never in one) when the tenant's token budget
     /// is spent.
     pub async fn check_token_budget(&self) -> Result<(), AgentError> {
-        let Some(budget) = self.token_budget else { return Ok(()) };
+        let Some(budget) = self.token_budget() else { return Ok(()) };
         let now = self.now_ms();
         let (period, next_period) = crate::engine::quota_window(now, budget.period_secs);
         let usage = self
             .patiently("the token budget could not be read", || {
-                self.store.tenant_usage(self.tenant.as_str(), now, period)
+                self.store().tenant_usage(self.identity().tenant.as_str(), now, period)
             })
             .await?;
         let limit = i64::try_from(budget.limit).unwrap_or(i64::MAX);

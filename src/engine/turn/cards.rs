@@ -8,17 +8,11 @@ use super::{AgentError, TurnContext};
 use crate::engine::log::events::{CardEvent, GatewayEvent};
 
 impl TurnContext {
-    /// The text of the latest answer, as its agent wrote it (a delegated child's, after
-    /// [`TurnContext::delegate`]).
-    pub fn last_answer(&self) -> &str {
-        &self.answer.1
-    }
-
     /// `CUSTOM gateway.card {"turn", "card"}` when the agent declares a card schema and its
     /// last answer is JSON that matches it (§3).
     pub(super) async fn emit_card(&mut self, agent: &str, turn: &str) -> Result<(), AgentError> {
-        let Some(schema) = self.cards.get(agent) else { return Ok(()) };
-        let Ok(card) = serde_json::from_str::<Value>(self.answer.1.trim()) else { return Ok(()) };
+        let Some(schema) = self.card_schema(agent) else { return Ok(()) };
+        let Ok(card) = serde_json::from_str::<Value>(self.last_answer().trim()) else { return Ok(()) };
         let matches = jsonschema::validator_for(schema).is_ok_and(|validator| validator.is_valid(&card));
         if !matches {
             return Ok(());

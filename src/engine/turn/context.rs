@@ -4,7 +4,8 @@
 //!
 //! This file holds the context itself: how it is made from the engine and the turn's row, the
 //! signals it obeys, and how what the agent says becomes ops for the log (steps, events,
-//! checkpoints). The words an agent says are in [`super::vocabulary`], what it reads in
+//! checkpoints, picking a log up, the terminal batch). Its fields are private to this file: the
+//! other files of the turn ask it through the methods at the end, which say what they do. The words an agent says are in [`super::vocabulary`], what it reads in
 //! [`super::reads`].
 
 use std::sync::Arc;
@@ -14,18 +15,21 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::answers::Answers;
 use super::budget::TokenBudget;
 use super::delegation::NestFrame;
+use super::identity::TurnIdentity;
+use super::naming::{Named, Naming};
 use super::open::OpenItems;
 use super::{AgentError, Checkpoint, ChildCheckpoint};
 use crate::clock::Clock;
 use crate::engine::log::events::GatewayEvent;
-use crate::engine::log::{AppendHealth, LogWriter};
+use crate::engine::log::{AppendHealth, LogError, LogWriter};
 use crate::engine::turn::agent::AgentRegistry;
 use crate::engine::Inner;
 use crate::protocol::events::{Envelope, TokenUsage};
 use crate::protocol::Event;
-use crate::store::{Store, StoredEvent, TurnRow, WriteOp};
+use crate::store::{Store, StoredEvent, TurnRow, TurnStatus, WriteOp};
 
 /// A gateway event as the AG-UI event it is logged as.
 pub(super) fn logged(event: GatewayEvent) -> Result<Event, AgentError> {
@@ -45,65 +49,45 @@ pub enum TurnSignal {
 }
 
 pub struct TurnContext {
-    pub(super) log: LogWriter,
-    pub(super) health: Arc<AppendHealth>,
-    pub(super) turn_pk: i64,
-    /// The ownership epoch this runner was given; every append carries it.
-    pub(super) epoch: i64,
-    pub(super) thread_pk: i64,
-    pub(super) turn_id: String,
-    pub(super) agent: String,
-    pub(super) user_text: String,
+    log: LogWriter,
+    health: Arc<AppendHealth>,
+    /// Which turn this is: its keys, agent, starter and tenant.
+    id: TurnIdentity,
+    user_text: String,
     /// The user message's parts when it held more than words (images, audio, …); else empty.
-    pub(super) user_parts: Vec<crate::protocol::ContentPart>,
-    pub(super) ai_label: Option<String>,
-    pub(super) max_event_bytes: usize,
-    pub(super) signal: watch::Receiver<TurnSignal>,
-    pub(super) next_seq: i64,
-    pub(super) next_note_no: i64,
-    pub(super) counters: Counters,
+    user_parts: Vec<crate::protocol::ContentPart>,
+    max_event_bytes: usize,
+    signal: watch::Receiver<TurnSignal>,
+    next_seq: i64,
+    names: Naming,
     /// Ops held back to be committed together (a step that must not be half-done).
-    pub(super) atomic: Option<Vec<WriteOp>>,
-    pub(super) store: Arc<dyn Store>,
-    pub(super) started_by: String,
-    pub(super) client_tools: Vec<crate::protocol::input::Tool>,
+    held: Option<Vec<WriteOp>>,
+    store: Arc<dyn Store>,
+    client_tools: Vec<crate::protocol::input::Tool>,
     /// The client's `context` and `forwardedProps` of the run that started the turn.
-    pub(super) client_input: ClientInput,
+    client_input: ClientInput,
     /// At most this many steps are shown open at once (`limits.max_open_steps`, §3).
-    pub(super) max_open_steps: usize,
+    max_open_steps: usize,
     /// What the log has opened and not ended: kept by [`TurnContext::envelope_op`] from every
     /// event appended, rebuilt from a log picked up, taken by the closers.
-    pub(super) open: OpenItems,
-    /// Messages whose first content has not been sent yet (the AI label goes there).
-    pub(super) unlabelled: Vec<String>,
+    open: OpenItems,
     /// The subagent what is said now is attributed to (`subagentRunId`), while an agent relays
     /// a subagent's events ([`TurnContext::attribute_to`]).
-    pub(super) attribution: Option<String>,
+    attribution: Option<String>,
     /// The board with this turn's pins ([`TurnContext::board`]).
-    pub(super) board: Option<Vec<Value>>,
-    /// The tenant the turn's tokens are charged to and budgeted by (never an empty one).
-    pub(super) tenant: crate::ids::TenantId,
-    pub(super) token_budget: Option<TokenBudget>,
+    board: Option<Vec<Value>>,
+    token_budget: Option<TokenBudget>,
     /// What the agents reported spending so far, each reporter's latest running total
     /// ([`TurnContext::report_usage`]).
-    pub(super) spent: Vec<(String, TokenUsage)>,
-    pub(super) agents: Arc<AgentRegistry>,
+    spent: Vec<(String, TokenUsage)>,
+    agents: Arc<AgentRegistry>,
     /// Delegations under way, outermost first; the innermost child is the one running.
-    pub(super) nest: Vec<NestFrame>,
-    pub(super) cards: Arc<std::collections::HashMap<String, Value>>,
-    /// The latest answer's message id and its text as the agent wrote it (for cards).
-    pub(super) answer: (String, String),
+    nest: Vec<NestFrame>,
+    cards: Arc<std::collections::HashMap<String, Value>>,
+    /// The AI label on what is sent, and the latest answer's text (for cards).
+    answers: Answers,
     /// The engine's clock: event timestamps, interrupt expiries, token budget windows.
-    pub(super) clock: Arc<dyn Clock>,
-}
-
-#[derive(Default)]
-pub(super) struct Counters {
-    pub(super) messages: u32,
-    pub(super) tool_calls: u32,
-    pub(super) reasoning_spans: u32,
-    pub(super) reasoning_messages: u32,
-    pub(super) activities: u32,
+    clock: Arc<dyn Clock>,
 }
 
 /// What the client sent with the run that started the turn, besides messages and tools, kept
@@ -144,22 +128,16 @@ impl TurnContext {
         TurnContext {
             log: inner.log.clone(),
             health: Arc::new(AppendHealth::default()),
-            turn_pk: turn.pk,
-            epoch: turn.epoch,
-            thread_pk: turn.thread,
-            turn_id: turn.public_id.clone(),
-            agent: turn.agent.clone(),
+            names: Naming::new(&turn.public_id),
+            id: TurnIdentity::of(turn, tenant),
             user_text: turn.user_text.clone(),
             user_parts: turn.user_content_parts(),
-            ai_label: ai_label.filter(|l| !l.is_empty()),
+            answers: Answers::new(ai_label),
             max_event_bytes: inner.config.limits.max_event_bytes,
             signal,
             next_seq: 1,
-            next_note_no: 1,
-            counters: Counters::default(),
-            atomic: None,
+            held: None,
             store: inner.store.clone(),
-            started_by: turn.started_by.strip_prefix("person:").unwrap_or_default().to_string(),
             client_tools: turn.client_tools.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default(),
             client_input: turn
                 .client_input
@@ -168,16 +146,13 @@ impl TurnContext {
                 .unwrap_or_default(),
             max_open_steps: inner.config.limits.max_open_steps,
             open: OpenItems::default(),
-            unlabelled: Vec::new(),
             attribution: None,
             board: None,
-            tenant,
             token_budget,
             spent: Vec::new(),
             agents: inner.agents.clone(),
             nest: Vec::new(),
             cards: inner.cards.clone(),
-            answer: (String::new(), String::new()),
             clock: inner.clock.clone(),
         }
     }
@@ -189,7 +164,7 @@ impl TurnContext {
 
     /// The turn's public id (message ids and event ids are named after it).
     pub fn turn_id(&self) -> &str {
-        &self.turn_id
+        &self.id.turn_id
     }
 
     /// The words of the user message that started the turn.
@@ -235,18 +210,40 @@ impl TurnContext {
     /// Sleeps, waking early (with the reason) if the turn is cancelled or must stop.
     pub async fn sleep(&mut self, duration: Duration) -> Result<(), AgentError> {
         self.check_cancelled()?;
-        let mut signal = self.signal.clone();
         tokio::select! {
             _ = tokio::time::sleep(duration) => Ok(()),
-            _ = signal.wait_for(|s| *s != TurnSignal::Run) => self.check_cancelled(),
+            _ = self.signalled() => self.check_cancelled(),
         }
+    }
+
+    /// Resolves once the engine asks the turn anything but to run (cancel, hand over, lost).
+    pub(super) async fn signalled(&self) {
+        let mut signal = self.signal.clone();
+        // A dropped sender wakes the waiter too, as it always did.
+        let _ = signal.wait_for(|s| *s != TurnSignal::Run).await;
+    }
+
+    /// Whether this instance is stopping and hands the turn over (what it said is committed).
+    pub(super) fn is_handing_over(&self) -> bool {
+        *self.signal.borrow() == TurnSignal::HandOver
     }
 
     /// Holds back what the agent says until [`TurnContext::commit_step`], so a step and its
     /// checkpoint reach the log in one transaction (a takeover never repeats a finished tool
     /// call, nor finds half of one).
     pub fn begin_step(&mut self) {
-        self.atomic.get_or_insert_with(Vec::new);
+        self.held.get_or_insert_with(Vec::new);
+    }
+
+    /// What a step begun with [`TurnContext::begin_step`] said and holds back, taken out of the
+    /// step (the step ends): the caller writes it with what closes the step.
+    pub(super) fn take_held(&mut self) -> Vec<WriteOp> {
+        self.held.take().unwrap_or_default()
+    }
+
+    /// Drops a step cut short whole: its checkpoint never committed, so it runs again.
+    pub(super) fn drop_held(&mut self) {
+        self.held = None;
     }
 
     /// Commits what the step said together with the checkpoint after it.
@@ -255,9 +252,9 @@ impl TurnContext {
     /// model), and a crash before this step is durable must not make a takeover repeat this
     /// step's work after the next one has started.
     pub async fn commit_step(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
-        let mut ops = self.atomic.take().unwrap_or_default();
+        let mut ops = self.take_held();
         ops.push(self.checkpoint_op(checkpoint)?);
-        self.log.append_committed(self.turn_pk, self.epoch, ops, &self.health).await?;
+        self.log.append_committed(self.id.turn_pk, self.id.epoch, ops, &self.health).await?;
         Ok(())
     }
 
@@ -265,16 +262,38 @@ impl TurnContext {
     /// waiting for the commit: a crash keeps both or neither, so the checkpoint always says
     /// exactly how far the log got (an upstream stream's position, event by event).
     pub async fn append_step(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
-        let mut ops = self.atomic.take().unwrap_or_default();
+        let mut ops = self.take_held();
         ops.push(self.checkpoint_op(checkpoint)?);
-        self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?;
+        self.write(ops).await?;
         Ok(())
     }
 
+    /// Appends `ops` to the log now, past any step held back (a wait's batch takes the held
+    /// ops itself, [`TurnContext::take_held`]).
+    pub(super) async fn write(&self, ops: Vec<WriteOp>) -> Result<(), LogError> {
+        self.log.append(self.id.turn_pk, self.id.epoch, ops, &self.health).await
+    }
+
+    /// Waits until everything appended so far is committed (or refused).
+    pub(super) async fn wait_committed(&self) -> Result<(), LogError> {
+        self.log.append_committed(self.id.turn_pk, self.id.epoch, Vec::new(), &self.health).await
+    }
+
+    /// Whether the store refused the turn's wait because its cancel was asked for first (§4.1);
+    /// told once.
+    pub(super) fn take_wait_cancelled(&self) -> bool {
+        self.health.take_wait_cancelled()
+    }
+
+    /// Whether the log refused this runner (another holds the turn now).
+    pub(super) fn is_fenced(&self) -> bool {
+        self.health.is_fenced()
+    }
+
     pub(super) async fn append(&mut self, ops: Vec<WriteOp>) -> Result<(), AgentError> {
-        match &mut self.atomic {
+        match &mut self.held {
             Some(held) => held.extend(ops),
-            None => self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?,
+            None => self.write(ops).await?,
         }
         Ok(())
     }
@@ -346,7 +365,7 @@ impl TurnContext {
         // turn told its writes were refused reads what is open again from the log.
         self.open.observe(&envelope.event);
         let event = StoredEvent { seq, kind, body: Bytes::from(body), at_ms };
-        Ok(WriteOp::Event { turn: self.turn_pk, event })
+        Ok(WriteOp::Event { turn: self.id.turn_pk, event })
     }
 
     /// Records where the agent stands, so the turn can continue from here after a restart.
@@ -372,7 +391,7 @@ impl TurnContext {
         let checkpoint =
             serde_json::to_string(&nested).map_err(|source| AgentError::Encoding { what: "checkpoint", source })?;
         let checkpoint = crate::redact::mask_secrets_owned(checkpoint);
-        Ok(WriteOp::Checkpoint { turn: self.turn_pk, checkpoint })
+        Ok(WriteOp::Checkpoint { turn: self.id.turn_pk, checkpoint })
     }
 
     /// The client-declared tools this turn may offer its model.
@@ -396,11 +415,173 @@ impl TurnContext {
     }
 
     pub(crate) fn set_next_note_no(&mut self, next: i64) {
-        self.next_note_no = next;
+        self.names.set_next_note_no(next);
     }
 
     /// Whether the log holds nothing yet (a turn lost before its first batch committed).
     pub(crate) fn is_fresh(&self) -> bool {
         self.next_seq == 1
+    }
+
+    /// Picks up a turn another instance (or an earlier run of this one) left unfinished: the
+    /// numbering continues after its log, and what it left open is known.
+    pub(crate) fn resume_from_log(&mut self, events: &[StoredEvent]) {
+        for stored in events {
+            self.next_seq = self.next_seq.max(stored.seq + 1);
+            let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else { continue };
+            self.open.observe(&envelope.event);
+            self.names.observe(&envelope.event);
+        }
+    }
+
+    /// Forgets what this runner said that the log refused: what is open and the numbering are
+    /// read again from `events`, the log as committed.
+    pub(super) fn restart_from_log(&mut self, events: &[StoredEvent]) {
+        self.open = OpenItems::default();
+        self.answers.forget_unlabelled();
+        self.next_seq = 1;
+        self.resume_from_log(events);
+    }
+
+    /// Appends the turn's terminal event and marks the turn ended, and waits for the commit.
+    pub(super) async fn append_terminal(mut self, envelope: Envelope, status: TurnStatus) -> Result<(), LogError> {
+        // A runner the log refused is not the turn's any more: its end is not the turn's end.
+        if self.health.is_fenced() {
+            return Err(LogError::Fenced);
+        }
+        // A terminal event never fails on size or a turn poisoned by a failed commit: it must
+        // reach the log (the store still refuses it if this runner's epoch is stale).
+        self.health = Arc::new(AppendHealth::default());
+        let op = self.envelope_op(envelope).map_err(|_| LogError::Stopped)?;
+        let finish = WriteOp::FinishTurn { turn: self.id.turn_pk, status, at_ms: self.now_ms() };
+        self.log.append_committed(self.id.turn_pk, self.id.epoch, vec![op, finish], &self.health).await
+    }
+
+    /// Which turn this is (its keys, agent, starter and tenant).
+    pub(super) fn identity(&self) -> &TurnIdentity {
+        &self.id
+    }
+
+    /// The store the turn reads through (its writes go through the log).
+    pub(super) fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// What is open in the turn, for the closers to take from.
+    pub(super) fn open_items(&mut self) -> &mut OpenItems {
+        &mut self.open
+    }
+
+    /// A new id of `kind`, named after the turn (`<turn>:m<n>`, `<turn>:c<n>`, …).
+    pub(super) fn new_id(&mut self, kind: Named) -> String {
+        self.names.next(kind)
+    }
+
+    /// The id of `kind` this turn named last, if it named one.
+    pub(super) fn latest_id(&self, kind: Named) -> Option<String> {
+        self.names.latest(kind)
+    }
+
+    /// The number the next pinned note gets, which is then used.
+    pub(super) fn new_note_no(&mut self) -> i64 {
+        self.names.next_note_no()
+    }
+
+    /// The AI label on what is sent, and the latest answer.
+    pub(super) fn answers(&mut self) -> &mut Answers {
+        &mut self.answers
+    }
+
+    /// The text of the latest answer, as its agent wrote it (a delegated child's, after
+    /// [`TurnContext::delegate`]).
+    pub fn last_answer(&self) -> &str {
+        self.answers.latest_text()
+    }
+
+    /// Attributes what is said from now on to the subagent `subagent` (its `subagentRunId`),
+    /// or to the agent itself again (`None`).
+    pub fn attribute_to(&mut self, subagent: Option<String>) {
+        self.attribution = subagent;
+    }
+
+    /// The innermost delegation's child turn id: the child running now, if one is.
+    pub(super) fn delegation_id(&self) -> Option<&str> {
+        self.nest.last().map(|frame| frame.id.as_str())
+    }
+
+    /// How many delegations are under way, one inside the other.
+    pub(super) fn delegation_depth(&self) -> usize {
+        self.nest.len()
+    }
+
+    /// A delegated child starts running: what is said from now on is its.
+    pub(super) fn enter_delegation(&mut self, frame: NestFrame) {
+        self.nest.push(frame);
+    }
+
+    /// The innermost delegated child is done: its parent runs again.
+    pub(super) fn leave_delegation(&mut self) {
+        self.nest.pop();
+    }
+
+    /// The run ends at a wait, and a run ends with no step and no subagent open: the
+    /// delegations' subagents finish here `suspended` (naming the interrupts they wait on), then
+    /// the steps, innermost first; both start again in the run that resumes them.
+    pub(super) fn close_steps_for_wait(
+        &mut self,
+        interrupt_ids: Option<Vec<String>>,
+    ) -> Result<Vec<WriteOp>, AgentError> {
+        // Each event below names its own owner: no lane tags them.
+        let attribution = self.attribution.take();
+        let nest = std::mem::take(&mut self.nest);
+        let closed = self.close_for_wait(&nest, interrupt_ids);
+        self.attribution = attribution;
+        self.nest = nest;
+        for frame in &mut self.nest {
+            frame.reopen = true;
+        }
+        closed
+    }
+
+    /// The board as this turn knows it, once read ([`TurnContext::board`]).
+    pub(super) fn known_board(&self) -> Option<&[Value]> {
+        self.board.as_deref()
+    }
+
+    /// Keeps `board` as the board this turn knows (read, or with its own pins).
+    pub(super) fn know_board(&mut self, board: Vec<Value>) {
+        self.board = Some(board);
+    }
+
+    /// The tenant's token budget, when its quotas set one.
+    pub(super) fn token_budget(&self) -> Option<TokenBudget> {
+        self.token_budget
+    }
+
+    /// Records what `reporter` (an agent, or one model an upstream named) has spent in this turn
+    /// so far: its running total, replacing its last report. A delegated child reports apart
+    /// from its parent and from the other children (by its delegation's id).
+    pub fn report_usage(&mut self, reporter: &str, usage: TokenUsage) {
+        let key = format!("{}/{reporter}", self.delegation_id().unwrap_or(""));
+        match self.spent.iter_mut().find(|(reported, _)| *reported == key) {
+            Some((_, last)) => *last = usage,
+            None => self.spent.push((key, usage)),
+        }
+    }
+
+    /// What the agents reported spending, for a `RUN_ERROR` or a cancelled `RUN_FINISHED`
+    /// (none when nothing was reported: absent is not zero).
+    pub(super) fn spent_usage(&self) -> Option<Vec<TokenUsage>> {
+        (!self.spent.is_empty()).then(|| self.spent.iter().map(|(_, usage)| usage.clone()).collect())
+    }
+
+    /// The configured agent named `name`, which a delegation runs as a child.
+    pub(super) fn agent_named(&self, name: &str) -> Option<Arc<dyn super::Agent>> {
+        self.agents.get(name).cloned()
+    }
+
+    /// The card schema the agent `agent` declares, if it declares one (§3).
+    pub(super) fn card_schema(&self, agent: &str) -> Option<&Value> {
+        self.cards.get(agent)
     }
 }

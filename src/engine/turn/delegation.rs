@@ -66,13 +66,11 @@ impl TurnContext {
         parent: Checkpoint,
         resumed: Option<ChildCheckpoint>,
     ) -> Result<(), AgentError> {
-        if self.nest.len() >= MAX_DELEGATION_DEPTH {
+        if self.delegation_depth() >= MAX_DELEGATION_DEPTH {
             return Err(AgentError::Failed(format!("delegations nest deeper than {MAX_DELEGATION_DEPTH}")));
         }
         let child = self
-            .agents
-            .get(agent)
-            .cloned()
+            .agent_named(agent)
             .ok_or_else(|| AgentError::Failed(format!("there is no agent '{agent}' to delegate to")))?;
         let (id, checkpoint, input) = match resumed {
             Some(resumed) if resumed.reopen => {
@@ -91,13 +89,13 @@ impl TurnContext {
                 (id, Checkpoint::default(), input)
             }
         };
-        let parent_subagent = self.nest.last().map(|frame| frame.id.clone());
-        self.nest.push(NestFrame { parent, id: id.clone(), agent: agent.to_string(), input, reopen: false });
+        let parent_subagent = self.delegation_id().map(str::to_string);
+        self.enter_delegation(NestFrame { parent, id: id.clone(), agent: agent.to_string(), input, reopen: false });
         // A message of one lane never holds a tool call of another: the child's answers start
         // their own messages, and so does the parent's after it.
-        self.open.forget_last_message();
+        self.open_items().forget_last_message();
         // Open already when a takeover re-enters it (the log says so); else it starts here.
-        let started = if self.open.has_subagent(&id) {
+        let started = if self.open_items().has_subagent(&id) {
             Ok(())
         } else {
             self.subagent_start(Event::SubagentStarted {
@@ -115,8 +113,8 @@ impl TurnContext {
             Err(error) => Err(error),
         };
         let ended = self.end_subagent(&id, &outcome).await;
-        self.nest.pop();
-        self.open.forget_last_message();
+        self.leave_delegation();
+        self.open_items().forget_last_message();
         outcome?;
         ended?;
         self.emit_card(agent, &id).await?;
@@ -131,7 +129,7 @@ impl TurnContext {
         id: &str,
         outcome: &Result<crate::engine::turn::AgentOutput, AgentError>,
     ) -> Result<(), AgentError> {
-        if !self.open.has_subagent(id) {
+        if !self.open_items().has_subagent(id) {
             return Ok(());
         }
         let message = match outcome {
@@ -148,7 +146,7 @@ impl TurnContext {
         };
         // The child's step cut short is dropped whole, as the turn's end drops it (its
         // checkpoint never committed); the sub-agent's end is said on its own.
-        self.atomic = None;
+        self.drop_held();
         self.subagent_end(Event::SubagentError { subagent_run_id: id.to_string(), message, code: None }).await
     }
 }

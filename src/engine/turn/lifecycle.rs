@@ -1,30 +1,28 @@
-//! A turn context's life at its edges: picking up a log another owner left unfinished (the
-//! numbering goes on, what it left open is known and closed), and ending a turn (closing what
-//! is open, the card, the terminal event and the turn's status in one batch). Apart from
-//! [`super::vocabulary`], which is what an agent says while the turn runs.
-
-use std::sync::Arc;
+//! A turn context's life at its edges: picking up a log another owner left unfinished (what it
+//! left open is closed; the numbering goes on in [`TurnContext::resume_from_log`]), and ending
+//! a turn (closing what is open, the card, the terminal event and the turn's status in one
+//! batch). Apart from [`super::vocabulary`], which is what an agent says while the turn runs.
 
 use serde_json::json;
 
-use super::{AgentError, AgentOutput, TurnContext, TurnSignal};
-use crate::engine::log::{AppendHealth, LogError};
+use super::{AgentError, AgentOutput, TurnContext};
+use crate::engine::log::LogError;
 use crate::engine::ErrorCode;
 use crate::protocol::events::Envelope;
 use crate::protocol::{Event, RunOutcome};
-use crate::store::{StoredEvent, TurnStatus, WriteOp};
+use crate::store::TurnStatus;
 
 impl TurnContext {
     /// Closes whatever is open (newest first), as `RUN_FINISHED` requires.
     pub(crate) async fn close_open_items(&mut self) -> Result<(), AgentError> {
-        for call in self.open.take_tool_calls().into_iter().rev() {
+        for call in self.open_items().take_tool_calls().into_iter().rev() {
             self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
         }
-        for message in self.open.take_messages().into_iter().rev() {
+        for message in self.open_items().take_messages().into_iter().rev() {
             self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
         }
         self.close_reasoning().await?;
-        for (step, owner) in self.open.take_steps().into_iter().rev() {
+        for (step, owner) in self.open_items().take_steps().into_iter().rev() {
             self.emit(Event::StepFinished { step_name: step, subagent_run_id: owner }).await?;
         }
         self.close_subagents(false).await
@@ -34,8 +32,8 @@ impl TurnContext {
     /// `keep_delegations`, a delegated child's (whose step is still open) stays open: its work
     /// goes on when the delegation is re-entered.
     async fn close_subagents(&mut self, keep_delegations: bool) -> Result<(), AgentError> {
-        self.attribution = None;
-        for subagent in self.open.cut_subagents(keep_delegations).into_iter().rev() {
+        self.attribute_to(None);
+        for subagent in self.open_items().cut_subagents(keep_delegations).into_iter().rev() {
             let message = "cut off: the run it was part of stopped".to_string();
             self.emit(Event::SubagentError { subagent_run_id: subagent, message, code: None }).await?;
         }
@@ -44,65 +42,23 @@ impl TurnContext {
 
     /// Ends the open reasoning messages, then the spans they sit in (newest first).
     async fn close_reasoning(&mut self) -> Result<(), AgentError> {
-        for message in self.open.take_reasoning_messages().into_iter().rev() {
+        for message in self.open_items().take_reasoning_messages().into_iter().rev() {
             self.emit(Event::ReasoningMessageEnd { message_id: message, subagent_run_id: None }).await?;
         }
-        for span in self.open.take_reasoning_spans().into_iter().rev() {
+        for span in self.open_items().take_reasoning_spans().into_iter().rev() {
             self.emit(Event::ReasoningEnd { message_id: span, subagent_run_id: None }).await?;
         }
         Ok(())
     }
 
-    /// Picks up a turn another instance (or an earlier run of this one) left unfinished: the
-    /// numbering continues after its log, and what it left open is known.
-    pub(crate) fn resume_from_log(&mut self, events: &[StoredEvent]) {
-        let count = |id: &str, marker: &str| -> u32 {
-            id.strip_prefix(self.turn_id.as_str())
-                .and_then(|rest| rest.strip_prefix(marker))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0)
-        };
-        for stored in events {
-            self.next_seq = self.next_seq.max(stored.seq + 1);
-            let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else { continue };
-            self.open.observe(&envelope.event);
-            // The numbering goes on after the highest number the log used.
-            match &envelope.event {
-                Event::TextMessageStart { message_id, .. } => {
-                    self.counters.messages = self.counters.messages.max(count(message_id, ":m"));
-                }
-                Event::ToolCallStart { tool_call_id, parent_message_id, .. } => {
-                    // A message that holds only calls is numbered with the messages.
-                    let parent = parent_message_id.as_deref().map_or(0, |parent| count(parent, ":m"));
-                    self.counters.messages = self.counters.messages.max(parent);
-                    self.counters.tool_calls = self.counters.tool_calls.max(count(tool_call_id, ":c"));
-                }
-                Event::ReasoningStart { message_id, .. } => {
-                    self.counters.reasoning_spans = self.counters.reasoning_spans.max(count(message_id, ":reasoning"));
-                }
-                Event::ReasoningMessageStart { message_id, .. } => {
-                    self.counters.reasoning_messages =
-                        self.counters.reasoning_messages.max(count(message_id, ":thought"));
-                }
-                Event::ActivitySnapshot { message_id, .. } => {
-                    self.counters.activities = self.counters.activities.max(count(message_id, ":a"));
-                }
-                _ => {}
-            }
-        }
-    }
-
     /// Forgets what this runner said that the log refused (a wait met the turn's cancel): what
     /// is open and the numbering are read again from the log as committed.
     async fn forget_unwritten(&mut self) -> Result<(), AgentError> {
-        let (store, turn) = (self.store.clone(), self.turn_pk);
+        let turn = self.identity().turn_pk;
         let events = self
-            .patiently("the turn's log could not be read", || crate::engine::log::read_log(store.as_ref(), turn))
+            .patiently("the turn's log could not be read", || crate::engine::log::read_log(self.store(), turn))
             .await?;
-        self.open = super::open::OpenItems::default();
-        self.unlabelled.clear();
-        self.next_seq = 1;
-        self.resume_from_log(&events);
+        self.restart_from_log(&events);
         Ok(())
     }
 
@@ -110,17 +66,17 @@ impl TurnContext {
     /// (§4.6): the step that was saying them runs again and gives its answer whole, as a new
     /// message. Steps stay open: the work they stand for goes on.
     pub(crate) async fn close_cut_items(&mut self) -> Result<(), AgentError> {
-        for call in self.open.take_tool_calls() {
+        for call in self.open_items().take_tool_calls() {
             self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
         }
-        for message in self.open.take_messages() {
+        for message in self.open_items().take_messages() {
             self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
         }
         // Reasoning cut off mid-thought is closed as it stands; the step thinks again anew.
         self.close_reasoning().await?;
         self.close_subagents(true).await?;
-        self.unlabelled.clear();
-        self.open.forget_last_message();
+        self.answers().forget_unlabelled();
+        self.open_items().forget_last_message();
         Ok(())
     }
 
@@ -132,12 +88,12 @@ impl TurnContext {
         ending: Result<AgentOutput, AgentError>,
     ) -> Result<Option<TurnStatus>, LogError> {
         // A step cut short is dropped whole: its checkpoint never committed, so it runs again.
-        self.atomic = None;
+        self.drop_held();
         let ending = match ending {
             Err(AgentError::Waiting) => {
                 // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
-                self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
-                if !self.health.take_wait_cancelled() {
+                self.wait_committed().await?;
+                if !self.take_wait_cancelled() {
                     return Ok(None);
                 }
                 // The store refused the wait: the turn's cancel was asked for first (§4.1).
@@ -152,12 +108,12 @@ impl TurnContext {
         let (terminal, status) = match ending {
             Err(AgentError::Waiting) => {
                 // The waiting batch (interrupts, event, checkpoint) must be in before the task ends.
-                self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
+                self.wait_committed().await?;
                 return Ok(None);
             }
             Err(AgentError::Stopped) => {
-                if *self.signal.borrow() == TurnSignal::HandOver {
-                    self.log.append_committed(self.turn_pk, self.epoch, Vec::new(), &self.health).await?;
+                if self.is_handing_over() {
+                    self.wait_committed().await?;
                 }
                 return Ok(None);
             }
@@ -165,7 +121,7 @@ impl TurnContext {
                 if let Err(error) = self.close_open_items().await {
                     return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
                 }
-                let (agent, turn) = (self.agent.clone(), self.turn_id.clone());
+                let (agent, turn) = (self.identity().agent.clone(), self.turn_id().to_string());
                 if let Err(error) = self.emit_card(&agent, &turn).await {
                     return self.fail(&error).await.map(|()| Some(TurnStatus::Failed));
                 }
@@ -199,7 +155,7 @@ impl TurnContext {
     }
 
     pub(super) async fn fail(self, error: &AgentError) -> Result<(), LogError> {
-        if self.health.is_fenced() {
+        if self.is_fenced() {
             return Err(LogError::Fenced);
         }
         if matches!(error, AgentError::Log(_) | AgentError::Stopped) {
@@ -207,16 +163,16 @@ impl TurnContext {
             return Err(LogError::Stopped);
         }
         // The message may quote the user's words: keep it out of info-level logs (§8).
-        tracing::warn!(turn = %self.turn_id, kind = error.kind(), "turn failed");
-        tracing::debug!(turn = %self.turn_id, %error, "turn failure detail");
+        tracing::warn!(turn = %self.turn_id(), kind = error.kind(), "turn failed");
+        tracing::debug!(turn = %self.turn_id(), %error, "turn failure detail");
         if let AgentError::Internal(why) = error {
-            tracing::error!(turn = %self.turn_id, why, "the turn fails on an internal fault");
+            tracing::error!(turn = %self.turn_id(), why, "the turn fails on an internal fault");
         }
         // The cause the client is not told (the database's words): logged once, with the turn.
         if let Some(cause) = error.internal_cause() {
             let what = error.client_message();
             let cause = crate::telemetry::error_chain(cause);
-            tracing::error!(turn = %self.turn_id, what, cause, "the turn fails on an internal error");
+            tracing::error!(turn = %self.turn_id(), what, cause, "the turn fails on an internal error");
         }
         let code = match error {
             AgentError::Internal(_) => ErrorCode::Internal,
@@ -231,18 +187,5 @@ impl TurnContext {
             envelope.raw_event = Some(json!({ "gateway": figures }));
         }
         self.append_terminal(envelope, TurnStatus::Failed).await
-    }
-
-    pub(super) async fn append_terminal(mut self, envelope: Envelope, status: TurnStatus) -> Result<(), LogError> {
-        // A runner the log refused is not the turn's any more: its end is not the turn's end.
-        if self.health.is_fenced() {
-            return Err(LogError::Fenced);
-        }
-        // A terminal event never fails on size or a turn poisoned by a failed commit: it must
-        // reach the log (the store still refuses it if this runner's epoch is stale).
-        self.health = Arc::new(AppendHealth::default());
-        let op = self.envelope_op(envelope).map_err(|_| LogError::Stopped)?;
-        let finish = WriteOp::FinishTurn { turn: self.turn_pk, status, at_ms: self.now_ms() };
-        self.log.append_committed(self.turn_pk, self.epoch, vec![op, finish], &self.health).await
     }
 }

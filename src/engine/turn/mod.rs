@@ -7,15 +7,21 @@
 //! `waits` (interrupts it opens, client tool results), `delegation` (child agents), `budget`
 //! (the tenant's tokens), `cards` and `lifecycle` (picking a turn up, ending it), and `open`
 //! (what is open in a turn: the one record that appending, picking a log up and closing keep).
+//! The context's state is its own: the other files ask it through methods, and the parts with
+//! rules of their own are small types beside it — `identity` (which turn it is), `naming` (how
+//! its items are numbered) and `answers` (the AI label, the latest answer).
 //! What an agent is and answers with is [`agent`]. Everything an agent needs is re-exported here.
 
 pub mod agent;
+mod answers;
 pub mod app_request;
 mod budget;
 mod cards;
 mod context;
 mod delegation;
+mod identity;
 mod lifecycle;
+mod naming;
 mod open;
 mod reads;
 mod vocabulary;

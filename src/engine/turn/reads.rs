@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{AgentError, TurnContext, TurnSignal};
+use super::{AgentError, TurnContext};
 use crate::retry::Backoff;
 
 /// How long a running turn waits for a database that is away before it fails.
@@ -19,9 +19,9 @@ impl TurnContext {
     pub async fn conversation_before(&self, before_seq: i64) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
         self.patiently("the thread could not be read", || {
             crate::engine::conversation::load_at(
-                self.store.as_ref(),
-                self.thread_pk,
-                self.turn_pk,
+                self.store(),
+                self.identity().thread_pk,
+                self.identity().turn_pk,
                 before_seq,
                 crate::engine::conversation::Activity::Left,
             )
@@ -32,20 +32,24 @@ impl TurnContext {
     /// The checkpoints of the earlier turns of this turn's branch and agent, newest first (an
     /// agent that keeps what an upstream last said across turns reads it there).
     pub async fn earlier_checkpoints(&self) -> Result<Vec<String>, AgentError> {
-        let turns = self.patiently("the thread could not be read", || self.store.thread_turns(self.thread_pk)).await?;
+        let turns = self
+            .patiently("the thread could not be read", || self.store().thread_turns(self.identity().thread_pk))
+            .await?;
         // Only the turns of this turn's own branch: what a sibling branch's upstream said is
         // not this conversation's (§6).
-        Ok(crate::store::branches::ending_at(&turns, self.turn_pk)
+        Ok(crate::store::branches::ending_at(&turns, self.identity().turn_pk)
             .into_iter()
             .rev()
-            .filter(|turn| turn.pk != self.turn_pk && turn.agent == self.agent)
+            .filter(|turn| turn.pk != self.identity().turn_pk && turn.agent == self.identity().agent)
             .filter_map(|turn| turn.checkpoint)
             .collect())
     }
 
     /// The thread's editable state (§7): the keys clients wrote, as an object.
     pub async fn editable_state(&self) -> Result<serde_json::Map<String, Value>, AgentError> {
-        let stored = self.patiently("the thread could not be read", || self.store.thread_state(self.thread_pk)).await?;
+        let stored = self
+            .patiently("the thread could not be read", || self.store().thread_state(self.identity().thread_pk))
+            .await?;
         Ok(crate::engine::board::stored_state(stored.as_deref()))
     }
 
@@ -64,12 +68,11 @@ impl TurnContext {
             match attempt().await {
                 Ok(value) => return Ok(value),
                 Err(error) if error.is_transient() && tokio::time::Instant::now() + backoff.peek() < deadline => {
-                    tracing::warn!(turn = %self.turn_id, %error, what, "the database is away; retrying");
+                    tracing::warn!(turn = %self.turn_id(), %error, what, "the database is away; retrying");
                     self.check_cancelled()?;
-                    let mut signal = self.signal.clone();
                     tokio::select! {
                         _ = backoff.wait() => {}
-                        _ = signal.wait_for(|s| *s != TurnSignal::Run) => self.check_cancelled()?,
+                        _ = self.signalled() => self.check_cancelled()?,
                     }
                 }
                 Err(source) => return Err(AgentError::Store { what: what.to_string(), source }),
@@ -80,20 +83,25 @@ impl TurnContext {
     /// The thread's board as it stands: read once, then kept here as this turn pins notes (its
     /// pins may not be committed yet, and only the thread's one turn pins).
     pub async fn board(&mut self) -> Result<Vec<Value>, AgentError> {
-        if self.board.is_none() {
-            let notes = self.patiently("the board could not be read", || self.store.notes(self.thread_pk)).await?;
-            let turns =
-                self.patiently("the board could not be read", || self.store.thread_turns(self.thread_pk)).await?;
-            let branch = crate::store::branches::ending_at(&turns, self.turn_pk);
-            let notes = crate::engine::board::on_branch(notes, &turns, &branch);
-            self.board = Some(crate::engine::board::from_stored(&notes));
+        if let Some(board) = self.known_board() {
+            return Ok(board.to_vec());
         }
-        Ok(self.board.clone().unwrap_or_default())
+        let thread = self.identity().thread_pk;
+        let notes = self.patiently("the board could not be read", || self.store().notes(thread)).await?;
+        let turns = self.patiently("the board could not be read", || self.store().thread_turns(thread)).await?;
+        let branch = crate::store::branches::ending_at(&turns, self.identity().turn_pk);
+        let notes = crate::engine::board::on_branch(notes, &turns, &branch);
+        let board = crate::engine::board::from_stored(&notes);
+        self.know_board(board.clone());
+        Ok(board)
     }
 
     /// The thread's tenant and the client's thread id.
     pub async fn thread(&self) -> Result<(String, String), AgentError> {
-        match self.patiently("the thread could not be read", || self.store.thread_by_pk(self.thread_pk)).await? {
+        match self
+            .patiently("the thread could not be read", || self.store().thread_by_pk(self.identity().thread_pk))
+            .await?
+        {
             Some(thread) => Ok((thread.tenant, thread.thread_id)),
             None => Err(AgentError::Failed("the turn's thread is gone".into())),
         }
@@ -102,7 +110,7 @@ impl TurnContext {
     /// The thread's earlier turns as AG-UI messages (the gateway's record, never the client's).
     pub async fn history(&self) -> Result<Vec<crate::protocol::InputMessage>, AgentError> {
         self.patiently("the thread could not be read", || {
-            crate::engine::conversation::load_before(self.store.as_ref(), self.thread_pk, &self.turn_id)
+            crate::engine::conversation::load_before(self.store(), self.identity().thread_pk, self.turn_id())
         })
         .await
     }

@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 
+use super::naming::Named;
 use super::{AgentError, TurnContext};
 use crate::protocol::events::{TextRole, ToolResultContent};
 use crate::protocol::{iso8601, Event};
@@ -32,8 +33,7 @@ pub struct Reasoning {
 impl TurnContext {
     /// Opens an assistant text message and returns its id (`<turn>:m<n>`).
     pub async fn text_start(&mut self) -> Result<String, AgentError> {
-        self.counters.messages += 1;
-        let message_id = format!("{}:m{}", self.turn_id, self.counters.messages);
+        let message_id = self.new_id(Named::Message);
         self.emit(Event::TextMessageStart {
             message_id: message_id.clone(),
             role: Some(TextRole::Assistant),
@@ -41,38 +41,24 @@ impl TurnContext {
             subagent_run_id: None,
         })
         .await?;
-        self.unlabelled.push(message_id.clone());
+        self.answers().opened(message_id.clone());
         Ok(message_id)
     }
 
     /// Streams a piece of an open message; the tenant's AI label leads its first piece.
     pub async fn text_delta(&mut self, message_id: &str, delta: &str) -> Result<(), AgentError> {
-        if self.answer.0 != message_id {
-            self.answer = (message_id.to_string(), String::new());
-        }
-        self.answer.1.push_str(delta);
-        let delta = match self.unlabelled.iter().position(|m| m == message_id) {
-            Some(index) => {
-                self.unlabelled.swap_remove(index);
-                match &self.ai_label {
-                    Some(label) => format!("{label}{delta}"),
-                    None => delta.to_string(),
-                }
-            }
-            None => delta.to_string(),
-        };
+        let delta = self.answers().piece(message_id, delta);
         self.emit(Event::TextMessageContent { message_id: message_id.to_string(), delta, subagent_run_id: None }).await
     }
 
     pub async fn text_end(&mut self, message_id: &str) -> Result<(), AgentError> {
-        self.unlabelled.retain(|m| m != message_id);
+        self.answers().ended(message_id);
         self.emit(Event::TextMessageEnd { message_id: message_id.to_string(), subagent_run_id: None }).await
     }
 
     /// Opens a reasoning span (`REASONING_START`) and returns its id (`<turn>:reasoning<n>`).
     pub async fn reasoning_span_start(&mut self) -> Result<String, AgentError> {
-        self.counters.reasoning_spans += 1;
-        let span_id = format!("{}:reasoning{}", self.turn_id, self.counters.reasoning_spans);
+        let span_id = self.new_id(Named::ReasoningSpan);
         self.emit(Event::ReasoningStart { message_id: span_id.clone(), subagent_run_id: None }).await?;
         Ok(span_id)
     }
@@ -81,8 +67,7 @@ impl TurnContext {
     /// id (`<turn>:thought<n>`). It is not an assistant message: it is never part of the
     /// conversation, so it does not become the parent of later tool calls.
     pub async fn reasoning_message_start(&mut self) -> Result<String, AgentError> {
-        self.counters.reasoning_messages += 1;
-        let message_id = format!("{}:thought{}", self.turn_id, self.counters.reasoning_messages);
+        let message_id = self.new_id(Named::ReasoningMessage);
         self.emit(Event::ReasoningMessageStart {
             message_id: message_id.clone(),
             role: "reasoning".into(),
@@ -114,8 +99,7 @@ impl TurnContext {
     /// Activity messages share the id space of text messages on the client, hence their own
     /// marker.
     pub fn activity_id(&mut self) -> String {
-        self.counters.activities += 1;
-        format!("{}:a{}", self.turn_id, self.counters.activities)
+        self.new_id(Named::Activity)
     }
 
     /// Shows a new activity (`ACTIVITY_SNAPSHOT`, generative UI, §3) and returns its id. The
@@ -144,10 +128,7 @@ impl TurnContext {
         activity_type: &str,
         patch: Vec<crate::protocol::events::PatchOp>,
     ) -> Result<(), AgentError> {
-        if self.counters.activities == 0 {
-            return Ok(());
-        }
-        let message_id = format!("{}:a{}", self.turn_id, self.counters.activities);
+        let Some(message_id) = self.latest_id(Named::Activity) else { return Ok(()) };
         self.emit(Event::ActivityDelta {
             message_id,
             activity_type: activity_type.to_string(),
@@ -188,15 +169,14 @@ impl TurnContext {
 
     /// Opens a tool call whose arguments will stream (`TOOL_CALL_START`); returns its id.
     pub async fn tool_call_open(&mut self, name: &str) -> Result<String, AgentError> {
-        let parent = self.open.last_message().map(str::to_string);
+        let parent = self.open_items().last_message().map(str::to_string);
         self.tool_call_open_with(name, parent, None).await
     }
 
     /// A new assistant message id (`<turn>:m<n>`) for a message that holds only tool calls:
     /// the parent a relayed call names when its upstream gave it no message of its own words.
     pub fn message_id(&mut self) -> String {
-        self.counters.messages += 1;
-        format!("{}:m{}", self.turn_id, self.counters.messages)
+        self.new_id(Named::Message)
     }
 
     /// Opens a tool call in the assistant message `parent` (a relayed call keeps the message
@@ -216,8 +196,7 @@ impl TurnContext {
         parent: Option<String>,
         subagent: Option<String>,
     ) -> Result<String, AgentError> {
-        self.counters.tool_calls += 1;
-        let call_id = format!("{}:c{}", self.turn_id, self.counters.tool_calls);
+        let call_id = self.new_id(Named::ToolCall);
         self.emit(Event::ToolCallStart {
             tool_call_id: call_id.clone(),
             tool_call_name: name.to_string(),
@@ -278,15 +257,14 @@ impl TurnContext {
             .and_then(|kind| board.iter().rev().find(|n| n["kind"].as_str() == Some(kind)))
             .map(|old| old["id"].clone())
             .unwrap_or(Value::Null);
-        let note_no = self.next_note_no;
-        self.next_note_no += 1;
+        let note_no = self.new_note_no();
         let note = json!({
             "id": note_no.to_string(),
             "kind": pin.kind,
             "tags": pin.tags,
             "text": pin.text,
-            "turn": self.turn_id,
-            "agent": self.agent,
+            "turn": self.identity().turn_id,
+            "agent": self.identity().agent,
             "createdAt": iso8601(self.now_ms()),
             "supersedes": supersedes,
             // Every turn started through AG-UI is tainted: its text came from an app (§8).
@@ -296,9 +274,9 @@ impl TurnContext {
         });
         let delta = crate::engine::board::pin_patch(&board, &note).map_err(AgentError::Failed)?;
         let delta = self.event_op(Event::StateDelta { delta, subagent_run_id: None })?;
-        let pin = WriteOp::PinNote { thread: self.thread_pk, note_no, body: note.to_string() };
+        let pin = WriteOp::PinNote { thread: self.identity().thread_pk, note_no, body: note.to_string() };
         self.append(vec![delta, pin]).await?;
-        self.board = Some(crate::engine::board::assemble(board.into_iter().chain([note.clone()])));
+        self.know_board(crate::engine::board::assemble(board.into_iter().chain([note.clone()])));
         Ok(note)
     }
 
@@ -309,12 +287,6 @@ impl TurnContext {
 
     pub async fn step_finish(&mut self, name: &str) -> Result<(), AgentError> {
         self.emit(Event::StepFinished { step_name: name.to_string(), subagent_run_id: None }).await
-    }
-
-    /// Attributes what is said from now on to the subagent `subagent` (its `subagentRunId`),
-    /// or to the agent itself again (`None`).
-    pub fn attribute_to(&mut self, subagent: Option<String>) {
-        self.attribution = subagent;
     }
 
     /// Starts a subagent (`SUBAGENT_STARTED`), whose id the agent chose.

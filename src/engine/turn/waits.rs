@@ -126,7 +126,7 @@ impl TurnContext {
             let mut metadata = serde_json::Map::new();
             metadata.insert("gateway/kind".into(), json!(spec.reason));
             // A delegated child's interrupt names the child turn.
-            let asking = self.nest.last().map_or(&self.turn_id, |frame| &frame.id);
+            let asking = self.delegation_id().unwrap_or(self.turn_id());
             metadata.insert("gateway/turn".into(), json!(asking));
             if let Some(details) = spec.details {
                 metadata.insert("gateway/details".into(), details);
@@ -138,8 +138,8 @@ impl TurnContext {
                 metadata.insert("gateway/choices".into(), json!(spec.choices));
             }
             metadata.insert("gateway/deciders".into(), json!(describe_deciders(&spec.deciders, spec.four_eyes)));
-            let message = match (&self.ai_label, spec.reason.as_str()) {
-                (Some(label), "input_required") => format!("{label}{}", spec.message),
+            let message = match spec.reason.as_str() {
+                "input_required" => self.answers().labelled(spec.message),
                 _ => spec.message,
             };
             let interrupt = Interrupt {
@@ -157,12 +157,12 @@ impl TurnContext {
             let shown = crate::redact::mask_secrets_owned(shown);
             rows.push(InterruptRow {
                 id: id.clone(),
-                thread: self.thread_pk,
-                turn: self.turn_pk,
+                thread: self.identity().thread_pk,
+                turn: self.identity().turn_pk,
                 shown,
                 deciders: json!(spec.deciders).to_string(),
                 four_eyes: spec.four_eyes,
-                started_by: self.started_by.clone(),
+                started_by: self.identity().started_by.clone(),
                 expires_at_ms: now + spec.ttl_ms,
                 status: InterruptStatus::Open,
                 decision: None,
@@ -175,48 +175,32 @@ impl TurnContext {
                 interrupt,
                 deciders: spec.deciders,
                 four_eyes: spec.four_eyes,
-                started_by: self.started_by.clone(),
-                turn: self.turn_id.clone(),
+                started_by: self.identity().started_by.clone(),
+                turn: self.turn_id().to_string(),
             });
             checkpoint.awaiting.push(id);
         }
-        let mut ops = self.atomic.take().unwrap_or_default();
+        let mut ops = self.take_held();
         ops.extend(self.close_steps_for_wait(Some(checkpoint.awaiting.clone()))?);
         let marker = self.event_op(logged(GatewayEvent::Waiting(WaitingEvent { interrupts: waiting }))?)?;
         ops.extend(rows.into_iter().map(WriteOp::OpenInterrupt));
         ops.push(marker);
         ops.push(self.checkpoint_op(checkpoint)?);
-        self.log.append(self.turn_pk, self.epoch, ops, &self.health).await?;
+        self.write(ops).await?;
         Ok(())
     }
 
-    /// The run ends at a wait, and a run ends with no step and no subagent open: the
-    /// delegations' subagents finish here `suspended` (naming the interrupts they wait on), then
-    /// the steps, innermost first; both start again in the run that resumes them.
-    pub(super) fn close_steps_for_wait(
-        &mut self,
-        interrupt_ids: Option<Vec<String>>,
-    ) -> Result<Vec<WriteOp>, AgentError> {
-        // Each event below names its own owner: no lane tags them.
-        let attribution = self.attribution.take();
-        let nest = std::mem::take(&mut self.nest);
-        let closed = self.close_for_wait(&nest, interrupt_ids);
-        self.attribution = attribution;
-        self.nest = nest;
-        for frame in &mut self.nest {
-            frame.reopen = true;
-        }
-        closed
-    }
-
-    fn close_for_wait(
+    /// Ends the delegations' subagents (`suspended`, naming `interrupt_ids`) and the open
+    /// steps, innermost first, as ops of a wait's batch ([`TurnContext::close_steps_for_wait`]
+    /// takes the lanes off first: each event names its own owner).
+    pub(super) fn close_for_wait(
         &mut self,
         nest: &[super::delegation::NestFrame],
         interrupt_ids: Option<Vec<String>>,
     ) -> Result<Vec<WriteOp>, AgentError> {
         let mut ops = Vec::new();
         for frame in nest.iter().rev() {
-            if !self.open.end_subagent(&frame.id) {
+            if !self.open_items().end_subagent(&frame.id) {
                 continue;
             }
             let outcome = SubagentOutcome::Suspended { interrupt_ids: interrupt_ids.clone() };
@@ -224,7 +208,7 @@ impl TurnContext {
                 Event::SubagentFinished { subagent_run_id: frame.id.clone(), result: None, outcome: Some(outcome) };
             ops.push(self.event_op(finished)?);
         }
-        for (step, owner) in self.open.take_steps().into_iter().rev() {
+        for (step, owner) in self.open_items().take_steps().into_iter().rev() {
             ops.push(self.event_op(Event::StepFinished { step_name: step, subagent_run_id: owner })?);
         }
         Ok(ops)
@@ -233,7 +217,7 @@ impl TurnContext {
     /// Ends the agent's work until the client sends the results of these tool calls (its
     /// `role: "tool"` messages on a next run): the run ends `success` with `pendingToolCallIds`.
     pub async fn wait_for_client(&mut self, call_ids: Vec<String>, checkpoint: Checkpoint) -> AgentError {
-        let mut ops = self.atomic.take().unwrap_or_default();
+        let mut ops = self.take_held();
         match self.close_steps_for_wait(None) {
             Ok(closed) => ops.extend(closed),
             Err(error) => return error,
@@ -244,12 +228,12 @@ impl TurnContext {
             Err(error) => return error,
         };
         ops.push(marker);
-        ops.push(WriteOp::WaitTurn { turn: self.turn_pk });
+        ops.push(WriteOp::WaitTurn { turn: self.identity().turn_pk });
         match self.checkpoint_op(&checkpoint) {
             Ok(op) => ops.push(op),
             Err(error) => return error,
         }
-        match self.log.append(self.turn_pk, self.epoch, ops, &self.health).await {
+        match self.write(ops).await {
             Ok(()) => AgentError::Waiting,
             Err(error) => error.into(),
         }
@@ -261,7 +245,7 @@ impl TurnContext {
     ) -> Result<std::collections::BTreeMap<String, crate::protocol::events::ToolResultContent>, AgentError> {
         let log = self
             .patiently("the turn's log could not be read", || {
-                crate::engine::read_log(self.store.as_ref(), self.turn_pk)
+                crate::engine::read_log(self.store(), self.identity().turn_pk)
             })
             .await?;
         let latest = log.iter().rev().find(|e| e.kind == EventKind::Resumed);
@@ -276,7 +260,9 @@ impl TurnContext {
     /// parse, fails the turn: nothing is ever taken as approved or denied by default.
     pub async fn decisions(&self, ids: &[String]) -> Result<Vec<Decided>, AgentError> {
         let rows = self
-            .patiently("the turn's interrupts could not be read", || self.store.turn_interrupts(self.turn_pk))
+            .patiently("the turn's interrupts could not be read", || {
+                self.store().turn_interrupts(self.identity().turn_pk)
+            })
             .await?;
         ids.iter()
             .map(|id| {
