@@ -10,13 +10,15 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::interrupts::Deciders;
+use super::plans::{RunPlan, RunRequest};
+use super::shape::Engine;
 use super::turn::agent::{Agent, AgentRegistry};
 use super::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, TurnContext};
-use super::{Engine, ErrorCode, RunPlan, RunRequest};
 use crate::caller::Caller;
 use crate::clock::{Clock, TestClock};
 use crate::config::Config;
 use crate::ids::{RunId, ThreadId};
+use crate::protocol::ErrorCode;
 use crate::protocol::RunAgentInput;
 use crate::store::{self, InterruptStatus, Store};
 
@@ -199,7 +201,7 @@ async fn a_turns_per_minute_quota_refuses_until_its_window_rolls_over() {
     assert_eq!(refusal.code, ErrorCode::QuotaExceeded);
     let figures = refusal.figures.expect("the limit's figures");
     assert_eq!(figures["scope"], "turns_per_minute", "{figures}");
-    let (_, next_minute) = super::quota_window(clock.now_ms(), 60);
+    let (_, next_minute) = super::limits::quota_window(clock.now_ms(), 60);
     assert_eq!(figures["resetsAt"], crate::protocol::iso8601(next_minute), "{figures}");
 
     // Still inside the minute: refused again.

@@ -7,9 +7,10 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::clock_tests::{begin, engine_with, run_to_end};
+use super::conversation;
+use super::plans::RunPlan;
 use super::turn::agent::Agent;
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
-use super::{conversation, RunPlan};
 
 /// Thinks, then answers.
 struct Thinker;

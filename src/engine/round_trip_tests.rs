@@ -16,9 +16,11 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
+use super::plans::{RunPlan, RunRequest};
+use super::shape::Engine;
+use super::stream::tail::StreamItem;
 use super::turn::agent::{Agent, AgentRegistry};
 use super::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, InterruptSpec, NotePin, TurnContext};
-use super::{Engine, RunPlan, RunRequest, StreamItem};
 use crate::caller::Caller;
 use crate::config::Config;
 use crate::ids::{EventId, RunId, TenantId, ThreadId};

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{AgentError, AgentOutput, TurnContext, TurnSignal};
+use super::context::{TurnContext, TurnSignal};
+use super::outcome::{AgentError, AgentOutput};
 use crate::engine::log::{AppendHealth, LogError};
-use crate::engine::ErrorCode;
 use crate::protocol::events::Envelope;
-use crate::protocol::{Event, RunOutcome};
+use crate::protocol::{ErrorCode, Event, RunOutcome};
 use crate::store::{StoredEvent, TurnStatus, WriteOp};
 
 impl TurnContext {

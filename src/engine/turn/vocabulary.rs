@@ -5,7 +5,8 @@
 
 use serde_json::{json, Value};
 
-use super::{AgentError, TurnContext};
+use super::context::TurnContext;
+use super::outcome::AgentError;
 use crate::protocol::events::{TextRole, ToolResultContent};
 use crate::protocol::{iso8601, Event};
 use crate::store::WriteOp;
