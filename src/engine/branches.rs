@@ -1,7 +1,7 @@
 //! A thread's conversation as its branches show it (§6): the messages of a branch with the
 //! alternatives of each user message ([`BranchView`]), the thread's tree of turns
 //! ([`TreeTurn`]), and the `CUSTOM gateway.branches` event a restated conversation is followed
-//! by ([`branches_event`], which the streams use).
+//! by (`branches_event`, which the streams use).
 
 use super::conversation;
 use super::errors::EngineError;

@@ -1,5 +1,5 @@
 //! The engine's shape: [`Engine`], the cheap handle every room's `impl Engine` block extends,
-//! and [`Inner`], the state it shares (the store, the log writer, the hub, the agents, the
+//! and `Inner`, the state it shares (the store, the log writer, the hub, the agents, the
 //! turns running here); with how an engine starts and what any room may ask of it. It sits
 //! below the rooms: it names only their plain types (the hub, the log writer, the agent
 //! registry, a turn's signal), never their `impl Engine` blocks.
