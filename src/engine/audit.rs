@@ -3,7 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::{board, Engine, RunRequest};
+use super::board;
+use super::plans::RunRequest;
+use super::shape::Engine;
 use crate::caller::Caller;
 use crate::store::{AuditEntry, StoreError, ThreadRow, TurnRow};
 

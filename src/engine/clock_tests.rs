@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::plans::RunPlan;
 use super::test_engine::{begin, engine_with, question, run_to_end, Setup, GUARD};
 use super::turn::agent::Agent;
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
-use super::{ErrorCode, RunPlan};
 use crate::clock::Clock;
+use crate::protocol::ErrorCode;
 use crate::store::InterruptStatus;
 
 /// How long an interrupt of [`Asker`] stays open.
@@ -103,7 +104,7 @@ async fn a_turns_per_minute_quota_refuses_until_its_window_rolls_over() {
     assert_eq!(refusal.code, ErrorCode::QuotaExceeded);
     let figures = refusal.figures.expect("the limit's figures");
     assert_eq!(figures["scope"], "turns_per_minute", "{figures}");
-    let (_, next_minute) = super::quota_window(clock.now_ms(), 60);
+    let (_, next_minute) = super::limits::quota_window(clock.now_ms(), 60);
     assert_eq!(figures["resetsAt"], crate::protocol::iso8601(next_minute), "{figures}");
 
     // Still inside the minute: refused again.

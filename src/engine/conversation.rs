@@ -111,7 +111,7 @@ async fn fold_branch(
         // opening restates the turns before it alone).
         let mut events = match before {
             Some(before_seq) if before_seq <= 1 => Vec::new(),
-            _ => super::read_log(store, row.pk).await?,
+            _ => super::log::read_log(store, row.pk).await?,
         };
         if let Some(before_seq) = before {
             events.retain(|event| event.seq < before_seq);

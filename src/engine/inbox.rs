@@ -13,8 +13,9 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
+use super::errors::EngineError;
 use super::interrupts::{describe_deciders, waiting_of, Viewer};
-use super::{Engine, EngineError};
+use super::shape::Engine;
 use crate::caller::Caller;
 use crate::protocol::iso8601;
 use crate::store::{ThreadRow, TurnRow};

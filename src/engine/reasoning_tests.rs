@@ -6,10 +6,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use super::conversation;
+use super::plans::RunPlan;
 use super::test_engine::{begin, engine_with, run_to_end};
 use super::turn::agent::Agent;
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext};
-use super::{conversation, RunPlan};
 
 /// Thinks, then answers.
 struct Thinker;

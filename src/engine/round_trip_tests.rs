@@ -16,10 +16,12 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
+use super::plans::RunPlan;
+use super::shape::Engine;
+use super::stream::tail::StreamItem;
 use super::test_engine::{engine_on, plan_run, question, GUARD};
 use super::turn::agent::Agent;
 use super::turn::{AgentError, AgentOutput, Checkpoint, NotePin, TurnContext};
-use super::{Engine, RunPlan, StreamItem};
 use crate::ids::EventId;
 use crate::protocol::RunAgentInput;
 use crate::store::round_trips::counted;

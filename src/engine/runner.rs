@@ -8,9 +8,11 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::board;
+use super::errors::EngineError;
+use super::shape::{Engine, Inner, Runner};
 use super::turn::agent::Agent;
 use super::turn::{AgentError, AgentOutput, Checkpoint, TurnContext, TurnSignal};
-use super::{board, Engine, EngineError, Inner};
 use crate::caller::Caller;
 use crate::ids::{TenantId, ThreadId};
 use crate::metrics::OutcomeLabels;
@@ -114,7 +116,8 @@ impl Engine {
             };
             let finished = match tenant {
                 Some(tenant) => {
-                    let mut context = TurnContext::new(&inner, &turn, tenant, ai_label, signal_rx.clone());
+                    let mut context =
+                        TurnContext::new(inner.turn_services(), &turn, tenant, ai_label, signal_rx.clone());
                     let ending = run_turn(&inner, &mut context, &turn, start).await;
                     // Boxed: the ending's state is live for a moment at the end, but unboxed it
                     // would take its room in the task for all of the turn's life (a waiting
@@ -250,12 +253,6 @@ pub(super) enum TurnStart {
     Takeover,
 }
 
-/// A turn this instance runs: the ownership epoch its runner holds, and its signal switch.
-pub(super) struct Runner {
-    pub(super) epoch: i64,
-    pub(super) switch: watch::Sender<TurnSignal>,
-}
-
 /// Runs the agent of a new or taken-over turn.
 pub(super) async fn run_turn(
     inner: &Inner,
@@ -284,7 +281,7 @@ async fn open_turn(
     let (thread_id, run_id, board, opened) = match start {
         TurnStart::New { thread_id, run_id, board, .. } => (thread_id, run_id, Some(board), false),
         TurnStart::Takeover => {
-            let events = context.patiently(what, || super::read_log(store.as_ref(), turn.pk)).await?;
+            let events = context.patiently(what, || super::log::read_log(store.as_ref(), turn.pk)).await?;
             context.resume_from_log(&events);
             let opened = events.iter().any(|e| e.kind == EventKind::StateSnapshot);
             // Ids in a re-rendered RUN_STARTED are the following run's own.

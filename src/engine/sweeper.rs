@@ -17,11 +17,12 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::errors::EngineError;
 use super::request::resume::EntryPlan;
 use super::request::resumed_marker;
 use super::runner::TurnStart;
+use super::shape::{Engine, Inner};
 use super::turn::TurnSignal;
-use super::{Engine, EngineError, Inner};
 use crate::metrics::CodeLabel;
 use crate::store::{Decision, InterruptStatus, StoreError, TurnRow, WakeUp};
 

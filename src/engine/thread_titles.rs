@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
-use super::{Engine, EngineError};
+use super::errors::EngineError;
+use super::shape::Engine;
 use crate::caller::Caller;
 use crate::store::{AuditEntry, ThreadRow, ThreadTitle, TitleChange};
 

@@ -10,7 +10,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::json;
 
-use super::{Engine, EngineError};
+use super::errors::EngineError;
+use super::shape::Engine;
 use crate::caller::Caller;
 use crate::store::{
     AuditEntry, DeleteThread, StillIdle, StoreError, ThreadQuery, ThreadRow, ThreadSummary, TurnStatus, Visibility,

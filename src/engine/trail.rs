@@ -7,7 +7,8 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
-use super::{Engine, EngineError};
+use super::errors::EngineError;
+use super::shape::Engine;
 use crate::protocol::iso8601;
 use crate::store::ThreadRow;
 

@@ -17,8 +17,11 @@ use serde_json::{json, Value};
 
 use super::follow::refuse;
 use super::plan::{refuse_while_running, refuse_while_waiting, NewMessage};
+use crate::engine::errors::EngineError;
+use crate::engine::plans::{RunPlan, RunRequest};
+use crate::engine::shape::Engine;
 use crate::engine::turn::app_request::{AppRequest, AppRoute};
-use crate::engine::{Engine, EngineError, ErrorCode, RunPlan, RunRequest};
+use crate::protocol::ErrorCode;
 use crate::store::{branches, AuditEntry, ThreadRow, TurnStatus};
 
 /// What an App's request comes to.

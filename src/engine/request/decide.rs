@@ -11,14 +11,19 @@ use super::follow::{refuse, viewer_of, BoardRead, Following};
 use super::history::{self, HistoryVerdict};
 use super::resume::{check_resume, EntryPlan};
 use crate::caller::Caller;
+use crate::engine::board;
+use crate::engine::errors::EngineError;
 use crate::engine::interrupts::{self, waiting_of, Viewer};
 use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent};
+use crate::engine::log::read_log;
+use crate::engine::plans::{Refusal, RunPlan, RunRequest};
 use crate::engine::runner::TurnStart;
+use crate::engine::shape::Engine;
 use crate::engine::turn::agent::AskedNow;
 use crate::engine::turn::Checkpoint;
-use crate::engine::{board, read_log, Engine, EngineError, ErrorCode, Refusal, RunPlan, RunRequest};
 use crate::metrics::CodeLabel;
 use crate::protocol::input::ResumeEntry;
+use crate::protocol::ErrorCode;
 use crate::store::{
     AuditEntry, Decided, Decision, DecisionRound, EventKind, InterruptRow, InterruptStatus, StoreError, StoredEvent,
     ThreadRow, TurnRow,

@@ -12,8 +12,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::engine::errors::EngineError;
 use crate::engine::interrupts::Viewer;
-use crate::engine::{Engine, EngineError, ErrorCode, FollowPlan, Refusal, RunPlan, RunRequest};
+use crate::engine::plans::{FollowPlan, Refusal, RunPlan, RunRequest};
+use crate::engine::shape::Engine;
+use crate::protocol::ErrorCode;
 use crate::store::{NewRun, StoreError, StoredEvent, ThreadRow, TurnRow};
 
 /// A run to follow: its turn, where it begins, and what its request read or wrote for it.

@@ -17,4 +17,3 @@ mod quota;
 pub mod resume;
 
 pub(super) use decide::resumed_marker;
-pub use quota::{quota_refusal, quota_window};

@@ -8,11 +8,15 @@ use serde_json::Value;
 
 use super::follow::{refuse, viewer_of, Following};
 use super::history::{self, Branching, HistoryVerdict};
+use crate::engine::board;
+use crate::engine::errors::EngineError;
 use crate::engine::interrupts::{self, waiting_of};
+use crate::engine::plans::{FollowPlan, RunPlan, RunRequest};
 use crate::engine::runner::TurnStart;
-use crate::engine::{board, Engine, EngineError, ErrorCode, FollowPlan, RunPlan, RunRequest};
+use crate::engine::shape::Engine;
 use crate::ids::{self};
 use crate::metrics::{AgentLabel, CodeLabel};
+use crate::protocol::ErrorCode;
 use crate::store::{
     branches, InterruptRow, InterruptStatus, NewTurn, StartTurn, ThreadRow, TurnRow, TurnStatus, WakeUp,
 };
@@ -206,7 +210,7 @@ impl Engine {
             if !changed.is_empty() {
                 if let Some(latest) = inner.store.thread_turns(thread.pk).await?.last() {
                     let shown =
-                        board::last_shown_state(&crate::engine::read_log(inner.store.as_ref(), latest.pk).await?);
+                        board::last_shown_state(&crate::engine::log::read_log(inner.store.as_ref(), latest.pk).await?);
                     changed.retain(|key, value| shown.get(key) != Some(value));
                 }
             }

@@ -1,14 +1,15 @@
-//! The tenant's limits on starting turns (§8): the fixed windows they count in, the refusal a
-//! limit gives (with its figures for the client), and the check made before a turn starts.
-//! Kept apart from planning because the same window and refusal serve the token budget a
-//! running turn checks (see `turn::budget`). The check that holds is the store's, in the
+//! The tenant's limits on starting turns (§8): the check made before a turn starts, by the
+//! windows and refusals of `engine/limits.rs` (which the token budget a running turn checks
+//! shares, see `turn::budget`). The check that holds is the store's, in the
 //! transaction that starts the turn (`NewTurn::limits`); the look before it only spares a
 //! refused run a write.
 
-use serde_json::json;
-
-use crate::engine::{Engine, EngineError, ErrorCode, Refusal};
+use crate::engine::errors::EngineError;
+use crate::engine::limits::{quota_refusal, quota_window};
+use crate::engine::plans::Refusal;
+use crate::engine::shape::Engine;
 use crate::metrics::CodeLabel;
+use crate::protocol::ErrorCode;
 use crate::store::{TenantUsage, TurnLimits};
 
 impl Engine {
@@ -62,23 +63,5 @@ impl Engine {
             self.inner.metrics.quota_refusals.get_or_create(&CodeLabel { code: scope.into() }).inc();
         }
         Some(refusal)
-    }
-}
-
-/// The fixed window of `length_secs` (aligned to the epoch) that `now_ms` falls in: its start and
-/// its end (when a limit counted in it resets).
-pub fn quota_window(now_ms: i64, length_secs: u64) -> (i64, i64) {
-    let length_ms = i64::try_from(length_secs.max(1)).unwrap_or(i64::MAX / 1000) * 1000;
-    let start = now_ms - now_ms.rem_euclid(length_ms);
-    (start, start + length_ms)
-}
-
-/// A refusal for a limit (§8), its figures for the client.
-pub fn quota_refusal(code: ErrorCode, scope: &str, limit: i64, used: i64, resets_at_ms: Option<i64>) -> Refusal {
-    let resets_at = resets_at_ms.map(crate::protocol::iso8601);
-    Refusal {
-        code,
-        message: format!("the tenant's {scope} limit is reached ({used} of {limit})"),
-        figures: Some(json!({ "scope": scope, "limit": limit, "used": used, "resetsAt": resets_at })),
     }
 }

@@ -44,8 +44,11 @@ use serde_json::{json, Value};
 use super::hub::Hub;
 use super::tail::{ends_run_for, name_part, render, state_for, tail, OpenStream, RenderError, StreamItem};
 use crate::caller::Caller;
+use crate::engine::conversation;
+use crate::engine::errors::EngineError;
 use crate::engine::interrupts::Viewer;
-use crate::engine::{conversation, Engine, EngineError, FollowPlan};
+use crate::engine::plans::FollowPlan;
+use crate::engine::shape::Engine;
 use crate::ids::{EventId, TenantId, ThreadId};
 use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;
@@ -236,7 +239,7 @@ fn watch(
                     let mut run = TurnRun::new(&plan, &turn);
                     if after_seq > 0 {
                         // Which run was open at the client's position, from the log before it.
-                        let earlier = or_close!(crate::engine::read_log(store.as_ref(), turn.pk).await);
+                        let earlier = or_close!(crate::engine::log::read_log(store.as_ref(), turn.pk).await);
                         for event in earlier.into_iter().take_while(|e| e.seq <= after_seq) {
                             or_close!(run.render(store.as_ref(), event).await);
                         }
@@ -388,14 +391,14 @@ async fn ended_opening(
     last_seq: i64,
 ) -> Result<Vec<StreamItem>, RenderError> {
     let seq = last_seq + 1;
-    let log = crate::engine::read_log(store, turn.pk).await?;
+    let log = crate::engine::log::read_log(store, turn.pk).await?;
     let at_ms = log.last().map_or(0, |e| e.at_ms);
     let follow = TurnRun::new(plan, turn).plan;
     let mut items = vec![event_item(&turn.public_id, seq, run_started(&follow), at_ms)?];
     if plan.viewer.clearance.content {
         let turns = store.thread_turns(plan.thread_pk).await?;
         let messages = conversation::load_at_in(store, &turns, turn.pk, seq, conversation::Activity::Shown).await?;
-        let branches = crate::engine::branches_event(&turns, turn.pk, &messages);
+        let branches = crate::engine::branches::branches_event(&turns, turn.pk, &messages);
         items.push(event_item(&turn.public_id, seq, Event::MessagesSnapshot { messages }, at_ms)?);
         if let Some(branches) = branches {
             items.push(event_item(&turn.public_id, seq, branches, at_ms)?);

@@ -1,9 +1,10 @@
 //! A run's stream: the turn's log rendered from a position on, live until its terminal event.
 //!
-//! [`tail`] is the one way a stream reads a turn's log, a run's ([`follow`]) and a connect
-//! stream's alike: catch-up reads come from the log table in pages; live events come from the
-//! turn's feed in memory: filled by this instance's writer when it runs the turn, else, once
-//! this instance follows the turn (`followers.rs`), from the runner's notices.
+//! [`tail`] is the one way a stream reads a turn's log, a run's ([`follow`], which
+//! `Engine::stream` opens) and a connect stream's alike: catch-up reads come from the log table
+//! in pages; live events come from the turn's feed in memory: filled by this instance's writer
+//! when it runs the turn, else, once this instance follows the turn (`followers.rs`), from the
+//! runner's notices.
 //! The engine's streams carry events only: how long a stream lives, its keepalives, and what
 //! ends it early (shutdown, revocation) are the transport's (`http/sse.rs`).
 
@@ -17,12 +18,15 @@ use serde_json::{json, Value};
 
 use super::hub::{Hub, Next};
 use super::pages::{LogPages, PAGE};
+use crate::engine::branches::branches_event;
+use crate::engine::conversation;
 use crate::engine::interrupts::{Viewer, Waiting};
 use crate::engine::log::events::{
     self as log_events, ClientWaitEvent, PlainEvent, ResumedEvent, WaitingEvent, ON_INTERRUPT, RESUME_OUTCOME,
     WAITING_FOR_OTHERS,
 };
-use crate::engine::{conversation, FollowPlan};
+use crate::engine::plans::FollowPlan;
+use crate::engine::shape::Engine;
 use crate::ids::EventId;
 use crate::metrics::Metrics;
 use crate::protocol::events::Envelope;
@@ -99,6 +103,19 @@ pub(super) fn tail(
                 _ = tokio::time::sleep(REMOTE_POLL), if !feed.is_local() && !feed.is_followed() => {}
             }
         }
+    }
+}
+
+impl Engine {
+    /// The run's events as a stream (see [`follow`]).
+    pub fn stream(&self, plan: FollowPlan) -> impl Stream<Item = StreamItem> + Send + 'static {
+        follow(
+            self.inner.store.clone(),
+            self.inner.clock.clone(),
+            self.inner.hub.clone(),
+            self.inner.metrics.clone(),
+            plan,
+        )
     }
 }
 
@@ -269,7 +286,7 @@ pub(super) async fn render(
                 let messages =
                     Box::pin(conversation::load_at_in(store, &turns, plan.turn_pk, event.seq, shown)).await?;
                 // Which alternatives its user messages have, when any has one (§6).
-                let branches = crate::engine::branches_event(&turns, plan.turn_pk, &messages);
+                let branches = branches_event(&turns, plan.turn_pk, &messages);
                 items.push(item(Event::MessagesSnapshot { messages }, event.at_ms)?);
                 if let Some(branches) = branches {
                     items.push(item(branches, event.at_ms)?);

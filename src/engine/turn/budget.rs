@@ -1,19 +1,13 @@
 //! A tenant's token budget as a running turn meets it (§8): tokens its model reported are
 //! counted, and the turn ends cleanly before a model call once the budget is spent. The window
-//! and the refusal are the tenant quotas' own ([`crate::engine::request::quota`]). What the
+//! and the refusal are the tenant limits' own ([`crate::engine::limits`]). What the
 //! agents report spending ([`TurnContext::report_usage`]) is also kept for the turn's end: a run
 //! that fails or is cancelled still spent its tokens, and says so on its terminal event (`usage`,
 //! AG-UI 1.0).
 
-use super::{AgentError, TurnContext};
-use crate::engine::ErrorCode;
-
-/// A tenant's token budget: `limit` tokens per `period_secs` (fixed periods from the epoch).
-#[derive(Debug, Clone, Copy)]
-pub struct TokenBudget {
-    pub limit: u64,
-    pub period_secs: u64,
-}
+use super::context::TurnContext;
+use super::outcome::AgentError;
+use crate::protocol::ErrorCode;
 
 impl TurnContext {
     /// Counts tokens an agent's model reported against the tenant's budget.
@@ -34,7 +28,7 @@ impl TurnContext {
     pub async fn check_token_budget(&self) -> Result<(), AgentError> {
         let Some(budget) = self.token_budget() else { return Ok(()) };
         let now = self.now_ms();
-        let (period, next_period) = crate::engine::quota_window(now, budget.period_secs);
+        let (period, next_period) = crate::engine::limits::quota_window(now, budget.period_secs);
         let usage = self
             .patiently("the token budget could not be read", || {
                 self.store().tenant_usage(self.identity().tenant.as_str(), now, period)
@@ -44,8 +38,13 @@ impl TurnContext {
         if usage.tokens < limit {
             return Ok(());
         }
-        let refusal =
-            crate::engine::quota_refusal(ErrorCode::QuotaExceeded, "tokens", limit, usage.tokens, Some(next_period));
+        let refusal = crate::engine::limits::quota_refusal(
+            ErrorCode::QuotaExceeded,
+            "tokens",
+            limit,
+            usage.tokens,
+            Some(next_period),
+        );
         Err(AgentError::QuotaExceeded { message: refusal.message, figures: refusal.figures.unwrap_or_default() })
     }
 }

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::context::logged;
-use super::{AgentError, TurnContext};
+use super::context::{logged, TurnContext};
+use super::outcome::AgentError;
 use crate::engine::log::events::{CardEvent, GatewayEvent};
 
 impl TurnContext {

@@ -2,8 +2,9 @@
 //! through it into the event log; it numbers the events, names messages, tool calls and notes
 //! after the turn, and remembers what is open so a cancelled turn is closed properly.
 //!
-//! This file holds the context itself: how it is made from the engine and the turn's row, the
-//! signals it obeys, and how what the agent says becomes ops for the log (steps, events,
+//! This file holds the context itself: how it is made from what the engine gives it
+//! ([`TurnServices`], the agents it may delegate to as [`ChildAgents`]) and the turn's row,
+//! the signals it obeys, and how what the agent says becomes ops for the log (steps, events,
 //! checkpoints, picking a log up, the terminal batch). Its fields are private to this file: the
 //! other files of the turn ask it through the methods at the end, which say what they do. The words an agent says are in [`super::vocabulary`], what it reads in
 //! [`super::reads`].
@@ -16,17 +17,16 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::answers::Answers;
-use super::budget::TokenBudget;
-use super::delegation::NestFrame;
+use super::checkpoint::{Checkpoint, ChildCheckpoint, NestFrame};
 use super::identity::TurnIdentity;
 use super::naming::{Named, Naming};
 use super::open::OpenItems;
-use super::{AgentError, Checkpoint, ChildCheckpoint};
+use super::outcome::{AgentError, AgentOutput};
 use crate::clock::Clock;
+use crate::config::Config;
+use crate::engine::limits::TokenBudget;
 use crate::engine::log::events::GatewayEvent;
 use crate::engine::log::{AppendHealth, LogError, LogWriter};
-use crate::engine::turn::agent::AgentRegistry;
-use crate::engine::Inner;
 use crate::protocol::events::{Envelope, TokenUsage};
 use crate::protocol::Event;
 use crate::store::{Store, StoredEvent, TurnRow, TurnStatus, WriteOp};
@@ -34,6 +34,32 @@ use crate::store::{Store, StoredEvent, TurnRow, TurnStatus, WriteOp};
 /// A gateway event as the AG-UI event it is logged as.
 pub(super) fn logged(event: GatewayEvent) -> Result<Event, AgentError> {
     event.into_event().map_err(|source| AgentError::Encoding { what: "an event", source })
+}
+
+/// What a turn's context takes from the engine when it is made ([`TurnContext::new`]): where
+/// it writes and reads, the agents it may delegate to and their cards, the configuration and
+/// the clock.
+pub(in crate::engine) struct TurnServices<'a> {
+    pub(in crate::engine) config: &'a Config,
+    pub(in crate::engine) log: &'a LogWriter,
+    pub(in crate::engine) store: &'a Arc<dyn Store>,
+    pub(in crate::engine) agents: Arc<dyn ChildAgents>,
+    pub(in crate::engine) cards: &'a Arc<std::collections::HashMap<String, Value>>,
+    pub(in crate::engine) clock: &'a Arc<dyn Clock>,
+}
+
+/// A child agent's run inside a delegating turn: its `Agent::run`, boxed.
+pub(in crate::engine) type ChildRun<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<AgentOutput, AgentError>> + Send + 'a>>;
+
+/// The agents a turn may delegate to, by name ([`TurnContext::delegate`]): the engine's agent
+/// registry. A trait of the context's own, so that the context sits below the `Agent` trait
+/// (whose `run` takes a `TurnContext`) instead of in a circle with it.
+pub(in crate::engine) trait ChildAgents: Send + Sync {
+    /// Whether an agent named `name` is configured.
+    fn has(&self, name: &str) -> bool;
+    /// The agent named `name` answering `turn` from `checkpoint`.
+    fn run<'a>(&'a self, name: &str, turn: &'a mut TurnContext, checkpoint: Checkpoint) -> ChildRun<'a>;
 }
 
 /// What the engine asks of a running turn.
@@ -80,7 +106,7 @@ pub struct TurnContext {
     /// What the agents reported spending so far, each reporter's latest running total
     /// ([`TurnContext::report_usage`]).
     spent: Vec<(String, TokenUsage)>,
-    agents: Arc<AgentRegistry>,
+    agents: Arc<dyn ChildAgents>,
     /// Delegations under way, outermost first; the innermost child is the one running.
     nest: Vec<NestFrame>,
     cards: Arc<std::collections::HashMap<String, Value>>,
@@ -115,7 +141,7 @@ impl TurnContext {
     /// moves on past its log in [`TurnContext::resume_from_log`]). The tenant's token budget
     /// comes from its quotas; the AI label leads the first piece of every answer.
     pub(in crate::engine) fn new(
-        inner: &Inner,
+        inner: TurnServices<'_>,
         turn: &TurnRow,
         tenant: crate::ids::TenantId,
         ai_label: Option<String>,
@@ -576,8 +602,8 @@ impl TurnContext {
     }
 
     /// The configured agent named `name`, which a delegation runs as a child.
-    pub(super) fn agent_named(&self, name: &str) -> Option<Arc<dyn super::Agent>> {
-        self.agents.get(name).cloned()
+    pub(super) fn child_agents(&self) -> Arc<dyn ChildAgents> {
+        self.agents.clone()
     }
 
     /// The card schema the agent `agent` declares, if it declares one (§3).

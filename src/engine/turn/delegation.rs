@@ -9,37 +9,14 @@
 //! (`success`), `SUBAGENT_ERROR` (the child failed) or, at a wait, `SUBAGENT_FINISHED`
 //! `suspended` — a run ends with no sub-agent open, and the run that resumes it starts it again.
 
-use super::{AgentError, Checkpoint, TurnContext};
+use super::checkpoint::{Checkpoint, ChildCheckpoint, NestFrame};
+use super::context::TurnContext;
+use super::outcome::{AgentError, AgentOutput};
 use crate::protocol::events::SubagentOutcome;
 use crate::protocol::Event;
 
 /// How deep delegations may nest (an agent delegating to one that delegates…).
 pub(super) const MAX_DELEGATION_DEPTH: usize = 4;
-
-/// A child turn under way inside a delegating step (§3 steps).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ChildCheckpoint {
-    /// The child turn's id: its `STEP_STARTED`/`STEP_FINISHED` name and `gateway/turn`.
-    pub id: String,
-    pub agent: String,
-    /// What the child was asked (its `{input}`).
-    pub input: String,
-    pub checkpoint: Checkpoint,
-    /// Its step was finished when the turn waited; the resuming run starts it again.
-    #[serde(default)]
-    pub reopen: bool,
-}
-
-/// A delegation under way: where the delegating agent stands, and the child.
-#[derive(Debug, Clone)]
-pub(super) struct NestFrame {
-    pub(super) parent: Checkpoint,
-    pub(super) id: String,
-    pub(super) agent: String,
-    pub(super) input: String,
-    /// Its step was finished for a wait: the run that resumes it starts it again.
-    pub(super) reopen: bool,
-}
 
 impl TurnContext {
     /// Runs `agent` as a child turn inside this one (§3 steps): `STEP_STARTED`, the child's
@@ -69,9 +46,10 @@ impl TurnContext {
         if self.delegation_depth() >= MAX_DELEGATION_DEPTH {
             return Err(AgentError::Failed(format!("delegations nest deeper than {MAX_DELEGATION_DEPTH}")));
         }
-        let child = self
-            .agent_named(agent)
-            .ok_or_else(|| AgentError::Failed(format!("there is no agent '{agent}' to delegate to")))?;
+        let agents = self.child_agents();
+        if !agents.has(agent) {
+            return Err(AgentError::Failed(format!("there is no agent '{agent}' to delegate to")));
+        }
         let (id, checkpoint, input) = match resumed {
             Some(resumed) if resumed.reopen => {
                 // A new run after a wait: the step starts again in it.
@@ -109,7 +87,7 @@ impl TurnContext {
             .await
         };
         let outcome = match started {
-            Ok(()) => child.run(self, checkpoint).await,
+            Ok(()) => agents.run(agent, self, checkpoint).await,
             Err(error) => Err(error),
         };
         let ended = self.end_subagent(&id, &outcome).await;
@@ -124,11 +102,7 @@ impl TurnContext {
     /// Ends the child's sub-agent as its run went: finished, or failed with what the turn will
     /// end with. A wait finished it already (`suspended`); a turn leaving this instance leaves
     /// it open for the next owner.
-    async fn end_subagent(
-        &mut self,
-        id: &str,
-        outcome: &Result<crate::engine::turn::AgentOutput, AgentError>,
-    ) -> Result<(), AgentError> {
+    async fn end_subagent(&mut self, id: &str, outcome: &Result<AgentOutput, AgentError>) -> Result<(), AgentError> {
         if !self.open_items().has_subagent(id) {
             return Ok(());
         }

@@ -5,11 +5,11 @@
 
 use serde_json::json;
 
-use super::{AgentError, AgentOutput, TurnContext};
+use super::context::TurnContext;
+use super::outcome::{AgentError, AgentOutput};
 use crate::engine::log::LogError;
-use crate::engine::ErrorCode;
 use crate::protocol::events::Envelope;
-use crate::protocol::{Event, RunOutcome};
+use crate::protocol::{ErrorCode, Event, RunOutcome};
 use crate::store::TurnStatus;
 
 impl TurnContext {

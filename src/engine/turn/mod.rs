@@ -10,26 +10,33 @@
 //! The context's state is its own: the other files ask it through methods, and the parts with
 //! rules of their own are small types beside it — `identity` (which turn it is), `naming` (how
 //! its items are numbered) and `answers` (the AI label, the latest answer).
-//! What an agent is and answers with is [`agent`]. Everything an agent needs is re-exported here.
+//! What an agent is is [`agent`] (the [`Agent`] trait and the registry); what it answers with
+//! is `outcome`, where it stands `checkpoint`: both below the context, which sees the registry
+//! only as the `ChildAgents` it may delegate to, so the files here import one way. Everything
+//! an agent needs is re-exported here, for the layers above; the files here name each other.
 
 pub mod agent;
 mod answers;
 pub mod app_request;
 mod budget;
 mod cards;
+mod checkpoint;
 mod context;
 mod delegation;
 mod identity;
 mod lifecycle;
 mod naming;
 mod open;
+mod outcome;
 mod reads;
 mod vocabulary;
 mod waits;
 
-pub use agent::{Agent, AgentError, AgentOutput, AgentRegistry, Checkpoint};
-pub use budget::TokenBudget;
+pub use crate::engine::limits::TokenBudget;
+pub use agent::{Agent, AgentRegistry};
+pub use checkpoint::{Checkpoint, ChildCheckpoint};
+pub(in crate::engine) use context::TurnServices;
 pub use context::{ClientInput, TurnContext, TurnSignal};
-pub use delegation::ChildCheckpoint;
+pub use outcome::{AgentError, AgentOutput};
 pub use vocabulary::{NotePin, Reasoning};
 pub use waits::{new_interrupt_id, Decided, InterruptSpec};

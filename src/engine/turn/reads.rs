@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{AgentError, TurnContext};
+use super::context::TurnContext;
+use super::outcome::AgentError;
 use crate::retry::Backoff;
 
 /// How long a running turn waits for a database that is away before it fails.

@@ -5,8 +5,9 @@
 
 use serde_json::{json, Value};
 
+use super::context::TurnContext;
 use super::naming::Named;
-use super::{AgentError, TurnContext};
+use super::outcome::AgentError;
 use crate::protocol::events::{TextRole, ToolResultContent};
 use crate::protocol::{iso8601, Event};
 use crate::store::WriteOp;

@@ -3,8 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::context::logged;
-use super::{AgentError, Checkpoint, TurnContext};
+use super::checkpoint::{Checkpoint, NestFrame};
+use super::context::{logged, TurnContext};
+use super::outcome::AgentError;
 use crate::engine::interrupts::{describe_deciders, Deciders, Waiting};
 use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent, WaitingEvent};
 use crate::protocol::events::SubagentOutcome;
@@ -195,7 +196,7 @@ impl TurnContext {
     /// takes the lanes off first: each event names its own owner).
     pub(super) fn close_for_wait(
         &mut self,
-        nest: &[super::delegation::NestFrame],
+        nest: &[NestFrame],
         interrupt_ids: Option<Vec<String>>,
     ) -> Result<Vec<WriteOp>, AgentError> {
         let mut ops = Vec::new();
@@ -245,7 +246,7 @@ impl TurnContext {
     ) -> Result<std::collections::BTreeMap<String, crate::protocol::events::ToolResultContent>, AgentError> {
         let log = self
             .patiently("the turn's log could not be read", || {
-                crate::engine::read_log(self.store(), self.identity().turn_pk)
+                crate::engine::log::read_log(self.store(), self.identity().turn_pk)
             })
             .await?;
         let latest = log.iter().rev().find(|e| e.kind == EventKind::Resumed);
