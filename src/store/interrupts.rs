@@ -9,10 +9,25 @@ use super::audit::insert_audit;
 use super::backend::Backend;
 use super::error::StoreError;
 use super::events::{INSERT_EVENT, LAST_SEQ};
-use super::rows::interrupts::{Decided, DecisionRound, InterruptRow, InterruptStatus};
+use super::rows::audit::AuditEntry;
+use super::rows::events::StoredEvent;
+use super::rows::interrupts::{Decided, Decision, InterruptRow, InterruptStatus};
 use super::rows::threads::TurnStatus;
 use super::sql::{Record, SqlDb, Stmt};
 use super::threads::HELD_BY_INSTANCE;
+
+/// One round of decisions of one turn, recorded together with their decision event `marker`
+/// (its `at_ms` is the decisions' time) and the `audit` rows, by `instance`. With `run`, the run
+/// id of the request that decides is recorded too.
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionRound<'a> {
+    pub turn: i64,
+    pub decisions: &'a [Decision],
+    pub marker: &'a StoredEvent,
+    pub audit: &'a [AuditEntry],
+    pub run: Option<&'a str>,
+    pub instance: &'a str,
+}
 
 #[async_trait]
 pub trait InterruptStore: Send + Sync {

@@ -52,14 +52,14 @@ pub use audit::AuditStore;
 pub use backend::WakeUp;
 pub use error::StoreError;
 pub use events::{EventLog, OpenBatch, WrittenAhead, WrittenBatch};
-pub use interrupts::InterruptStore;
+pub use interrupts::{DecisionRound, InterruptStore};
 pub use keys::{ApiKeyRow, KeyKind, KeyStore};
 pub use leases::LeaseStore;
 pub use live_grants::{LiveGrantRow, LiveGrantStore, GRANTS_PER_CALLER};
 pub use postgres::PgStore;
 pub use rows::audit::{AuditEntry, AuditRow};
 pub use rows::events::{BatchOutcome, EventKind, StoredEvent, TurnWrites, WriteOp};
-pub use rows::interrupts::{Decided, Decision, DecisionRound, InterruptRow, InterruptStatus};
+pub use rows::interrupts::{Decided, Decision, InterruptRow, InterruptStatus};
 pub use rows::threads::{
     DeleteThread, NewRun, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadSummary,
     TurnLimits, TurnRow, TurnStatus, Visibility,

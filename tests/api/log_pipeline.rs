@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agui_gateway::engine::log::{AppendHealth, Batching, LogError, LogWriter};
+use agui_gateway::engine::log::{Batching, LogError, LogWriter};
 use agui_gateway::engine::stream::hub::Hub;
 use agui_gateway::metrics::Metrics;
 use agui_gateway::store::{self, EventKind, Store, StoredEvent, WriteOp};
@@ -70,9 +70,9 @@ async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_mor
         let slow = pk == victim.pk;
         let mut claimed = claimed_rx.clone();
         runners.push(tokio::spawn(async move {
-            let health = Arc::new(AppendHealth::default());
+            let turn_log = log.for_turn(pk, epoch);
             for seq in 1..EVENTS {
-                log.append(pk, epoch, vec![event(pk, seq)], &health).await.expect("queued");
+                turn_log.append(vec![event(pk, seq)]).await.expect("queued");
                 if slow && seq == EVENTS / 2 {
                     let _ = claimed.wait_for(|claimed| *claimed).await;
                 }
@@ -82,8 +82,8 @@ async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_mor
                     tokio::task::yield_now().await;
                 }
             }
-            let last = log.append_committed(pk, epoch, vec![event(pk, EVENTS)], &health).await;
-            (pk, health, last)
+            let last = turn_log.append_committed(vec![event(pk, EVENTS)]).await;
+            (pk, turn_log, last)
         }));
     }
     // Mid-way through the victim's appends another runner claims it (retried: the claim skips
@@ -110,7 +110,8 @@ async fn pipelined_turns_stay_contiguous_and_a_claimed_runner_writes_nothing_mor
     let _ = claimed_tx.send(true);
 
     for runner in runners {
-        let (pk, health, last) = runner.await.expect("runner");
+        let (pk, turn_log, last) = runner.await.expect("runner");
+        let health = turn_log.health();
         let seqs = seqs_of(store.as_ref(), pk).await;
         if pk == victim.pk {
             assert!(health.is_fenced(), "the claimed runner is told it was fenced ({} events, {} at the claim, claim after {mid}, last {last:?})", seqs.len(), at_claim.len());
@@ -136,24 +137,25 @@ async fn a_failed_append_lets_no_later_batch_commit_the_same_runners_next_events
     store.register_instance("a", 0, i64::MAX / 2).await.expect("instance a");
     let turn = new_turn(store.as_ref(), "th-bad", "a").await;
     let other = new_turn(store.as_ref(), "th-other", "a").await;
-    let (health, other_health) = (Arc::new(AppendHealth::default()), Arc::new(AppendHealth::default()));
+    let (turn_log, other_log) = (log.for_turn(turn.pk, turn.epoch), log.for_turn(other.pk, other.epoch));
     for seq in 1..=5 {
-        log.append(turn.pk, turn.epoch, vec![event(turn.pk, seq)], &health).await.expect("queued");
+        turn_log.append(vec![event(turn.pk, seq)]).await.expect("queued");
     }
-    log.append_committed(turn.pk, turn.epoch, Vec::new(), &health).await.expect("the first five commit");
+    turn_log.append_committed(Vec::new()).await.expect("the first five commit");
 
     // Seq 6 cannot be stored (PostgreSQL text holds no NUL): its batch fails in the database.
     let bad = WriteOp::Event {
         turn: turn.pk,
         event: StoredEvent { seq: 6, kind: EventKind::Plain, body: Bytes::from_static(b"{\"x\":\"\0\"}"), at_ms: 6 },
     };
-    log.append(turn.pk, turn.epoch, vec![bad], &health).await.expect("queued");
+    turn_log.append(vec![bad]).await.expect("queued");
     for seq in 7..=30 {
-        log.append(turn.pk, turn.epoch, vec![event(turn.pk, seq)], &health).await.expect("queued");
-        log.append(other.pk, other.epoch, vec![event(other.pk, seq - 6)], &other_health).await.expect("queued");
+        turn_log.append(vec![event(turn.pk, seq)]).await.expect("queued");
+        other_log.append(vec![event(other.pk, seq - 6)]).await.expect("queued");
     }
-    let after = log.append_committed(turn.pk, turn.epoch, vec![event(turn.pk, 31)], &health).await;
-    let other_done = log.append_committed(other.pk, other.epoch, Vec::new(), &other_health).await;
+    let after = turn_log.append_committed(vec![event(turn.pk, 31)]).await;
+    let other_done = other_log.append_committed(Vec::new()).await;
+    let (health, other_health) = (turn_log.health(), other_log.health());
 
     assert!(health.is_failed() && !health.is_fenced(), "the runner learns its append failed");
     assert!(matches!(after, Err(LogError::Abandoned)), "what it queued after is not written: {after:?}");

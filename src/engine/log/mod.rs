@@ -120,17 +120,9 @@ impl LogWriter {
         &self.writers[(turn.unsigned_abs() as usize) % self.writers.len()]
     }
 
-    /// Queues `ops` for the turn; they are committed in order with the turn's other appends,
-    /// while `epoch` is the turn's.
-    pub async fn append(
-        &self,
-        turn: i64,
-        epoch: i64,
-        ops: Vec<WriteOp>,
-        health: &Arc<AppendHealth>,
-    ) -> Result<(), LogError> {
-        let queued = Instant::now();
-        self.enqueue(Append { turn, epoch, ops, health: health.clone(), committed: None, queued }).await
+    /// The way into the log of the turn `turn` held under `epoch`, with a fresh health.
+    pub fn for_turn(&self, turn: i64, epoch: i64) -> TurnLog {
+        TurnLog { log: self.clone(), turn, epoch, health: Arc::new(AppendHealth::default()) }
     }
 
     /// Hands an append to its turn's writer (waiting for room when the queue is full).
@@ -148,19 +140,50 @@ impl LogWriter {
             let _ = self.announce.send((appended, Instant::now()));
         }
     }
+}
+
+/// One turn's way into the log: its appends go to the turn's writer, in order, under the epoch
+/// its runner holds, and what the writer finds (a fence, a failed commit) is reported to the
+/// turn's [`AppendHealth`].
+#[derive(Clone)]
+pub struct TurnLog {
+    log: LogWriter,
+    turn: i64,
+    epoch: i64,
+    health: Arc<AppendHealth>,
+}
+
+impl TurnLog {
+    /// Queues `ops`; they are committed in order with the turn's other appends.
+    pub async fn append(&self, ops: Vec<WriteOp>) -> Result<(), LogError> {
+        self.send(ops, None).await
+    }
 
     /// Queues `ops` and waits until they (and everything queued before them) are committed.
-    pub async fn append_committed(
-        &self,
-        turn: i64,
-        epoch: i64,
-        ops: Vec<WriteOp>,
-        health: &Arc<AppendHealth>,
-    ) -> Result<(), LogError> {
+    pub async fn append_committed(&self, ops: Vec<WriteOp>) -> Result<(), LogError> {
         let (done_tx, done_rx) = oneshot::channel();
-        let queued = Instant::now();
-        self.enqueue(Append { turn, epoch, ops, health: health.clone(), committed: Some(done_tx), queued }).await?;
+        self.send(ops, Some(done_tx)).await?;
         done_rx.await.map_err(|_| LogError::Stopped)?
+    }
+
+    async fn send(
+        &self,
+        ops: Vec<WriteOp>,
+        committed: Option<oneshot::Sender<Result<(), LogError>>>,
+    ) -> Result<(), LogError> {
+        let (turn, epoch, health) = (self.turn, self.epoch, self.health.clone());
+        self.log.enqueue(Append { turn, epoch, ops, health, committed, queued: Instant::now() }).await
+    }
+
+    /// What the writer found of this turn's appends so far.
+    pub fn health(&self) -> &AppendHealth {
+        &self.health
+    }
+
+    /// Forgets what the writer found: the appends from here on (a terminal event, which must
+    /// reach the log whatever came before) start with a clean health.
+    pub fn forget_health(&mut self) {
+        self.health = Arc::new(AppendHealth::default());
     }
 }
 

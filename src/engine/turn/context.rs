@@ -26,7 +26,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::limits::TokenBudget;
 use crate::engine::log::events::GatewayEvent;
-use crate::engine::log::{AppendHealth, LogError, LogWriter};
+use crate::engine::log::{LogError, LogWriter, TurnLog};
 use crate::protocol::events::{Envelope, TokenUsage};
 use crate::protocol::Event;
 use crate::store::{Store, StoredEvent, TurnRow, TurnStatus, WriteOp};
@@ -75,8 +75,7 @@ pub enum TurnSignal {
 }
 
 pub struct TurnContext {
-    log: LogWriter,
-    health: Arc<AppendHealth>,
+    log: TurnLog,
     /// Which turn this is: its keys, agent, starter and tenant.
     id: TurnIdentity,
     user_text: String,
@@ -152,8 +151,7 @@ impl TurnContext {
             quotas.tokens_per_period.map(|limit| TokenBudget { limit, period_secs: quotas.token_period_secs })
         });
         TurnContext {
-            log: inner.log.clone(),
-            health: Arc::new(AppendHealth::default()),
+            log: inner.log.for_turn(turn.pk, turn.epoch),
             names: Naming::new(&turn.public_id),
             id: TurnIdentity::of(turn, tenant),
             user_text: turn.user_text.clone(),
@@ -280,7 +278,7 @@ impl TurnContext {
     pub async fn commit_step(&mut self, checkpoint: &Checkpoint) -> Result<(), AgentError> {
         let mut ops = self.take_held();
         ops.push(self.checkpoint_op(checkpoint)?);
-        self.log.append_committed(self.id.turn_pk, self.id.epoch, ops, &self.health).await?;
+        self.log.append_committed(ops).await?;
         Ok(())
     }
 
@@ -297,23 +295,23 @@ impl TurnContext {
     /// Appends `ops` to the log now, past any step held back (a wait's batch takes the held
     /// ops itself, [`TurnContext::take_held`]).
     pub(super) async fn write(&self, ops: Vec<WriteOp>) -> Result<(), LogError> {
-        self.log.append(self.id.turn_pk, self.id.epoch, ops, &self.health).await
+        self.log.append(ops).await
     }
 
     /// Waits until everything appended so far is committed (or refused).
     pub(super) async fn wait_committed(&self) -> Result<(), LogError> {
-        self.log.append_committed(self.id.turn_pk, self.id.epoch, Vec::new(), &self.health).await
+        self.log.append_committed(Vec::new()).await
     }
 
     /// Whether the store refused the turn's wait because its cancel was asked for first (§4.1);
     /// told once.
     pub(super) fn take_wait_cancelled(&self) -> bool {
-        self.health.take_wait_cancelled()
+        self.log.health().take_wait_cancelled()
     }
 
     /// Whether the log refused this runner (another holds the turn now).
     pub(super) fn is_fenced(&self) -> bool {
-        self.health.is_fenced()
+        self.log.health().is_fenced()
     }
 
     pub(super) async fn append(&mut self, ops: Vec<WriteOp>) -> Result<(), AgentError> {
@@ -370,7 +368,7 @@ impl TurnContext {
         if let (Some(subagent), Some(tag @ None)) = (self.lane(), envelope.event.attribution_mut()) {
             *tag = Some(subagent.to_string());
         }
-        if self.health.is_failed() {
+        if self.log.health().is_failed() {
             // The log refused an append of this turn (another runner holds it now) or could not
             // commit one: write nothing more, so the log never gets a hole or a second writer.
             return Err(AgentError::Stopped);
@@ -472,15 +470,15 @@ impl TurnContext {
     /// Appends the turn's terminal event and marks the turn ended, and waits for the commit.
     pub(super) async fn append_terminal(mut self, envelope: Envelope, status: TurnStatus) -> Result<(), LogError> {
         // A runner the log refused is not the turn's any more: its end is not the turn's end.
-        if self.health.is_fenced() {
+        if self.log.health().is_fenced() {
             return Err(LogError::Fenced);
         }
         // A terminal event never fails on size or a turn poisoned by a failed commit: it must
         // reach the log (the store still refuses it if this runner's epoch is stale).
-        self.health = Arc::new(AppendHealth::default());
+        self.log.forget_health();
         let op = self.envelope_op(envelope).map_err(|_| LogError::Stopped)?;
         let finish = WriteOp::FinishTurn { turn: self.id.turn_pk, status, at_ms: self.now_ms() };
-        self.log.append_committed(self.id.turn_pk, self.id.epoch, vec![op, finish], &self.health).await
+        self.log.append_committed(vec![op, finish]).await
     }
 
     /// Which turn this is (its keys, agent, starter and tenant).

@@ -9,8 +9,6 @@ use crate::store::TurnRow;
 pub(super) struct TurnIdentity {
     /// The turn's row key, which every write of the turn names.
     pub(super) turn_pk: i64,
-    /// The ownership epoch this runner was given; every append carries it.
-    pub(super) epoch: i64,
     pub(super) thread_pk: i64,
     /// The turn's public id: message ids and event ids are named after it.
     pub(super) turn_id: String,
@@ -26,7 +24,6 @@ impl TurnIdentity {
     pub(super) fn of(turn: &TurnRow, tenant: TenantId) -> TurnIdentity {
         TurnIdentity {
             turn_pk: turn.pk,
-            epoch: turn.epoch,
             thread_pk: turn.thread,
             turn_id: turn.public_id.clone(),
             agent: turn.agent.clone(),

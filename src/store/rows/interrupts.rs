@@ -74,19 +74,6 @@ pub struct Decision {
     pub decided_via: String,
 }
 
-/// One round of decisions of one turn, recorded together with their decision event `marker`
-/// (its `at_ms` is the decisions' time) and the `audit` rows, by `instance`. With `run`, the run
-/// id of the request that decides is recorded too.
-#[derive(Debug, Clone, Copy)]
-pub struct DecisionRound<'a> {
-    pub turn: i64,
-    pub decisions: &'a [Decision],
-    pub marker: &'a super::events::StoredEvent,
-    pub audit: &'a [super::audit::AuditEntry],
-    pub run: Option<&'a str>,
-    pub instance: &'a str,
-}
-
 /// What [`InterruptStore::decide_interrupts`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decided {
