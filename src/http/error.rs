@@ -50,6 +50,7 @@ pub(crate) const UNKNOWN_AGENT: Refusal = (404, "unknown tenant or agent (`not_f
 pub(crate) const INTERNAL: Refusal = (500, "internal error (`internal`); the cause is logged");
 pub(crate) const BODY_TIMEOUT: Refusal =
     (408, "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)");
+pub(crate) const TOO_MANY_STREAMS: Refusal = (429, "too many open streams (`too_many_streams`)");
 pub(crate) const BAD_THREAD_ID: Refusal = (400, "the thread id is malformed (`bad_request`)");
 pub(crate) const NOT_THEIRS: Refusal =
     (403, "the caller may not do this, or the thread is not theirs (`permission_denied`)");

@@ -34,7 +34,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{documented, ApiError, ErrorBody, Refusal, Responses, TenantRefusals};
-use super::error::{BAD_THREAD_ID, INTERNAL, UNAUTHENTICATED, UNKNOWN_AGENT};
+use super::error::{BAD_THREAD_ID, INTERNAL, TOO_MANY_STREAMS, UNAUTHENTICATED, UNKNOWN_AGENT};
 use super::openapi::{AgentPath, JsonObject, SseEvent, ThreadPath};
 use super::permissions::{startable_agent, Authorized, CanStart};
 use super::runs::{connect_stream, run_stream, ConnectEnd, StreamRequest};
@@ -134,9 +134,6 @@ const STREAM_REFUSALS: [Refusal; 8] = [
     TOO_MANY_STREAMS,
     INTERNAL,
 ];
-
-/// More streams than this instance holds for the caller: the stream routes and the live list.
-const TOO_MANY_STREAMS: Refusal = (429, "too many open streams (`too_many_streams`)");
 
 /// A caller who may not start the agent, or a thread not theirs: what `agent/stop` refuses,
 /// on its route and in the envelope.

@@ -43,7 +43,8 @@ use super::grants::{self, Grant};
 use super::threads::join_code;
 use super::threads::{own_entries, own_thread, TenantPath};
 use crate::engine::threads::ThreadFilter;
-use crate::http::error::{documented, ApiError, ErrorCode, ReadRefusals, Responses, INTERNAL, UNKNOWN_TENANT};
+use crate::http::error::{documented, ApiError, ErrorCode, ReadRefusals, Responses};
+use crate::http::error::{INTERNAL, TOO_MANY_STREAMS, UNKNOWN_TENANT};
 use crate::http::openapi::JsonObject;
 use crate::http::permissions::{configured_tenant, CanRead};
 use crate::http::sse::{SlotLimits, StreamSlots};
@@ -155,7 +156,7 @@ impl utoipa::IntoResponses for SocketRefusals {
                 "no join token, or one unknown, ended, of another tenant or of a key revoked since (`unauthenticated`)",
             ),
             UNKNOWN_TENANT,
-            super::TOO_MANY_STREAMS,
+            TOO_MANY_STREAMS,
             INTERNAL,
         ])
     }
