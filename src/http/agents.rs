@@ -9,8 +9,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody, TenantRefusals};
-use super::openapi::TenantQuery;
+use super::error::{documented, ApiError, ErrorBody, Responses, TenantRefusals, INTERNAL, UNAUTHENTICATED};
+use super::openapi::{AgentPath, TenantQuery};
 use super::permissions::Authorized;
 use super::state::AppState;
 use crate::config::{AgentConfig, Config};
@@ -71,19 +71,26 @@ async fn list_agents(State(state): State<AppState>, auth: Authorized) -> Json<Ag
     Json(AgentList { agents })
 }
 
+/// What describing one agent refuses (each with the error body).
+struct AgentRefusals;
+
+impl utoipa::IntoResponses for AgentRefusals {
+    fn responses() -> Responses {
+        let unknown = (404, "unknown tenant, or no such agent the caller may start (`not_found`)");
+        documented(&[UNAUTHENTICATED, (403, "the caller may not do this (`permission_denied`)"), unknown, INTERNAL])
+    }
+}
+
 /// One agent this caller may start, with its capabilities; an agent it may not start answers
 /// like one that does not exist.
 #[utoipa::path(
     get,
     path = "/v1/agents/{agent}",
     tag = "agents",
-    params(("agent" = String, Path, description = "The configured agent's name."), TenantQuery),
+    params(AgentPath, TenantQuery),
     responses(
         (status = 200, description = "The agent and its AG-UI 1.0 capabilities.", body = AgentDescription),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant, or no such agent the caller may start (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        AgentRefusals
     )
 )]
 async fn one_agent(

@@ -8,14 +8,23 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody, TenantRefusals};
+use super::error::{thread_refusals, ApiError, Responses};
 use super::openapi::{JsonObject, TenantQuery, ThreadPath};
 use super::permissions::TenantAdmin;
 use super::state::AppState;
-use crate::ids::ThreadId;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(thread_audit))
+}
+
+/// What reading a thread's audit trail refuses (each with the error body): one who is no admin
+/// of the tenant and a thread that does not exist alike.
+struct AuditRefusals;
+
+impl utoipa::IntoResponses for AuditRefusals {
+    fn responses() -> Responses {
+        thread_refusals((403, "not an admin of the tenant, or no such thread (`permission_denied`)"))
+    }
 }
 
 /// The audit rows about one thread of the tenant, oldest first, for an admin of the tenant
@@ -27,9 +36,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(ThreadPath, TenantQuery),
     responses(
         (status = 200, description = "`threadId` and `audit`: the rows about the thread, oldest first (at most 500), each `at`, `action` (`run.start`, `board.read`, `interrupt.decide`, `interrupt.expire`, …), `actor`, `via` and `detail`.", body = JsonObject),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 403, description = "not an admin of the tenant, or no such thread (`permission_denied`)", body = ErrorBody),
-        TenantRefusals
+        AuditRefusals
     )
 )]
 async fn thread_audit(
@@ -37,7 +44,7 @@ async fn thread_audit(
     TenantAdmin { tenant, .. }: TenantAdmin,
     Path(thread): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread_id = ThreadId::parse(&thread).map_err(|m| ApiError::bad_request("thread", m))?;
+    let thread_id = super::threads::thread_id(&thread)?;
     let thread = state.engine.store().find_thread(&tenant.name, thread_id.as_str()).await?;
     let Some(thread) = thread else { return Err(ApiError::PermissionDenied) };
     let audit = state.engine.thread_audit(&thread).await?;

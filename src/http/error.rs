@@ -4,12 +4,15 @@
 //! The lower layers' errors (engine, store, auth, minting) convert with `From`, so handlers use
 //! `?`; a 500 keeps its cause, which is logged with its whole chain of sources and never shown.
 
+use std::collections::BTreeMap;
+
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
-use utoipa::ToSchema;
+use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder};
+use utoipa::{IntoResponses, ToSchema};
 
 use crate::auth::{AuthError, MintError};
 use crate::engine::EngineError;
@@ -37,37 +40,69 @@ impl ErrorBody {
 
 pub use crate::protocol::ErrorCode;
 
-/// The refusals every tenant route answers, as OpenAPI documents them (each with the error
-/// body): a route lists them with `TenantRefusals` beside its own.
-#[derive(utoipa::IntoResponses)]
-#[allow(dead_code)] // only read by the OpenAPI derive
-pub(crate) enum TenantRefusals {
-    #[response(status = 401, description = "no valid credential (`unauthenticated`)")]
-    Unauthenticated(ErrorBody),
-    #[response(status = 404, description = "unknown tenant (`not_found`)")]
-    NotFound(ErrorBody),
-    #[response(status = 500, description = "internal error (`internal`); the cause is logged")]
-    Internal(ErrorBody),
+/// A refusal as OpenAPI documents it: its status and what it means; its body is [`ErrorBody`].
+pub(crate) type Refusal = (u16, &'static str);
+
+// The refusals more than one route answers, each worded once.
+pub(crate) const UNAUTHENTICATED: Refusal = (401, "no valid credential (`unauthenticated`)");
+pub(crate) const UNKNOWN_TENANT: Refusal = (404, "unknown tenant (`not_found`)");
+pub(crate) const UNKNOWN_AGENT: Refusal = (404, "unknown tenant or agent (`not_found`)");
+pub(crate) const INTERNAL: Refusal = (500, "internal error (`internal`); the cause is logged");
+pub(crate) const BODY_TIMEOUT: Refusal =
+    (408, "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)");
+pub(crate) const TOO_MANY_STREAMS: Refusal = (429, "too many open streams (`too_many_streams`)");
+pub(crate) const BAD_THREAD_ID: Refusal = (400, "the thread id is malformed (`bad_request`)");
+pub(crate) const NOT_THEIRS: Refusal =
+    (403, "the caller may not do this, or the thread is not theirs (`permission_denied`)");
+
+/// The responses a route's OpenAPI operation lists, by status.
+pub(crate) type Responses = BTreeMap<String, RefOr<utoipa::openapi::Response>>;
+
+/// The responses of a set of refusals, each with the error body: what a route's
+/// `responses(…)` lists by the name of a set ([`TenantRefusals`], …), so one refusal is worded
+/// once for every route that answers it.
+pub(crate) fn documented(refusals: &[Refusal]) -> Responses {
+    let body = Content::new(Some(Ref::from_schema_name(ErrorBody::name())));
+    let response =
+        |description: &str| ResponseBuilder::new().description(description).content("application/json", body.clone());
+    refusals.iter().map(|(status, description)| (status.to_string(), response(description).build().into())).collect()
+}
+
+/// The refusals every tenant route answers: a route lists them with `TenantRefusals` beside
+/// its own.
+pub(crate) struct TenantRefusals;
+
+impl IntoResponses for TenantRefusals {
+    fn responses() -> Responses {
+        documented(&[UNAUTHENTICATED, UNKNOWN_TENANT, INTERNAL])
+    }
+}
+
+/// The refusals of a tenant route open to whoever may read threads (`threads:read`).
+pub(crate) struct ReadRefusals;
+
+impl IntoResponses for ReadRefusals {
+    fn responses() -> Responses {
+        let may_not_read = (403, "the caller may not read threads (`permission_denied`)");
+        documented(&[UNAUTHENTICATED, may_not_read, UNKNOWN_TENANT, INTERNAL])
+    }
+}
+
+/// What a route of one thread refuses: a malformed thread id, no valid credential, `forbidden`
+/// (the caller may not, or the thread is not theirs, answered alike), an unknown tenant, and an
+/// internal error.
+pub(crate) fn thread_refusals(forbidden: Refusal) -> Responses {
+    documented(&[BAD_THREAD_ID, UNAUTHENTICATED, forbidden, UNKNOWN_TENANT, INTERNAL])
 }
 
 /// The refusals every route of one thread answers: [`TenantRefusals`], a malformed thread id,
 /// and a thread the caller may not see (answered as one that does not exist would be).
-#[derive(utoipa::IntoResponses)]
-#[allow(dead_code)] // only read by the OpenAPI derive
-pub(crate) enum ThreadRefusals {
-    #[response(status = 400, description = "the thread id is malformed (`bad_request`)")]
-    BadThreadId(ErrorBody),
-    #[response(status = 401, description = "no valid credential (`unauthenticated`)")]
-    Unauthenticated(ErrorBody),
-    #[response(
-        status = 403,
-        description = "the caller may not do this, or the thread is not theirs (`permission_denied`)"
-    )]
-    PermissionDenied(ErrorBody),
-    #[response(status = 404, description = "unknown tenant (`not_found`)")]
-    NotFound(ErrorBody),
-    #[response(status = 500, description = "internal error (`internal`); the cause is logged")]
-    Internal(ErrorBody),
+pub(crate) struct ThreadRefusals;
+
+impl IntoResponses for ThreadRefusals {
+    fn responses() -> Responses {
+        thread_refusals(NOT_THEIRS)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody, TenantRefusals};
+use super::error::{documented, ApiError, ErrorBody, Responses, TenantRefusals};
+use super::error::{BODY_TIMEOUT, INTERNAL, UNAUTHENTICATED};
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{CanRead, CanReadContent};
 use super::state::AppState;
@@ -49,6 +50,24 @@ struct DecisionBody {
     payload: Option<Value>,
 }
 
+/// What a decision refuses, as OpenAPI documents it (each with the error body).
+struct DecisionRefusals;
+
+impl utoipa::IntoResponses for DecisionRefusals {
+    fn responses() -> Responses {
+        documented(&[
+            (400, "the body is not a decision (`bad_request`)"),
+            UNAUTHENTICATED,
+            (403, "not a person, not a decider, or not the caller's thread (`permission_denied`, `not_a_decider`)"),
+            (404, "unknown tenant or interrupt (`not_found`)"),
+            BODY_TIMEOUT,
+            (409, "the interrupt is decided, expired or changed (`interrupt_expired`, `interrupt_changed`, `invalid_resume`)"),
+            (413, "the body exceeds `limits.max_body_bytes` (`payload_too_large`)"),
+            INTERNAL,
+        ])
+    }
+}
+
 /// A person decides one interrupt out of band, with the checks of a resume.
 #[utoipa::path(
     post,
@@ -58,14 +77,7 @@ struct DecisionBody {
     request_body(content = DecisionBody, content_type = "application/json"),
     responses(
         (status = 200, description = "The decision was recorded: the interrupt's outcome.", body = JsonObject),
-        (status = 400, description = "the body is not a decision (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "not a person, not a decider, or not the caller's thread (`permission_denied`, `not_a_decider`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant or interrupt (`not_found`)", body = ErrorBody),
-        (status = 408, description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)", body = ErrorBody),
-        (status = 409, description = "the interrupt is decided, expired or changed (`interrupt_expired`, `interrupt_changed`, `invalid_resume`)", body = ErrorBody),
-        (status = 413, description = "the body exceeds `limits.max_body_bytes` (`payload_too_large`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        DecisionRefusals
     )
 )]
 async fn decide(

@@ -16,6 +16,7 @@ mod interrupts;
 mod mcp_apps;
 pub mod openapi;
 pub mod permissions;
+mod query;
 mod runs;
 pub mod sse;
 mod state;

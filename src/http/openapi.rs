@@ -54,6 +54,15 @@ pub struct ThreadPath {
     pub thread: String,
 }
 
+/// `{agent}`: the agent a route starts or describes.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct AgentPath {
+    /// The configured agent's name.
+    pub agent: String,
+}
+
 /// One server-sent event of a run (the response is a stream of these): `data` is one AG-UI
 /// event as JSON, `id` names its place in the turn's log (send it back as `Last-Event-ID`).
 #[derive(Serialize, ToSchema)]

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, FromRequestParts, Path, Query};
+use axum::extract::{ConnectInfo, FromRequestParts, Path};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
@@ -24,8 +24,7 @@ pub(super) fn tenant_name(parts: &Parts) -> Result<String, ApiError> {
     if let Some(tenant) = tenant_in_path(parts.uri.path()) {
         return Ok(tenant);
     }
-    let Query(query) = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
-        .map_err(|error| ApiError::bad_request("query", error.body_text()))?;
+    let query: HashMap<String, String> = super::query::parse_query(&parts.uri)?;
     Ok(query.get("tenant").cloned().unwrap_or_else(|| "default".to_string()))
 }
 
@@ -115,6 +114,24 @@ impl FromRequestParts<AppState> for CanReadContent {
             return Err(ApiError::PermissionDenied);
         }
         Ok(CanReadContent { caller, tenant })
+    }
+}
+
+/// What a permission grants: the caller, in the tenant. An extractor built on a permission
+/// (the thread a caller may read, [`super::threads::ReadableThread`]) takes any that does.
+pub trait Grant: FromRequestParts<AppState, Rejection = ApiError> + Send {
+    fn granted(self) -> (Caller, TenantConfig);
+}
+
+impl Grant for CanRead {
+    fn granted(self) -> (Caller, TenantConfig) {
+        (self.caller, self.tenant)
+    }
+}
+
+impl Grant for CanReadContent {
+    fn granted(self) -> (Caller, TenantConfig) {
+        (self.caller, self.tenant)
     }
 }
 

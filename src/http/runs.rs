@@ -26,8 +26,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::content::check_newest_user_message;
-use super::error::{ApiError, ErrorBody, ErrorCode};
-use super::openapi::{BinaryFrames, SseEvent, TenantQuery};
+use super::error::{documented, ApiError, ErrorBody, ErrorCode, Responses};
+use super::error::{BODY_TIMEOUT, INTERNAL, UNAUTHENTICATED, UNKNOWN_AGENT};
+use super::openapi::{AgentPath, BinaryFrames, SseEvent, TenantQuery};
 use super::permissions::CanStart;
 use super::sse;
 use super::sse::{Framing, SlotLimits, SlotRefused, StreamSlots};
@@ -57,7 +58,7 @@ pub fn router(slots: Arc<StreamSlots>) -> OpenApiRouter<AppState> {
     path = "/v1/agui/agents/{agent}",
     tag = "runs",
     params(
-        ("agent" = String, Path, description = "The configured agent's name."),
+        AgentPath,
         TenantQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "Continue the run after this event id."),
     ),
@@ -143,7 +144,7 @@ pub(super) async fn run_stream(state: AppState, request: StreamRequest) -> Resul
     path = "/v1/agui/agents/{agent}/connect",
     tag = "runs",
     params(
-        ("agent" = String, Path, description = "The configured agent's name."),
+        AgentPath,
         TenantQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "Continue the connect stream after this event id."),
     ),
@@ -178,7 +179,7 @@ pub(super) async fn connect_stream(
     end: ConnectEnd,
 ) -> Result<Response, ApiError> {
     let StreamRequest { caller, tenant, slots, framing, last_event_id, body: bytes, .. } = request;
-    let input = parse_connect_input(&bytes)?;
+    let input: ConnectInput = parse_body(&bytes)?;
     let thread_id = ThreadId::parse(&input.thread_id).map_err(|m| ApiError::bad_request("threadId", m))?;
     let run_id = match input.run_id.as_deref() {
         Some(run_id) => RunId::parse(run_id).map_err(|m| ApiError::bad_request("runId", m))?.as_str().to_string(),
@@ -219,42 +220,22 @@ pub(super) async fn connect_stream(
 
 /// The refusals both stream routes answer before a stream opens, as OpenAPI documents them
 /// (each with the error body).
-#[derive(utoipa::IntoResponses)]
-#[allow(dead_code)]
-enum StreamRefusals {
-    #[response(status = 401, description = "no valid credential (`unauthenticated`)")]
-    Unauthenticated(ErrorBody),
-    #[response(
-        status = 403,
-        description = "the caller may not do this, or the thread is not theirs or has no turn yet, answered alike (`permission_denied`)"
-    )]
-    PermissionDenied(ErrorBody),
-    #[response(status = 404, description = "unknown tenant or agent (`not_found`)")]
-    NotFound(ErrorBody),
-    #[response(
-        status = 406,
-        description = "Accept names neither text/event-stream, the AG-UI binary type nor a wildcard (`not_acceptable`)"
-    )]
-    NotAcceptable(ErrorBody),
-    #[response(
-        status = 408,
-        description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)"
-    )]
-    RequestTimeout(ErrorBody),
-    #[response(
-        status = 413,
-        description = "the body exceeds `limits.max_body_bytes`, or the newest user message's content parts exceed `limits.max_content_part_bytes` (one part) or `limits.max_content_bytes` (together) (`payload_too_large`, naming the part)"
-    )]
-    PayloadTooLarge(ErrorBody),
-    #[response(status = 415, description = "Content-Type is not application/json (`unsupported_media_type`)")]
-    UnsupportedMediaType(ErrorBody),
-    #[response(
-        status = 429,
-        description = "the caller or the thread holds as many open streams on this instance as `limits.max_streams_per_caller` / `limits.max_streams_per_thread` allow (`too_many_streams`); nothing was started"
-    )]
-    TooManyStreams(ErrorBody),
-    #[response(status = 500, description = "internal error (`internal`); the cause is logged")]
-    Internal(ErrorBody),
+struct StreamRefusals;
+
+impl utoipa::IntoResponses for StreamRefusals {
+    fn responses() -> Responses {
+        documented(&[
+            UNAUTHENTICATED,
+            (403, "the caller may not do this, or the thread is not theirs or has no turn yet, answered alike (`permission_denied`)"),
+            UNKNOWN_AGENT,
+            (406, "Accept names neither text/event-stream, the AG-UI binary type nor a wildcard (`not_acceptable`)"),
+            BODY_TIMEOUT,
+            (413, "the body exceeds `limits.max_body_bytes`, or the newest user message's content parts exceed `limits.max_content_part_bytes` (one part) or `limits.max_content_bytes` (together) (`payload_too_large`, naming the part)"),
+            (415, "Content-Type is not application/json (`unsupported_media_type`)"),
+            (429, "the caller or the thread holds as many open streams on this instance as `limits.max_streams_per_caller` / `limits.max_streams_per_thread` allow (`too_many_streams`); nothing was started"),
+            INTERNAL,
+        ])
+    }
 }
 
 /// What both stream routes check, in the contract's order, before either reads what the body
@@ -353,9 +334,11 @@ struct ConnectInput {
     protocol_version: Option<String>,
 }
 
-fn parse_connect_input(bytes: &[u8]) -> Result<ConnectInput, ApiError> {
+/// The body as the route's input: 400 naming the field that is off, or the body when it is no
+/// JSON or no RunAgentInput at all.
+fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let input: ConnectInput = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+    let input: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner();
         if inner.is_syntax() || inner.is_eof() {
@@ -463,21 +446,9 @@ fn parse_last_event_id(headers: &HeaderMap) -> Result<Option<EventId>, ApiError>
     EventId::parse(text).map(Some).ok_or_else(bad)
 }
 
+/// A run's body: its RunAgentInput, with a `command.resume` read as the resume it asks for.
 fn parse_input(bytes: &[u8]) -> Result<RunAgentInput, ApiError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let input: RunAgentInput = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::bad_request("body", format!("not JSON ({inner})"))
-        } else if path == "." {
-            ApiError::bad_request("body", format!("not a RunAgentInput ({inner})"))
-        } else {
-            ApiError::bad_request(&path, inner)
-        }
-    })?;
-    deserializer.end().map_err(|error| ApiError::bad_request("body", format!("not JSON ({error})")))?;
-    Ok(input.with_command_resume())
+    Ok(parse_body::<RunAgentInput>(bytes)?.with_command_resume())
 }
 
 /// The keys of the run's `state` the agent lists as editable, as sent; every other key is

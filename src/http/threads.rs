@@ -4,19 +4,26 @@
 //! exist and one the caller may not read are answered alike (403), so a caller learns nothing
 //! about other people's threads; a list shows only the threads the caller may read.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use std::marker::PhantomData;
+
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
+use utoipa::IntoResponses;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody, TenantRefusals, ThreadRefusals};
+use super::error::{documented, ApiError, ErrorBody, ReadRefusals, Responses, ThreadRefusals};
+use super::error::{INTERNAL, NOT_THEIRS, UNAUTHENTICATED};
 use super::openapi::{JsonObject, TenantQuery, ThreadPath};
-use super::permissions::{CanRead, CanReadContent};
+use super::permissions::{CanRead, CanReadContent, Grant};
+use super::query::ApiQuery;
 use super::state::AppState;
 use crate::auth::Caller;
+use crate::config::TenantConfig;
 use crate::engine::conversation::Activity;
 use crate::engine::threads::{title, ThreadFilter};
 use crate::engine::EngineError;
@@ -64,16 +71,14 @@ pub struct ListQuery {
     responses(
         (status = 200, description = "A page of threads: `threads` (each `id`, `agent`, `status`, `createdAt`, `updatedAt` and, with `threads:content`, `title`) and `next_cursor` (null on the last page).", body = JsonObject),
         (status = 400, description = "a malformed `limit`, `status`, `agent` or `cursor` (`bad_request`, naming it)", body = ErrorBody),
-        (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
-        TenantRefusals
+        ReadRefusals
     )
 )]
 async fn list_threads(
     State(state): State<AppState>,
     CanRead { caller, tenant }: CanRead,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(query) = query.map_err(|error| ApiError::bad_request("query", error.body_text()))?;
     let filter = ThreadFilter { agent: query.agent, status: query.status, cursor: query.cursor, limit: query.limit };
     let page = state.engine.list_threads(&tenant.name, caller.visibility(), &filter).await?;
     let content = caller.scopes().may_read_content();
@@ -81,13 +86,8 @@ async fn list_threads(
         .threads
         .iter()
         .map(|summary| {
-            let mut entry = json!({
-                "id": summary.thread.thread_id,
-                "agent": summary.agent,
-                "status": summary.status.as_str(),
-                "createdAt": iso8601(summary.thread.created_at_ms),
-                "updatedAt": iso8601(summary.updated_at_ms),
-            });
+            let mut entry = summary_of(&summary.thread, Some(summary.status), summary.updated_at_ms);
+            entry["agent"] = json!(summary.agent);
             if content {
                 entry["title"] = json!(title(&summary.first_user_text));
             }
@@ -95,6 +95,17 @@ async fn list_threads(
         })
         .collect();
     Ok(Json(json!({ "threads": threads, "next_cursor": page.next_cursor })))
+}
+
+/// What both thread APIs show of a thread in a list: `id`, its latest turn's `status`,
+/// `createdAt`, and `updatedAt` (when its latest turn began); each API adds its own members.
+pub(super) fn summary_of(thread: &ThreadRow, status: Option<TurnStatus>, updated_at_ms: i64) -> Value {
+    json!({
+        "id": thread.thread_id,
+        "status": status.map(TurnStatus::as_str),
+        "createdAt": iso8601(thread.created_at_ms),
+        "updatedAt": iso8601(updated_at_ms),
+    })
 }
 
 /// Erases the thread (§10) with its turns, events, interrupts, board and state, leaving one
@@ -105,19 +116,35 @@ async fn list_threads(
     path = "/v1/threads/{thread}",
     tag = "threads",
     params(ThreadPath, TenantQuery),
-    responses(
-        (status = 204, description = "The thread and everything stored for it are erased."),
-        (status = 409, description = "a turn of the thread the delete cancelled has not ended in time (`turn_in_progress`): try again", body = ErrorBody),
-        ThreadRefusals
-    )
+    responses(Erased, ThreadRefusals)
 )]
 async fn delete_thread(
     State(state): State<AppState>,
-    CanReadContent { caller, tenant }: CanReadContent,
-    Path(thread): Path<String>,
+    ReadableThread { caller, thread, .. }: ReadableThread<CanReadContent>,
 ) -> Result<StatusCode, ApiError> {
-    let thread = readable(&state, &tenant.name, &caller, &thread).await?;
-    match state.engine.delete_thread(&caller, &thread).await {
+    erase_thread(&state, &caller, &thread).await
+}
+
+/// What erasing a thread answers besides [`ThreadRefusals`], on either thread API.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // only read by the OpenAPI derive
+pub(super) enum Erased {
+    #[response(status = 204, description = "The thread and everything stored for it are erased.")]
+    Erased,
+    #[response(
+        status = 409,
+        description = "a turn of the thread the delete cancelled has not ended in time (`turn_in_progress`): try again"
+    )]
+    TurnInProgress(ErrorBody),
+}
+
+/// Erases a thread the caller may erase (the engine checks), for either thread API.
+pub(super) async fn erase_thread(
+    state: &AppState,
+    caller: &Caller,
+    thread: &ThreadRow,
+) -> Result<StatusCode, ApiError> {
+    match state.engine.delete_thread(caller, thread).await {
         Ok(()) => {
             state.threads_changed();
             Ok(StatusCode::NO_CONTENT)
@@ -128,6 +155,41 @@ async fn delete_thread(
     }
 }
 
+/// The route's `{thread}` as the caller holding the permission `P` ([`CanRead`] or
+/// [`CanReadContent`]) may read it: the permission first, then the thread, 403 alike for one it
+/// may not read and one that does not exist ([`readable`]).
+pub(super) struct ReadableThread<P = CanRead> {
+    pub caller: Caller,
+    pub tenant: TenantConfig,
+    pub thread: ThreadRow,
+    permission: PhantomData<P>,
+}
+
+/// The `{thread}` of a route's path, beside whatever else the path names.
+#[derive(serde::Deserialize)]
+struct ThreadParam {
+    thread: String,
+}
+
+impl<P: Grant> FromRequestParts<AppState> for ReadableThread<P> {
+    /// The permission's refusal, the path's, or [`readable`]'s, each answered as a handler's.
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let (caller, tenant) =
+            P::from_request_parts(parts, state).await.map_err(IntoResponse::into_response)?.granted();
+        let Path(ThreadParam { thread }) =
+            Path::<ThreadParam>::from_request_parts(parts, state).await.map_err(IntoResponse::into_response)?;
+        let thread = readable(state, &tenant.name, &caller, &thread).await.map_err(IntoResponse::into_response)?;
+        Ok(ReadableThread { caller, tenant, thread, permission: PhantomData })
+    }
+}
+
+/// A thread id from a request, or 400 naming `thread`.
+pub(super) fn thread_id(thread: &str) -> Result<ThreadId, ApiError> {
+    ThreadId::parse(thread).map_err(|m| ApiError::bad_request("thread", m))
+}
+
 /// The thread the caller may read, or 403 alike for one it may not and one that does not exist.
 pub(super) async fn readable(
     state: &AppState,
@@ -135,7 +197,7 @@ pub(super) async fn readable(
     caller: &Caller,
     thread: &str,
 ) -> Result<ThreadRow, ApiError> {
-    let thread_id = ThreadId::parse(thread).map_err(|m| ApiError::bad_request("thread", m))?;
+    let thread_id = thread_id(thread)?;
     match state.engine.readable_thread(tenant, caller, &thread_id).await {
         Ok(thread) => Ok(thread),
         Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
@@ -156,10 +218,8 @@ pub(super) async fn readable(
 )]
 async fn show_thread(
     State(state): State<AppState>,
-    CanRead { caller, tenant }: CanRead,
-    Path(thread): Path<String>,
+    ReadableThread { caller, thread, .. }: ReadableThread,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     let store = state.engine.store();
     let turns = store.thread_turns(thread.pk).await?;
     let clearance = crate::engine::board::Clearance::of(&caller);
@@ -209,6 +269,18 @@ pub struct MessagesQuery {
     pub turn: Option<String>,
 }
 
+/// What reading a branch refuses: [`ThreadRefusals`], a malformed query, and a `turn` that is
+/// not the thread's (each with the error body).
+struct BranchRefusals;
+
+impl IntoResponses for BranchRefusals {
+    fn responses() -> Responses {
+        let unknown = (404, "unknown tenant, or `turn` is no turn of this thread (`not_found`)");
+        let malformed = (400, "the thread id or the query is malformed (`bad_request`)");
+        documented(&[malformed, UNAUTHENTICATED, NOT_THEIRS, unknown, INTERNAL])
+    }
+}
+
 /// A branch of the thread (§6): its conversation as AG-UI messages, and for each user message
 /// the alternatives a client can offer ("‹ 2 / 3 ›").
 #[utoipa::path(
@@ -218,20 +290,15 @@ pub struct MessagesQuery {
     params(ThreadPath, MessagesQuery),
     responses(
         (status = 200, description = "The branch: `threadId`, `turn` (the branch's last turn), `current` (whether it is the current branch), `messages` (AG-UI messages, with the gateway's ids) and `alternatives` (one per user message, in order: `messageId`, `turn`, `index` from 1, `count`, and `turns`, each `{turn, head}`: an alternative and the turn to open with `?turn=` to see it as last continued).", body = JsonObject),
-        (status = 400, description = "the thread id or the query is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not do this, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant, or `turn` is no turn of this thread (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        BranchRefusals
     )
 )]
 async fn thread_messages(
     State(state): State<AppState>,
     CanReadContent { caller, tenant }: CanReadContent,
     Path(thread): Path<String>,
-    query: Result<Query<MessagesQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<MessagesQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(query) = query.map_err(|error| ApiError::bad_request("query", error.body_text()))?;
     let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     // The route takes the content permission, so the branch shows its activity (§3).
     let view = state.engine.branch_view(&thread, query.turn.as_deref(), Activity::Shown).await?;
@@ -257,10 +324,8 @@ async fn thread_messages(
 )]
 async fn thread_turns(
     State(state): State<AppState>,
-    CanRead { caller, tenant }: CanRead,
-    Path(thread): Path<String>,
+    ReadableThread { thread, .. }: ReadableThread,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = readable(&state, &tenant.name, &caller, &thread).await?;
     let turns: Vec<Value> = state
         .engine
         .turn_tree(&thread)
@@ -293,11 +358,9 @@ async fn thread_turns(
 )]
 async fn cancel_turn(
     State(state): State<AppState>,
-    CanReadContent { caller, tenant }: CanReadContent,
-    Path(thread): Path<String>,
+    ReadableThread { caller, tenant, thread, .. }: ReadableThread<CanReadContent>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let thread = readable(&state, &tenant.name, &caller, &thread).await?;
-    let thread_id = ThreadId::parse(&thread.thread_id).map_err(|m| ApiError::bad_request("thread", m))?;
+    let thread_id = thread_id(&thread.thread_id)?;
     let turn = state.engine.cancel(&tenant.name, &caller, &thread_id).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "turn": turn, "status": "cancelling" }))))
 }

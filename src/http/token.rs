@@ -17,7 +17,8 @@ use serde_json::json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody, ErrorCode};
+use super::error::{documented, ApiError, ErrorCode, Responses};
+use super::error::{BODY_TIMEOUT, INTERNAL, UNKNOWN_TENANT};
 use super::openapi::{JsonObject, TenantQuery};
 use super::permissions::{configured_tenant, refuse, tenant_name};
 use super::state::AppState;
@@ -81,6 +82,24 @@ fn invalid(code: ErrorCode, message: impl Into<String>) -> ApiError {
     ApiError::Grant { code, message: message.into() }
 }
 
+/// What a token exchange refuses, as OpenAPI documents it (each with the error body).
+struct ExchangeRefusals;
+
+impl utoipa::IntoResponses for ExchangeRefusals {
+    fn responses() -> Responses {
+        documented(&[
+            (400, "an RFC 6749 error (`invalid_request`, `unsupported_grant_type`, `invalid_grant`)"),
+            (401, "no valid app key (`unauthenticated`)"),
+            (403, "the key belongs to another tenant (`permission_denied`)"),
+            UNKNOWN_TENANT,
+            BODY_TIMEOUT,
+            (413, "the body exceeds 64 KiB (`payload_too_large`)"),
+            (415, "neither a form nor JSON (`unsupported_media_type`)"),
+            INTERNAL,
+        ])
+    }
+}
+
 /// Token exchange (RFC 8693): an app key (the bearer credential) and a person's identity-provider
 /// token for a short-lived gateway app token.
 #[utoipa::path(
@@ -94,14 +113,7 @@ fn invalid(code: ErrorCode, message: impl Into<String>) -> ApiError {
     )),
     responses(
         (status = 200, description = "`{access_token, issued_token_type, token_type, expires_in}`", body = JsonObject),
-        (status = 400, description = "an RFC 6749 error (`invalid_request`, `unsupported_grant_type`, `invalid_grant`)", body = ErrorBody),
-        (status = 401, description = "no valid app key (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the key belongs to another tenant (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 408, description = "the body did not arrive within `limits.body_read_timeout_secs` (`request_timeout`)", body = ErrorBody),
-        (status = 413, description = "the body exceeds 64 KiB (`payload_too_large`)", body = ErrorBody),
-        (status = 415, description = "neither a form nor JSON (`unsupported_media_type`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        ExchangeRefusals
     )
 )]
 async fn exchange(

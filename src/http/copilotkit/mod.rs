@@ -33,8 +33,9 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody, TenantRefusals};
-use super::openapi::{JsonObject, SseEvent, ThreadPath};
+use super::error::{documented, ApiError, ErrorBody, Refusal, Responses, TenantRefusals};
+use super::error::{BAD_THREAD_ID, INTERNAL, TOO_MANY_STREAMS, UNAUTHENTICATED, UNKNOWN_AGENT};
+use super::openapi::{AgentPath, JsonObject, SseEvent, ThreadPath};
 use super::permissions::{startable_agent, Authorized, CanStart};
 use super::runs::{connect_stream, run_stream, ConnectEnd, StreamRequest};
 use super::sse::StreamSlots;
@@ -121,26 +122,57 @@ async fn info(State(state): State<AppState>, auth: Authorized, headers: HeaderMa
     Json(runtime_info(&state, &auth, &headers, &uri))
 }
 
+/// What the runtime's stream routes, and the envelope that carries them, refuse besides a bad
+/// body and a caller who may not start the agent.
+const STREAM_REFUSALS: [Refusal; 8] = [
+    UNAUTHENTICATED,
+    UNKNOWN_AGENT,
+    (406, "Accept names no stream type (`not_acceptable`)"),
+    (408, "the body was too slow (`request_timeout`)"),
+    (413, "the body is too large (`payload_too_large`)"),
+    (415, "Content-Type is not JSON (`unsupported_media_type`)"),
+    TOO_MANY_STREAMS,
+    INTERNAL,
+];
+
+/// A caller who may not start the agent, or a thread not theirs: what `agent/stop` refuses,
+/// on its route and in the envelope.
+const MAY_NOT_STOP: Refusal =
+    (403, "the caller may not start the agent, or the thread is not theirs (`permission_denied`)");
+
+/// What `…/agent/{agent}/run` and `…/connect` refuse besides a bad body (each with the error
+/// body).
+struct StartRefusals;
+
+impl utoipa::IntoResponses for StartRefusals {
+    fn responses() -> Responses {
+        let may_not_start = (403, "the caller may not start the agent (`permission_denied`)");
+        documented(&[&[may_not_start][..], &STREAM_REFUSALS[..]].concat())
+    }
+}
+
+/// What the single-route envelope refuses besides what is not an envelope: what its methods'
+/// routes refuse (each with the error body).
+struct EnvelopeRefusals;
+
+impl utoipa::IntoResponses for EnvelopeRefusals {
+    fn responses() -> Responses {
+        documented(&[&[MAY_NOT_STOP][..], &STREAM_REFUSALS[..]].concat())
+    }
+}
+
 /// Runs the agent: exactly `POST /v1/agui/agents/{agent}` (a new turn, a replay of a known
 /// runId, a resume, `Last-Event-ID`), with the tenant from the path.
 #[utoipa::path(
     post,
     path = "/v1/copilotkit/{tenant}/agent/{agent}/run",
     tag = "copilotkit",
-    params(TenantPath, ("agent" = String, Path, description = "The configured agent's name.")),
+    params(TenantPath, AgentPath),
     request_body(content = crate::protocol::RunAgentInput, content_type = "application/json"),
     responses(
         (status = 200, description = "The run, as on `POST /v1/agui/agents/{agent}`.", content((SseEvent = "text/event-stream"))),
         (status = 400, description = "a bad body, id or message, as on the AG-UI route", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not start the agent (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
-        (status = 406, description = "Accept names no stream type (`not_acceptable`)", body = ErrorBody),
-        (status = 408, description = "the body was too slow (`request_timeout`)", body = ErrorBody),
-        (status = 413, description = "the body is too large (`payload_too_large`)", body = ErrorBody),
-        (status = 415, description = "Content-Type is not JSON (`unsupported_media_type`)", body = ErrorBody),
-        (status = 429, description = "too many open streams (`too_many_streams`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        StartRefusals
     )
 )]
 async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
@@ -157,24 +189,25 @@ async fn run(State(state): State<AppState>, request: StreamRequest) -> Result<Re
     post,
     path = "/v1/copilotkit/{tenant}/agent/{agent}/connect",
     tag = "copilotkit",
-    params(TenantPath, ("agent" = String, Path, description = "The configured agent's name.")),
+    params(TenantPath, AgentPath),
     request_body(content = JsonObject, content_type = "application/json", description = "A RunAgentInput, of which `threadId`, `runId` and `protocolVersion` are read."),
     responses(
         (status = 200, description = "The thread as it stands: its latest turn followed, on any instance, to its end or to a wait not yet decided (a decided wait is followed past), each event once; empty for a thread with no turn or not the caller's. Each event's `id:` continues with `Last-Event-ID`.", content((SseEvent = "text/event-stream"))),
         (status = 400, description = "a bad body, id or Last-Event-ID (`bad_request`, `bad_last_event_id`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not start the agent (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
-        (status = 406, description = "Accept names no stream type (`not_acceptable`)", body = ErrorBody),
-        (status = 408, description = "the body was too slow (`request_timeout`)", body = ErrorBody),
-        (status = 413, description = "the body is too large (`payload_too_large`)", body = ErrorBody),
-        (status = 415, description = "Content-Type is not JSON (`unsupported_media_type`)", body = ErrorBody),
-        (status = 429, description = "too many open streams (`too_many_streams`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        StartRefusals
     )
 )]
 async fn connect(State(state): State<AppState>, request: StreamRequest) -> Result<Response, ApiError> {
     connect_stream(state, request, ConnectEnd::CaughtUp).await
+}
+
+/// What stopping a thread's turn refuses (each with the error body).
+struct StopRefusals;
+
+impl utoipa::IntoResponses for StopRefusals {
+    fn responses() -> Responses {
+        documented(&[BAD_THREAD_ID, UNAUTHENTICATED, MAY_NOT_STOP, UNKNOWN_AGENT, INTERNAL])
+    }
 }
 
 /// The Stop button: cancels the thread's running turn (it ends `cancelled` for every stream
@@ -183,18 +216,10 @@ async fn connect(State(state): State<AppState>, request: StreamRequest) -> Resul
     post,
     path = "/v1/copilotkit/{tenant}/agent/{agent}/stop/{thread}",
     tag = "copilotkit",
-    params(
-        TenantPath,
-        ("agent" = String, Path, description = "The configured agent's name."),
-        ThreadPath
-    ),
+    params(TenantPath, AgentPath, ThreadPath),
     responses(
         (status = 200, description = "`{stopped: true, turn}` when a running turn is being cancelled, `{stopped: false, message}` when none runs.", body = JsonObject),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not start the agent, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        StopRefusals
     )
 )]
 async fn stop(
@@ -255,15 +280,7 @@ struct Envelope {
     responses(
         (status = 200, description = "What the method's own route answers: the runtime info (JSON), a run or connect stream (SSE), or the stop's answer.", content((JsonObject = "application/json"), (SseEvent = "text/event-stream"))),
         (status = 400, description = "not an envelope, an unknown method or a missing parameter (`bad_request`, naming it), or what the method's route refuses", body = ErrorBody),
-        (status = 401, description = "no valid credential (`unauthenticated`)", body = ErrorBody),
-        (status = 403, description = "the caller may not start the agent, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant or agent (`not_found`)", body = ErrorBody),
-        (status = 406, description = "Accept names no stream type (`not_acceptable`)", body = ErrorBody),
-        (status = 408, description = "the body was too slow (`request_timeout`)", body = ErrorBody),
-        (status = 413, description = "the body is too large (`payload_too_large`)", body = ErrorBody),
-        (status = 415, description = "Content-Type is not JSON (`unsupported_media_type`)", body = ErrorBody),
-        (status = 429, description = "too many open streams (`too_many_streams`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        EnvelopeRefusals
     )
 )]
 async fn envelope(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {

@@ -43,7 +43,8 @@ use super::grants::{self, Grant};
 use super::threads::join_code;
 use super::threads::{own_entries, own_thread, TenantPath};
 use crate::engine::threads::ThreadFilter;
-use crate::http::error::{ApiError, ErrorBody, ErrorCode, TenantRefusals};
+use crate::http::error::{documented, ApiError, ErrorCode, ReadRefusals, Responses};
+use crate::http::error::{INTERNAL, TOO_MANY_STREAMS, UNKNOWN_TENANT};
 use crate::http::openapi::JsonObject;
 use crate::http::permissions::{configured_tenant, CanRead};
 use crate::http::sse::{SlotLimits, StreamSlots};
@@ -121,8 +122,7 @@ pub(super) fn socket_url(state: &AppState, headers: &HeaderMap, uri: &Uri, tenan
     params(TenantPath),
     responses(
         (status = 200, description = "`{joinToken}`: opens `GET …/threads/realtime/websocket?join_token=…` on any instance of the gateway for a day (or until the caller's credential expires, if sooner); each socket ends when the caller's access does.", body = JsonObject),
-        (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
-        TenantRefusals
+        ReadRefusals
     )
 )]
 async fn subscribe(
@@ -144,6 +144,24 @@ struct SocketQuery {
     vsn: Option<String>,
 }
 
+/// What opening the socket refuses (each with the error body).
+struct SocketRefusals;
+
+impl utoipa::IntoResponses for SocketRefusals {
+    fn responses() -> Responses {
+        documented(&[
+            (400, "not a WebSocket upgrade (`bad_request`)"),
+            (
+                401,
+                "no join token, or one unknown, ended, of another tenant or of a key revoked since (`unauthenticated`)",
+            ),
+            UNKNOWN_TENANT,
+            TOO_MANY_STREAMS,
+            INTERNAL,
+        ])
+    }
+}
+
 /// The live thread list: a Phoenix socket (serializer 2.0.0) whose channel
 /// `user_meta:{joinCode}` pushes `thread_metadata` as the caller's own threads change.
 #[utoipa::path(
@@ -153,11 +171,7 @@ struct SocketQuery {
     params(TenantPath, SocketQuery),
     responses(
         (status = 101, description = "The WebSocket. Frames are `[joinRef, ref, topic, event, payload]`: `phx_join` of `user_meta:{joinCode}`, `heartbeat` and `phx_leave` are answered `phx_reply` `{status: \"ok\"}`; the channel then hears `thread_metadata` `{operation, threadId, thread}` (`created`, `updated`, `archived`) and `{operation: \"deleted\", threadId, deleted: {id}}`, and `thread_run_activity` `{threadId, agentId, runId, eventType}` (`RUN_STARTED`, `RUN_FINISHED`, `RUN_ERROR`) as a thread's turn starts or stops."),
-        (status = 400, description = "not a WebSocket upgrade (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "no join token, or one unknown, ended, of another tenant or of a key revoked since (`unauthenticated`)", body = ErrorBody),
-        (status = 404, description = "unknown tenant (`not_found`)", body = ErrorBody),
-        (status = 429, description = "too many open streams (`too_many_streams`)", body = ErrorBody),
-        (status = 500, description = "internal error (`internal`); the cause is logged", body = ErrorBody)
+        SocketRefusals
     )
 )]
 async fn socket(

@@ -7,23 +7,28 @@
 //! tenant API key; another person's thread is answered as one that does not exist (403). A
 //! rename, an archive or an unarchive is audited in the same transaction.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
 use serde_json::{json, Value};
+use utoipa::IntoResponses;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Caller;
 use crate::engine::threads::{title, ThreadFilter};
 use crate::engine::EngineError;
-use crate::http::error::{ApiError, ErrorBody, TenantRefusals, ThreadRefusals};
+use crate::http::error::{thread_refusals, ApiError, ErrorBody, Responses};
+use crate::http::error::{ReadRefusals, TenantRefusals, ThreadRefusals};
 use crate::http::openapi::{JsonObject, ThreadPath};
-use crate::http::permissions::{CanRead, CanReadContent};
+use crate::http::permissions::{CanRead, CanReadContent, Grant};
+use crate::http::query::ApiQuery;
 use crate::http::state::AppState;
+use crate::http::threads::{erase_thread, summary_of, Erased, ReadableThread};
 use crate::protocol::iso8601;
-use crate::store::{ThreadRow, ThreadSummary, ThreadTitle, TitleChange};
+use crate::store::{ThreadRow, ThreadSummary, ThreadTitle, TitleChange, TurnStatus};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -49,25 +54,43 @@ struct ListQuery {
     cursor: Option<String>,
 }
 
+/// What a list entry is made of: a page of the list gives it ([`ThreadSummary`]), and so does
+/// one thread read with its turns ([`thread_entry`]).
+struct Listed<'a> {
+    thread: &'a ThreadRow,
+    /// The latest turn's agent and status; none for a thread with no turn.
+    latest: Option<(&'a str, TurnStatus)>,
+    /// When the latest turn began (the thread's creation without one).
+    updated_at_ms: i64,
+    first_user_text: &'a str,
+}
+
+impl<'a> From<&'a ThreadSummary> for Listed<'a> {
+    fn from(summary: &'a ThreadSummary) -> Listed<'a> {
+        Listed {
+            thread: &summary.thread,
+            latest: Some((&summary.agent, summary.status)),
+            updated_at_ms: summary.updated_at_ms,
+            first_user_text: &summary.first_user_text,
+        }
+    }
+}
+
 /// A thread as `useThreads` shows it: `name` is the name a person gave it, else its first user
 /// message (to a caller with `threads:content`).
-fn entry(summary: &ThreadSummary, label: Option<&ThreadTitle>, content: bool) -> Value {
+fn entry(listed: Listed<'_>, label: Option<&ThreadTitle>, content: bool) -> Value {
     let named = label.and_then(|l| l.title.clone());
     let name = match (named, content) {
         (Some(name), true) => Some(name),
-        (None, true) => Some(title(&summary.first_user_text)),
+        (None, true) => Some(title(listed.first_user_text)),
         (_, false) => None,
     };
-    json!({
-        "id": summary.thread.thread_id,
-        "agentId": summary.agent,
-        "name": name,
-        "archived": label.is_some_and(|l| l.archived_at_ms.is_some()),
-        "status": summary.status.as_str(),
-        "createdAt": iso8601(summary.thread.created_at_ms),
-        "updatedAt": iso8601(summary.updated_at_ms),
-        "lastRunAt": iso8601(summary.updated_at_ms),
-    })
+    let mut entry = summary_of(listed.thread, listed.latest.map(|(_, status)| status), listed.updated_at_ms);
+    entry["agentId"] = json!(listed.latest.map(|(agent, _)| agent));
+    entry["name"] = json!(name);
+    entry["archived"] = json!(label.is_some_and(|l| l.archived_at_ms.is_some()));
+    entry["lastRunAt"] = json!(iso8601(listed.updated_at_ms));
+    entry
 }
 
 /// The caller's own threads, newest activity first, a page at a time; archived ones only with
@@ -81,16 +104,14 @@ fn entry(summary: &ThreadSummary, label: Option<&ThreadTitle>, content: bool) ->
     responses(
         (status = 200, description = "`{threads: [{id, agentId, name, archived, status, createdAt, updatedAt, lastRunAt}], nextCursor, joinCode}`; `joinCode` names the live list's channel (`POST …/threads/subscribe`)", body = JsonObject),
         (status = 400, description = "a malformed `agentId`, `limit` or `cursor` (`bad_request`, naming it)", body = ErrorBody),
-        (status = 403, description = "the caller may not read threads (`permission_denied`)", body = ErrorBody),
-        TenantRefusals
+        ReadRefusals
     )
 )]
 async fn list(
     State(state): State<AppState>,
     CanRead { caller, tenant }: CanRead,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(query) = query.map_err(|error| ApiError::bad_request("query", error.body_text()))?;
     let include_archived = query.include_archived.as_deref() == Some("true");
     let join_code = join_code(query.agent_id.as_deref());
     let filter = ThreadFilter { agent: query.agent_id, status: None, cursor: query.cursor, limit: query.limit };
@@ -124,7 +145,7 @@ pub(super) async fn own_entries(
         .into_iter()
         .map(|summary| (summary, labels.get(&summary.thread.pk)))
         .filter(|(_, label)| include_archived || !label.is_some_and(|l| l.archived_at_ms.is_some()))
-        .map(|(summary, label)| entry(summary, label, content))
+        .map(|(summary, label)| entry(summary.into(), label, content))
         .collect();
     Ok((threads, page.next_cursor))
 }
@@ -137,9 +158,32 @@ pub(super) async fn own_thread(
     thread: &str,
 ) -> Result<ThreadRow, ApiError> {
     let thread = crate::http::threads::readable(state, tenant, caller, thread).await?;
+    owned(caller, thread)
+}
+
+/// The thread when it is the caller's own (the caller may erase it), else 403.
+fn owned(caller: &Caller, thread: ThreadRow) -> Result<ThreadRow, ApiError> {
     match caller.may_delete(&thread) {
         true => Ok(thread),
         false => Err(ApiError::PermissionDenied),
+    }
+}
+
+/// The route's `{thread}` when it is one of the caller's own, the caller holding the
+/// permission `P`: [`ReadableThread`], then [`owned`].
+struct OwnThread<P = CanRead> {
+    caller: Caller,
+    thread: ThreadRow,
+    permission: std::marker::PhantomData<P>,
+}
+
+impl<P: Grant> FromRequestParts<AppState> for OwnThread<P> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let ReadableThread { caller, thread, .. } = ReadableThread::<P>::from_request_parts(parts, state).await?;
+        let thread = owned(&caller, thread).map_err(axum::response::IntoResponse::into_response)?;
+        Ok(OwnThread { caller, thread, permission: std::marker::PhantomData })
     }
 }
 
@@ -148,25 +192,33 @@ async fn thread_entry(state: &AppState, caller: &Caller, thread: &ThreadRow) -> 
     let labels = state.engine.thread_titles(&[thread.pk]).await?;
     let label = labels.get(&thread.pk);
     let turns = state.engine.store().thread_turns(thread.pk).await?;
-    let content = caller.scopes().may_read_content();
-    let first = turns.first().map(|t| t.user_text.as_str()).unwrap_or_default();
     let latest = turns.last();
-    let name = match (label.and_then(|l| l.title.clone()), content) {
-        (Some(name), true) => Some(name),
-        (None, true) => Some(title(first)),
-        (_, false) => None,
+    let listed = Listed {
+        thread,
+        latest: latest.map(|t| (t.agent.as_str(), t.status)),
+        updated_at_ms: latest.map(|t| t.created_at_ms).unwrap_or(thread.created_at_ms),
+        first_user_text: turns.first().map(|t| t.user_text.as_str()).unwrap_or_default(),
     };
-    let updated = latest.map(|t| t.created_at_ms).unwrap_or(thread.created_at_ms);
-    Ok(json!({
-        "id": thread.thread_id,
-        "agentId": latest.map(|t| t.agent.clone()),
-        "name": name,
-        "archived": label.is_some_and(|l| l.archived_at_ms.is_some()),
-        "status": latest.map(|t| t.status.as_str()),
-        "createdAt": iso8601(thread.created_at_ms),
-        "updatedAt": iso8601(updated),
-        "lastRunAt": iso8601(updated),
-    }))
+    Ok(entry(listed, label, caller.scopes().may_read_content()))
+}
+
+/// What a route reading one of the caller's own threads refuses (each with the error body).
+struct OwnThreadRefusals;
+
+impl IntoResponses for OwnThreadRefusals {
+    fn responses() -> Responses {
+        thread_refusals((403, "the caller may not read threads, or the thread is not theirs (`permission_denied`)"))
+    }
+}
+
+/// What reading the conversation of one of the caller's own threads refuses (each with the
+/// error body).
+struct OwnContentRefusals;
+
+impl IntoResponses for OwnContentRefusals {
+    fn responses() -> Responses {
+        thread_refusals((403, "the caller may not read content, or the thread is not theirs (`permission_denied`)"))
+    }
 }
 
 /// One of the caller's own threads, as the list shows it.
@@ -177,17 +229,13 @@ async fn thread_entry(state: &AppState, caller: &Caller, thread: &ThreadRow) -> 
     params(TenantPath, ThreadPath),
     responses(
         (status = 200, description = "`{id, agentId, name, archived, status, createdAt, updatedAt, lastRunAt}`", body = JsonObject),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 403, description = "the caller may not read threads, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        TenantRefusals
+        OwnThreadRefusals
     )
 )]
 async fn show(
     State(state): State<AppState>,
-    CanRead { caller, tenant }: CanRead,
-    Path((_, thread)): Path<(String, String)>,
+    OwnThread { caller, thread, .. }: OwnThread,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = own_thread(&state, &tenant.name, &caller, &thread).await?;
     Ok(Json(thread_entry(&state, &caller, &thread).await?))
 }
 
@@ -220,22 +268,22 @@ fn parse_change(body: &[u8]) -> Result<Change, ApiError> {
     Ok(change)
 }
 
+/// Changes the name or archive mark of one of the caller's own threads, and answers the thread
+/// as the list shows it now.
 async fn apply(
     state: &AppState,
     caller: &Caller,
-    tenant: &str,
-    thread: &str,
+    row: &ThreadRow,
     change: TitleChange,
 ) -> Result<Json<Value>, ApiError> {
-    let row = own_thread(state, tenant, caller, thread).await?;
     if change.title.is_some() && !caller.scopes().may_read_content() {
         // A name is content: set only by who may read it.
         return Err(ApiError::PermissionDenied);
     }
-    match state.engine.change_thread_title(caller, &row, &change).await {
+    match state.engine.change_thread_title(caller, row, &change).await {
         Ok(_) => {
             state.threads_changed();
-            Ok(Json(thread_entry(state, caller, &row).await?))
+            Ok(Json(thread_entry(state, caller, row).await?))
         }
         // Erased meanwhile: as unknown as any other missing thread.
         Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
@@ -267,7 +315,8 @@ async fn change(
 ) -> Result<Json<Value>, ApiError> {
     let body = crate::http::body::read_json_body(&state, body).await?;
     let change = parse_change(&body)?;
-    apply(&state, &caller, &tenant.name, &thread, TitleChange { title: change.name, archived: change.archived }).await
+    let row = own_thread(&state, &tenant.name, &caller, &thread).await?;
+    apply(&state, &caller, &row, TitleChange { title: change.name, archived: change.archived }).await
 }
 
 /// Archives one of the caller's own threads (audited, `thread.archive`): the list leaves it
@@ -284,10 +333,9 @@ async fn change(
 )]
 async fn archive(
     State(state): State<AppState>,
-    CanRead { caller, tenant }: CanRead,
-    Path((_, thread)): Path<(String, String)>,
+    OwnThread { caller, thread, .. }: OwnThread,
 ) -> Result<Json<Value>, ApiError> {
-    apply(&state, &caller, &tenant.name, &thread, TitleChange { title: None, archived: Some(true) }).await
+    apply(&state, &caller, &thread, TitleChange { title: None, archived: Some(true) }).await
 }
 
 /// Erases one of the caller's own threads, as `DELETE /v1/threads/{thread}` does.
@@ -296,26 +344,13 @@ async fn archive(
     path = "/v1/copilotkit/{tenant}/threads/{thread}",
     tag = "copilotkit",
     params(TenantPath, ThreadPath),
-    responses(
-        (status = 204, description = "The thread and everything stored for it are erased."),
-        (status = 409, description = "a turn of the thread the delete cancelled has not ended in time (`turn_in_progress`): try again", body = ErrorBody),
-        ThreadRefusals
-    )
+    responses(Erased, ThreadRefusals)
 )]
 async fn erase(
     State(state): State<AppState>,
-    CanReadContent { caller, tenant }: CanReadContent,
-    Path((_, thread)): Path<(String, String)>,
+    OwnThread { caller, thread, .. }: OwnThread<CanReadContent>,
 ) -> Result<StatusCode, ApiError> {
-    let thread = own_thread(&state, &tenant.name, &caller, &thread).await?;
-    match state.engine.delete_thread(&caller, &thread).await {
-        Ok(()) => {
-            state.threads_changed();
-            Ok(StatusCode::NO_CONTENT)
-        }
-        Err(EngineError::NotFound(_)) => Err(ApiError::PermissionDenied),
-        Err(other) => Err(other.into()),
-    }
+    erase_thread(&state, &caller, &thread).await
 }
 
 /// The conversation of one of the caller's own threads, in the runtime's shape: a tool call is
@@ -327,17 +362,13 @@ async fn erase(
     params(TenantPath, ThreadPath),
     responses(
         (status = 200, description = "`{messages: [{id, role, content?, toolCalls?: [{id, name, args}], toolCallId?}]}` with the gateway's ids.", body = JsonObject),
-        (status = 400, description = "the thread id is malformed (`bad_request`)", body = ErrorBody),
-        (status = 403, description = "the caller may not read content, or the thread is not theirs (`permission_denied`)", body = ErrorBody),
-        TenantRefusals
+        OwnContentRefusals
     )
 )]
 async fn messages(
     State(state): State<AppState>,
-    CanReadContent { caller, tenant }: CanReadContent,
-    Path((_, thread)): Path<(String, String)>,
+    OwnThread { thread, .. }: OwnThread<CanReadContent>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = own_thread(&state, &tenant.name, &caller, &thread).await?;
     let messages = state.engine.messages(&thread).await?;
     let messages = serde_json::to_value(&messages).map_err(|e| ApiError::Internal(Box::new(e)))?;
     let messages: Vec<Value> = match messages {
