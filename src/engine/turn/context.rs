@@ -6,8 +6,8 @@
 //! ([`TurnServices`], the agents it may delegate to as [`ChildAgents`]) and the turn's row,
 //! the signals it obeys, and how what the agent says becomes ops for the log (steps, events,
 //! checkpoints, picking a log up, the terminal batch). Its fields are private to this file: the
-//! other files of the turn ask it through the methods at the end, which say what they do. The words an agent says are in [`super::vocabulary`], what it reads in
-//! [`super::reads`].
+//! other files of the turn ask it through the methods at the end, which say what they do. The
+//! words an agent says are in [`super::vocabulary`], what it reads in [`super::reads`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use super::answers::Answers;
 use super::checkpoint::{Checkpoint, ChildCheckpoint, NestFrame};
+use super::client_input::ClientInput;
 use super::identity::TurnIdentity;
 use super::naming::{Named, Naming};
 use super::open::OpenItems;
@@ -113,25 +114,6 @@ pub struct TurnContext {
     answers: Answers,
     /// The engine's clock: event timestamps, interrupt expiries, token budget windows.
     clock: Arc<dyn Clock>,
-}
-
-/// What the client sent with the run that started the turn, besides messages and tools, kept
-/// with the turn (`turns.client_input`) for an upstream agent (§9.3).
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClientInput {
-    #[serde(default)]
-    pub context: Vec<crate::protocol::input::Context>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forwarded_props: Option<Value>,
-    /// The person's action the turn started with (an A2UI `userAction`), when it started with
-    /// one rather than a user message (SPEC §3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action: Option<Value>,
-    /// The MCP App's request the turn started with (`{server, method, params}`): a tool call
-    /// of the App's that waits for a person (§9.2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app_request: Option<Value>,
 }
 
 impl TurnContext {
