@@ -171,11 +171,14 @@ async function checkServer(name) {
   // slow: the same run, paced.
   {
     const r = await run(`${base}/agents/slow`);
-    const gaps = r.stamps.slice(1).map((t, i) => t - r.stamps[i]);
+    // Paced, not sent at the end: judged by the median gap, which a busy machine cannot move
+    // (a late event shortens the gap after it, but only that one).
+    const gaps = r.stamps.slice(1).map((t, i) => t - r.stamps[i]).sort((a, b) => a - b);
+    const median = gaps[Math.floor(gaps.length / 2)];
     check("slow: the chat run with ~200 ms between events", [
       ...accepted(r),
       r.events.length !== 16 && `${r.events.length} events`,
-      Math.min(...gaps) < 150 && `shortest gap ${Math.min(...gaps)} ms`,
+      !(median >= 150) && `median gap ${median} ms (gaps ${gaps.join(", ")})`,
     ]);
   }
 
