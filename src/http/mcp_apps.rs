@@ -59,7 +59,7 @@ pub(super) fn answered(
         .into_iter()
         .map(|event| {
             let json = serde_json::to_vec(&Envelope::new(event, at_ms)).map_err(|e| ApiError::Internal(Box::new(e)))?;
-            Ok(StreamItem { id: "0".into(), json: bytes::Bytes::from(json) })
+            Ok(StreamItem::rendered("0".into(), bytes::Bytes::from(json)))
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     Ok(sse::response_in_slot(futures_util::stream::iter(items), slot, framing))

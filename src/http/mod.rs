@@ -11,6 +11,7 @@ mod console;
 mod content;
 mod copilotkit;
 mod error;
+pub mod frames;
 mod health;
 mod interrupts;
 mod mcp_apps;

@@ -315,6 +315,7 @@ fn lifetime(state: &AppState, caller: Caller, sight: ThreadSight, framing: Frami
         clock: state.auth.clock().clone(),
         shutdown: state.shutting_down.clone(),
         access_ends: Box::pin(async move { auth.access_ends(&caller, Some(sight)).await }),
+        frames: state.frames.clone(),
     }
 }
 

@@ -14,7 +14,8 @@
 //!
 //! Framed by hand rather than with `axum::response::sse`: the event JSON is already encoded
 //! once in the log and shared among streams, so each frame is two small copies, and consecutive
-//! frames go out in one write.
+//! frames go out in one write. A binary frame of an event sent as logged is made once too and
+//! shared the same way (`super::frames`).
 //!
 //! [`StreamSlots`] counts the streams open on this instance, per caller and per thread, so a
 //! caller cannot hold an unbounded number of them (`limits.max_streams_per_*`).
@@ -35,6 +36,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::error::{ApiError, ErrorCode};
+use super::frames::FrameCache;
 use crate::auth::AccessEnd;
 use crate::clock::Clock;
 use crate::engine::StreamItem;
@@ -68,11 +70,17 @@ impl Framing {
     }
 }
 
-/// Appends the frame of `outgoing` to `chunk`, as `framing` frames it.
-fn put_frame(chunk: &mut BytesMut, outgoing: &Outgoing, framing: Framing) {
+/// Appends the frame of `outgoing` to `chunk`, as `framing` frames it; a binary frame of an
+/// event sent as logged comes from `frames` (made there once for every stream).
+fn put_frame(chunk: &mut BytesMut, outgoing: &Outgoing, framing: Framing, frames: &FrameCache) {
     if framing == Framing::Binary {
-        if let Outgoing::Event(StreamItem { id, json }) = outgoing {
-            if let Err(error) = proto::put_frame(chunk, id, json) {
+        if let Outgoing::Event(StreamItem { id, json, as_logged }) = outgoing {
+            let framed = if *as_logged {
+                frames.frame(id, json).map(|frame| chunk.extend_from_slice(&frame))
+            } else {
+                proto::put_frame(chunk, id, json)
+            };
+            if let Err(error) = framed {
                 // Only an event the 1.0 schema has no message for can get here (an upstream's
                 // newer event): the official decoder would drop it too.
                 tracing::warn!(%error, event = %id, "an event left out of a binary stream");
@@ -81,7 +89,7 @@ fn put_frame(chunk: &mut BytesMut, outgoing: &Outgoing, framing: Framing) {
         return;
     }
     match outgoing {
-        Outgoing::Event(StreamItem { id, json }) => {
+        Outgoing::Event(StreamItem { id, json, .. }) => {
             chunk.reserve(json.len() + id.len() + 14);
             chunk.put_slice(b"id: ");
             chunk.put_slice(id.as_bytes());
@@ -108,6 +116,8 @@ pub struct Lifetime {
     pub shutdown: watch::Receiver<bool>,
     /// Resolves when the caller's right to read ends: the stream ends with `RUN_ERROR revoked`.
     pub access_ends: Pin<Box<dyn Future<Output = AccessEnd> + Send>>,
+    /// The instance's binary frames of logged events, shared by its streams.
+    pub frames: Arc<FrameCache>,
 }
 
 /// A `200 text/event-stream` response streaming `events` for as long as `lifetime` lets it,
@@ -117,13 +127,14 @@ pub fn serve_events(
     lifetime: Lifetime,
     slot: StreamSlot,
 ) -> Response {
-    let Lifetime { framing, keepalive, max_duration, clock, mut shutdown, mut access_ends } = lifetime;
+    let Lifetime { framing, keepalive, max_duration, clock, mut shutdown, mut access_ends, frames } = lifetime;
     let ends_at_ms = clock.now_ms().saturating_add(i64::try_from(max_duration.as_millis()).unwrap_or(i64::MAX));
     // Pinned before the body takes it: pinned inside, the engine's stream would take its room
     // twice in the body for as long as the stream lives, once where it was moved from.
     let mut events = Box::pin(events);
     response(
         framing,
+        frames,
         async_stream::stream! {
             let _slot = slot;
             let stopping = async move {
@@ -175,14 +186,15 @@ pub fn lone_run_error(
     let mut envelope = Envelope::new(event, at_ms);
     envelope.raw_event = figures.map(|figures| serde_json::json!({ "gateway": figures }));
     let json = serde_json::to_vec(&envelope).map_err(|error| ApiError::Internal(Box::new(error)))?;
-    Ok(StreamItem { id: "0".into(), json: Bytes::from(json) })
+    Ok(StreamItem::rendered("0".into(), Bytes::from(json)))
 }
 
 /// Frames ready together (a catch-up page, a batch committed at once) go out as one chunk.
 const MOST_FRAMES_PER_CHUNK: usize = 512;
 
-/// A `200 text/event-stream` response streaming `items`, holding `slot` until the stream ends
-/// or its body is dropped (the client went away, the server closed it).
+/// A `200 text/event-stream` response streaming `items` (answers of the gateway's own, none
+/// of them as logged: their frames are not shared), holding `slot` until the stream ends or its
+/// body is dropped (the client went away, the server closed it).
 pub fn response_in_slot(
     items: impl Stream<Item = StreamItem> + Send + 'static,
     slot: StreamSlot,
@@ -190,6 +202,7 @@ pub fn response_in_slot(
 ) -> Response {
     response(
         framing,
+        Arc::new(FrameCache::new(0)),
         async_stream::stream! {
             let _slot = slot;
             let mut items = std::pin::pin!(items);
@@ -200,12 +213,17 @@ pub fn response_in_slot(
     )
 }
 
-/// A `200` response streaming `items` framed by `framing`, with proxies told not to buffer it.
-fn response(framing: Framing, items: impl Stream<Item = Outgoing> + Send + 'static) -> Response {
+/// A `200` response streaming `items` framed by `framing` (binary frames of logged events from
+/// `frames`), with proxies told not to buffer it.
+fn response(
+    framing: Framing,
+    frames: Arc<FrameCache>,
+    items: impl Stream<Item = Outgoing> + Send + 'static,
+) -> Response {
     let chunks = items.ready_chunks(MOST_FRAMES_PER_CHUNK).map(move |ready| {
         let mut chunk = BytesMut::new();
         for outgoing in &ready {
-            put_frame(&mut chunk, outgoing, framing);
+            put_frame(&mut chunk, outgoing, framing, &frames);
         }
         Ok::<_, Infallible>(chunk.freeze())
     });
@@ -316,21 +334,59 @@ mod tests {
 
     #[test]
     fn frames_are_lf_only_with_an_id() {
-        let item = StreamItem { id: "t1.3".into(), json: Bytes::from_static(br#"{"type":"X"}"#) };
+        let item = StreamItem { id: "t1.3".into(), json: Bytes::from_static(br#"{"type":"X"}"#), as_logged: true };
         let mut chunk = BytesMut::new();
-        put_frame(&mut chunk, &Outgoing::Event(item), Framing::Sse);
-        put_frame(&mut chunk, &Outgoing::Keepalive, Framing::Sse);
+        let frames = FrameCache::default();
+        put_frame(&mut chunk, &Outgoing::Event(item), Framing::Sse, &frames);
+        put_frame(&mut chunk, &Outgoing::Keepalive, Framing::Sse, &frames);
         assert_eq!(&chunk[..], b"id: t1.3\ndata: {\"type\":\"X\"}\n\n: keepalive\n\n");
     }
 
     #[test]
     fn binary_frames_carry_no_keepalive() {
-        let item = StreamItem { id: "t1.3".into(), json: Bytes::from_static(br#"{"type":"RUN_ERROR","message":"m"}"#) };
+        let json = Bytes::from_static(br#"{"type":"RUN_ERROR","message":"m"}"#);
+        let item = StreamItem { id: "t1.3".into(), json, as_logged: false };
         let mut chunk = BytesMut::new();
-        put_frame(&mut chunk, &Outgoing::Keepalive, Framing::Binary);
+        let frames = FrameCache::default();
+        put_frame(&mut chunk, &Outgoing::Keepalive, Framing::Binary, &frames);
         assert!(chunk.is_empty(), "no frame for a keepalive");
-        put_frame(&mut chunk, &Outgoing::Event(item), Framing::Binary);
+        put_frame(&mut chunk, &Outgoing::Event(item), Framing::Binary, &frames);
         let length = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) as usize;
         assert_eq!(length + 4, chunk.len());
+    }
+
+    /// The body of a binary response of `items`, framed with `frames`.
+    async fn binary_body(items: Vec<StreamItem>, frames: &Arc<FrameCache>) -> Bytes {
+        let outgoing = futures_util::stream::iter(items.into_iter().map(Outgoing::Event));
+        let response = response(Framing::Binary, frames.clone(), outgoing);
+        axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("the body")
+    }
+
+    #[tokio::test]
+    async fn streams_of_one_event_share_its_frame_and_a_callers_own_rendering_is_its_own() {
+        let logged = |seq: u32, text: &str| StreamItem {
+            id: format!("t1.{seq}"),
+            json: Bytes::from(format!(r#"{{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"{text}"}}"#)),
+            as_logged: true,
+        };
+        // Rendered for its caller (a redacted state, say): never taken for another's.
+        let own = StreamItem {
+            id: "t1.3".into(),
+            json: Bytes::from_static(br#"{"type":"STATE_SNAPSHOT","snapshot":{"board":{"notes":[]}}}"#),
+            as_logged: false,
+        };
+        let frames = Arc::new(FrameCache::default());
+        let first = binary_body(vec![logged(1, "a"), logged(2, "b"), own.clone()], &frames).await;
+        assert_eq!(frames.encoded(), 2, "each logged event encoded once");
+        // Another stream of the same events, its copies read apart (other bytes, same JSON).
+        let second = binary_body(vec![logged(1, "a"), logged(2, "b"), own.clone()], &frames).await;
+        assert_eq!(frames.encoded(), 2, "the second stream copies the frames it can share");
+        assert_eq!(first, second);
+        // What it sends is what each stream would have encoded on its own.
+        let mut alone = BytesMut::new();
+        for item in [logged(1, "a"), logged(2, "b"), own] {
+            proto::put_frame(&mut alone, &item.id, &item.json).expect("framed");
+        }
+        assert_eq!(first, alone.freeze());
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::frames::FrameCache;
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::engine::Engine;
@@ -21,6 +22,8 @@ pub struct AppState {
     /// archive, an erasure), so the live thread lists (`copilotkit::realtime`) look again at
     /// once rather than at their next poll.
     pub(super) thread_changes: Arc<watch::Sender<u64>>,
+    /// The binary frames of logged events, made once for all this instance's streams.
+    pub(super) frames: Arc<FrameCache>,
 }
 
 impl AppState {
@@ -36,7 +39,8 @@ impl AppState {
         let (sender, receiver) = watch::channel(false);
         let config = engine.config().clone();
         let thread_changes = Arc::new(watch::Sender::new(0));
-        (AppState { engine, auth, config, shutting_down: receiver, thread_changes }, sender)
+        let frames = Arc::new(FrameCache::default());
+        (AppState { engine, auth, config, shutting_down: receiver, thread_changes, frames }, sender)
     }
 
     /// Says that a thread's entry in a list may have changed on this instance.

@@ -377,7 +377,7 @@ fn run_started(plan: &FollowPlan) -> Event {
 
 fn event_item(turn: &str, seq: i64, event: Event, at_ms: i64) -> Result<StreamItem, RenderError> {
     let id = EventId { turn: turn.to_string(), seq, part: 0 }.to_string();
-    Ok(StreamItem { id, json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
+    Ok(StreamItem::rendered(id, Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?)))
 }
 
 /// The opening of a thread whose latest turn ended: the conversation and the state as that

@@ -42,6 +42,21 @@ pub(super) const REMOTE_POLL: Duration = Duration::from_secs(2);
 pub struct StreamItem {
     pub id: String,
     pub json: Bytes,
+    /// `json` is the logged event as it is, the same for every caller (not rendered for this
+    /// one): the transport may share its frame between the streams that send it.
+    pub as_logged: bool,
+}
+
+impl StreamItem {
+    /// An event rendered for this stream's caller.
+    pub fn rendered(id: String, json: Bytes) -> StreamItem {
+        StreamItem { id, json, as_logged: false }
+    }
+
+    /// The logged event as it is.
+    fn logged(id: String, json: Bytes) -> StreamItem {
+        StreamItem { id, json, as_logged: true }
+    }
 }
 
 /// The turn's log after `after`, as it is committed: every event once and in order, a batch at
@@ -205,7 +220,7 @@ pub fn follow(
 pub(super) fn name_part(item: StreamItem, turn: &str, seq: i64, index: usize, parts: usize) -> StreamItem {
     if index + 1 < parts {
         let part = u32::try_from(index + 1).unwrap_or(u32::MAX);
-        return StreamItem { id: EventId { turn: turn.to_string(), seq, part }.to_string(), json: item.json };
+        return StreamItem { id: EventId { turn: turn.to_string(), seq, part }.to_string(), ..item };
     }
     item
 }
@@ -259,7 +274,7 @@ pub(super) async fn render(
     // The activity a restated conversation holds is content, as its live events are.
     let shown = conversation::Activity::for_content(plan.viewer.clearance.content);
     let item = |event: Event, at_ms: i64| -> Result<StreamItem, RenderError> {
-        Ok(StreamItem { id: id.clone(), json: Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?) })
+        Ok(StreamItem::rendered(id.clone(), Bytes::from(serde_json::to_vec(&Envelope::new(event, at_ms))?)))
     };
     let run_finished = |outcome: Option<RunOutcome>| Event::RunFinished {
         thread_id: plan.thread_id.clone(),
@@ -278,7 +293,7 @@ pub(super) async fn render(
                 }
                 _ => {}
             }
-            let mut items = vec![StreamItem { id: id.clone(), json: Bytes::from(serde_json::to_vec(&envelope)?) }];
+            let mut items = vec![StreamItem::rendered(id.clone(), Bytes::from(serde_json::to_vec(&envelope)?))];
             if event.kind == EventKind::RunStarted && plan.snapshot_on_open {
                 // A reopened thread (§3): the conversation the gateway recorded, so a page that
                 // sent a stale or empty history shows the thread as it is.
@@ -331,7 +346,7 @@ pub(super) async fn render(
                 metadata.insert("gateway/waiting-for-others".into(), Value::Array(others));
                 envelope.metadata = Some(metadata);
             }
-            Ok(vec![StreamItem { id, json: Bytes::from(serde_json::to_vec(&envelope)?) }])
+            Ok(vec![StreamItem::rendered(id, Bytes::from(serde_json::to_vec(&envelope)?))])
         }
         EventKind::Resumed if event.seq == plan.run_start_seq + 1 => {
             // The decision this run made (or found made): the run starts here.
@@ -391,10 +406,10 @@ pub(super) async fn render(
                 Ok(Vec::new())
             }
             PlainEvent::Card | PlainEvent::Reasoning | PlainEvent::Activity | PlainEvent::Other => {
-                Ok(vec![StreamItem { id, json: event.body }])
+                Ok(vec![StreamItem::logged(id, event.body)])
             }
         },
-        EventKind::RunError => Ok(vec![StreamItem { id, json: event.body }]),
+        EventKind::RunError => Ok(vec![StreamItem::logged(id, event.body)]),
     }
 }
 
@@ -410,11 +425,11 @@ pub(super) fn state_for(viewer: &Viewer, id: String, body: &Bytes) -> Result<Vec
     // No labelled note in it: nothing to redact, sent as stored.
     let labelled = body.windows(11).any(|w| w == br#""labels":[""#);
     if viewer.clearance.content && !labelled {
-        return Ok(vec![StreamItem { id, json: body.clone() }]);
+        return Ok(vec![StreamItem::logged(id, body.clone())]);
     }
     let event: Value = serde_json::from_slice(body)?;
     Ok(match viewer.clearance.state_event(&event) {
-        Some(shown) => vec![StreamItem { id, json: Bytes::from(serde_json::to_vec(&shown)?) }],
+        Some(shown) => vec![StreamItem::rendered(id, Bytes::from(serde_json::to_vec(&shown)?))],
         None => Vec::new(),
     })
 }
