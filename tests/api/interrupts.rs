@@ -447,7 +447,8 @@ async fn the_decision_route_unblocks_a_waiting_turn(backend: Backend) {
     let reload = json!({"threadId": "th-route", "runId": "after-reload", "messages": [{"id": "run-1-user", "role": "user", "content": "please do it"}]});
     let followed = app.run_to_end("approver", &reload).await;
     assert_eq!(kinds(&followed)[0], "RUN_STARTED");
-    assert_eq!(followed.last().expect("end").data["outcome"]["type"], "success");
+    let end = &followed.last().expect("end").data;
+    assert_eq!(end["outcome"]["type"], "success", "the reloaded page's run ended {end}: {:?}", kinds(&followed));
 }
 on_both_stores!(the_decision_route_unblocks_a_waiting_turn);
 
