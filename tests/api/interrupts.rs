@@ -411,8 +411,14 @@ async fn a_pre_1_0_client_gets_messages_snapshot_and_on_interrupt() {
 async fn the_decision_route_unblocks_a_waiting_turn(backend: Backend) {
     let db = TestDatabase::new(backend).await;
     let app = TestApp::start(&db.url).await;
-    let (_, interrupts) = run_until_interrupt(&app, "approver", "th-route").await;
+    let (first, interrupts) = run_until_interrupt(&app, "approver", "th-route").await;
     let id = interrupts[0]["id"].as_str().expect("id");
+    let answer_id = first
+        .iter()
+        .find(|event| event.kind() == "TEXT_MESSAGE_START")
+        .and_then(|event| event.data["messageId"].as_str())
+        .expect("the answer's message id")
+        .to_string();
     let thread: Value = app.get_json("/v1/threads/th-route").await;
     assert_eq!(thread["status"], "waiting");
     assert_eq!(thread["interrupts"][0]["id"], id);
@@ -443,8 +449,14 @@ async fn the_decision_route_unblocks_a_waiting_turn(backend: Backend) {
         .await
         .expect("post");
     assert_eq!(missing.status(), 403);
-    // A reloaded page follows the turn from the decision to its end.
-    let reload = json!({"threadId": "th-route", "runId": "after-reload", "messages": [{"id": "run-1-user", "role": "user", "content": "please do it"}]});
+    // A reloaded page follows the turn from the decision to its end. It holds what the page
+    // showed: the user message and the answer up to the approval, by the gateway's message id,
+    // so it names this turn whether or not the turn has ended by now (the user message alone
+    // would ask for another answer once it has: a regenerate, §6).
+    let reload = json!({"threadId": "th-route", "runId": "after-reload", "messages": [
+        {"id": "run-1-user", "role": "user", "content": "please do it"},
+        {"id": answer_id, "role": "assistant", "content": "I will send it."},
+    ]});
     let followed = app.run_to_end("approver", &reload).await;
     assert_eq!(kinds(&followed)[0], "RUN_STARTED");
     let end = &followed.last().expect("end").data;
