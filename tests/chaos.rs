@@ -187,15 +187,7 @@ async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) 
         if status == "succeeded" {
             completed += 1;
         }
-        let log: Vec<(i64, i16, String)> =
-            sqlx::query("SELECT seq, kind, body FROM events WHERE turn = $1 ORDER BY seq")
-                .bind(turn_pk)
-                .fetch_all(&pool)
-                .await
-                .expect("log")
-                .iter()
-                .map(|r| (r.get("seq"), r.get("kind"), r.get("body")))
-                .collect();
+        let log = log_checks::stored_log(&pool, turn_pk).await;
         log_events += log.len();
         let kinds: Vec<(i64, i16)> = log.iter().map(|(seq, kind, _)| (*seq, *kind)).collect();
         if let Some(why) = log_checks::seal_violation(&kinds, status != "running" && status != "waiting") {

@@ -72,19 +72,22 @@ impl Database {
         Database { store: self.store, url: self.url.clone(), postgres: None, _dir: None }
     }
 
-    /// Rows in the gateway's `events` table (to check that what streamed was also stored).
+    /// Events in the gateway's log, in rows from before segments and in segments (to check
+    /// that what streamed was also stored).
     pub async fn event_count(&self) -> Result<i64> {
+        const COUNT: &str =
+            "SELECT (SELECT count(*) FROM events) + (SELECT COALESCE(SUM(events), 0) FROM event_segments)";
         let count: (i64,) = match self.store {
             Store::Postgres => {
                 let mut conn =
                     sqlx::PgConnection::connect(&self.url).await.context("connecting to the benchmark database")?;
-                sqlx::query_as("SELECT count(*) FROM events").fetch_one(&mut conn).await.context("counting events")?
+                sqlx::query_as(COUNT).fetch_one(&mut conn).await.context("counting events")?
             }
             Store::Sqlite => {
                 let options = sqlx::sqlite::SqliteConnectOptions::from_str(&self.url).context("SQLite URL")?;
                 let mut conn =
                     sqlx::SqliteConnection::connect_with(&options).await.context("opening the benchmark database")?;
-                sqlx::query_as("SELECT count(*) FROM events").fetch_one(&mut conn).await.context("counting events")?
+                sqlx::query_as(COUNT).fetch_one(&mut conn).await.context("counting events")?
             }
         };
         Ok(count.0)

@@ -11,6 +11,7 @@ use sqlx::{Pool, Transaction};
 use super::error::StoreError;
 use super::rows::events::{BatchOutcome, StoredEvent, TurnWrites};
 use super::rows::threads::TurnStatus;
+use super::segments::Segment;
 use super::sql::SqlDb;
 
 /// What one instance tells the others sharing the database (and what a listener hears).
@@ -95,11 +96,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Inserts a batch's admitted events, in order.
-    async fn insert_events(
+    /// Inserts a batch's segments (its events, a row per turn: see [`super::segments`]).
+    async fn insert_segments(
         &self,
         tx: &mut Transaction<'static, Self::Db>,
-        events: &[(i64, &StoredEvent)],
+        segments: &[Segment],
     ) -> Result<(), StoreError>;
 
     async fn listen(&self) -> Result<Option<Wakeups>, StoreError>;

@@ -18,6 +18,7 @@ use super::error::StoreError;
 use super::rows::events::{
     batch_turns, fence_batch, fence_waits, BatchOutcome, EventKind, StoredEvent, TurnWrites, WriteOp,
 };
+use super::segments::{page_of, segments_of, LogRow, Segment, MAX_SPAN};
 use super::sql::{Record, SqlDb, Stmt};
 
 /// A batch written inside its transaction and not yet committed. Dropping it rolls it back
@@ -116,17 +117,35 @@ pub trait EventLog: Send + Sync {
     async fn announce_appends(&self, wakeups: &[WakeUp]) -> Result<(), StoreError>;
 }
 
-/// Sequence numbers are dense within a turn, so a page is a key range: the planner reads at
-/// most `$3` rows whatever its statistics say (an open-ended `seq > $2` was planned, on a fresh
-/// table, as a scan and sort of the turn's whole rest).
-const EVENTS_IN_RANGE: &str = "SELECT seq, kind, body, at_ms FROM events \
-     WHERE turn = $1 AND seq > $2 AND seq <= $2 + $3 ORDER BY seq";
+/// A page of the log after `$2`, at most `$3` events, as rows of both tables: segments
+/// (`segment`) and events logged before segments (`body`). Sequence numbers are dense within a
+/// turn, so a page is a key range: the segments ending after `$2` and starting by `$2 + $3`,
+/// found by a bounded scan of the key (a segment spans at most `$4` = [`MAX_SPAN`], so none
+/// that starts in range ends after `$2 + $3 + $4`). The planner reads no more than the page,
+/// whatever its statistics say (an open-ended `seq > $2` was planned, on a fresh table, as a
+/// scan and sort of the turn's whole rest).
+const LOG_IN_RANGE: &str = "SELECT first_seq AS seq, CAST(0 AS SMALLINT) AS kind, at_ms, body AS segment, \
+        CAST(NULL AS TEXT) AS body FROM event_segments \
+     WHERE turn = $1 AND last_seq > $2 AND last_seq <= $2 + $3 + $4 AND first_seq <= $2 + $3 \
+     UNION ALL \
+     SELECT seq, kind, at_ms, CAST(NULL AS BYTEA) AS segment, body FROM events \
+     WHERE turn = $1 AND seq > $2 AND seq <= $2 + $3 \
+     ORDER BY seq";
 /// The fallback when a range comes back empty: a gap (events of a batch that failed) must not
-/// stall a stream.
-const EVENTS_AFTER: &str =
-    "SELECT seq, kind, body, at_ms FROM events WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT $3";
-pub(super) const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE turn = $1";
-pub(super) const INSERT_EVENT: &str = "INSERT INTO events (turn, seq, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5)";
+/// stall a stream. The first segment after it is enough to go on from.
+const LOG_AFTER: &str = "SELECT * FROM (SELECT first_seq AS seq, CAST(0 AS SMALLINT) AS kind, at_ms, \
+        body AS segment, CAST(NULL AS TEXT) AS body FROM event_segments \
+        WHERE turn = $1 AND last_seq > $2 ORDER BY last_seq LIMIT 1) AS s \
+     UNION ALL \
+     SELECT * FROM (SELECT seq, kind, at_ms, CAST(NULL AS BYTEA) AS segment, body FROM events \
+        WHERE turn = $1 AND seq > $2 ORDER BY seq LIMIT $3) AS e \
+     ORDER BY seq";
+/// A turn's newest sequence number, from either table (0 for none).
+pub(super) const LAST_SEQ: &str = "SELECT COALESCE(MAX(last), 0) AS last FROM \
+     (SELECT MAX(last_seq) AS last FROM event_segments WHERE turn = $1 \
+      UNION ALL SELECT MAX(seq) FROM events WHERE turn = $1) AS newest";
+pub(super) const INSERT_SEGMENT: &str =
+    "INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) VALUES ($1, $2, $3, $4, $5, $6)";
 const INSERT_NOTE: &str = "INSERT INTO notes (thread, note_no, body) VALUES ($1, $2, $3)";
 const SET_CHECKPOINT: &str = "UPDATE turns SET checkpoint = $1 WHERE id = $2";
 const FINISH_TURN: &str = "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";
@@ -140,13 +159,18 @@ const WAIT_TURN: &str = "UPDATE turns SET status = 'waiting', owner_instance = N
 const TOUCH_THREAD_OF_TURN: &str =
     "UPDATE threads SET updated_at_ms = $1 WHERE id = (SELECT thread FROM turns WHERE id = $2) AND updated_at_ms < $1";
 
-fn event_row<DB: SqlDb>(row: &Record<DB>) -> Result<StoredEvent, StoreError> {
-    Ok(StoredEvent {
+fn log_row<DB: SqlDb>(row: &Record<DB>) -> Result<LogRow, StoreError> {
+    if let Some(segment) = row.get::<Option<Vec<u8>>>("segment")? {
+        return Ok(LogRow::Segment(segment));
+    }
+    let body =
+        row.get::<Option<String>>("body")?.ok_or_else(|| StoreError::Corrupt("a log row with no body".into()))?;
+    Ok(LogRow::Event(StoredEvent {
         seq: row.get("seq")?,
         kind: EventKind::from_i16(row.get("kind")?)?,
-        body: Bytes::from(row.get::<String>("body")?),
+        body: Bytes::from(body),
         at_ms: row.get("at_ms")?,
-    })
+    }))
 }
 
 /// Runs each non-event op of a batch (notes, checkpoints, finished turns, waits) on `tx`.
@@ -198,13 +222,13 @@ async fn apply_side_ops<DB: SqlDb>(tx: &mut Transaction<'static, DB>, ops: &[&Wr
     Ok(())
 }
 
-/// The events among `ops`, with their turns, in order.
-fn events_of<'a>(ops: impl Iterator<Item = &'a WriteOp>) -> Vec<(i64, &'a StoredEvent)> {
-    ops.filter_map(|op| match op {
-        WriteOp::Event { turn, event } => Some((*turn, event)),
+/// The segments of the events among `ops` (a batch's, in order): one per turn, the fence
+/// having settled the epochs already.
+fn segments_of_ops<'a>(ops: impl Iterator<Item = &'a WriteOp>) -> Result<Vec<Segment>, StoreError> {
+    segments_of(ops.filter_map(|op| match op {
+        WriteOp::Event { turn, event } => Some((*turn, 0, event)),
         _ => None,
-    })
-    .collect()
+    }))
 }
 
 /// Rolls `tx` back after `error` and hands the error on: an aborted PostgreSQL transaction
@@ -228,9 +252,9 @@ impl<B: Backend> EventLog for B {
             fence_waits(&mut outcome, batch, &fence.cancelling);
             outcome.followed = fence.followed.iter().copied().collect();
             let ops = outcome.admitted(batch);
-            let events = events_of(ops.iter().copied());
-            if !events.is_empty() {
-                self.insert_events(&mut tx, &events).await?;
+            let segments = segments_of_ops(ops.iter().copied())?;
+            if !segments.is_empty() {
+                self.insert_segments(&mut tx, &segments).await?;
             }
             apply_side_ops(&mut tx, &ops).await?;
             Ok::<_, StoreError>(outcome)
@@ -254,9 +278,9 @@ impl<B: Backend> EventLog for B {
         // held to the commit) decides whether they may be committed at all.
         let mut tx = self.write_pool().begin_with(B::BEGIN_WRITE).await?;
         let written = async {
-            let events = events_of(batch.iter().flat_map(|writes| writes.ops.iter()));
-            if !events.is_empty() {
-                self.insert_events(&mut tx, &events).await?;
+            let segments = segments_of_ops(batch.iter().flat_map(|writes| writes.ops.iter()))?;
+            if !segments.is_empty() {
+                self.insert_segments(&mut tx, &segments).await?;
             }
             if !gate.await {
                 return Ok(Err(WrittenAhead::Abandoned));
@@ -309,14 +333,19 @@ impl<B: Backend> EventLog for B {
     }
 
     async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {
-        let in_range =
-            Stmt::new(EVENTS_IN_RANGE).bind(turn).bind(after_seq).bind(limit).fetch_all(self.read_pool()).await?;
-        let page = if in_range.is_empty() {
-            Stmt::new(EVENTS_AFTER).bind(turn).bind(after_seq).bind(limit).fetch_all(self.read_pool()).await?
+        let in_range = Stmt::new(LOG_IN_RANGE)
+            .bind(turn)
+            .bind(after_seq)
+            .bind(limit)
+            .bind(MAX_SPAN)
+            .fetch_all_as(self.read_pool(), log_row)
+            .await?;
+        let rows = if in_range.is_empty() {
+            Stmt::new(LOG_AFTER).bind(turn).bind(after_seq).bind(limit).fetch_all_as(self.read_pool(), log_row).await?
         } else {
             in_range
         };
-        page.iter().map(event_row).collect()
+        page_of(rows, after_seq, limit)
     }
 
     async fn last_seq(&self, turn: i64) -> Result<i64, StoreError> {

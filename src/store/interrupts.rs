@@ -8,11 +8,12 @@ use sqlx::Transaction;
 use super::audit::insert_audit;
 use super::backend::Backend;
 use super::error::StoreError;
-use super::events::{INSERT_EVENT, LAST_SEQ};
+use super::events::{INSERT_SEGMENT, LAST_SEQ};
 use super::rows::audit::AuditEntry;
 use super::rows::events::StoredEvent;
 use super::rows::interrupts::{Decided, Decision, InterruptRow, InterruptStatus};
 use super::rows::threads::TurnStatus;
+use super::segments::segments_of;
 use super::sql::{Record, SqlDb, Stmt};
 use super::threads::HELD_BY_INSTANCE;
 
@@ -200,14 +201,18 @@ impl<B: Backend> InterruptStore for B {
         }
         let last: i64 = Stmt::new(LAST_SEQ).bind(turn).fetch_one(&mut tx).await?.get("last")?;
         let seq = last + 1;
-        Stmt::new(INSERT_EVENT)
-            .bind(turn)
-            .bind(seq)
-            .bind(marker.kind as i16)
-            .bind(marker.body_text()?)
-            .bind(at_ms)
-            .execute(&mut tx)
-            .await?;
+        let marker = StoredEvent { seq, ..marker.clone() };
+        for segment in segments_of([(turn, 0, &marker)])? {
+            Stmt::new(INSERT_SEGMENT)
+                .bind(segment.turn)
+                .bind(segment.last_seq)
+                .bind(segment.first_seq)
+                .bind(segment.events)
+                .bind(segment.at_ms)
+                .bind(segment.body.as_slice())
+                .execute(&mut tx)
+                .await?;
+        }
         for decision in decisions {
             Stmt::new(MARK_DECIDED_SEQ).bind(seq).bind(&decision.interrupt_id).execute(&mut tx).await?;
         }

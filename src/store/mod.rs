@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | [`ThreadStore`] | `threads.rs` | threads, turns, runs, a thread's state and notes |
 //! | [`EventLog`] | `events.rs` | the event log: group commit with its fence, reads, wake-ups |
+//! | (segments) | `segments.rs` | the log's rows: a turn's events of one batch in one row |
 //! | [`LeaseStore`] | `leases.rs` | instance leases, takeover of lapsed turns, hand-over, cancellation |
 //! | [`InterruptStore`] | `interrupts.rs` | interrupts and their decisions |
 //! | [`KeyStore`] | `keys.rs` | API and app keys, revocations |
@@ -38,6 +39,7 @@ mod postgres;
 pub(crate) mod round_trips;
 mod rows;
 mod run_ids;
+pub mod segments;
 mod sql;
 mod sqlite;
 mod thread_titles;
@@ -118,7 +120,7 @@ pub trait Store:
 
 const ROW_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM threads) AS threads, \
      (SELECT COUNT(*) FROM turns) AS turns, (SELECT COUNT(*) FROM runs) AS runs, \
-     (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM notes) AS notes, \
+     (SELECT COUNT(*) FROM events) + (SELECT COALESCE(SUM(events), 0) FROM event_segments) AS events, (SELECT COUNT(*) FROM notes) AS notes, \
      (SELECT COUNT(*) FROM interrupts) AS interrupts, (SELECT COUNT(*) FROM audit) AS audit";
 
 #[async_trait]

@@ -22,6 +22,7 @@ use sqlx::{Postgres, Transaction};
 use super::backend::{fence_rows, Backend, Fence, WakeUp, Wakeups};
 use super::error::StoreError;
 use super::rows::events::{BatchOutcome, EventKind, StoredEvent, TurnWrites, WriteOp};
+use super::segments::{segments_of, Segment};
 
 /// Cancels and turn starts (every instance listens), and appends announced on their own.
 const APPENDS_CHANNEL: &str = "agui_gateway_appends";
@@ -48,21 +49,22 @@ pub struct PgStore {
 
 /// The whole of a batch that only appends events and checkpoints, in one statement: the fence
 /// (the turns locked and read, with whether another instance follows them), the admitted
-/// events inserted and each turn's last checkpoint written; its rows are the fence's. Run on its own (autocommit),
+/// segments inserted (each of one epoch: a stale one's are dropped whole) and each turn's last
+/// checkpoint written; its rows are the fence's. Run on its own (autocommit),
 /// it is one round trip.
 const WRITE_AT_ONCE: &str = "WITH fence AS ( \
         SELECT id, epoch, status, followed_until_ms > $1 AS followed FROM turns \
         WHERE id = ANY($2::bigint[]) ORDER BY id FOR UPDATE), \
     admitted AS (SELECT id, epoch FROM fence WHERE status = 'running'), \
     inserted AS ( \
-        INSERT INTO events (turn, seq, kind, body, at_ms) \
-        SELECT e.turn, e.seq, e.kind, e.body, e.at_ms \
-        FROM UNNEST($3::bigint[], $4::bigint[], $5::bigint[], $6::smallint[], $7::text[], $8::bigint[]) \
-            AS e(turn, epoch, seq, kind, body, at_ms) \
-        JOIN admitted a ON a.id = e.turn AND a.epoch = e.epoch RETURNING 1), \
+        INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) \
+        SELECT s.turn, s.last_seq, s.first_seq, s.events, s.at_ms, s.body \
+        FROM UNNEST($3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::bigint[], $9::bytea[]) \
+            AS s(turn, epoch, last_seq, first_seq, events, at_ms, body) \
+        JOIN admitted a ON a.id = s.turn AND a.epoch = s.epoch RETURNING 1), \
     checkpointed AS ( \
         UPDATE turns t SET checkpoint = c.checkpoint \
-        FROM UNNEST($9::bigint[], $10::bigint[], $11::text[]) AS c(turn, epoch, checkpoint) \
+        FROM UNNEST($10::bigint[], $11::bigint[], $12::text[]) AS c(turn, epoch, checkpoint) \
         JOIN admitted a ON a.id = c.turn AND a.epoch = c.epoch \
         WHERE t.id = c.turn RETURNING 1) \
     SELECT f.id, f.epoch, f.status, f.followed, \
@@ -150,16 +152,18 @@ impl Backend for PgStore {
 
     async fn write_at_once(&self, batch: &[TurnWrites], now_ms: i64) -> Result<Option<BatchOutcome>, StoreError> {
         let Some(plan) = AtOnce::plan(batch)? else { return Ok(None) };
+        let segments = SegmentColumns::of(&plan.segments);
         let turns = super::rows::events::batch_turns(batch);
         let rows: Vec<(i64, i64, String, bool, i64, i64)> = sqlx::query_as(WRITE_AT_ONCE)
             .bind(self.followed_after(now_ms))
             .bind(&turns)
-            .bind(&plan.event_turns)
-            .bind(&plan.event_epochs)
-            .bind(&plan.seqs)
-            .bind(&plan.kinds)
-            .bind(&plan.bodies)
-            .bind(&plan.times)
+            .bind(&segments.turns)
+            .bind(&segments.epochs)
+            .bind(&segments.last_seqs)
+            .bind(&segments.first_seqs)
+            .bind(&segments.counts)
+            .bind(&segments.times)
+            .bind(&segments.bodies)
             .bind(&plan.checkpoint_turns)
             .bind(&plan.checkpoint_epochs)
             .bind(&plan.checkpoints)
@@ -196,7 +200,8 @@ impl Backend for PgStore {
 
     async fn last_seqs_at_once(&self, turns: &[i64]) -> Result<Option<HashMap<i64, i64>>, StoreError> {
         let rows: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT t.id, COALESCE((SELECT MAX(seq) FROM events WHERE turn = t.id), 0) \
+            "SELECT t.id, GREATEST(COALESCE((SELECT MAX(last_seq) FROM event_segments WHERE turn = t.id), 0), \
+                 COALESCE((SELECT MAX(seq) FROM events WHERE turn = t.id), 0)) \
              FROM UNNEST($1::bigint[]) AS t(id)",
         )
         .bind(turns)
@@ -206,32 +211,22 @@ impl Backend for PgStore {
     }
 
     /// One `INSERT … SELECT FROM UNNEST(…)` for the whole batch.
-    async fn insert_events(
+    async fn insert_segments(
         &self,
         tx: &mut Transaction<'static, Postgres>,
-        events: &[(i64, &StoredEvent)],
+        segments: &[Segment],
     ) -> Result<(), StoreError> {
-        let mut turns = Vec::with_capacity(events.len());
-        let mut seqs = Vec::with_capacity(events.len());
-        let mut kinds = Vec::with_capacity(events.len());
-        let mut bodies = Vec::with_capacity(events.len());
-        let mut times = Vec::with_capacity(events.len());
-        for (turn, event) in events {
-            turns.push(*turn);
-            seqs.push(event.seq);
-            kinds.push(event.kind as i16);
-            bodies.push(event.body_text()?);
-            times.push(event.at_ms);
-        }
+        let columns = SegmentColumns::of(segments);
         sqlx::query(
-            "INSERT INTO events (turn, seq, kind, body, at_ms) \
-             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::smallint[], $4::text[], $5::bigint[])",
+            "INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) \
+             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::int[], $5::bigint[], $6::bytea[])",
         )
-        .bind(&turns)
-        .bind(&seqs)
-        .bind(&kinds)
-        .bind(&bodies)
-        .bind(&times)
+        .bind(&columns.turns)
+        .bind(&columns.last_seqs)
+        .bind(&columns.first_seqs)
+        .bind(&columns.counts)
+        .bind(&columns.times)
+        .bind(&columns.bodies)
         .execute(&mut **tx)
         .await?;
         Ok(())
@@ -471,16 +466,39 @@ fn parse_notice(payload: &str, own_instance: &str) -> Option<Vec<WakeUp>> {
     Some(if wakeups.is_empty() { vec![WakeUp::Lost] } else { wakeups })
 }
 
-/// A batch laid out as `WRITE_AT_ONCE`'s arrays, when it is one that statement can write:
-/// only events and checkpoints, one epoch per turn.
+/// Segments as the columns `UNNEST` takes.
 #[derive(Default)]
-struct AtOnce<'a> {
-    event_turns: Vec<i64>,
-    event_epochs: Vec<i64>,
-    seqs: Vec<i64>,
-    kinds: Vec<i16>,
-    bodies: Vec<&'a str>,
+struct SegmentColumns<'a> {
+    turns: Vec<i64>,
+    epochs: Vec<i64>,
+    last_seqs: Vec<i64>,
+    first_seqs: Vec<i64>,
+    counts: Vec<i32>,
     times: Vec<i64>,
+    bodies: Vec<&'a [u8]>,
+}
+
+impl<'a> SegmentColumns<'a> {
+    fn of(segments: &'a [Segment]) -> SegmentColumns<'a> {
+        let mut columns = SegmentColumns::default();
+        for segment in segments {
+            columns.turns.push(segment.turn);
+            columns.epochs.push(segment.epoch);
+            columns.last_seqs.push(segment.last_seq);
+            columns.first_seqs.push(segment.first_seq);
+            columns.counts.push(segment.events);
+            columns.times.push(segment.at_ms);
+            columns.bodies.push(&segment.body);
+        }
+        columns
+    }
+}
+
+/// A batch as [`WRITE_AT_ONCE`] takes it, when it is one that statement can write (only
+/// events and checkpoints, one epoch per turn): its segments (each turn's events up to its
+/// terminal event) and each turn's last checkpoint.
+struct AtOnce<'a> {
+    segments: Vec<Segment>,
     checkpoint_turns: Vec<i64>,
     checkpoint_epochs: Vec<i64>,
     checkpoints: Vec<&'a str>,
@@ -496,7 +514,7 @@ impl<'a> AtOnce<'a> {
                 return Ok(None);
             }
         }
-        let mut plan = AtOnce::default();
+        let mut events: Vec<(i64, i64, &'a StoredEvent)> = Vec::new();
         let mut sealed: HashSet<i64> = HashSet::new();
         // Each turn's last checkpoint only (the earlier ones would be overwritten unseen).
         let mut checkpoints: Vec<(i64, i64, &'a str)> = Vec::new();
@@ -514,12 +532,7 @@ impl<'a> AtOnce<'a> {
                         if event.kind.is_terminal() {
                             sealed.insert(writes.turn);
                         }
-                        plan.event_turns.push(writes.turn);
-                        plan.event_epochs.push(writes.epoch);
-                        plan.seqs.push(event.seq);
-                        plan.kinds.push(event.kind as i16);
-                        plan.bodies.push(event.body_text()?);
-                        plan.times.push(event.at_ms);
+                        events.push((writes.turn, writes.epoch, event));
                     }
                     WriteOp::Checkpoint { checkpoint, .. } => {
                         checkpoints.retain(|(turn, _, _)| *turn != writes.turn);
@@ -529,12 +542,12 @@ impl<'a> AtOnce<'a> {
                 }
             }
         }
-        for (turn, epoch, checkpoint) in checkpoints {
-            plan.checkpoint_turns.push(turn);
-            plan.checkpoint_epochs.push(epoch);
-            plan.checkpoints.push(checkpoint);
-        }
-        Ok(Some(plan))
+        Ok(Some(AtOnce {
+            segments: segments_of(events)?,
+            checkpoint_turns: checkpoints.iter().map(|c| c.0).collect(),
+            checkpoint_epochs: checkpoints.iter().map(|c| c.1).collect(),
+            checkpoints: checkpoints.iter().map(|c| c.2).collect(),
+        }))
     }
 }
 

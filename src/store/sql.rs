@@ -27,6 +27,7 @@ pub(crate) enum Arg<'q> {
     Text(&'q str),
     OptText(Option<&'q str>),
     OptI64(Option<i64>),
+    Bytes(&'q [u8]),
 }
 
 impl From<i64> for Arg<'_> {
@@ -68,6 +69,12 @@ impl<'q> From<&'q String> for Arg<'q> {
 impl<'q> From<&'q Option<String>> for Arg<'q> {
     fn from(value: &'q Option<String>) -> Self {
         Arg::OptText(value.as_deref())
+    }
+}
+
+impl<'q> From<&'q [u8]> for Arg<'q> {
+    fn from(value: &'q [u8]) -> Self {
+        Arg::Bytes(value)
     }
 }
 
@@ -137,6 +144,7 @@ pub(crate) trait SqlDb: Database {
     fn get_text(row: &Self::Row, column: &str) -> Result<String, sqlx::Error>;
     fn get_opt_text(row: &Self::Row, column: &str) -> Result<Option<String>, sqlx::Error>;
     fn get_opt_i64(row: &Self::Row, column: &str) -> Result<Option<i64>, sqlx::Error>;
+    fn get_opt_bytes(row: &Self::Row, column: &str) -> Result<Option<Vec<u8>>, sqlx::Error>;
 }
 
 impl<DB> SqlDb for DB
@@ -155,6 +163,8 @@ where
     for<'q> String: Decode<'q, DB> + Type<DB>,
     for<'q> Option<String>: Decode<'q, DB> + Type<DB>,
     for<'q> Option<i64>: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
+    for<'q> &'q [u8]: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<Vec<u8>>: Decode<'q, DB> + Type<DB>,
 {
     fn bind<'q>(query: Query<'q, Self>, arg: Arg<'q>) -> Query<'q, Self> {
         match arg {
@@ -165,6 +175,7 @@ where
             Arg::Text(value) => query.bind(value),
             Arg::OptText(value) => query.bind(value),
             Arg::OptI64(value) => query.bind(value),
+            Arg::Bytes(value) => query.bind(value),
         }
     }
 
@@ -239,6 +250,10 @@ where
     }
 
     fn get_opt_i64(row: &Self::Row, column: &str) -> Result<Option<i64>, sqlx::Error> {
+        row.try_get(column)
+    }
+
+    fn get_opt_bytes(row: &Self::Row, column: &str) -> Result<Option<Vec<u8>>, sqlx::Error> {
         row.try_get(column)
     }
 }
@@ -365,5 +380,11 @@ impl Column for Option<String> {
 impl Column for Option<i64> {
     fn read<DB: SqlDb>(row: &DB::Row, column: &str) -> Result<Self, sqlx::Error> {
         DB::get_opt_i64(row, column)
+    }
+}
+
+impl Column for Option<Vec<u8>> {
+    fn read<DB: SqlDb>(row: &DB::Row, column: &str) -> Result<Self, sqlx::Error> {
+        DB::get_opt_bytes(row, column)
     }
 }

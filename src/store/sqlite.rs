@@ -11,10 +11,10 @@ use sqlx::{QueryBuilder, Sqlite, Transaction};
 
 use super::backend::{fence_rows, Backend, Fence, WakeUp, Wakeups};
 use super::error::StoreError;
-use super::rows::events::StoredEvent;
+use super::segments::Segment;
 
-/// Rows per multi-row INSERT (5 parameters each, well under SQLite's parameter limit).
-const ROWS_PER_INSERT: usize = 500;
+/// Rows per multi-row INSERT (6 parameters each, well under SQLite's parameter limit).
+const ROWS_PER_INSERT: usize = 150;
 
 pub struct SqliteStore {
     reads: SqlitePool,
@@ -96,22 +96,22 @@ impl Backend for SqliteStore {
         Ok(fence)
     }
 
-    /// Multi-row INSERTs of up to [`ROWS_PER_INSERT`] events.
-    async fn insert_events(
+    /// Multi-row INSERTs of up to [`ROWS_PER_INSERT`] segments.
+    async fn insert_segments(
         &self,
         tx: &mut Transaction<'static, Sqlite>,
-        events: &[(i64, &StoredEvent)],
+        segments: &[Segment],
     ) -> Result<(), StoreError> {
-        for chunk in events.chunks(ROWS_PER_INSERT) {
-            let bodies = chunk.iter().map(|(_, event)| event.body_text()).collect::<Result<Vec<&str>, _>>()?;
+        for chunk in segments.chunks(ROWS_PER_INSERT) {
             let mut insert: QueryBuilder<Sqlite> =
-                QueryBuilder::new("INSERT INTO events (turn, seq, kind, body, at_ms) ");
-            insert.push_values(chunk.iter().zip(bodies), |mut row, ((turn, event), body)| {
-                row.push_bind(*turn)
-                    .push_bind(event.seq)
-                    .push_bind(event.kind as i16)
-                    .push_bind(body)
-                    .push_bind(event.at_ms);
+                QueryBuilder::new("INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) ");
+            insert.push_values(chunk, |mut row, segment| {
+                row.push_bind(segment.turn)
+                    .push_bind(segment.last_seq)
+                    .push_bind(segment.first_seq)
+                    .push_bind(segment.events)
+                    .push_bind(segment.at_ms)
+                    .push_bind(segment.body.as_slice());
             });
             insert.build().execute(&mut **tx).await?;
         }

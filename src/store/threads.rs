@@ -126,6 +126,7 @@ const LATEST_TURN: &str = "SELECT id FROM turns WHERE thread = $1 ORDER BY ordin
 /// threads). `token_usage` is left: the tokens were spent, and stay counted in the budget.
 const ERASE_THREAD: &[&str] = &[
     "DELETE FROM events WHERE turn IN (SELECT id FROM turns WHERE thread = $1)",
+    "DELETE FROM event_segments WHERE turn IN (SELECT id FROM turns WHERE thread = $1)",
     "DELETE FROM interrupts WHERE thread = $1",
     "DELETE FROM runs WHERE thread = $1",
     "DELETE FROM notes WHERE thread = $1",

@@ -51,21 +51,23 @@ fn config(database_url: &str) -> agui_gateway::config::Config {
     config_with(database_url, &agents())
 }
 
-/// Reads of the `events` table so far, as the database counts them (index and table scans).
+/// Reads of the log (`event_segments`) so far, as the database counts them (index and table
+/// scans; each read of the log scans it once).
 /// The server publishes a backend's counts once it is idle and a second has passed, so the
 /// caller waits that long around a window.
 pub(crate) async fn log_reads(pool: &PgPool) -> i64 {
     sqlx::query_scalar(
-        "SELECT COALESCE(idx_scan, 0) + COALESCE(seq_scan, 0) FROM pg_stat_user_tables WHERE relname = 'events'",
+        "SELECT COALESCE(idx_scan, 0) + COALESCE(seq_scan, 0) FROM pg_stat_user_tables WHERE relname = 'event_segments'",
     )
     .fetch_one(pool)
     .await
     .expect("table statistics")
 }
 
-/// Events of the turn committed in `[from_ms, to_ms]`: an upper bound on its batches there.
-async fn events_between(pool: &PgPool, from_ms: i64, to_ms: i64) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE at_ms BETWEEN $1 AND $2")
+/// Segments of the turn begun in `[from_ms, to_ms]`: its batches there (a segment is a turn's
+/// events of one batch).
+async fn batches_between(pool: &PgPool, from_ms: i64, to_ms: i64) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM event_segments WHERE at_ms BETWEEN $1 AND $2")
         .bind(from_ms)
         .bind(to_ms)
         .fetch_one(pool)
@@ -124,9 +126,9 @@ pub(crate) async fn reads_over_a_window(pool: &PgPool) -> (i64, i64) {
     let to = now_ms();
     // A backend publishes its counts up to a second late, so the reads counted reach from a
     // second before the first count to the second one: the batches of that whole span are the
-    // ones whose reads can be counted (an upper bound on them: the events). The count query
-    // itself reads after the second count.
-    let events = events_between(pool, from - 1_000, to).await;
+    // ones whose reads can be counted (their segments). The count query itself reads after the
+    // second count.
+    let events = batches_between(pool, from - 1_000, to).await;
     (after - before, events)
 }
 

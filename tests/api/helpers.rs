@@ -460,6 +460,53 @@ pub async fn execute_sql(database_url: &str, statement: &str) {
     }
 }
 
+/// What a crash would have left of every turn's log after its first `keep` events: the rest
+/// of each segment cut away (a segment is never rewritten by the gateway; only a test forges
+/// one). Run with no gateway on the database.
+pub async fn cut_logs_after(database_url: &str, keep: i64) {
+    use agui_gateway::store::segments::{decode, segments_of};
+    // The segments cut across (the ones after them go whole).
+    let read = "SELECT turn, body FROM event_segments WHERE first_seq <= $1 AND last_seq > $1";
+    let insert =
+        "INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) VALUES ($1, $2, $3, $4, $5, $6)";
+    let rows: Vec<(i64, Vec<u8>)> = if database_url.starts_with("sqlite:") {
+        let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url).await.expect("sqlite");
+        sqlx::query_as(read).bind(keep).fetch_all(&mut connection).await.expect("segments")
+    } else {
+        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(database_url).await.expect("postgres");
+        sqlx::query_as(read).bind(keep).fetch_all(&mut connection).await.expect("segments")
+    };
+    execute_sql(database_url, &format!("DELETE FROM event_segments WHERE last_seq > {keep}")).await;
+    for (turn, body) in rows {
+        let kept: Vec<_> = decode(body.into()).expect("segment").into_iter().filter(|e| e.seq <= keep).collect();
+        for segment in segments_of(kept.iter().map(|e| (turn, 0, e))).expect("segment") {
+            macro_rules! insert_on {
+                ($connection:expr) => {
+                    sqlx::query(insert)
+                        .bind(segment.turn)
+                        .bind(segment.last_seq)
+                        .bind(segment.first_seq)
+                        .bind(segment.events)
+                        .bind(segment.at_ms)
+                        .bind(segment.body.as_slice())
+                        .execute(&mut $connection)
+                        .await
+                        .expect("insert")
+                };
+            }
+            if database_url.starts_with("sqlite:") {
+                let mut connection =
+                    <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url).await.expect("sqlite");
+                insert_on!(connection);
+            } else {
+                let mut connection =
+                    <sqlx::PgConnection as sqlx::Connection>::connect(database_url).await.expect("postgres");
+                insert_on!(connection);
+            }
+        }
+    }
+}
+
 /// Every row of every table of the test database, as text: what a search for a value that
 /// must be stored nowhere reads.
 pub async fn every_table_as_text(database_url: &str) -> String {
@@ -503,6 +550,18 @@ pub async fn every_table_as_text(database_url: &str) -> String {
                 format!("SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '') FROM \"{table}\" t");
             let rows: String = sqlx::query_scalar(&statement).fetch_one(&mut connection).await.expect("rows");
             all.push_str(&rows);
+        }
+        // A segment's `body` reads above as hex: its events' JSON is added as text, so a value
+        // logged in an event is found too.
+        let segments: Vec<Vec<u8>> = sqlx::query_scalar("SELECT body FROM event_segments ORDER BY turn, last_seq")
+            .fetch_all(&mut connection)
+            .await
+            .expect("segments");
+        for segment in segments {
+            for event in agui_gateway::store::segments::decode(segment.into()).expect("segment") {
+                all.push_str(&String::from_utf8_lossy(&event.body));
+                all.push('\n');
+            }
         }
     }
     all

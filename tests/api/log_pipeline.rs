@@ -143,10 +143,11 @@ async fn a_failed_append_lets_no_later_batch_commit_the_same_runners_next_events
     }
     turn_log.append_committed(Vec::new()).await.expect("the first five commit");
 
-    // Seq 6 cannot be stored (PostgreSQL text holds no NUL): its batch fails in the database.
+    // An event numbered 5 again cannot be stored (the log's key holds one segment ending at
+    // each sequence number): its batch fails in the database.
     let bad = WriteOp::Event {
         turn: turn.pk,
-        event: StoredEvent { seq: 6, kind: EventKind::Plain, body: Bytes::from_static(b"{\"x\":\"\0\"}"), at_ms: 6 },
+        event: StoredEvent { seq: 5, kind: EventKind::Plain, body: Bytes::from_static(b"{\"x\":1}"), at_ms: 6 },
     };
     turn_log.append(vec![bad]).await.expect("queued");
     for seq in 7..=30 {

@@ -65,6 +65,7 @@ mod rechecks;
 mod reconnect;
 mod redirects;
 mod run_route;
+mod segments;
 mod stream_access;
 mod stream_limits;
 mod takeover;

@@ -146,7 +146,7 @@ async fn a_turn_taken_over_before_its_snapshot_committed_still_opens_with_the_bo
     assert_eq!(kinds(&head)[..2], ["RUN_STARTED", "STATE_SNAPSHOT"]);
     first.shut_down().await;
     // What a crash between the two opening writes left: the first event alone.
-    execute_sql(&db.url, "DELETE FROM events WHERE seq > 1").await;
+    cut_logs_after(&db.url, 1).await;
     execute_sql(&db.url, "UPDATE turns SET checkpoint = NULL").await;
     let second = TestApp::start(&db.url).await;
     let whole = second.run_to_end("slow", &input).await;

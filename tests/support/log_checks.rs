@@ -42,3 +42,31 @@ mod tests {
         assert!(seal_violation(&[(1, 1), (3, 2)], true).is_some());
     }
 }
+
+/// A turn's whole log as stored, `(seq, kind, body)` in seq order: the rows logged before
+/// segments and every segment's events (decoded by the gateway's own reader).
+#[allow(dead_code)]
+pub async fn stored_log(pool: &sqlx::PgPool, turn: i64) -> Vec<(i64, i16, String)> {
+    use sqlx::Row;
+    let mut log: Vec<(i64, i16, String)> = sqlx::query("SELECT seq, kind, body FROM events WHERE turn = $1")
+        .bind(turn)
+        .fetch_all(pool)
+        .await
+        .expect("old log rows")
+        .iter()
+        .map(|row| (row.get("seq"), row.get("kind"), row.get("body")))
+        .collect();
+    let segments: Vec<Vec<u8>> = sqlx::query_scalar("SELECT body FROM event_segments WHERE turn = $1")
+        .bind(turn)
+        .fetch_all(pool)
+        .await
+        .expect("segments");
+    for segment in segments {
+        for event in agui_gateway::store::segments::decode(segment.into()).expect("a readable segment") {
+            let body = String::from_utf8(event.body.to_vec()).expect("UTF-8");
+            log.push((event.seq, event.kind as i16, body));
+        }
+    }
+    log.sort_by_key(|(seq, _, _)| *seq);
+    log
+}
