@@ -11,6 +11,10 @@ use agui_gateway::admin::{self, Common};
 use agui_gateway::config::{self, Config};
 use agui_gateway::server::CommandWiring;
 
+/// mimalloc, not the system allocator: see the note on the dependency in `Cargo.toml`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "agui-gateway", version, about = "An AG-UI 1.0 gateway with a durable, replayable event log")]
 struct Cli {

@@ -51,29 +51,27 @@ impl SseDecoder {
             at = 1;
         }
         self.after_cr = false;
-        while at < chunk.len() {
-            match chunk[at] {
-                b'\n' | b'\r' => {
-                    let line_end = at;
-                    if chunk[at] == b'\r' {
-                        match chunk.get(at + 1) {
-                            Some(b'\n') => at += 1,
-                            Some(_) => {}
-                            None => self.after_cr = true,
-                        }
-                    }
-                    if self.pending.is_empty() {
-                        self.line(&chunk[start..line_end], &mut events);
-                    } else {
-                        let mut line = std::mem::take(&mut self.pending);
-                        line.extend_from_slice(&chunk[start..line_end]);
-                        self.line(&line, &mut events);
-                    }
-                    at += 1;
-                    start = at;
+        // Line ends found with memchr: a relayed stream is mostly long `data:` lines, which a
+        // byte-at-a-time loop would walk one byte at a time.
+        while let Some(offset) = memchr::memchr2(b'\n', b'\r', &chunk[at..]) {
+            at += offset;
+            let line_end = at;
+            if chunk[at] == b'\r' {
+                match chunk.get(at + 1) {
+                    Some(b'\n') => at += 1,
+                    Some(_) => {}
+                    None => self.after_cr = true,
                 }
-                _ => at += 1,
             }
+            if self.pending.is_empty() {
+                self.line(&chunk[start..line_end], &mut events);
+            } else {
+                let mut line = std::mem::take(&mut self.pending);
+                line.extend_from_slice(&chunk[start..line_end]);
+                self.line(&line, &mut events);
+            }
+            at += 1;
+            start = at;
         }
         self.pending.extend_from_slice(&chunk[start..]);
         events

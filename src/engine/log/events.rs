@@ -148,8 +148,34 @@ pub enum PlainEvent {
 }
 
 /// Tells a plain row's event by its `type` (and a `CUSTOM`'s `name`), wherever they stand in
-/// the body: a typed read of those two fields, the rest skipped.
+/// the body. Every stream asks this of every event it sends, so the body the gateway writes
+/// (`{"type":"…",` first) is told by its first bytes alone; a `CUSTOM`, or a body in any other
+/// shape, takes a typed read of the two fields, the rest skipped.
 pub fn classify_plain(stored: &[u8]) -> PlainEvent {
+    const HEAD: &[u8] = br#"{"type":""#;
+    if let Some(rest) = stored.strip_prefix(HEAD) {
+        if let Some(end) = memchr::memchr2(b'"', b'\\', rest) {
+            let kind = &rest[..end];
+            if rest[end] == b'"' && kind != b"CUSTOM" {
+                return classify_kind(kind);
+            }
+        }
+    }
+    classify_plain_anywhere(stored)
+}
+
+/// The class of a plain event of `type` `kind` other than `CUSTOM`.
+fn classify_kind(kind: &[u8]) -> PlainEvent {
+    match kind {
+        b"STATE_DELTA" => PlainEvent::StateDelta,
+        kind if kind.starts_with(b"REASONING_") => PlainEvent::Reasoning,
+        kind if kind.starts_with(b"ACTIVITY_") => PlainEvent::Activity,
+        _ => PlainEvent::Other,
+    }
+}
+
+/// [`classify_plain`] for a body in any shape: a typed read of `type` and `name`.
+fn classify_plain_anywhere(stored: &[u8]) -> PlainEvent {
     #[derive(Deserialize)]
     struct Head<'a> {
         #[serde(rename = "type", borrow)]
@@ -158,11 +184,10 @@ pub fn classify_plain(stored: &[u8]) -> PlainEvent {
         name: Option<std::borrow::Cow<'a, str>>,
     }
     match serde_json::from_slice::<Head>(stored) {
-        Ok(head) if head.kind == "STATE_DELTA" => PlainEvent::StateDelta,
         Ok(head) if head.kind == "CUSTOM" && head.name.as_deref() == Some(CARD_EVENT) => PlainEvent::Card,
-        Ok(head) if head.kind.starts_with("REASONING_") => PlainEvent::Reasoning,
-        Ok(head) if head.kind.starts_with("ACTIVITY_") => PlainEvent::Activity,
-        _ => PlainEvent::Other,
+        Ok(head) if head.kind == "CUSTOM" => PlainEvent::Other,
+        Ok(head) => classify_kind(head.kind.as_bytes()),
+        Err(_) => PlainEvent::Other,
     }
 }
 
@@ -204,6 +229,20 @@ mod tests {
             PlainEvent::Other
         );
         assert_eq!(classify_plain(b"not json"), PlainEvent::Other);
+        assert_eq!(classify_plain(br#"{"type":"STATE_\u0044ELTA","delta":[]}"#), PlainEvent::StateDelta);
+        // Told by the first bytes or by a full read, a body gets the same answer.
+        for body in [
+            &br#"{"type":"STATE_DELTA","delta":[]}"#[..],
+            br#"{"type":"CUSTOM","name":"gateway.card","value":{}}"#,
+            br#"{"type":"CUSTOM","value":{},"name":"gateway.card"}"#,
+            br#"{"type":"ACTIVITY_DELTA","messageId":"a"}"#,
+            br#"{"type":"REASONING_END","messageId":"r"}"#,
+            br#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
+            br#"{"type":"STATE_\u0044ELTA","delta":[]}"#,
+            br#"{"type":"STATE_DELTA"#,
+        ] {
+            assert_eq!(classify_plain(body), classify_plain_anywhere(body), "{}", String::from_utf8_lossy(body));
+        }
         assert_eq!(classify_plain(br#"{"type":"REASONING_START","messageId":"r"}"#), PlainEvent::Reasoning);
         assert_eq!(
             classify_plain(br#"{"messageId":"r","delta":"x","type":"REASONING_MESSAGE_CONTENT"}"#),
