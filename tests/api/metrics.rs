@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::helpers::*;
 
 /// `name{labels}` → value, parsed with a Prometheus text-format parser.
-async fn scrape(app: &TestApp) -> HashMap<String, f64> {
+pub(crate) async fn scrape(app: &TestApp) -> HashMap<String, f64> {
     let text = app.client.get(app.url("/metrics")).send().await.expect("get").text().await.expect("text");
     let lines = text.lines().map(|l| Ok(l.to_string()));
     let scrape = prometheus_parse::Scrape::parse(lines).expect("Prometheus text format");

@@ -383,3 +383,27 @@ on_both_upstreams!(an_upstream_that_breaks_the_protocol_fails_the_turn);
 on_both_upstreams!(an_https_upstream_is_reached_over_verified_tls);
 on_both_upstreams!(upstream_reasoning_and_activity_are_relayed);
 on_both_upstreams!(a_failed_upstream_runs_usage_reaches_the_client);
+
+/// The events of one read of the upstream's stream reach the log as one append, not one append
+/// each: a run the upstream writes to its socket at once costs the log writer a few appends,
+/// whatever its length (counted by the writer's own metric, one observation per append).
+// One store: what is counted is the relay's appends to the writer, before any store.
+#[tokio::test]
+async fn the_events_of_one_upstream_read_are_one_append() {
+    let server = upstream_of(Upstream::Node);
+    let db = TestDatabase::new(Backend::Sqlite).await;
+    let app = gateway_in_front_of(&server, "one-write", &db).await;
+    let appends = |metrics: &std::collections::HashMap<String, f64>| metrics["agui_log_queue_seconds{}"];
+    let before = appends(&crate::metrics::scrape(&app).await);
+    let events = app.run_to_end("upstream", &first_run("th-one-write", "run-1", "all at once")).await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    let after = appends(&crate::metrics::scrape(&app).await);
+    let relayed = events.len() - 2;
+    assert!(relayed >= 10, "a run of some length: {:?}", kinds(&events));
+    assert!(
+        after - before <= 5.0,
+        "{} appends for {} relayed events written upstream in one write",
+        after - before,
+        relayed
+    );
+}

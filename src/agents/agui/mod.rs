@@ -382,54 +382,83 @@ impl AguiAgent {
                 what: "the upstream agent's stream broke off".into(),
                 source: Box::new(e.without_url()),
             })?;
-            for message in decoder.push(&chunk) {
-                let event = parse_upstream_event(&message.data)?;
-                let opening = std::mem::take(&mut first) && reconnecting;
-                if let (true, Event::RunError { message, .. }) = (opening, &event) {
-                    // It could not continue the run (it no longer knows it, or the id): run it again.
-                    return Err(refused(format!("the upstream agent did not continue the run: {message}")));
-                }
-                if opening && matches!(event, Event::RunStarted { .. }) {
-                    // The upstream began the run anew instead of continuing it: what the cut
-                    // left open ends, and this is the run from its start.
-                    turn.close_open_items().await?;
-                    if let Some(live) = state.live.as_mut() {
-                        live.restart();
-                    }
-                }
-                // Each event with an id commits with the position it leaves the run at.
-                let tracked = message.has_own_id;
-                if tracked {
-                    turn.begin_step();
-                }
-                let live = state.live.get_or_insert_with(LiveRun::default);
-                let expanded =
-                    live.chunks.expand(event).map_err(|why| AgentError::Failed(format!("the upstream agent {why}")))?;
-                let mut ending = None;
-                for event in expanded {
-                    let live = state.live.get_or_insert_with(LiveRun::default);
-                    live.order.check(&event).map_err(|why| AgentError::Failed(format!("the upstream agent {why}")))?;
-                    let finished = matches!(event, Event::RunFinished { .. }).then(|| message.data.clone());
-                    let mut relay = Relay { state: &mut *state, client_tools: &client_tools };
-                    if let Some(end) = relay.forward(turn, event).await? {
-                        ending = Some(end);
-                        if let Some(live) = state.live.as_mut() {
-                            live.finished = finished;
-                        }
-                    }
-                }
-                if let Some(live) = state.live.as_mut() {
-                    live.last_event_id = if tracked { message.id.clone() } else { None };
-                }
-                if tracked {
-                    turn.append_step(&checkpoint(state)).await?;
-                }
-                if let Some(ending) = ending {
-                    return Ok(ending);
-                }
+            // The events of one read go to the log as one append (held, then released); an
+            // event with an id still commits with its checkpoint as soon as it is relayed.
+            turn.begin_step();
+            let relayed =
+                self.relay_read(turn, state, decoder.push(&chunk), &mut first, reconnecting, &client_tools).await;
+            // What was relayed before an ending or a failure is logged as it was before it.
+            let released = turn.release_held().await;
+            let ending = relayed?;
+            released?;
+            if let Some(ending) = ending {
+                return Ok(ending);
             }
         }
         Err(RelayFailure::Broke(AgentError::Failed("the upstream agent's stream ended before its run finished".into())))
+    }
+
+    /// Relays the events of one read of the upstream's stream, in order, until one ends the
+    /// run (its ending returned).
+    async fn relay_read(
+        &self,
+        turn: &mut TurnContext,
+        state: &mut Upstream,
+        messages: Vec<crate::protocol::sse::SseMessage>,
+        first: &mut bool,
+        reconnecting: bool,
+        client_tools: &[String],
+    ) -> Result<Option<Ending>, RelayFailure> {
+        let refused = |why: String| RelayFailure::Refused(AgentError::Failed(why));
+        for message in messages {
+            let event = parse_upstream_event(&message.data)?;
+            let opening = std::mem::take(first) && reconnecting;
+            if let (true, Event::RunError { message, .. }) = (opening, &event) {
+                // It could not continue the run (it no longer knows it, or the id): run it again.
+                return Err(refused(format!("the upstream agent did not continue the run: {message}")));
+            }
+            if opening && matches!(event, Event::RunStarted { .. }) {
+                // The upstream began the run anew instead of continuing it: what the cut
+                // left open ends, and this is the run from its start.
+                turn.close_open_items().await?;
+                if let Some(live) = state.live.as_mut() {
+                    live.restart();
+                }
+            }
+            // Each event with an id commits with the position it leaves the run at.
+            let tracked = message.has_own_id;
+            if tracked {
+                turn.begin_step();
+            }
+            let live = state.live.get_or_insert_with(LiveRun::default);
+            let expanded =
+                live.chunks.expand(event).map_err(|why| AgentError::Failed(format!("the upstream agent {why}")))?;
+            let mut ending = None;
+            for event in expanded {
+                let live = state.live.get_or_insert_with(LiveRun::default);
+                live.order.check(&event).map_err(|why| AgentError::Failed(format!("the upstream agent {why}")))?;
+                let finished = matches!(event, Event::RunFinished { .. }).then(|| message.data.clone());
+                let mut relay = Relay { state: &mut *state, client_tools };
+                if let Some(end) = relay.forward(turn, event).await? {
+                    ending = Some(end);
+                    if let Some(live) = state.live.as_mut() {
+                        live.finished = finished;
+                    }
+                }
+            }
+            if let Some(live) = state.live.as_mut() {
+                live.last_event_id = if tracked { message.id.clone() } else { None };
+            }
+            if tracked {
+                turn.append_step(&checkpoint(state)).await?;
+                // The rest of the read is held again.
+                turn.begin_step();
+            }
+            if ending.is_some() {
+                return Ok(ending);
+            }
+        }
+        Ok(None)
     }
 
     /// The gateway's interrupt for an upstream's, open until the upstream's `expiresAt` as read

@@ -274,6 +274,17 @@ impl TurnContext {
         Ok(())
     }
 
+    /// Appends what is held back since [`TurnContext::begin_step`] as one write, with no
+    /// checkpoint, and ends the step: a relay holds the events of one upstream read so that
+    /// the log writer gets them as one append, not one append each.
+    pub async fn release_held(&mut self) -> Result<(), AgentError> {
+        let ops = self.take_held();
+        if !ops.is_empty() {
+            self.write(ops).await?;
+        }
+        Ok(())
+    }
+
     /// Appends `ops` to the log now, past any step held back (a wait's batch takes the held
     /// ops itself, [`TurnContext::take_held`]).
     pub(super) async fn write(&self, ops: Vec<WriteOp>) -> Result<(), LogError> {

@@ -12,6 +12,7 @@
 //   POST /agents/empty-delta    a valid edge: an empty TEXT_MESSAGE_CONTENT delta
 //   POST /agents/out-of-order   content for a message that was never started
 //   POST /agents/slow           /agents/chat with 200 ms between events
+//   POST /agents/one-write      /agents/chat written to the socket in one write
 //   POST /agents/thinking       a reasoning span with one message, an activity (snapshot, then a
 //                               delta), text, success
 //   POST /agents/fails          text, then RUN_ERROR carrying the tokens its model spent
@@ -431,6 +432,7 @@ async function readBody(req) {
 const ROUTES = {
   "/agents/chat": { events: chatEvents },
   "/agents/slow": { events: chatEvents, gapMs: 200 },
+  "/agents/one-write": { events: chatEvents, oneWrite: true },
   "/agents/approval": { events: approvalEvents },
   "/agents/invalid": { events: invalidEvents, sseOnly: true },
   "/agents/empty-delta": { events: emptyDeltaEvents },
@@ -495,6 +497,11 @@ async function handle(req, res) {
   res.socket?.setNoDelay(true);
   let gone = false;
   res.on("close", () => { gone = true; });
+  if (route.oneWrite) {
+    const encoded = events.map((event) => encoder.encodeBinary({ ...event, timestamp: event.timestamp ?? Date.now() }));
+    res.write(Buffer.concat(encoded));
+    return res.end();
+  }
   for (const [i, event] of events.entries()) {
     if (gone) return;
     if (i > 0 && route.gapMs) await sleep(route.gapMs);
