@@ -30,8 +30,14 @@ const HEADER: usize = 8 + 1 + 8 + 4;
 
 /// A segment spans at most this many sequence numbers: a batch's run of one turn's events
 /// longer than that is cut into several rows. It bounds a read by key range (a page after
-/// `seq` ends by `seq + page + MAX_SPAN`), and what a reader fetches to send one event.
+/// `seq` ends by `seq + page + MAX_SPAN`).
 pub const MAX_SPAN: i64 = 256;
+
+/// A segment is cut before it grows past this many bytes (a single larger event makes a
+/// segment of its own): the row stays in its table page, where PostgreSQL neither moves it
+/// out of line nor reassembles it on reading, and a reader that wants a few events fetches
+/// a few kilobytes, not a whole batch.
+pub const MAX_BYTES: usize = 8000;
 
 /// One row of `event_segments`, ready to insert.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,14 +76,19 @@ impl Segment {
     }
 
     /// Whether `event` may join this segment: the same turn and epoch, the next sequence
-    /// numbers, within [`MAX_SPAN`].
+    /// numbers, within [`MAX_SPAN`] and [`MAX_BYTES`].
     fn takes(&self, turn: i64, epoch: i64, event: &StoredEvent) -> bool {
-        self.turn == turn && self.epoch == epoch && event.seq > self.last_seq && event.seq - self.first_seq < MAX_SPAN
+        self.turn == turn
+            && self.epoch == epoch
+            && event.seq > self.last_seq
+            && event.seq - self.first_seq < MAX_SPAN
+            && self.body.len() + HEADER + event.body.len() <= MAX_BYTES
     }
 }
 
 /// The segments of a batch's events, given in batch order as (turn, epoch, event): one per
-/// turn and epoch, cut at [`MAX_SPAN`] and wherever a turn's sequence numbers do not rise.
+/// turn and epoch, cut at [`MAX_SPAN`] or [`MAX_BYTES`] and wherever a turn's sequence numbers
+/// do not rise.
 /// The turns' segments come in the order of their first events.
 pub fn segments_of<'a>(
     events: impl IntoIterator<Item = (i64, i64, &'a StoredEvent)>,
@@ -197,6 +208,29 @@ mod tests {
             cuts,
             vec![(1, 1, 1, MAX_SPAN), (2, 1, 1, 1), (1, 1, MAX_SPAN + 1, MAX_SPAN + 3), (1, 0, 9, 9), (1, 1, 2, 2)]
         );
+    }
+
+    #[test]
+    fn a_segment_is_cut_before_it_grows_past_its_bytes_and_a_large_event_stands_alone() {
+        let small = "x".repeat(1_000);
+        let large = "y".repeat(3 * MAX_BYTES);
+        let events: Vec<StoredEvent> = (1..=20)
+            .map(|seq| StoredEvent {
+                seq,
+                kind: EventKind::Plain,
+                body: Bytes::from(if seq == 10 { large.clone() } else { small.clone() }),
+                at_ms: seq,
+            })
+            .collect();
+        let segments = segments_of(events.iter().map(|e| (1, 1, e))).expect("encoded");
+        for segment in &segments {
+            assert!(segment.body.len() <= MAX_BYTES || segment.events == 1, "{} bytes", segment.body.len());
+        }
+        let large_alone = segments.iter().find(|s| s.first_seq == 10).expect("the large event's segment");
+        assert_eq!((large_alone.last_seq, large_alone.events), (10, 1));
+        let decoded: Vec<StoredEvent> =
+            segments.iter().flat_map(|s| decode(Bytes::from(s.body.clone())).expect("decoded")).collect();
+        assert_eq!(decoded, events, "nothing lost or reordered by the cuts");
     }
 
     #[test]
