@@ -144,8 +144,6 @@ const LOG_AFTER: &str = "SELECT * FROM (SELECT first_seq AS seq, CAST(0 AS SMALL
 pub(super) const LAST_SEQ: &str = "SELECT COALESCE(MAX(last), 0) AS last FROM \
      (SELECT MAX(last_seq) AS last FROM event_segments WHERE turn = $1 \
       UNION ALL SELECT MAX(seq) FROM events WHERE turn = $1) AS newest";
-pub(super) const INSERT_SEGMENT: &str =
-    "INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) VALUES ($1, $2, $3, $4, $5, $6)";
 const INSERT_NOTE: &str = "INSERT INTO notes (thread, note_no, body) VALUES ($1, $2, $3)";
 const SET_CHECKPOINT: &str = "UPDATE turns SET checkpoint = $1 WHERE id = $2";
 const FINISH_TURN: &str = "UPDATE turns SET status = $1, finished_at_ms = $2 WHERE id = $3";

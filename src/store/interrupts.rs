@@ -8,7 +8,7 @@ use sqlx::Transaction;
 use super::audit::insert_audit;
 use super::backend::Backend;
 use super::error::StoreError;
-use super::events::{INSERT_SEGMENT, LAST_SEQ};
+use super::events::LAST_SEQ;
 use super::rows::audit::AuditEntry;
 use super::rows::events::StoredEvent;
 use super::rows::interrupts::{Decided, Decision, InterruptRow, InterruptStatus};
@@ -202,17 +202,7 @@ impl<B: Backend> InterruptStore for B {
         let last: i64 = Stmt::new(LAST_SEQ).bind(turn).fetch_one(&mut tx).await?.get("last")?;
         let seq = last + 1;
         let marker = StoredEvent { seq, ..marker.clone() };
-        for segment in segments_of([(turn, 0, &marker)])? {
-            Stmt::new(INSERT_SEGMENT)
-                .bind(segment.turn)
-                .bind(segment.last_seq)
-                .bind(segment.first_seq)
-                .bind(segment.events)
-                .bind(segment.at_ms)
-                .bind(segment.body.as_slice())
-                .execute(&mut tx)
-                .await?;
-        }
+        self.insert_segments(&mut tx, &segments_of([(turn, 0, &marker)])?).await?;
         for decision in decisions {
             Stmt::new(MARK_DECIDED_SEQ).bind(seq).bind(&decision.interrupt_id).execute(&mut tx).await?;
         }

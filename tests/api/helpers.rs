@@ -465,23 +465,21 @@ pub async fn execute_sql(database_url: &str, statement: &str) {
 /// one). Run with no gateway on the database.
 pub async fn cut_logs_after(database_url: &str, keep: i64) {
     use agui_gateway::store::segments::{decode, segments_of};
-    // The segments cut across (the ones after them go whole).
+    // The segments cut across are read, every one past `keep` deleted, and the kept part of
+    // each one cut across written back.
     let read = "SELECT turn, body FROM event_segments WHERE first_seq <= $1 AND last_seq > $1";
+    let delete = "DELETE FROM event_segments WHERE last_seq > $1";
     let insert =
         "INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) VALUES ($1, $2, $3, $4, $5, $6)";
-    let rows: Vec<(i64, Vec<u8>)> = if database_url.starts_with("sqlite:") {
-        let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url).await.expect("sqlite");
-        sqlx::query_as(read).bind(keep).fetch_all(&mut connection).await.expect("segments")
-    } else {
-        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(database_url).await.expect("postgres");
-        sqlx::query_as(read).bind(keep).fetch_all(&mut connection).await.expect("segments")
-    };
-    execute_sql(database_url, &format!("DELETE FROM event_segments WHERE last_seq > {keep}")).await;
-    for (turn, body) in rows {
-        let kept: Vec<_> = decode(body.into()).expect("segment").into_iter().filter(|e| e.seq <= keep).collect();
-        for segment in segments_of(kept.iter().map(|e| (turn, 0, e))).expect("segment") {
-            macro_rules! insert_on {
-                ($connection:expr) => {
+    macro_rules! cut_on {
+        ($connection:expr) => {{
+            let rows: Vec<(i64, Vec<u8>)> =
+                sqlx::query_as(read).bind(keep).fetch_all(&mut $connection).await.expect("segments");
+            sqlx::query(delete).bind(keep).execute(&mut $connection).await.expect("delete");
+            for (turn, body) in rows {
+                let kept: Vec<_> =
+                    decode(body.into()).expect("segment").into_iter().filter(|e| e.seq <= keep).collect();
+                for segment in segments_of(kept.iter().map(|e| (turn, 0, e))).expect("segment") {
                     sqlx::query(insert)
                         .bind(segment.turn)
                         .bind(segment.last_seq)
@@ -491,19 +489,17 @@ pub async fn cut_logs_after(database_url: &str, keep: i64) {
                         .bind(segment.body.as_slice())
                         .execute(&mut $connection)
                         .await
-                        .expect("insert")
-                };
+                        .expect("insert");
+                }
             }
-            if database_url.starts_with("sqlite:") {
-                let mut connection =
-                    <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url).await.expect("sqlite");
-                insert_on!(connection);
-            } else {
-                let mut connection =
-                    <sqlx::PgConnection as sqlx::Connection>::connect(database_url).await.expect("postgres");
-                insert_on!(connection);
-            }
-        }
+        }};
+    }
+    if database_url.starts_with("sqlite:") {
+        let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect(database_url).await.expect("sqlite");
+        cut_on!(connection);
+    } else {
+        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(database_url).await.expect("postgres");
+        cut_on!(connection);
     }
 }
 
