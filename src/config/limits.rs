@@ -63,6 +63,9 @@ pub struct EventLogConfig {
     /// Batches of one writer in flight at once (PostgreSQL; SQLite always 1): while one waits
     /// for its commit the next is already being written, each on its own connection.
     pub pipeline_depth: usize,
+    /// PostgreSQL: turn ids per partition of the log (`event_segments` is partitioned by
+    /// turn; the gateway makes the partitions ahead and drops emptied ones).
+    pub partition_turns: u64,
 }
 
 /// Turn ownership across instances (§4.6) and shutdown.

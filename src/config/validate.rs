@@ -31,9 +31,15 @@ impl Config {
                 "{set} is set but {unset} is not: serving HTTPS takes both (or neither, for plain HTTP)"
             ));
         }
-        if self.event_log.batch_max_events == 0 || self.event_log.writers == 0 || self.event_log.pipeline_depth == 0 {
+        if self.event_log.batch_max_events == 0
+            || self.event_log.writers == 0
+            || self.event_log.pipeline_depth == 0
+            || self.event_log.partition_turns == 0
+        {
             return invalid(
-                "event_log.batch_max_events, event_log.writers and event_log.pipeline_depth must be at least 1".into(),
+                "event_log.batch_max_events, event_log.writers, event_log.pipeline_depth and \
+                 event_log.partition_turns must be at least 1"
+                    .into(),
             );
         }
         if self.limits.keepalive_secs == 0 || self.limits.stream_max_secs == 0 {

@@ -240,7 +240,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Every few heartbeats: a turn that names this instance at an epoch no runner here holds,
+    /// Every few heartbeats: the log's partitions are kept ahead of the turns to come (and
+    /// emptied ones dropped, PostgreSQL); a turn that names this instance at an epoch no runner here holds,
     /// at two upkeeps in a row (so never a turn between its claim and its runner's start), is
     /// given back for a sweep to take over (e.g. its runner ended while the database was away
     /// and could not give it back); and instances lapsed for long owning no running turn are
@@ -263,6 +264,15 @@ impl Inner {
                 *suspects = unrun.difference(suspects).copied().collect();
             }
             Err(error) => tracing::warn!(%error, "could not read which turns this instance owns"),
+        }
+        let span = i64::try_from(self.config.event_log.partition_turns).unwrap_or(i64::MAX);
+        match self.store.keep_log_partitions(span, self.clock.now_ms()).await {
+            Ok(upkeep) => {
+                if !upkeep.created.is_empty() || !upkeep.dropped.is_empty() {
+                    tracing::info!(made = ?upkeep.created, dropped = ?upkeep.dropped, "kept the log's partitions");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not keep the log's partitions"),
         }
         let forget_before = self.clock.now_ms() - FORGET_AFTER_LEASES * self.config.turns.lease_ms as i64;
         match self.store.forget_instances(forget_before).await {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use sqlx::{Pool, Transaction};
 
 use super::error::StoreError;
-use super::rows::events::{BatchOutcome, StoredEvent, TurnWrites};
+use super::rows::events::{BatchOutcome, PartitionUpkeep, StoredEvent, TurnWrites};
 use super::rows::threads::TurnStatus;
 use super::segments::Segment;
 use super::sql::SqlDb;
@@ -94,6 +94,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// `migrations/postgres/0017_followers.sql`). Nothing where no other instance can run them.
     async fn follow_turns(&self, _turns: &[i64], _until_ms: i64) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// Makes the log's partitions the coming turns need (`turns_per_partition` turn ids each)
+    /// and drops those whose turns are all gone. Nothing where the log is not partitioned.
+    async fn keep_partitions(&self, _turns_per_partition: i64, _now_ms: i64) -> Result<PartitionUpkeep, StoreError> {
+        Ok(PartitionUpkeep::default())
     }
 
     /// Inserts a batch's segments (its events, a row per turn: see [`super::segments`]).

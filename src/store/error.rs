@@ -25,9 +25,17 @@ impl StoreError {
                 // 08…: connection exceptions; 57P01–57P03: the server is shutting down or
                 // starting; 40001/40P01: a serialisation failure or deadlock victim.
                 code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01")
-            }),
+            }) || self.is_missing_partition(),
             _ => false,
         }
+    }
+
+    /// Whether a statement failed because no partition of the log holds one of its turns
+    /// (PostgreSQL): the partitions ahead were not made in time. The store makes them on
+    /// seeing it (`store/postgres/partitions.rs`), so trying again succeeds.
+    pub fn is_missing_partition(&self) -> bool {
+        let StoreError::Database(sqlx::Error::Database(error)) = self else { return false };
+        error.code().as_deref() == Some("23514") && error.message().starts_with("no partition of relation")
     }
 
     /// Whether the database answered and refused the statement (a constraint, a type): trying

@@ -16,7 +16,7 @@ use sqlx::Transaction;
 use super::backend::{Backend, WakeUp, Wakeups};
 use super::error::StoreError;
 use super::rows::events::{
-    batch_turns, fence_batch, fence_waits, BatchOutcome, EventKind, StoredEvent, TurnWrites, WriteOp,
+    batch_turns, fence_batch, fence_waits, BatchOutcome, EventKind, PartitionUpkeep, StoredEvent, TurnWrites, WriteOp,
 };
 use super::segments::{page_of, segments_of, LogRow, Segment, MAX_SPAN};
 use super::sql::{Record, SqlDb, Stmt};
@@ -106,6 +106,10 @@ pub trait EventLog: Send + Sync {
     /// How many batches this store can have written and uncommitted at once, each on its own
     /// connection: 1 where there is a single write connection (SQLite).
     fn max_pipeline_depth(&self) -> usize;
+    /// Makes the log's partitions the coming turns need, `turns_per_partition` turn ids each,
+    /// and drops those no turn is left in (PostgreSQL; nothing on SQLite). Every instance runs
+    /// it now and then; a batch that finds no partition for its turn runs it too.
+    async fn keep_log_partitions(&self, turns_per_partition: i64, now_ms: i64) -> Result<PartitionUpkeep, StoreError>;
     /// Up to `limit` events of a turn after `after_seq`, in order.
     async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError>;
     async fn last_seq(&self, turn: i64) -> Result<i64, StoreError>;
@@ -328,6 +332,10 @@ impl<B: Backend> EventLog for B {
 
     fn max_pipeline_depth(&self) -> usize {
         B::MAX_PIPELINE_DEPTH
+    }
+
+    async fn keep_log_partitions(&self, turns_per_partition: i64, now_ms: i64) -> Result<PartitionUpkeep, StoreError> {
+        self.keep_partitions(turns_per_partition, now_ms).await
     }
 
     async fn events_after(&self, turn: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {

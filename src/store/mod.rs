@@ -60,7 +60,7 @@ pub use leases::LeaseStore;
 pub use live_grants::{LiveGrantRow, LiveGrantStore, GRANTS_PER_CALLER};
 pub use postgres::PgStore;
 pub use rows::audit::{AuditEntry, AuditRow};
-pub use rows::events::{BatchOutcome, EventKind, StoredEvent, TurnWrites, WriteOp};
+pub use rows::events::{BatchOutcome, EventKind, PartitionUpkeep, StoredEvent, TurnWrites, WriteOp};
 pub use rows::interrupts::{Decided, Decision, InterruptRow, InterruptStatus};
 pub use rows::threads::{
     DeleteThread, NewRun, NewTurn, Owner, OwnerKind, StartTurn, StillIdle, ThreadQuery, ThreadRow, ThreadSummary,

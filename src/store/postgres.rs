@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,7 +21,7 @@ use sqlx::{Postgres, Transaction};
 
 use super::backend::{fence_rows, Backend, Fence, WakeUp, Wakeups};
 use super::error::StoreError;
-use super::rows::events::{BatchOutcome, EventKind, StoredEvent, TurnWrites, WriteOp};
+use super::rows::events::{BatchOutcome, EventKind, PartitionUpkeep, StoredEvent, TurnWrites, WriteOp};
 use super::segments::{segments_of, Segment};
 
 /// Cancels and turn starts (every instance listens), and appends announced on their own.
@@ -45,7 +45,13 @@ pub struct PgStore {
     /// Whether a batch's fence reads the follow marks (off where the bus delivers a turn's
     /// messages to its followers only).
     notices: AtomicBool,
+    /// Turn ids per partition of the log, as the latest upkeep was given them: what a batch
+    /// that found no partition for its turn makes them with.
+    partition_turns: AtomicI64,
 }
+
+/// Turn ids per partition until the engine's first upkeep says (`event_log.partition_turns`).
+const PARTITION_TURNS: i64 = 20_000;
 
 /// The whole of a batch that only appends events and checkpoints, in one statement: the fence
 /// (the turns locked and read, with whether another instance follows them), the admitted
@@ -81,7 +87,7 @@ impl PgStore {
         let pool = super::round_trips::counting(pool);
         let pool = pool.connect_with(options).await?;
         let instance = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
-        Ok(PgStore { pool, instance, notices: AtomicBool::new(true) })
+        Ok(PgStore { pool, instance, notices: AtomicBool::new(true), partition_turns: AtomicI64::new(PARTITION_TURNS) })
     }
 
     /// The time a follow mark must reach to count: `now_ms`, or never when marks are not read.
@@ -91,6 +97,20 @@ impl PgStore {
         } else {
             i64::MAX
         }
+    }
+
+    /// `error`, after making the log's partitions when it says a turn had none (the upkeep
+    /// fell behind): the writer tries the batch again, as it does after any transient error.
+    async fn making_missing_partitions(&self, error: StoreError) -> StoreError {
+        if error.is_missing_partition() {
+            let span = self.partition_turns.load(Ordering::Relaxed);
+            let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+            match partitions::keep(&self.pool, span, now_ms).await {
+                Ok(upkeep) => tracing::warn!(made = ?upkeep.created, "a batch found no log partition for its turn; made them"),
+                Err(failed) => tracing::warn!(error = %failed, "a batch found no log partition for its turn, and making them failed"),
+            }
+        }
+        error
     }
 
     /// The notice's prefix: who sends it (so it skips its own).
@@ -154,7 +174,7 @@ impl Backend for PgStore {
         let Some(plan) = AtOnce::plan(batch)? else { return Ok(None) };
         let segments = SegmentColumns::of(&plan.segments);
         let turns = super::rows::events::batch_turns(batch);
-        let rows: Vec<(i64, i64, String, bool, i64, i64)> = sqlx::query_as(WRITE_AT_ONCE)
+        let rows: Result<Vec<(i64, i64, String, bool, i64, i64)>, _> = sqlx::query_as(WRITE_AT_ONCE)
             .bind(self.followed_after(now_ms))
             .bind(&turns)
             .bind(&segments.turns)
@@ -168,7 +188,11 @@ impl Backend for PgStore {
             .bind(&plan.checkpoint_epochs)
             .bind(&plan.checkpoints)
             .fetch_all(&self.pool)
-            .await?;
+            .await;
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(error) => return Err(self.making_missing_partitions(error.into()).await),
+        };
         let fence = fence_rows(rows.iter().map(|r| (r.0, r.1, r.2.clone(), r.3)));
         let mut outcome = super::rows::events::fence_batch(batch, &fence.current);
         outcome.followed = fence.followed.into_iter().collect();
@@ -217,7 +241,7 @@ impl Backend for PgStore {
         segments: &[Segment],
     ) -> Result<(), StoreError> {
         let columns = SegmentColumns::of(segments);
-        sqlx::query(
+        let inserted = sqlx::query(
             "INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) \
              SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::int[], $5::bigint[], $6::bytea[])",
         )
@@ -228,8 +252,16 @@ impl Backend for PgStore {
         .bind(&columns.times)
         .bind(&columns.bodies)
         .execute(&mut **tx)
-        .await?;
-        Ok(())
+        .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(error) => Err(self.making_missing_partitions(error.into()).await),
+        }
+    }
+
+    async fn keep_partitions(&self, turns_per_partition: i64, now_ms: i64) -> Result<PartitionUpkeep, StoreError> {
+        self.partition_turns.store(turns_per_partition.max(1), Ordering::Relaxed);
+        partitions::keep(&self.pool, turns_per_partition, now_ms).await
     }
 
     async fn listen(&self) -> Result<Option<Wakeups>, StoreError> {
@@ -551,5 +583,6 @@ impl<'a> AtOnce<'a> {
     }
 }
 
+mod partitions;
 #[cfg(test)]
 mod tests;

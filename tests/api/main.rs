@@ -57,6 +57,7 @@ mod multimodal;
 mod nats_bus;
 mod openai;
 mod operations;
+mod partitions;
 mod postgres_tls;
 mod quotas;
 mod races;

@@ -57,6 +57,7 @@ const COMPARED: [(&str, &str); 6] = [
 
 /// Fills `database` with `threads` × `per_thread` events and reports how long that took.
 async fn fill_timed(
+    gateways: &GatewaySettings,
     database: &Database,
     store: Store,
     threads: u64,
@@ -65,7 +66,7 @@ async fn fill_timed(
     report: &mut Report,
 ) -> Result<()> {
     let started = Instant::now();
-    fill(database, threads, per_thread, bytes).await?;
+    fill(gateways, database, threads, per_thread, bytes).await?;
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "  history on {store}: filled {} events over {} threads in {secs:.1} s ({:.0} events/s, ANALYZE included)",
@@ -100,7 +101,7 @@ pub async fn run(
         let prepared = async {
             Gateway::migrate(gateways, &database).await?;
             if full {
-                fill_timed(&database, store, threads, per_thread, sizes.bytes, report).await?;
+                fill_timed(gateways, &database, store, threads, per_thread, sizes.bytes, report).await?;
             }
             Ok::<_, Error>(())
         }
@@ -292,8 +293,12 @@ impl Filler {
     }
 }
 
-/// Writes the history: `threads` threads of one finished turn of `per_thread` events each.
-async fn fill(database: &Database, threads: u64, per_thread: u64, bytes: usize) -> Result<()> {
+/// Writes the history: `threads` threads of one finished turn of `per_thread` events each. On
+/// PostgreSQL the events are written as the gateway logs them, in segments, once `agui-gateway
+/// migrate` made the log's partitions for the turns written (a serving gateway makes them ahead
+/// of its turns); on SQLite as rows of the log before segments (`events`), which the gateway
+/// still reads.
+async fn fill(gateways: &GatewaySettings, database: &Database, threads: u64, per_thread: u64, bytes: usize) -> Result<()> {
     let store = database.store;
     let mut conn = Filler::open(database).await?;
     // Older than anything the measurements write.
@@ -301,9 +306,8 @@ async fn fill(database: &Database, threads: u64, per_thread: u64, bytes: usize) 
     let delta = "x".repeat(bytes.max(1));
     let started = Instant::now();
     let mut told = Instant::now();
-    let mut from = 1u64;
-    while from <= threads {
-        let to = (from + CHUNK_THREADS - 1).min(threads);
+    let chunks = || (1..=threads).step_by(CHUNK_THREADS as usize).map(move |from| (from, (from + CHUNK_THREADS - 1).min(threads)));
+    for (from, to) in chunks() {
         for statement in fill_statements(store, from, to, per_thread, base_ms, &delta) {
             conn.execute(&statement).await.with_context(|| format!("filling threads {from}..={to}"))?;
         }
@@ -316,15 +320,23 @@ async fn fill(database: &Database, threads: u64, per_thread: u64, bytes: usize) 
             );
             told = Instant::now();
         }
-        from = to + 1;
+    }
+    if store == Store::Postgres {
+        // Explicit ids do not move a BIGSERIAL's sequence.
+        conn.execute("SELECT setval('threads_id_seq', (SELECT max(id) FROM threads))").await?;
+        conn.execute("SELECT setval('turns_id_seq', (SELECT max(id) FROM turns))").await?;
+        Gateway::migrate(gateways, database).await?;
+        for statement in SEGMENT_FUNCTIONS {
+            conn.execute(statement).await?;
+        }
+        for (from, to) in chunks() {
+            let statement = segments_statement(from, to, per_thread, base_ms, &delta, bytes);
+            conn.execute(&statement).await.with_context(|| format!("filling the log of threads {from}..={to}"))?;
+        }
     }
     let finish: &[&str] = match store {
-        // Explicit ids do not move a BIGSERIAL's sequence (SQLite's AUTOINCREMENT follows them).
-        Store::Postgres => &[
-            "SELECT setval('threads_id_seq', (SELECT max(id) FROM threads))",
-            "SELECT setval('turns_id_seq', (SELECT max(id) FROM turns))",
-            "VACUUM (ANALYZE) threads, turns, runs, events",
-        ],
+        Store::Postgres => &["VACUUM (ANALYZE) threads, turns, runs, event_segments"],
+        // SQLite's AUTOINCREMENT follows explicit ids.
         Store::Sqlite => &["ANALYZE", "PRAGMA wal_checkpoint(TRUNCATE)"],
     };
     for statement in finish {
@@ -334,27 +346,41 @@ async fn fill(database: &Database, threads: u64, per_thread: u64, bytes: usize) 
     Ok(())
 }
 
-/// The four INSERTs of threads `from..=to`, in the gateway's row shapes.
+/// Little-endian integers as bytes, for the segment encoding (`src/store/segments.rs`: a format
+/// byte, then per event `seq i64 | kind u8 | at_ms i64 | length u32 | JSON`), on the filling
+/// connection only.
+const SEGMENT_FUNCTIONS: [&str; 2] = [
+    "CREATE FUNCTION pg_temp.le8(x bigint) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$ \
+     SELECT set_byte(set_byte(set_byte(set_byte(set_byte(set_byte(set_byte(set_byte( \
+     '\\x0000000000000000'::bytea, 0, (x & 255)::int), 1, ((x >> 8) & 255)::int), \
+     2, ((x >> 16) & 255)::int), 3, ((x >> 24) & 255)::int), 4, ((x >> 32) & 255)::int), \
+     5, ((x >> 40) & 255)::int), 6, ((x >> 48) & 255)::int), 7, ((x >> 56) & 255)::int) $$",
+    "CREATE FUNCTION pg_temp.le4(x int) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$ \
+     SELECT set_byte(set_byte(set_byte(set_byte('\\x00000000'::bytea, 0, x & 255), 1, (x >> 8) & 255), \
+     2, (x >> 16) & 255), 3, (x >> 24) & 255) $$",
+];
+
+/// The segments of threads `from..=to` (PostgreSQL): each turn's events cut into rows of at
+/// most 8,000 bytes, as the gateway cuts a burst's batches.
+fn segments_statement(from: u64, to: u64, per_thread: u64, base_ms: i64, delta: &str, bytes: usize) -> String {
+    // An event of the burst takes its JSON (≈ 105 bytes around the delta) and a 21-byte header.
+    let per_segment = (7_990 / (bytes + 130)).clamp(1, 256);
+    let events = events_select(Store::Postgres, from, to, per_thread, base_ms, delta);
+    format!(
+        "INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) \
+         SELECT g, max(s), min(s), count(*), min(at_ms), '\\x01'::bytea || string_agg( \
+             pg_temp.le8(s) || set_byte('\\x00'::bytea, 0, kind) || pg_temp.le8(at_ms) \
+             || pg_temp.le4(octet_length(convert_to(body, 'UTF8'))) || convert_to(body, 'UTF8'), \
+             '\\x'::bytea ORDER BY s) \
+         FROM ({events}) AS e GROUP BY g, (s - 1) / {per_segment}"
+    )
+}
+
+/// The INSERTs of threads `from..=to`, in the gateway's row shapes: threads, turns and runs,
+/// and on SQLite the events (on PostgreSQL they are written in segments, [`segments_statement`]).
 fn fill_statements(store: Store, from: u64, to: u64, per_thread: u64, base_ms: i64, delta: &str) -> Vec<String> {
-    // The thread numbers `g` (and the event numbers `s` within each turn), and a turn's public
-    // id: `t` and 24 hex digits, like the gateway's.
-    let (threads, seqs, public) = match store {
-        Store::Postgres => (
-            "WITH g(g) AS (SELECT generate_series({from}::bigint, {to}::bigint))".to_string(),
-            format!(", s(s) AS (SELECT generate_series(1, {per_thread}))"),
-            "'t' || lpad(to_hex(g), 24, '0')",
-        ),
-        Store::Sqlite => (
-            "WITH RECURSIVE g(g) AS (SELECT {from} UNION ALL SELECT g + 1 FROM g WHERE g < {to})".to_string(),
-            format!(", s(s) AS (SELECT 1 UNION ALL SELECT s + 1 FROM s WHERE s < {per_thread})"),
-            "printf('t%024x', g)",
-        ),
-    };
-    let threads = threads.replace("{from}", &from.to_string()).replace("{to}", &to.to_string());
-    let message = format!("{public} || ':m1'");
-    let last = per_thread;
-    let end = last - 1;
-    vec![
+    let (threads, public) = thread_numbers(store, from, to);
+    let mut statements = vec![
         format!(
             "INSERT INTO threads (id, tenant, thread_id, owner_kind, owner_id, created_at_ms, updated_at_ms) \
              {threads} SELECT g, 'default', 'history-' || g, 'person', 'local', {base_ms} + g, {base_ms} + g FROM g"
@@ -369,18 +395,52 @@ fn fill_statements(store: Store, from: u64, to: u64, per_thread: u64, base_ms: i
         format!(
             "INSERT INTO runs (thread, run_id, turn, created_at_ms) {threads} SELECT g, 'run-1', g, {base_ms} + g FROM g"
         ),
-        format!(
-            "INSERT INTO events (turn, seq, kind, body, at_ms) {threads}{seqs} \
-             SELECT g, s, CASE s WHEN 1 THEN 1 WHEN 2 THEN 4 WHEN {last} THEN 2 ELSE 0 END, \
-             CASE s \
-               WHEN 1 THEN '{{\"type\":\"RUN_STARTED\",\"threadId\":\"history-' || g || '\",\"runId\":\"run-1\",\"protocolVersion\":\"1.0\",\"timestamp\":' || ({base_ms} + g) || '}}' \
-               WHEN 2 THEN '{{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{{\"board\":{{\"notes\":[]}}}},\"timestamp\":' || ({base_ms} + g) || '}}' \
-               WHEN 3 THEN '{{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"' || {message} || '\",\"role\":\"assistant\",\"timestamp\":' || ({base_ms} + g) || '}}' \
-               WHEN {end} THEN '{{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"' || {message} || '\",\"timestamp\":' || ({base_ms} + g) || '}}' \
-               WHEN {last} THEN '{{\"type\":\"RUN_FINISHED\",\"threadId\":\"\",\"runId\":\"\",\"outcome\":{{\"type\":\"success\"}},\"timestamp\":' || ({base_ms} + g) || '}}' \
-               ELSE '{{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"' || {message} || '\",\"delta\":\"{delta}\",\"timestamp\":' || ({base_ms} + g) || '}}' \
-             END, {base_ms} + g \
-             FROM g, s"
+    ];
+    if store == Store::Sqlite {
+        let events = events_select(store, from, to, per_thread, base_ms, delta);
+        statements.push(format!("INSERT INTO events (turn, seq, kind, body, at_ms) SELECT g, s, kind, body, at_ms FROM ({events})"));
+    }
+    statements
+}
+
+/// The thread numbers `g` of `from..=to` as a `WITH` clause, and a turn's public id: `t` and 24
+/// hex digits, like the gateway's.
+fn thread_numbers(store: Store, from: u64, to: u64) -> (String, &'static str) {
+    match store {
+        Store::Postgres => (
+            format!("WITH g(g) AS (SELECT generate_series({from}::bigint, {to}::bigint))"),
+            "'t' || lpad(to_hex(g), 24, '0')",
         ),
-    ]
+        Store::Sqlite => (
+            format!("WITH RECURSIVE g(g) AS (SELECT {from} UNION ALL SELECT g + 1 FROM g WHERE g < {to})"),
+            "printf('t%024x', g)",
+        ),
+    }
+}
+
+/// The events of threads `from..=to` as rows `(g, s, kind, body, at_ms)`: RUN_STARTED,
+/// STATE_SNAPSHOT, TEXT_MESSAGE_START, the deltas, TEXT_MESSAGE_END, RUN_FINISHED, with the
+/// kinds the gateway stores.
+fn events_select(store: Store, from: u64, to: u64, per_thread: u64, base_ms: i64, delta: &str) -> String {
+    let (threads, public) = thread_numbers(store, from, to);
+    let seqs = match store {
+        Store::Postgres => format!(", s(s) AS (SELECT generate_series(1, {per_thread}))"),
+        Store::Sqlite => format!(", s(s) AS (SELECT 1 UNION ALL SELECT s + 1 FROM s WHERE s < {per_thread})"),
+    };
+    let message = format!("{public} || ':m1'");
+    let last = per_thread;
+    let end = last - 1;
+    format!(
+        "{threads}{seqs} \
+         SELECT g, s, CASE s WHEN 1 THEN 1 WHEN 2 THEN 4 WHEN {last} THEN 2 ELSE 0 END AS kind, \
+         CASE s \
+           WHEN 1 THEN '{{\"type\":\"RUN_STARTED\",\"threadId\":\"history-' || g || '\",\"runId\":\"run-1\",\"protocolVersion\":\"1.0\",\"timestamp\":' || ({base_ms} + g) || '}}' \
+           WHEN 2 THEN '{{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{{\"board\":{{\"notes\":[]}}}},\"timestamp\":' || ({base_ms} + g) || '}}' \
+           WHEN 3 THEN '{{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"' || {message} || '\",\"role\":\"assistant\",\"timestamp\":' || ({base_ms} + g) || '}}' \
+           WHEN {end} THEN '{{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"' || {message} || '\",\"timestamp\":' || ({base_ms} + g) || '}}' \
+           WHEN {last} THEN '{{\"type\":\"RUN_FINISHED\",\"threadId\":\"\",\"runId\":\"\",\"outcome\":{{\"type\":\"success\"}},\"timestamp\":' || ({base_ms} + g) || '}}' \
+           ELSE '{{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"' || {message} || '\",\"delta\":\"{delta}\",\"timestamp\":' || ({base_ms} + g) || '}}' \
+         END AS body, {base_ms} + g AS at_ms \
+         FROM g, s"
+    )
 }

@@ -116,6 +116,15 @@ pub enum WriteOp {
     },
 }
 
+/// What one upkeep of the log's partitions did (PostgreSQL; nothing on SQLite, which has none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionUpkeep {
+    /// The partitions made ahead of the turns to come.
+    pub created: Vec<String>,
+    /// The partitions dropped whole: no turn of their range was left.
+    pub dropped: Vec<String>,
+}
+
 /// Which appends of a batch the store refused because their epoch was stale or their turn had
 /// ended (their indexes in the batch, ascending); everything else was committed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
