@@ -118,16 +118,8 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             let config = common.load()?;
             let _telemetry = init_logging(&config);
             let store = agui_gateway::server::connect_store(&config.database.url, 2).await?;
-            store.migrate().await?;
-            // The log's partitions for the turns to come (PostgreSQL), as a serving instance
-            // makes them when it starts.
-            let span = i64::try_from(config.event_log.partition_turns).unwrap_or(i64::MAX);
-            let now_ms = agui_gateway::clock::Clock::now_ms(&agui_gateway::clock::SystemClock);
-            let upkeep = store.keep_log_partitions(span, now_ms).await?;
+            agui_gateway::server::migrate(store.as_ref(), &config).await?;
             println!("migrations applied to {}", config::redact_url(&config.database.url));
-            if !upkeep.created.is_empty() {
-                println!("log partitions made: {}", upkeep.created.join(", "));
-            }
             Ok(())
         }
         Command::Serve { common, listen, log_format } => {

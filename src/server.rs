@@ -58,12 +58,19 @@ pub async fn connect_store(url: &str, max_connections: u32) -> Result<Arc<dyn st
     })
 }
 
+/// Applies the migrations, and makes the log's partitions for the turns to come at the
+/// configured size (PostgreSQL): the database is then ready to log.
+pub async fn migrate(store: &dyn store::Store, config: &Config) -> Result<(), store::StoreError> {
+    store.set_log_partition_turns(i64::try_from(config.event_log.partition_turns).unwrap_or(i64::MAX));
+    store.migrate().await
+}
+
 /// An engine for a one-off command (`decide`, `threads show`) beside serving instances.
 pub async fn build_passive(config: Config) -> Result<crate::engine::Engine, BuildError> {
     let config = Arc::new(config);
     let outbound = tls::client_config(&config.tls)?;
     let store = connect_store(&config.database.url, 2).await?;
-    store.migrate().await?;
+    migrate(store.as_ref(), &config).await?;
     let agents = Arc::new(agents::registry(&config, &outbound));
     Ok(Engine::start_passive(config, store, agents).await?)
 }
@@ -76,7 +83,7 @@ pub struct CommandWiring;
 impl crate::admin::Wiring for CommandWiring {
     async fn store(&self, config: &Config) -> Result<Arc<dyn store::Store>, Box<dyn std::error::Error>> {
         let store = connect_store(&config.database.url, 2).await?;
-        store.migrate().await?;
+        migrate(store.as_ref(), config).await?;
         Ok(store)
     }
 
@@ -101,7 +108,7 @@ pub async fn build(
     // The wake-up bus before the migrations: an instance that cannot reach it does not start,
     // and it should change nothing on its way out (a newer schema under older instances).
     let bus = crate::bus::connect(&config.bus, store.clone()).await.map_err(crate::engine::StartError::from)?;
-    store.migrate().await?;
+    migrate(store.as_ref(), &config).await?;
     let auth = Auth::start_with_clock(&config, store.clone(), &outbound, clock.clone()).await?;
     let agents = Arc::new(agents::registry(&config, &outbound));
     let engine = Engine::start_on_bus(config, store, agents, bus, clock).await?;

@@ -96,6 +96,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The turn ids per partition of the log that migrating (and a batch finding no partition)
+    /// makes them with. Nothing where the log is not partitioned.
+    fn set_partition_turns(&self, _turns: i64) {}
+
     /// Makes the log's partitions the coming turns need (`turns_per_partition` turn ids each)
     /// and drops those whose turns are all gone. Nothing where the log is not partitioned.
     async fn keep_partitions(&self, _turns_per_partition: i64, _now_ms: i64) -> Result<PartitionUpkeep, StoreError> {

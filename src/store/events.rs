@@ -106,6 +106,9 @@ pub trait EventLog: Send + Sync {
     /// How many batches this store can have written and uncommitted at once, each on its own
     /// connection: 1 where there is a single write connection (SQLite).
     fn max_pipeline_depth(&self) -> usize;
+    /// The turn ids per partition of the log (`event_log.partition_turns`) that migrating the
+    /// database, and a batch that finds no partition for its turn, make them with (PostgreSQL).
+    fn set_log_partition_turns(&self, turns: i64);
     /// Makes the log's partitions the coming turns need, `turns_per_partition` turn ids each,
     /// and drops those no turn is left in (PostgreSQL; nothing on SQLite). Every instance runs
     /// it now and then; a batch that finds no partition for its turn runs it too.
@@ -332,6 +335,10 @@ impl<B: Backend> EventLog for B {
 
     fn max_pipeline_depth(&self) -> usize {
         B::MAX_PIPELINE_DEPTH
+    }
+
+    fn set_log_partition_turns(&self, turns: i64) {
+        self.set_partition_turns(turns)
     }
 
     async fn keep_log_partitions(&self, turns_per_partition: i64, now_ms: i64) -> Result<PartitionUpkeep, StoreError> {

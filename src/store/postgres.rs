@@ -50,7 +50,8 @@ pub struct PgStore {
     partition_turns: AtomicI64,
 }
 
-/// Turn ids per partition until the engine's first upkeep says (`event_log.partition_turns`).
+/// Turn ids per partition until told otherwise (`event_log.partition_turns`, given before the
+/// migrations run).
 const PARTITION_TURNS: i64 = 20_000;
 
 /// The whole of a batch that only appends events and checkpoints, in one statement: the fence
@@ -144,8 +145,12 @@ impl Backend for PgStore {
         &self.pool
     }
 
+    /// The migrations, then the log's partitions for the turns to come: a migrated database
+    /// is ready to log.
     async fn run_migrations(&self) -> Result<(), StoreError> {
         sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
+        let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        partitions::keep(&self.pool, self.partition_turns.load(Ordering::Relaxed), now_ms).await?;
         Ok(())
     }
 
@@ -259,8 +264,12 @@ impl Backend for PgStore {
         }
     }
 
+    fn set_partition_turns(&self, turns: i64) {
+        self.partition_turns.store(turns.max(1), Ordering::Relaxed);
+    }
+
     async fn keep_partitions(&self, turns_per_partition: i64, now_ms: i64) -> Result<PartitionUpkeep, StoreError> {
-        self.partition_turns.store(turns_per_partition.max(1), Ordering::Relaxed);
+        self.set_partition_turns(turns_per_partition);
         partitions::keep(&self.pool, turns_per_partition, now_ms).await
     }
 
