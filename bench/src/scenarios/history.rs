@@ -360,11 +360,17 @@ const SEGMENT_FUNCTIONS: [&str; 2] = [
      2, (x >> 16) & 255), 3, (x >> 24) & 255) $$",
 ];
 
-/// The segments of threads `from..=to` (PostgreSQL): each turn's events cut into rows of at
-/// most 8,000 bytes, as the gateway cuts a burst's batches.
+/// Events per filled segment: a streaming answer's batches hold a few tokens each (a burst's
+/// fill segments up to 8,000 bytes). Rows of a few events leave room in each page that a
+/// vacuum records, as a real log's mix of sizes does; what a new turn's segments do with that
+/// room is what the ticking measurement sees.
+const SEGMENT_EVENTS: usize = 4;
+
+/// The segments of threads `from..=to` (PostgreSQL): each turn's events cut into rows of
+/// [`SEGMENT_EVENTS`] events (fewer when they would pass the gateway's 8,000 bytes).
 fn segments_statement(from: u64, to: u64, per_thread: u64, base_ms: i64, delta: &str, bytes: usize) -> String {
     // An event of the burst takes its JSON (≈ 105 bytes around the delta) and a 21-byte header.
-    let per_segment = (7_990 / (bytes + 130)).clamp(1, 256);
+    let per_segment = (7_990 / (bytes + 130)).clamp(1, SEGMENT_EVENTS);
     let events = events_select(Store::Postgres, from, to, per_thread, base_ms, delta);
     format!(
         "INSERT INTO event_segments (turn, last_seq, first_seq, events, at_ms, body) \
