@@ -29,6 +29,11 @@ pub trait Bus: Send + Sync + 'static {
     async fn unfollow(&self, turns: &[i64]);
     /// Tells the other instances (those that listen for it) what happened here.
     async fn announce(&self, wakeups: &[WakeUp]) -> Result<(), BusError>;
+    /// The least time between two announcements of appends: what commits meanwhile goes in
+    /// the next one. Zero where an announcement costs the database nothing.
+    fn announce_every(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
     /// What the other instances tell this one; `None` where no other instance can be (SQLite).
     async fn listen(&self) -> Result<Option<Wakeups>, BusError>;
 }

@@ -10,6 +10,10 @@ use async_trait::async_trait;
 use super::contract::{Bus, BusError, Wakeups};
 use crate::store::{Store, WakeUp};
 
+/// The least time between two notices of appends: a follower on another instance hears of a
+/// commit up to this much later, and the database carries at most 250 notices a second.
+const ANNOUNCE_EVERY: std::time::Duration = std::time::Duration::from_millis(4);
+
 pub struct PgBus {
     store: Arc<dyn Store>,
 }
@@ -36,6 +40,13 @@ impl Bus for PgBus {
 
     async fn announce(&self, wakeups: &[WakeUp]) -> Result<(), BusError> {
         Ok(self.store.announce_appends(wakeups).await?)
+    }
+
+    /// Each announcement is a transaction of the database's, heard by every other instance;
+    /// sent back to back, one per batch, they cost it more than the batches they announce
+    /// (BENCHMARKS.md, "Following across instances, paced").
+    fn announce_every(&self) -> std::time::Duration {
+        ANNOUNCE_EVERY
     }
 
     async fn listen(&self) -> Result<Option<Wakeups>, BusError> {

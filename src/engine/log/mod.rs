@@ -263,13 +263,20 @@ fn merge(earlier: &mut WakeUp, later: WakeUp) {
     }
 }
 
-/// Sends other instances one message for everything committed since the last one.
+/// Sends other instances one message for everything committed since the last one, at most
+/// one per the bus's [`Bus::announce_every`].
 async fn announce(bus: Arc<dyn Bus>, mut queue: mpsc::UnboundedReceiver<Announcement>, metrics: Arc<Metrics>) {
     let turn_of = |w: &WakeUp| match w {
         WakeUp::Committed { turn, .. } | WakeUp::Events { turn, .. } => Some(*turn),
         _ => None,
     };
+    let every = bus.announce_every();
+    let mut last_sent: Option<tokio::time::Instant> = None;
     while let Some((first, since)) = queue.recv().await {
+        if let Some(last) = last_sent {
+            tokio::time::sleep_until(last + every).await;
+        }
+        last_sent = Some(tokio::time::Instant::now());
         let mut newest: BTreeMap<i64, WakeUp> = BTreeMap::new();
         let mut add = |wakeup: WakeUp| {
             let Some(turn) = turn_of(&wakeup) else { return };
