@@ -21,11 +21,13 @@ impl StoreError {
         let StoreError::Database(error) = self else { return false };
         match error {
             sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
-            sqlx::Error::Database(error) => error.code().is_some_and(|code| {
-                // 08…: connection exceptions; 57P01–57P03: the server is shutting down or
-                // starting; 40001/40P01: a serialisation failure or deadlock victim.
-                code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01")
-            }) || self.is_missing_partition(),
+            sqlx::Error::Database(error) => {
+                error.code().is_some_and(|code| {
+                    // 08…: connection exceptions; 57P01–57P03: the server is shutting down or
+                    // starting; 40001/40P01: a serialisation failure or deadlock victim.
+                    code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01")
+                }) || self.is_missing_partition()
+            }
             _ => false,
         }
     }

@@ -107,8 +107,12 @@ impl PgStore {
             let span = self.partition_turns.load(Ordering::Relaxed);
             let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
             match partitions::keep(&self.pool, span, now_ms).await {
-                Ok(upkeep) => tracing::warn!(made = ?upkeep.created, "a batch found no log partition for its turn; made them"),
-                Err(failed) => tracing::warn!(error = %failed, "a batch found no log partition for its turn, and making them failed"),
+                Ok(upkeep) => {
+                    tracing::warn!(made = ?upkeep.created, "a batch found no log partition for its turn; made them")
+                }
+                Err(failed) => {
+                    tracing::warn!(error = %failed, "a batch found no log partition for its turn, and making them failed")
+                }
             }
         }
         error

@@ -39,12 +39,11 @@ async fn placement(connection: &mut sqlx::PgConnection) -> Vec<(String, i64, i32
 
 /// The partitions PostgreSQL itself has attached to `event_segments`.
 async fn attached(connection: &mut sqlx::PgConnection) -> Vec<String> {
-    let mut names: Vec<(String,)> = sqlx::query_as(
-        "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'event_segments'::regclass",
-    )
-    .fetch_all(connection)
-    .await
-    .expect("pg_inherits");
+    let mut names: Vec<(String,)> =
+        sqlx::query_as("SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'event_segments'::regclass")
+            .fetch_all(connection)
+            .await
+            .expect("pg_inherits");
     names.sort();
     names.into_iter().map(|(name,)| name).collect()
 }
@@ -129,7 +128,10 @@ async fn a_batch_whose_turn_has_no_partition_makes_them_and_is_written() {
     assert_eq!(kinds(&events).last(), Some(&"RUN_FINISHED"), "{:?}", kinds(&events));
     assert!(!kinds(&events).contains(&"RUN_ERROR"));
     let recorded = partitions(&mut connection).await;
-    assert!(recorded.iter().any(|(_, lower, upper)| *lower <= 5001 && 5001 < *upper), "a partition holds turn 5001: {recorded:?}");
+    assert!(
+        recorded.iter().any(|(_, lower, upper)| *lower <= 5001 && 5001 < *upper),
+        "a partition holds turn 5001: {recorded:?}"
+    );
     let placed = placement(&mut connection).await;
     let stored: i32 = placed.iter().filter(|p| p.1 == 5001).map(|p| p.2).sum();
     assert_eq!(stored as usize, events.len(), "every event of the turn is stored once");

@@ -298,7 +298,13 @@ impl Filler {
 /// migrate` made the log's partitions for the turns written (a serving gateway makes them ahead
 /// of its turns); on SQLite as rows of the log before segments (`events`), which the gateway
 /// still reads.
-async fn fill(gateways: &GatewaySettings, database: &Database, threads: u64, per_thread: u64, bytes: usize) -> Result<()> {
+async fn fill(
+    gateways: &GatewaySettings,
+    database: &Database,
+    threads: u64,
+    per_thread: u64,
+    bytes: usize,
+) -> Result<()> {
     let store = database.store;
     let mut conn = Filler::open(database).await?;
     // Older than anything the measurements write.
@@ -306,7 +312,9 @@ async fn fill(gateways: &GatewaySettings, database: &Database, threads: u64, per
     let delta = "x".repeat(bytes.max(1));
     let started = Instant::now();
     let mut told = Instant::now();
-    let chunks = || (1..=threads).step_by(CHUNK_THREADS as usize).map(move |from| (from, (from + CHUNK_THREADS - 1).min(threads)));
+    let chunks = || {
+        (1..=threads).step_by(CHUNK_THREADS as usize).map(move |from| (from, (from + CHUNK_THREADS - 1).min(threads)))
+    };
     for (from, to) in chunks() {
         for statement in fill_statements(store, from, to, per_thread, base_ms, &delta) {
             conn.execute(&statement).await.with_context(|| format!("filling threads {from}..={to}"))?;
@@ -404,7 +412,9 @@ fn fill_statements(store: Store, from: u64, to: u64, per_thread: u64, base_ms: i
     ];
     if store == Store::Sqlite {
         let events = events_select(store, from, to, per_thread, base_ms, delta);
-        statements.push(format!("INSERT INTO events (turn, seq, kind, body, at_ms) SELECT g, s, kind, body, at_ms FROM ({events})"));
+        statements.push(format!(
+            "INSERT INTO events (turn, seq, kind, body, at_ms) SELECT g, s, kind, body, at_ms FROM ({events})"
+        ));
     }
     statements
 }
