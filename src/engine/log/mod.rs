@@ -273,7 +273,7 @@ async fn announce(bus: Arc<dyn Bus>, mut queue: mpsc::UnboundedReceiver<Announce
     let every = bus.announce_every();
     let mut last_sent: Option<tokio::time::Instant> = None;
     while let Some((first, since)) = queue.recv().await {
-        if let Some(last) = last_sent {
+        if let Some(last) = last_sent.filter(|_| !every.is_zero()) {
             tokio::time::sleep_until(last + every).await;
         }
         last_sent = Some(tokio::time::Instant::now());
