@@ -244,8 +244,8 @@ impl Inner {
     /// emptied ones dropped, PostgreSQL); a turn that names this instance at an epoch no runner
     /// here holds, at two upkeeps in a row (so never a turn between its claim and its runner's
     /// start), is given back for a sweep to take over (e.g. its runner ended while the database
-    /// was away and could not give it back); and instances lapsed for long owning no running turn are
-    /// forgotten.
+    /// was away and could not give it back); and instances lapsed for long owning no running
+    /// turn are forgotten.
     pub(super) async fn lease_upkeep(&self, suspects: &mut HashSet<(i64, i64)>) {
         if self.stopping.load(Ordering::Acquire) {
             return;
