@@ -105,8 +105,7 @@ impl PgStore {
     async fn making_missing_partitions(&self, error: StoreError) -> StoreError {
         if error.is_missing_partition() {
             let span = self.partition_turns.load(Ordering::Relaxed);
-            let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
-            match partitions::keep(&self.pool, span, now_ms).await {
+            match partitions::keep(&self.pool, span, None).await {
                 Ok(upkeep) => {
                     tracing::warn!(made = ?upkeep.created, "a batch found no log partition for its turn; made them")
                 }
@@ -153,8 +152,7 @@ impl Backend for PgStore {
     /// is ready to log.
     async fn run_migrations(&self) -> Result<(), StoreError> {
         sqlx::migrate!("./migrations/postgres").run(&self.pool).await?;
-        let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
-        partitions::keep(&self.pool, self.partition_turns.load(Ordering::Relaxed), now_ms).await?;
+        partitions::keep(&self.pool, self.partition_turns.load(Ordering::Relaxed), None).await?;
         Ok(())
     }
 
@@ -274,7 +272,7 @@ impl Backend for PgStore {
 
     async fn keep_partitions(&self, turns_per_partition: i64, now_ms: i64) -> Result<PartitionUpkeep, StoreError> {
         self.set_partition_turns(turns_per_partition);
-        partitions::keep(&self.pool, turns_per_partition, now_ms).await
+        partitions::keep(&self.pool, turns_per_partition, Some(now_ms)).await
     }
 
     async fn listen(&self) -> Result<Option<Wakeups>, StoreError> {

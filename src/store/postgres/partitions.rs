@@ -37,9 +37,10 @@ const DROP_LOCK_WAIT: &str = "SET LOCAL lock_timeout = '50ms'";
 /// `0022_event_segments.sql`).
 const PARTITION_OPTIONS: &str = "WITH (toast_tuple_target = 8160)";
 
-/// Makes the partitions the coming turns need (`span` turn ids each) and drops those whose
-/// turns are all gone.
-pub(super) async fn keep(pool: &PgPool, span: i64, now_ms: i64) -> Result<PartitionUpkeep, StoreError> {
+/// Makes the partitions the coming turns need (`span` turn ids each) and, given the time of
+/// day (`now_ms`, the engine's clock), drops those whose turns are all gone. Without it (after
+/// the migrations, or for a batch that found no partition) it only makes them.
+pub(super) async fn keep(pool: &PgPool, span: i64, now_ms: Option<i64>) -> Result<PartitionUpkeep, StoreError> {
     let span = span.max(1);
     let mut upkeep = PartitionUpkeep::default();
     let mut tx = pool.begin().await?;
@@ -72,6 +73,10 @@ pub(super) async fn keep(pool: &PgPool, span: i64, now_ms: i64) -> Result<Partit
             .await?;
         upkeep.created.push(name);
     }
+    let Some(now_ms) = now_ms else {
+        tx.commit().await?;
+        return Ok(upkeep);
+    };
     sqlx::query("UPDATE log_partitions SET passed_at_ms = $1 WHERE passed_at_ms IS NULL AND upper <= $2")
         .bind(now_ms)
         .bind(newest_turn)
