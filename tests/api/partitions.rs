@@ -68,6 +68,7 @@ async fn delete_thread(app: &TestApp, thread: &str) {
 
 /// Each turn's segments are in the partition whose range holds the turn, the partitions made
 /// ahead by the upkeep (at start, then as turns come), each recorded as PostgreSQL attached it.
+// One store: the log is partitioned on PostgreSQL only (SQLite's table is one B-tree).
 #[tokio::test]
 async fn each_turn_is_logged_in_the_partition_of_its_range_made_ahead_of_it() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -111,6 +112,7 @@ async fn each_turn_is_logged_in_the_partition_of_its_range_made_ahead_of_it() {
 /// A turn numbered past every partition (the upkeep fell behind): its first batch finds no
 /// partition, the store makes them, and the batch is written on its retry: the turn runs to
 /// its end with nothing lost, and replays whole.
+// One store: the log is partitioned on PostgreSQL only (SQLite's table is one B-tree).
 #[tokio::test]
 async fn a_batch_whose_turn_has_no_partition_makes_them_and_is_written() {
     let db = TestDatabase::new(Backend::Postgres).await;
@@ -140,6 +142,7 @@ async fn a_batch_whose_turn_has_no_partition_makes_them_and_is_written() {
 
 /// A partition is dropped whole once no turn of its range is left and new turns were numbered
 /// past it a while ago; never while one of its turns is there, never at once.
+// One store: the log is partitioned on PostgreSQL only (SQLite's table is one B-tree).
 #[tokio::test]
 async fn a_partition_no_turn_is_left_in_is_dropped_whole_and_only_then() {
     let db = TestDatabase::new(Backend::Postgres).await;
