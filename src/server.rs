@@ -61,7 +61,7 @@ pub async fn connect_store(url: &str, max_connections: u32) -> Result<Arc<dyn st
 /// Applies the migrations, and makes the log's partitions for the turns to come at the
 /// configured size (PostgreSQL): the database is then ready to log.
 pub async fn migrate(store: &dyn store::Store, config: &Config) -> Result<(), store::StoreError> {
-    store.set_log_partition_turns(i64::try_from(config.event_log.partition_turns).unwrap_or(i64::MAX));
+    store.set_log_partition_turns(config.event_log.turns_per_partition());
     store.migrate().await
 }
 

@@ -68,6 +68,13 @@ pub struct EventLogConfig {
     pub partition_turns: u64,
 }
 
+impl EventLogConfig {
+    /// `partition_turns` as the store takes it (turn ids are `BIGINT`).
+    pub fn turns_per_partition(&self) -> i64 {
+        i64::try_from(self.partition_turns).unwrap_or(i64::MAX)
+    }
+}
+
 /// Turn ownership across instances (§4.6) and shutdown.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

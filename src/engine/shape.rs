@@ -171,10 +171,6 @@ impl Engine {
         let now = engine.now_ms();
         let until = now + engine.inner.config.turns.lease_ms as i64;
         store.register_instance(&engine.inner.instance, now, until).await?;
-        // The log's partitions for the turns this instance is about to start (PostgreSQL); the
-        // lease upkeep keeps them ahead from then on.
-        let span = i64::try_from(engine.inner.config.event_log.partition_turns).unwrap_or(i64::MAX);
-        store.keep_log_partitions(span, now).await?;
         if let Some(wakeups) = bus.listen().await? {
             engine.spawn_wakeup_listener(wakeups);
         }

@@ -265,7 +265,7 @@ impl Inner {
             }
             Err(error) => tracing::warn!(%error, "could not read which turns this instance owns"),
         }
-        let span = i64::try_from(self.config.event_log.partition_turns).unwrap_or(i64::MAX);
+        let span = self.config.event_log.turns_per_partition();
         match self.store.keep_log_partitions(span, self.clock.now_ms()).await {
             Ok(upkeep) => {
                 if !upkeep.created.is_empty() || !upkeep.dropped.is_empty() {
