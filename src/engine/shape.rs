@@ -171,6 +171,9 @@ impl Engine {
         let now = engine.now_ms();
         let until = now + engine.inner.config.turns.lease_ms as i64;
         store.register_instance(&engine.inner.instance, now, until).await?;
+        // The partitions' upkeep by the engine's clock: the migrations made the partitions, but
+        // only the upkeep records which ones new turns have passed (and drops emptied ones).
+        store.keep_log_partitions(engine.inner.config.event_log.turns_per_partition(), now).await?;
         if let Some(wakeups) = bus.listen().await? {
             engine.spawn_wakeup_listener(wakeups);
         }
