@@ -234,11 +234,7 @@ async fn a_reload_follows_a_running_turn_and_an_edit_waits_for_it(backend: Backe
     let opened = read_events(app.post_run("waiter", &first_run("th-reload", "run-1", "hold on")).await, Some(4)).await;
     assert_eq!(opened[0].kind(), "RUN_STARTED");
     cancel().await;
-    wait_until(PATIENCE, "the first turn to end", || async {
-        let thread = app.store.find_thread("default", "th-reload").await.expect("query").expect("thread");
-        app.store.thread_turns(thread.pk).await.expect("turns").iter().all(|t| t.status.is_finished())
-    })
-    .await;
+    app.wait_thread_turns_ended("th-reload").await;
     let regenerate = first_again("th-reload", "run-2", "hold on");
     let opened = read_events(app.post_run("waiter", &regenerate).await, Some(5)).await;
     assert_eq!(opened[0].kind(), "RUN_STARTED");

@@ -254,6 +254,16 @@ impl TestApp {
         self.store.row_counts().await.expect("row counts")
     }
 
+    /// Waits until every turn of the tenant `default`'s thread `thread_id` has ended (a turn
+    /// goes on after the answer that ended its wait, or after its cancel was asked for).
+    pub async fn wait_thread_turns_ended(&self, thread_id: &str) {
+        wait_until(PATIENCE, &format!("the turns of {thread_id} to end"), || async {
+            let thread = self.store.find_thread("default", thread_id).await.expect("query").expect("thread");
+            self.store.thread_turns(thread.pk).await.expect("turns").iter().all(|t| t.status.is_finished())
+        })
+        .await;
+    }
+
     /// A graceful stop as on SIGTERM, by the gateway's own shutdown ([`Server::serve`]): streams
     /// end, turns are handed over, the server drains within `turns.shutdown_grace_secs`.
     ///

@@ -48,11 +48,7 @@ async fn an_admin_reads_a_threads_trail_and_nobody_else_does(backend: Backend) {
     assert_eq!(decided.status(), 200);
     run_as(&app, &alice, "demo", "th-other").await;
     // The decided turn goes on after the decision's answer: it ends before the counting starts.
-    wait_until(PATIENCE, "the decided turn to end", || async {
-        let thread = app.store.find_thread("default", "th-trail").await.expect("query").expect("thread");
-        app.store.thread_turns(thread.pk).await.expect("turns").iter().all(|t| t.status.is_finished())
-    })
-    .await;
+    app.wait_thread_turns_ended("th-trail").await;
 
     let before = app.counts().await;
     let (status, trail) = audit_as(&app, &erin, "/v1/threads/th-trail/audit").await;
