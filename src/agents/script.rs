@@ -186,7 +186,7 @@ impl ScriptAgent {
             ScriptStep::Delegate { delegate, input } => {
                 let parent = Checkpoint { step: at.index, answer: at.answer.clone(), ..Checkpoint::default() };
                 let ask = fill(input.as_deref().unwrap_or("{input}"));
-                turn.delegate(delegate, ask, parent, at.child.take()).await
+                turn.delegate(delegate, ask, parent, at.child.take(), None).await
             }
             ScriptStep::Activity { activity, content, patch } => match (content, patch) {
                 (Some(content), _) => {

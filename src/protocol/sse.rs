@@ -103,7 +103,12 @@ impl SseDecoder {
             }
             None => (line, &[][..]),
         };
-        let value = String::from_utf8_lossy(value);
+        // Valid UTF-8 (every line an AG-UI server sends) is checked by `from_utf8`'s word-at-a-
+        // time path; the lossy reader, byte at a time, is only for a line that is not.
+        let value = match std::str::from_utf8(value) {
+            Ok(valid) => std::borrow::Cow::Borrowed(valid),
+            Err(_) => String::from_utf8_lossy(value),
+        };
         match name {
             b"data" => {
                 if self.has_data {

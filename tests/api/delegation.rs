@@ -138,6 +138,10 @@ async fn a_delegation_is_a_subagent_whose_events_carry_its_id(backend: Backend) 
     assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), (child.as_str(), "mailer"));
     assert_eq!(seen[0].2["type"], "SUBAGENT_FINISHED");
     assert_eq!(seen[0].2["outcome"], json!({ "type": "suspended", "interruptIds": [interrupt] }));
+    // The child's interrupt is attributed to its sub-agent; a script's delegation names no call.
+    assert_eq!(end["outcome"]["interrupts"][0]["subagentRunId"], json!(child));
+    let started = first.iter().find(|e| e.kind() == "SUBAGENT_STARTED").expect("started");
+    assert!(started.data.get("parentToolCallId").is_none(), "{}", started.data);
     let at = |kind: &str| first.iter().position(|e| e.kind() == kind).expect(kind);
     assert!(at("STEP_STARTED") < at("SUBAGENT_STARTED") && at("SUBAGENT_FINISHED") < at("STEP_FINISHED"));
     let drafting = first.iter().find(|e| e.kind() == "TEXT_MESSAGE_START" && e.data["subagentRunId"] == json!(child));
@@ -203,6 +207,12 @@ async fn a_model_delegates_a_task_and_reads_the_childs_answer(backend: Backend) 
     assert_eq!(text(&events), vec!["Summary of the quarterly report.", "The summary is in."]);
     let result = events.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the call's result");
     assert_eq!(result.data["content"], "Summary of the quarterly report.");
+    // The sub-agent names the `delegate` call that asked for it.
+    let call = events.iter().find(|e| e.kind() == "TOOL_CALL_START").expect("the delegate call");
+    assert_eq!(call.data["toolCallName"], "delegate");
+    let started = events.iter().find(|e| e.kind() == "SUBAGENT_STARTED").expect("the child's sub-agent");
+    assert_eq!(started.data["parentToolCallId"], call.data["toolCallId"], "{}", started.data);
+    assert_eq!(started.data["name"], "summariser");
     let step_end = events.iter().position(|e| e.kind() == "STEP_FINISHED").expect("step end");
     let result_at = events.iter().position(|e| e.kind() == "TOOL_CALL_RESULT").expect("result");
     assert!(step_end < result_at, "the child's step finishes before the call's result");

@@ -491,7 +491,8 @@ impl OpenaiAgent {
         }
         let mut waiting = conversation.clone();
         waiting.pending.insert(0, call.clone());
-        turn.delegate(agent, task.to_string(), self.checkpoint(&waiting, awaiting), resumed).await?;
+        let asked_by = Some(call.gateway_id.as_str());
+        turn.delegate(agent, task.to_string(), self.checkpoint(&waiting, awaiting), resumed, asked_by).await?;
         Ok(match turn.last_answer() {
             "" => format!("{agent} finished without an answer"),
             answer => answer.to_string(),

@@ -4,7 +4,8 @@
 //!
 //! The child is a sub-agent too (§3 sub-agents): inside the step, `SUBAGENT_STARTED` (the
 //! child turn's id as `subagentRunId`, the agent's name, the delegating child as
-//! `parentSubagentRunId` when delegations nest), the child's events each carrying that
+//! `parentSubagentRunId` when delegations nest, the `delegate` tool call that asked for it as
+//! `parentToolCallId`), the child's events and interrupts each carrying that
 //! `subagentRunId` (the context's lane, [`TurnContext::lane`]), and `SUBAGENT_FINISHED`
 //! (`success`), `SUBAGENT_ERROR` (the child failed) or, at a wait, `SUBAGENT_FINISHED`
 //! `suspended` — a run ends with no sub-agent open, and the run that resumes it starts it again.
@@ -23,7 +24,9 @@ impl TurnContext {
     /// events (its text stays inside the step), `STEP_FINISHED`, all named by the child turn's
     /// id. The child's checkpoints are saved inside `parent` (where the delegating agent
     /// stands), so a takeover or a resume re-enters the child where it was; its interrupts are
-    /// the parent run's, with `gateway/turn` naming the child.
+    /// the parent run's, with `gateway/turn` and `subagentRunId` naming the child.
+    /// `by_call` is the tool call that asked for the delegation, when one did (an `openai`
+    /// agent's `delegate`): `SUBAGENT_STARTED` names it as `parentToolCallId`.
     ///
     /// A boxed future: an agent's run awaits a delegation which awaits an agent's run.
     pub fn delegate<'a>(
@@ -32,8 +35,9 @@ impl TurnContext {
         input: String,
         parent: Checkpoint,
         resumed: Option<ChildCheckpoint>,
+        by_call: Option<&'a str>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), AgentError>> + Send + 'a>> {
-        Box::pin(self.delegate_now(agent, input, parent, resumed))
+        Box::pin(self.delegate_now(agent, input, parent, resumed, by_call))
     }
 
     pub(super) async fn delegate_now(
@@ -42,6 +46,7 @@ impl TurnContext {
         input: String,
         parent: Checkpoint,
         resumed: Option<ChildCheckpoint>,
+        by_call: Option<&str>,
     ) -> Result<(), AgentError> {
         if self.delegation_depth() >= MAX_DELEGATION_DEPTH {
             return Err(AgentError::Failed(format!("delegations nest deeper than {MAX_DELEGATION_DEPTH}")));
@@ -81,7 +86,7 @@ impl TurnContext {
                 name: agent.to_string(),
                 description: None,
                 parent_subagent_run_id: parent_subagent,
-                parent_tool_call_id: None,
+                parent_tool_call_id: by_call.map(str::to_string),
                 parent_message_id: None,
             })
             .await

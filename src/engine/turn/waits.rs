@@ -126,7 +126,8 @@ impl TurnContext {
             let policy_digest = spec.policy_digest();
             let mut metadata = serde_json::Map::new();
             metadata.insert("gateway/kind".into(), json!(spec.reason));
-            // A delegated child's interrupt names the child turn.
+            // A delegated child's interrupt names the child turn, and its sub-agent (§3).
+            let subagent_run_id = self.delegation_id().map(str::to_string);
             let asking = self.delegation_id().unwrap_or(self.turn_id());
             metadata.insert("gateway/turn".into(), json!(asking));
             if let Some(details) = spec.details {
@@ -151,7 +152,7 @@ impl TurnContext {
                 response_schema: Some(spec.response_schema),
                 expires_at: Some(iso8601(now + spec.ttl_ms)),
                 metadata: Some(metadata),
-                subagent_run_id: None,
+                subagent_run_id,
             };
             let shown = serde_json::to_string(&interrupt)
                 .map_err(|source| AgentError::Encoding { what: "an interrupt", source })?;
