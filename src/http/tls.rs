@@ -212,8 +212,13 @@ impl TlsListener {
     ) -> io::Result<TlsListener> {
         let (handed, accepted) = mpsc::channel(ACCEPTED_QUEUE);
         let acceptor = TlsAcceptor::from(tls.config.clone());
+        // SIGHUP is taken, and the files' stamp read, before the first connection is accepted:
+        // until a handler is installed SIGHUP ends the process, and a change made before the
+        // watch first looked would never be seen as one.
+        let hangup = hangup_signal();
+        let seen = tls.store.files.stamp();
         let accepting = tokio::spawn(accept_loop(listener, acceptor, handed, slots, handshake_timeout));
-        let watching = tokio::spawn(watch_files(tls.store.clone()));
+        let watching = tokio::spawn(watch_files(tls.store.clone(), hangup, seen));
         Ok(TlsListener { accepted, _tasks: AbortOnDrop(vec![accepting, watching]) })
     }
 
@@ -275,12 +280,14 @@ async fn accept_loop(
     }
 }
 
-/// Reloads the certificate on SIGHUP and when either file changes.
-async fn watch_files(store: Arc<CertificateStore>) {
-    let mut hangup = hangup_signal();
+/// Reloads the certificate on SIGHUP and when either file changes from `seen`.
+async fn watch_files(
+    store: Arc<CertificateStore>,
+    mut hangup: mpsc::Receiver<()>,
+    mut seen: Option<[(SystemTime, u64); 2]>,
+) {
     let mut poll = tokio::time::interval(RELOAD_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut seen = store.files.stamp();
     loop {
         let why = tokio::select! {
             _ = poll.tick() => {
