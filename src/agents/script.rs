@@ -122,6 +122,7 @@ impl ScriptAgent {
                         details: None,
                         asks_because: None,
                         choices: choices.clone(),
+                        refusal: None,
                     };
                     Err(turn.wait_for(vec![spec], Checkpoint { step: at.index, ..Checkpoint::default() }).await)
                 }
@@ -145,6 +146,7 @@ impl ScriptAgent {
                         details: None,
                         asks_because: None,
                         choices: Vec::new(),
+                        refusal: None,
                     };
                     Err(turn.wait_for(vec![spec], Checkpoint { step: at.index, ..Checkpoint::default() }).await)
                 }
@@ -278,6 +280,7 @@ impl ScriptAgent {
                     details: Some(args),
                     asks_because: policy.approval_reason(),
                     choices: Vec::new(),
+                    refusal: None,
                 });
                 ids.push(id);
             }

@@ -489,6 +489,12 @@ pub struct AguiAgentConfig {
     /// What a takeover does with an upstream run its instance was relaying when it died.
     #[serde(default)]
     pub on_cut: OnCut,
+    /// The option of an upstream interrupt's list (a string `enum` schema, as CrewAI's
+    /// `@human_feedback` outcomes) that a deny, a cancel or an expiry is sent as. Without it such
+    /// an interrupt cannot be told "no": a denial ends the turn `cancelled` and the upstream is
+    /// not resumed (its own default could be a yes).
+    #[serde(default)]
+    pub deny_option: Option<String>,
 }
 
 /// What becomes of an upstream run cut by the death of the instance relaying it.

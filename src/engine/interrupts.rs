@@ -153,15 +153,6 @@ pub fn console_link(url: &str, interrupt_id: &str) -> Value {
     json!({ "label": "Decide in the console", "url": url })
 }
 
-/// The key of a stored decision listing the keys the gateway added to the person's payload
-/// (`approved`, read from the interrupt's reason when the payload did not say).
-pub const INFERRED: &str = "gateway/inferred";
-
-/// The key of a stored decision holding the person's payload when it is not a JSON object (a
-/// plain string such as CrewAI's `"approved"`): the decision stays an object the gateway reads,
-/// and an upstream gets the payload back exactly as it was sent.
-pub const AS_GIVEN: &str = "gateway/payload";
-
 /// The response schema of a tool approval (§5.1).
 pub fn tool_call_schema(allow_edit: bool, confirm: Option<&str>) -> Value {
     let mut properties = json!({ "approved": { "type": "boolean" }, "comment": { "type": "string" } });

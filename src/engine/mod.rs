@@ -16,7 +16,7 @@
 //! loop, batch stages and recovery, and the gateway's own [`log::events`]); [`stream`] is how
 //! the log becomes a caller's events (the hub, following other instances' turns, catch-up
 //! pages, a run's tail and a connect stream). Below them all, [`interrupts`] is the interrupt
-//! vocabulary every room speaks. Beside them, as `impl Engine` blocks of their own: [`runner`]
+//! vocabulary every room speaks, and [`meaning`] what a decision of one means (read once). Beside them, as `impl Engine` blocks of their own: [`runner`]
 //! (the turns running here), [`sweeper`] (leases, takeovers, expiries, wake-ups), [`audit`]
 //! (audit rows), [`threads`] (lists, erasure, retention) and [`branches`] (a thread's branches
 //! and tree of turns); with [`board`] and [`conversation`].
@@ -32,6 +32,7 @@ pub mod inbox;
 pub mod interrupts;
 mod limits;
 pub mod log;
+pub mod meaning;
 pub mod plans;
 #[cfg(test)]
 mod reasoning_tests;

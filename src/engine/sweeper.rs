@@ -15,9 +15,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::errors::EngineError;
+use super::meaning::{Denial, Meaning};
 use super::request::resume::EntryPlan;
 use super::request::resumed_marker;
 use super::runner::TurnStart;
@@ -135,11 +136,8 @@ impl Engine {
         let store = &self.inner.store;
         for row in store.lapsed_interrupts(self.now_ms()).await? {
             let Some(turn) = store.turn_by_pk(row.turn).await? else { continue };
-            let plan = EntryPlan::Decide {
-                interrupt_id: row.id.clone(),
-                decision: json!({ "approved": false, "expired": true }),
-                approved: false,
-            };
+            let meaning = Meaning::Deny { comment: None, why: Denial::Expired };
+            let plan = EntryPlan::Decide { interrupt_id: row.id.clone(), decision: meaning.stored(None), meaning };
             let decided = Box::pin(self.decide_expired(&turn, plan)).await;
             if let Err(error) = decided {
                 tracing::warn!(%error, interrupt = %row.id, "could not expire an interrupt");
@@ -158,7 +156,13 @@ impl Engine {
             decided_by: "gateway".into(),
             decided_via: "expiry".into(),
         }];
-        let outcomes = [json!({ "interruptId": interrupt_id, "outcome": "expired" })];
+        // An expiry is a deny (§5.3), and says so as every decision does.
+        let mut outcome = serde_json::Map::from_iter([
+            ("interruptId".to_string(), json!(interrupt_id)),
+            ("outcome".to_string(), json!("expired")),
+        ]);
+        Meaning::Deny { comment: None, why: Denial::Expired }.describe(&mut outcome);
+        let outcomes = [Value::Object(outcome)];
         let expired = outcomes.iter().collect::<Vec<_>>();
         let Some(thread) = inner.store.thread_by_pk(turn.thread).await? else {
             return Err(StoreError::Corrupt(format!("turn {} names a missing thread", turn.public_id)).into());

@@ -126,5 +126,6 @@ pub(super) fn question(message: &str, ttl: Duration) -> InterruptSpec {
         details: None,
         asks_because: None,
         choices: Vec::new(),
+        refusal: None,
     }
 }

@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 
 use crate::fakes::two_instances::TwoInstances;
 use crate::helpers::*;
+use agui_gateway::engine::meaning::DECISION_KEYS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Framework {
@@ -57,6 +58,16 @@ impl Framework {
             (Framework::CrewAi, true) => json!("approved"),
             (Framework::CrewAi, false) => json!("rejected"),
             (_, approved) => json!({ "approved": approved }),
+        }
+    }
+
+    /// What the agent fronting the framework sets besides the common table (docs/frameworks.md):
+    /// CrewAI's `@human_feedback` asks for one of its outcomes, and `rejected` is the one a
+    /// denial is sent as.
+    fn settings(self) -> &'static str {
+        match self {
+            Framework::CrewAi => "deny_option = \"rejected\"",
+            _ => "",
         }
     }
 
@@ -137,8 +148,13 @@ impl FrameworkServer {
     async fn requests_for(&self, thread: &str) -> Vec<Value> {
         let answer = crate::tls_support::get(format!("{}/requests", self.url)).await.expect("requests");
         let all: Vec<Value> = answer.json().await.expect("JSON");
+        // The thread's upstream thread, and those of its branches (`default:<thread>:<turn>`).
         let upstream_thread = format!("default:{thread}");
-        all.into_iter().map(|r| r["body"].clone()).filter(|body| body["threadId"] == upstream_thread).collect()
+        let branch = format!("{upstream_thread}:");
+        all.into_iter()
+            .map(|r| r["body"].clone())
+            .filter(|body| body["threadId"].as_str().is_some_and(|t| t == upstream_thread || t.starts_with(&branch)))
+            .collect()
     }
 
     /// The runs of the server's own tool `send_report` to `to` (the Python servers record them).
@@ -176,9 +192,19 @@ editable_state = {{ theme = {{ type = "string" }} }}
 
 /// A gateway on `backend` whose agent `framework` fronts the framework's `/agent`.
 async fn gateway_in_front_of(framework: Framework, db: &TestDatabase) -> (TestApp, &'static FrameworkServer) {
+    gateway_in_front_of_with(framework, db, framework.settings()).await
+}
+
+/// [`gateway_in_front_of`], the agent's table with the lines `extra` besides.
+async fn gateway_in_front_of_with(
+    framework: Framework,
+    db: &TestDatabase,
+    extra: &str,
+) -> (TestApp, &'static FrameworkServer) {
     let server = FrameworkServer::of(framework);
     let mut config = test_config(&db.url);
-    config.agents.push(toml::from_str(&agent_toml(server)).expect("agent config"));
+    let table = format!("{}{extra}\n", agent_toml(server));
+    config.agents.push(toml::from_str(&table).expect("agent config"));
     (TestApp::start_with(config).await, server)
 }
 
@@ -578,6 +604,274 @@ async fn a_killed_instance_s_turn_is_finished_honestly(framework: Framework) {
     judged(&joined, &input, "the joined stream").await;
 }
 
+/// How a framework's confirmation is ended: by the person in a resume (a yes, a no in the
+/// framework's terms, a yes under an alias its schema lists, `cancelled`), out of band (the
+/// decision route's `cancelled`, `agui-gateway decide` without `--approve`), or by its expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    Approve,
+    ApproveByAlias,
+    DenyByPayload,
+    Cancelled,
+    RouteDeny,
+    CliDeny,
+    Expiry,
+}
+
+impl Ending {
+    fn approves(self) -> bool {
+        matches!(self, Ending::Approve | Ending::ApproveByAlias)
+    }
+
+    /// What the agent's table has besides, for this ending.
+    fn extra(self) -> &'static str {
+        match self {
+            Ending::Expiry => "interrupt_ttl_secs = 1",
+            _ => "",
+        }
+    }
+}
+
+/// Asks the framework's agent to send the report to an address of `thread`'s own; returns the
+/// first run's events, the interrupt's id and the address.
+async fn until_the_framework_asks(app: &TestApp, thread: &str) -> (Vec<SseEvent>, Value, String, String) {
+    let to = format!("{thread}@example.com");
+    let input = first_run(thread, "run-1", &format!("send the report to {to}"));
+    let first = app.run_to_end("framework", &input).await;
+    let end = &first.last().expect("end").data;
+    assert_eq!(end["outcome"]["type"], "interrupt", "{:?}, {}", kinds(&first), ending(&first));
+    let id = end["outcome"]["interrupts"][0]["id"].as_str().expect("an interrupt id").to_string();
+    (first, input, id, to)
+}
+
+/// The audit row of how `interrupt` ended: its decision as the trail holds it.
+async fn audited_decision(app: &TestApp, interrupt: &str) -> Value {
+    let rows = app.store.audit_rows(Some("default"), 0, 1000).await.expect("the audit trail");
+    rows.iter()
+        .filter(|row| row.entry.action == "interrupt.decide" || row.entry.action == "interrupt.expire")
+        .filter_map(|row| serde_json::from_str::<Value>(&row.entry.detail).ok())
+        .map(|detail| detail["decision"].clone())
+        .find(|decision| decision["interruptId"] == interrupt)
+        .unwrap_or_else(|| panic!("no audit row decides {interrupt}"))
+}
+
+/// One meaning per decision (§5.3, §9.3): however the framework's confirmation of its tool
+/// `send_report` ends, what the person (or the clock) decided is what every party is told —
+/// the framework's own tool log (ran once, or never), the upstream's `resume` body (the
+/// decision in the framework's terms: its boolean key set, or CrewAI's refusal option; never an
+/// empty `resolved`, never a `cancelled` it may take as its first option), the stream's
+/// `gateway.resume`, the decision route's or the command's answer, and the audit row. The run
+/// after the decision is judged by the official client.
+async fn a_decision_means_one_thing_everywhere(framework: Framework, backend: Backend, how: Ending) {
+    let db = TestDatabase::new(backend).await;
+    let extra = format!("{}\n{}", framework.settings(), how.extra());
+    let (app, server) = gateway_in_front_of_with(framework, &db, &extra).await;
+    let thread = unique(&format!("th-fw-{how:?}").to_lowercase());
+    let (_, _, id, to) = until_the_framework_asks(&app, &thread).await;
+    // What a page that reloads holds: the conversation as the run that asked left it.
+    let held = thread_messages(&app, &thread).await;
+    let approve = how.approves();
+    let entry = |status: &str, payload: Option<Value>| {
+        let mut entry = json!({ "interruptId": id, "status": status });
+        if let Some(payload) = payload {
+            entry["payload"] = payload;
+        }
+        entry
+    };
+    let resumed = |entry: Value| json!({ "threadId": thread, "runId": "run-2", "messages": [], "resume": [entry] });
+    let reload = json!({ "threadId": thread, "runId": "reload", "messages": held });
+    let (input, told) = match how {
+        Ending::Approve => (resumed(entry("resolved", Some(framework.decision(true)))), None),
+        Ending::ApproveByAlias => (resumed(entry("resolved", Some(json!({ "accepted": true })))), None),
+        Ending::DenyByPayload => (resumed(entry("resolved", Some(framework.decision(false)))), None),
+        Ending::Cancelled => (resumed(entry("cancelled", None)), None),
+        Ending::RouteDeny => {
+            let answer = app
+                .post_json(&format!("/v1/interrupts/{id}/decision"), json!({"status": "cancelled"}).to_string())
+                .await;
+            assert_eq!(answer.status(), 200, "the decision route");
+            (reload, Some(answer.json::<Value>().await.expect("JSON")))
+        }
+        Ending::CliDeny => {
+            let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+                .args(["decide", "--database", &db.url, "--as", "local", &id])
+                .output()
+                .await
+                .expect("the command runs");
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            (reload, Some(serde_json::from_slice(&output.stdout).expect("the command answers JSON")))
+        }
+        Ending::Expiry => {
+            wait_until(PATIENCE, "the interrupt to expire", || async {
+                let status: Value = app.get_json(&format!("/v1/threads/{thread}")).await;
+                status["status"] != "waiting"
+            })
+            .await;
+            (reload, None)
+        }
+    };
+    if let Some(told) = &told {
+        assert_eq!(told["outcome"], "decided", "{told}");
+        assert_eq!(told["approved"], json!(approve), "{how:?}: the answer to the decider: {told}");
+    }
+    let events = app.run_to_end("framework", &input).await;
+    app.wait_thread_turns_ended(&thread).await;
+    let outcome = &events.last().expect("end").data["outcome"];
+    assert_eq!(outcome["type"], "success", "{framework:?} {how:?}: {:?}, {}", kinds(&events), ending(&events));
+    // The framework's own record says whether the tool ran.
+    let ran = server.reports_sent_to(&to).await;
+    assert_eq!(ran, usize::from(approve), "{framework:?} {how:?}: the framework ran send_report {ran} times");
+    assert_eq!(text(&events).contains("Report sent"), approve, "{:?}", text(&events));
+    // The upstream was told the same, in its own terms.
+    let sent = server.requests_for(&thread).await;
+    assert_eq!(sent.len(), 2, "one upstream run to ask, one with the decision");
+    let forwarded = &sent[1]["resume"][0];
+    let payload = &forwarded["payload"];
+    let said = || DECISION_KEYS.iter().filter_map(|key| payload[*key].as_bool()).collect::<Vec<_>>();
+    match (framework, approve) {
+        (Framework::CrewAi, yes) => {
+            assert_eq!(forwarded["status"], "resolved", "{how:?}: {forwarded}");
+            let option = if yes { "approved" } else { "rejected" };
+            assert_eq!(payload, &json!(option), "CrewAI's own option (its refusal for a no)");
+        }
+        // ADK's confirmation has no schema: its "no" is AG-UI's, `cancelled` (with the person's
+        // `approved: false` where they sent it), which ADK reads as `confirmed: false`.
+        (Framework::Adk, false) => {
+            assert_eq!(forwarded["status"], "cancelled", "{how:?}: {forwarded}");
+            assert!(payload.is_null() || said() == [false], "{how:?}: {forwarded}");
+        }
+        (_, yes) => {
+            assert_eq!(forwarded["status"], "resolved", "{framework:?} {how:?}: {forwarded}");
+            assert!(!said().is_empty() && said().iter().all(|s| *s == yes), "{framework:?} {how:?}: {payload}");
+        }
+    }
+    // The stream and the audit trail say it too.
+    let shown: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.kind() == "CUSTOM" && e.data["name"] == "gateway.resume" && e.data["value"]["interruptId"] == id)
+        .map(|e| &e.data["value"])
+        .collect();
+    if matches!(how, Ending::Approve | Ending::ApproveByAlias | Ending::DenyByPayload | Ending::Cancelled) {
+        assert_eq!(shown.len(), 1, "the resume says what it decided: {:?}", kinds(&events));
+    }
+    for decision in shown {
+        assert_eq!(decision["approved"], json!(approve), "{how:?}: gateway.resume {decision}");
+    }
+    let audited = audited_decision(&app, &id).await;
+    assert_eq!(audited["approved"], json!(approve), "{framework:?} {how:?}: the audit row {audited}");
+    judged(&events, &input, "the run after the decision").await;
+}
+
+/// A payload whose meaning is not certain — a non-boolean `approved`, a comment alone, an empty
+/// object, an option the framework does not offer — is refused `invalid_resume`, saying what to
+/// send, and decides nothing: the interrupt stays open, nothing goes upstream, the tool never
+/// runs. (ADK's confirmation gives no `responseSchema`, so only the gateway's reading of the
+/// payload stands between these and an email sent.)
+async fn an_unclear_payload_decides_nothing(framework: Framework, backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let (app, server) = gateway_in_front_of(framework, &db).await;
+    let thread = unique("th-fw-unclear");
+    let (_, _, id, to) = until_the_framework_asks(&app, &thread).await;
+    let unclear = match framework {
+        Framework::CrewAi => vec![json!("maybe"), json!({ "approved": "no" }), json!({})],
+        _ => vec![json!({ "approved": "no" }), json!({ "comment": "please do not" }), json!({})],
+    };
+    for payload in unclear {
+        let resume = json!({ "threadId": thread, "runId": unique("run"), "messages": [],
+                             "resume": [{ "interruptId": id, "status": "resolved", "payload": payload }] });
+        let events = app.run_to_end("framework", &resume).await;
+        let end = &events.last().expect("end").data;
+        assert_eq!(end["code"], "invalid_resume", "{framework:?} {payload}: {:?}, {}", kinds(&events), ending(&events));
+        let message = end["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&id), "the refusal names the entry: {message}");
+        if framework == Framework::Adk {
+            assert!(message.contains("approved: true or false"), "it says what to send: {message}");
+        }
+        let status: Value = app.get_json(&format!("/v1/threads/{thread}")).await;
+        assert_eq!(status["status"], "waiting", "{payload}: nothing was decided");
+    }
+    assert_eq!(server.requests_for(&thread).await.len(), 1, "nothing went upstream");
+    assert_eq!(server.reports_sent_to(&to).await, 0, "the tool never ran");
+    let rows = app.store.audit_rows(Some("default"), 0, 1000).await.expect("the audit trail");
+    assert!(!rows.iter().any(|row| row.entry.action == "interrupt.decide"), "no decision is on the trail");
+}
+
+/// CrewAI's `@human_feedback` lists its outcomes and takes a `cancelled` as its default outcome
+/// or else its first option — here "approved". An agent that names no `deny_option` has no way
+/// to tell it "no": a denial does not resume the flow at all, the turn ends `cancelled` with a
+/// message saying why, and the email is never sent.
+async fn a_no_crewai_cannot_hear_ends_the_turn_and_never_runs_the_tool(backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let (app, server) = gateway_in_front_of_with(Framework::CrewAi, &db, "").await;
+    let thread = unique("th-fw-no-refusal");
+    let (_, _, id, to) = until_the_framework_asks(&app, &thread).await;
+    let resume = json!({ "threadId": thread, "runId": "run-2", "messages": [],
+                         "resume": [{ "interruptId": id, "status": "cancelled" }] });
+    let events = app.run_to_end("framework", &resume).await;
+    let outcome = &events.last().expect("end").data["outcome"];
+    assert_eq!(outcome["type"], "cancelled", "{:?}, {}", kinds(&events), ending(&events));
+    assert!(text(&events).contains("deny_option"), "the turn says why: {:?}", text(&events));
+    app.wait_thread_turns_ended(&thread).await;
+    assert_eq!(server.requests_for(&thread).await.len(), 1, "the flow was not resumed");
+    assert_eq!(server.reports_sent_to(&to).await, 0, "the person said no, and the tool never ran");
+    judged(&events, &resume, "the run that could not say no").await;
+}
+
+/// A regenerate and an edit, relayed to the framework (§6, §9.3): each is a branch the
+/// framework has not seen, and it answers it — behind a framework that keeps its own session
+/// per thread (ADK has seen that user message id, and would answer nothing), the branch runs
+/// in an upstream thread of its own, given the branch's conversation. Never `success` with
+/// nothing said; the official client judges each run.
+async fn a_regenerate_and_an_edit_are_answered(framework: Framework, backend: Backend) {
+    let db = TestDatabase::new(backend).await;
+    let (app, server) = gateway_in_front_of(framework, &db).await;
+    let thread = unique("th-fw-branch");
+    let first = app.run_to_end("framework", &first_run(&thread, "run-1", "hello there")).await;
+    assert_eq!(text(&first), "You said: hello there", "{:?}, {}", kinds(&first), ending(&first));
+    // What a Regenerate button sends: the same user message under its id, the answer left out.
+    let mut regenerate = first_run(&thread, "run-2", "hello there");
+    regenerate["messages"][0]["id"] = json!("run-1-user");
+    let again = app.run_to_end("framework", &regenerate).await;
+    assert_eq!(
+        again.last().expect("end").data["outcome"]["type"],
+        "success",
+        "{:?}, {}",
+        kinds(&again),
+        ending(&again)
+    );
+    assert_eq!(text(&again), "You said: hello there", "{framework:?}: the regenerate is answered");
+    judged(&again, &regenerate, "the regenerate").await;
+    // An edit: the same message id with other words.
+    let mut edit = first_run(&thread, "run-3", "edited words");
+    edit["messages"][0]["id"] = json!("run-1-user");
+    let edited = app.run_to_end("framework", &edit).await;
+    assert_eq!(
+        edited.last().expect("end").data["outcome"]["type"],
+        "success",
+        "{:?}, {}",
+        kinds(&edited),
+        ending(&edited)
+    );
+    assert_eq!(text(&edited), "You said: edited words", "{framework:?}: the edit is answered");
+    judged(&edited, &edit, "the edit").await;
+    // Each branch went to an upstream thread the others had not used.
+    let threads: Vec<String> = server
+        .requests_for(&thread)
+        .await
+        .iter()
+        .filter_map(|request| request["threadId"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(threads.len(), 3, "{threads:?}");
+    assert!(threads[0] != threads[1] && threads[1] != threads[2] && threads[0] != threads[2], "{threads:?}");
+    // A turn after the regenerate goes on in its branch's upstream thread.
+    let mut next = next_run(&app, &thread, "run-4", "and again", json!({})).await;
+    next["state"] = json!({});
+    let followed = app.run_to_end("framework", &next).await;
+    assert_eq!(text(&followed), "You said: and again", "{:?}, {}", kinds(&followed), ending(&followed));
+    let sent = server.requests_for(&thread).await;
+    assert_eq!(sent.last().expect("a request")["threadId"], json!(threads[2]), "the branch keeps its upstream thread");
+}
+
 /// `scenario(Framework::X, backend)` as the tests `scenario::x::{sqlite, postgres}`, one pair per
 /// framework named.
 macro_rules! on_frameworks_and_stores {
@@ -613,6 +907,7 @@ on_every_framework_and_store!(a_text_answer_is_relayed);
 on_every_framework_and_store!(a_frontend_tool_round_trip_continues_the_turn);
 on_every_framework_and_store!(the_clients_context_reaches_the_agent);
 on_every_framework_and_store!(a_cut_stream_continues_with_last_event_id);
+on_every_framework_and_store!(a_regenerate_and_an_edit_are_answered);
 
 // State, human-in-the-loop and takeover: the frameworks whose servers script them (LangGraph's
 // `interrupt()` has its own scenario below; Mastra has no AG-UI interrupts).
@@ -658,5 +953,67 @@ mod a_langgraph_interrupt_is_decided_through_the_gateway {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres() {
         super::a_langgraph_interrupt_is_decided_through_the_gateway(Backend::Postgres).await
+    }
+}
+
+/// `$scenario(Framework::X, backend, Ending::Y)` as `$scenario::y::x::{sqlite, postgres}`.
+macro_rules! on_endings {
+    ($scenario:ident: $($ending:ident => $how:ident [$($module:ident => $framework:ident),+]),+ $(,)?) => {
+        mod $scenario {
+            $(
+                mod $ending {
+                    $(
+                        mod $module {
+                            use crate::helpers::Backend;
+                            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                            async fn sqlite() {
+                                super::super::super::$scenario(
+                                    super::super::super::Framework::$framework,
+                                    Backend::Sqlite,
+                                    super::super::super::Ending::$how,
+                                )
+                                .await
+                            }
+                            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                            async fn postgres() {
+                                super::super::super::$scenario(
+                                    super::super::super::Framework::$framework,
+                                    Backend::Postgres,
+                                    super::super::super::Ending::$how,
+                                )
+                                .await
+                            }
+                        }
+                    )+
+                }
+            )+
+        }
+    };
+}
+
+// Every way a decision is made, behind each framework whose server scripts a confirmation of
+// `send_report` (LangGraph's `interrupt()` has its own scenario; Mastra has no AG-UI interrupts).
+on_endings!(a_decision_means_one_thing_everywhere:
+    approve => Approve [adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi],
+    approve_by_alias => ApproveByAlias [agent_framework => AgentFramework],
+    deny_by_payload => DenyByPayload [adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi],
+    cancelled => Cancelled [adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi],
+    route_deny => RouteDeny [adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi],
+    cli_deny => CliDeny [adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi],
+    expiry => Expiry [adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi],
+);
+
+on_frameworks_and_stores!(an_unclear_payload_decides_nothing:
+    adk => Adk, agent_framework => AgentFramework, strands => Strands, crewai => CrewAi, pydantic_ai => PydanticAi);
+
+mod a_no_crewai_cannot_hear_ends_the_turn_and_never_runs_the_tool {
+    use crate::helpers::Backend;
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        super::a_no_crewai_cannot_hear_ends_the_turn_and_never_runs_the_tool(Backend::Sqlite).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::a_no_crewai_cannot_hear_ends_the_turn_and_never_runs_the_tool(Backend::Postgres).await
     }
 }

@@ -69,7 +69,10 @@ async fn approving_a_tool_call_continues_the_same_turn(backend: Backend) {
     assert_eq!(resumed[0].data["runId"], "run-2");
     assert_eq!(resumed[1].data["type"], "STATE_SNAPSHOT", "a resume run opens with the board");
     assert_eq!(resumed[2].data["name"], "gateway.resume");
-    assert_eq!(resumed[2].data["value"], json!({"interruptId": id, "outcome": "decided", "approved": true}));
+    assert_eq!(
+        resumed[2].data["value"],
+        json!({"interruptId": id, "outcome": "decided", "approved": true, "decision": "approve"})
+    );
     let result = resumed.iter().find(|e| e.kind() == "TOOL_CALL_RESULT").expect("the call ran");
     assert_eq!(result.data["toolCallId"], call.data["toolCallId"]);
     assert_eq!(result.data["content"], "sent");

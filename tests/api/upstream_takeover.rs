@@ -127,3 +127,39 @@ async fn a_cut_upstream_run_fails_the_turn_when_the_agent_says_so() {
     assert_eq!(server.requests().await.len(), 1, "the upstream was not asked again");
     judged_by_the_official_client(&joined, &input).await;
 }
+
+/// The instance relaying an upstream's sub-agent is killed in the middle of the sub-agent's
+/// message (an upstream without event ids): B closes what the cut left open — the message with
+/// the sub-agent's own `subagentRunId`, then the sub-agent — and runs the upstream again, whose
+/// sub-agent gets an id of its own: no id of the turn names two sub-agents, and the official
+/// client takes the joined stream (it refuses a sub-agent started again after it finished).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_relayed_subagent_is_closed_as_its_own_and_the_run_again_names_a_new_one() {
+    let server = upstream_of(Upstream::Node);
+    let pair = two_instances(&format!("{}/agents/slow-subagent", server.url), "").await;
+    let input = first_run("th-cut-subagent", "run-1", "ask the researcher");
+    let joined = kill_a_and_follow_on_b(pair, &input, 6).await;
+    assert_eq!(joined.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&joined));
+    let started: Vec<&str> = joined
+        .iter()
+        .filter(|e| e.kind() == "SUBAGENT_STARTED")
+        .filter_map(|e| e.data["subagentRunId"].as_str())
+        .collect();
+    assert_eq!(started.len(), 2, "the cut sub-agent and the one run again: {started:?}");
+    assert_ne!(started[0], started[1], "a sub-agent id is never reused within the turn");
+    let cut = joined
+        .iter()
+        .find(|e| e.kind() == "SUBAGENT_ERROR")
+        .unwrap_or_else(|| panic!("the cut sub-agent is ended: {:?}", kinds(&joined)));
+    assert_eq!(cut.data["subagentRunId"], json!(started[0]));
+    // Each message ends under the sub-agent it began under, the cut one included.
+    for start in joined.iter().filter(|e| e.kind() == "TEXT_MESSAGE_START") {
+        let id = &start.data["messageId"];
+        let end = joined
+            .iter()
+            .find(|e| e.kind() == "TEXT_MESSAGE_END" && e.data["messageId"] == *id)
+            .unwrap_or_else(|| panic!("message {id} ends"));
+        assert_eq!(end.data["subagentRunId"], start.data["subagentRunId"], "message {id}");
+    }
+    judged_by_the_official_client(&joined, &input).await;
+}

@@ -1,5 +1,5 @@
 //! What the `agui` agent (§9.3) says back to its upstream, and what it shows of the upstream,
-//! in each side's own terms: a person's decision reaches the upstream as the person made it
+//! in each side's own terms: a person's decision reaches the upstream with its one meaning
 //! (a denial stays a denial, an answer stays an answer), the upstream's calls and messages go
 //! back under its own ids, a call the upstream put in no message gets a message of its own,
 //! and the upstream's state lives beside the gateway's board without making the client's echo
@@ -56,12 +56,12 @@ async fn confirm_then_resume(
     (first, resumed, sent[1].clone())
 }
 
-/// A person's decision reaches the upstream as the person made it, whatever the interrupt's
-/// shape: with no responseSchema (ADK's confirmations carry none) a denial is `cancelled` —
-/// never an empty `resolved`, which such an upstream reads as "go ahead" — and the upstream's
-/// call is not run; an approval is `resolved` with the person's payload, and the call runs; an
-/// answer is `resolved` with the answer and nothing the gateway inferred.
-async fn a_decision_reaches_the_upstream_as_the_person_made_it(backend: Backend) {
+/// A person's decision reaches the upstream with its one meaning: with no responseSchema (ADK's
+/// confirmations carry none) a denial is `cancelled` with the person's `approved: false` —
+/// never a `resolved`, which such an upstream reads as "go ahead" — and the upstream's call is
+/// not run; an approval is `resolved` with the person's payload, and the call runs; an answer
+/// is `resolved` with the answer exactly as given, and nothing the gateway read into it.
+async fn a_decision_reaches_the_upstream_with_its_one_meaning(backend: Backend) {
     let server = upstream_of(Upstream::Node);
     let db = TestDatabase::new(backend).await;
     let app = gateway(&server, "confirm", &db, "").await;
@@ -120,7 +120,7 @@ async fn a_decision_reaches_the_upstream_as_the_person_made_it(backend: Backend)
     assert_eq!(sent["resume"], json!([{ "interruptId": "up-confirm-1", "status": "cancelled" }]));
     assert!(!kinds(&resumed).contains(&"TOOL_CALL_RESULT"));
 }
-crate::on_both_stores!(a_decision_reaches_the_upstream_as_the_person_made_it);
+crate::on_both_stores!(a_decision_reaches_the_upstream_with_its_one_meaning);
 
 /// An upstream's call that names no message (`call_up_1` here) is shown in an assistant
 /// message of its own, named as messages are — not by the call's id — and the thread's

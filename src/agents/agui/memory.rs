@@ -38,11 +38,15 @@ pub(super) struct Upstream {
     /// names them in the upstream's terms.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(super) upstream_ids: BTreeMap<String, String>,
-    /// Upstream subagent run ids → the gateway's (`<turn>:s<n>`), and how many were named.
+    /// Upstream subagent run ids → the gateway's (`<turn>:s<n>`, numbered by the turn after
+    /// every one its log holds).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(super) subagents: BTreeMap<String, String>,
-    #[serde(default)]
-    pub(super) subagents_named: u32,
+    /// The upstream thread this turn's runs use (`<tenant>:<thread>`, or for a branch the
+    /// upstream has not seen, `<tenant>:<thread>:<turn>`); `None` in a turn recorded before
+    /// branches had keys of their own: the thread's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) thread_key: Option<String>,
     /// The upstream run under way, while `streaming`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) live: Option<LiveRun>,
@@ -57,6 +61,10 @@ pub(super) struct UpstreamInterrupt {
     pub(super) gateway_id: Option<String>,
     #[serde(default)]
     pub(super) response_schema: Option<Value>,
+    /// The option of its list that a "no" is sent as (the agent's `deny_option`, when the list
+    /// holds it), as it stood when the interrupt was opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) refusal: Option<String>,
 }
 
 /// One upstream run under way.
@@ -106,9 +114,13 @@ pub(super) struct LiveRun {
     /// began the cut run anew): it must answer, or the turn fails (docs/agents.md).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rerun: bool,
-    /// The run said something of its own: text, a tool call or a result.
+    /// The run said something of its own: text, a tool call or a result, an activity.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub answered: bool,
+    /// The run changed the upstream's state (a snapshot unlike the last, a delta): something
+    /// done, though nothing said.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub changed_state: bool,
     /// The upstream's `RUN_FINISHED` as it sent it, once the log holds the run's last word: a
     /// turn taken over after it only acts on the ending.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -33,6 +33,7 @@ use self::memory::{LiveRun, Upstream, UpstreamInterrupt};
 use self::relay::{Ending, Relay};
 use crate::config::{AguiAgentConfig, OnCut};
 use crate::engine::interrupts::Deciders;
+use crate::engine::meaning::{Asked, Denial, Meaning, DECISION_KEYS};
 use crate::engine::turn::agent::Agent;
 use crate::engine::turn::{new_interrupt_id, AgentError, AgentOutput, Checkpoint, Decided, InterruptSpec, TurnContext};
 use crate::protocol::sse::SseDecoder;
@@ -87,27 +88,34 @@ impl Agent for AguiAgent {
     async fn run(&self, turn: &mut TurnContext, from: Checkpoint) -> Result<AgentOutput, AgentError> {
         let mut state = match saved_state(&from)? {
             Some(state) => state,
-            None => Upstream { state: self.last_upstream_state(turn).await?, ..Upstream::default() },
+            None => {
+                let earlier = earlier_turns(turn).await?;
+                let thread_key = Some(branch_thread_key(turn, &earlier).await?);
+                let state = earlier.into_iter().next().and_then(|upstream| upstream.state);
+                Upstream { state, thread_key, ..Upstream::default() }
+            }
         };
         let mut attempt = if !from.awaiting.is_empty() {
             // Each upstream interrupt takes the decision on the gateway interrupt opened for it.
             let decided = turn.decisions(&from.awaiting).await?;
-            let entries = state
-                .waiting
-                .iter()
-                .map(|up| {
-                    let decision = decided
-                        .iter()
-                        .find(|d| up.gateway_id.as_deref() == Some(d.interrupt_id.as_str()))
-                        .ok_or_else(|| {
+            let mut entries = Vec::with_capacity(state.waiting.len());
+            for up in &state.waiting {
+                let decision = decided
+                    .iter()
+                    .find(|d| up.gateway_id.as_deref() == Some(d.interrupt_id.as_str()))
+                    .ok_or_else(|| {
                         AgentError::Failed(format!(
                             "no decision answers the upstream interrupt '{}' the turn waited for",
                             up.id
                         ))
                     })?;
-                    Ok(resume_entry(up, decision))
-                })
-                .collect::<Result<Vec<_>, AgentError>>()?;
+                match resume_entry(up, decision) {
+                    Ok(entry) => entries.push(entry),
+                    // A "no" the upstream's terms cannot say is never sent as something it may
+                    // read as a yes: the upstream is not resumed at all (§9.3).
+                    Err(why) => return Err(self.refuse_to_resume(turn, &why).await),
+                }
+            }
             Attempt::New(Some(entries))
         } else if state.streaming {
             if self.config.on_cut == OnCut::Fail {
@@ -213,6 +221,22 @@ impl AguiAgent {
                     live.run_id
                 )))
             }
+            // Any run that ends without doing anything — no text, no tool call or result, no
+            // activity, no state, nothing owed by the client — answered nothing: an upstream
+            // that keeps its own session may take a message it has seen as answered already.
+            // The turn does not pass that off as an answer (§9.3).
+            Ending::Finished { pending, .. } if !live.answered && !live.changed_state && pending.is_empty() => {
+                tracing::warn!(
+                    turn = %turn.turn_id(),
+                    upstream_run = %live.run_id,
+                    "the upstream's run ended without an answer; the turn fails"
+                );
+                Err(AgentError::Failed(format!(
+                    "the upstream agent ended its run (upstream run '{}') without answering: nothing was said or \
+                     done; ask again",
+                    live.run_id
+                )))
+            }
             Ending::Finished { result, usage, pending } => {
                 let mut owed = live.client_calls;
                 for upstream_id in pending {
@@ -240,6 +264,7 @@ impl AguiAgent {
                         id: i.id,
                         gateway_id: Some(spec.id.clone()),
                         response_schema: i.response_schema,
+                        refusal: spec.refusal.clone(),
                     })
                     .collect();
                 Err(turn.wait_for(specs, checkpoint(&state)).await)
@@ -247,10 +272,25 @@ impl AguiAgent {
         }
     }
 
-    /// What the upstream last set as its state in this thread, by the newest earlier turn of
-    /// this agent that says.
-    async fn last_upstream_state(&self, turn: &TurnContext) -> Result<Option<Value>, AgentError> {
-        Ok(earlier_turns(turn).await?.into_iter().next().and_then(|upstream| upstream.state))
+    /// Ends the turn `cancelled` without resuming the upstream, saying why in a message: a
+    /// decision's "no" has no form in the upstream's terms (an option list without the agent's
+    /// `deny_option`), so whatever the upstream proposed does not run.
+    async fn refuse_to_resume(&self, turn: &mut TurnContext, why: &str) -> AgentError {
+        let said = async {
+            let message = turn.text_start().await?;
+            let words = format!(
+                "The upstream agent was not resumed, so nothing it asked about was done: {why}. The turn ends here."
+            );
+            turn.text_delta(&message, &words).await?;
+            turn.text_end(&message).await
+        };
+        match said.await {
+            Ok(()) => {
+                tracing::warn!(turn = %turn.turn_id(), why, "a denial cannot be said in the upstream's terms; the turn is cancelled");
+                AgentError::Cancelled
+            }
+            Err(error) => error,
+        }
     }
 
     /// The upstream's input for the live run: its thread (per tenant, so tenants sharing an
@@ -261,7 +301,10 @@ impl AguiAgent {
             Some(live) => (live.run_id.as_str(), live.conversation_before, live.resume.as_ref()),
             None => ("", turn.next_seq(), None),
         };
-        let (tenant, thread) = turn.thread().await?;
+        let thread_key = match &state.thread_key {
+            Some(key) => key.clone(),
+            None => default_thread_key(turn).await?,
+        };
         let mut messages = turn.conversation_before(conversation_before).await?;
         // What the upstream said, in earlier turns of the thread and in this one, goes back
         // under its own ids.
@@ -304,7 +347,7 @@ impl AguiAgent {
             upstream_state.extend(turn.editable_state().await?);
         }
         let mut input = json!({
-            "threadId": format!("{tenant}:{thread}"),
+            "threadId": thread_key,
             "runId": run_id,
             "protocolVersion": crate::protocol::PROTOCOL_VERSION,
             "state": upstream_state,
@@ -472,21 +515,58 @@ impl AguiAgent {
             .map(|at| at - now)
             .unwrap_or(self.config.interrupt_ttl_secs as i64 * 1000)
             .max(1000);
+        // No schema upstream: any payload is checked only for its meaning (a yes or no).
+        let response_schema = interrupt.response_schema.clone().unwrap_or_else(|| json!({}));
+        // A list of options is a question whose choices the person sees; the agent's
+        // `deny_option` among them is what a "no" is sent as.
+        let (choices, refusal) = match Asked::of(Some(&response_schema), self.config.deny_option.as_deref()) {
+            Asked::Choice { options, refusal, .. } => (options, refusal),
+            _ => (Vec::new(), None),
+        };
         InterruptSpec {
             id: new_interrupt_id(),
             reason: interrupt.reason.clone(),
             message: interrupt.message.clone().unwrap_or_else(|| "The agent needs a decision.".into()),
             tool_call_id: interrupt.tool_call_id.as_ref().and_then(|id| state.calls.get(id).cloned()),
-            // No schema upstream: any payload is passed on.
-            response_schema: interrupt.response_schema.clone().unwrap_or_else(|| json!({})),
+            response_schema,
             ttl_ms,
             deciders: Deciders::from_config(&self.config.deciders),
             four_eyes: self.config.four_eyes,
             details: None,
             asks_because: None,
-            choices: Vec::new(),
+            choices,
+            refusal,
         }
     }
+}
+
+/// The upstream thread of a thread's first branch: per tenant, so tenants sharing an upstream
+/// never share a thread.
+async fn default_thread_key(turn: &TurnContext) -> Result<String, AgentError> {
+    let (tenant, thread) = turn.thread().await?;
+    Ok(format!("{tenant}:{thread}"))
+}
+
+/// The upstream thread a new turn's runs use (§6, §9.3). A turn goes on in the upstream thread of
+/// the turn before it on its branch (`earlier`, newest first). But an upstream that keeps its own
+/// session per thread (Google ADK, a LangGraph checkpointer) has then also seen what another
+/// branch said there: a regenerate or an edit would meet a session that has seen its message
+/// and answers nothing. So a turn whose upstream thread another branch has used starts an
+/// upstream thread of its own, named after it, given the branch's whole conversation.
+async fn branch_thread_key(turn: &TurnContext, earlier: &[Upstream]) -> Result<String, AgentError> {
+    let default = default_thread_key(turn).await?;
+    let inherited = earlier.iter().find_map(|upstream| upstream.thread_key.clone()).unwrap_or_else(|| default.clone());
+    let used_elsewhere = turn
+        .off_branch_checkpoints()
+        .await?
+        .iter()
+        .filter_map(|saved| serde_json::from_str::<Checkpoint>(saved).ok()?.conversation)
+        .filter_map(|kept| serde_json::from_value::<Upstream>(kept).ok())
+        .any(|upstream| upstream.thread_key.as_ref().unwrap_or(&default) == &inherited);
+    Ok(match used_elsewhere {
+        true => format!("{default}:{}", turn.turn_id()),
+        false => inherited,
+    })
 }
 
 /// What this agent kept of its upstream in the thread's earlier turns, newest first.
@@ -529,20 +609,61 @@ fn checkpoint(state: &Upstream) -> Checkpoint {
     Checkpoint { conversation: serde_json::to_value(state).ok(), ..Checkpoint::default() }
 }
 
-/// The upstream's resume entry for one decision, as the person made it (docs/agents.md):
-/// a cancel or an expiry is `cancelled`; a denial (`approved: false` in what the person sent)
-/// is `cancelled` with their payload, unless the upstream's schema asks for `approved`, which
-/// then gets it as `resolved`; anything else is `resolved` with the payload as the person sent
-/// it — an answer, edited arguments, an approval — and nothing the gateway added.
-fn resume_entry(upstream: &UpstreamInterrupt, decided: &Decided) -> Value {
-    if decided.was_cancelled() {
-        return json!({ "interruptId": upstream.id, "status": "cancelled" });
+/// The upstream's resume entry for one decision: its one meaning (§5.3), told in the terms of
+/// the interrupt the upstream sent (docs/agents.md, "Decisions upstream"). What the person sent
+/// says it in those terms already — a yes or no under the upstream's own key, one of its
+/// options, an answer — and goes as they sent it (a yes or no under a key of ours the upstream's
+/// schema does not list gets the upstream's key besides). A "no" nobody sent (a cancel, an
+/// expiry) is the upstream's key set to `false`, or its refusal option; a "no" to an interrupt
+/// with no schema, and a declined free answer, are `cancelled`. Where the upstream lists options and none is named as its "no"
+/// (`deny_option`), there is no saying no: `Err` with why, and the upstream is not resumed.
+fn resume_entry(upstream: &UpstreamInterrupt, decided: &Decided) -> Result<Value, String> {
+    let asked = Asked::of(upstream.response_schema.as_ref(), upstream.refusal.as_deref());
+    let meaning = decided.meaning();
+    let resolved = |payload: Value| json!({ "interruptId": upstream.id, "status": "resolved", "payload": payload });
+    let yes_or_no = |approved: bool, sent: Option<Value>| {
+        let mut payload = match sent {
+            Some(Value::Object(map)) => map,
+            _ => Map::new(),
+        };
+        let keys = match &asked {
+            Asked::YesNo { keys } => keys.clone(),
+            _ => vec![DECISION_KEYS[0].to_string()],
+        };
+        if !keys.iter().any(|key| payload.contains_key(key)) {
+            payload.insert(keys[0].clone(), Value::Bool(approved));
+        }
+        resolved(Value::Object(payload))
+    };
+    match meaning {
+        Meaning::Approve { .. } => Ok(yes_or_no(true, decided.payload())),
+        Meaning::Answer { value, .. } => Ok(resolved(decided.payload().unwrap_or(value))),
+        Meaning::Deny { why, .. } => {
+            let sent = if why == Denial::Said { decided.payload() } else { None };
+            match &asked {
+                Asked::Choice { refusal: Some(refusal), key, .. } => Ok(resolved(match key {
+                    Some(key) => json!({ key.as_str(): refusal }),
+                    None => json!(refusal),
+                })),
+                Asked::Choice { refusal: None, options, .. } => Err(format!(
+                    "its question '{}' offers the options {} and the agent names none of them as the refusal                      (deny_option), so a denial cannot be said to it",
+                    upstream.id,
+                    options.join(", ")
+                )),
+                // No schema (Google ADK's confirmations): the upstream named no key of its
+                // own, and may read any `resolved` as a yes; AG-UI's own "no" is `cancelled`
+                // (with the person's payload, which says `approved: false`, where they sent one).
+                Asked::Unstated => Ok(match sent {
+                    Some(payload) => json!({ "interruptId": upstream.id, "status": "cancelled", "payload": payload }),
+                    None => json!({ "interruptId": upstream.id, "status": "cancelled" }),
+                }),
+                Asked::Value { .. } if sent.is_none() => {
+                    Ok(json!({ "interruptId": upstream.id, "status": "cancelled" }))
+                }
+                Asked::Value { .. } | Asked::YesNo { .. } => Ok(yes_or_no(false, sent)),
+            }
+        }
     }
-    let sent = decided.as_sent();
-    let asks_approved = upstream.response_schema.as_ref().is_some_and(|s| s["properties"].get("approved").is_some());
-    let denied = sent.get("approved") == Some(&Value::Bool(false));
-    let status = if denied && !asks_approved { "cancelled" } else { "resolved" };
-    json!({ "interruptId": upstream.id, "status": status, "payload": sent })
 }
 
 #[cfg(test)]

@@ -106,12 +106,11 @@ impl Relay<'_> {
 
     /// The gateway's id of the upstream's subagent `upstream` (`<turn>:s<n>`): a new one for a
     /// subagent that starts (`fresh`: an upstream may name a later run's subagent alike).
-    fn subagent_id(&mut self, turn: &TurnContext, upstream: &str, fresh: bool) -> String {
+    fn subagent_id(&mut self, turn: &mut TurnContext, upstream: &str, fresh: bool) -> String {
         if let (false, Some(id)) = (fresh, self.state.subagents.get(upstream)) {
             return id.clone();
         }
-        self.state.subagents_named += 1;
-        let id = format!("{}:s{}", turn.turn_id(), self.state.subagents_named);
+        let id = turn.subagent_id();
         self.state.subagents.insert(upstream.to_string(), id.clone());
         id
     }
@@ -242,6 +241,7 @@ impl Relay<'_> {
                         id
                     }
                 };
+                self.live().answered = true;
                 turn.emit(Event::ActivitySnapshot {
                     message_id: id,
                     activity_type,
@@ -276,11 +276,17 @@ impl Relay<'_> {
                 }
             }
             Event::StateSnapshot { snapshot, .. } => {
+                if self.state.state.as_ref() != Some(&snapshot) {
+                    self.live().changed_state = true;
+                }
                 self.state.state = Some(snapshot.clone());
                 let snapshot = beside_board(snapshot, turn.board().await?);
                 turn.emit(Event::StateSnapshot { snapshot, subagent_run_id: None }).await?;
             }
             Event::StateDelta { delta, .. } => {
+                if !delta.is_empty() {
+                    self.live().changed_state = true;
+                }
                 self.remember_state_delta(&delta);
                 // The client's `board` is the gateway's: a delta that would touch it (or replace
                 // the whole state) is shown as the upstream's state it leads to, beside the board.

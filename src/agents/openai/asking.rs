@@ -58,6 +58,7 @@ impl OpenaiAgent {
                     details: None,
                     asks_because: None,
                     choices,
+                    refusal: None,
                 })
             }
             CallKind::Http(tool) if tool.policy.needs_approval() => Some(approval_for(call, &tool.policy)),

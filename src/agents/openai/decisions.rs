@@ -65,6 +65,7 @@ pub(super) fn approval_for(call: &PendingCall, policy: &ToolPolicy) -> Interrupt
         details: serde_json::from_str(&call.arguments).ok(),
         asks_because: policy.approval_reason(),
         choices: Vec::new(),
+        refusal: None,
     }
 }
 

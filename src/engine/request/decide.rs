@@ -16,6 +16,7 @@ use crate::engine::errors::EngineError;
 use crate::engine::interrupts::{self, waiting_of, Viewer};
 use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent};
 use crate::engine::log::read_log;
+use crate::engine::meaning::{Denial, Meaning};
 use crate::engine::plans::{Refusal, RunPlan, RunRequest};
 use crate::engine::runner::TurnStart;
 use crate::engine::shape::Engine;
@@ -243,7 +244,7 @@ impl Engine {
             .map(|id| Decision {
                 interrupt_id: id.to_string(),
                 status: InterruptStatus::Superseded,
-                decision: json!({ "approved": false, "superseded": true }).to_string(),
+                decision: Meaning::Deny { comment: None, why: Denial::Superseded }.stored(None).to_string(),
                 decided_by: "gateway".into(),
                 decided_via: "recheck".into(),
             })
@@ -301,8 +302,12 @@ impl Engine {
             let outcomes: Vec<Value> = plans
                 .iter()
                 .map(|plan| match plan {
-                    EntryPlan::Decide { interrupt_id, approved, .. } => {
-                        json!({ "interruptId": interrupt_id, "outcome": "decided", "approved": approved })
+                    EntryPlan::Decide { interrupt_id, meaning, .. } => {
+                        let mut outcome = serde_json::Map::new();
+                        outcome.insert("interruptId".into(), json!(interrupt_id));
+                        outcome.insert("outcome".into(), json!("decided"));
+                        meaning.describe(&mut outcome);
+                        Value::Object(outcome)
                     }
                     EntryPlan::AlreadyDecided { interrupt_id, .. } => {
                         json!({ "interruptId": interrupt_id, "outcome": "already_decided" })

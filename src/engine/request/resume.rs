@@ -1,9 +1,10 @@
 //! The all-or-nothing check of a resume (SPEC §5.3): every entry is checked against the turn's
 //! interrupts before any is decided, so a resume either decides all it names or nothing.
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
-use crate::engine::interrupts::{describe_deciders, may_decide, Deciders, AS_GIVEN, INFERRED};
+use crate::engine::interrupts::{describe_deciders, may_decide, Deciders};
+use crate::engine::meaning::{Asked, Meaning};
 use crate::protocol::input::{ResumeEntry, ResumeStatus};
 use crate::protocol::{ErrorCode, Interrupt};
 use crate::store::{InterruptRow, InterruptStatus};
@@ -22,15 +23,24 @@ fn refusal(code: ErrorCode, message: String) -> ResumeRefusal {
 /// What one resume entry will do once every entry passed.
 #[derive(Debug, Clone)]
 pub enum EntryPlan {
-    Decide { interrupt_id: String, decision: Value, approved: bool },
-    AlreadyDecided { interrupt_id: String, decided_seq: Option<i64> },
+    /// Decide it: `decision` is what is stored, `meaning` what it means.
+    Decide {
+        interrupt_id: String,
+        decision: Value,
+        meaning: Meaning,
+    },
+    AlreadyDecided {
+        interrupt_id: String,
+        decided_seq: Option<i64>,
+    },
 }
 
 /// Checks every entry of a resume before any is decided (§5.3): an interrupt named by two
 /// entries (`invalid_resume`: which answer would count is anyone's guess), unknown or not of
 /// this turn (`invalid_resume`), changed (`interrupt_changed`), expired (`interrupt_expired`), not the
-/// caller's to decide (`not_a_decider`), a payload its schema rejects (`invalid_resume`), and
-/// every open interrupt the caller may decide answered (`interrupts_open`).
+/// caller's to decide (`not_a_decider`), a payload its schema rejects or whose meaning is not
+/// certain (`invalid_resume`, [`Asked::read`]), and every open interrupt the caller may decide
+/// answered (`interrupts_open`).
 pub fn check_resume(
     entries: &[ResumeEntry],
     interrupts: &[InterruptRow],
@@ -87,36 +97,23 @@ pub fn check_resume(
                 format!("{name}: decided by {}", describe_deciders(&deciders, row.four_eyes)),
             ));
         }
-        let (decision, approved) = match entry.status {
-            ResumeStatus::Cancelled => (json!({ "approved": false, "cancelled": true }), false),
-            ResumeStatus::Resolved => {
+        if entry.status == ResumeStatus::Resolved {
+            if let Some(schema) = &shown.response_schema {
                 let payload = entry.payload.clone().unwrap_or(Value::Null);
-                if let Some(schema) = &shown.response_schema {
-                    validate(schema, &payload)
-                        .map_err(|why| refusal(ErrorCode::InvalidResume, format!("{name}: {why}")))?;
-                }
-                let said = payload.get("approved").and_then(Value::as_bool);
-                let approved = said.unwrap_or(shown.reason == "input_required");
-                let mut decision = match payload {
-                    // A key of the gateway's own is never taken from the person's words.
-                    Value::Object(mut map) => {
-                        map.remove(AS_GIVEN);
-                        map
-                    }
-                    Value::Null => Map::new(),
-                    other => Map::from_iter([(AS_GIVEN.to_string(), other)]),
-                };
-                // The decision says which of its words are the gateway's, so what goes on (an
-                // upstream's `resume`) can carry the person's own: never a key they sent in.
-                decision.remove(INFERRED);
-                decision.insert("approved".into(), Value::Bool(approved));
-                if said.is_none() {
-                    decision.insert(INFERRED.into(), json!(["approved"]));
-                }
-                (Value::Object(decision), approved)
+                validate(schema, &payload)
+                    .map_err(|why| refusal(ErrorCode::InvalidResume, format!("{name}: {why}")))?;
             }
+        }
+        // The one reading of what the person meant (§5.3): everything after reads it.
+        let meaning = Asked::of_interrupt(&shown)
+            .read(entry.status, entry.payload.as_ref())
+            .map_err(|why| refusal(ErrorCode::InvalidResume, format!("{name}: {why}")))?;
+        let payload = match entry.status {
+            ResumeStatus::Resolved => entry.payload.as_ref(),
+            ResumeStatus::Cancelled => None,
         };
-        plans.push(EntryPlan::Decide { interrupt_id: row.id.clone(), decision, approved });
+        let decision = meaning.stored(payload);
+        plans.push(EntryPlan::Decide { interrupt_id: row.id.clone(), decision, meaning });
     }
     if require_all {
         for row in interrupts.iter().filter(|i| i.status == InterruptStatus::Open) {
@@ -151,6 +148,7 @@ fn validate(schema: &Value, payload: &Value) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::engine::interrupts::{question_schema, tool_call_schema};
+    use serde_json::json;
 
     #[test]
     fn an_interrupt_answered_twice_is_refused_naming_it() {

@@ -15,11 +15,11 @@ use crate::store::TurnStatus;
 impl TurnContext {
     /// Closes whatever is open (newest first), as `RUN_FINISHED` requires.
     pub(crate) async fn close_open_items(&mut self) -> Result<(), AgentError> {
-        for call in self.open_items().take_tool_calls().into_iter().rev() {
-            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
+        for (call, owner) in self.open_items().take_tool_calls().into_iter().rev() {
+            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: owner }).await?;
         }
-        for message in self.open_items().take_messages().into_iter().rev() {
-            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
+        for (message, owner) in self.open_items().take_messages().into_iter().rev() {
+            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: owner }).await?;
         }
         self.close_reasoning().await?;
         for (step, owner) in self.open_items().take_steps().into_iter().rev() {
@@ -42,11 +42,11 @@ impl TurnContext {
 
     /// Ends the open reasoning messages, then the spans they sit in (newest first).
     async fn close_reasoning(&mut self) -> Result<(), AgentError> {
-        for message in self.open_items().take_reasoning_messages().into_iter().rev() {
-            self.emit(Event::ReasoningMessageEnd { message_id: message, subagent_run_id: None }).await?;
+        for (message, owner) in self.open_items().take_reasoning_messages().into_iter().rev() {
+            self.emit(Event::ReasoningMessageEnd { message_id: message, subagent_run_id: owner }).await?;
         }
-        for span in self.open_items().take_reasoning_spans().into_iter().rev() {
-            self.emit(Event::ReasoningEnd { message_id: span, subagent_run_id: None }).await?;
+        for (span, owner) in self.open_items().take_reasoning_spans().into_iter().rev() {
+            self.emit(Event::ReasoningEnd { message_id: span, subagent_run_id: owner }).await?;
         }
         Ok(())
     }
@@ -66,11 +66,11 @@ impl TurnContext {
     /// (§4.6): the step that was saying them runs again and gives its answer whole, as a new
     /// message. Steps stay open: the work they stand for goes on.
     pub(crate) async fn close_cut_items(&mut self) -> Result<(), AgentError> {
-        for call in self.open_items().take_tool_calls() {
-            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: None }).await?;
+        for (call, owner) in self.open_items().take_tool_calls() {
+            self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: owner }).await?;
         }
-        for message in self.open_items().take_messages() {
-            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: None }).await?;
+        for (message, owner) in self.open_items().take_messages() {
+            self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: owner }).await?;
         }
         // Reasoning cut off mid-thought is closed as it stands; the step thinks again anew.
         self.close_reasoning().await?;

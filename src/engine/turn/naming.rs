@@ -16,6 +16,9 @@ pub(super) enum Named {
     /// An activity message: activities share the id space of text messages on the client,
     /// hence their own marker.
     Activity,
+    /// A sub-agent an agent relays (an upstream's, `:s`): numbered after every one the turn's
+    /// log holds, so a run again after a takeover never reuses an id the cut run closed.
+    Subagent,
 }
 
 impl Named {
@@ -27,6 +30,7 @@ impl Named {
             Named::ReasoningSpan => ":reasoning",
             Named::ReasoningMessage => ":thought",
             Named::Activity => ":a",
+            Named::Subagent => ":s",
         }
     }
 
@@ -39,13 +43,13 @@ impl Named {
 #[derive(Debug)]
 pub(super) struct Naming {
     turn_id: String,
-    used: [u32; 5],
+    used: [u32; 6],
     next_note_no: i64,
 }
 
 impl Naming {
     pub(super) fn new(turn_id: &str) -> Naming {
-        Naming { turn_id: turn_id.to_string(), used: [0; 5], next_note_no: 1 }
+        Naming { turn_id: turn_id.to_string(), used: [0; 6], next_note_no: 1 }
     }
 
     /// A new id of `kind`, numbered after the last one.
@@ -90,6 +94,7 @@ impl Naming {
             Event::ReasoningStart { message_id, .. } => self.raise(Named::ReasoningSpan, message_id),
             Event::ReasoningMessageStart { message_id, .. } => self.raise(Named::ReasoningMessage, message_id),
             Event::ActivitySnapshot { message_id, .. } => self.raise(Named::Activity, message_id),
+            Event::SubagentStarted { subagent_run_id, .. } => self.raise(Named::Subagent, subagent_run_id),
             _ => {}
         }
     }

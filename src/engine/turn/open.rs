@@ -21,6 +21,10 @@ pub(super) struct OpenItems {
     steps: Vec<String>,
     step_owners: BTreeMap<String, String>,
     subagents: Vec<String>,
+    /// The sub-agent each open message, tool call and reasoning item belongs to, where one
+    /// does: what closes it where a cut left it open names the same owner (the official client
+    /// refuses an end attributed otherwise than its start).
+    item_owners: BTreeMap<String, String>,
     /// The newest assistant message, which a tool call opened now belongs to (none after a
     /// tool's result: the answer after it is a new message).
     last_message: Option<String>,
@@ -29,6 +33,7 @@ pub(super) struct OpenItems {
 impl OpenItems {
     /// What `event` opens or ends.
     pub(super) fn observe(&mut self, event: &Event) {
+        self.observe_owner(event);
         match event {
             Event::TextMessageStart { message_id, .. } => {
                 push_once(&mut self.messages, message_id);
@@ -60,24 +65,59 @@ impl OpenItems {
         }
     }
 
-    /// The open tool calls, oldest first; none is open afterwards.
-    pub(super) fn take_tool_calls(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.tool_calls)
+    /// Which sub-agent an item `event` opens belongs to; an end forgets it.
+    fn observe_owner(&mut self, event: &Event) {
+        match event {
+            Event::TextMessageStart { message_id: id, subagent_run_id: Some(owner), .. }
+            | Event::ToolCallStart { tool_call_id: id, subagent_run_id: Some(owner), .. }
+            | Event::ReasoningStart { message_id: id, subagent_run_id: Some(owner), .. }
+            | Event::ReasoningMessageStart { message_id: id, subagent_run_id: Some(owner), .. } => {
+                self.item_owners.insert(id.clone(), owner.clone());
+            }
+            Event::TextMessageEnd { message_id: id, .. }
+            | Event::ToolCallEnd { tool_call_id: id, .. }
+            | Event::ReasoningEnd { message_id: id, .. }
+            | Event::ReasoningMessageEnd { message_id: id, .. } => {
+                self.item_owners.remove(id);
+            }
+            _ => {}
+        }
     }
 
-    /// The open text messages, oldest first; none is open afterwards.
-    pub(super) fn take_messages(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.messages)
+    /// `items`, each with the sub-agent it belongs to.
+    fn with_owners(&mut self, items: Vec<String>) -> Vec<(String, Option<String>)> {
+        items
+            .into_iter()
+            .map(|id| {
+                let owner = self.item_owners.remove(&id);
+                (id, owner)
+            })
+            .collect()
     }
 
-    /// The open reasoning messages, oldest first; none is open afterwards.
-    pub(super) fn take_reasoning_messages(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.reasoning_messages)
+    /// The open tool calls, oldest first, each with its sub-agent; none is open afterwards.
+    pub(super) fn take_tool_calls(&mut self) -> Vec<(String, Option<String>)> {
+        let taken = std::mem::take(&mut self.tool_calls);
+        self.with_owners(taken)
     }
 
-    /// The open reasoning spans, oldest first; none is open afterwards.
-    pub(super) fn take_reasoning_spans(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.reasoning_spans)
+    /// The open text messages, oldest first, each with its sub-agent; none is open afterwards.
+    pub(super) fn take_messages(&mut self) -> Vec<(String, Option<String>)> {
+        let taken = std::mem::take(&mut self.messages);
+        self.with_owners(taken)
+    }
+
+    /// The open reasoning messages, oldest first, each with its sub-agent; none is open
+    /// afterwards.
+    pub(super) fn take_reasoning_messages(&mut self) -> Vec<(String, Option<String>)> {
+        let taken = std::mem::take(&mut self.reasoning_messages);
+        self.with_owners(taken)
+    }
+
+    /// The open reasoning spans, oldest first, each with its sub-agent; none is open afterwards.
+    pub(super) fn take_reasoning_spans(&mut self) -> Vec<(String, Option<String>)> {
+        let taken = std::mem::take(&mut self.reasoning_spans);
+        self.with_owners(taken)
     }
 
     /// The open steps, oldest first, each with the sub-agent it belongs to; none is open
@@ -156,8 +196,28 @@ mod tests {
         open.observe(&step("inner", Some("child")));
         open.observe(&Event::StepFinished { step_name: "outer".into(), subagent_run_id: None });
         assert_eq!(open.take_steps(), vec![("inner".to_string(), Some("child".to_string()))]);
-        assert_eq!(open.take_messages(), vec!["t:m1".to_string()]);
+        assert_eq!(open.take_messages(), vec![("t:m1".to_string(), None)]);
         assert!(open.take_messages().is_empty(), "taken is closed");
+    }
+
+    /// What a sub-agent opened is taken with its owner, so what closes it names the same one.
+    #[test]
+    fn an_item_a_subagent_opened_is_taken_with_its_owner() {
+        let mut open = OpenItems::default();
+        open.observe(&Event::TextMessageStart {
+            message_id: "t:m1".into(),
+            role: None,
+            name: None,
+            subagent_run_id: Some("t:s1".into()),
+        });
+        open.observe(&Event::TextMessageStart {
+            message_id: "t:m2".into(),
+            role: None,
+            name: None,
+            subagent_run_id: None,
+        });
+        let owned = vec![("t:m1".to_string(), Some("t:s1".to_string())), ("t:m2".to_string(), None)];
+        assert_eq!(open.take_messages(), owned);
     }
 
     /// A step the log already holds, opened again by a takeover re-entering its delegation, is

@@ -46,6 +46,23 @@ impl TurnContext {
             .collect())
     }
 
+    /// The checkpoints of this agent's turns of the thread on other branches than this turn's
+    /// (neither this turn nor one before it on its branch): what an agent that keeps a session
+    /// per branch reads to know which sessions another branch has used (§6).
+    pub async fn off_branch_checkpoints(&self) -> Result<Vec<String>, AgentError> {
+        let turns = self
+            .patiently("the thread could not be read", || self.store().thread_turns(self.identity().thread_pk))
+            .await?;
+        let on_branch: Vec<i64> =
+            crate::store::branches::ending_at(&turns, self.identity().turn_pk).iter().map(|turn| turn.pk).collect();
+        Ok(turns
+            .into_iter()
+            .filter(|turn| !on_branch.contains(&turn.pk) && turn.pk != self.identity().turn_pk)
+            .filter(|turn| turn.agent == self.identity().agent)
+            .filter_map(|turn| turn.checkpoint)
+            .collect())
+    }
+
     /// The thread's editable state (§7): the keys clients wrote, as an object.
     pub async fn editable_state(&self) -> Result<serde_json::Map<String, Value>, AgentError> {
         let stored = self

@@ -103,6 +103,12 @@ impl TurnContext {
         self.new_id(Named::Activity)
     }
 
+    /// A new id for a sub-agent an agent relays (`<turn>:s<n>`), numbered after every one the
+    /// turn's log holds: unique within the turn across runs again and takeovers (§9.3).
+    pub fn subagent_id(&mut self) -> String {
+        self.new_id(Named::Subagent)
+    }
+
     /// Shows a new activity (`ACTIVITY_SNAPSHOT`, generative UI, §3) and returns its id. The
     /// thread keeps it as a `role: "activity"` message (`engine::conversation`).
     pub async fn activity_show(

@@ -8,6 +8,7 @@ use super::context::{logged, TurnContext};
 use super::outcome::AgentError;
 use crate::engine::interrupts::{describe_deciders, Deciders, Waiting};
 use crate::engine::log::events::{self as log_events, ClientWaitEvent, GatewayEvent, ResumedEvent, WaitingEvent};
+use crate::engine::meaning::{Meaning, REFUSAL};
 use crate::protocol::events::SubagentOutcome;
 use crate::protocol::Interrupt;
 use crate::protocol::{iso8601, Event};
@@ -30,30 +31,15 @@ pub struct Decided {
 }
 
 impl Decided {
-    /// Whether nobody decided: the interrupt was cancelled (a `cancelled` resume, a deny from
-    /// the command line) or expired.
-    pub fn was_cancelled(&self) -> bool {
-        ["cancelled", "expired"].iter().any(|key| self.decision.get(*key).and_then(Value::as_bool).unwrap_or(false))
+    /// What the decision means, as it was read once when it was made (§5.3).
+    pub fn meaning(&self) -> Meaning {
+        Meaning::of_stored(&self.decision)
     }
 
-    /// The payload as the person sent it: the decision without what the gateway added to it
-    /// (an `approved` it read from the interrupt's reason when the payload did not say), and a
-    /// payload that was not an object (a plain string, a number) as that value itself.
-    pub fn as_sent(&self) -> Value {
-        let mut sent = match &self.decision {
-            Value::Object(map) => map.clone(),
-            _ => serde_json::Map::new(),
-        };
-        if let Some(given) = sent.remove(crate::engine::interrupts::AS_GIVEN) {
-            return given;
-        }
-        let added = sent.remove(crate::engine::interrupts::INFERRED);
-        for key in added.as_ref().and_then(Value::as_array).into_iter().flatten() {
-            if let Some(key) = key.as_str() {
-                sent.remove(key);
-            }
-        }
-        Value::Object(sent)
+    /// The person's payload exactly as they sent it (a plain string or number as that value);
+    /// `None` when nobody sent one (a cancel, an expiry).
+    pub fn payload(&self) -> Option<Value> {
+        Meaning::payload_of_stored(&self.decision)
     }
 }
 
@@ -77,6 +63,9 @@ pub struct InterruptSpec {
     /// tainted turn's data-sending tool says so (§8).
     pub asks_because: Option<&'static str>,
     pub choices: Vec<String>,
+    /// The option of the schema's list that counts as a "no" (`gateway/refusal`): a deny, a
+    /// cancel or an expiry is that option ([`crate::engine::meaning`]).
+    pub refusal: Option<String>,
 }
 
 impl InterruptSpec {
@@ -96,6 +85,11 @@ impl InterruptSpec {
             "asksBecause": self.asks_because,
             "choices": self.choices,
         });
+        // (Added only where there is one: the digests of interrupts opened before stay.)
+        let mut asked = asked;
+        if let Some(refusal) = &self.refusal {
+            asked["refusal"] = json!(refusal);
+        }
         let digest = ring::digest::digest(&ring::digest::SHA256, asked.to_string().as_bytes());
         digest.as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
     }
@@ -138,6 +132,9 @@ impl TurnContext {
             }
             if !spec.choices.is_empty() {
                 metadata.insert("gateway/choices".into(), json!(spec.choices));
+            }
+            if let Some(refusal) = &spec.refusal {
+                metadata.insert(REFUSAL.into(), json!(refusal));
             }
             metadata.insert("gateway/deciders".into(), json!(describe_deciders(&spec.deciders, spec.four_eyes)));
             let message = match spec.reason.as_str() {

@@ -242,7 +242,7 @@ function interruptCard(item) {
       });
       const text = outcome.outcome === "already_decided"
         ? `“${interrupt.message}”: someone decided it first.`
-        : `“${interrupt.message}”: ${decidedWords(interrupt, status, payload)}.`;
+        : `“${interrupt.message}”: ${decidedWords(interrupt, outcome, payload)}.`;
       outcomes.set(interrupt.id, { id: interrupt.id, text });
       say(text);
       route();
@@ -266,13 +266,17 @@ function interruptCard(item) {
     decide("resolved", payload);
   };
 
-  const question = interrupt.reason === "input_required";
+  // A list of options (the gateway's question with choices, or an upstream's, as CrewAI's
+  // outcomes) is answered by picking one; a schema that is the list itself takes the option
+  // as the payload, not wrapped.
+  const question = interrupt.reason === "input_required" || choices.length > 0;
+  const picked = (choice) => (Array.isArray(schema.enum) ? choice : { answer: choice });
   const answerInput = question && choices.length === 0
     ? h("input", { type: "text", name: "answer", placeholder: "Your answer", "aria-label": "Answer" })
     : null;
   const actions = question
     ? h("div", { class: "actions" },
-        ...choices.map((choice) => h("button", { type: "button", class: "choice", onclick: () => decide("resolved", { answer: choice }) }, choice)),
+        ...choices.map((choice) => h("button", { type: "button", class: "choice", onclick: () => decide("resolved", picked(choice)) }, choice)),
         answerInput,
         answerInput ? h("button", { type: "button", class: "primary", onclick: () => decide("resolved", { answer: answerInput.value }) }, "Answer") : null,
         h("button", { type: "button", class: "deny", onclick: () => decide("cancelled") }, "Decline"))
@@ -297,10 +301,18 @@ function interruptCard(item) {
     result);
 }
 
-function decidedWords(interrupt, status, payload) {
-  if (status === "cancelled") return interrupt.reason === "input_required" ? "declined" : "denied";
-  if (payload && "answer" in payload) return `answered “${payload.answer}”`;
-  return payload?.approved ? "approved" : "denied";
+// What was decided, in the words of the decision's one meaning as the gateway read it (its
+// answer says `decision`: approve, deny or answer, and the option an answer picked): the card
+// never guesses the meaning from what it sent (a typed answer is shown as typed).
+function decidedWords(interrupt, outcome, payload) {
+  const question = interrupt.reason === "input_required";
+  const typed = typeof payload?.answer === "string" ? payload.answer : null;
+  switch (outcome.decision) {
+    case "approve": return "approved";
+    case "answer": return outcome.choice ?? typed ? `answered “${outcome.choice ?? typed}”` : "answered";
+    case "deny": return question ? "declined" : "denied";
+    default: return outcome.approved ? "approved" : "denied";
+  }
 }
 
 function othersCard(item) {

@@ -189,7 +189,9 @@ class ScriptedFlow(Flow[ScriptedState]):
         message="Send the report?",
         emit=["approved", "rejected"],
         llm="scripted/judge",
-        default_outcome="rejected",
+        # No default_outcome: a `cancelled` resume would then take the first option, "approved"
+        # (as a flow written without one does); the gateway's agent names "rejected" as its
+        # deny_option, so a denial is sent as that option instead.
         provider=agui_feedback_provider,
     )
     def review(self):

@@ -33,6 +33,8 @@
 //                               seen the message does
 //   POST /agents/subagents      two subagents (a parent and a nested one) whose text, tool call
 //                               and step are attributed to them, one finished, one failed
+//   POST /agents/slow-subagent  a subagent whose message comes a word every 100 ms, then the
+//                               agent's own word
 //   POST /agents/surface        an A2UI surface (`order-form`, a button) as the A2UI middleware
 //                               shows one; given a person's action last, as the middleware gives
 //                               it, says what was pressed
@@ -411,6 +413,22 @@ function subagentEvents(input) {
   ];
 }
 
+// A subagent that says its words slowly (with gapMs): an instance relaying it can be killed in
+// the middle of the subagent's message.
+function slowSubagentEvents(input) {
+  const { runId } = input;
+  const research = `${runId}-research`;
+  const words = Array.from({ length: 30 }, (_, i) => `s${i} `);
+  return [
+    runStarted(input),
+    { type: EventType.SUBAGENT_STARTED, subagentRunId: research, name: "researcher" },
+    ...textMessage(`${runId}-found`, words).map((e) => ({ ...e, subagentRunId: research })),
+    { type: EventType.SUBAGENT_FINISHED, subagentRunId: research, outcome: { type: "success" } },
+    ...textMessage(`${runId}-done`, ["The researcher is done."]),
+    runFinished(input, { type: "success" }),
+  ];
+}
+
 function sendJson(res, status, value) {
   const body = JSON.stringify(value);
   res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
@@ -448,6 +466,7 @@ const ROUTES = {
   "/agents/stateful": { events: statefulEvents },
   "/agents/once": { events: onceEvents, gapMs: 200 },
   "/agents/subagents": { events: subagentEvents },
+  "/agents/slow-subagent": { events: slowSubagentEvents, gapMs: 100 },
 };
 
 async function handle(req, res) {
