@@ -615,8 +615,9 @@ fn checkpoint(state: &Upstream) -> Checkpoint {
 /// options, an answer — and goes as they sent it (a yes or no under a key of ours the upstream's
 /// schema does not list gets the upstream's key besides). A "no" nobody sent (a cancel, an
 /// expiry) is the upstream's key set to `false`, or its refusal option; a "no" to an interrupt
-/// with no schema, and a declined free answer, are `cancelled`. Where the upstream lists options and none is named as its "no"
-/// (`deny_option`), there is no saying no: `Err` with why, and the upstream is not resumed.
+/// with no schema, and a declined free answer, are `cancelled`. Where the upstream lists
+/// options and none is named as its "no" (`deny_option`), there is no saying no: `Err` with
+/// why, and the upstream is not resumed.
 fn resume_entry(upstream: &UpstreamInterrupt, decided: &Decided) -> Result<Value, String> {
     let asked = Asked::of(upstream.response_schema.as_ref(), upstream.refusal.as_deref());
     let meaning = decided.meaning();
@@ -626,9 +627,10 @@ fn resume_entry(upstream: &UpstreamInterrupt, decided: &Decided) -> Result<Value
             Some(Value::Object(map)) => map,
             _ => Map::new(),
         };
-        let keys = match &asked {
+        // The keys the upstream reads a yes or no under: its schema's, else any of ours.
+        let keys: Vec<String> = match &asked {
             Asked::YesNo { keys } => keys.clone(),
-            _ => vec![DECISION_KEYS[0].to_string()],
+            _ => DECISION_KEYS.iter().map(|key| key.to_string()).collect(),
         };
         if !keys.iter().any(|key| payload.contains_key(key)) {
             payload.insert(keys[0].clone(), Value::Bool(approved));
@@ -646,7 +648,8 @@ fn resume_entry(upstream: &UpstreamInterrupt, decided: &Decided) -> Result<Value
                     None => json!(refusal),
                 })),
                 Asked::Choice { refusal: None, options, .. } => Err(format!(
-                    "its question '{}' offers the options {} and the agent names none of them as the refusal                      (deny_option), so a denial cannot be said to it",
+                    "its question '{}' offers the options {} and the agent names none of them as the refusal \
+                     (deny_option), so a denial cannot be said to it",
                     upstream.id,
                     options.join(", ")
                 )),
