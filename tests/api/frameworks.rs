@@ -828,32 +828,17 @@ async fn a_regenerate_and_an_edit_are_answered(framework: Framework, backend: Ba
     let thread = unique("th-fw-branch");
     let first = app.run_to_end("framework", &first_run(&thread, "run-1", "hello there")).await;
     assert_eq!(text(&first), "You said: hello there", "{:?}, {}", kinds(&first), ending(&first));
-    // What a Regenerate button sends: the same user message under its id, the answer left out.
-    let mut regenerate = first_run(&thread, "run-2", "hello there");
-    regenerate["messages"][0]["id"] = json!("run-1-user");
-    let again = app.run_to_end("framework", &regenerate).await;
-    assert_eq!(
-        again.last().expect("end").data["outcome"]["type"],
-        "success",
-        "{:?}, {}",
-        kinds(&again),
-        ending(&again)
-    );
-    assert_eq!(text(&again), "You said: hello there", "{framework:?}: the regenerate is answered");
-    judged(&again, &regenerate, "the regenerate").await;
-    // An edit: the same message id with other words.
-    let mut edit = first_run(&thread, "run-3", "edited words");
-    edit["messages"][0]["id"] = json!("run-1-user");
-    let edited = app.run_to_end("framework", &edit).await;
-    assert_eq!(
-        edited.last().expect("end").data["outcome"]["type"],
-        "success",
-        "{:?}, {}",
-        kinds(&edited),
-        ending(&edited)
-    );
-    assert_eq!(text(&edited), "You said: edited words", "{framework:?}: the edit is answered");
-    judged(&edited, &edit, "the edit").await;
+    // What a Regenerate button sends — the same user message under its id, the answer left
+    // out — and an edit: the same message id with other words.
+    for (run, words, what) in [("run-2", "hello there", "the regenerate"), ("run-3", "edited words", "the edit")] {
+        let mut input = first_run(&thread, run, words);
+        input["messages"][0]["id"] = json!("run-1-user");
+        let events = app.run_to_end("framework", &input).await;
+        let outcome = &events.last().expect("end").data["outcome"];
+        assert_eq!(outcome["type"], "success", "{framework:?} {what}: {:?}, {}", kinds(&events), ending(&events));
+        assert_eq!(text(&events), format!("You said: {words}"), "{framework:?}: {what} is answered");
+        judged(&events, &input, what).await;
+    }
     // Each branch went to an upstream thread the others had not used.
     let threads: Vec<String> = server
         .requests_for(&thread)
@@ -964,24 +949,15 @@ macro_rules! on_endings {
                 mod $ending {
                     $(
                         mod $module {
+                            use crate::frameworks::{$scenario, Ending, Framework};
                             use crate::helpers::Backend;
                             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                             async fn sqlite() {
-                                super::super::super::$scenario(
-                                    super::super::super::Framework::$framework,
-                                    Backend::Sqlite,
-                                    super::super::super::Ending::$how,
-                                )
-                                .await
+                                $scenario(Framework::$framework, Backend::Sqlite, Ending::$how).await
                             }
                             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                             async fn postgres() {
-                                super::super::super::$scenario(
-                                    super::super::super::Framework::$framework,
-                                    Backend::Postgres,
-                                    super::super::super::Ending::$how,
-                                )
-                                .await
+                                $scenario(Framework::$framework, Backend::Postgres, Ending::$how).await
                             }
                         }
                     )+
