@@ -932,7 +932,7 @@ async function approvalAndResume(problems) {
   const afterSnapshot = events2.filter((e) => e.type !== "STATE_SNAPSHOT");
   expectShape(afterSnapshot, ["RUN_STARTED", "CUSTOM", "TOOL_CALL_RESULT", ...TEXT, "RUN_FINISHED"], problems, "resume (STATE_SNAPSHOT aside)");
   const decided = events2.find((e) => e.type === "CUSTOM");
-  expectEqual(decided && { name: decided.name, value: decided.value }, { name: "gateway.resume", value: { interruptId: interrupt.id, outcome: "decided", approved: true } }, "gateway.resume", problems);
+  expectEqual(decided && { name: decided.name, value: decided.value }, { name: "gateway.resume", value: { interruptId: interrupt.id, outcome: "decided", approved: true, decision: "approve" } }, "gateway.resume", problems);
   const result = events2.find((e) => e.type === "TOOL_CALL_RESULT");
   expect(result?.toolCallId === interrupt.toolCallId && result?.content === "sent", `result ${JSON.stringify(result)}`, problems);
   expect(second.finished?.outcome === "success", `resume outcome ${second.finished?.outcome}`, problems);

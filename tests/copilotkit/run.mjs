@@ -227,7 +227,7 @@ async function resumeWithTheResumeField(flow, runId) {
   const [sent] = gatewayExchanges.slice(sentBefore);
   await sent.read;
   const decision = sent.events.find((e) => e.type === "CUSTOM" && e.name === "gateway.resume");
-  assert.deepEqual(decision?.value, { interruptId: flow.event.value.id, outcome: "decided", approved: true });
+  assert.deepEqual(decision?.value, { interruptId: flow.event.value.id, outcome: "decided", approved: true, decision: "approve" });
 }
 
 test("an approval answered with the gateway's resume field through CopilotKit continues the turn", async () => {
