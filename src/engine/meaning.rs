@@ -68,14 +68,20 @@ impl Meaning {
         }
     }
 
-    /// What a decision's outcome says of it besides `approved` (the `decision` word, and the
-    /// option an answer picked): the stream, the decision route and the audit trail add it.
-    pub fn describe(&self, outcome: &mut Map<String, Value>) {
-        outcome.insert("approved".into(), Value::Bool(self.approved()));
-        outcome.insert("decision".into(), json!(self.word()));
+    /// The outcome of deciding `interrupt_id` this way (`outcome`: `decided`, `expired`), as the
+    /// stream's `gateway.resume`, the decision route and the audit trail say it: `approved`,
+    /// the `decision` word, and the option an answer picked.
+    pub fn outcome(&self, interrupt_id: &str, outcome: &str) -> Value {
+        let mut said = json!({
+            "interruptId": interrupt_id,
+            "outcome": outcome,
+            "approved": self.approved(),
+            "decision": self.word(),
+        });
         if let Meaning::Answer { choice: Some(choice), .. } = self {
-            outcome.insert("choice".into(), json!(choice));
+            said["choice"] = json!(choice);
         }
+        said
     }
 
     /// The stored decision: the meaning's own keys (`approved`, `comment`, `editedArgs`,
@@ -140,18 +146,21 @@ impl Meaning {
             return Meaning::Deny { comment, why };
         }
         let word = stored.get(MEANING).and_then(Value::as_str);
-        let legacy_answer = word.is_none() && stored.get("answer").is_some();
-        match (word, stored.get("approved").and_then(Value::as_bool)) {
-            (Some("answer"), _) | (None, None) => Meaning::Answer {
+        let approved = stored.get("approved").and_then(Value::as_bool);
+        // The earlier form said no `approved` for an answer, or an inferred `true` beside it.
+        let answered = match word {
+            Some(word) => word == "answer",
+            None => approved.is_none() || (approved == Some(true) && stored.get("answer").is_some()),
+        };
+        if answered {
+            return Meaning::Answer {
                 value: stored.get("answer").cloned().unwrap_or(Value::Null),
                 choice: stored.get("choice").and_then(Value::as_str).map(str::to_string),
-            },
-            (None, Some(true)) if legacy_answer => Meaning::Answer {
-                value: stored.get("answer").cloned().unwrap_or(Value::Null),
-                choice: stored.get("choice").and_then(Value::as_str).map(str::to_string),
-            },
-            (Some("deny"), _) | (None, Some(false)) => Meaning::Deny { comment, why: Denial::Said },
-            _ => Meaning::Approve { comment, edited_args: stored.get("editedArgs").cloned() },
+            };
+        }
+        match word.map_or(approved == Some(false), |word| word == "deny") {
+            true => Meaning::Deny { comment, why: Denial::Said },
+            false => Meaning::Approve { comment, edited_args: stored.get("editedArgs").cloned() },
         }
     }
 
@@ -392,6 +401,20 @@ mod tests {
     }
 
     #[test]
+    fn an_outcome_says_the_meaning() {
+        let picked = Meaning::Answer { value: json!("red"), choice: Some("red".into()) };
+        assert_eq!(
+            picked.outcome("int_1", "decided"),
+            json!({"interruptId": "int_1", "outcome": "decided", "approved": true, "decision": "answer", "choice": "red"})
+        );
+        let expired = Meaning::Deny { comment: None, why: Denial::Expired };
+        assert_eq!(
+            expired.outcome("int_1", "expired"),
+            json!({"interruptId": "int_1", "outcome": "expired", "approved": false, "decision": "deny"})
+        );
+    }
+
+    #[test]
     fn a_stored_meaning_reads_back_the_same() {
         let meanings = [
             Meaning::Approve { comment: Some("ok".into()), edited_args: Some(json!({"a": 1})) },
@@ -409,6 +432,9 @@ mod tests {
         }
         // The earlier form: the payload's keys, an inferred `approved` left out of what was sent.
         let earlier = json!({"approved": true, "answer": "x", "gateway/inferred": ["approved"]});
+        assert_eq!(Meaning::of_stored(&earlier), Meaning::Answer { value: json!("x"), choice: None });
+        assert!(matches!(Meaning::of_stored(&json!({"approved": false})), Meaning::Deny { why: Denial::Said, .. }));
+        assert!(matches!(Meaning::of_stored(&json!({"approved": true})), Meaning::Approve { .. }));
         assert_eq!(Meaning::payload_of_stored(&earlier), Some(json!({"answer": "x"})));
         assert_eq!(Meaning::payload_of_stored(&json!({"approved": false, "expired": true})), None);
     }

@@ -15,8 +15,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
-
 use super::errors::EngineError;
 use super::meaning::{Denial, Meaning};
 use super::request::resume::EntryPlan;
@@ -148,7 +146,7 @@ impl Engine {
 
     pub(super) async fn decide_expired(&self, turn: &TurnRow, plan: EntryPlan) -> Result<(), EngineError> {
         let inner = &self.inner;
-        let EntryPlan::Decide { interrupt_id, decision, .. } = &plan else { return Ok(()) };
+        let EntryPlan::Decide { interrupt_id, decision, meaning } = &plan else { return Ok(()) };
         let decisions = [Decision {
             interrupt_id: interrupt_id.clone(),
             status: InterruptStatus::Expired,
@@ -157,12 +155,7 @@ impl Engine {
             decided_via: "expiry".into(),
         }];
         // An expiry is a deny (§5.3), and says so as every decision does.
-        let mut outcome = serde_json::Map::from_iter([
-            ("interruptId".to_string(), json!(interrupt_id)),
-            ("outcome".to_string(), json!("expired")),
-        ]);
-        Meaning::Deny { comment: None, why: Denial::Expired }.describe(&mut outcome);
-        let outcomes = [Value::Object(outcome)];
+        let outcomes = [meaning.outcome(interrupt_id, "expired")];
         let expired = outcomes.iter().collect::<Vec<_>>();
         let Some(thread) = inner.store.thread_by_pk(turn.thread).await? else {
             return Err(StoreError::Corrupt(format!("turn {} names a missing thread", turn.public_id)).into());

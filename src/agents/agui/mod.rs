@@ -89,8 +89,9 @@ impl Agent for AguiAgent {
         let mut state = match saved_state(&from)? {
             Some(state) => state,
             None => {
-                let earlier = earlier_turns(turn).await?;
-                let thread_key = Some(branch_thread_key(turn, &earlier).await?);
+                let (earlier, elsewhere) = turn.checkpoints_by_branch().await?;
+                let earlier = kept_upstreams(&earlier);
+                let thread_key = Some(branch_thread_key(turn, &earlier, &kept_upstreams(&elsewhere)).await?);
                 let state = earlier.into_iter().next().and_then(|upstream| upstream.state);
                 Upstream { state, thread_key, ..Upstream::default() }
             }
@@ -553,16 +554,16 @@ async fn default_thread_key(turn: &TurnContext) -> Result<String, AgentError> {
 /// branch said there: a regenerate or an edit would meet a session that has seen its message
 /// and answers nothing. So a turn whose upstream thread another branch has used starts an
 /// upstream thread of its own, named after it, given the branch's whole conversation.
-async fn branch_thread_key(turn: &TurnContext, earlier: &[Upstream]) -> Result<String, AgentError> {
+/// (`elsewhere`: what the agent kept in the thread's turns on other branches.)
+async fn branch_thread_key(
+    turn: &TurnContext,
+    earlier: &[Upstream],
+    elsewhere: &[Upstream],
+) -> Result<String, AgentError> {
     let default = default_thread_key(turn).await?;
     let inherited = earlier.iter().find_map(|upstream| upstream.thread_key.clone()).unwrap_or_else(|| default.clone());
-    let used_elsewhere = turn
-        .off_branch_checkpoints()
-        .await?
-        .iter()
-        .filter_map(|saved| serde_json::from_str::<Checkpoint>(saved).ok()?.conversation)
-        .filter_map(|kept| serde_json::from_value::<Upstream>(kept).ok())
-        .any(|upstream| upstream.thread_key.as_ref().unwrap_or(&default) == &inherited);
+    let used_elsewhere =
+        elsewhere.iter().any(|upstream| upstream.thread_key.as_ref().unwrap_or(&default) == &inherited);
     Ok(match used_elsewhere {
         true => format!("{default}:{}", turn.turn_id()),
         false => inherited,
@@ -571,13 +572,16 @@ async fn branch_thread_key(turn: &TurnContext, earlier: &[Upstream]) -> Result<S
 
 /// What this agent kept of its upstream in the thread's earlier turns, newest first.
 async fn earlier_turns(turn: &TurnContext) -> Result<Vec<Upstream>, AgentError> {
-    Ok(turn
-        .earlier_checkpoints()
-        .await?
+    Ok(kept_upstreams(&turn.earlier_checkpoints().await?))
+}
+
+/// What this agent kept of its upstream in each of the `saved` checkpoints that hold it.
+fn kept_upstreams(saved: &[String]) -> Vec<Upstream> {
+    saved
         .iter()
         .filter_map(|saved| serde_json::from_str::<Checkpoint>(saved).ok()?.conversation)
         .filter_map(|kept| serde_json::from_value::<Upstream>(kept).ok())
-        .collect())
+        .collect()
 }
 
 /// Renames the gateway's ids of what the upstream said (messages, tool calls, results) to the

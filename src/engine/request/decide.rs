@@ -302,13 +302,7 @@ impl Engine {
             let outcomes: Vec<Value> = plans
                 .iter()
                 .map(|plan| match plan {
-                    EntryPlan::Decide { interrupt_id, meaning, .. } => {
-                        let mut outcome = serde_json::Map::new();
-                        outcome.insert("interruptId".into(), json!(interrupt_id));
-                        outcome.insert("outcome".into(), json!("decided"));
-                        meaning.describe(&mut outcome);
-                        Value::Object(outcome)
-                    }
+                    EntryPlan::Decide { interrupt_id, meaning, .. } => meaning.outcome(interrupt_id, "decided"),
                     EntryPlan::AlreadyDecided { interrupt_id, .. } => {
                         json!({ "interruptId": interrupt_id, "outcome": "already_decided" })
                     }

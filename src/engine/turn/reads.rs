@@ -33,34 +33,32 @@ impl TurnContext {
     /// The checkpoints of the earlier turns of this turn's branch and agent, newest first (an
     /// agent that keeps what an upstream last said across turns reads it there).
     pub async fn earlier_checkpoints(&self) -> Result<Vec<String>, AgentError> {
-        let turns = self
-            .patiently("the thread could not be read", || self.store().thread_turns(self.identity().thread_pk))
-            .await?;
-        // Only the turns of this turn's own branch: what a sibling branch's upstream said is
-        // not this conversation's (§6).
-        Ok(crate::store::branches::ending_at(&turns, self.identity().turn_pk)
-            .into_iter()
-            .rev()
-            .filter(|turn| turn.pk != self.identity().turn_pk && turn.agent == self.identity().agent)
-            .filter_map(|turn| turn.checkpoint)
-            .collect())
+        Ok(self.checkpoints_by_branch().await?.0)
     }
 
-    /// The checkpoints of this agent's turns of the thread on other branches than this turn's
-    /// (neither this turn nor one before it on its branch): what an agent that keeps a session
-    /// per branch reads to know which sessions another branch has used (§6).
-    pub async fn off_branch_checkpoints(&self) -> Result<Vec<String>, AgentError> {
+    /// This agent's checkpoints of the thread, from one read of its turns: those of the earlier
+    /// turns of this turn's branch, newest first — only they are this conversation's (§6) — and
+    /// those of the turns on other branches, which an agent keeping a session per branch reads
+    /// to know which sessions another branch has used.
+    pub async fn checkpoints_by_branch(&self) -> Result<(Vec<String>, Vec<String>), AgentError> {
         let turns = self
             .patiently("the thread could not be read", || self.store().thread_turns(self.identity().thread_pk))
             .await?;
-        let on_branch: Vec<i64> =
-            crate::store::branches::ending_at(&turns, self.identity().turn_pk).iter().map(|turn| turn.pk).collect();
-        Ok(turns
+        let (this_turn, agent) = (self.identity().turn_pk, &self.identity().agent);
+        let branch = crate::store::branches::ending_at(&turns, this_turn);
+        let on_branch: Vec<i64> = branch.iter().map(|turn| turn.pk).collect();
+        let earlier = branch
             .into_iter()
-            .filter(|turn| !on_branch.contains(&turn.pk) && turn.pk != self.identity().turn_pk)
-            .filter(|turn| turn.agent == self.identity().agent)
+            .rev()
+            .filter(|turn| turn.pk != this_turn && turn.agent == *agent)
             .filter_map(|turn| turn.checkpoint)
-            .collect())
+            .collect();
+        let elsewhere = turns
+            .into_iter()
+            .filter(|turn| !on_branch.contains(&turn.pk) && turn.pk != this_turn && turn.agent == *agent)
+            .filter_map(|turn| turn.checkpoint)
+            .collect();
+        Ok((earlier, elsewhere))
     }
 
     /// The thread's editable state (§7): the keys clients wrote, as an object.
