@@ -9,7 +9,8 @@
 // Needs a built gateway (AGUI_GATEWAY_BIN, else target/debug/agui-gateway) and Chromium
 // (CHROMIUM_PATH, else /usr/bin/chromium: Debian's `chromium` package). Cases:
 //   1. a message streams its answer; the tool call waits; Approve runs it; its result, the board
-//      note and the final text appear (and the gateway's record agrees); docs/img/chat-app.png
+//      note and the final text appear (and the gateway's record agrees); a screenshot
+//      (target/screenshots/chat-app.png, or docs/img/ with AGUI_UPDATE_SCREENSHOTS=1)
 //   2. a second message on the same thread (the history the page sends back is accepted), and
 //      Edit: the form built from the responseSchema changes the call's arguments
 //   3. the question agent: its choices are buttons, and a click answers the question
@@ -39,7 +40,10 @@ import { startCuttingRelay } from "../clients/lib/cutting-relay.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const exampleDir = path.join(repoRoot, "examples/chat-app");
-const screenshotPath = path.join(repoRoot, "docs/img/chat-app.png");
+// The screenshot the README shows is taken again into docs/img only when asked
+// (AGUI_UPDATE_SCREENSHOTS=1): a test run leaves the checkout as it found it.
+const screenshotDir = process.env.AGUI_UPDATE_SCREENSHOTS === "1" ? "docs/img" : "target/screenshots";
+const screenshotPath = path.join(repoRoot, screenshotDir, "chat-app.png");
 const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 
 // What the example's agents say (examples/chat-app/gateway.toml), for the message typed here.

@@ -18,7 +18,8 @@
 //   6. a thread: conversation, board, the running turn live, cancel; the threads list with its
 //      filter; delete with a confirmation; a tenant admin reads a thread's audit trail
 //   7. phone-sized, keyboard: j moves to a card, a approves it
-// Screenshots of each screen go to docs/img/console-*.png. Prints PASS/FAIL per case.
+// Screenshots of each screen go to target/screenshots/console-*.png (docs/img/ with
+// AGUI_UPDATE_SCREENSHOTS=1). Prints PASS/FAIL per case.
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -30,7 +31,9 @@ import { startGateway, gatewayBinary } from "../clients/lib/gateway.mjs";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const exampleDir = path.join(repoRoot, "examples/chat-app");
-const imageDir = path.join(repoRoot, "docs/img");
+// The screenshots the docs show are taken again into docs/img only when asked
+// (AGUI_UPDATE_SCREENSHOTS=1): a test run leaves the checkout as it found it.
+const imageDir = path.join(repoRoot, process.env.AGUI_UPDATE_SCREENSHOTS === "1" ? "docs/img" : "target/screenshots");
 const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 
 const CONFIG = `
