@@ -167,14 +167,24 @@ impl Engine {
         tokio::spawn(tracing::Instrument::instrument(task, span));
     }
 
-    /// Cancels the thread's running turn (§4.1); the turn ends with outcome `cancelled`.
+    /// Cancels the thread's unfinished turn (§4.1), running or waiting; the turn ends with
+    /// outcome `cancelled`. The one path of the cancel route, CopilotKit's stop and the
+    /// console's cancel (a thread's delete stops its turn the same way before it erases).
     pub async fn cancel(&self, tenant: &str, caller: &Caller, thread_id: &ThreadId) -> Result<String, EngineError> {
         let store = &self.inner.store;
         let thread = self.readable_thread(tenant, caller, thread_id).await?;
         let turns = store.thread_turns(thread.pk).await?;
-        let Some(turn) = turns.last().filter(|t| t.status == TurnStatus::Running) else {
-            return Err(EngineError::NotRunning("no turn is running on this thread".into()));
+        let Some(turn) = turns.last().filter(|t| !t.status.is_finished()) else {
+            return Err(EngineError::NotRunning("no turn is running or waiting on this thread".into()));
         };
+        if turn.status == TurnStatus::Waiting {
+            // Its interrupts are withdrawn and it is set running, to be ended by a runner here.
+            if let Some(epoch) = store.cancel_waiting_turn(turn.pk, &self.inner.instance, None).await? {
+                self.go_on(turn.pk, epoch).await?;
+                return Ok(turn.public_id.clone());
+            }
+            // Decided meanwhile: it runs now, and is cancelled as a running turn is.
+        }
         if !self.request_cancel(turn.pk).await? {
             return Err(EngineError::NotRunning("the turn finished before it could be cancelled".into()));
         }

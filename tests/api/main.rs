@@ -25,6 +25,7 @@ mod bad_input;
 mod binary_transport;
 mod board;
 mod branches;
+mod cancels;
 mod capabilities;
 mod cards;
 mod clock;

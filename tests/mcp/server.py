@@ -110,6 +110,19 @@ async def slow_charge(amount: int, ctx: Context) -> str:
     return CHARGED[key]
 
 
+@server.tool(description="Looks something up and never answers: a call a cancel must stop.")
+async def stall(ctx: Context) -> str:
+    record(ctx, "stall", {})
+    entry = CALLS[-1]
+    try:
+        await anyio.sleep(3600)
+    except anyio.get_cancelled_exc_class():
+        # The client cancelled the request (`notifications/cancelled`) or went away.
+        entry["cancelled"] = True
+        raise
+    return "never"
+
+
 @server.tool(description="Looks an account up with the caller's token, and (carelessly) says which token.")
 def lookup(account: str, token: str, ctx: Context) -> str:
     record(ctx, "lookup", {"account": account, "token": token})

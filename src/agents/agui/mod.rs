@@ -391,7 +391,10 @@ impl AguiAgent {
         if let (true, Some(id)) = (reconnecting, &last_event_id) {
             request = request.header("last-event-id", id.as_str());
         }
-        let response = request.send().await.map_err(|e| {
+        // A cancel (or a hand-over) closes the connection at once: to an AG-UI upstream, whose
+        // protocol has no cancel of its own, that is the cancel.
+        let stopped = RelayFailure::Broke;
+        let response = turn.unless_stopped(request.send()).await.map_err(stopped)?.map_err(|e| {
             refused(format!("the upstream agent could not be reached: {}", crate::agents::http::unreachable_reason(e)))
         })?;
         let status = response.status();
@@ -421,7 +424,15 @@ impl AguiAgent {
         let mut decoder = SseDecoder::new();
         let mut first = true;
         let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
+        let stop = turn.stop_asked();
+        tokio::pin!(stop);
+        loop {
+            let next = tokio::select! {
+                biased;
+                why = &mut stop => return Err(RelayFailure::Broke(why)),
+                next = body.next() => next,
+            };
+            let Some(chunk) = next else { break };
             let chunk = chunk.map_err(|e| AgentError::FailedOn {
                 what: "the upstream agent's stream broke off".into(),
                 source: Box::new(e.without_url()),

@@ -241,6 +241,29 @@ impl Agent for OpenaiAgent {
     }
 }
 
+/// A tool's work, unless the turn is asked to stop first (§4.1): the request is dropped. On a
+/// cancel the call gets a result saying so, so the conversation never holds a call without one
+/// (the next model call would be refused); on a hand-over the step is left for the next owner,
+/// which runs the call again under the same idempotency key.
+async fn until_stopped<T>(
+    turn: &mut TurnContext,
+    call: &PendingCall,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, AgentError> {
+    match turn.unless_stopped(work).await {
+        Err(AgentError::Cancelled) => {
+            // What the step held (nothing said yet but a pinned note) goes in before the result.
+            turn.release_held().await?;
+            turn.tool_result(&call.gateway_id, CANCELLED_TOOL).await?;
+            Err(AgentError::Cancelled)
+        }
+        other => other,
+    }
+}
+
+/// The result of a tool call the turn's cancel cut short.
+const CANCELLED_TOOL: &str = "error: the turn was cancelled while this tool ran; it may have acted";
+
 /// How the agent names itself when it reports what it spent ([`TurnContext::report_usage`]).
 const USAGE_REPORTER: &str = "openai";
 
@@ -424,9 +447,8 @@ impl OpenaiAgent {
                 (CallKind::Http(tool), Some(decision)) => {
                     if decision["approved"] == Value::Bool(true) {
                         let key = idempotency_key(turn, &call).await?;
-                        Outcome::failed(
-                            self.run_tool(tool, &approved_arguments(decision, &tool.policy, &call), &key).await,
-                        )
+                        let arguments = approved_arguments(decision, &tool.policy, &call);
+                        Outcome::failed(until_stopped(turn, &call, self.run_tool(tool, &arguments, &key)).await?)
                     } else {
                         Outcome::failed(not_run(decision))
                     }
@@ -435,18 +457,18 @@ impl OpenaiAgent {
                     if decision["approved"] == Value::Bool(true) {
                         let key = idempotency_key(turn, &call).await?;
                         ran_with = approved_arguments(decision, &server.policy, &call);
-                        self.mcp.call(server, &tool, &ran_with, &key).await
+                        until_stopped(turn, &call, self.mcp.call(server, &tool, &ran_with, &key)).await?
                     } else {
                         Outcome::failed(not_run(decision))
                     }
                 }
                 (CallKind::Mcp(server, tool), None) => {
                     let key = idempotency_key(turn, &call).await?;
-                    self.mcp.call(server, &tool, &call.arguments, &key).await
+                    until_stopped(turn, &call, self.mcp.call(server, &tool, &call.arguments, &key)).await?
                 }
                 (CallKind::Http(tool), None) => {
                     let key = idempotency_key(turn, &call).await?;
-                    Outcome::failed(self.run_tool(tool, &call.arguments, &key).await)
+                    Outcome::failed(until_stopped(turn, &call, self.run_tool(tool, &call.arguments, &key)).await?)
                 }
                 _ => Outcome::failed(format!("error: the tool '{}' is not available; nothing was run", call.name)),
             };

@@ -60,7 +60,8 @@ impl OpenaiAgent {
         if let Some(max_tokens) = self.config.max_tokens {
             body["max_tokens"] = json!(max_tokens);
         }
-        let response = self.send_with_retries(&body).await?;
+        // A cancel drops the request (and its retries' waits) at once: the model sees it end.
+        let response = turn.unless_stopped(self.send_with_retries(&body)).await??;
         let mut answer = ModelAnswer::default();
         let mut message: Option<String> = None;
         let mut reasoning: Option<Reasoning> = None;
@@ -68,7 +69,17 @@ impl OpenaiAgent {
         let mut started: Vec<u64> = Vec::new();
         let mut decoder = SseDecoder::new();
         let mut stream = response.bytes_stream();
-        'read: while let Some(chunk) = stream.next().await {
+        // Held for the whole answer (made once, not per chunk): a cancel or a hand-over ends
+        // the read between two chunks, and dropping the stream closes the model's connection.
+        let stop = turn.stop_asked();
+        tokio::pin!(stop);
+        'read: loop {
+            let next = tokio::select! {
+                biased;
+                why = &mut stop => return Err(why),
+                next = stream.next() => next,
+            };
+            let Some(chunk) = next else { break 'read };
             let chunk = chunk.map_err(|e| AgentError::FailedOn {
                 what: "the model's stream broke off".into(),
                 source: Box::new(e.without_url()),

@@ -222,6 +222,34 @@ impl TurnContext {
         }
     }
 
+    /// Resolves, with what the agent is to return, once the engine asks the turn anything but
+    /// to run (§4.1: a cancel reaches the turn at once, whatever it waits on). It borrows
+    /// nothing of the context, so an agent holds one across its own writes while it reads a
+    /// model's or an upstream's stream.
+    pub fn stop_asked(&self) -> impl std::future::Future<Output = AgentError> + Send + 'static {
+        let mut signal = self.signal.clone();
+        async move {
+            let _ = signal.wait_for(|s| *s != TurnSignal::Run).await;
+            let asked = *signal.borrow();
+            match asked {
+                TurnSignal::Cancel => AgentError::Cancelled,
+                // (A dropped sender leaves `Run`: the engine is gone, the turn stops here.)
+                TurnSignal::Run | TurnSignal::HandOver | TurnSignal::Lost => AgentError::Stopped,
+            }
+        }
+    }
+
+    /// Waits for `work` (a request to the world: a model, an upstream, a tool) unless the turn
+    /// is asked to stop first; then `work` is dropped — its connection closed, so the other side
+    /// sees the request end — and the reason is returned.
+    pub async fn unless_stopped<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T, AgentError> {
+        tokio::select! {
+            biased;
+            why = self.stop_asked() => Err(why),
+            done = work => Ok(done),
+        }
+    }
+
     /// Resolves once the engine asks the turn anything but to run (cancel, hand over, lost).
     pub(super) async fn signalled(&self) {
         let mut signal = self.signal.clone();

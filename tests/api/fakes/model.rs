@@ -1,8 +1,11 @@
 //! [`ScriptedModel`]: an OpenAI-compatible model server (`POST /v1/chat/completions`) on a
 //! random port. Its script answers each request from the conversation it is sent (so a repeated
-//! call gets the same answer) and the call's number; every request is recorded.
+//! call gets the same answer) and the call's number; every request is recorded, and so is every
+//! answer its caller closed before it was whole ([`ScriptedModel::cut`]).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -31,6 +34,9 @@ pub type Script = Arc<dyn Fn(&Value, usize) -> Reply + Send + Sync>;
 pub struct ScriptedModel {
     pub url: String,
     pub requests: Arc<Mutex<Vec<Value>>>,
+    /// Answers (a [`Reply::Body`] or a [`Reply::Hang`]) whose caller closed the request before
+    /// the answer was whole.
+    cut: Arc<AtomicUsize>,
 }
 
 impl ScriptedModel {
@@ -38,23 +44,24 @@ impl ScriptedModel {
     pub async fn start(script: impl Fn(&Value, usize) -> Reply + Send + Sync + 'static) -> ScriptedModel {
         let script: Script = Arc::new(script);
         let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let recorded = requests.clone();
+        let cut: Arc<AtomicUsize> = Arc::default();
+        let (recorded, counted) = (requests.clone(), cut.clone());
         let app = axum::Router::new().route(
             "/v1/chat/completions",
             post(move |Json(request): Json<Value>| {
-                let (recorded, script) = (recorded.clone(), script.clone());
+                let (recorded, script, counted) = (recorded.clone(), script.clone(), counted.clone());
                 async move {
                     let call = {
                         let mut all = recorded.lock().unwrap_or_else(|p| p.into_inner());
                         all.push(request.clone());
                         all.len()
                     };
-                    respond(script(&request, call)).await
+                    respond(script(&request, call), counted).await
                 }
             }),
         );
         let address = super::serve(app).await;
-        ScriptedModel { url: format!("http://{address}/v1"), requests }
+        ScriptedModel { url: format!("http://{address}/v1"), requests, cut }
     }
 
     /// Starts a model answering by [`plan`].
@@ -78,6 +85,22 @@ impl ScriptedModel {
         self.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// How many answers were cut by their caller closing the request (a cancel drops it).
+    pub fn cut(&self) -> usize {
+        self.cut.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` answers were cut (the gateway closed its requests), within
+    /// [`crate::helpers::PATIENCE`]; how long it took.
+    pub async fn until_cut(&self, n: usize) -> Duration {
+        let started = std::time::Instant::now();
+        while self.cut() < n {
+            assert!(started.elapsed() < crate::helpers::PATIENCE, "{} of {n} answers cut", self.cut());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        started.elapsed()
+    }
+
     /// How many requests came so far.
     pub fn calls(&self) -> usize {
         self.requests.lock().unwrap_or_else(|p| p.into_inner()).len()
@@ -97,19 +120,66 @@ pub fn assistant_toml(base_url: &str, more: &str) -> String {
     openai_toml("assistant", base_url, more)
 }
 
-async fn respond(reply: Reply) -> Response {
+/// Counts an answer as cut when it is dropped before it was sent whole.
+struct CutGuard {
+    cut: Arc<AtomicUsize>,
+    whole: bool,
+}
+
+impl Drop for CutGuard {
+    fn drop(&mut self) {
+        if !self.whole {
+            self.cut.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+async fn respond(reply: Reply, cut: Arc<AtomicUsize>) -> Response {
     let streamed = [("content-type", "text/event-stream")];
     match reply {
         Reply::Stream(body) => (StatusCode::OK, streamed, body).into_response(),
-        Reply::Body(body) => (StatusCode::OK, streamed, body).into_response(),
+        Reply::Body(body) => {
+            let mut data = body.into_data_stream();
+            let watched = async_stream::stream! {
+                let mut guard = CutGuard { cut, whole: false };
+                while let Some(piece) = futures_util::StreamExt::next(&mut data).await {
+                    yield piece;
+                }
+                guard.whole = true;
+            };
+            (StatusCode::OK, streamed, axum::body::Body::from_stream(watched)).into_response()
+        }
         Reply::RateLimited { retry_after_secs } => {
             let body = json!({"error": {"message": "Rate limit reached", "type": "requests"}});
             let headers =
                 [("content-type", "application/json".to_string()), ("retry-after", retry_after_secs.to_string())];
             (StatusCode::TOO_MANY_REQUESTS, headers, body.to_string()).into_response()
         }
-        Reply::Hang => std::future::pending().await,
+        Reply::Hang => {
+            let _guard = CutGuard { cut, whole: false };
+            std::future::pending().await
+        }
     }
+}
+
+/// An answer of `words` words (`w1 w2 …`), one every `gap`, then its usage: a model that is
+/// slow to say it all (a cancel or a restart comes in the middle).
+pub fn slowly(words: usize, gap: Duration) -> Reply {
+    let pieces = async_stream::stream! {
+        for word in 1..=words {
+            if word > 1 {
+                tokio::time::sleep(gap).await;
+            }
+            yield Ok::<_, std::convert::Infallible>(chunks::chunk(json!({"content": format!("w{word} ")})));
+        }
+        yield Ok(chunks::usage(12, words as u64) + DONE);
+    };
+    Reply::Body(axum::body::Body::from_stream(pieces))
+}
+
+/// The text of a whole [`slowly`] answer of `words` words.
+pub fn slow_text(words: usize) -> String {
+    (1..=words).map(|word| format!("w{word} ")).collect()
 }
 
 /// A script that works through `calls` one per answer: a tool call for each of them not yet

@@ -50,3 +50,38 @@ pub async fn start_keyed_tool(answer: &'static str, hanging_call: Option<usize>)
     );
     (format!("http://{}/charge", super::serve(app).await), keys)
 }
+
+/// How often a tool was called, and how many of those calls its caller closed unanswered.
+#[derive(Clone, Default)]
+pub struct StallCounts {
+    pub called: Arc<std::sync::atomic::AtomicUsize>,
+    pub closed: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts a call as closed when the request is dropped unanswered.
+struct ClosedGuard(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for ClosedGuard {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A tool at `…/stall` that never answers (a payment provider that hangs), counting its calls
+/// and the calls the gateway closed.
+pub async fn start_stalled_tool() -> (String, StallCounts) {
+    let counts = StallCounts::default();
+    let seen = counts.clone();
+    let app = axum::Router::new().route(
+        "/stall",
+        post(move || {
+            let seen = seen.clone();
+            async move {
+                seen.called.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _closed = ClosedGuard(seen.closed.clone());
+                std::future::pending::<&'static str>().await
+            }
+        }),
+    );
+    (format!("http://{}/stall", super::serve(app).await), counts)
+}

@@ -38,7 +38,10 @@
 //   POST /agents/surface        an A2UI surface (`order-form`, a button) as the A2UI middleware
 //                               shows one; given a person's action last, as the middleware gives
 //                               it, says what was pressed
-//   GET|DELETE /requests        every POST received, as {path, headers, body}, in order
+//   POST /agents/slow-words     one message of 100 words, a word every 100 ms
+//   GET|DELETE /requests        every POST received, as {path, headers, body}, in order; an
+//                               answer its client closed before it was whole also says
+//                               `closedByClient: true`
 //
 // The Python server serves the routes above /agents/thinking and /agents/fails, and surface (the
 // same form and answer, drawn there with ag-ui-a2ui-toolkit); parts-result, frontend-tool,
@@ -429,6 +432,12 @@ function slowSubagentEvents(input) {
   ];
 }
 
+// One long message said slowly: a client cancels (or an instance stops) in the middle of it.
+function slowWordsEvents(input) {
+  const words = Array.from({ length: 100 }, (_, i) => `u${i + 1} `);
+  return [runStarted(input), ...textMessage(`${input.runId}-words`, words), runFinished(input, { type: "success" })];
+}
+
 function sendJson(res, status, value) {
   const body = JSON.stringify(value);
   res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
@@ -467,6 +476,7 @@ const ROUTES = {
   "/agents/once": { events: onceEvents, gapMs: 200 },
   "/agents/subagents": { events: subagentEvents },
   "/agents/slow-subagent": { events: slowSubagentEvents, gapMs: 100 },
+  "/agents/slow-words": { events: slowWordsEvents, gapMs: 100 },
 };
 
 async function handle(req, res) {
@@ -489,7 +499,8 @@ async function handle(req, res) {
   } catch {
     body = raw; // recorded as sent, so a test sees what arrived even when it is not JSON
   }
-  received.push({ path: req.url, headers: headersOf(req), body });
+  const entry = { path: req.url, headers: headersOf(req), body };
+  received.push(entry);
 
   const route = ROUTES[url.pathname];
   if (!route) return sendJson(res, 404, { error: `no agent at ${url.pathname}` });
@@ -515,7 +526,10 @@ async function handle(req, res) {
   res.writeHead(200, { "Content-Type": encoder.getContentType(), "Cache-Control": "no-cache", Connection: "keep-alive" });
   res.socket?.setNoDelay(true);
   let gone = false;
-  res.on("close", () => { gone = true; });
+  res.on("close", () => {
+    gone = true;
+    if (!res.writableFinished) entry.closedByClient = true;
+  });
   if (route.oneWrite) {
     const encoded = events.map((event) => encoder.encodeBinary({ ...event, timestamp: event.timestamp ?? Date.now() }));
     res.write(Buffer.concat(encoded));
