@@ -153,11 +153,28 @@ pub fn fold_turn(messages: &mut Vec<InputMessage>, turn: &TurnRow, events: &[Sto
             name: None,
         }));
     }
+    // Where each message and tool call of this turn began, for a cut event (§4.6) that
+    // withdraws what a run said from a point on; kept only when the log holds one.
+    let mut born: Option<Vec<(String, i64)>> = events.iter().any(is_cut).then(Vec::new);
     for stored in events {
         let Ok(envelope) = serde_json::from_slice::<Envelope>(&stored.body) else {
             continue;
         };
+        if let Some(born) = born.as_mut() {
+            if let Some(id) = begun_by(&envelope.event) {
+                born.push((id.to_string(), stored.seq));
+            }
+        }
         match envelope.event {
+            Event::Custom { name, value, .. } if name == super::log::events::CUT_EVENT => {
+                let Ok(cut) = serde_json::from_value::<super::log::events::CutEvent>(value) else { continue };
+                let mut withdrawn: std::collections::HashSet<String> =
+                    cut.messages.into_iter().chain(cut.tool_calls).collect();
+                if let (Some(from_seq), Some(born)) = (cut.from_seq, born.as_ref()) {
+                    withdrawn.extend(born.iter().filter(|(_, seq)| *seq >= from_seq).map(|(id, _)| id.clone()));
+                }
+                withdraw(messages, &withdrawn);
+            }
             Event::TextMessageStart { message_id, .. } => {
                 messages.push(InputMessage::Assistant(AssistantMessage {
                     id: message_id,
@@ -267,6 +284,51 @@ fn update_activity(messages: &mut [InputMessage], id: &str, activity_type: Strin
         message.content = content;
         message.activity_type = activity_type;
     }
+}
+
+/// Whether a stored event is a cut event (told by its bytes: most logs hold none).
+fn is_cut(stored: &StoredEvent) -> bool {
+    stored.kind == crate::store::EventKind::Plain
+        && memchr::memmem::find(&stored.body, super::log::events::CUT_EVENT.as_bytes()).is_some()
+}
+
+/// The message or tool call an event begins, by the id a cut event names it by.
+fn begun_by(event: &Event) -> Option<&str> {
+    match event {
+        Event::TextMessageStart { message_id, .. }
+        | Event::ToolCallResult { message_id, .. }
+        | Event::ActivitySnapshot { message_id, .. } => Some(message_id),
+        Event::ToolCallStart { tool_call_id, .. } => Some(tool_call_id),
+        _ => None,
+    }
+}
+
+/// Leaves out of the conversation the messages and tool calls a cut withdrew (with the results
+/// of those calls); a message left with neither words nor calls goes too.
+fn withdraw(messages: &mut Vec<InputMessage>, withdrawn: &std::collections::HashSet<String>) {
+    if withdrawn.is_empty() {
+        return;
+    }
+    messages.retain_mut(|message| match message {
+        InputMessage::User(_) => true,
+        InputMessage::Tool(tool) => !withdrawn.contains(&tool.id) && !withdrawn.contains(&tool.tool_call_id),
+        InputMessage::Assistant(assistant) => {
+            let mut touched = withdrawn.contains(&assistant.id);
+            if touched {
+                assistant.content = None;
+            }
+            if let Some(calls) = assistant.tool_calls.as_mut() {
+                let before = calls.len();
+                calls.retain(|call| !withdrawn.contains(&call.id));
+                touched |= calls.len() != before;
+                if calls.is_empty() {
+                    assistant.tool_calls = None;
+                }
+            }
+            !touched || assistant.content.as_deref().is_some_and(|c| !c.is_empty()) || assistant.tool_calls.is_some()
+        }
+        other => !withdrawn.contains(other.id()),
+    });
 }
 
 fn has_result(messages: &[InputMessage], tool_call_id: &str) -> bool {

@@ -39,6 +39,7 @@ mod credentials;
 mod deciders;
 mod decisions;
 mod delegation;
+mod deploys;
 mod edge;
 mod fencing;
 mod followers;

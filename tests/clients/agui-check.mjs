@@ -24,7 +24,8 @@
 // CA is trusted with NODE_EXTRA_CA_CERTS=ca.pem.
 //
 // What the client prints with console.warn is a WARN, or a FAIL with --strict.
-// Prints a short report and a last line `PASS  <url>` or `FAIL  <url>`.
+// Prints a short report (with the messages the client holds at the end, as JSON on the line
+// `messages`) and a last line `PASS  <url>` or `FAIL  <url>`.
 // Exit status: 0 PASS, 1 FAIL, 2 usage (bad arguments, unreadable input, packages missing).
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
@@ -373,6 +374,9 @@ if (!options.quiet) {
     `  events   ${events.length}: ${events.map((e) => e.type).join(" ")}`.trimEnd(),
     `  client   ${clientVerdict}`,
     `  outcome  ${outcomeLine()}`,
+    // What the client holds at the end (each message's role and words): a snapshot applied
+    // mid-run shows here as the client applied it.
+    `  messages ${JSON.stringify(agent.messages.map((m) => ({ role: m.role, content: typeof m.content === "string" ? m.content : null })))}`,
     ...failures.map((f) => `  FAIL  ${f}`),
     ...warnings.map((w) => `  WARN  ${w}`),
   ];

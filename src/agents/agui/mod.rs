@@ -154,10 +154,18 @@ impl Agent for AguiAgent {
                     state.live = Some(LiveRun::new(turn, state.runs, turn.next_seq(), resume));
                 }
                 Attempt::Again => {
-                    // What the cut left open ends where the log stopped; the run starts over.
-                    turn.close_open_items().await?;
-                    let (before, resume) =
-                        state.live.take().map_or((turn.next_seq(), None), |cut| (cut.conversation_before, cut.resume));
+                    // What the cut left open ends where the log stopped, and what the cut run said
+                    // is withdrawn from the conversation: the run starts over and says it again.
+                    let (before, resume) = match state.live.take() {
+                        Some(cut) => {
+                            turn.withdraw_since(cut.conversation_before).await?;
+                            (cut.conversation_before, cut.resume)
+                        }
+                        None => {
+                            turn.close_open_items().await?;
+                            (turn.next_seq(), None)
+                        }
+                    };
                     state.runs += 1;
                     let mut again = LiveRun::new(turn, state.runs, before, resume);
                     again.rerun = true;
@@ -474,10 +482,14 @@ impl AguiAgent {
             }
             if opening && matches!(event, Event::RunStarted { .. }) {
                 // The upstream began the run anew instead of continuing it: what the cut
-                // left open ends, and this is the run from its start.
-                turn.close_open_items().await?;
-                if let Some(live) = state.live.as_mut() {
-                    live.restart();
+                // left open ends, what the cut run said is withdrawn, and this is the run from
+                // its start.
+                match state.live.as_mut() {
+                    Some(live) => {
+                        turn.withdraw_since(live.conversation_before).await?;
+                        live.restart();
+                    }
+                    None => turn.close_open_items().await?,
                 }
             }
             // Each event with an id commits with the position it leaves the run at.

@@ -26,6 +26,9 @@ pub const RESUMED_EVENT: &str = "gateway.resumed-event";
 /// A card: an answer that matched its agent's card schema (§3). Sent as stored, to callers who
 /// may read content.
 pub const CARD_EVENT: &str = "gateway.card";
+/// What a cut answer said, withdrawn from the conversation because it is given again whole
+/// (§4.6): rendered as the `MESSAGES_SNAPSHOT` without it.
+pub const CUT_EVENT: &str = "gateway.cut";
 
 /// Rendered for a caller who may decide none of a wait's interrupts: who decides them.
 pub const WAITING_FOR_OTHERS: &str = "gateway.waiting";
@@ -60,6 +63,23 @@ pub struct ResumedEvent {
     pub board: Option<Vec<Value>>,
 }
 
+/// The body of a cut event: which messages and tool calls of the turn a crash (or a hand-over,
+/// or an upstream that could not continue) cut, whose step is run again and says them anew.
+/// Folded conversations leave them out; the log keeps them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CutEvent {
+    /// Text messages cut off mid-answer (by the gateway's ids).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<String>,
+    /// Tool calls cut off before their arguments were whole.
+    #[serde(default, rename = "toolCalls", skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<String>,
+    /// Everything the turn's log said from this event on (a run given again from its start:
+    /// the cut run's messages, calls and results, the ended ones too).
+    #[serde(default, rename = "fromSeq", skip_serializing_if = "Option::is_none")]
+    pub from_seq: Option<i64>,
+}
+
 /// The body of a card event.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CardEvent {
@@ -75,6 +95,7 @@ pub enum GatewayEvent {
     ClientWait(ClientWaitEvent),
     Resumed(ResumedEvent),
     Card(CardEvent),
+    Cut(CutEvent),
 }
 
 impl GatewayEvent {
@@ -84,6 +105,7 @@ impl GatewayEvent {
             GatewayEvent::ClientWait(_) => CLIENT_WAIT_EVENT,
             GatewayEvent::Resumed(_) => RESUMED_EVENT,
             GatewayEvent::Card(_) => CARD_EVENT,
+            GatewayEvent::Cut(_) => CUT_EVENT,
         }
     }
 
@@ -95,6 +117,7 @@ impl GatewayEvent {
             GatewayEvent::ClientWait(body) => serde_json::to_value(body)?,
             GatewayEvent::Resumed(body) => serde_json::to_value(body)?,
             GatewayEvent::Card(body) => serde_json::to_value(body)?,
+            GatewayEvent::Cut(body) => serde_json::to_value(body)?,
         };
         Ok(Event::Custom { name, value, subagent_run_id: None })
     }
@@ -143,6 +166,8 @@ pub enum PlainEvent {
     Reasoning,
     /// An `ACTIVITY_*` event (relayed from an upstream): content too.
     Activity,
+    /// A cut event: what a cut answer said is withdrawn (rendered as a `MESSAGES_SNAPSHOT`).
+    Cut,
     /// Anything else: sent as stored.
     Other,
 }
@@ -185,6 +210,7 @@ fn classify_plain_anywhere(stored: &[u8]) -> PlainEvent {
     }
     match serde_json::from_slice::<Head>(stored) {
         Ok(head) if head.kind == "CUSTOM" && head.name.as_deref() == Some(CARD_EVENT) => PlainEvent::Card,
+        Ok(head) if head.kind == "CUSTOM" && head.name.as_deref() == Some(CUT_EVENT) => PlainEvent::Cut,
         Ok(head) if head.kind == "CUSTOM" => PlainEvent::Other,
         Ok(head) => classify_kind(head.kind.as_bytes()),
         Err(_) => PlainEvent::Other,

@@ -399,6 +399,15 @@ pub(super) async fn render(
         EventKind::StateSnapshot => state_for(&plan.viewer, id, &event.body),
         EventKind::Plain => match log_events::classify_plain(&event.body) {
             PlainEvent::StateDelta => state_for(&plan.viewer, id, &event.body),
+            // A cut answer withdrawn (§4.6): the conversation as it stands now, without it, which
+            // the official client takes in place of the messages it holds; the answer follows
+            // whole.
+            PlainEvent::Cut => {
+                let turns = Box::pin(turns_of(plan, store)).await?;
+                let messages =
+                    Box::pin(conversation::load_at_in(store, &turns, plan.turn_pk, event.seq + 1, shown)).await?;
+                Ok(vec![item(Event::MessagesSnapshot { messages }, event.at_ms)?])
+            }
             // A card is content (§3): only for callers who may read it.
             // So are reasoning and activity: a caller without content sees none of their events
             // (not even empty ones), as it would see no card.

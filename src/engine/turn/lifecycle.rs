@@ -5,8 +5,9 @@
 
 use serde_json::json;
 
-use super::context::TurnContext;
+use super::context::{logged, TurnContext};
 use super::outcome::{AgentError, AgentOutput};
+use crate::engine::log::events::{CutEvent, GatewayEvent};
 use crate::engine::log::LogError;
 use crate::protocol::events::Envelope;
 use crate::protocol::{ErrorCode, Event, RunOutcome};
@@ -65,12 +66,22 @@ impl TurnContext {
     /// Closes the messages and tool calls an interrupted owner left open, where the log stopped
     /// (§4.6): the step that was saying them runs again and gives its answer whole, as a new
     /// message. Steps stay open: the work they stand for goes on.
+    ///
+    /// What they said is then withdrawn from the conversation (a cut event): the answer is
+    /// given whole again, and what the thread shows holds it once, never the fragment (the log
+    /// keeps both).
     pub(crate) async fn close_cut_items(&mut self) -> Result<(), AgentError> {
+        let mut cut = CutEvent::default();
         for (call, owner) in self.open_items().take_tool_calls() {
+            cut.tool_calls.push(call.clone());
             self.emit(Event::ToolCallEnd { tool_call_id: call, subagent_run_id: owner }).await?;
         }
         for (message, owner) in self.open_items().take_messages() {
+            cut.messages.push(message.clone());
             self.emit(Event::TextMessageEnd { message_id: message, subagent_run_id: owner }).await?;
+        }
+        if !cut.messages.is_empty() || !cut.tool_calls.is_empty() {
+            self.emit(logged(GatewayEvent::Cut(cut))?).await?;
         }
         // Reasoning cut off mid-thought is closed as it stands; the step thinks again anew.
         self.close_reasoning().await?;
@@ -78,6 +89,15 @@ impl TurnContext {
         self.answers().forget_unlabelled();
         self.open_items().forget_last_message();
         Ok(())
+    }
+
+    /// Withdraws what the turn's log said from event `from_seq` on, a run that is given again
+    /// from its start (an upstream run that could not be continued): what it left open is
+    /// closed where the log stopped, and the conversation leaves all it said out (a cut event).
+    pub async fn withdraw_since(&mut self, from_seq: i64) -> Result<(), AgentError> {
+        self.close_open_items().await?;
+        let cut = CutEvent { from_seq: Some(from_seq), ..CutEvent::default() };
+        self.emit(logged(GatewayEvent::Cut(cut))?).await
     }
 
     /// Ends the turn: closes open items, appends the terminal event and marks the turn, in one
