@@ -148,13 +148,17 @@ impl Server {
     }
 
     /// Serves on `listener` until `shutdown` resolves, then shuts down as an instance does on
-    /// SIGTERM:
+    /// SIGTERM (§4.6):
     ///
-    /// 1. stops accepting connections and ends every open stream cleanly (clients resume
-    ///    anywhere with `Last-Event-ID`);
-    /// 2. meanwhile tells the engine's turns to stop, commit what they said and give their
+    /// 1. drains ([`Engine::drain`]): `readyz` answers 503 at once, connections are still
+    ///    accepted and open streams stay open, the turns running here go on to their end for up
+    ///    to `turns.drain_secs`, and a run that still arrives is served by handing its turn to
+    ///    another instance;
+    /// 2. then stops accepting connections and ends every stream still open with a broken
+    ///    body, which clients report (and `clients/js` resumes anywhere with `Last-Event-ID`);
+    /// 3. meanwhile tells the turns still running to stop, commit what they said and give their
     ///    leases back ([`Engine::hand_over`]);
-    /// 3. returns within `turns.shutdown_grace_secs` of the shutdown even if a connection
+    /// 4. returns within `turns.shutdown_grace_secs` of the drain's end even if a connection
     ///    hangs (logged as a warning).
     ///
     /// An error of the listener before any shutdown is returned as it is.
@@ -166,9 +170,16 @@ impl Server {
         let Server { state, stop_streams, tls } = self;
         let engine = state.engine.clone();
         let grace = Duration::from_secs(state.config.turns.shutdown_grace_secs);
+        let drain = Duration::from_secs(state.config.turns.drain_secs);
         let (stopping_tx, mut stopping) = watch::channel(false);
+        let draining = engine.clone();
         let shutdown = async move {
             shutdown.await;
+            tracing::info!(
+                drain_secs = drain.as_secs(),
+                "draining: readyz answers 503; the turns running here go on to their end, new ones go elsewhere"
+            );
+            draining.drain(drain).await;
             tracing::info!("shutting down: closing streams (clients resume with Last-Event-ID) and handing turns over");
             let _ = stopping_tx.send(true);
         };

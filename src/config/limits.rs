@@ -82,6 +82,9 @@ pub struct TurnsConfig {
     pub lease_ms: u64,
     pub heartbeat_ms: u64,
     pub sweep_ms: u64,
+    /// On SIGTERM: how long the turns running here may go on to their end before what is left
+    /// is handed over (§4.6); `readyz` answers 503 meanwhile.
+    pub drain_secs: u64,
     pub shutdown_grace_secs: u64,
     /// A decision on an interrupt shown longer ago than this is checked again against what the
     /// agent would ask now (§5.3); a call that changed is superseded (`interrupt_changed`).

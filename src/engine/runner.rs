@@ -20,6 +20,33 @@ use crate::protocol::{Event, PROTOCOL_VERSION};
 use crate::store::{EventKind, TurnRow, TurnStatus, WakeUp};
 
 impl Engine {
+    /// The first half of a stop (SIGTERM, §4.6): the turns running here go on to their end for
+    /// up to `period`, while this instance takes on no turn (one started or resumed here now is
+    /// handed to another instance at once, and none is taken over). Returns once no turn runs
+    /// here, or when `period` has passed; [`Engine::hand_over`] then gives back what is left.
+    pub async fn drain(&self, period: Duration) {
+        self.inner.draining.store(true, std::sync::atomic::Ordering::Release);
+        let deadline = tokio::time::Instant::now() + period;
+        loop {
+            let running = self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).len();
+            if running == 0 {
+                tracing::info!("drained: no turn runs here any more");
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::info!(running, "the drain period ended with turns still running; they are handed over");
+                return;
+            }
+            tokio::time::sleep(DRAIN_POLL).await;
+        }
+    }
+
+    /// Whether this instance is stopping or draining (`readyz` says so: 503).
+    pub fn is_draining(&self) -> bool {
+        let inner = &self.inner;
+        inner.draining.load(std::sync::atomic::Ordering::Acquire) || inner.stopping.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Stops every turn this instance runs, commits what they said and gives the turns back
     /// (owner NULL), so other instances take them over at once; then gives the instance's own
     /// lease up. Waits at most `grace` for the turns.
@@ -58,8 +85,9 @@ impl Engine {
     /// tenant of a new turn; a taken-over turn's labelled messages are in its log already.
     pub(super) fn spawn_turn(&self, turn: TurnRow, start: TurnStart, ai_label: Option<String>) {
         let inner = self.inner.clone();
-        // A turn that starts while the instance stops is handed over at once.
-        let stopping = inner.stopping.load(std::sync::atomic::Ordering::Acquire);
+        // A turn that starts while the instance stops or drains is handed over at once.
+        let stopping = inner.stopping.load(std::sync::atomic::Ordering::Acquire)
+            || inner.draining.load(std::sync::atomic::Ordering::Acquire);
         // A turn whose cancel was asked for before this runner (its instance died after the
         // cancel, or a waiting turn was cancelled) ends `cancelled` here.
         let first = match (stopping, turn.cancel_requested) {
@@ -223,6 +251,9 @@ impl Inner {
         }
     }
 }
+
+/// How often a drain looks whether the turns running here have ended.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
 
 /// How long a taken-over turn waits for its thread to be read before it is given back.
 const TENANT_PATIENCE: Duration = Duration::from_secs(30);

@@ -52,6 +52,9 @@ pub(in crate::engine) struct Inner {
     pub(in crate::engine) running: Mutex<HashMap<i64, Runner>>,
     /// Set by [`Engine::hand_over`]: this instance takes no turn over and runs no new one.
     pub(in crate::engine) stopping: std::sync::atomic::AtomicBool,
+    /// Set by [`Engine::drain`]: the turns running here go on, but none is taken over or
+    /// started here (a new one is handed to another instance at once).
+    pub(in crate::engine) draining: std::sync::atomic::AtomicBool,
     /// Set when this instance's lease was found lapsed: the next heartbeat checks which turns
     /// it still holds (until a check succeeds).
     pub(in crate::engine) must_reconcile: std::sync::atomic::AtomicBool,
@@ -159,6 +162,7 @@ impl Engine {
                 serving,
                 running: Mutex::new(HashMap::new()),
                 stopping: std::sync::atomic::AtomicBool::new(false),
+                draining: std::sync::atomic::AtomicBool::new(false),
                 must_reconcile: std::sync::atomic::AtomicBool::new(false),
                 metrics,
                 clock,

@@ -88,8 +88,9 @@ impl Engine {
     /// by the new epoch).
     pub(super) async fn take_over_lapsed(&self, now: i64, limit: usize, include_own: bool) -> Result<(), StoreError> {
         let inner = &self.inner;
-        // A stopping instance would only take back the turns it is handing over.
-        if inner.stopping.load(Ordering::Acquire) {
+        // A stopping instance would only take back the turns it is handing over; a draining one
+        // takes on no turn.
+        if inner.stopping.load(Ordering::Acquire) || inner.draining.load(Ordering::Acquire) {
             return Ok(());
         }
         for _ in 0..limit {

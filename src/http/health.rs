@@ -64,13 +64,14 @@ async fn livez() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
-/// The database answers and the gateway is not shutting down.
+/// The database answers and the gateway is not draining or shutting down (from the moment it
+/// is asked to stop: a balancer stops sending it new requests).
 #[utoipa::path(get, path = "/readyz", tag = "operations", security(()), responses(
     (status = 200, description = "`{\"status\": \"ready\"}`", body = JsonObject),
     (status = 503, description = "the database does not answer, or shutting down (`unavailable`)", body = ErrorBody)
 ))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    if *state.shutting_down.borrow() {
+    if *state.shutting_down.borrow() || state.engine.is_draining() {
         return Err(ApiError::Unavailable("shutting down".into()));
     }
     match state.engine.store().ping().await {

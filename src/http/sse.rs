@@ -21,7 +21,6 @@
 //! caller cannot hold an unbounded number of them (`limits.max_streams_per_*`).
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -50,6 +49,10 @@ const KEEPALIVE: &[u8] = b": keepalive\n\n";
 enum Outgoing {
     Event(StreamItem),
     Keepalive,
+    /// The instance stops with the stream's run unfinished: the body ends broken (no closing
+    /// chunk on HTTP/1.1, a reset on HTTP/2), so the client reports the stream as cut instead
+    /// of taking it for a run that ended, and a resuming client reconnects (§4.6).
+    Cut,
 }
 
 /// How a stream's events go on the wire, chosen by the request's `Accept` (`runs.rs`).
@@ -98,6 +101,7 @@ fn put_frame(chunk: &mut BytesMut, outgoing: &Outgoing, framing: Framing, frames
             chunk.put_slice(b"\n\n");
         }
         Outgoing::Keepalive => chunk.put_slice(KEEPALIVE),
+        Outgoing::Cut => {}
     }
 }
 
@@ -112,7 +116,7 @@ pub struct Lifetime {
     pub max_duration: Duration,
     /// The gateway's clock: the cap is a time of day on it, and the stamp of a lone `RUN_ERROR`.
     pub clock: Arc<dyn Clock>,
-    /// Becomes true when the server shuts down: the stream ends cleanly.
+    /// Becomes true when the server shuts down: the stream ends broken ([`Outgoing::Cut`]).
     pub shutdown: watch::Receiver<bool>,
     /// Resolves when the caller's right to read ends: the stream ends with `RUN_ERROR revoked`.
     pub access_ends: Pin<Box<dyn Future<Output = AccessEnd> + Send>>,
@@ -154,7 +158,10 @@ pub fn serve_events(
                         }
                         return;
                     }
-                    () = &mut stopping => return,
+                    () = &mut stopping => {
+                        yield Outgoing::Cut;
+                        return;
+                    }
                     () = &mut cap => return,
                     item = events.next() => match item {
                         Some(item) => {
@@ -220,12 +227,16 @@ fn response(
     frames: Arc<FrameCache>,
     items: impl Stream<Item = Outgoing> + Send + 'static,
 ) -> Response {
-    let chunks = items.ready_chunks(MOST_FRAMES_PER_CHUNK).map(move |ready| {
+    let chunks = items.ready_chunks(MOST_FRAMES_PER_CHUNK).flat_map(move |ready| {
         let mut chunk = BytesMut::new();
         for outgoing in &ready {
             put_frame(&mut chunk, outgoing, framing, &frames);
         }
-        Ok::<_, Infallible>(chunk.freeze())
+        let mut pieces = vec![Ok(chunk.freeze())];
+        if ready.iter().any(|outgoing| matches!(outgoing, Outgoing::Cut)) {
+            pieces.push(Err(std::io::Error::other("the instance is stopping; resume with Last-Event-ID")));
+        }
+        futures_util::stream::iter(pieces)
     });
     let body = Body::from_stream(chunks);
     let mut response = Response::new(body);

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use crate::fakes::model::{openai_toml, slow_text, slowly, ScriptedModel};
 use crate::fakes::two_instances::TwoInstances;
 use crate::helpers::*;
+use crate::on_both_stores;
 
 /// The messages the official client held at the end of an [`agui_check`] (its `messages` line):
 /// each one's role and words.
@@ -77,3 +78,122 @@ async fn a_crash_mid_answer_leaves_the_whole_answer_once_never_the_fragment() {
         .collect();
     assert_eq!(said, vec![whole.as_str()], "the model is given the answer once, whole");
 }
+
+/// A gateway with the agent `chat` on `model`, whose stop drains for `drain_secs`.
+async fn draining_gateway(model: &ScriptedModel, db: &TestDatabase, drain_secs: u64) -> TestApp {
+    let mut config = test_config(&db.url);
+    config.turns.drain_secs = drain_secs;
+    config.agents.push(model.agent("chat", ""));
+    TestApp::start_with(config).await
+}
+
+/// Waits until `app`'s `readyz` answers 503 (a stopping instance says so at once).
+async fn until_not_ready(app: &TestApp) {
+    wait_until(PATIENCE, "readyz to answer 503", || async {
+        let answer = app.client.get(app.url("/readyz")).send().await;
+        answer.is_ok_and(|a| a.status() == 503)
+    })
+    .await;
+}
+
+/// SIGTERM drains: `readyz` answers 503 at once, and the answer streaming on the instance goes
+/// on to its end there — whole, once, the model asked once — before the instance stops.
+async fn a_stopping_instance_lets_its_answers_finish(backend: Backend) {
+    const WORDS: usize = 30;
+    let model = ScriptedModel::start(|_, _| slowly(WORDS, Duration::from_millis(50))).await;
+    let db = TestDatabase::new(backend).await;
+    let mut app = draining_gateway(&model, &db, 20).await;
+    let input = first_run("th-drain", "run-1", "a story");
+    let mut stream = EventStream::new(app.post_run("chat", &input).await);
+    stream.until("three words", |e| e.data["delta"] == "w3 ").await;
+    app.ask_to_stop();
+    until_not_ready(&app).await;
+    let events = stream.rest().await;
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    assert_eq!(text_of(&events), slow_text(WORDS));
+    assert_eq!((model.calls(), model.cut()), (1, 0), "asked once, never cut");
+    tokio::time::timeout(PATIENCE, app.stopped()).await.expect("the drained instance stops");
+}
+on_both_stores!(a_stopping_instance_lets_its_answers_finish);
+
+/// A run that still reaches a draining instance is served: its turn is handed to another
+/// instance at once and this instance's stream follows it there, until the drain ends (the
+/// instance's own turns are done); the client then resumes on the other instance.
+// One store: two instances share one database, which is PostgreSQL's part.
+#[tokio::test]
+async fn a_run_reaching_a_draining_instance_is_run_by_another() {
+    const WORDS: usize = 40;
+    let model = ScriptedModel::start(|_, _| slowly(WORDS, Duration::from_millis(50))).await;
+    let db = TestDatabase::new(Backend::Postgres).await;
+    let mut a = draining_gateway(&model, &db, 20).await;
+    let b = draining_gateway(&model, &db, 20).await;
+    // A runs an answer, so its drain lasts while the new run comes in.
+    let mut running = EventStream::new(a.post_run("chat", &first_run("th-drain-a", "run-1", "a story")).await);
+    running.until("three words", |e| e.data["delta"] == "w3 ").await;
+    a.ask_to_stop();
+    until_not_ready(&a).await;
+    let late = first_run("th-drain-late", "run-1", "am I served?");
+    let response = a.post_run("chat", &late).await;
+    assert_eq!(response.status(), 200, "served, not refused");
+    let mut events = read_events(response, None).await;
+    let ended = |events: &[SseEvent]| events.last().is_some_and(|e| ["RUN_FINISHED", "RUN_ERROR"].contains(&e.kind()));
+    if !ended(&events) {
+        let last_id = events.last().and_then(|e| e.id.clone()).expect("an id");
+        events.extend(read_events(b.post_run_with("chat", &late, &[("last-event-id", &last_id)]).await, None).await);
+    }
+    crate::fakes::two_instances::assert_no_gap(&events);
+    assert_eq!(events.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&events));
+    assert_eq!(text_of(&events), slow_text(WORDS));
+    let thread = b.store.find_thread("default", "th-drain-late").await.expect("query").expect("thread");
+    let turn = b.store.thread_turns(thread.pk).await.expect("turns").pop().expect("turn");
+    assert!(turn.epoch > 1, "handed over by A and run by B (epoch {})", turn.epoch);
+    let first = running.rest().await;
+    assert_eq!(first.last().expect("end").data["outcome"]["type"], "success", "A's own answer ended on A");
+    tokio::time::timeout(PATIENCE, a.stopped()).await.expect("A stops");
+}
+
+/// A stream still open when the drain period ends is cut, not closed as if its run ended: the
+/// official client reports it, and after the restart the turn is given again whole and the
+/// thread holds its answer once.
+async fn a_stream_still_open_at_the_drain_deadline_is_cut_and_the_restart_gives_the_answer_whole(backend: Backend) {
+    const WORDS: usize = 60;
+    let model = ScriptedModel::start(|_, _| slowly(WORDS, Duration::from_millis(50))).await;
+    let db = TestDatabase::new(backend).await;
+    let mut app = draining_gateway(&model, &db, 1).await;
+    let input = first_run("th-drain-cut", "run-1", "a long story");
+    let mut stream = EventStream::new(app.post_run("chat", &input).await);
+    stream.until("three words", |e| e.data["delta"] == "w3 ").await;
+    // The official client follows the same run meanwhile.
+    let judge = tokio::spawn({
+        let (url, input) = (app.run_url("chat"), input.clone());
+        async move { agui_check(&url, &input).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.ask_to_stop();
+    let mut response_ended_broken = false;
+    loop {
+        match stream.response_chunk().await {
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(_) => {
+                response_ended_broken = true;
+                break;
+            }
+        }
+    }
+    assert!(response_ended_broken, "the body ends broken, not with a clean end of stream");
+    let (ok, report) = judge.await.expect("judge");
+    assert!(!ok && report.contains("REJECTED"), "the official client reports the cut: {report}");
+    let last_id = stream.events.last().and_then(|e| e.id.clone()).expect("an id");
+    assert!(!["RUN_FINISHED", "RUN_ERROR"].contains(&stream.events.last().expect("event").kind()));
+    tokio::time::timeout(PATIENCE, app.stopped()).await.expect("stops after the drain");
+    // The restart (SQLite takes the turn over at start; PostgreSQL within a sweep).
+    let again = draining_gateway(&model, &db, 1).await;
+    let rest = read_events(again.post_run_with("chat", &input, &[("last-event-id", &last_id)]).await, None).await;
+    assert_eq!(rest.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&rest));
+    let messages: Value = again.client.get(again.url("/v1/threads/th-drain-cut/messages")).send().await
+        .expect("get").json().await.expect("JSON");
+    assert_eq!(answers(messages["messages"].as_array().expect("messages")), vec![slow_text(WORDS)]);
+    assert_eq!(model.calls(), 2, "asked again after the restart");
+}
+on_both_stores!(a_stream_still_open_at_the_drain_deadline_is_cut_and_the_restart_gives_the_answer_whole);

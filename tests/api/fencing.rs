@@ -152,6 +152,7 @@ const PAUSE_CONFIG: &str = r#"
 lease_ms = 1000
 heartbeat_ms = 200
 sweep_ms = 200
+drain_secs = 0
 shutdown_grace_secs = 2
 
 [[agents]]

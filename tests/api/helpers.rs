@@ -32,6 +32,7 @@ max_body_bytes = 65536
 lease_ms = 1500
 heartbeat_ms = 300
 sweep_ms = 200
+drain_secs = 0
 shutdown_grace_secs = 5
 
 "#,
@@ -269,9 +270,20 @@ impl TestApp {
     ///
     /// [`Server::serve`]: agui_gateway::server::Server::serve
     pub async fn shut_down(mut self) {
+        self.ask_to_stop();
+        self.stopped().await;
+    }
+
+    /// Asks the server to stop, as SIGTERM does, without waiting for it: it drains first
+    /// (`turns.drain_secs`).
+    pub fn ask_to_stop(&mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
+    }
+
+    /// Waits until the server asked to stop ([`TestApp::ask_to_stop`]) has stopped.
+    pub async fn stopped(mut self) {
         if let Some(server) = self.server.take() {
             let _ = server.await;
         }
@@ -373,6 +385,19 @@ impl EventStream {
         }
         self.keepalives = self.decoder.comments();
         true
+    }
+
+    /// Reads one chunk of the body as it comes, frames included: `Err` when the body broke.
+    pub async fn response_chunk(&mut self) -> reqwest::Result<Option<bytes::Bytes>> {
+        let chunk = self.response.chunk().await?;
+        if let Some(chunk) = &chunk {
+            for message in self.decoder.push(chunk) {
+                let data: Value = serde_json::from_str(&message.data).expect("event is JSON");
+                let id = if message.has_own_id { message.id } else { None };
+                self.events.push(SseEvent { id, data });
+            }
+        }
+        Ok(chunk)
     }
 
     /// Reads until an event matching `arrived` has come (the stream stays open), failing the

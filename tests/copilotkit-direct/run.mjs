@@ -5,7 +5,8 @@
 // serves its static files from another origin (so the tenant's CORS is in play), and, for the
 // cut case, relays TCP bytes to cut a stream as a network would. The `surface` agent is an `agui`
 // agent in front of the Python upstream (tests/upstream/python, its A2UI surface drawn with
-// ag-ui-a2ui-toolkit), started here.
+// ag-ui-a2ui-toolkit), started here; the `storyteller` agent is an `openai` agent on a scripted
+// model that streams a long answer slowly (slow-model.mjs), started here too.
 //
 //   npm ci --ignore-scripts --prefix tests/copilotkit-direct
 //   node tests/copilotkit-direct/run.mjs
@@ -15,7 +16,8 @@
 // (scripts/test-clients makes them). Cases:
 //   1. a message typed in <CopilotChat> is answered
 //   2. a frontend tool (useFrontendTool) is called and the agent answers from its result
-//   3. an approval shows through useInterrupt; Approve runs the call and finishes the turn
+//   3. an approval shows through useInterrupt; Approve runs the call and finishes the turn;
+//      useInterrupt's own resolve() approves on the run that asked, and denies with approved: false
 //   4. a reload restores the chat and the waiting interrupt, which is then approved
 //   5. Stop cancels the running turn in the gateway
 //   6. a run stream cut by the network is completed through connect: the answer whole, once
@@ -33,6 +35,11 @@
 //  13. an MCP App from the Python MCP server (tests/mcp) is drawn by CopilotKit's MCP Apps renderer,
 //      its page read through the gateway; its button's tool call waits for a person, is approved
 //      in the page, and its result reaches the App (mcp-app.mjs)
+//  14. Stop (CopilotChat's button) ends an `openai` answer mid-sentence: the page's answer stops
+//      growing, the gateway's turn ends `cancelled` and the model's stream is closed unfinished
+//  15. the gateway killed (SIGKILL) during an `openai` answer and started again on the same
+//      database and port takes the turn over and asks the model again; a reload shows one whole
+//      answer, no fragment of the cut one above it (this case restarts the gateway: it runs last)
 // Prints ok/not ok per case; exits non-zero on any failure.
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
@@ -47,6 +54,7 @@ import { startCuttingRelay } from "../clients/lib/cutting-relay.mjs";
 import { startGateway } from "../clients/lib/gateway.mjs";
 import { startListening } from "../support/listen.mjs";
 import { anMcpAppIsShownAndItsCallApproved, startMcpServer, startScriptedModel, weatherAgent } from "./mcp-app.mjs";
+import { SLOW_ANSWER, SLOW_WORDS, slowAgent, startSlowModel } from "./slow-model.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, "../..");
@@ -111,6 +119,7 @@ async function startPythonUpstream() {
 const upstream = await startPythonUpstream();
 const mcp = await startMcpServer(repoRoot);
 const model = await startScriptedModel();
+const slowModel = await startSlowModel();
 const work = mkdtempSync(path.join(tmpdir(), "ck-direct-"));
 await buildPage(work);
 const site = await serveStatic(work);
@@ -129,14 +138,13 @@ url = "${upstream.url}/agents/surface"
 timeout_secs = 20
 `;
 const gateway = await startGateway({
-  configToml: `[limits]\nkeepalive_secs = 1\n\n[auth.app_tokens]\nsecret = "${SECRET}"\n\n${agents}${surfaceAgent}${weatherAgent(model.url, mcp.url)}`,
+  configToml: `[limits]\nkeepalive_secs = 1\n\n[auth.app_tokens]\nsecret = "${SECRET}"\n\n${agents}${surfaceAgent}${weatherAgent(model.url, mcp.url)}${slowAgent(slowModel.url)}`,
 });
 const relay = await startCuttingRelay(gateway.url);
 const alice = appToken("acme", "alice");
 const bob = appToken("acme", "bob");
 const runtime = `${gateway.url}/v1/copilotkit/acme`;
 
-/** The gateway's own record of a thread, as alice may read it. */
 /** The thread's conversation as the gateway recorded it. */
 async function gatewayMessages(thread, token = alice) {
   const response = await fetch(`${gateway.url}/v1/threads/${thread}/messages?tenant=acme`, {
@@ -145,11 +153,34 @@ async function gatewayMessages(thread, token = alice) {
   return (await response.json()).messages;
 }
 
+/** The gateway's own record of a thread, as alice may read it. */
 async function gatewayThread(thread, token = alice) {
   const response = await fetch(`${gateway.url}/v1/threads/${thread}?tenant=acme`, {
     headers: { authorization: `Bearer ${token}` },
   });
   return response.json();
+}
+
+/** The thread's turns as the gateway recorded them, oldest first (each `id`, `status`, …). */
+async function gatewayTurns(thread, token = alice) {
+  const response = await fetch(`${gateway.url}/v1/threads/${thread}/turns?tenant=acme`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  return (await response.json()).turns;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Reads `read()` every 100 ms until `done` holds of what it read, or PATIENCE has passed;
+ * returns the last reading either way, for the assertion after it to judge. */
+async function readUntil(read, done) {
+  const deadline = Date.now() + PATIENCE;
+  let value = await read();
+  while (!done(value) && Date.now() < deadline) {
+    await sleep(100);
+    value = await read();
+  }
+  return value;
 }
 
 const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox"] });
@@ -188,6 +219,19 @@ const textOf = (messages) =>
 
 async function waitForText(page, text) {
   await page.getByText(text, { exact: false }).first().waitFor({ timeout: PATIENCE });
+}
+
+/** How many of the slow answer's words (`w1 w2 …`) the page's agent holds. */
+const wordsShown = async (page) => (textOf(await messagesOf(page)).match(/\bw\d+\b/g) ?? []).length;
+
+/** Waits until the page shows the slow answer's first `count` words: the answer streams. */
+async function waitForWords(page, count) {
+  await page.waitForFunction(
+    (count) =>
+      window.page.agent.messages.some((m) => m.role === "assistant" && typeof m.content === "string" && m.content.split(" ").length >= count),
+    count,
+    { timeout: PATIENCE },
+  );
 }
 
 const cases = [];
@@ -452,6 +496,90 @@ test("an MCP App is drawn, its page read through the gateway; its call is approv
   anMcpAppIsShownAndItsCallApproved({ open, say, waitForText, gatewayMessages, mcp, patience: PATIENCE }),
 );
 
+test("Stop ends an openai answer mid-sentence: in the page, in the gateway's turn and at the model", async () => {
+  const said = "a long answer, then stop";
+  const page = await open({ agent: "storyteller", thread: "ck-stop-openai" });
+  await say(page, said);
+  await waitForWords(page, 3);
+  // CopilotChat's own Stop: while a run runs, its send button stops it (stopAgent, which aborts
+  // the run's stream and posts the gateway's `…/agent/storyteller/stop/ck-stop-openai`).
+  await page.getByTestId("copilot-send-button").click();
+  const atStop = await wordsShown(page);
+  // The answer stops growing: for 2 s (28 more words, had it gone on) it stays where it was.
+  let most = atStop;
+  for (const until = Date.now() + 2_000; Date.now() < until; ) {
+    await sleep(100);
+    most = Math.max(most, await wordsShown(page));
+  }
+  assert.ok(most < 20, `the page's answer grew to ${most} words after the stop at ${atStop}`);
+  // The gateway's turn ended cancelled, not succeeded after the model finished on its own.
+  const turns = await readUntil(() => gatewayTurns("ck-stop-openai"), (turns) => turns.at(-1)?.status !== "running");
+  assert.deepEqual(turns.map((turn) => turn.status), ["cancelled"], JSON.stringify(turns));
+  // The model saw its stream closed by the gateway with most of the answer still unwritten: the
+  // cancel dropped the request at once, not at the answer's end (which the page could not tell).
+  const asked = slowModel.requests.filter((request) => request.said === said);
+  assert.equal(asked.length, 1, JSON.stringify(asked));
+  assert.ok(asked[0].cut && asked[0].written < SLOW_WORDS / 2, `the model's stream: ${JSON.stringify(asked[0])}`);
+  await page.close();
+});
+
+// Last: it kills the gateway. What the first process streamed of the answer before it died is a
+// fragment in its log; the restarted one must take the turn over, ask the model again, and show
+// a reloaded page the whole answer once, the fragment withdrawn, both while the second answer
+// streams (the reload's connect) and once the turn is over (the stored conversation).
+test("a restart during an openai answer leaves one whole answer after a reload", async () => {
+  const said = "a long answer, through a crash";
+  const page = await open({ agent: "storyteller", thread: "ck-restart" });
+  await say(page, said);
+  await waitForWords(page, 3);
+  // A crash, not a stop: no drain, no hand-over; the turn is left `running` in the database.
+  // Same database and port, so the page's runtimeUrl reaches the new process.
+  await gateway.restart();
+  const asked = await readUntil(
+    () => slowModel.requests.filter((request) => request.said === said),
+    (asked) => asked.length >= 2,
+  );
+  assert.equal(asked.length, 2, `the model was asked again after the restart: ${JSON.stringify(asked)}`);
+  assert.ok(asked[0].cut && asked[0].written < SLOW_WORDS, `the first answer was cut: ${JSON.stringify(asked[0])}`);
+
+  /** The page shows one assistant answer, the whole one, under the one user message. */
+  const showsOneWholeAnswer = async (when) => {
+    await page.waitForFunction(
+      (last) => !window.page.agent.isRunning && window.page.agent.messages.some((m) => m.role === "assistant" && m.content?.endsWith(last)),
+      `w${SLOW_WORDS}`,
+      { timeout: PATIENCE },
+    );
+    const messages = await messagesOf(page);
+    assert.deepEqual(
+      messages.map((m) => [m.role, m.content]),
+      [
+        ["user", said],
+        ["assistant", SLOW_ANSWER],
+      ],
+      `${when}: ${JSON.stringify(messages)}`,
+    );
+    // And drawn so: one assistant message in the chat, no cut one above it.
+    const drawn = await page.getByTestId("copilot-assistant-message").allInnerTexts();
+    assert.equal(drawn.length, 1, `${when}: ${JSON.stringify(drawn)}`);
+    assert.equal(drawn[0].match(/\bw\d+\b/g)?.join(" "), SLOW_ANSWER, `${when}: ${drawn[0]}`);
+  };
+  // Reloaded while the second answer streams: the thread is loaded through connect.
+  await page.reload();
+  await page.waitForFunction(() => window.page?.agent, null, { timeout: PATIENCE });
+  await showsOneWholeAnswer("reloaded during the answer");
+  // Reloaded once the turn is over: the conversation the gateway stored.
+  await page.reload();
+  await page.waitForFunction(() => window.page?.agent, null, { timeout: PATIENCE });
+  await showsOneWholeAnswer("reloaded after it");
+
+  assert.ok(slowModel.requests.filter((request) => request.said === said)[1].whole, "the second answer went out whole");
+  const turns = await gatewayTurns("ck-restart");
+  assert.deepEqual(turns.map((turn) => turn.status), ["succeeded"], JSON.stringify(turns));
+  const stored = (await gatewayMessages("ck-restart")).filter((m) => m.role === "assistant");
+  assert.deepEqual(stored.map((m) => m.content), [SLOW_ANSWER], JSON.stringify(stored));
+  await page.close();
+});
+
 try {
   for (const { name, body } of cases) {
     try {
@@ -480,6 +608,7 @@ try {
   upstream.stop();
   mcp.stop();
   model.stop();
+  slowModel.stop();
   rmSync(work, { recursive: true, force: true });
 }
 if (failures > 0) {

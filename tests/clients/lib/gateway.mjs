@@ -16,7 +16,10 @@ export function gatewayBinary() {
 
 /**
  * Starts `agui-gateway serve` with `configToml` and resolves once it listens.
- * Returns `{ url, logs, stop }`; `url` has no trailing slash.
+ * Returns `{ url, logs, stop, child, restart }`; `url` has no trailing slash. `restart()` kills
+ * the process as a crash does (SIGKILL: no drain, no hand-over) and starts it again on the same
+ * config, database and address, so clients holding `url` reach it again; it resolves once the
+ * new process listens (`child` is then the new one, `logs` goes on with its lines).
  */
 export async function startGateway({ configToml, env = {}, args = [] } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), "agui-gw-"));
@@ -26,44 +29,60 @@ export async function startGateway({ configToml, env = {}, args = [] } = {}) {
   // The gateway refuses unknown AGUI_GATEWAY_* settings, and the binary's path is not one.
   const childEnv = { ...process.env, NO_COLOR: "1", AGUI_GATEWAY_LOG_FILTER: "info,sqlx=warn", ...env };
   delete childEnv.AGUI_GATEWAY_BIN;
-  const child = spawn(
-    gatewayBinary(),
-    ["serve", "--listen", "127.0.0.1:0", "--database", database, "--config", configPath, ...args],
-    {
-      env: childEnv,
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
   const logs = [];
-  const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the gateway did not start:\n${logs.join("\n")}`)), 30_000);
-    let buffered = "";
-    const onData = (chunk) => {
-      buffered += chunk.toString();
-      let newline;
-      while ((newline = buffered.indexOf("\n")) >= 0) {
-        const line = buffered.slice(0, newline);
-        buffered = buffered.slice(newline + 1);
-        logs.push(line);
-        if (line.includes("agui-gateway listening")) {
-          // Pretty logs say `address=127.0.0.1:1234`; JSON logs say `"address":"127.0.0.1:1234"`.
-          const match = line.match(/address"?[=:]"?([0-9.]+:[0-9]+)/);
-          // `scheme=https` when it serves a certificate (tls.cert_file).
-          const scheme = line.match(/scheme"?[=:]"?(https?)/)?.[1] ?? "http";
-          if (match) {
-            clearTimeout(timer);
-            resolve(`${scheme}://${match[1]}`);
+  // One process on `listen`: resolves to it and its URL once it says it listens.
+  const launch = async (listen) => {
+    const child = spawn(
+      gatewayBinary(),
+      ["serve", "--listen", listen, "--database", database, "--config", configPath, ...args],
+      {
+        env: childEnv,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    const url = await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the gateway did not start:\n${logs.join("\n")}`)), 30_000);
+      let buffered = "";
+      const onData = (chunk) => {
+        buffered += chunk.toString();
+        let newline;
+        while ((newline = buffered.indexOf("\n")) >= 0) {
+          const line = buffered.slice(0, newline);
+          buffered = buffered.slice(newline + 1);
+          logs.push(line);
+          if (line.includes("agui-gateway listening")) {
+            // Pretty logs say `address=127.0.0.1:1234`; JSON logs say `"address":"127.0.0.1:1234"`.
+            const match = line.match(/address"?[=:]"?([0-9.]+:[0-9]+)/);
+            // `scheme=https` when it serves a certificate (tls.cert_file).
+            const scheme = line.match(/scheme"?[=:]"?(https?)/)?.[1] ?? "http";
+            if (match) {
+              clearTimeout(timer);
+              resolve(`${scheme}://${match[1]}`);
+            }
           }
         }
-      }
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the gateway exited with ${code}:\n${logs.join("\n")}`));
+      };
+      child.stdout.on("data", onData);
+      child.stderr.on("data", onData);
+      child.on("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`the gateway exited with ${code}:\n${logs.join("\n")}`));
+      });
     });
-  });
+    return { child, url };
+  };
+  let { child, url } = await launch("127.0.0.1:0");
+  const restart = async () => {
+    const killed = child;
+    if (killed.exitCode === null && killed.signalCode === null) {
+      const exited = new Promise((resolve) => killed.once("exit", resolve));
+      killed.kill("SIGKILL");
+      await exited;
+    }
+    // The same address: the port is free again once the killed process is gone.
+    ({ child } = await launch(new URL(url).host));
+    gateway.child = child;
+  };
   const stop = async () => {
     if (child.exitCode === null) {
       const exited = new Promise((resolve) => child.once("exit", resolve));
@@ -73,7 +92,8 @@ export async function startGateway({ configToml, env = {}, args = [] } = {}) {
     }
     rmSync(dir, { recursive: true, force: true });
   };
-  return { url, logs, stop, child };
+  const gateway = { url, logs, stop, child, restart };
+  return gateway;
 }
 
 /**
