@@ -50,6 +50,8 @@ max_connections = 24
 lease_ms = 3000
 heartbeat_ms = 500
 sweep_ms = 500
+# Shorter than a turn: a SIGTERM's drain ends with turns still running, which are handed over.
+drain_secs = 1
 shutdown_grace_secs = 5
 
 [[agents]]
@@ -210,8 +212,10 @@ async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) 
         missing += log.iter().filter(|(seq, _, _)| !unique.contains(seq)).count();
         for ((seq, kind, body), (_, data)) in log.iter().zip(&record.events) {
             let stored: Value = serde_json::from_str(body).expect("stored JSON");
-            // Run-boundary events carry the run's ids; the rest are sent exactly as stored.
-            if *kind != 1 && *kind != 2 && stored != *data {
+            // Run-boundary events carry the run's ids; a cut answer's withdrawal is sent as the
+            // conversation without it (§4.6); the rest are sent exactly as stored.
+            let withdrawal = stored["name"] == "gateway.cut" && data["type"] == "MESSAGES_SNAPSHOT";
+            if *kind != 1 && *kind != 2 && !withdrawal && stored != *data {
                 mismatched += 1;
                 eprintln!("turn {turn_pk} seq {seq}: sent {data} but logged {stored}");
             }
@@ -517,11 +521,431 @@ async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
     println!("{report}");
     let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await;
     assert!(exit.success(), "a clean exit\n{report}");
-    assert!(stopped_in < Duration::from_secs(5), "exits within its grace period\n{report}");
+    assert!(stopped_in < Duration::from_secs(1 + 5), "exits within its drain and grace periods\n{report}");
     assert!(reconnects >= STREAMS, "every client was moved\n{report}");
     assert_eq!(judged.completed, STREAMS, "{report}");
     assert!(records.iter().all(|r| r.finished), "{report}");
     assert_eq!((judged.missing, judged.duplicated, judged.mismatched, judged.repeated_tools), (0, 0, 0, 0), "{report}");
     assert!(judged.unsealed.is_empty(), "{report}");
     assert!(judged.verdict_ok, "{report}\n{}", judged.verdict_text);
+}
+
+/// Words in each answer of the rolling-restart scenarios' model, and the pause between two: an
+/// answer takes two seconds, well inside their drain period.
+const ROLLING_WORDS: usize = 20;
+const ROLLING_GAP: Duration = Duration::from_millis(100);
+/// Chats open at once, and the answers each asks for one after another.
+const CHATS: usize = 50;
+const ANSWERS_PER_CHAT: usize = 3;
+
+/// The rolling scenarios' gateway: an `openai` agent on the scripted model at `model`.
+fn rolling_config(model: &str) -> String {
+    format!(
+        r#"
+[limits]
+keepalive_secs = 2
+max_streams_per_caller = 1000
+
+[database]
+max_connections = 24
+
+[turns]
+lease_ms = 3000
+heartbeat_ms = 500
+sweep_ms = 300
+drain_secs = 15
+shutdown_grace_secs = 5
+
+[[agents]]
+name = "chat"
+kind = "openai"
+base_url = "{model}"
+model = "scripted"
+"#
+    )
+}
+
+/// The whole answer the scripted model gives.
+fn whole_answer() -> String {
+    (1..=ROLLING_WORDS).map(|word| format!("w{word} ")).collect()
+}
+
+/// An OpenAI-compatible model that answers every request with [`whole_answer`], a word every
+/// [`ROLLING_GAP`], counting its requests and the answers its caller closed before the end.
+async fn slow_model() -> (String, Arc<std::sync::atomic::AtomicUsize>, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Cut(Arc<AtomicUsize>, bool);
+    impl Drop for Cut {
+        fn drop(&mut self) {
+            if !self.1 {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let (calls, cut): (Arc<AtomicUsize>, Arc<AtomicUsize>) = Default::default();
+    let (counted, cuts) = (calls.clone(), cut.clone());
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let cuts = cuts.clone();
+            let body = async_stream::stream! {
+                let mut guard = Cut(cuts, false);
+                for word in 1..=ROLLING_WORDS {
+                    if word > 1 {
+                        tokio::time::sleep(ROLLING_GAP).await;
+                    }
+                    let chunk = json!({"id": "c", "object": "chat.completion.chunk", "model": "scripted",
+                        "choices": [{"index": 0, "delta": {"content": format!("w{word} ")}, "finish_reason": null}]});
+                    yield Ok::<_, std::convert::Infallible>(format!("data: {chunk}\n\n"));
+                }
+                yield Ok("data: [DONE]\n\n".to_string());
+                guard.1 = true;
+            };
+            async move {
+                ([("content-type", "text/event-stream")], axum::body::Body::from_stream(body))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{address}/v1"), calls, cut)
+}
+
+/// One address in front of the instances, as a load balancer: each new connection goes to an
+/// instance whose `readyz` answered 200 at the last look (every 100 ms) and stays with it; an
+/// open stream on a draining instance stays open.
+struct Balancer {
+    address: String,
+    backends: Arc<RwLock<Vec<String>>>,
+}
+
+impl Balancer {
+    async fn start(backends: Vec<String>) -> Balancer {
+        let backends = Arc::new(RwLock::new(backends));
+        let healthy: Arc<RwLock<Vec<String>>> = Arc::new(RwLock::new(Vec::new()));
+        let (watched, shown) = (backends.clone(), healthy.clone());
+        tokio::spawn(async move {
+            let http = reqwest::Client::builder().timeout(Duration::from_millis(500)).build().expect("client");
+            loop {
+                let all = watched.read().unwrap_or_else(|p| p.into_inner()).clone();
+                let mut ready = Vec::new();
+                for backend in all {
+                    let answer = http.get(format!("http://{backend}/readyz")).send().await;
+                    if answer.is_ok_and(|a| a.status() == 200) {
+                        ready.push(backend);
+                    }
+                }
+                *shown.write().unwrap_or_else(|p| p.into_inner()) = ready;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        tokio::spawn(async move {
+            let mut next = 0usize;
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                next += 1;
+                let healthy = healthy.clone();
+                tokio::spawn(async move {
+                    // No healthy instance for a moment (both restarting): wait, as a balancer
+                    // holds a connection in its queue.
+                    for _ in 0..100 {
+                        let target = {
+                            let ready = healthy.read().unwrap_or_else(|p| p.into_inner());
+                            (!ready.is_empty()).then(|| ready[next % ready.len()].clone())
+                        };
+                        if let Some(target) = target {
+                            if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                                return;
+                            }
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                });
+            }
+        });
+        Balancer { address, backends }
+    }
+
+    /// Puts `new` where `old` was among the instances it looks at.
+    fn replace(&self, old: &str, new: &str) {
+        let mut backends = self.backends.write().unwrap_or_else(|p| p.into_inner());
+        backends.retain(|b| b != old);
+        backends.push(new.to_string());
+    }
+}
+
+/// What one chat saw: per answer, the run's input and the events it received, joined across
+/// reconnects.
+struct Chat {
+    thread: String,
+    runs: Vec<(Value, Vec<(String, Value)>)>,
+    reconnects: usize,
+}
+
+/// One person chatting through the balancer: [`ANSWERS_PER_CHAT`] messages one after another,
+/// each sent with the thread's history as the gateway gives it, each stream resumed with
+/// `Last-Event-ID` through every drop until its run ends.
+async fn chat(index: usize, balancer: String, deadline: Instant) -> Chat {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .read_timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let thread = format!("rolling-{index}");
+    let mut record = Chat { thread: thread.clone(), runs: Vec::new(), reconnects: 0 };
+    for answer in 1..=ANSWERS_PER_CHAT {
+        let history = loop {
+            let got = http.get(format!("http://{balancer}/v1/threads/{thread}/messages")).send().await;
+            match got {
+                Ok(response) if response.status() == 200 => {
+                    if let Ok(body) = response.json::<Value>().await {
+                        break body["messages"].as_array().cloned().unwrap_or_default();
+                    }
+                }
+                // The thread's first message: no thread yet (refused like a thread of another's).
+                Ok(response) if answer == 1 && [403, 404].contains(&response.status().as_u16()) => break Vec::new(),
+                _ => {}
+            }
+            assert!(Instant::now() < deadline, "{thread}: the history could not be read");
+            tokio::time::sleep(waiting::POLL).await;
+        };
+        let mut messages = history;
+        messages.push(json!({"id": format!("u{answer}"), "role": "user", "content": format!("message {answer}")}));
+        let input = json!({"threadId": thread, "runId": format!("run-{answer}"), "protocolVersion": "1.0",
+                           "state": {}, "messages": messages, "tools": [], "context": []});
+        let mut events: Vec<(String, Value)> = Vec::new();
+        let mut buffer = String::new();
+        'run: while Instant::now() < deadline {
+            let mut request = http
+                .post(format!("http://{balancer}/v1/agui/agents/chat"))
+                .header("content-type", "application/json")
+                .body(input.to_string());
+            if let Some((id, _)) = events.last() {
+                request = request.header("last-event-id", id.as_str());
+            }
+            if let Ok(mut response) = request.send().await {
+                if response.status() == 200 {
+                    buffer.clear();
+                    while let Ok(Ok(Some(chunk))) = tokio::time::timeout(Duration::from_secs(10), response.chunk()).await {
+                        buffer.push_str(&String::from_utf8_lossy(&chunk));
+                        while let Some(end) = buffer.find("\n\n") {
+                            let frame: String = buffer.drain(..end + 2).collect();
+                            let id = frame.lines().find_map(|l| l.strip_prefix("id: ")).map(str::to_string);
+                            let data = frame.lines().find_map(|l| l.strip_prefix("data: "));
+                            if let (Some(id), Some(data)) = (id, data) {
+                                let value: Value = serde_json::from_str(data).expect("JSON event");
+                                let terminal = matches!(value["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
+                                events.push((id, value));
+                                if terminal {
+                                    break 'run;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            record.reconnects += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        record.runs.push((input, events));
+    }
+    record
+}
+
+/// How an instance leaves in a rolling scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leaving {
+    /// SIGTERM: a deploy (it drains).
+    Deploy,
+    /// SIGKILL: a crash (its turns are taken over).
+    Crash,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_deploy_under_open_chats_leaves_every_answer_whole_once() {
+    rolling_restart(Leaving::Deploy).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_crashing_one_after_another_under_open_chats_leave_every_answer_whole_once() {
+    rolling_restart(Leaving::Crash).await
+}
+
+/// Two instances behind one address, 50 chats of an `openai` agent streaming slowly; each
+/// instance in turn leaves (SIGTERM or SIGKILL) while answers stream and is started again.
+/// Every conversation then holds every answer exactly once, whole — in the gateway's record, in
+/// what the official client ends up holding for each run, and in what the model was given — and
+/// each run's joined stream has no gap and no duplicate. On a deploy no answer is cut at all.
+async fn rolling_restart(leaving: Leaving) {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    // reqwest's rustls has no provider of its own: ring is the process default.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = pg_server::server_url();
+    let name = format!("agui_rolling_{}_{}", std::process::id(), leaving == Leaving::Crash);
+    let mut admin =
+        <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{server}/postgres")).await.expect("admin");
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await.expect("drop");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create");
+    let database = format!("{server}/{name}");
+    let (model, model_calls, model_cuts) = slow_model().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("rolling.toml");
+    std::fs::write(&config, rolling_config(&model)).expect("config");
+    gateway_process::migrate(&database);
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let mut instances: Vec<Instance> = (0..2).map(|_| Spawn::new(&config, &database).start(logs.clone())).collect();
+    let balancer = Balancer::start(instances.iter().map(|i| i.address.clone()).collect()).await;
+    // Give the balancer its first look at the instances.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let chats: Vec<_> = (0..CHATS).map(|i| tokio::spawn(chat(i, balancer.address.clone(), deadline))).collect();
+
+    for place in 0..2 {
+        // Leave while answers stream: once the model is busy with this round's answers.
+        let busy_from = model_calls.load(std::sync::atomic::Ordering::SeqCst) + CHATS / 2;
+        let waited = Instant::now();
+        while model_calls.load(std::sync::atomic::Ordering::SeqCst) < busy_from {
+            if waited.elapsed() > Duration::from_secs(60) {
+                let logs = logs.lock().unwrap_or_else(|p| p.into_inner());
+                let tail: Vec<&String> = logs.iter().rev().take(20).collect();
+                panic!("no answers streaming within 60 s; the instances' last lines: {tail:#?}");
+            }
+            tokio::time::sleep(waiting::POLL).await;
+        }
+        let mut old = instances.remove(place);
+        let old_address = old.address.clone();
+        match leaving {
+            Leaving::Deploy => {
+                let status = Command::new("kill").arg("-TERM").arg(old.child.id().to_string()).status().expect("kill");
+                assert!(status.success());
+            }
+            Leaving::Crash => old.child.kill().expect("SIGKILL"),
+        }
+        let exit = tokio::task::spawn_blocking(move || old.child.wait()).await.expect("wait").expect("exit status");
+        if leaving == Leaving::Deploy {
+            assert!(exit.success(), "a deploy's instance exits cleanly: {exit}");
+        }
+        let new = Spawn::new(&config, &database).start(logs.clone());
+        balancer.replace(&old_address, &new.address);
+        instances.insert(place, new);
+    }
+
+    let mut records = Vec::new();
+    for handle in chats {
+        records.push(handle.await.expect("chat task"));
+    }
+    // The judges: the gateway's record, the official client's view of every run, the model.
+    let whole = whole_answer();
+    let http = reqwest::Client::new();
+    let mut problems = Vec::new();
+    let mut streams = Vec::new();
+    for record in &records {
+        let url = format!("http://{}/v1/threads/{}/messages", instances[0].address, record.thread);
+        let messages: Value = http.get(url).send().await.expect("get").json().await.expect("JSON");
+        let answers = assistant_words(messages["messages"].as_array().map_or(&[][..], Vec::as_slice));
+        if answers != vec![whole.clone(); ANSWERS_PER_CHAT] {
+            problems.push(format!("{}: the thread holds {answers:?}", record.thread));
+            // What its turns' logs say, for the report: each event's type, name and ids.
+            let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&database).await.expect("pool");
+            let turns: Vec<i64> = sqlx::query_scalar(
+                "SELECT t.id FROM turns t JOIN threads h ON h.id = t.thread WHERE h.thread_id = $1 ORDER BY t.id",
+            )
+            .bind(&record.thread)
+            .fetch_all(&pool)
+            .await
+            .expect("turns");
+            for turn in turns {
+                let log = log_checks::stored_log(&pool, turn).await;
+                let told: Vec<String> = log
+                    .iter()
+                    .filter_map(|(seq, _, body)| {
+                        let event: Value = serde_json::from_str(body).ok()?;
+                        (event["type"] != "TEXT_MESSAGE_CONTENT").then(|| {
+                            format!("{seq}:{}{}", event["type"].as_str().unwrap_or(""), event["name"].as_str().map(|n| format!("({n} {})", event["value"])).unwrap_or_default())
+                        })
+                    })
+                    .collect();
+                problems.push(format!("  turn {turn}: {}", told.join(" ")));
+            }
+            pool.close().await;
+        }
+        for (input, events) in &record.runs {
+            let run = format!("{}/{}", record.thread, input["runId"].as_str().unwrap_or(""));
+            // An id is `<turn>.<seq>`, or `<turn>.<seq>.<part>` for the parts one logged event
+            // is sent as (a run's opening with its conversation): one logged event each, in order.
+            let mut seqs: Vec<i64> =
+                events.iter().map(|(id, _)| id.split('.').nth(1).and_then(|s| s.parse().ok()).unwrap_or(-1)).collect();
+            let parts = events.iter().filter(|(id, _)| id.split('.').nth(2).is_some_and(|part| part != "0")).count();
+            seqs.dedup();
+            if seqs != (1..=seqs.len() as i64).collect::<Vec<_>>() || events.len() != seqs.len() + parts {
+                problems.push(format!("{run}: a gap or a duplicate in {seqs:?}"));
+            }
+            if events.last().map(|(_, e)| e["outcome"]["type"].clone()) != Some(json!("success")) {
+                problems.push(format!("{run}: did not succeed: {:?}", events.last()));
+            }
+            let body: String = events.iter().map(|(id, data)| format!("id: {id}\ndata: {data}\n\n")).collect();
+            streams.push(json!({ "name": run, "input": input, "body": body }));
+        }
+    }
+    let streams_path = dir.path().join("streams.json");
+    let held_path = dir.path().join("held.json");
+    std::fs::write(&streams_path, Value::Array(streams).to_string()).expect("streams");
+    let clients_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+    let verdict = Command::new("node")
+        .arg(clients_dir.join("verify-recorded.mjs"))
+        .arg(&streams_path)
+        .arg(&held_path)
+        .current_dir(&clients_dir)
+        .output()
+        .expect("node runs");
+    let verdict_text = String::from_utf8_lossy(&verdict.stdout).to_string();
+    let held: BTreeMap<String, Vec<Value>> =
+        serde_json::from_str(&std::fs::read_to_string(&held_path).expect("held")).expect("held JSON");
+    for (run, messages) in &held {
+        let answer: usize = run.rsplit('-').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        let answers = assistant_words(messages);
+        if answers != vec![whole.clone(); answer] {
+            problems.push(format!("{run}: the official client ends holding {answers:?}"));
+        }
+    }
+    let reconnects: usize = records.iter().map(|r| r.reconnects).sum();
+    let (calls, cuts) =
+        (model_calls.load(std::sync::atomic::Ordering::SeqCst), model_cuts.load(std::sync::atomic::Ordering::SeqCst));
+    for instance in &mut instances {
+        let _ = instance.child.kill();
+        let _ = instance.child.wait();
+    }
+    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await;
+    let report = format!(
+        "rolling report ({leaving:?})\nchats {CHATS} × {ANSWERS_PER_CHAT} answers\nmodel calls {calls}, answers cut {cuts}\n\
+         reconnects {reconnects}\nproblems {}\n{}\n{}",
+        problems.len(),
+        problems.iter().take(24).cloned().collect::<Vec<_>>().join("\n"),
+        verdict_text.lines().last().unwrap_or("")
+    );
+    println!("{report}");
+    assert!(problems.is_empty(), "{report}");
+    assert!(verdict.status.success(), "{report}\n{verdict_text}");
+    match leaving {
+        // A deploy cuts no answer that ends within the drain: each is asked for once.
+        Leaving::Deploy => assert_eq!((calls, cuts), (CHATS * ANSWERS_PER_CHAT, 0), "{report}"),
+        // A crash cuts answers, which are asked for again.
+        Leaving::Crash => assert!(calls > CHATS * ANSWERS_PER_CHAT, "{report}"),
+    }
+}
+
+/// The words of the assistant messages in `messages` (a conversation, or a client's view).
+fn assistant_words(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"].as_str().filter(|c| !c.is_empty()).map(str::to_string))
+        .collect()
 }

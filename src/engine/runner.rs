@@ -81,9 +81,11 @@ impl Engine {
         }
     }
 
-    /// Runs a turn on this instance until it ends or must leave. The AI label comes from the
-    /// tenant of a new turn; a taken-over turn's labelled messages are in its log already.
-    pub(super) fn spawn_turn(&self, turn: TurnRow, start: TurnStart, ai_label: Option<String>) {
+    /// Runs a turn on this instance until it ends or must leave. The tenant's AI label leads
+    /// every message the turn opens here: a new turn's, a resumed one's, and the answer a
+    /// taken-over turn gives again in place of a cut one (a message it continues was labelled
+    /// where it began).
+    pub(super) fn spawn_turn(&self, turn: TurnRow, start: TurnStart) {
         let inner = self.inner.clone();
         // A turn that starts while the instance stops or drains is handed over at once.
         let stopping = inner.stopping.load(std::sync::atomic::Ordering::Acquire)
@@ -144,6 +146,7 @@ impl Engine {
             };
             let finished = match tenant {
                 Some(tenant) => {
+                    let ai_label = inner.config.tenant(tenant.as_str()).and_then(|t| t.ai_label.clone());
                     let mut context =
                         TurnContext::new(inner.turn_services(), &turn, tenant, ai_label, signal_rx.clone());
                     let ending = run_turn(&inner, &mut context, &turn, start).await;

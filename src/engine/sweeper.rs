@@ -98,7 +98,7 @@ impl Engine {
                 break;
             };
             tracing::info!(turn = %turn.public_id, "taking over a turn whose owner stopped");
-            self.spawn_turn(turn, TurnStart::Takeover, None);
+            self.spawn_turn(turn, TurnStart::Takeover);
         }
         Ok(())
     }

@@ -351,8 +351,8 @@ async fn thread_turns(
     tag = "threads",
     params(ThreadPath, TenantQuery),
     responses(
-        (status = 202, description = "The running turn is being cancelled; it ends with outcome `cancelled`.", body = JsonObject),
-        (status = 409, description = "no turn is running (`not_running`)", body = ErrorBody),
+        (status = 202, description = "The running or waiting turn is cancelled at once, whatever it is doing; it ends with outcome `cancelled`.", body = JsonObject),
+        (status = 409, description = "no turn is running or waiting (`not_running`)", body = ErrorBody),
         ThreadRefusals
     )
 )]

@@ -1,14 +1,17 @@
 #!/usr/bin/env node
 // verify-recorded.mjs: puts many recorded SSE streams before the official client at once.
 //
-//   node verify-recorded.mjs streams.json
+//   node verify-recorded.mjs streams.json [messages.json]
+//
+// With messages.json, writes there what the client holds at the end of each stream, by name:
+// each message's role and words (a MESSAGES_SNAPSHOT mid-run shows as the client applied it).
 //
 // streams.json is `[{ "name", "input": RunAgentInput-ish {threadId, runId, messages}, "body": "<SSE text>" }]`.
 // Each body is served to `@ag-ui/client`'s HttpAgent through its fetch hook, so enforcement, chunk
 // expansion and verifyEvents judge exactly the bytes a client received (a stream joined from the
 // pieces of a dropped connection, say). Every event is also validated with @ag-ui/core/schemas,
 // and the stream must end with a terminal event. Exit 0 when all pass.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -21,6 +24,7 @@ let current = "";
 console.warn = (...a) => warnings.push(`${current}: ${a.map(String).join(" ").replace(/\s+/g, " ")}`);
 console.error = () => {};
 let failed = 0;
+const held = {};
 for (const { name, input, body } of streams) {
   current = name;
   const problems = [];
@@ -31,6 +35,7 @@ for (const { name, input, body } of streams) {
   } catch (e) {
     problems.push(`client rejected: ${String(e?.message ?? e).replace(/\s+/g, " ").slice(0, 300)}`);
   }
+  held[name] = agent.messages.map((m) => ({ role: m.role, content: typeof m.content === "string" ? m.content : null }));
   const events = body.split("\n\n").flatMap((frame) => {
     const data = frame.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, ""));
     return data.length ? [JSON.parse(data.join("\n"))] : [];
@@ -47,4 +52,5 @@ for (const { name, input, body } of streams) {
 }
 for (const w of warnings.slice(0, 5)) console.log(`WARN ${w.slice(0, 600)}`);
 console.log(`${streams.length - failed}/${streams.length} streams pass the official client`);
+if (process.argv[3]) writeFileSync(process.argv[3], JSON.stringify(held));
 process.exit(failed || warnings.length ? 1 : 0);

@@ -39,7 +39,8 @@
 //      growing, the gateway's turn ends `cancelled` and the model's stream is closed unfinished
 //  15. the gateway killed (SIGKILL) during an `openai` answer and started again on the same
 //      database and port takes the turn over and asks the model again; a reload shows one whole
-//      answer, no fragment of the cut one above it (this case restarts the gateway: it runs last)
+//      answer, no fragment of the cut one above it, led by acme's AI label as every answer is
+//      (this case restarts the gateway: it runs last)
 // Prints ok/not ok per case; exits non-zero on any failure.
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
@@ -61,6 +62,8 @@ const repoRoot = path.resolve(here, "../..");
 const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const SECRET = "a-copilotkit-direct-test-secret-0123456789";
 const PATIENCE = 20_000;
+// acme's `ai_label` (tests/fixtures/agents.toml): it leads every assistant message acme streams.
+const AI_LABEL = "[AI] ";
 
 /** A gateway app token for `sub` in `tenant` (HS256, as the token exchange issues them). */
 function appToken(tenant, sub) {
@@ -228,7 +231,7 @@ const wordsShown = async (page) => (textOf(await messagesOf(page)).match(/\bw\d+
 async function waitForWords(page, count) {
   await page.waitForFunction(
     (count) =>
-      window.page.agent.messages.some((m) => m.role === "assistant" && typeof m.content === "string" && m.content.split(" ").length >= count),
+      window.page.agent.messages.some((m) => m.role === "assistant" && (String(m.content ?? "").match(/\bw\d+\b/g) ?? []).length >= count),
     count,
     { timeout: PATIENCE },
   );
@@ -505,7 +508,7 @@ test("Stop ends an openai answer mid-sentence: in the page, in the gateway's tur
   // the run's stream and posts the gateway's `…/agent/storyteller/stop/ck-stop-openai`).
   await page.getByTestId("copilot-send-button").click();
   const atStop = await wordsShown(page);
-  // The answer stops growing: for 2 s (28 more words, had it gone on) it stays where it was.
+  // The answer stops growing: for 2 s (28 more words, had it gone on) it stays far below whole.
   let most = atStop;
   for (const until = Date.now() + 2_000; Date.now() < until; ) {
     await sleep(100);
@@ -517,7 +520,10 @@ test("Stop ends an openai answer mid-sentence: in the page, in the gateway's tur
   assert.deepEqual(turns.map((turn) => turn.status), ["cancelled"], JSON.stringify(turns));
   // The model saw its stream closed by the gateway with most of the answer still unwritten: the
   // cancel dropped the request at once, not at the answer's end (which the page could not tell).
-  const asked = slowModel.requests.filter((request) => request.said === said);
+  const asked = await readUntil(
+    () => slowModel.requests.filter((request) => request.said === said),
+    (asked) => asked[0]?.cut,
+  );
   assert.equal(asked.length, 1, JSON.stringify(asked));
   assert.ok(asked[0].cut && asked[0].written < SLOW_WORDS / 2, `the model's stream: ${JSON.stringify(asked[0])}`);
   await page.close();
@@ -542,7 +548,11 @@ test("a restart during an openai answer leaves one whole answer after a reload",
   assert.equal(asked.length, 2, `the model was asked again after the restart: ${JSON.stringify(asked)}`);
   assert.ok(asked[0].cut && asked[0].written < SLOW_WORDS, `the first answer was cut: ${JSON.stringify(asked[0])}`);
 
-  /** The page shows one assistant answer, the whole one, under the one user message. */
+  // The answers as shown, judged last: the label is another matter than the fragment.
+  const answers = [];
+  /** The page, once the turn is over, shows the user's message and under it one assistant
+   * answer with all the words in order; none of the cut answer, in its own message or in this
+   * one, at any moment since the reload (`window.mostAnswers`, the most drawn at once). */
   const showsOneWholeAnswer = async (when) => {
     await page.waitForFunction(
       (last) => !window.page.agent.isRunning && window.page.agent.messages.some((m) => m.role === "assistant" && m.content?.endsWith(last)),
@@ -550,33 +560,42 @@ test("a restart during an openai answer leaves one whole answer after a reload",
       { timeout: PATIENCE },
     );
     const messages = await messagesOf(page);
-    assert.deepEqual(
-      messages.map((m) => [m.role, m.content]),
-      [
-        ["user", said],
-        ["assistant", SLOW_ANSWER],
-      ],
-      `${when}: ${JSON.stringify(messages)}`,
-    );
-    // And drawn so: one assistant message in the chat, no cut one above it.
+    assert.deepEqual(messages.map((m) => m.role), ["user", "assistant"], `${when}: ${JSON.stringify(messages)}`);
+    assert.equal(messages[0].content, said);
+    assert.equal(messages[1].content.match(/\bw\d+\b/g)?.join(" "), SLOW_ANSWER, `${when}: ${messages[1].content}`);
     const drawn = await page.getByTestId("copilot-assistant-message").allInnerTexts();
     assert.equal(drawn.length, 1, `${when}: ${JSON.stringify(drawn)}`);
     assert.equal(drawn[0].match(/\bw\d+\b/g)?.join(" "), SLOW_ANSWER, `${when}: ${drawn[0]}`);
+    assert.equal(await page.evaluate(() => window.mostAnswers), 1, `${when}: a second answer was drawn for a while`);
+    answers.push([when, messages[1].content]);
+  };
+  const reload = async () => {
+    await page.reload();
+    await page.waitForFunction(() => window.page?.agent, null, { timeout: PATIENCE });
+    await page.evaluate(() => {
+      window.mostAnswers = 0;
+      const count = () => document.querySelectorAll('[data-testid="copilot-assistant-message"]').length;
+      setInterval(() => (window.mostAnswers = Math.max(window.mostAnswers, count())), 20);
+    });
   };
   // Reloaded while the second answer streams: the thread is loaded through connect.
-  await page.reload();
-  await page.waitForFunction(() => window.page?.agent, null, { timeout: PATIENCE });
+  await reload();
   await showsOneWholeAnswer("reloaded during the answer");
   // Reloaded once the turn is over: the conversation the gateway stored.
-  await page.reload();
-  await page.waitForFunction(() => window.page?.agent, null, { timeout: PATIENCE });
+  await reload();
   await showsOneWholeAnswer("reloaded after it");
 
   assert.ok(slowModel.requests.filter((request) => request.said === said)[1].whole, "the second answer went out whole");
   const turns = await gatewayTurns("ck-restart");
   assert.deepEqual(turns.map((turn) => turn.status), ["succeeded"], JSON.stringify(turns));
   const stored = (await gatewayMessages("ck-restart")).filter((m) => m.role === "assistant");
-  assert.deepEqual(stored.map((m) => m.content), [SLOW_ANSWER], JSON.stringify(stored));
+  assert.deepEqual(stored.map((m) => m.content.match(/\bw\d+\b/g)?.join(" ")), [SLOW_ANSWER], JSON.stringify(stored));
+  answers.push(["stored", stored[0].content]);
+  // Led by acme's AI label as every assistant message it streams is (docs/config.md
+  // `ai_label`), the answer written by the process that took the turn over too.
+  for (const [when, content] of answers) {
+    assert.equal(content, AI_LABEL + SLOW_ANSWER, `${when}: the answer after the takeover is not labelled`);
+  }
   await page.close();
 });
 

@@ -204,6 +204,15 @@ impl Agent for OpenaiAgent {
             // An App's call, settled: the App reads its result; no model is asked.
             return Ok(AgentOutput::default());
         }
+        // Taken over after the last answer was committed but before the turn ended: that answer
+        // stands (asking the model again would give it twice).
+        let answered = conversation
+            .messages
+            .last()
+            .is_some_and(|last| last["role"] == "assistant" && last.get("tool_calls").is_none());
+        if answered && conversation.pending.is_empty() {
+            return Ok(AgentOutput { result: None, usage: Some(vec![self.usage_of(&conversation)]) });
+        }
         loop {
             if conversation.steps >= self.config.max_steps {
                 return Err(AgentError::Failed(format!(

@@ -428,7 +428,7 @@ impl Engine {
         // epoch and is fenced off if a later claim happened.
         let mut turn = turn.clone();
         turn.epoch = epoch;
-        self.spawn_turn(turn, TurnStart::Takeover, None);
+        self.spawn_turn(turn, TurnStart::Takeover);
         Ok(())
     }
 

@@ -327,14 +327,13 @@ impl Engine {
                 let plan = FollowPlan::new((&thread.thread_id, thread.pk), &new.run_id, &turn, viewer, self.console());
                 turns.push(turn.clone());
                 let plan = FollowPlan { turns: Some(turns.into()), ..plan };
-                let ai_label = inner.config.tenant(request.tenant.as_str()).and_then(|t| t.ai_label.clone());
                 let start = TurnStart::New {
                     thread_id: thread.thread_id.clone(),
                     run_id: new.run_id.clone(),
                     tenant: request.tenant.clone(),
                     board,
                 };
-                self.spawn_turn(turn, start, ai_label);
+                self.spawn_turn(turn, start);
                 Ok(RunPlan::Follow(plan))
             }
             StartTurn::RunExists(turn, start_seq) => match inner.store.turn_by_pk(turn.pk).await? {
