@@ -30,6 +30,7 @@ fn answers(messages: &[Value]) -> Vec<String> {
 
 /// A slow answer cut by SIGKILL on A is given again whole by B: the thread, the next model call
 /// and the live client's view each hold it once; the log keeps the fragment.
+// One store: two instances share one database, which is PostgreSQL's part.
 #[tokio::test]
 async fn a_crash_mid_answer_leaves_the_whole_answer_once_never_the_fragment() {
     const WORDS: usize = 40;
