@@ -173,12 +173,12 @@ async fn every_log_line_of_a_run_is_json_with_the_request_id() {
         line["spans"].as_array()?.iter().find_map(|span| span["request_id"].as_str().map(str::to_string))
     };
     // The lines after start-up (which ends with the `listening` line) and before the shutdown
-    // are the run's.
+    // (its drain first) are the run's.
     let listening = parsed.iter().position(|l| l["fields"]["message"] == "agui-gateway listening").expect("listening");
     let shutting_down = parsed
         .iter()
-        .position(|l| l["fields"]["message"].as_str().is_some_and(|m| m.starts_with("shutting down")))
-        .expect("shutting down");
+        .position(|l| l["fields"]["message"].as_str().is_some_and(|m| m.starts_with("draining")))
+        .expect("draining");
     let run_lines: Vec<&Value> = parsed[listening + 1..shutting_down].iter().collect();
     assert!(run_lines.len() >= 4, "the run logged too little to judge: {lines:?}");
     for line in &run_lines {

@@ -93,9 +93,9 @@ async function runCollecting(agent) {
   }
 }
 
-/** The run's log: the same POST, straight to the gateway, with no Last-Event-ID. */
-async function replay(body) {
-  const response = await fetch(agentUrl, {
+/** The run's log: the same POST, straight to the gateway (the suite's, unless told), with no Last-Event-ID. */
+async function replay(body, url = agentUrl) {
+  const response = await fetch(url, {
     method: "POST",
     headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
     body,
@@ -393,5 +393,165 @@ test("a run longer than the gateway's stream limit is followed across its closes
   console.log(
     `measured: stream_max_secs = 1, a ${log.length}-event run took ${requests.length} streams ` +
       `with maxReconnects = 1; app received ${received.length} events = log`,
+  );
+});
+
+test("a stream ended by a stopping gateway (SIGTERM) is resumed on the next instance with Last-Event-ID", async (t) => {
+  // A drain of 1 s and a run of ~5.5 s (two long answers, 4 characters every 30 ms): the run
+  // outlasts the drain, so the stopping gateway ends the stream with a broken body and hands the
+  // turn over, and the next process on the same SQLite file takes it over at start (SPEC §4.6).
+  const stopping = await startGateway({
+    configToml: `[turns]\ndrain_secs = 1\n${CONFIG}
+[[agents]]
+name = "slower"
+kind = "script"
+chunk_chars = 4
+chunk_delay_ms = 30
+steps = [ { say = ${JSON.stringify(SAY)} }, { say = ${JSON.stringify(SAY)} } ]
+`,
+    env: { AGUI_GATEWAY_BIN: undefined },
+  });
+  t.after(() => stopping.stop());
+  const url = `${stopping.url}/v1/agui/agents/slower?tenant=default`;
+  // Every request the agent makes, seen through its `fetch` option, with how its body ended:
+  // "clean" (the body's end), "broken: …" (a read error), "cancelled" (by the client), or why
+  // there was no response at all. The body is handed on chunk by chunk as the client reads
+  // (highWaterMark 0: nothing is read ahead, so an error reaches the client exactly where it
+  // would have, with no chunk queued before it to be dropped) and kept as text, to tell which
+  // events it brought whole.
+  const requests = [];
+  const watchingFetch = async (input, init) => {
+    const request = { lastEventId: init.headers["Last-Event-ID"], body: init.body, ended: "open", at: Date.now(), raw: "" };
+    requests.push(request);
+    let response;
+    try {
+      response = await fetch(input, init);
+    } catch (error) {
+      request.ended = `no response: ${error.cause?.code ?? error.message}`;
+      throw error;
+    }
+    request.status = response.status;
+    if (!response.body) return response;
+    const source = response.body.getReader();
+    const decoder = new TextDecoder();
+    const watched = new ReadableStream(
+      {
+        async pull(controller) {
+          let chunk;
+          try {
+            chunk = await source.read();
+          } catch (error) {
+            request.ended = `broken: ${error?.message ?? error}${error?.cause ? ` (${error.cause.message ?? error.cause})` : ""}`;
+            controller.error(error);
+            return;
+          }
+          if (chunk.done) {
+            request.ended = "clean";
+            controller.close();
+          } else {
+            request.raw += decoder.decode(chunk.value, { stream: true });
+            controller.enqueue(chunk.value);
+          }
+        },
+        cancel(reason) {
+          if (request.ended === "open") request.ended = "cancelled";
+          return source.cancel(reason);
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    return new Response(watched, { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+  const pauses = [];
+  // The gap between the old process's exit and the new one's listening is refused connections,
+  // none bringing anything new; 10 in a row (50 ms doubling) waits far longer than a start takes.
+  const agent = newAgent(url, {
+    fetch: watchingFetch,
+    maxReconnects: 10,
+    onReconnecting: (pause) => void pauses.push(pause),
+  });
+
+  // Some events in, the gateway is told to stop, as an orchestrator does on a deploy.
+  const received = [];
+  let someArrived;
+  const arrived = new Promise((resolve) => {
+    someArrived = resolve;
+  });
+  const run = agent
+    .runAgent(
+      { runId: `run-${randomUUID()}` },
+      {
+        onEvent: ({ event }) => {
+          received.push(event);
+          if (received.length === 20) someArrived();
+        },
+      },
+    )
+    .then(
+      () => undefined,
+      (error) => error,
+    );
+  await Promise.race([arrived, run]);
+  assert.ok(received.length >= 20, `some events arrived before the stop (${received.length})`);
+  const beforeStop = received.length;
+  const stoppedAt = Date.now();
+  let exitedAt;
+  stopping.child.once("exit", () => void (exitedAt = Date.now()));
+  const ended = await stopping.restart({ signal: "SIGTERM" });
+  const listeningAt = Date.now();
+  const error = await run;
+
+  assert.deepEqual(ended, { code: 0, signal: null }, "the first process exited by itself, with 0, after SIGTERM");
+  assert.equal(error, undefined, `the run succeeds: ${error}`);
+  assert.ok(pauses.length >= 1, "the client reconnected at least once");
+  assert.match(requests[0].ended, /^broken/, "the stopping gateway broke the first stream off, it did not end it cleanly");
+  assert.equal(requests[0].lastEventId, undefined, "the first request has no Last-Event-ID");
+  const answered = requests.filter((r) => r.status === 200);
+  // The stopping process accepts no connection after its drain, so a later stream is the next
+  // process's.
+  assert.ok(answered.length >= 2, `the run went on in a later stream (${answered.length} streams)`);
+  assert.ok(answered.slice(1).every((r) => r.lastEventId), "every stream after the first continues after an id");
+  assert.ok(requests.every((r) => r.body === requests[0].body), "every reconnect re-sends the same body");
+
+  const log = await replay(requests[0].body, url);
+  const again = await replay(requests[0].body, url);
+  assert.equal(again.raw, log.raw, "the gateway replays the run byte-identically");
+  assertReceivedIsTheLog(received, log, "SIGTERM");
+  const ids = log.frames.map((f) => f.id);
+  const resumedAt = ids.indexOf(answered[1].lastEventId);
+  assert.ok(resumedAt >= beforeStop - 1, `the reconnect resumed after an event the app had (${answered[1].lastEventId})`);
+  // The first stream's frames that ended with their blank line; a tail after the last one is
+  // half an event the client must not count as received.
+  const wholeOfFirst = parseFrames(requests[0].raw.slice(0, requests[0].raw.lastIndexOf("\n\n") + 2));
+  assert.deepEqual(
+    wholeOfFirst.map((f) => f.id),
+    ids.slice(0, wholeOfFirst.length),
+    "the first stream brought the log's first events",
+  );
+  assert.equal(answered[1].lastEventId, wholeOfFirst.at(-1).id, "it resumed after the last event the first stream brought whole");
+  assert.ok(resumedAt < ids.length - 1, "the stop came before the run's end: the next process finished it");
+  assert.equal(agent.lastEventId, ids.at(-1), "lastEventId is the id of the run's last event");
+
+  // The answers as the app holds them: both whole, once each. (Whatever the stop cut is given
+  // again whole by the new owner and withdrawn from the app's view by its MESSAGES_SNAPSHOT.)
+  const whole = SAY.replace("{input}", "keep going");
+  const answers = agent.messages.filter((m) => m.role === "assistant");
+  assert.deepEqual(
+    answers.map((m) => m.content),
+    [whole, whole],
+    "the app holds both answers whole, and no fragment",
+  );
+  const logTexts = textsOfLog(log);
+  for (const m of answers) assert.equal(logTexts.get(m.id), m.content, `message ${m.id} is the log's`);
+
+  const fragments = [...logTexts].filter(([, text]) => text !== whole);
+  const snapshots = log.frames.filter((f) => f.event.type === "MESSAGES_SNAPSHOT").length;
+  console.log(
+    `measured: SIGTERM after ${beforeStop} events; the old process exited ${JSON.stringify(ended)} ` +
+      `${exitedAt - stoppedAt} ms later, the next listened at ${listeningAt - stoppedAt} ms; ${wholeOfFirst.length} whole events from the first; ` +
+      `${requests.length} requests (${requests.map((r) => `at ${r.at - stoppedAt} ms: ${r.status ?? r.ended}`).join(", ")}), first stream ${requests[0].ended}; ` +
+      `${pauses.length} reconnect pause(s); resumed after event ${resumedAt + 1} (${answered[1].lastEventId}); ` +
+      `log of ${log.frames.length} events with ${snapshots} MESSAGES_SNAPSHOT and ${fragments.length} cut message(s) ` +
+      `(${fragments.map(([id, text]) => `${id}: ${text.length} of ${whole.length} chars`).join("; ")}); app received ${received.length} events = log`,
   );
 });

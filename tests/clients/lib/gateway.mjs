@@ -20,6 +20,11 @@ export function gatewayBinary() {
  * the process as a crash does (SIGKILL: no drain, no hand-over) and starts it again on the same
  * config, database and address, so clients holding `url` reach it again; it resolves once the
  * new process listens (`child` is then the new one, `logs` goes on with its lines).
+ * `restart({ signal: "SIGTERM" })` stops it as an orchestrator does instead: the signal, then
+ * the wait for the process to exit by itself (drain, hand-over; SIGKILL only if it is still
+ * there after `exitTimeoutMs`, default 60 s). Either way `restart` resolves to how the old
+ * process ended, `{ code, signal }` as Node's `exit` event gives them (a process that had
+ * already exited: its own).
  */
 export async function startGateway({ configToml, env = {}, args = [] } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), "agui-gw-"));
@@ -72,16 +77,33 @@ export async function startGateway({ configToml, env = {}, args = [] } = {}) {
     return { child, url };
   };
   let { child, url } = await launch("127.0.0.1:0");
-  const restart = async () => {
+  const restart = async ({ signal = "SIGKILL", exitTimeoutMs = 60_000 } = {}) => {
     const killed = child;
     if (killed.exitCode === null && killed.signalCode === null) {
       const exited = new Promise((resolve) => killed.once("exit", resolve));
-      killed.kill("SIGKILL");
+      killed.kill(signal);
+      if (signal !== "SIGKILL") {
+        // A gateway asked to stop takes up to turns.drain_secs + shutdown_grace_secs; one that
+        // is still there long after is stuck, and the test should hear of it, not hang.
+        let timer;
+        const timedOut = new Promise((resolve) => {
+          timer = setTimeout(() => resolve(true), exitTimeoutMs);
+        });
+        const stuck = await Promise.race([exited.then(() => false), timedOut]);
+        clearTimeout(timer);
+        if (stuck) {
+          killed.kill("SIGKILL");
+          await exited;
+          throw new Error(`the gateway did not exit within ${exitTimeoutMs} ms of ${signal}:\n${logs.join("\n")}`);
+        }
+      }
       await exited;
     }
-    // The same address: the port is free again once the killed process is gone.
+    const ended = { code: killed.exitCode, signal: killed.signalCode };
+    // The same address: the port is free again once the stopped process is gone.
     ({ child } = await launch(new URL(url).host));
     gateway.child = child;
+    return ended;
   };
   const stop = async () => {
     if (child.exitCode === null) {
