@@ -131,18 +131,12 @@ async fn client(index: usize, live: Arc<RwLock<Vec<String>>>, deadline: Instant)
             match chunk.unwrap_or(Ok(None)) {
                 Ok(Some(chunk)) => {
                     buffer.push_str(&String::from_utf8_lossy(&chunk));
-                    while let Some(end) = buffer.find("\n\n") {
-                        let frame: String = buffer.drain(..end + 2).collect();
-                        let id = frame.lines().find_map(|l| l.strip_prefix("id: ")).map(str::to_string);
-                        let data = frame.lines().find_map(|l| l.strip_prefix("data: "));
-                        if let (Some(id), Some(data)) = (id, data) {
-                            let value: Value = serde_json::from_str(data).expect("JSON event");
-                            let terminal = matches!(value["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
-                            record.events.push((id, value));
-                            if terminal {
-                                record.finished = true;
-                                return record;
-                            }
+                    for (id, value) in take_events(&mut buffer) {
+                        let terminal = is_terminal(&value);
+                        record.events.push((id, value));
+                        if terminal {
+                            record.finished = true;
+                            return record;
                         }
                     }
                 }
@@ -153,6 +147,49 @@ async fn client(index: usize, live: Arc<RwLock<Vec<String>>>, deadline: Instant)
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     record
+}
+
+/// The events whose frames `buffer` holds whole, taken out of it (a frame cut by the chunk's
+/// end stays for the next chunk): each one's `id:` and its `data:` as JSON.
+fn take_events(buffer: &mut String) -> Vec<(String, Value)> {
+    let mut events = Vec::new();
+    while let Some(end) = buffer.find("\n\n") {
+        let frame: String = buffer.drain(..end + 2).collect();
+        let id = frame.lines().find_map(|l| l.strip_prefix("id: ")).map(str::to_string);
+        let data = frame.lines().find_map(|l| l.strip_prefix("data: "));
+        if let (Some(id), Some(data)) = (id, data) {
+            events.push((id, serde_json::from_str(data).expect("JSON event")));
+        }
+    }
+    events
+}
+
+/// Whether an event ends its run.
+fn is_terminal(event: &Value) -> bool {
+    matches!(event["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"))
+}
+
+/// Puts the recorded streams in `streams_path` before the official client
+/// (`tests/clients/verify-recorded.mjs`), writing what it held at the end of each to `held`
+/// when given.
+fn verify_recorded(streams_path: &std::path::Path, held: Option<&std::path::Path>) -> std::process::Output {
+    let clients_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+    let mut node = Command::new("node");
+    node.arg(clients_dir.join("verify-recorded.mjs")).arg(streams_path);
+    if let Some(held) = held {
+        node.arg(held);
+    }
+    node.current_dir(&clients_dir).output().expect("node runs")
+}
+
+/// A fresh database `name` on the PostgreSQL server at `server` (dropped first if a run before
+/// left it), with the admin connection that made it (which drops it at the end); its URL.
+async fn fresh_database(server: &str, name: &str) -> (sqlx::PgConnection, String) {
+    let mut admin =
+        <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{server}/postgres")).await.expect("admin");
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await.expect("drop");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create");
+    (admin, format!("{server}/{name}"))
 }
 
 /// What the log says of the clients' streams.
@@ -229,13 +266,7 @@ async fn judge(records: &[ClientRecord], database: &str, dir: &std::path::Path) 
     }
     let streams_path = dir.join("streams.json");
     std::fs::write(&streams_path, Value::Array(streams).to_string()).expect("streams");
-    let clients_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
-    let verdict = Command::new("node")
-        .arg(clients_dir.join("verify-recorded.mjs"))
-        .arg(&streams_path)
-        .current_dir(&clients_dir)
-        .output()
-        .expect("node runs");
+    let verdict = verify_recorded(&streams_path, None);
     let verdict_text = String::from_utf8_lossy(&verdict.stdout).to_string();
     if !verdict.status.success() {
         // Kept for a look at what the official client refused (the temp dir goes with the test).
@@ -455,11 +486,7 @@ async fn sigterm_hands_open_streams_and_turns_to_another_instance() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let server = pg_server::server_url();
     let name = format!("agui_sigterm_{}", std::process::id());
-    let mut admin =
-        <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{server}/postgres")).await.expect("admin");
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await.expect("drop");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create");
-    let database = format!("{server}/{name}");
+    let (mut admin, database) = fresh_database(&server, &name).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("chaos.toml");
     std::fs::write(&config, CHAOS_CONFIG).expect("config");
@@ -602,9 +629,7 @@ async fn slow_model() -> (String, Arc<std::sync::atomic::AtomicUsize>, Arc<std::
                 yield Ok("data: [DONE]\n\n".to_string());
                 guard.1 = true;
             };
-            async move {
-                ([("content-type", "text/event-stream")], axum::body::Body::from_stream(body))
-            }
+            async move { ([("content-type", "text/event-stream")], axum::body::Body::from_stream(body)) }
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -733,19 +758,15 @@ async fn chat(index: usize, balancer: String, deadline: Instant) -> Chat {
             if let Ok(mut response) = request.send().await {
                 if response.status() == 200 {
                     buffer.clear();
-                    while let Ok(Ok(Some(chunk))) = tokio::time::timeout(Duration::from_secs(10), response.chunk()).await {
+                    while let Ok(Ok(Some(chunk))) =
+                        tokio::time::timeout(Duration::from_secs(10), response.chunk()).await
+                    {
                         buffer.push_str(&String::from_utf8_lossy(&chunk));
-                        while let Some(end) = buffer.find("\n\n") {
-                            let frame: String = buffer.drain(..end + 2).collect();
-                            let id = frame.lines().find_map(|l| l.strip_prefix("id: ")).map(str::to_string);
-                            let data = frame.lines().find_map(|l| l.strip_prefix("data: "));
-                            if let (Some(id), Some(data)) = (id, data) {
-                                let value: Value = serde_json::from_str(data).expect("JSON event");
-                                let terminal = matches!(value["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
-                                events.push((id, value));
-                                if terminal {
-                                    break 'run;
-                                }
+                        for (id, value) in take_events(&mut buffer) {
+                            let terminal = is_terminal(&value);
+                            events.push((id, value));
+                            if terminal {
+                                break 'run;
                             }
                         }
                     }
@@ -789,11 +810,7 @@ async fn rolling_restart(leaving: Leaving) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let server = pg_server::server_url();
     let name = format!("agui_rolling_{}_{}", std::process::id(), leaving == Leaving::Crash);
-    let mut admin =
-        <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{server}/postgres")).await.expect("admin");
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await.expect("drop");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("create");
-    let database = format!("{server}/{name}");
+    let (mut admin, database) = fresh_database(&server, &name).await;
     let (model, model_calls, model_cuts) = slow_model().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("rolling.toml");
@@ -868,7 +885,11 @@ async fn rolling_restart(leaving: Leaving) {
                     .filter_map(|(seq, _, body)| {
                         let event: Value = serde_json::from_str(body).ok()?;
                         (event["type"] != "TEXT_MESSAGE_CONTENT").then(|| {
-                            format!("{seq}:{}{}", event["type"].as_str().unwrap_or(""), event["name"].as_str().map(|n| format!("({n} {})", event["value"])).unwrap_or_default())
+                            format!(
+                                "{seq}:{}{}",
+                                event["type"].as_str().unwrap_or(""),
+                                event["name"].as_str().map(|n| format!("({n} {})", event["value"])).unwrap_or_default()
+                            )
                         })
                     })
                     .collect();
@@ -897,14 +918,7 @@ async fn rolling_restart(leaving: Leaving) {
     let streams_path = dir.path().join("streams.json");
     let held_path = dir.path().join("held.json");
     std::fs::write(&streams_path, Value::Array(streams).to_string()).expect("streams");
-    let clients_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
-    let verdict = Command::new("node")
-        .arg(clients_dir.join("verify-recorded.mjs"))
-        .arg(&streams_path)
-        .arg(&held_path)
-        .current_dir(&clients_dir)
-        .output()
-        .expect("node runs");
+    let verdict = verify_recorded(&streams_path, Some(&held_path));
     let verdict_text = String::from_utf8_lossy(&verdict.stdout).to_string();
     let held: BTreeMap<String, Vec<Value>> =
         serde_json::from_str(&std::fs::read_to_string(&held_path).expect("held")).expect("held JSON");

@@ -44,7 +44,8 @@ impl Engine {
     /// Whether this instance is stopping or draining (`readyz` says so: 503).
     pub fn is_draining(&self) -> bool {
         let inner = &self.inner;
-        inner.draining.load(std::sync::atomic::Ordering::Acquire) || inner.stopping.load(std::sync::atomic::Ordering::Acquire)
+        inner.draining.load(std::sync::atomic::Ordering::Acquire)
+            || inner.stopping.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Stops every turn this instance runs, commits what they said and gives the turns back

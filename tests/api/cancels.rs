@@ -82,8 +82,7 @@ async fn a_cancel_ends_a_streaming_model_answer_mid_sentence(backend: Backend) {
     assert_eq!(model.calls(), 1, "the model was not asked again");
     assert_eq!(turn_status(&app, "th-cut-llm").await, "cancelled");
     // What was said is the thread's: the messages route holds it as it was cut.
-    let messages: Value = app.client.get(app.url("/v1/threads/th-cut-llm/messages")).send().await.expect("get")
-        .json().await.expect("JSON");
+    let messages: Value = app.get_json("/v1/threads/th-cut-llm/messages").await;
     let answer = messages["messages"].as_array().expect("messages").last().cloned().expect("the answer");
     assert_eq!(answer["content"], said.as_str());
     eprintln!("a cancel ended the model's answer {took:?} after it was asked");
@@ -171,8 +170,7 @@ async fn a_cancel_stops_a_hanging_http_tool_call(backend: Backend) {
     .await;
     assert_eq!(turn_status(&app, "th-cut-tool").await, "cancelled");
     // The next turn: the model reads the cut call with its result, then the new message.
-    let history: Value = app.client.get(app.url("/v1/threads/th-cut-tool/messages")).send().await.expect("get")
-        .json().await.expect("JSON");
+    let history: Value = app.get_json("/v1/threads/th-cut-tool/messages").await;
     let mut messages = history["messages"].as_array().expect("messages").clone();
     messages.push(json!({"id": "run-2-user", "role": "user", "content": "never mind"}));
     let next_input = json!({"threadId": "th-cut-tool", "runId": "run-2", "protocolVersion": "1.0", "state": {},
@@ -219,8 +217,8 @@ on_both_stores!(a_cancel_stops_a_running_mcp_tool_call);
 
 /// A cancel while a delegated child answers ends the child's model call and the whole turn.
 async fn a_cancel_reaches_a_delegated_childs_answer(backend: Backend) {
-    let parent = ScriptedModel::start(plan(vec![("delegate", json!({"agent": "teller", "task": "a story"}))], "Told."))
-        .await;
+    let parent =
+        ScriptedModel::start(plan(vec![("delegate", json!({"agent": "teller", "task": "a story"}))], "Told.")).await;
     let child = slow_model().await;
     let db = TestDatabase::new(backend).await;
     let mut config = test_config(&db.url);
@@ -252,7 +250,8 @@ async fn a_cancel_ends_a_waiting_turn(backend: Backend) {
     let events = app.run_to_end("approver", &input).await;
     assert_eq!(events.last().expect("end").data["outcome"]["type"], "interrupt");
     cancel(&app, "th-cut-wait").await;
-    wait_until(PATIENCE, "the waiting turn to end", || async { turn_status(&app, "th-cut-wait").await == "cancelled" }).await;
+    wait_until(PATIENCE, "the waiting turn to end", || async { turn_status(&app, "th-cut-wait").await == "cancelled" })
+        .await;
     let row = app.store.find_thread("default", "th-cut-wait").await.expect("query").expect("thread");
     let turn = app.store.thread_turns(row.pk).await.expect("turns").pop().expect("turn");
     let interrupts = app.store.turn_interrupts(turn.pk).await.expect("interrupts");

@@ -192,8 +192,7 @@ async fn a_stream_still_open_at_the_drain_deadline_is_cut_and_the_restart_gives_
     let again = draining_gateway(&model, &db, 1).await;
     let rest = read_events(again.post_run_with("chat", &input, &[("last-event-id", &last_id)]).await, None).await;
     assert_eq!(rest.last().expect("end").data["outcome"]["type"], "success", "{:?}", kinds(&rest));
-    let messages: Value = again.client.get(again.url("/v1/threads/th-drain-cut/messages")).send().await
-        .expect("get").json().await.expect("JSON");
+    let messages: Value = again.get_json("/v1/threads/th-drain-cut/messages").await;
     assert_eq!(answers(messages["messages"].as_array().expect("messages")), vec![slow_text(WORDS)]);
     assert_eq!(model.calls(), 2, "asked again after the restart");
 }
